@@ -1,0 +1,26 @@
+// See Glue.h.
+#include "csrc/aten/Glue.h"
+
+namespace mytorch {
+
+StridedShape stridedShape(const at::TensorIteratorBase& iter) {
+  StridedShape s;
+  TORCH_CHECK(iter.ndim() <= kMaxDims, "mytorch kernels support at most ", kMaxDims,
+              " dimensions after coalescing, but the operation needs ", iter.ndim());
+  s.ndim = static_cast<int>(iter.ndim());
+  s.numel = iter.numel();
+  for (int d = 0; d < s.ndim; ++d) s.sizes[d] = iter.shape()[d];
+  return s;
+}
+
+StridedOperand stridedOperand(const at::TensorIteratorBase& iter, int arg) {
+  StridedOperand op;
+  op.data = iter.data_ptr(arg);
+  op.dtype = toKernelDType(iter.dtype(arg));
+  op.elem_size = static_cast<int>(c10::elementSize(iter.dtype(arg)));
+  auto st = iter.strides(arg);
+  for (size_t d = 0; d < st.size(); ++d) op.strides[d] = st[d];
+  return op;
+}
+
+} // namespace mytorch

@@ -1,0 +1,37 @@
+// Glue between ATen tensors and the kernel library's torch-free parameter structs: dtype mapping and the
+// strided description of a TensorIterator's operands (broadcasting, coalescing and output checks are
+// ATen's own).
+#pragma once
+
+#include <ATen/TensorIterator.h>
+#include <c10/core/ScalarType.h>
+
+#include "mytorch/copy.h"
+#include "mytorch/dtype.h"
+
+namespace mytorch {
+
+inline DType toKernelDType(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool: return DType::Bool;
+    case c10::ScalarType::Byte: return DType::UInt8;
+    case c10::ScalarType::Char: return DType::Int8;
+    case c10::ScalarType::Short: return DType::Int16;
+    case c10::ScalarType::Int: return DType::Int32;
+    case c10::ScalarType::Long: return DType::Int64;
+    case c10::ScalarType::Half: return DType::Half;
+    case c10::ScalarType::BFloat16: return DType::BFloat16;
+    case c10::ScalarType::Float: return DType::Float;
+    case c10::ScalarType::Double: return DType::Double;
+    case c10::ScalarType::ComplexFloat: return DType::ComplexFloat;
+    case c10::ScalarType::ComplexDouble: return DType::ComplexDouble;
+    default: return DType::Other;
+  }
+}
+
+// Shape of an iterator, checked against the kernels' dimension limit.
+StridedShape stridedShape(const at::TensorIteratorBase& iter);
+// Operand `arg` of an iterator (0 = first output).
+StridedOperand stridedOperand(const at::TensorIteratorBase& iter, int arg);
+
+} // namespace mytorch

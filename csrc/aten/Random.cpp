@@ -1,0 +1,144 @@
+// Op table: in-place random fills driven by the device's Philox generator, and native_dropout (so that
+// dropout masks come from the mytorch generator and are reproducible for a seed).
+#include <ATen/core/DistributionsHelper.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/ones_like.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include "csrc/aten/Glue.h"
+#include "csrc/core/Generator.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+#include "mytorch/random.h"
+
+namespace mytorch {
+namespace {
+
+at::Tensor& randomFill(at::Tensor& self, RandomParams p, const std::optional<at::Generator>& gen) {
+  if (self.numel() == 0) return self;
+  TORCH_CHECK(!self.is_complex(), "mytorch random fills support real dtypes, but got ", self.scalar_type());
+  TORCH_CHECK(toKernelDType(self.scalar_type()) != DType::Other, "mytorch random fills do not support dtype ",
+              self.scalar_type());
+  c10::DeviceGuard guard(self.device());
+  auto* g = at::get_generator_or_default<MytorchGeneratorImpl>(gen, defaultGenerator(self.device().index()));
+  {
+    std::lock_guard<std::mutex> lock(g->mutex_);
+    std::tie(p.seed, p.offset) = g->philoxStep();
+  }
+  at::Tensor target = self.is_contiguous() ? self : at::empty(self.sizes(), self.options());
+  p.data = target.data_ptr();
+  p.dtype = toKernelDType(self.scalar_type());
+  p.numel = self.numel();
+  MT_RT_CHECK(kernels::random(p, nativeHandle(currentStream(self.device().index()))));
+  if (!target.is_same(self)) self.copy_(target);
+  return self;
+}
+
+void checkFloating(const at::Tensor& self, const char* op) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, " expects a floating point tensor, but got ", self.scalar_type());
+}
+
+at::Tensor& wrapper_uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  checkFloating(self, "uniform_");
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+  TORCH_CHECK(std::isfinite(to - from), "uniform_ expects a finite range, but got from=", from, " to=", to);
+  RandomParams p;
+  p.dist = Distribution::Uniform;
+  p.a = from;
+  p.b = to;
+  return randomFill(self, p, gen);
+}
+
+at::Tensor& wrapper_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  checkFloating(self, "normal_");
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  RandomParams p;
+  p.dist = Distribution::Normal;
+  p.a = mean;
+  p.b = std;
+  return randomFill(self, p, gen);
+}
+
+// Largest value random_() draws for a dtype: 2^digits for floating types (so every integer below it is
+// exact), the type's maximum for integers.
+int64_t randomMax(c10::ScalarType t) {
+  switch (t) {
+    case at::kBool: return 1;
+    case at::kHalf: return int64_t(1) << 11;
+    case at::kBFloat16: return int64_t(1) << 8;
+    case at::kFloat: return int64_t(1) << 24;
+    case at::kDouble: return int64_t(1) << 53;
+    case at::kByte: return std::numeric_limits<uint8_t>::max();
+    case at::kChar: return std::numeric_limits<int8_t>::max();
+    case at::kShort: return std::numeric_limits<int16_t>::max();
+    case at::kInt: return std::numeric_limits<int32_t>::max();
+    default: return std::numeric_limits<int64_t>::max();
+  }
+}
+
+at::Tensor& integerFill(at::Tensor& self, int64_t low, uint64_t range, const std::optional<at::Generator>& gen) {
+  RandomParams p;
+  p.dist = Distribution::Integer;
+  p.low = low;
+  p.range = range; // 0 means the full 64-bit range
+  return randomFill(self, p, gen);
+}
+
+at::Tensor& wrapper_random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
+  if (to.has_value()) {
+    TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    return integerFill(self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from), gen);
+  }
+  const int64_t hi = randomMax(self.scalar_type());
+  TORCH_CHECK(from <= hi, "random_ expects 'from' to be at most ", hi, " for dtype ", self.scalar_type(), ", but got ", from);
+  return integerFill(self, from, static_cast<uint64_t>(hi) - static_cast<uint64_t>(from) + 1, gen);
+}
+
+at::Tensor& wrapper_random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 < to, "random_ expects 'from' to be less than 'to', but got from=0 >= to=", to);
+  return integerFill(self, 0, static_cast<uint64_t>(to), gen);
+}
+
+at::Tensor& wrapper_random_(at::Tensor& self, std::optional<at::Generator> gen) {
+  return integerFill(self, 0, static_cast<uint64_t>(randomMax(self.scalar_type())) + 1, gen);
+}
+
+at::Tensor& wrapper_bernoulli_float(at::Tensor& self, double prob, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 <= prob && prob <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", prob);
+  RandomParams p;
+  p.dist = Distribution::Bernoulli;
+  p.a = prob;
+  return randomFill(self, p, gen);
+}
+
+std::tuple<at::Tensor, at::Tensor> wrapper_native_dropout(const at::Tensor& input, double prob, std::optional<bool> train) {
+  TORCH_CHECK(0 <= prob && prob <= 1, "dropout probability has to be between 0 and 1, but got ", prob);
+  if (input.numel() == 0 || (train.has_value() && !*train) || prob == 0) {
+    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  }
+  at::Tensor mask = at::empty(input.sizes(), input.options().dtype(at::kBool));
+  wrapper_bernoulli_float(mask, 1.0 - prob, std::nullopt);
+  const double scale = prob == 1 ? 0.0 : 1.0 / (1.0 - prob);
+  return {at::mul(at::mul(input, mask), scale), mask};
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("uniform_", TORCH_FN(wrapper_uniform_));
+  m.impl("normal_", TORCH_FN(wrapper_normal_));
+  m.impl("random_.from", TORCH_FN(wrapper_random_from));
+  m.impl("random_.to", TORCH_FN(wrapper_random_to));
+  m.impl("random_", TORCH_FN(wrapper_random_));
+  m.impl("bernoulli_.float", TORCH_FN(wrapper_bernoulli_float));
+  m.impl("native_dropout", TORCH_FN(wrapper_native_dropout));
+}
+
+} // namespace mytorch

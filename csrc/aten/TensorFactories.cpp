@@ -1,0 +1,125 @@
+// Op table: tensor creation, storage and view metadata (no data is touched here).
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "csrc/core/DeviceAllocator.h"
+#include "csrc/core/Stream.h"
+
+namespace mytorch {
+namespace {
+
+constexpr auto kKeys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+
+void checkFactoryArgs(std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "mytorch supports only strided tensors, but got layout ", c10::layout_or_default(layout));
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
+              "only CPU tensors can be pinned, but pin_memory=True was asked for a mytorch tensor");
+  if (device.has_value() && device->index() >= 0) checkDeviceIndex(device->index());
+}
+
+at::Tensor wrapper_empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                       std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                       std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  checkFactoryArgs(layout, device, pin_memory);
+  c10::OptionalDeviceGuard guard(device);
+  return at::detail::empty_generic(size, deviceAllocator(), kKeys, c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor wrapper_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                 std::optional<bool> pin_memory) {
+  checkFactoryArgs(layout, device, pin_memory);
+  c10::OptionalDeviceGuard guard(device);
+  return at::detail::empty_strided_generic(size, stride, deviceAllocator(), kKeys, c10::dtype_or_default(dtype));
+}
+
+// Sets sizes/strides and grows the storage if they need more bytes than it has.
+void resizeImpl(const at::Tensor& self, c10::IntArrayRef size, at::OptionalIntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  const int64_t itemsize = static_cast<int64_t>(self.dtype().itemsize());
+  int64_t needed = 0;
+  if (stride.has_value()) {
+    impl->set_sizes_and_strides(size, *stride);
+    needed = at::detail::computeStorageNbytes(size, *stride, itemsize, impl->storage_offset());
+  } else {
+    impl->set_sizes_contiguous(size);
+    needed = at::detail::computeStorageNbytesContiguous(size, itemsize, impl->storage_offset());
+  }
+  const c10::Storage& storage = impl->unsafe_storage();
+  if (needed > static_cast<int64_t>(storage.nbytes())) {
+    c10::OptionalDeviceGuard guard(self.device());
+    at::native::resize_bytes_nocuda(storage, needed);
+  }
+}
+
+const at::Tensor& wrapper_resize_(const at::Tensor& self, c10::IntArrayRef size,
+                                  std::optional<at::MemoryFormat> memory_format) {
+  for (auto s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
+  resizeImpl(self, size, std::nullopt);
+  if (memory_format.has_value()) {
+    TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
+    self.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& wrapper_set_storage_offset(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                                       c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, std::move(source), offset, size, stride);
+  self.unsafeGetTensorImpl()->set_storage_offset(offset);
+  at::OptionalIntArrayRef st = stride.data() != nullptr ? at::OptionalIntArrayRef(stride) : std::nullopt;
+  resizeImpl(self, size, st);
+  return self;
+}
+
+at::Tensor& wrapper_set_storage(at::Tensor& self, c10::Storage source) {
+  const int64_t n = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return wrapper_set_storage_offset(self, std::move(source), 0, {n}, {});
+}
+
+at::Tensor& wrapper_set_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return wrapper_set_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+}
+
+at::Tensor& wrapper_set_empty(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, deviceAllocator()->allocate(0), deviceAllocator(), true);
+  return wrapper_set_storage_offset(self, std::move(empty), 0, {0}, {});
+}
+
+at::Tensor wrapper_as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                              std::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(wrapper_empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(wrapper_empty_strided));
+  m.impl("resize_", TORCH_FN(wrapper_resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(wrapper_set_storage_offset));
+  m.impl("set_.source_Storage", TORCH_FN(wrapper_set_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(wrapper_set_tensor));
+  m.impl("set_", TORCH_FN(wrapper_set_empty));
+  m.impl("as_strided", TORCH_FN(wrapper_as_strided));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("alias", TORCH_FN(at::native::alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+}
+
+} // namespace mytorch

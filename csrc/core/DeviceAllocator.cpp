@@ -1,0 +1,462 @@
+// Caching allocator for device memory, written against runtime.h so it serves both runtimes.
+//
+// Note [Caching allocator design]
+// Same model as torch.cuda's allocator, so users' intuitions (and memory_stats keys) carry over:
+//  - sizes round up to 512 bytes; requests of at most 1 MiB come from the small pool (2 MiB segments),
+//    larger ones from the large pool (20 MiB segments below 10 MiB, else the size rounded up to 2 MiB);
+//  - a free block that is larger than needed is split, and a freed block merges with free neighbours of
+//    the same segment, so a segment whose blocks are all free is one block again and can be released;
+//  - blocks are cached per stream: a block freed on stream S is reused only by allocations on S. A block
+//    that was used on other streams (record_stream) goes back to the pool only after events recorded on
+//    those streams at free time have completed;
+//  - when the runtime refuses a segment, every cached segment is released and the request retried once;
+//    if it fails again the allocator raises torch.OutOfMemoryError with its figures.
+// One mutex per device guards that device's pools, blocks and statistics; a separate mutex guards the
+// pointer-to-block map the deleter needs.
+#include "csrc/core/DeviceAllocator.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+
+namespace mytorch {
+namespace {
+
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kMinBlockSize = 512;
+constexpr size_t kSmallSize = 1 << 20;
+constexpr size_t kSmallBuffer = 2 << 20;
+constexpr size_t kLargeBuffer = 20 << 20;
+constexpr size_t kMinLargeAlloc = 10 << 20;
+constexpr size_t kRoundLarge = 2 << 20;
+
+struct BlockPool;
+
+struct Block {
+  c10::DeviceIndex device;
+  rt::Stream stream;
+  size_t size;
+  size_t requested = 0;
+  void* ptr;
+  BlockPool* pool;
+  bool allocated = false;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  std::unordered_set<rt::Stream> stream_uses;
+  int pending_events = 0;
+  Block(c10::DeviceIndex d, rt::Stream s, size_t sz, BlockPool* p, void* ptr_)
+      : device(d), stream(s), size(sz), ptr(ptr_), pool(p) {}
+  bool isSplit() const { return prev != nullptr || next != nullptr; }
+};
+
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return std::less<void*>()(a->stream, b->stream);
+    if (a->size != b->size) return a->size < b->size;
+    return std::less<void*>()(a->ptr, b->ptr);
+  }
+};
+
+struct BlockPool {
+  explicit BlockPool(bool small) : is_small(small) {}
+  std::set<Block*, BlockOrder> blocks;
+  const bool is_small;
+};
+
+size_t roundSize(size_t n) { return n < kMinBlockSize ? kMinBlockSize : (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize; }
+size_t segmentSize(size_t n) {
+  if (n <= kSmallSize) return kSmallBuffer;
+  if (n < kMinLargeAlloc) return kLargeBuffer;
+  return (n + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+std::string formatBytes(size_t n) {
+  char buf[64];
+  if (n >= (size_t(1) << 30)) std::snprintf(buf, sizeof(buf), "%.2f GiB", double(n) / (1 << 30));
+  else if (n >= (size_t(1) << 20)) std::snprintf(buf, sizeof(buf), "%.2f MiB", double(n) / (1 << 20));
+  else std::snprintf(buf, sizeof(buf), "%zu bytes", n);
+  return buf;
+}
+
+class DeviceCache {
+ public:
+  explicit DeviceCache(c10::DeviceIndex d) : device_(d), small_(true), large_(false) {}
+
+  Block* malloc(size_t requested, rt::Stream stream) {
+    std::unique_lock<std::mutex> lock(mu_);
+    processEvents();
+    const size_t size = roundSize(requested);
+    BlockPool& pool = size <= kSmallSize ? small_ : large_;
+    Block* block = takeFree(pool, stream, size);
+    if (block == nullptr) {
+      block = newSegment(pool, stream, size);
+      if (block == nullptr) {
+        // Free what the cache holds and try once more before giving up.
+        stats_.num_alloc_retries += 1;
+        synchronizeEvents();
+        releaseCached();
+        block = newSegment(pool, stream, size);
+      }
+      if (block == nullptr) {
+        stats_.num_ooms += 1;
+        size_t free_b = 0, total_b = 0;
+        (void)rt::mem_get_info(device_, &free_b, &total_b);
+        const std::string why = rt::last_error();
+        const size_t allocated = stats_.allocated_bytes[0].current;
+        const size_t reserved = stats_.reserved_bytes[0].current;
+        lock.unlock();
+        c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(size), allocated, reserved,
+                                         c10::Device(c10::DeviceType::PrivateUse1, device_));
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "mytorch out of memory. Tried to allocate ", formatBytes(size),
+                         " on device mytorch:", static_cast<int>(device_), " (", rt::kind_name(), " runtime). Capacity ",
+                         formatBytes(limit(total_b)), "; ", formatBytes(allocated), " allocated by tensors; ",
+                         formatBytes(reserved), " reserved in total by the mytorch allocator; ",
+                         formatBytes(free_b), " free on the device. Runtime said: ", why);
+      }
+    }
+    if (shouldSplit(block, size)) {
+      auto* rest = new Block(device_, stream, block->size - size, &pool, static_cast<char*>(block->ptr) + size);
+      rest->prev = block;
+      rest->next = block->next;
+      if (rest->next) rest->next->prev = rest;
+      block->next = rest;
+      block->size = size;
+      insertFree(rest);
+    }
+    block->allocated = true;
+    block->requested = requested;
+    forEachStat(pool, [&](size_t t) {
+      stats_.allocation[t].increase(1);
+      stats_.allocated_bytes[t].increase(block->size);
+      stats_.active[t].increase(1);
+      stats_.active_bytes[t].increase(block->size);
+      stats_.requested_bytes[t].increase(requested);
+    });
+    return block;
+  }
+
+  void free(Block* block) {
+    std::lock_guard<std::mutex> lock(mu_);
+    block->allocated = false;
+    forEachStat(*block->pool, [&](size_t t) {
+      stats_.allocation[t].decrease(1);
+      stats_.allocated_bytes[t].decrease(block->size);
+      stats_.requested_bytes[t].decrease(block->requested);
+    });
+    if (!block->stream_uses.empty()) {
+      // Other streams may still be using the memory: reuse waits for what they have queued so far.
+      for (rt::Stream s : block->stream_uses) {
+        rt::Event ev = nullptr;
+        MT_RT_CHECK(rt::event_create(device_, false, &ev));
+        MT_RT_CHECK(rt::event_record(device_, ev, s));
+        pending_.emplace_back(ev, block);
+        block->pending_events += 1;
+      }
+      block->stream_uses.clear();
+      return;
+    }
+    freeBlock(block);
+  }
+
+  void recordStream(Block* block, rt::Stream stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stream != block->stream) block->stream_uses.insert(stream);
+  }
+
+  void emptyCache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    synchronizeEvents();
+    releaseCached();
+  }
+
+  DeviceStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  void resetAccumulated() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t t = 0; t < 3; ++t) {
+      for (auto* s : {&stats_.allocation[t], &stats_.segment[t], &stats_.active[t], &stats_.inactive_split[t],
+                      &stats_.allocated_bytes[t], &stats_.reserved_bytes[t], &stats_.active_bytes[t],
+                      &stats_.inactive_split_bytes[t], &stats_.requested_bytes[t]}) {
+        s->reset_accumulated();
+      }
+    }
+    stats_.oversize_allocations.reset_accumulated();
+    stats_.oversize_segments.reset_accumulated();
+    stats_.num_alloc_retries = 0;
+    stats_.num_ooms = 0;
+    stats_.num_sync_all_streams = 0;
+    stats_.num_device_alloc = 0;
+    stats_.num_device_free = 0;
+  }
+  void resetPeak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t t = 0; t < 3; ++t) {
+      for (auto* s : {&stats_.allocation[t], &stats_.segment[t], &stats_.active[t], &stats_.inactive_split[t],
+                      &stats_.allocated_bytes[t], &stats_.reserved_bytes[t], &stats_.active_bytes[t],
+                      &stats_.inactive_split_bytes[t], &stats_.requested_bytes[t]}) {
+        s->reset_peak();
+      }
+    }
+  }
+  size_t cachedBlocks() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return small_.blocks.size() + large_.blocks.size();
+  }
+  void setFraction(double f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fraction_ = f;
+  }
+
+ private:
+  template <typename F>
+  void forEachStat(const BlockPool& pool, F f) {
+    f(static_cast<size_t>(StatType::AGGREGATE));
+    f(static_cast<size_t>(pool.is_small ? StatType::SMALL_POOL : StatType::LARGE_POOL));
+  }
+
+  size_t limit(size_t total) const {
+    return fraction_ >= 1.0 ? total : static_cast<size_t>(fraction_ * static_cast<double>(total));
+  }
+
+  static bool shouldSplit(const Block* b, size_t size) {
+    const size_t rest = b->size - size;
+    return b->pool->is_small ? rest >= kMinBlockSize : rest > kSmallSize;
+  }
+
+  Block* takeFree(BlockPool& pool, rt::Stream stream, size_t size) {
+    Block key(device_, stream, size, &pool, nullptr);
+    auto it = pool.blocks.lower_bound(&key);
+    if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
+    Block* b = *it;
+    eraseFree(b);
+    return b;
+  }
+
+  Block* newSegment(BlockPool& pool, rt::Stream stream, size_t size) {
+    const size_t seg = segmentSize(size);
+    if (fraction_ < 1.0) {
+      size_t free_b = 0, total_b = 0;
+      MT_RT_CHECK(rt::mem_get_info(device_, &free_b, &total_b));
+      if (stats_.reserved_bytes[0].current + seg > limit(total_b)) {
+        rt::report(rt::Status::OutOfMemory, "the per-process memory fraction limit is reached");
+        return nullptr;
+      }
+    }
+    void* ptr = nullptr;
+    rt::Status s = rt::device_malloc(device_, seg, &ptr);
+    if (s == rt::Status::OutOfMemory) return nullptr;
+    MT_RT_CHECK(s);
+    stats_.num_device_alloc += 1;
+    forEachStat(pool, [&](size_t t) {
+      stats_.segment[t].increase(1);
+      stats_.reserved_bytes[t].increase(seg);
+    });
+    return new Block(device_, stream, seg, &pool, ptr);
+  }
+
+  void insertFree(Block* b) {
+    b->pool->blocks.insert(b);
+    if (b->isSplit()) {
+      forEachStat(*b->pool, [&](size_t t) {
+        stats_.inactive_split[t].increase(1);
+        stats_.inactive_split_bytes[t].increase(b->size);
+      });
+    }
+  }
+  void eraseFree(Block* b) {
+    b->pool->blocks.erase(b);
+    if (b->isSplit()) {
+      forEachStat(*b->pool, [&](size_t t) {
+        stats_.inactive_split[t].decrease(1);
+        stats_.inactive_split_bytes[t].decrease(b->size);
+      });
+    }
+  }
+
+  // Returns a block whose uses are over to its pool, merging it with free neighbours.
+  void freeBlock(Block* block) {
+    const size_t size = block->size;
+    for (Block* other : {block->prev, block->next}) {
+      if (other == nullptr || other->allocated || other->pending_events > 0) continue;
+      eraseFree(other);
+      if (other == block->prev) {
+        block->ptr = other->ptr;
+        block->prev = other->prev;
+        if (block->prev) block->prev->next = block;
+      } else {
+        block->next = other->next;
+        if (block->next) block->next->prev = block;
+      }
+      block->size += other->size;
+      delete other;
+    }
+    forEachStat(*block->pool, [&](size_t t) {
+      stats_.active[t].decrease(1);
+      stats_.active_bytes[t].decrease(size);
+    });
+    insertFree(block);
+  }
+
+  void processEvents() {
+    while (!pending_.empty()) {
+      auto [ev, block] = pending_.front();
+      rt::Status s = rt::event_query(ev);
+      if (s == rt::Status::NotReady) break;
+      MT_RT_CHECK(s);
+      (void)rt::event_destroy(ev);
+      pending_.pop_front();
+      if (--block->pending_events == 0) freeBlock(block);
+    }
+  }
+
+  void synchronizeEvents() {
+    if (!pending_.empty()) stats_.num_sync_all_streams += 1;
+    for (auto& [ev, block] : pending_) {
+      MT_RT_CHECK(rt::event_synchronize(ev));
+      (void)rt::event_destroy(ev);
+      if (--block->pending_events == 0) freeBlock(block);
+    }
+    pending_.clear();
+  }
+
+  // Releases every cached segment that is entirely free (a single unsplit block).
+  void releaseCached() {
+    for (BlockPool* pool : {&small_, &large_}) {
+      std::vector<Block*> whole;
+      for (Block* b : pool->blocks) {
+        if (!b->isSplit()) whole.push_back(b);
+      }
+      for (Block* b : whole) {
+        eraseFree(b);
+        MT_RT_CHECK(rt::device_free(device_, b->ptr));
+        stats_.num_device_free += 1;
+        forEachStat(*pool, [&](size_t t) {
+          stats_.segment[t].decrease(1);
+          stats_.reserved_bytes[t].decrease(b->size);
+        });
+        delete b;
+      }
+    }
+  }
+
+  const c10::DeviceIndex device_;
+  std::mutex mu_;
+  BlockPool small_;
+  BlockPool large_;
+  std::deque<std::pair<rt::Event, Block*>> pending_;
+  DeviceStats stats_;
+  double fraction_ = 1.0;
+};
+
+void deleteDevicePtr(void* ptr);
+
+class Allocator final : public MytorchDeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    const c10::DeviceIndex device = currentDeviceIndex();
+    if (n == 0) return c10::DataPtr(nullptr, c10::Device(c10::DeviceType::PrivateUse1, device));
+    const c10::Stream stream = currentStream(device);
+    Block* block = cache(device).malloc(n, nativeHandle(stream));
+    {
+      std::lock_guard<std::mutex> lock(map_mu_);
+      live_[block->ptr] = block;
+    }
+    return c10::DataPtr(block->ptr, block->ptr, &deleteDevicePtr, c10::Device(c10::DeviceType::PrivateUse1, device));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &deleteDevicePtr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    MT_RT_CHECK(rt::memcpy_async(dest, src, count, rt::CopyKind::DeviceToDevice, nativeHandle(currentStream())));
+    MT_RT_CHECK(rt::stream_synchronize(currentDeviceIndex(), nativeHandle(currentStream())));
+  }
+
+  void release(void* ptr) {
+    Block* block = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(map_mu_);
+      auto it = live_.find(ptr);
+      TORCH_INTERNAL_ASSERT(it != live_.end(), "mytorch allocator: free of a pointer it does not own");
+      block = it->second;
+      live_.erase(it);
+    }
+    cache(block->device).free(block);
+  }
+
+  bool initialized() override { return rt::initialized(); }
+  void emptyCache(c10::MempoolId_t) override {
+    for (int d = 0; d < rt::device_count(); ++d) {
+      if (caches_ready_) cache(static_cast<c10::DeviceIndex>(d)).emptyCache();
+    }
+  }
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    if (ptr.get() == nullptr || ptr.get_deleter() != &deleteDevicePtr) return;
+    Block* block = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(map_mu_);
+      auto it = live_.find(ptr.get());
+      if (it == live_.end()) return;
+      block = it->second;
+    }
+    cache(block->device).recordStream(block, nativeHandle(stream));
+  }
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    return cache(resolveDevice(device)).stats();
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { cache(resolveDevice(device)).resetAccumulated(); }
+  void resetPeakStats(c10::DeviceIndex device) override { cache(resolveDevice(device)).resetPeak(); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    size_t f = 0, t = 0;
+    MT_RT_CHECK(rt::mem_get_info(resolveDevice(device), &f, &t));
+    return {f, t};
+  }
+  size_t cachedBlockCount(c10::DeviceIndex device) override { return cache(resolveDevice(device)).cachedBlocks(); }
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
+    TORCH_CHECK(fraction > 0 && fraction <= 1, "memory fraction must be in (0, 1], but got ", fraction);
+    cache(resolveDevice(device)).setFraction(fraction);
+  }
+
+ private:
+  DeviceCache& cache(c10::DeviceIndex device) {
+    std::call_once(caches_once_, [this] {
+      for (int d = 0; d < rt::device_count(); ++d) caches_.push_back(std::make_unique<DeviceCache>(static_cast<c10::DeviceIndex>(d)));
+      caches_ready_ = true;
+    });
+    checkDeviceIndex(device);
+    return *caches_[static_cast<size_t>(device)];
+  }
+
+  std::once_flag caches_once_;
+  std::atomic<bool> caches_ready_{false};
+  std::vector<std::unique_ptr<DeviceCache>> caches_;
+  std::mutex map_mu_;
+  std::unordered_map<void*, Block*> live_;
+};
+
+Allocator& instance() {
+  static Allocator* a = new Allocator(); // never destroyed: tensors may die during interpreter teardown
+  return *a;
+}
+
+void deleteDevicePtr(void* ptr) { instance().release(ptr); }
+
+} // namespace
+
+MytorchDeviceAllocator* deviceAllocator() { return &instance(); }
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &instance());
+
+} // namespace mytorch

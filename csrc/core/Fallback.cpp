@@ -1,0 +1,280 @@
+// The boxed CPU fallback (DESIGN.md, "Op registration and fallback").
+//
+// Note [Fallback data movement]
+// On sim, device memory is host memory, so device tensors are handed to the CPU kernel as CPU tensors
+// that alias the same bytes (same storage offset and strides): in-place ops write straight into device
+// memory and view ops return views of the same storage. On cuda, tensors are copied to the host (the
+// whole storage for ops that return views, so the view's offsets mean the same thing) and mutated
+// arguments are copied back; `out=` arguments get a fresh host tensor whose result is copied (and
+// resized) into them. On sim an out= argument aliases too; if the kernel has to grow it, the resize moves
+// it to host memory and the result is copied back. Results that are new tensors are copied to the device
+// of the op's first mytorch argument. Either way the call counts as a fallback: "native" means our
+// kernel ran.
+#include "csrc/core/Fallback.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/record_function.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+namespace {
+
+std::atomic<int> g_mode{static_cast<int>(FallbackMode::Warn)};
+std::mutex g_stats_mu;
+std::map<std::string, FallbackCounter> g_stats;
+std::set<std::string> g_warned;
+
+bool isDeviceTensor(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
+
+struct Moved {
+  int64_t to_cpu = 0;
+  int64_t to_device = 0;
+};
+
+// A CPU tensor over the same bytes as device tensor `t` (sim only): same storage offset, sizes, strides.
+at::Tensor aliasOnHost(const at::Tensor& t) {
+  const c10::Storage& storage = t.storage();
+  auto* keep = new c10::Storage(storage);
+  void* base = storage.data_ptr().get();
+  c10::DataPtr ptr(base, keep, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, c10::Device(c10::DeviceType::CPU));
+  // Resizable with the CPU allocator: a kernel that must grow an out= argument moves it to fresh host
+  // memory instead of failing, and writeBack notices the move.
+  c10::Storage host(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr), c10::GetCPUAllocator(), true);
+  auto out = at::empty({0}, t.options().device(at::kCPU));
+  out.set_(host, t.storage_offset(), t.sizes(), t.strides());
+  out._set_conj(t.is_conj());
+  out._set_neg(t.is_neg());
+  return out;
+}
+
+// A CPU copy of the device tensor's whole storage, viewed like `t` (cuda: keeps view offsets meaningful).
+at::Tensor storageCopyOnHost(const at::Tensor& t, Moved* moved) {
+  const size_t n = t.storage().nbytes();
+  auto bytes = at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(at::kByte));
+  auto dev_bytes = at::empty({0}, t.options().dtype(at::kByte));
+  dev_bytes.set_(t.storage(), 0, {static_cast<int64_t>(n)}, {1});
+  bytes.copy_(dev_bytes);
+  moved->to_cpu += static_cast<int64_t>(n);
+  auto out = at::empty({0}, t.options().device(at::kCPU));
+  out.set_(bytes.storage(), t.storage_offset(), t.sizes(), t.strides());
+  out._set_conj(t.is_conj());
+  out._set_neg(t.is_neg());
+  return out;
+}
+
+struct ArgPlan {
+  bool is_out = false;   // an out= argument: host result copied and resized into it
+  bool write = false;    // mutated in place
+  bool needs_storage = false;
+};
+
+at::Tensor toHost(const at::Tensor& t, const ArgPlan& plan, bool sim, Moved* moved) {
+  if (!isDeviceTensor(t)) return t;
+  if (sim) return aliasOnHost(t);
+  if (plan.is_out) return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
+  if (plan.needs_storage || plan.write) return storageCopyOnHost(t, moved);
+  moved->to_cpu += static_cast<int64_t>(t.numel()) * t.element_size();
+  return t.to(at::kCPU);
+}
+
+// Makes the device tensor hold a mutated or out= argument's host result, unless it already does.
+void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& plan, bool sim, Moved* moved) {
+  if (!isDeviceTensor(device)) return;
+  if (sim && host.storage().data_ptr().get() == device.storage().data_ptr().get()) {
+    // Still the zero-copy alias; only the metadata may have changed (a resize that did not grow).
+    if (!host.sizes().equals(device.sizes()) || !host.strides().equals(device.strides()) ||
+        host.storage_offset() != device.storage_offset()) {
+      at::Tensor d = device;
+      d.set_(device.storage(), host.storage_offset(), host.sizes(), host.strides());
+    }
+    return;
+  }
+  if (!sim && !plan.is_out && !plan.write) return;
+  if (!device.sizes().equals(host.sizes())) device.resize_(host.sizes());
+  device.copy_(host);
+  moved->to_device += static_cast<int64_t>(host.numel()) * host.element_size();
+}
+
+void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const std::string name = schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
+  const auto mode = static_cast<FallbackMode>(g_mode.load());
+  TORCH_CHECK_NOT_IMPLEMENTED(mode != FallbackMode::Error, "mytorch: operator '", name,
+                              "' has no native mytorch kernel, and MYTORCH_FALLBACK=error forbids running it on the CPU");
+  if (mode == FallbackMode::Warn) {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(g_stats_mu);
+      first = g_warned.insert(name).second;
+    }
+    if (first) {
+      TORCH_WARN("mytorch: operator '", name, "' has no native mytorch kernel; it runs on the CPU through the ",
+                 "fallback (warned once per operator; MYTORCH_FALLBACK=silent hides this, =error forbids it)");
+    }
+  }
+  RECORD_FUNCTION("mytorch::fallback::" + name, std::vector<c10::IValue>());
+
+  const bool sim = rt::kind() == rt::Kind::Sim;
+  const auto& args = schema.arguments();
+  const size_t num_args = args.size();
+  const size_t base = stack->size() - num_args;
+  bool returns_view = false;
+  for (const auto& r : schema.returns()) returns_view = returns_view || (r.alias_info() && !r.alias_info()->isWrite());
+
+  Moved moved;
+  std::optional<c10::Device> target;
+  std::vector<c10::IValue> originals(num_args);
+  std::vector<ArgPlan> plans(num_args);
+  for (size_t i = 0; i < num_args; ++i) {
+    c10::IValue& iv = (*stack)[base + i];
+    ArgPlan& plan = plans[i];
+    plan.is_out = args[i].is_out();
+    plan.write = args[i].alias_info() && args[i].alias_info()->isWrite();
+    plan.needs_storage = returns_view && args[i].alias_info() != nullptr;
+    auto note = [&](const at::Tensor& t) {
+      if (isDeviceTensor(t) && !target) target = t.device();
+    };
+    if (iv.isTensor()) {
+      const at::Tensor t = iv.toTensor();
+      note(t);
+      originals[i] = iv;
+      iv = toHost(t, plan, sim, &moved);
+    } else if (iv.isTensorList()) {
+      originals[i] = iv;
+      c10::List<at::Tensor> host;
+      for (const at::Tensor& t : iv.toTensorList()) {
+        note(t);
+        host.push_back(toHost(t, plan, sim, &moved));
+      }
+      iv = host;
+    } else if (iv.isOptionalTensorList()) {
+      originals[i] = iv;
+      c10::List<std::optional<at::Tensor>> host;
+      for (const std::optional<at::Tensor>& t : iv.toOptionalTensorList()) {
+        if (t.has_value()) note(*t);
+        host.push_back(t.has_value() ? std::optional<at::Tensor>(toHost(*t, plan, sim, &moved)) : std::nullopt);
+      }
+      iv = host;
+    } else if (iv.isDevice() && iv.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      if (!target) target = iv.toDevice();
+      iv = c10::Device(at::kCPU);
+    } else if (iv.isGenerator() && iv.toGenerator().device().type() == c10::DeviceType::PrivateUse1) {
+      TORCH_CHECK(false, "mytorch: operator '", name, "' has no native mytorch kernel and its CPU fallback cannot ",
+                  "draw from a mytorch generator; pass no generator or a CPU one");
+    }
+  }
+  std::vector<c10::IValue> host_args(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
+
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  } catch (const c10::NotImplementedError& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "mytorch: operator '", name, "' has no native mytorch kernel, and the CPU ",
+                                "fallback has no CPU kernel for it either:\n", e.what_without_backtrace());
+  }
+
+  // Mutated and out= arguments: make the device tensors hold the results.
+  for (size_t i = 0; i < num_args; ++i) {
+    if (!(plans[i].write || plans[i].is_out) || originals[i].isNone()) continue;
+    if (originals[i].isTensor()) {
+      writeBack(originals[i].toTensor(), host_args[i].toTensor(), plans[i], sim, &moved);
+    } else if (originals[i].isTensorList()) {
+      auto dev = originals[i].toTensorList();
+      auto host = host_args[i].toTensorList();
+      for (size_t k = 0; k < dev.size(); ++k) writeBack(dev.get(k), host.get(k), plans[i], sim, &moved);
+    }
+  }
+
+  // Results: an alias of an argument becomes that argument (or a view of it); anything else is copied over.
+  const auto& rets = schema.returns();
+  const size_t rbase = stack->size() - rets.size();
+  auto aliasedArg = [&](const c10::AliasInfo* info) -> std::optional<size_t> {
+    if (info == nullptr) return std::nullopt;
+    for (size_t i = 0; i < num_args; ++i) {
+      const auto* a = args[i].alias_info();
+      if (a && a->beforeSets() == info->beforeSets()) return i;
+    }
+    return std::nullopt;
+  };
+  auto toDevice = [&](const at::Tensor& h) -> at::Tensor {
+    if (!h.defined() || !target) return h;
+    moved.to_device += static_cast<int64_t>(h.numel()) * h.element_size();
+    return h.to(*target);
+  };
+  auto mapOne = [&](const at::Tensor& h, const c10::IValue& orig, bool is_write) -> at::Tensor {
+    if (!orig.isTensor() || !isDeviceTensor(orig.toTensor())) return toDevice(h);
+    const at::Tensor& d = orig.toTensor();
+    if (is_write) return d;
+    return d.as_strided(h.sizes(), h.strides(), h.storage_offset()); // a view of the argument's storage
+  };
+  for (size_t j = 0; j < rets.size(); ++j) {
+    c10::IValue& rv = (*stack)[rbase + j];
+    auto idx = aliasedArg(rets[j].alias_info());
+    const bool is_write = rets[j].alias_info() && rets[j].alias_info()->isWrite();
+    if (rv.isTensor()) {
+      rv = idx ? mapOne(rv.toTensor(), originals[*idx], is_write) : toDevice(rv.toTensor());
+    } else if (rv.isTensorList()) {
+      auto host = rv.toTensorList();
+      c10::List<at::Tensor> out;
+      if (idx && originals[*idx].isTensorList() && is_write) {
+        out = originals[*idx].toTensorList();
+      } else if (idx && originals[*idx].isTensor()) {
+        for (const at::Tensor& h : host) out.push_back(mapOne(h, originals[*idx], false));
+      } else {
+        for (const at::Tensor& h : host) out.push_back(toDevice(h));
+      }
+      rv = out;
+    }
+  }
+
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  auto& c = g_stats[name];
+  c.calls += 1;
+  c.bytes_to_cpu += moved.to_cpu;
+  c.bytes_to_device += moved.to_device;
+}
+
+} // namespace
+
+void setFallbackMode(const std::string& mode) {
+  if (mode == "warn") g_mode = static_cast<int>(FallbackMode::Warn);
+  else if (mode == "silent") g_mode = static_cast<int>(FallbackMode::Silent);
+  else if (mode == "error") g_mode = static_cast<int>(FallbackMode::Error);
+  else TORCH_CHECK_VALUE(false, "MYTORCH_FALLBACK must be one of warn, silent, error, but got '", mode, "'");
+}
+
+std::string fallbackMode() {
+  switch (static_cast<FallbackMode>(g_mode.load())) {
+    case FallbackMode::Warn: return "warn";
+    case FallbackMode::Silent: return "silent";
+    case FallbackMode::Error: return "error";
+  }
+  return "warn";
+}
+
+std::map<std::string, FallbackCounter> fallbackStats() {
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  return g_stats;
+}
+
+void resetFallbackStats() {
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  g_stats.clear();
+  g_warned.clear();
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+}
+
+} // namespace mytorch

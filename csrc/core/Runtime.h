@@ -1,0 +1,23 @@
+// Turns runtime.h statuses into torch errors carrying the runtime's own message (DESIGN.md conventions).
+#pragma once
+
+#include <c10/util/Exception.h>
+
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+
+[[noreturn]] inline void throwRuntimeError(rt::Status s, const char* what) {
+  TORCH_CHECK(false, "mytorch ", rt::kind_name(), " runtime: ", rt::status_name(s), " in ", what, ": ",
+              rt::last_error());
+}
+
+} // namespace mytorch
+
+#define MT_RT_CHECK(expr)                                              \
+  do {                                                                 \
+    ::mytorch::rt::Status mt_status_ = (expr);                         \
+    if (mt_status_ != ::mytorch::rt::Status::Success) {                \
+      ::mytorch::throwRuntimeError(mt_status_, #expr);                 \
+    }                                                                  \
+  } while (0)

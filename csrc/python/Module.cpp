@@ -1,0 +1,165 @@
+// pybind11 bindings behind torch.mytorch (python/mytorch/): runtime, devices, memory, generators, fallback.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <torch/csrc/Generator.h>
+
+#include "csrc/core/DeviceAllocator.h"
+#include "csrc/core/Fallback.h"
+#include "csrc/core/Generator.h"
+#include "csrc/core/HostAllocator.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+
+namespace py = pybind11;
+
+namespace mytorch {
+namespace {
+
+py::dict statArray(const c10::CachingAllocator::StatArray& a) {
+  static const char* names[] = {"all", "small_pool", "large_pool"};
+  py::dict out;
+  for (size_t i = 0; i < a.size(); ++i) {
+    py::dict d;
+    d["current"] = a[i].current;
+    d["peak"] = a[i].peak;
+    d["allocated"] = a[i].allocated;
+    d["freed"] = a[i].freed;
+    out[names[i]] = d;
+  }
+  return out;
+}
+
+py::dict stat(const c10::CachingAllocator::Stat& s) {
+  py::dict d;
+  d["current"] = s.current;
+  d["peak"] = s.peak;
+  d["allocated"] = s.allocated;
+  d["freed"] = s.freed;
+  return d;
+}
+
+// Same nesting as torch.cuda's _cuda_memoryStats, flattened in Python to "allocated_bytes.all.current"...
+py::dict memoryStats(int device) {
+  const auto s = deviceAllocator()->getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  py::dict d;
+  d["allocation"] = statArray(s.allocation);
+  d["segment"] = statArray(s.segment);
+  d["active"] = statArray(s.active);
+  d["inactive_split"] = statArray(s.inactive_split);
+  d["allocated_bytes"] = statArray(s.allocated_bytes);
+  d["reserved_bytes"] = statArray(s.reserved_bytes);
+  d["active_bytes"] = statArray(s.active_bytes);
+  d["inactive_split_bytes"] = statArray(s.inactive_split_bytes);
+  d["requested_bytes"] = statArray(s.requested_bytes);
+  d["oversize_allocations"] = stat(s.oversize_allocations);
+  d["oversize_segments"] = stat(s.oversize_segments);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_sync_all_streams"] = s.num_sync_all_streams;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  d["max_split_size"] = s.max_split_size;
+  return d;
+}
+
+py::dict hostMemoryStats() {
+  const auto s = hostAllocator()->get_stats();
+  py::dict d;
+  d["active_requests"] = stat(s.active_requests);
+  d["active_bytes"] = stat(s.active_bytes);
+  d["allocations"] = stat(s.allocations);
+  d["allocated_bytes"] = stat(s.allocated_bytes);
+  d["num_host_alloc"] = s.num_host_alloc;
+  d["num_host_free"] = s.num_host_free;
+  return d;
+}
+
+void check(rt::Status s, const char* what) {
+  if (s != rt::Status::Success) throwRuntimeError(s, what);
+}
+
+} // namespace
+} // namespace mytorch
+
+PYBIND11_MODULE(_C, m) {
+  using namespace mytorch;
+  m.doc() = "mytorch native extension (torch glue over the mytorch device layer)";
+
+  m.def("_init", [] { check(rt::init(), "init"); });
+  m.def("_is_initialized", [] { return rt::initialized(); });
+  m.def("_in_bad_fork", [] { return rt::in_bad_fork(); });
+  m.def("_runtime", [] { return std::string(rt::kind_name()); });
+  m.def("_built_with_cuda", [] { return rt::built_with_cuda(); });
+  m.def("_device_count", [] { return rt::device_count(); });
+  m.def("_get_device", [] { return static_cast<int>(currentDeviceIndex()); });
+  m.def("_set_device", [](int d) {
+    checkDeviceIndex(static_cast<c10::DeviceIndex>(d));
+    check(rt::set_device(d), "set_device");
+  });
+  m.def("_synchronize", [](int d) {
+    py::gil_scoped_release nogil;
+    check(rt::device_synchronize(resolveDevice(static_cast<c10::DeviceIndex>(d))), "synchronize");
+  });
+  m.def("_device_properties", [](int d) {
+    checkDeviceIndex(static_cast<c10::DeviceIndex>(d));
+    rt::DeviceProps p{};
+    check(rt::get_device_properties(d, &p), "get_device_properties");
+    py::dict out;
+    out["name"] = std::string(p.name);
+    out["total_memory"] = p.total_memory;
+    out["major"] = p.major;
+    out["minor"] = p.minor;
+    out["multi_processor_count"] = p.multi_processor_count;
+    out["warp_size"] = p.warp_size;
+    out["L2_cache_size"] = p.l2_cache_size;
+    return out;
+  });
+  m.def("_mem_get_info", [](int d) { return deviceAllocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(d)); });
+
+  auto streamTuple = [](const c10::Stream& s) {
+    return py::make_tuple(s.id(), static_cast<int>(s.device_index()), static_cast<int>(s.device_type()));
+  };
+  m.def("_current_stream", [=](int d) { return streamTuple(currentStream(static_cast<c10::DeviceIndex>(d))); });
+  m.def("_default_stream", [=](int d) { return streamTuple(defaultStream(static_cast<c10::DeviceIndex>(d))); });
+  m.def("_set_stream", [](int64_t id, int d) {
+    setCurrentStream(c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d)), id));
+  });
+
+  m.def("_memory_stats", &memoryStats);
+  m.def("_reset_peak_memory_stats", [](int d) { deviceAllocator()->resetPeakStats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_reset_accumulated_memory_stats", [](int d) { deviceAllocator()->resetAccumulatedStats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_empty_cache", [] { deviceAllocator()->emptyCache({0, 0}); });
+  m.def("_cached_block_count", [](int d) { return deviceAllocator()->cachedBlockCount(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_set_memory_fraction", [](double f, int d) { deviceAllocator()->setMemoryFraction(f, static_cast<c10::DeviceIndex>(d)); });
+  m.def("_host_memory_stats", &hostMemoryStats);
+  m.def("_host_empty_cache", [] { hostAllocator()->empty_cache(); });
+
+  m.def("_default_generator", [](int d) {
+    const at::Generator& g = defaultGenerator(static_cast<c10::DeviceIndex>(d));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(g));
+  });
+
+  m.def("_set_fallback_mode", &setFallbackMode);
+  m.def("_get_fallback_mode", &fallbackMode);
+  m.def("_fallback_stats", [] {
+    py::dict out;
+    for (const auto& [op, c] : fallbackStats()) {
+      py::dict d;
+      d["calls"] = c.calls;
+      d["bytes_to_cpu"] = c.bytes_to_cpu;
+      d["bytes_to_device"] = c.bytes_to_device;
+      out[py::str(op)] = d;
+    }
+    return out;
+  });
+  m.def("_reset_fallback_stats", &resetFallbackStats);
+
+  // Direct runtime access for tests of the device layer (the allocator normally owns these calls).
+  m.def("_runtime_malloc", [](int d, size_t n) {
+    void* p = nullptr;
+    check(rt::device_malloc(d, n, &p), "device_malloc");
+    return reinterpret_cast<uintptr_t>(p);
+  });
+  m.def("_runtime_free", [](int d, uintptr_t p) { check(rt::device_free(d, reinterpret_cast<void*>(p)), "device_free"); });
+}

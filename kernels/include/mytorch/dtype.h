@@ -1,0 +1,84 @@
+// Element types the kernels know, and the one cast functor both runtimes use, so a conversion gives the
+// same bits on sim and on cuda (and the same as ATen's CPU casts).
+#pragma once
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <c10/util/complex.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "mytorch/macros.h"
+
+namespace mytorch {
+
+enum class DType : int8_t {
+  Bool, UInt8, Int8, Int16, Int32, Int64, Half, BFloat16, Float, Double, ComplexFloat, ComplexDouble,
+  Other, // anything else: only byte copies of equal types
+};
+
+MT_HOST_DEVICE inline int dtype_size(DType t) {
+  switch (t) {
+    case DType::Bool: case DType::UInt8: case DType::Int8: return 1;
+    case DType::Int16: case DType::Half: case DType::BFloat16: return 2;
+    case DType::Int32: case DType::Float: return 4;
+    case DType::Int64: case DType::Double: case DType::ComplexFloat: return 8;
+    case DType::ComplexDouble: return 16;
+    default: return 0;
+  }
+}
+
+template <typename T> struct is_complex_t : std::false_type {};
+template <typename T> struct is_complex_t<c10::complex<T>> : std::true_type {};
+
+// dst = cast(src) with ATen's CPU semantics: bool is "non-zero", complex to real keeps the real part,
+// floating to uint8 goes through int64 (as c10::convert does, to avoid undefined behaviour).
+template <typename To, typename From>
+MT_HOST_DEVICE inline To mt_cast(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    if constexpr (is_complex_t<From>::value) return v.real() != 0 || v.imag() != 0;
+    else if constexpr (std::is_same_v<From, c10::Half> || std::is_same_v<From, c10::BFloat16>)
+      return static_cast<float>(v) != 0.0f;
+    else return static_cast<bool>(v);
+  } else if constexpr (is_complex_t<From>::value) {
+    return mt_cast<To>(v.real());
+  } else if constexpr (is_complex_t<To>::value) {
+    using V = typename To::value_type;
+    return To(mt_cast<V>(v), V(0));
+  } else if constexpr (std::is_same_v<To, uint8_t> &&
+                       (std::is_floating_point_v<From> || std::is_same_v<From, c10::Half> ||
+                        std::is_same_v<From, c10::BFloat16>)) {
+    return static_cast<uint8_t>(static_cast<int64_t>(v));
+  } else if constexpr (std::is_same_v<From, c10::Half> || std::is_same_v<From, c10::BFloat16>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, c10::Half> || std::is_same_v<To, c10::BFloat16>) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// Calls f(T{}) with T the C++ type of `t` (Other is not dispatched).
+template <typename F>
+inline bool dispatch_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::Bool: f(bool{}); return true;
+    case DType::UInt8: f(uint8_t{}); return true;
+    case DType::Int8: f(int8_t{}); return true;
+    case DType::Int16: f(int16_t{}); return true;
+    case DType::Int32: f(int32_t{}); return true;
+    case DType::Int64: f(int64_t{}); return true;
+    case DType::Half: f(c10::Half{}); return true;
+    case DType::BFloat16: f(c10::BFloat16{}); return true;
+    case DType::Float: f(float{}); return true;
+    case DType::Double: f(double{}); return true;
+    case DType::ComplexFloat: f(c10::complex<float>{}); return true;
+    case DType::ComplexDouble: f(c10::complex<double>{}); return true;
+    default: return false;
+  }
+}
+
+} // namespace mytorch

@@ -1,0 +1,142 @@
+// Random family: Philox4x32-10 counter-based generation. The numbers depend only on (seed, offset,
+// element index), never on the launch shape, so sim and cuda produce the same stream for a seed.
+//
+// Note [Philox layout]
+// Element i of a call draws from the Philox block whose counter is (block, offset): uniform and bernoulli
+// for 32-bit-or-narrower types use one 32-bit word (block i/4, word i%4); double uniforms and 64-bit
+// integers use two words (block i/2); normals come in Box-Muller pairs (block i/2, words 0-1 for float
+// types, all four for double). Each call advances the generator's offset by one, so calls never share a
+// counter.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "mytorch/dtype.h"
+#include "mytorch/macros.h"
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+
+struct Philox4x32 {
+  uint32_t c[4];
+  MT_HOST_DEVICE static uint32_t mulhilo(uint32_t a, uint32_t b, uint32_t* hi) {
+    uint64_t p = static_cast<uint64_t>(a) * b;
+    *hi = static_cast<uint32_t>(p >> 32);
+    return static_cast<uint32_t>(p);
+  }
+  // Ten rounds of Philox4x32 on counter (ctr_lo, ctr_hi) with key `seed`.
+  MT_HOST_DEVICE Philox4x32(uint64_t seed, uint64_t block, uint64_t offset) {
+    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+    c[0] = static_cast<uint32_t>(block);
+    c[1] = static_cast<uint32_t>(block >> 32);
+    c[2] = static_cast<uint32_t>(offset);
+    c[3] = static_cast<uint32_t>(offset >> 32);
+    for (int r = 0; r < 10; ++r) {
+      uint32_t hi0, hi1;
+      uint32_t lo0 = mulhilo(0xD2511F53u, c[0], &hi0);
+      uint32_t lo1 = mulhilo(0xCD9E8D57u, c[2], &hi1);
+      uint32_t n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
+      c[0] = n0; c[1] = lo1; c[2] = n2; c[3] = lo0;
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+  }
+};
+
+enum class Distribution : int { Uniform, Normal, Integer, Bernoulli };
+
+struct RandomParams {
+  void* data = nullptr; // contiguous output
+  DType dtype = DType::Float;
+  int64_t numel = 0;
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  Distribution dist = Distribution::Uniform;
+  double a = 0, b = 1;  // uniform [a, b); normal mean a, std b; bernoulli p = a
+  int64_t low = 0;      // integer: low + (r mod range)
+  uint64_t range = 0;
+};
+
+MT_HOST_DEVICE inline float u32_to_unit_float(uint32_t x) { return (x >> 8) * (1.0f / 16777216.0f); }
+MT_HOST_DEVICE inline double u64_to_unit_double(uint32_t hi, uint32_t lo) {
+  uint64_t v = (static_cast<uint64_t>(hi) << 32) | lo;
+  return (v >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// The value of element i, computed identically on both runtimes (see Note [Philox layout]).
+template <typename T>
+MT_HOST_DEVICE inline T random_element(const RandomParams& p, int64_t i) {
+  constexpr bool wide = std::is_same_v<T, double> || std::is_same_v<T, int64_t>;
+  switch (p.dist) {
+    case Distribution::Uniform: {
+      if constexpr (std::is_same_v<T, double>) {
+        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 2), p.offset);
+        int w = static_cast<int>(i % 2) * 2;
+        return p.a + (p.b - p.a) * u64_to_unit_double(r.c[w], r.c[w + 1]);
+      } else {
+        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 4), p.offset);
+        float u = u32_to_unit_float(r.c[i % 4]);
+        float v = static_cast<float>(p.a) + (static_cast<float>(p.b) - static_cast<float>(p.a)) * u;
+        return mt_cast<T, float>(v);
+      }
+    }
+    case Distribution::Normal: {
+      Philox4x32 r(p.seed, static_cast<uint64_t>(i / 2), p.offset);
+      const bool second = (i % 2) != 0;
+      if constexpr (std::is_same_v<T, double>) {
+        double u1 = 1.0 - u64_to_unit_double(r.c[0], r.c[1]); // (0, 1]
+        double u2 = u64_to_unit_double(r.c[2], r.c[3]);
+        double rad = std::sqrt(-2.0 * std::log(u1));
+        double z = second ? rad * std::sin(6.283185307179586 * u2) : rad * std::cos(6.283185307179586 * u2);
+        return p.a + p.b * z;
+      } else {
+        float u1 = 1.0f - u32_to_unit_float(r.c[0]);
+        float u2 = u32_to_unit_float(r.c[1]);
+        float rad = sqrtf(-2.0f * logf(u1));
+        float z = second ? rad * sinf(6.2831853f * u2) : rad * cosf(6.2831853f * u2);
+        return mt_cast<T, float>(static_cast<float>(p.a) + static_cast<float>(p.b) * z);
+      }
+    }
+    case Distribution::Integer: {
+      uint64_t v;
+      if (wide || p.range > (uint64_t(1) << 32)) {
+        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 2), p.offset);
+        int w = static_cast<int>(i % 2) * 2;
+        v = (static_cast<uint64_t>(r.c[w]) << 32) | r.c[w + 1];
+      } else {
+        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 4), p.offset);
+        v = r.c[i % 4];
+      }
+      int64_t out = p.low + static_cast<int64_t>(p.range ? v % p.range : v);
+      return mt_cast<T, int64_t>(out);
+    }
+    case Distribution::Bernoulli: {
+      Philox4x32 r(p.seed, static_cast<uint64_t>(i / 4), p.offset);
+      float u = u32_to_unit_float(r.c[i % 4]);
+      return mt_cast<T, int>(static_cast<double>(u) < p.a ? 1 : 0);
+    }
+  }
+  return T{};
+}
+
+namespace sim {
+rt::Status random(const RandomParams& p, rt::Stream stream);
+}
+#if MYTORCH_WITH_CUDA
+namespace cuda {
+rt::Status random(const RandomParams& p, rt::Stream stream);
+}
+#endif
+
+namespace kernels {
+// Fills a contiguous buffer with p.numel values of p.dtype (real types only).
+inline rt::Status random(const RandomParams& p, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::random(p, stream);
+#endif
+  return sim::random(p, stream);
+}
+} // namespace kernels
+
+} // namespace mytorch

@@ -1,0 +1,90 @@
+// The device API of mytorch: a small CUDA-like runtime owned by the project.
+//
+// Everything above kernels/ (allocator, guard, streams, ops, process group) is written once against this
+// API. Two implementations sit behind it (kernels/runtime/): `cuda` (the CUDA runtime on a real GPU) and
+// `sim` (device memory is host memory owned by the simulator; streams execute in order). The choice is
+// made once per process, on first use (MYTORCH_RUNTIME=auto|cuda|sim).
+//
+// Every call returns a Status and never throws or exits; on failure last_error() holds the runtime's own
+// message for the calling thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mytorch::rt {
+
+enum class Status : int {
+  Success = 0,
+  InvalidValue,
+  OutOfMemory,
+  InvalidDevice,
+  InvalidPointer, // double free, free of an unknown pointer, out-of-bounds copy
+  NotReady,       // stream/event query: work still pending
+  Unavailable,    // the requested runtime cannot run here
+  Forked,         // used in a child process after the parent initialised the runtime
+  Unknown,
+};
+
+enum class Kind : int { Sim = 0, Cuda = 1 };
+
+enum class CopyKind : int { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
+
+// Opaque handles. A null Stream is the default stream of the device it is used on.
+using Stream = void*;
+using Event = void*;
+
+struct DeviceProps {
+  char name[256];
+  size_t total_memory;
+  int major;
+  int minor;
+  int multi_processor_count;
+  int warp_size;
+  size_t l2_cache_size;
+};
+
+// --- selection and state ---------------------------------------------------------------------------------
+Status init();                 // idempotent: picks the runtime, creates nothing else
+bool initialized();
+Kind kind();                   // initialises on first use; Sim when init failed
+const char* kind_name();       // "cuda" or "sim"
+bool built_with_cuda();
+bool in_bad_fork();            // a child forked after the parent initialised the runtime
+const char* last_error();      // message of the calling thread's last failed call
+const char* status_name(Status s);
+Status report(Status s, const char* message); // lets kernel launchers set the thread's error text
+
+// --- devices ---------------------------------------------------------------------------------------------
+int device_count() noexcept;   // never initialises a CUDA context; 0 when there is none
+Status get_device(int* device);
+Status set_device(int device);
+Status get_device_properties(int device, DeviceProps* props);
+Status device_synchronize(int device);
+Status mem_get_info(int device, size_t* free_bytes, size_t* total_bytes);
+Status pointer_device(const void* ptr, int* device); // which device owns a device pointer
+
+// --- memory ----------------------------------------------------------------------------------------------
+Status device_malloc(int device, size_t nbytes, void** ptr);
+Status device_free(int device, void* ptr);
+Status host_malloc(size_t nbytes, void** ptr); // pinned host memory
+Status host_free(void* ptr);
+Status memcpy_async(void* dst, const void* src, size_t nbytes, CopyKind kind, Stream stream);
+Status memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t nbytes,
+                         Stream stream);
+Status memset_async(void* dst, int value, size_t nbytes, Stream stream);
+
+// --- streams and events ----------------------------------------------------------------------------------
+Status stream_create(int device, int priority, Stream* stream);
+Status stream_destroy(int device, Stream stream);
+Status stream_synchronize(int device, Stream stream);
+Status stream_query(int device, Stream stream); // Success when idle, NotReady when work is pending
+Status stream_wait_event(int device, Stream stream, Event event);
+Status event_create(int device, bool enable_timing, Event* event);
+Status event_destroy(Event event);
+Status event_record(int device, Event event, Stream stream);
+Status event_query(Event event);
+Status event_synchronize(Event event);
+Status event_elapsed_ms(Event start, Event end, float* ms);
+
+} // namespace mytorch::rt

@@ -1,0 +1,52 @@
+// The interface both runtimes implement; runtime.cpp picks one per process and forwards runtime.h to it.
+#pragma once
+
+#include <string>
+
+#include "mytorch/runtime.h"
+
+namespace mytorch::rt::detail {
+
+// Records the calling thread's error message and returns the status, so backends can
+// `return fail(Status::X, "...")`.
+Status fail(Status s, std::string message);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Kind kind() const = 0;
+  virtual int device_count() = 0;
+  virtual Status get_device(int* device) = 0;
+  virtual Status set_device(int device) = 0;
+  virtual Status get_device_properties(int device, DeviceProps* props) = 0;
+  virtual Status device_synchronize(int device) = 0;
+  virtual Status mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) = 0;
+  virtual Status pointer_device(const void* ptr, int* device) = 0;
+  virtual Status device_malloc(int device, size_t nbytes, void** ptr) = 0;
+  virtual Status device_free(int device, void* ptr) = 0;
+  virtual Status host_malloc(size_t nbytes, void** ptr) = 0;
+  virtual Status host_free(void* ptr) = 0;
+  virtual Status memcpy_async(void* dst, const void* src, size_t nbytes, CopyKind kind, Stream s) = 0;
+  virtual Status memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
+                                   size_t nbytes, Stream s) = 0;
+  virtual Status memset_async(void* dst, int value, size_t nbytes, Stream s) = 0;
+  virtual Status stream_create(int device, int priority, Stream* s) = 0;
+  virtual Status stream_destroy(int device, Stream s) = 0;
+  virtual Status stream_synchronize(int device, Stream s) = 0;
+  virtual Status stream_query(int device, Stream s) = 0;
+  virtual Status stream_wait_event(int device, Stream s, Event e) = 0;
+  virtual Status event_create(int device, bool timing, Event* e) = 0;
+  virtual Status event_destroy(Event e) = 0;
+  virtual Status event_record(int device, Event e, Stream s) = 0;
+  virtual Status event_query(Event e) = 0;
+  virtual Status event_synchronize(Event e) = 0;
+  virtual Status event_elapsed_ms(Event start, Event end, float* ms) = 0;
+};
+
+Backend* make_sim_backend();
+#if MYTORCH_WITH_CUDA
+Backend* make_cuda_backend();   // nullptr (with last_error set) when no usable GPU is present
+int cuda_device_count() noexcept;
+#endif
+
+} // namespace mytorch::rt::detail

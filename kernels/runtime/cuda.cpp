@@ -1,0 +1,189 @@
+// The cuda runtime: runtime.h on top of the CUDA runtime API (linked statically, so a build with CUDA
+// still imports and runs the sim runtime on machines without a driver).
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <string>
+
+#include "backend.h"
+
+namespace mytorch::rt::detail {
+namespace {
+
+Status from_cuda(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status::Success;
+  Status s = Status::Unknown;
+  switch (err) {
+    case cudaErrorMemoryAllocation: s = Status::OutOfMemory; break;
+    case cudaErrorInvalidDevice: s = Status::InvalidDevice; break;
+    case cudaErrorInvalidValue: s = Status::InvalidValue; break;
+    case cudaErrorInvalidDevicePointer: s = Status::InvalidPointer; break;
+    case cudaErrorNotReady: s = Status::NotReady; break;
+    default: break;
+  }
+  if (err != cudaErrorNotReady) (void)cudaGetLastError(); // clear the sticky-free error state
+  if (s == Status::NotReady) return s;
+  return fail(s, std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+#define MT_CUDA(call) from_cuda((call), #call)
+
+cudaMemcpyKind to_cuda(CopyKind k) {
+  switch (k) {
+    case CopyKind::HostToDevice: return cudaMemcpyHostToDevice;
+    case CopyKind::DeviceToHost: return cudaMemcpyDeviceToHost;
+    case CopyKind::DeviceToDevice: return cudaMemcpyDeviceToDevice;
+    case CopyKind::HostToHost: return cudaMemcpyHostToHost;
+  }
+  return cudaMemcpyDefault;
+}
+
+inline cudaStream_t cs(Stream s) { return static_cast<cudaStream_t>(s); }
+inline cudaEvent_t ce(Event e) { return static_cast<cudaEvent_t>(e); }
+
+// Runs `body` with `device` current, restoring the caller's device afterwards.
+template <typename F>
+Status on_device(int device, F body) {
+  int prev = 0;
+  if (Status s = MT_CUDA(cudaGetDevice(&prev)); s != Status::Success) return s;
+  if (prev != device) {
+    if (Status s = MT_CUDA(cudaSetDevice(device)); s != Status::Success) return s;
+  }
+  Status s = body();
+  if (prev != device) (void)cudaSetDevice(prev);
+  return s;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int n) : count_(n) {}
+  Kind kind() const override { return Kind::Cuda; }
+  int device_count() override { return count_; }
+  Status get_device(int* d) override { return MT_CUDA(cudaGetDevice(d)); }
+  Status set_device(int d) override {
+    if (d < 0 || d >= count_) return bad_device(d);
+    return MT_CUDA(cudaSetDevice(d));
+  }
+  Status get_device_properties(int d, DeviceProps* p) override {
+    if (d < 0 || d >= count_) return bad_device(d);
+    cudaDeviceProp prop{};
+    if (Status s = MT_CUDA(cudaGetDeviceProperties(&prop, d)); s != Status::Success) return s;
+    std::memset(p, 0, sizeof(*p));
+    std::strncpy(p->name, prop.name, sizeof(p->name) - 1);
+    p->total_memory = prop.totalGlobalMem;
+    p->major = prop.major;
+    p->minor = prop.minor;
+    p->multi_processor_count = prop.multiProcessorCount;
+    p->warp_size = prop.warpSize;
+    p->l2_cache_size = static_cast<size_t>(prop.l2CacheSize);
+    return Status::Success;
+  }
+  Status device_synchronize(int d) override {
+    return on_device(d, [] { return MT_CUDA(cudaDeviceSynchronize()); });
+  }
+  Status mem_get_info(int d, size_t* f, size_t* t) override {
+    return on_device(d, [&] { return MT_CUDA(cudaMemGetInfo(f, t)); });
+  }
+  Status pointer_device(const void* ptr, int* d) override {
+    cudaPointerAttributes attr{};
+    if (Status s = MT_CUDA(cudaPointerGetAttributes(&attr, ptr)); s != Status::Success) return s;
+    if (attr.type != cudaMemoryTypeDevice) return fail(Status::InvalidPointer, "not a device pointer");
+    *d = attr.device;
+    return Status::Success;
+  }
+  Status device_malloc(int d, size_t n, void** ptr) override {
+    *ptr = nullptr;
+    if (n == 0) return Status::Success;
+    return on_device(d, [&] { return MT_CUDA(cudaMalloc(ptr, n)); });
+  }
+  Status device_free(int d, void* ptr) override {
+    return on_device(d, [&] { return MT_CUDA(cudaFree(ptr)); });
+  }
+  Status host_malloc(size_t n, void** ptr) override {
+    *ptr = nullptr;
+    if (n == 0) return Status::Success;
+    return MT_CUDA(cudaHostAlloc(ptr, n, cudaHostAllocDefault));
+  }
+  Status host_free(void* ptr) override { return MT_CUDA(cudaFreeHost(ptr)); }
+  Status memcpy_async(void* dst, const void* src, size_t n, CopyKind k, Stream s) override {
+    if (n == 0) return Status::Success;
+    return MT_CUDA(cudaMemcpyAsync(dst, src, n, to_cuda(k), cs(s)));
+  }
+  Status memcpy_peer_async(void* dst, int dd, const void* src, int sd, size_t n, Stream s) override {
+    if (n == 0) return Status::Success;
+    return MT_CUDA(cudaMemcpyPeerAsync(dst, dd, src, sd, n, cs(s)));
+  }
+  Status memset_async(void* dst, int v, size_t n, Stream s) override {
+    if (n == 0) return Status::Success;
+    return MT_CUDA(cudaMemsetAsync(dst, v, n, cs(s)));
+  }
+  Status stream_create(int d, int priority, Stream* s) override {
+    return on_device(d, [&] {
+      cudaStream_t st = nullptr;
+      int lo = 0, hi = 0;
+      (void)cudaDeviceGetStreamPriorityRange(&lo, &hi);
+      int p = priority < hi ? hi : (priority > lo ? lo : priority);
+      Status r = MT_CUDA(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, p));
+      *s = st;
+      return r;
+    });
+  }
+  Status stream_destroy(int d, Stream s) override {
+    return on_device(d, [&] { return MT_CUDA(cudaStreamDestroy(cs(s))); });
+  }
+  Status stream_synchronize(int d, Stream s) override {
+    return on_device(d, [&] { return MT_CUDA(cudaStreamSynchronize(cs(s))); });
+  }
+  Status stream_query(int d, Stream s) override {
+    return on_device(d, [&] { return MT_CUDA(cudaStreamQuery(cs(s))); });
+  }
+  Status stream_wait_event(int d, Stream s, Event e) override {
+    return on_device(d, [&] { return MT_CUDA(cudaStreamWaitEvent(cs(s), ce(e), 0)); });
+  }
+  Status event_create(int d, bool timing, Event* e) override {
+    return on_device(d, [&] {
+      cudaEvent_t ev = nullptr;
+      Status r = MT_CUDA(cudaEventCreateWithFlags(&ev, timing ? cudaEventDefault : cudaEventDisableTiming));
+      *e = ev;
+      return r;
+    });
+  }
+  Status event_destroy(Event e) override { return MT_CUDA(cudaEventDestroy(ce(e))); }
+  Status event_record(int d, Event e, Stream s) override {
+    return on_device(d, [&] { return MT_CUDA(cudaEventRecord(ce(e), cs(s))); });
+  }
+  Status event_query(Event e) override { return MT_CUDA(cudaEventQuery(ce(e))); }
+  Status event_synchronize(Event e) override { return MT_CUDA(cudaEventSynchronize(ce(e))); }
+  Status event_elapsed_ms(Event a, Event b, float* ms) override {
+    return MT_CUDA(cudaEventElapsedTime(ms, ce(a), ce(b)));
+  }
+
+ private:
+  Status bad_device(int d) const {
+    return fail(Status::InvalidDevice, "device index " + std::to_string(d) + " is out of range: " +
+                                           std::to_string(count_) + " CUDA device(s) are visible");
+  }
+  int count_;
+};
+
+} // namespace
+
+int cuda_device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+Backend* make_cuda_backend() {
+  int n = cuda_device_count();
+  if (n <= 0) {
+    fail(Status::Unavailable, "no CUDA device is visible (cudaGetDeviceCount reported none or failed)");
+    return nullptr;
+  }
+  return new CudaBackend(n);
+}
+
+} // namespace mytorch::rt::detail

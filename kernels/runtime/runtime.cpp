@@ -1,0 +1,173 @@
+// Runtime selection (MYTORCH_RUNTIME=auto|cuda|sim), fork detection, per-thread error text, and the
+// forwarding of runtime.h to the chosen backend.
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "backend.h"
+
+namespace mytorch::rt {
+namespace detail {
+
+namespace {
+thread_local std::string t_last_error;
+std::once_flag g_init_once;
+std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_bad_fork{false};
+Backend* g_backend = nullptr; // never destroyed: tensors may be freed during interpreter teardown
+Status g_init_status = Status::Success;
+std::string g_init_error;
+
+void on_fork_child() {
+  if (g_initialized.load()) g_bad_fork.store(true);
+}
+
+void do_init() {
+  pthread_atfork(nullptr, nullptr, &on_fork_child);
+  const char* env = std::getenv("MYTORCH_RUNTIME");
+  std::string want = env ? env : "auto";
+  if (want.empty()) want = "auto";
+  if (want != "auto" && want != "cuda" && want != "sim") {
+    g_init_status = Status::InvalidValue;
+    g_init_error = "MYTORCH_RUNTIME must be one of auto, cuda, sim, but got '" + want + "'";
+    return;
+  }
+#if MYTORCH_WITH_CUDA
+  if (want == "cuda" || (want == "auto" && cuda_device_count() > 0)) {
+    g_backend = make_cuda_backend();
+    if (g_backend == nullptr) {
+      g_init_status = Status::Unavailable;
+      g_init_error = std::string("MYTORCH_RUNTIME=cuda but the cuda runtime cannot start: ") + t_last_error;
+    }
+    return;
+  }
+#else
+  if (want == "cuda") {
+    g_init_status = Status::Unavailable;
+    g_init_error = "MYTORCH_RUNTIME=cuda but this build of mytorch has no CUDA support "
+                   "(rebuild with the CUDA toolkit present and MYTORCH_CUDA unset or 1)";
+    return;
+  }
+#endif
+  g_backend = make_sim_backend();
+}
+} // namespace
+
+Status fail(Status s, std::string message) {
+  t_last_error = std::move(message);
+  return s;
+}
+
+// Returns the backend, or nullptr with the error recorded.
+static Backend* backend_or_fail(Status* st) {
+  std::call_once(g_init_once, do_init);
+  g_initialized.store(true);
+  if (g_bad_fork.load()) {
+    *st = fail(Status::Forked,
+               "cannot re-initialize mytorch in a forked subprocess: the parent process had already "
+               "initialised the device. To use mytorch with multiprocessing, use the 'spawn' start method");
+    return nullptr;
+  }
+  if (g_backend == nullptr) {
+    *st = fail(g_init_status, g_init_error);
+    return nullptr;
+  }
+  return g_backend;
+}
+
+} // namespace detail
+
+using detail::backend_or_fail;
+
+#define MT_FORWARD(call)                       \
+  Status st = Status::Success;                 \
+  detail::Backend* b = backend_or_fail(&st);   \
+  if (b == nullptr) return st;                 \
+  return b->call;
+
+Status init() {
+  Status st = Status::Success;
+  return backend_or_fail(&st) ? Status::Success : st;
+}
+bool initialized() { return detail::g_initialized.load(); }
+bool in_bad_fork() { return detail::g_bad_fork.load(); }
+Kind kind() {
+  Status st = Status::Success;
+  detail::Backend* b = backend_or_fail(&st);
+  return b ? b->kind() : Kind::Sim;
+}
+const char* kind_name() { return kind() == Kind::Cuda ? "cuda" : "sim"; }
+bool built_with_cuda() { return MYTORCH_WITH_CUDA != 0; }
+Status report(Status s, const char* message) { return detail::fail(s, message); }
+const char* last_error() { return detail::t_last_error.c_str(); }
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::Success: return "success";
+    case Status::InvalidValue: return "invalid value";
+    case Status::OutOfMemory: return "out of memory";
+    case Status::InvalidDevice: return "invalid device";
+    case Status::InvalidPointer: return "invalid pointer";
+    case Status::NotReady: return "not ready";
+    case Status::Unavailable: return "runtime unavailable";
+    case Status::Forked: return "used after fork";
+    case Status::Unknown: return "unknown error";
+  }
+  return "unknown error";
+}
+
+int device_count() noexcept {
+  // Must not throw and must not create a context; a failed init reports zero devices.
+  Status st = Status::Success;
+  detail::Backend* b = nullptr;
+  try {
+    std::call_once(detail::g_init_once, detail::do_init);
+    b = detail::g_backend;
+  } catch (...) {
+    return 0;
+  }
+  (void)st;
+  return b ? b->device_count() : 0;
+}
+
+Status get_device(int* device) { MT_FORWARD(get_device(device)); }
+Status set_device(int device) { MT_FORWARD(set_device(device)); }
+Status get_device_properties(int device, DeviceProps* props) {
+  MT_FORWARD(get_device_properties(device, props));
+}
+Status device_synchronize(int device) { MT_FORWARD(device_synchronize(device)); }
+Status mem_get_info(int device, size_t* f, size_t* t) { MT_FORWARD(mem_get_info(device, f, t)); }
+Status pointer_device(const void* ptr, int* device) { MT_FORWARD(pointer_device(ptr, device)); }
+Status device_malloc(int device, size_t nbytes, void** ptr) { MT_FORWARD(device_malloc(device, nbytes, ptr)); }
+Status device_free(int device, void* ptr) { MT_FORWARD(device_free(device, ptr)); }
+Status host_malloc(size_t nbytes, void** ptr) { MT_FORWARD(host_malloc(nbytes, ptr)); }
+Status host_free(void* ptr) { MT_FORWARD(host_free(ptr)); }
+Status memcpy_async(void* dst, const void* src, size_t n, CopyKind k, Stream s) {
+  MT_FORWARD(memcpy_async(dst, src, n, k, s));
+}
+Status memcpy_peer_async(void* dst, int dd, const void* src, int sd, size_t n, Stream s) {
+  MT_FORWARD(memcpy_peer_async(dst, dd, src, sd, n, s));
+}
+Status memset_async(void* dst, int value, size_t n, Stream s) { MT_FORWARD(memset_async(dst, value, n, s)); }
+Status stream_create(int device, int priority, Stream* s) { MT_FORWARD(stream_create(device, priority, s)); }
+Status stream_destroy(int device, Stream s) { MT_FORWARD(stream_destroy(device, s)); }
+Status stream_synchronize(int device, Stream s) { MT_FORWARD(stream_synchronize(device, s)); }
+Status stream_query(int device, Stream s) { MT_FORWARD(stream_query(device, s)); }
+Status stream_wait_event(int device, Stream s, Event e) { MT_FORWARD(stream_wait_event(device, s, e)); }
+Status event_create(int device, bool timing, Event* e) { MT_FORWARD(event_create(device, timing, e)); }
+Status event_destroy(Event e) { MT_FORWARD(event_destroy(e)); }
+Status event_record(int device, Event e, Stream s) { MT_FORWARD(event_record(device, e, s)); }
+Status event_query(Event e) { MT_FORWARD(event_query(e)); }
+Status event_synchronize(Event e) { MT_FORWARD(event_synchronize(e)); }
+Status event_elapsed_ms(Event a, Event b2, float* ms) {
+  Status st = Status::Success;
+  detail::Backend* b = backend_or_fail(&st);
+  if (b == nullptr) return st;
+  return b->event_elapsed_ms(a, b2, ms);
+}
+
+} // namespace mytorch::rt

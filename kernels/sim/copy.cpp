@@ -1,0 +1,85 @@
+// Sim twin of cuda/copy.cu: strided copy with conversion, and fill, as plain host loops.
+#include <cstring>
+
+#include "mytorch/copy.h"
+
+namespace mytorch::sim {
+namespace {
+
+// Visits every element in order of the shape, handing the innermost dimension to `inner` as one run:
+// inner(offset0, offset1, count, stride0, stride1).
+template <typename Inner>
+void for_each_run(const StridedShape& s, const int64_t* st0, const int64_t* st1, Inner inner) {
+  if (s.numel == 0) return;
+  if (s.ndim == 0) {
+    inner(0, 0, 1, 0, 0);
+    return;
+  }
+  int64_t idx[kMaxDims] = {};
+  int64_t o0 = 0, o1 = 0;
+  const int64_t runs = s.numel / s.sizes[0];
+  for (int64_t r = 0; r < runs; ++r) {
+    inner(o0, o1, s.sizes[0], st0[0], st1 ? st1[0] : 0);
+    for (int d = 1; d < s.ndim; ++d) {
+      ++idx[d];
+      o0 += st0[d];
+      if (st1) o1 += st1[d];
+      if (idx[d] < s.sizes[d]) break;
+      o0 -= st0[d] * s.sizes[d];
+      if (st1) o1 -= st1[d] * s.sizes[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+template <typename To, typename From>
+void cast_run(char* dst, const char* src, int64_t n, int64_t sd, int64_t ss) {
+  for (int64_t i = 0; i < n; ++i) {
+    From v;
+    std::memcpy(&v, src + i * ss, sizeof(From));
+    To out = mt_cast<To, From>(v);
+    std::memcpy(dst + i * sd, &out, sizeof(To));
+  }
+}
+
+} // namespace
+
+rt::Status copy(const CopyParams& p, rt::Stream) {
+  char* dst = static_cast<char*>(p.dst.data);
+  const char* src = static_cast<const char*>(p.src.data);
+  if (p.dst.dtype == p.src.dtype && p.dst.elem_size == p.src.elem_size) {
+    const int64_t es = p.dst.elem_size;
+    for_each_run(p.shape, p.dst.strides, p.src.strides, [&](int64_t o0, int64_t o1, int64_t n, int64_t s0, int64_t s1) {
+      if (s0 == es && s1 == es) {
+        std::memmove(dst + o0, src + o1, static_cast<size_t>(n * es));
+      } else {
+        for (int64_t i = 0; i < n; ++i) std::memmove(dst + o0 + i * s0, src + o1 + i * s1, static_cast<size_t>(es));
+      }
+    });
+    return rt::Status::Success;
+  }
+  bool ok = dispatch_dtype(p.dst.dtype, [&](auto to) {
+    using To = decltype(to);
+    dispatch_dtype(p.src.dtype, [&](auto from) {
+      using From = decltype(from);
+      for_each_run(p.shape, p.dst.strides, p.src.strides, [&](int64_t o0, int64_t o1, int64_t n, int64_t s0, int64_t s1) {
+        cast_run<To, From>(dst + o0, src + o1, n, s0, s1);
+      });
+    });
+  });
+  if (!ok || p.src.dtype == DType::Other) {
+    return rt::report(rt::Status::InvalidValue, "copy: conversion between these element types is not supported by the kernel");
+  }
+  return rt::Status::Success;
+}
+
+rt::Status fill(const FillParams& p, rt::Stream) {
+  char* dst = static_cast<char*>(p.dst.data);
+  const int64_t es = p.dst.elem_size;
+  for_each_run(p.shape, p.dst.strides, nullptr, [&](int64_t o0, int64_t, int64_t n, int64_t s0, int64_t) {
+    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + o0 + i * s0, p.value, static_cast<size_t>(es));
+  });
+  return rt::Status::Success;
+}
+
+} // namespace mytorch::sim

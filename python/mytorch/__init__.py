@@ -1,0 +1,34 @@
+"""mytorch: an out-of-tree PyTorch device.
+
+``import mytorch`` registers the ``mytorch`` device with stock PyTorch through the PrivateUse1 key, so
+``tensor.to("mytorch")``, ``model.to("mytorch")``, autograd, ``torch.nn`` and ``torch.optim`` run on it. The
+device API lives at ``torch.mytorch`` (also ``mytorch.backend``), named like ``torch.cuda``'s.
+"""
+import os
+
+import torch
+
+from . import _C  # noqa: F401  (loads the native extension: allocator, guard, hooks, op tables)
+
+_BACKEND = "mytorch"
+
+
+def _register():
+    if torch._C._get_privateuse1_backend_name() != _BACKEND:
+        torch.utils.rename_privateuse1_backend(_BACKEND)
+    from . import backend
+
+    if not hasattr(torch, _BACKEND):
+        torch._register_device_module(_BACKEND, backend)
+    if not hasattr(torch.Tensor, "is_mytorch"):
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+    _C._set_fallback_mode(os.environ.get("MYTORCH_FALLBACK", "warn") or "warn")
+
+
+_register()
+
+from . import backend  # noqa: E402
+
+__all__ = ["backend"]
+__version__ = "0.1.0"

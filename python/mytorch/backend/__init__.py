@@ -1,0 +1,17 @@
+"""torch.mytorch: the device module of the mytorch backend, named like torch.cuda."""
+from ._device import (  # noqa: F401
+    device, device_count, device_of, current_device, get_device_capability, get_device_name,
+    get_device_properties, init, is_available, is_initialized, runtime, set_device, synchronize,
+    _is_in_bad_fork, _lazy_init, _get_device_index,
+)
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
+from .memory import (  # noqa: F401
+    empty_cache, host_memory_stats, max_memory_allocated, max_memory_reserved, mem_get_info, memory_allocated,
+    memory_reserved, memory_stats, memory_stats_as_nested_dict, reset_accumulated_memory_stats,
+    reset_peak_memory_stats, set_per_process_memory_fraction, empty_host_cache,
+)
+from .random import (  # noqa: F401
+    default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed,
+    seed_all, set_rng_state, set_rng_state_all,
+)
+from .fallback import fallback_stats, get_fallback_mode, reset_fallback_stats, set_fallback_mode  # noqa: F401

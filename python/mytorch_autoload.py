@@ -1,0 +1,13 @@
+"""Entry point for PyTorch's backend autoload (group ``torch.backends``).
+
+It lives outside the ``mytorch`` package on purpose: importing a package's submodule runs the package's
+``__init__`` first, and a broken or unbuilt mytorch must never make ``import torch`` fail.
+"""
+import warnings
+
+
+def load():
+    try:
+        import mytorch  # noqa: F401
+    except Exception as exc:  # pragma: no cover - depends on the installation
+        warnings.warn(f"mytorch is installed but could not be loaded, so the 'mytorch' device is unavailable: {exc}")

@@ -1,0 +1,83 @@
+"""Build of mytorch: setuptools hands the extension to CMake (CMakeLists.txt).
+
+Environment:
+  MYTORCH_CUDA=auto|0|1     build the cuda runtime and CUDA kernels (auto: when nvcc is found)
+  MYTORCH_CUDA_ARCHS=90     CUDA architectures, CMake syntax ("90", "90a", "80;90")
+  MAX_JOBS=N                parallel compile jobs (default: CPU count)
+  MYTORCH_BUILD_TYPE=...    CMake build type (default Release)
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+# The build imports torch; an older installed mytorch must not be autoloaded into it.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+
+def find_nvcc():
+    for cand in (os.environ.get("CUDACXX"), shutil.which("nvcc"),
+                 os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
+        if cand and os.path.exists(cand):
+            return cand
+    return None
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        import torch
+        import torch.utils.cpp_extension as cpp
+
+        want = os.environ.get("MYTORCH_CUDA", "auto").lower()
+        nvcc = find_nvcc()
+        if want in ("1", "on", "true", "yes"):
+            if nvcc is None:
+                raise RuntimeError("MYTORCH_CUDA=1 but nvcc was not found (set CUDACXX or CUDA_HOME)")
+            with_cuda = True
+        elif want in ("0", "off", "false", "no"):
+            with_cuda = False
+        else:
+            with_cuda = nvcc is not None
+        build_dir = ROOT / "build" / f"cmake-{sys.implementation.cache_tag}-{'cuda' if with_cuda else 'sim'}"
+        build_dir.mkdir(parents=True, exist_ok=True)
+        pybind_defs = []
+        for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
+            val = getattr(torch._C, f"_PYBIND11_{name}", None)
+            if val is not None:
+                pybind_defs.append(f'PYBIND11_{name}="{val}"')
+        cfg = [
+            f"-DCMAKE_BUILD_TYPE={os.environ.get('MYTORCH_BUILD_TYPE', 'Release')}",
+            f"-DPython_EXECUTABLE={sys.executable}",
+            f"-DMYTORCH_TORCH_INCLUDE={';'.join(cpp.include_paths())}",
+            f"-DMYTORCH_TORCH_LIBDIR={cpp.library_paths()[0]}",
+            f"-DMYTORCH_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+            f"-DMYTORCH_PYBIND11_DEFS={';'.join(pybind_defs)}",
+            f"-DMYTORCH_WITH_CUDA={'ON' if with_cuda else 'OFF'}",
+        ]
+        if with_cuda:
+            cfg += [f"-DCMAKE_CUDA_COMPILER={nvcc}",
+                    f"-DMYTORCH_CUDA_ARCHS={os.environ.get('MYTORCH_CUDA_ARCHS', '90')}"]
+        if shutil.which("ninja"):
+            cfg += ["-G", "Ninja"]
+        print(f"mytorch: building with CUDA={'on' if with_cuda else 'off'} against torch {torch.__version__}",
+              flush=True)
+        subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build_dir)] + cfg)
+        jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 2)
+        subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "_C", "-j", jobs])
+        built = sorted(build_dir.glob("_C*.so"))
+        if not built:
+            raise RuntimeError(f"CMake produced no _C extension in {build_dir}")
+        dest = Path(self.get_ext_fullpath(ext.name))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(built[0], dest)
+
+
+setup(
+    ext_modules=[Extension("mytorch._C", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
+)
