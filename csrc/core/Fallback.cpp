@@ -17,6 +17,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/record_function.h>
+#include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
 
 #include <atomic>
