@@ -82,7 +82,13 @@ struct ArgPlan {
 
 at::Tensor toHost(const at::Tensor& t, const ArgPlan& plan, bool sim, Moved* moved) {
   if (!isDeviceTensor(t)) return t;
-  if (sim) return aliasOnHost(t);
+  if (sim) {
+    at::Tensor alias = aliasOnHost(t);
+    // A contiguous out= alias goes in with zero elements: the kernel sizes it as it needs (contiguous,
+    // as it would anyway) without resize warnings, and stays in device memory when the bytes suffice.
+    if (plan.is_out && t.is_contiguous()) alias.resize_({0});
+    return alias;
+  }
   if (plan.is_out) return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
   if (plan.needs_storage || plan.write) return storageCopyOnHost(t, moved);
   moved->to_cpu += static_cast<int64_t>(t.numel()) * t.element_size();

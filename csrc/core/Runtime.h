@@ -3,13 +3,15 @@
 
 #include <c10/util/Exception.h>
 
+#include <string>
+
 #include "mytorch/runtime.h"
 
 namespace mytorch {
 
 [[noreturn]] inline void throwRuntimeError(rt::Status s, const char* what) {
-  TORCH_CHECK(false, "mytorch ", rt::kind_name(), " runtime: ", rt::status_name(s), " in ", what, ": ",
-              rt::last_error());
+  const std::string message = rt::last_error(); // copied first: the text lives in thread-local storage
+  TORCH_CHECK(false, "mytorch ", rt::kind_name(), " runtime: ", rt::status_name(s), " in ", what, ": ", message);
 }
 
 } // namespace mytorch

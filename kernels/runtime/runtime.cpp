@@ -96,9 +96,9 @@ Status init() {
 bool initialized() { return detail::g_initialized.load(); }
 bool in_bad_fork() { return detail::g_bad_fork.load(); }
 Kind kind() {
-  Status st = Status::Success;
-  detail::Backend* b = backend_or_fail(&st);
-  return b ? b->kind() : Kind::Sim;
+  // Must not touch the thread's error text: callers format it right after asking for the kind.
+  std::call_once(detail::g_init_once, detail::do_init);
+  return detail::g_backend ? detail::g_backend->kind() : Kind::Sim;
 }
 const char* kind_name() { return kind() == Kind::Cuda ? "cuda" : "sim"; }
 bool built_with_cuda() { return MYTORCH_WITH_CUDA != 0; }

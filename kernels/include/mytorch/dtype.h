@@ -43,6 +43,9 @@ MT_HOST_DEVICE inline To mt_cast(From v) {
     else if constexpr (std::is_same_v<From, c10::Half> || std::is_same_v<From, c10::BFloat16>)
       return static_cast<float>(v) != 0.0f;
     else return static_cast<bool>(v);
+  } else if constexpr (is_complex_t<From>::value && is_complex_t<To>::value) {
+    using V = typename To::value_type;
+    return To(static_cast<V>(v.real()), static_cast<V>(v.imag()));
   } else if constexpr (is_complex_t<From>::value) {
     return mt_cast<To>(v.real());
   } else if constexpr (is_complex_t<To>::value) {

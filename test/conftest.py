@@ -1,0 +1,49 @@
+"""Test set-up: two sim devices (the guard and cross-device tests need them), quiet fallback by default.
+
+The environment is set before mytorch is imported; on the cuda runtime the sim settings have no effect
+and the multi-device tests skip unless two GPUs are visible.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+os.environ.setdefault("MYTORCH_SIM_DEVICES", "2")
+os.environ.setdefault("MYTORCH_FALLBACK", "silent")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import mytorch  # noqa: E402,F401
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_collection_modifyitems(config, items):
+    on_gpu = torch.mytorch.runtime() == "cuda"
+    skip_gpu = pytest.mark.skip(reason="needs the cuda runtime on a real GPU")
+    for item in items:
+        if "gpu" in item.keywords and not on_gpu:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _fallback_silent():
+    torch.mytorch.set_fallback_mode("silent")
+    yield
+    torch.mytorch.set_fallback_mode("silent")
+
+
+@pytest.fixture
+def two_devices():
+    if torch.mytorch.device_count() < 2:
+        pytest.skip("needs two mytorch devices")
+    return [torch.device("mytorch", 0), torch.device("mytorch", 1)]
+
+
+def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter (for process-wide settings: capacity, runtime choice, fork)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, cwd=ROOT)

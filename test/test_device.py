@@ -1,0 +1,179 @@
+"""Device discovery, selection, properties, torch.accelerator, lazy init and bad device indices."""
+import pytest
+import torch
+
+from conftest import run_python
+
+
+def test_registration_and_basic_transfer():
+    x = torch.randn(4, 4)
+    y = x.to("mytorch")
+    assert y.device.type == "mytorch"
+    assert y.is_mytorch and not x.is_mytorch
+    assert torch.equal(y.cpu(), x)
+    assert torch.equal(x.mytorch().cpu(), x)
+
+
+def test_runtime_and_availability():
+    assert torch.mytorch.runtime() in ("sim", "cuda")
+    assert torch.mytorch.is_available()
+    assert torch.mytorch.device_count() >= 1
+    assert torch.mytorch.is_initialized()
+
+
+def test_current_device_and_context(two_devices):
+    assert torch.mytorch.current_device() == 0
+    with torch.mytorch.device(1):
+        assert torch.mytorch.current_device() == 1
+        assert torch.empty(3, device="mytorch").device == torch.device("mytorch", 1)
+    assert torch.mytorch.current_device() == 0
+    torch.mytorch.set_device(1)
+    try:
+        assert torch.ones(2, device="mytorch").device.index == 1
+    finally:
+        torch.mytorch.set_device(0)
+    t = torch.ones(2, device="mytorch:1")
+    with torch.mytorch.device_of(t):
+        assert torch.mytorch.current_device() == 1
+
+
+def test_properties():
+    p = torch.mytorch.get_device_properties(0)
+    assert p.total_memory > 0
+    assert isinstance(torch.mytorch.get_device_name(), str) and torch.mytorch.get_device_name()
+    assert torch.mytorch.get_device_capability(0) == (p.major, p.minor)
+    free, total = torch.mytorch.mem_get_info(0)
+    assert 0 <= free <= total == p.total_memory
+
+
+def test_accelerator_api():
+    assert torch.accelerator.current_accelerator().type == "mytorch"
+    assert torch.accelerator.device_count() == torch.mytorch.device_count()
+    x = torch.ones(1000, device="mytorch")
+    torch.accelerator.synchronize()
+    stats = torch.accelerator.memory_stats()
+    assert stats["allocated_bytes.all.current"] >= 4000
+    assert torch.accelerator.memory_allocated() == torch.mytorch.memory_allocated()
+    del x
+
+
+def test_module_methods():
+    m = torch.nn.Linear(3, 2).mytorch()
+    assert all(p.device.type == "mytorch" for p in m.parameters())
+    s = torch.ones(3).untyped_storage().mytorch()
+    assert s.device.type == "mytorch"
+
+
+@pytest.mark.parametrize("bad", ["mytorch:7", "mytorch:-2"])
+def test_bad_device_index_raises(bad):
+    with pytest.raises((RuntimeError, ValueError)) as info:
+        torch.empty(2, device=bad)
+    assert "mytorch" in str(info.value) or "index" in str(info.value)
+
+
+def test_bad_device_index_in_api():
+    n = torch.mytorch.device_count()
+    with pytest.raises((RuntimeError, ValueError), match=r"\[0, %d\)" % n):
+        torch.mytorch.set_device(n + 3)
+    with pytest.raises(ValueError):
+        torch.mytorch.get_device_properties(n)
+    with pytest.raises(ValueError, match="expected a mytorch device"):
+        torch.mytorch.synchronize("cpu")
+    assert torch.mytorch.current_device() == 0
+
+
+def test_unsupported_layout_and_pinned_device_tensor():
+    # Sparse layouts dispatch to SparsePrivateUse1, where mytorch registers nothing: PyTorch's own error.
+    with pytest.raises(NotImplementedError, match="Sparsemytorch"):
+        torch.empty(2, 2, device="mytorch", layout=torch.sparse_coo)
+    with pytest.raises(RuntimeError, match="pin"):
+        torch.empty(2, device="mytorch", pin_memory=True)
+
+
+def test_lazy_init_in_fresh_process():
+    r = run_python("""
+        import torch, mytorch
+        assert not torch.mytorch.is_initialized()
+        n = torch.mytorch.device_count()        # counting does not initialise
+        assert not torch.mytorch.is_initialized()
+        torch.ones(1, device="mytorch")
+        assert torch.mytorch.is_initialized()
+        print("ok", n)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ok")
+
+
+def test_sim_configuration_errors():
+    r = run_python("""
+        import torch, mytorch
+        try:
+            torch.ones(1, device="mytorch")
+        except RuntimeError as e:
+            print("ERR", e)
+    """, env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_MEMORY": "lots"})
+    assert "MYTORCH_SIM_MEMORY" in r.stdout, r.stdout + r.stderr
+    r = run_python("""
+        import torch, mytorch
+        try:
+            torch.ones(1, device="mytorch")
+        except RuntimeError as e:
+            print("ERR", e)
+    """, env={"MYTORCH_RUNTIME": "tpu"})
+    assert "MYTORCH_RUNTIME must be one of" in r.stdout, r.stdout + r.stderr
+
+
+def test_runtime_selection_without_gpu():
+    r = run_python("""
+        import torch, mytorch
+        print(torch.mytorch.runtime())
+    """, env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "3"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "sim"
+    r = run_python("import torch, mytorch; print(torch.mytorch.device_count())",
+                   env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "3"})
+    assert r.stdout.strip() == "3"
+
+
+def test_invalid_fallback_env_rejected():
+    r = run_python("import mytorch", env={"MYTORCH_FALLBACK": "sometimes", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert r.returncode != 0
+    assert "MYTORCH_FALLBACK must be one of warn, silent, error" in r.stderr
+
+
+def test_autoload_entry_point():
+    r = run_python("import torch; print(hasattr(torch, 'mytorch'), torch._C._get_privateuse1_backend_name())",
+                   env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "mytorch"]
+
+
+def test_fork_after_init_raises():
+    r = run_python("""
+        import os, torch, mytorch
+        torch.ones(2, device="mytorch")          # the parent initialises the device
+        pid = os.fork()
+        if pid == 0:
+            try:
+                torch.ones(2, device="mytorch")
+                os._exit(3)
+            except RuntimeError as e:
+                os._exit(0 if "forked subprocess" in str(e) and "spawn" in str(e) else 4)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+        print("parent still works", torch.ones(2, device="mytorch").sum().item())
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "child 0" in r.stdout and "parent still works 2.0" in r.stdout
+
+
+def test_fork_before_init_is_fine():
+    r = run_python("""
+        import os, torch, mytorch
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if torch.ones(2, device="mytorch").sum().item() == 2 else 5)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+    """)
+    assert "child 0" in r.stdout, r.stdout + r.stderr

@@ -1,0 +1,225 @@
+"""Creation, round trips for every CPU dtype, copies with conversion and layouts, views, in-place ops,
+printing, scalars, resize and set_ on the mytorch device. References are CPU results."""
+import pytest
+import torch
+
+ALL_DTYPES = [
+    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32,
+    torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+    torch.float8_e4m3fn, torch.float8_e5m2, torch.complex32,
+]
+KERNEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                 torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+
+def sample(dtype, shape=(5, 7), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randn(shape, generator=g, dtype=torch.float64) * 50
+    if dtype == torch.bool:
+        return base > 0
+    if dtype.is_complex:
+        return torch.complex(base, -base).to(dtype)
+    if not dtype.is_floating_point:
+        lo = 0 if dtype in (torch.uint8, torch.uint16, torch.uint32, torch.uint64) else -100
+        return torch.randint(lo, 100, shape, generator=g).to(dtype)
+    return base.to(dtype)
+
+
+def same(a, b):
+    """Bit-exact equality (every dtype, including those without a CPU `equal` kernel)."""
+    assert a.dtype == b.dtype and a.shape == b.shape
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_round_trip_every_dtype(dtype):
+    x = sample(dtype)
+    y = x.to("mytorch")
+    assert y.device.type == "mytorch" and y.dtype == dtype and y.shape == x.shape
+    assert same(y.cpu(), x)
+    z = torch.empty(x.shape, dtype=dtype, device="mytorch")
+    z.copy_(x)
+    assert same(z.cpu(), x)
+    assert same(y.clone().cpu(), x)  # device -> device
+
+
+@pytest.mark.parametrize("dst", KERNEL_DTYPES, ids=str)
+@pytest.mark.parametrize("src", KERNEL_DTYPES, ids=str)
+def test_device_cast_matches_cpu(src, dst):
+    x = sample(src, (3, 11))
+    ref = x.to(dst)
+    out = x.to("mytorch").to(dst)      # cast kernel on the device
+    assert same(out.cpu(), ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.uint16, torch.complex32], ids=str)
+def test_cast_outside_kernel_types(dtype):
+    x = sample(torch.float32)
+    y = x.to("mytorch").to(dtype)
+    assert same(y.cpu(), x.to(dtype))
+    assert same(y.to(torch.float32).cpu(), x.to(dtype).to(torch.float32))
+
+
+def test_conversion_on_upload_and_download():
+    x = sample(torch.float64)
+    assert same(x.to("mytorch", dtype=torch.float16).cpu(), x.to(torch.float16))
+    d = x.to("mytorch")
+    out = torch.empty(5, 7, dtype=torch.int32)
+    out.copy_(d)
+    assert same(out, x.to(torch.int32))
+
+
+def test_non_contiguous_layouts_all_directions():
+    x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
+    d = x.to("mytorch")
+    for view in (lambda t: t.transpose(1, 3), lambda t: t[:, 1:, ::2], lambda t: t.permute(3, 1, 0, 2),
+                 lambda t: t[..., 2], lambda t: t.expand(2, 2, 3, 4, 5)[1]):
+        assert same(view(d).cpu(), view(x))                       # device (strided) -> host
+        assert same(view(d).contiguous().cpu(), view(x).contiguous())
+        h = torch.zeros_like(view(x).contiguous())
+        dd = torch.zeros(view(x).shape, device="mytorch").transpose(0, -1).contiguous().transpose(0, -1)
+        dd.copy_(view(x))                                          # host (strided) -> device (strided)
+        assert same(dd.cpu(), view(x))
+        h.copy_(view(d))
+        assert same(h, view(x))
+
+
+def test_broadcasting_copy():
+    d = torch.zeros(4, 3, device="mytorch")
+    d.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    assert same(d.cpu(), torch.tensor([1.0, 2.0, 3.0]).expand(4, 3))
+    d.copy_(torch.tensor([[5.0], [6.0], [7.0], [8.0]], device="mytorch"))
+    assert same(d.cpu(), torch.tensor([[5.0], [6.0], [7.0], [8.0]]).expand(4, 3))
+    with pytest.raises(RuntimeError, match="broadcast|expand|size"):
+        d.copy_(torch.ones(5))
+
+
+def test_overlapping_copy_on_device():
+    x = torch.arange(10.0)
+    d = x.to("mytorch")
+    d[1:].copy_(d[:-1].clone())
+    x[1:] = x[:-1].clone()
+    assert same(d.cpu(), x)
+    d2 = torch.arange(10.0, device="mytorch")
+    d2[1:].copy_(d2[:-1])            # partial overlap: the source is read before it is written
+    assert same(d2.cpu(), torch.tensor([0.0, 0, 1, 2, 3, 4, 5, 6, 7, 8]))
+    with pytest.raises(RuntimeError, match="more than one element"):
+        torch.zeros(1, device="mytorch").expand(3).copy_(torch.ones(3))
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES, ids=str)
+def test_fill_and_zero(dtype):
+    d = torch.empty(6, 5, dtype=dtype, device="mytorch")
+    value = True if dtype == torch.bool else (3 + 2j if dtype.is_complex else 3)
+    d.fill_(value)
+    assert same(d.cpu(), torch.full((6, 5), value, dtype=dtype))
+    d[:, 1::2].zero_()
+    ref = torch.full((6, 5), value, dtype=dtype)
+    ref[:, 1::2] = 0
+    assert same(d.cpu(), ref)
+    d.t().fill_(torch.tensor(1, dtype=dtype))   # 0-dim tensor value, strided destination
+    assert same(d.cpu(), torch.ones(6, 5, dtype=dtype))
+
+
+def test_fill_errors():
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.empty(3, dtype=torch.uint8, device="mytorch").fill_(300)
+    with pytest.raises(RuntimeError, match="0-dimension"):
+        torch.empty(3, device="mytorch").fill_(torch.ones(2))
+
+
+def test_factories():
+    assert same(torch.zeros(3, 4, device="mytorch").cpu(), torch.zeros(3, 4))
+    assert same(torch.ones(2, dtype=torch.int64, device="mytorch").cpu(), torch.ones(2, dtype=torch.int64))
+    assert same(torch.full((2, 2), 7.5, device="mytorch").cpu(), torch.full((2, 2), 7.5))
+    assert same(torch.arange(10, device="mytorch").cpu(), torch.arange(10))
+    e = torch.empty_strided((2, 3), (1, 2), device="mytorch")
+    assert e.stride() == (1, 2)
+    assert torch.empty(0, device="mytorch").numel() == 0
+    cl = torch.empty(2, 3, 4, 5, device="mytorch", memory_format=torch.channels_last)
+    assert cl.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_item_and_scalars():
+    for dtype, v in ((torch.float32, 2.5), (torch.int64, -7), (torch.bool, True), (torch.float16, 0.5),
+                     (torch.complex64, 1 - 2j)):
+        t = torch.tensor(v, dtype=dtype).to("mytorch")
+        assert t.item() == v
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+        torch.ones(2, device="mytorch").item()
+
+
+def test_views_share_storage():
+    d = torch.arange(12.0, device="mytorch")
+    v = d.view(3, 4)
+    v[1].fill_(-1)
+    assert d.cpu()[4:8].eq(-1).all()
+    assert v.t().stride() == (1, 4)
+    assert v.reshape(2, 6).data_ptr() == d.data_ptr()
+    u = d.unfold(0, 4, 2)
+    assert same(u.cpu(), d.cpu().unfold(0, 4, 2))
+    assert u.data_ptr() == d.data_ptr()
+    c = torch.randn(3, 2).to("mytorch")
+    assert same(torch.view_as_complex(c).cpu(), torch.view_as_complex(c.cpu()))
+    assert same(torch.view_as_real(torch.view_as_complex(c)).cpu(), c.cpu())
+    a = d.as_strided((2, 2), (3, 1), 1)
+    assert same(a.cpu(), d.cpu().as_strided((2, 2), (3, 1), 1))
+
+
+def test_in_place_ops_through_fallback():
+    x = torch.randn(4, 5)
+    d = x.to("mytorch")
+    d.mul_(2).add_(1)
+    d[:, 2] += 10
+    ref = x * 2 + 1
+    ref[:, 2] += 10
+    assert same(d.cpu(), ref)
+    d.t()[1].sub_(1)
+    ref.t()[1].sub_(1)
+    assert same(d.cpu(), ref)
+
+
+def test_printing():
+    x = torch.tensor([[1.5, -2.0], [3.25, 4.0]])
+    s = repr(x.to("mytorch"))
+    assert "device='mytorch:0'" in s and "3.2500" in s
+    assert "dtype=torch.int32" in repr(torch.arange(3, dtype=torch.int32, device="mytorch"))
+
+
+def test_resize_and_set():
+    d = torch.arange(6.0, device="mytorch")
+    d.resize_(2, 3)
+    assert same(d.cpu(), torch.arange(6.0).view(2, 3))
+    d.resize_(4, 4)                                   # grows the storage, keeps the old bytes
+    assert same(d.flatten()[:6].cpu(), torch.arange(6.0))
+    d.resize_(0)
+    assert d.numel() == 0
+    with pytest.raises(RuntimeError, match="negative"):
+        d.resize_(-1)
+    src = torch.arange(8.0, device="mytorch")
+    e = torch.empty(0, device="mytorch")
+    e.set_(src.untyped_storage(), 2, (2, 3), (3, 1))
+    assert same(e.cpu(), torch.arange(8.0).as_strided((2, 3), (3, 1), 2))
+    f = torch.empty(0, device="mytorch").set_(src)
+    assert f.data_ptr() == src.data_ptr()
+    g = torch.empty(0, device="mytorch").set_(src.untyped_storage(), 0, (10,), (1,))
+    assert src.untyped_storage().nbytes() == 40   # grows a resizable storage, as on the CPU
+    assert same(g[:8].cpu(), torch.arange(8.0))
+    with pytest.raises(RuntimeError, match="device"):
+        torch.empty(0, device="mytorch").set_(torch.ones(3).untyped_storage())
+
+
+def test_storage_resize():
+    s = torch.arange(4.0, device="mytorch").untyped_storage()
+    s.resize_(64)
+    assert s.nbytes() == 64
+    assert same(torch.empty(0, device="mytorch").set_(s, 0, (4,), (1,)).cpu(), torch.arange(4.0))
+
+
+def test_wrong_sizes_raise_clearly():
+    with pytest.raises(RuntimeError, match="shape"):
+        torch.ones(6, device="mytorch").view(4, 2)
+    with pytest.raises(RuntimeError, match="size"):
+        torch.ones(3, device="mytorch") + torch.ones(4, device="mytorch")
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        torch.empty(-2, device="mytorch")
