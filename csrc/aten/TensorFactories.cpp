@@ -98,6 +98,14 @@ at::Tensor& wrapper_set_empty(at::Tensor& self) {
   return wrapper_set_storage_offset(self, std::move(empty), 0, {0}, {});
 }
 
+// Marks the tensor's block as used by `stream`: the allocator will not hand it out again until the work
+// queued on that stream at free time has finished.
+void wrapper_record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1 && stream.device_index() == self.device().index(),
+              "record_stream expects a stream of the tensor's device ", self.device(), ", but got one of ", stream.device());
+  deviceAllocator()->recordStream(self.storage().data_ptr(), stream);
+}
+
 at::Tensor wrapper_as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
                               std::optional<int64_t> storage_offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
@@ -114,6 +122,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", TORCH_FN(wrapper_set_tensor));
   m.impl("set_", TORCH_FN(wrapper_set_empty));
   m.impl("as_strided", TORCH_FN(wrapper_as_strided));
+  m.impl("record_stream", TORCH_FN(wrapper_record_stream));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("alias", TORCH_FN(at::native::alias));

@@ -23,13 +23,23 @@ class Stream(torch.Stream):
         return f"<torch.mytorch.Stream device={self.device} stream_id={self.stream_id}>"
 
 
-class Event(torch.Event):
-    """A mytorch event; enable_timing=True lets elapsed_time() measure between two recorded events."""
+class _EventMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Event) and obj.device.type == _BACKEND
+
+
+class Event(metaclass=_EventMeta):
+    """A mytorch event; enable_timing=True lets elapsed_time() measure between two recorded events.
+
+    Instances are plain torch.Event objects on the mytorch device (torch.Event.elapsed_time accepts only
+    exact torch.Event arguments, so a subclass would not compose); isinstance(e, torch.mytorch.Event)
+    holds for any torch.Event of this device.
+    """
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         _lazy_init()
-        return super().__new__(cls, device=_BACKEND, enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
+        return torch.Event(device=_BACKEND, enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
 def _wrap(t: tuple[int, int, int]) -> Stream:

@@ -1,0 +1,157 @@
+"""The CPU fallback: modes, counters, warn-once, errors naming the op, and results that match the CPU."""
+import warnings
+
+import pytest
+import torch
+
+from conftest import run_python
+
+
+def test_counters_and_reset():
+    torch.mytorch.reset_fallback_stats()
+    x = torch.randn(8, 8)
+    d = x.to("mytorch")
+    y = torch.sin(d)
+    assert torch.equal(y.cpu(), torch.sin(x))
+    stats = torch.mytorch.fallback_stats()
+    assert stats["aten::sin.out"]["calls"] == 1
+    torch.sin(d)
+    assert torch.mytorch.fallback_stats()["aten::sin.out"]["calls"] == 2
+    torch.mytorch.reset_fallback_stats()
+    assert torch.mytorch.fallback_stats() == {}
+
+
+def test_native_ops_are_not_counted():
+    torch.mytorch.reset_fallback_stats()
+    d = torch.empty(10, device="mytorch")
+    d.fill_(1.0)
+    d.zero_()
+    e = d.to(torch.float64).view(2, 5).t().contiguous()
+    e.cpu()
+    torch.randn(5, device="mytorch")
+    assert torch.mytorch.fallback_stats() == {}
+
+
+def test_bytes_moved_are_counted():
+    torch.mytorch.reset_fallback_stats()
+    d = torch.randn(1000, device="mytorch")
+    torch.cumsum(d, 0)
+    s = torch.mytorch.fallback_stats()["aten::cumsum.out"]
+    assert s["calls"] == 1
+    if torch.mytorch.runtime() == "sim":
+        assert s["bytes_to_cpu"] == 0               # zero-copy view of the device memory
+    else:
+        assert s["bytes_to_cpu"] >= 4000
+    assert s["bytes_to_cpu"] + s["bytes_to_device"] >= 0
+
+
+def test_error_mode_names_the_op():
+    torch.mytorch.set_fallback_mode("error")
+    assert torch.mytorch.get_fallback_mode() == "error"
+    d = torch.ones(3, device="mytorch")
+    with pytest.raises(NotImplementedError, match=r"aten::cos\.out.*MYTORCH_FALLBACK=error"):
+        torch.cos(d)
+    d.fill_(2.0)                                     # native ops still work
+    assert d.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_error_mode_from_environment():
+    r = run_python("""
+        import torch, mytorch
+        try:
+            torch.ones(2, device="mytorch").exp()
+            print("no error")
+        except NotImplementedError as e:
+            print("raised", "aten::exp" in str(e))
+    """, env={"MYTORCH_FALLBACK": "error"})
+    assert "raised True" in r.stdout, r.stdout + r.stderr
+
+
+def test_warn_once_per_op():
+    torch.mytorch.set_fallback_mode("warn")
+    torch.mytorch.reset_fallback_stats()
+    d = torch.ones(3, device="mytorch")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        torch.tan(d)
+        torch.tan(d)
+        torch.atan(d)
+    msgs = [str(x.message) for x in w if "mytorch" in str(x.message)]
+    assert sum("aten::tan.out" in m for m in msgs) == 1
+    assert sum("aten::atan.out" in m for m in msgs) == 1
+
+
+def test_silent_mode_does_not_warn():
+    torch.mytorch.set_fallback_mode("silent")
+    torch.mytorch.reset_fallback_stats()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        torch.tanh(torch.ones(3, device="mytorch"))
+    assert not [x for x in w if "mytorch" in str(x.message)]
+    assert torch.mytorch.fallback_stats()["aten::tanh.out"]["calls"] == 1
+
+
+def test_bad_mode():
+    with pytest.raises(ValueError, match="warn, silent, error"):
+        torch.mytorch.set_fallback_mode("loud")
+
+
+def test_no_cpu_kernel_either():
+    d = torch.ones(4, 4, device="mytorch")
+    with pytest.raises(NotImplementedError, match=r"aten::_cslt_compress.*CPU fallback has no CPU kernel"):
+        torch.ops.aten._cslt_compress(d)               # cuSPARSELt: CUDA only
+
+
+def test_fallback_semantics_match_cpu():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 7, generator=g)
+    idx = torch.tensor([0, 2, 5])
+    d = x.to("mytorch")
+    checks = [
+        (lambda t: t.sum(1), None), (lambda t: t.max(0), None), (lambda t: t[idx.to(t.device)], None),
+        (lambda t: torch.cat([t, t], 0), None), (lambda t: t.sort(1).values, None),
+        (lambda t: t.unbind(1)[3], None), (lambda t: t.split(3, 1)[1], None), (lambda t: t.diagonal(), None),
+        (lambda t: torch.where(t > 0, t, -t), None), (lambda t: t.masked_fill(t < 0, 0), None),
+    ]
+    for f, _ in checks:
+        ref, out = f(x), f(d)
+        if isinstance(ref, tuple):
+            for r, o in zip(ref, out):
+                assert torch.equal(o.cpu(), r)
+        else:
+            assert out.device.type == "mytorch"
+            assert torch.equal(out.cpu(), ref)
+
+
+def test_views_from_fallback_alias_device_memory():
+    d = torch.zeros(4, 6, device="mytorch")
+    parts = d.split(2, 1)                           # views returned by a fallback op
+    parts[1].fill_(1.0)
+    assert d.cpu()[:, 2:4].eq(1).all() and d.cpu()[:, :2].eq(0).all()
+
+
+def test_out_arguments_are_resized():
+    out = torch.empty(0, device="mytorch")
+    torch.add(torch.ones(3, device="mytorch"), 1, out=out)
+    assert out.shape == (3,) and out.cpu().tolist() == [2.0, 2.0, 2.0]
+    out2 = torch.empty(10, device="mytorch").t()
+    torch.mul(torch.ones(2, 5, device="mytorch"), 3, out=out2.view(2, 5))
+    assert out2.view(2, 5).cpu().eq(3).all()
+
+
+def test_foreach_lists():
+    ts = [torch.full((3,), float(i), device="mytorch") for i in range(4)]
+    torch._foreach_add_(ts, 1.0)
+    assert [t.cpu().tolist() for t in ts] == [[float(i + 1)] * 3 for i in range(4)]
+    res = torch._foreach_mul(ts, 2.0)
+    assert all(r.device.type == "mytorch" for r in res)
+    assert [r.cpu()[0].item() for r in res] == [2.0, 4.0, 6.0, 8.0]
+
+
+def test_mixing_devices_in_one_op(two_devices):
+    a = torch.ones(3, device="mytorch:0")
+    b = torch.ones(3, device="mytorch:1")
+    with pytest.raises(RuntimeError, match="device"):
+        a + b
+    with pytest.raises(RuntimeError, match="device"):
+        a + torch.ones(3)

@@ -1,0 +1,125 @@
+"""The per-device Philox generator: seeding, state, reproducibility across seeds and devices, distributions."""
+import math
+
+import pytest
+import torch
+
+
+def draw(n=1000, device="mytorch", dtype=torch.float32):
+    return torch.randn(n, device=device, dtype=dtype).cpu()
+
+
+def test_manual_seed_reproducible():
+    torch.mytorch.manual_seed(123)
+    a = draw()
+    torch.mytorch.manual_seed(123)
+    b = draw()
+    torch.mytorch.manual_seed(124)
+    c = draw()
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+    assert torch.mytorch.initial_seed() == 124
+
+
+def test_torch_manual_seed_seeds_mytorch():
+    torch.manual_seed(7)
+    a = draw()
+    torch.manual_seed(7)
+    assert torch.equal(a, draw())
+
+
+def test_consecutive_draws_differ_and_state_round_trip():
+    torch.mytorch.manual_seed(0)
+    state = torch.mytorch.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    a, b = draw(), draw()
+    assert not torch.equal(a, b)
+    torch.mytorch.set_rng_state(state)
+    assert torch.equal(draw(), a)
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        torch.mytorch.set_rng_state(torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(RuntimeError, match="uint8"):
+        torch.mytorch.set_rng_state(torch.zeros(16))
+
+
+def test_devices_have_their_own_generators(two_devices):
+    torch.mytorch.manual_seed_all(5)
+    a0 = draw(device="mytorch:0")
+    a1 = draw(device="mytorch:1")
+    assert torch.equal(a0, a1)                 # same seed, same stream of numbers
+    torch.mytorch.manual_seed_all(5)
+    with torch.mytorch.device(1):
+        torch.mytorch.manual_seed(6)
+    assert torch.equal(draw(device="mytorch:0"), a0)
+    assert not torch.equal(draw(device="mytorch:1"), a1)
+    assert len(torch.mytorch.get_rng_state_all()) == torch.mytorch.device_count()
+
+
+def test_explicit_generator():
+    g = torch.Generator(device="mytorch").manual_seed(99)
+    a = torch.rand(100, device="mytorch", generator=g).cpu()
+    g.manual_seed(99)
+    assert torch.equal(torch.rand(100, device="mytorch", generator=g).cpu(), a)
+    assert g.device.type == "mytorch"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_distribution_moments(dtype):
+    torch.mytorch.manual_seed(0)
+    n = 200_000
+    z = torch.randn(n, device="mytorch", dtype=dtype).cpu().double()
+    tol = 5 / math.sqrt(n)
+    assert abs(z.mean().item()) < tol and abs(z.std().item() - 1) < tol + (0.01 if dtype in (torch.float16, torch.bfloat16) else 0)
+    u = torch.empty(n, device="mytorch", dtype=dtype).uniform_(-2, 3).cpu().double()
+    assert u.min() >= -2 and u.max() <= 3
+    assert abs(u.mean().item() - 0.5) < 5 * 5 / math.sqrt(12 * n) + 0.01
+    m = torch.empty(n, device="mytorch", dtype=dtype).normal_(10, 2).cpu().double()
+    assert abs(m.mean().item() - 10) < 0.05 and abs(m.std().item() - 2) < 0.05
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.int8, torch.float32])
+def test_integer_ranges(dtype):
+    t = torch.randint(-3 if dtype != torch.uint8 else 0, 7, (50_000,), device="mytorch", dtype=dtype).cpu()
+    lo = -3 if dtype != torch.uint8 else 0
+    assert t.min().item() == lo and t.max().item() == 6
+    counts = torch.bincount((t.long() - lo))
+    assert counts.min().item() > 50_000 / (7 - lo) * 0.9
+    r = torch.empty(10_000, device="mytorch", dtype=dtype).random_().cpu()
+    assert r.min().item() >= 0
+
+
+def test_bernoulli_and_dropout():
+    torch.mytorch.manual_seed(1)
+    b = torch.empty(100_000, device="mytorch").bernoulli_(0.3).cpu()
+    assert set(b.unique().tolist()) <= {0.0, 1.0}
+    assert abs(b.mean().item() - 0.3) < 0.01
+    x = torch.ones(10_000, device="mytorch")
+    torch.mytorch.manual_seed(2)
+    y1 = torch.nn.functional.dropout(x, 0.25, training=True).cpu()
+    torch.mytorch.manual_seed(2)
+    y2 = torch.nn.functional.dropout(x, 0.25, training=True).cpu()
+    assert torch.equal(y1, y2)
+    assert set(y1.unique().tolist()) <= {0.0, torch.tensor(1 / 0.75, dtype=torch.float32).item()}
+    assert abs((y1 == 0).float().mean().item() - 0.25) < 0.02
+    assert torch.equal(torch.nn.functional.dropout(x, 0.25, training=False).cpu(), x.cpu())
+
+
+def test_non_contiguous_random_fill():
+    torch.mytorch.manual_seed(3)
+    t = torch.zeros(40, 30, device="mytorch").t()
+    t.uniform_()
+    c = t.cpu()
+    assert (c > 0).float().mean() > 0.99 and c.max() < 1
+
+
+def test_bad_arguments():
+    with pytest.raises(RuntimeError, match="from=3 > to=1"):
+        torch.empty(3, device="mytorch").uniform_(3, 1)
+    with pytest.raises(RuntimeError, match="std >= 0"):
+        torch.empty(3, device="mytorch").normal_(0, -1)
+    with pytest.raises(RuntimeError, match="less than 'to'"):
+        torch.empty(3, device="mytorch").random_(5, 2)
+    with pytest.raises(RuntimeError, match=r"p to be in \[0, 1\]"):
+        torch.empty(3, device="mytorch").bernoulli_(1.5)
+    with pytest.raises(RuntimeError, match="floating point"):
+        torch.empty(3, dtype=torch.int64, device="mytorch").normal_()
