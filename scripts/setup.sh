@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what mytorch needs and builds it in place (editable). Safe to run again: the CMake build in
+# build/ is incremental and ccache is used when present.
+#   PYTHON=python3            interpreter to install into
+#   MYTORCH_CUDA=auto|0|1     build the CUDA runtime and kernels (auto: when nvcc is found)
+#   MYTORCH_CUDA_ARCHS=90     CUDA architectures
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+export TORCH_DEVICE_BACKEND_AUTOLOAD=0   # never autoload a half-built mytorch while installing
+
+# torch 2.11-2.13 already installed (e.g. a CUDA build on a GPU machine) is kept; otherwise the pinned one.
+if ! "$PY" - <<'PYCHECK' 2>/dev/null
+import torch, sys
+major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+sys.exit(0 if (major, minor) >= (2, 11) and (major, minor) <= (2, 13) else 1)
+PYCHECK
+then
+  "$PY" -m pip install --quiet "torch==2.13.0"
+fi
+"$PY" -m pip install --quiet "pytest" "setuptools>=64" "wheel" "cmake>=3.24" "ninja"
+start=$(date +%s)
+"$PY" -m pip install --quiet --no-build-isolation --no-deps -e .
+echo "mytorch: built and installed in $(( $(date +%s) - start )) s ($("$PY" -c 'import torch; print("torch", torch.__version__)'))"

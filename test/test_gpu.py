@@ -1,0 +1,62 @@
+"""GPU-only checks (marked `gpu`; they skip unless the cuda runtime is live): the CUDA kernels against their
+sim twins and against stock torch.cuda."""
+import pytest
+import torch
+
+from conftest import run_python
+
+pytestmark = pytest.mark.gpu
+
+KERNEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                 torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+
+def test_runtime_is_cuda_on_a_gpu():
+    assert torch.mytorch.runtime() == "cuda"
+    p = torch.mytorch.get_device_properties()
+    assert p.major >= 7 and p.multi_processor_count > 1
+
+
+def test_random_stream_matches_sim_twin():
+    torch.mytorch.manual_seed(2024)
+    u = torch.rand(4099, device="mytorch").cpu()
+    n = torch.randn(4099, device="mytorch", dtype=torch.float64).cpu()
+    r = run_python("""
+        import torch, mytorch
+        torch.mytorch.manual_seed(2024)
+        u = torch.rand(4099, device="mytorch").cpu()
+        n = torch.randn(4099, device="mytorch", dtype=torch.float64).cpu()
+        torch.save((u, n), "/tmp/mytorch_sim_random.pt")
+    """, env={"MYTORCH_RUNTIME": "sim"})
+    assert r.returncode == 0, r.stderr
+    su, sn = torch.load("/tmp/mytorch_sim_random.pt")
+    assert torch.equal(u, su)                                  # integer arithmetic: bit-identical
+    torch.testing.assert_close(n, sn, rtol=1e-12, atol=1e-12)  # libm vs CUDA math: last-bit differences
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA build of torch as the reference")
+@pytest.mark.parametrize("dst", KERNEL_DTYPES, ids=str)
+@pytest.mark.parametrize("src", KERNEL_DTYPES, ids=str)
+def test_cast_kernel_matches_torch_cuda(src, dst):
+    x = (torch.randn(37, 53, dtype=torch.float64) * 100).to(src)
+    ref = x.cuda().t().to(dst).cpu()
+    out = x.to("mytorch").t().to(dst).cpu()
+    assert torch.equal(out.contiguous().view(-1).view(torch.uint8), ref.contiguous().view(-1).view(torch.uint8))
+
+
+def test_large_copies_and_fill():
+    x = torch.randn(64, 1024, 1024)
+    d = x.to("mytorch")
+    assert torch.equal(d.cpu(), x)
+    d[:, ::2].fill_(3.0)
+    assert d[:, ::2].cpu().eq(3).all() and torch.equal(d[:, 1::2].cpu(), x[:, 1::2])
+
+
+def test_non_blocking_pinned_upload_is_stream_ordered():
+    x = torch.randn(32, 1024, 1024).pin_memory()
+    s = torch.mytorch.Stream()
+    with torch.mytorch.stream(s):
+        d = x.to("mytorch", non_blocking=True)
+        y = d * 2
+    s.synchronize()
+    assert torch.equal(y.cpu(), x * 2)
