@@ -123,3 +123,11 @@ def test_bad_arguments():
         torch.empty(3, device="mytorch").bernoulli_(1.5)
     with pytest.raises(RuntimeError, match="floating point"):
         torch.empty(3, dtype=torch.int64, device="mytorch").normal_()
+
+
+def test_complex_normal_and_unsupported_dtype():
+    torch.mytorch.manual_seed(4)
+    z = torch.randn(100_000, dtype=torch.complex64, device="mytorch").cpu()
+    assert abs(z.real.std().item() - 2 ** -0.5) < 0.01 and abs(z.imag.std().item() - 2 ** -0.5) < 0.01
+    with pytest.raises(RuntimeError, match="Float8_e4m3fn"):
+        torch.empty(3, dtype=torch.float8_e4m3fn, device="mytorch").normal_()

@@ -5,6 +5,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
+#include <ATen/ops/view_as_real.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -46,6 +47,11 @@ void checkFloating(const at::Tensor& self, const char* op) {
 }
 
 at::Tensor& wrapper_uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  if (self.is_complex()) { // as on the CPU: real and imaginary parts drawn independently
+    at::Tensor real = at::view_as_real(self);
+    wrapper_uniform_(real, from, to, gen);
+    return self;
+  }
   checkFloating(self, "uniform_");
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
   TORCH_CHECK(std::isfinite(to - from), "uniform_ expects a finite range, but got from=", from, " to=", to);
@@ -57,6 +63,11 @@ at::Tensor& wrapper_uniform_(at::Tensor& self, double from, double to, std::opti
 }
 
 at::Tensor& wrapper_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  if (self.is_complex()) { // as on the CPU: each part gets std/sqrt(2), so |z| has the requested spread
+    at::Tensor real = at::view_as_real(self);
+    wrapper_normal_(real, mean, std / std::sqrt(2.0), gen);
+    return self;
+  }
   checkFloating(self, "normal_");
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   RandomParams p;

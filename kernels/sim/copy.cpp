@@ -1,4 +1,6 @@
 // Sim twin of cuda/copy.cu: strided copy with conversion, and fill, as plain host loops.
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "mytorch/copy.h"
@@ -34,6 +36,14 @@ void for_each_run(const StridedShape& s, const int64_t* st0, const int64_t* st1,
 
 template <typename To, typename From>
 void cast_run(char* dst, const char* src, int64_t n, int64_t sd, int64_t ss) {
+  const bool aligned = reinterpret_cast<uintptr_t>(dst) % alignof(To) == 0 &&
+                       reinterpret_cast<uintptr_t>(src) % alignof(From) == 0;
+  if (aligned && sd == int64_t(sizeof(To)) && ss == int64_t(sizeof(From))) {
+    To* d = reinterpret_cast<To*>(dst); // contiguous run: a typed loop the compiler vectorises
+    const From* s = reinterpret_cast<const From*>(src);
+    for (int64_t i = 0; i < n; ++i) d[i] = mt_cast<To, From>(s[i]);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     From v;
     std::memcpy(&v, src + i * ss, sizeof(From));
@@ -76,9 +86,29 @@ rt::Status copy(const CopyParams& p, rt::Stream) {
 rt::Status fill(const FillParams& p, rt::Stream) {
   char* dst = static_cast<char*>(p.dst.data);
   const int64_t es = p.dst.elem_size;
-  for_each_run(p.shape, p.dst.strides, nullptr, [&](int64_t o0, int64_t, int64_t n, int64_t s0, int64_t) {
-    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + o0 + i * s0, p.value, static_cast<size_t>(es));
-  });
+  auto typed = [&](auto tag) {
+    using T = decltype(tag);
+    T v;
+    std::memcpy(&v, p.value, sizeof(T));
+    for_each_run(p.shape, p.dst.strides, nullptr, [&](int64_t o0, int64_t, int64_t n, int64_t s0, int64_t) {
+      char* base = dst + o0;
+      if (s0 == int64_t(sizeof(T)) && reinterpret_cast<uintptr_t>(base) % alignof(T) == 0) {
+        std::fill_n(reinterpret_cast<T*>(base), n, v);
+      } else {
+        for (int64_t i = 0; i < n; ++i) std::memcpy(base + i * s0, &v, sizeof(T));
+      }
+    });
+  };
+  switch (es) {
+    case 1: typed(uint8_t{}); break;
+    case 2: typed(uint16_t{}); break;
+    case 4: typed(uint32_t{}); break;
+    case 8: typed(uint64_t{}); break;
+    default:
+      for_each_run(p.shape, p.dst.strides, nullptr, [&](int64_t o0, int64_t, int64_t n, int64_t s0, int64_t) {
+        for (int64_t i = 0; i < n; ++i) std::memcpy(dst + o0 + i * s0, p.value, static_cast<size_t>(es));
+      });
+  }
   return rt::Status::Success;
 }
 
