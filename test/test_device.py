@@ -104,23 +104,20 @@ def test_lazy_init_in_fresh_process():
     assert r.stdout.startswith("ok")
 
 
-def test_sim_configuration_errors():
+@pytest.mark.parametrize("env, expected", [
+    ({"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_MEMORY": "lots"}, "MYTORCH_SIM_MEMORY"),
+    ({"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "zero"}, "MYTORCH_SIM_DEVICES must be an integer"),
+    ({"MYTORCH_RUNTIME": "tpu"}, "MYTORCH_RUNTIME must be one of"),
+])
+def test_configuration_errors(env, expected):
     r = run_python("""
         import torch, mytorch
         try:
             torch.ones(1, device="mytorch")
         except RuntimeError as e:
             print("ERR", e)
-    """, env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_MEMORY": "lots"})
-    assert "MYTORCH_SIM_MEMORY" in r.stdout, r.stdout + r.stderr
-    r = run_python("""
-        import torch, mytorch
-        try:
-            torch.ones(1, device="mytorch")
-        except RuntimeError as e:
-            print("ERR", e)
-    """, env={"MYTORCH_RUNTIME": "tpu"})
-    assert "MYTORCH_RUNTIME must be one of" in r.stdout, r.stdout + r.stderr
+    """, env=env)
+    assert "ERR" in r.stdout and expected in r.stdout, r.stdout + r.stderr
 
 
 def test_runtime_selection_without_gpu():

@@ -188,15 +188,7 @@ class DeviceCache {
   }
   void resetAccumulated() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t t = 0; t < 3; ++t) {
-      for (auto* s : {&stats_.allocation[t], &stats_.segment[t], &stats_.active[t], &stats_.inactive_split[t],
-                      &stats_.allocated_bytes[t], &stats_.reserved_bytes[t], &stats_.active_bytes[t],
-                      &stats_.inactive_split_bytes[t], &stats_.requested_bytes[t]}) {
-        s->reset_accumulated();
-      }
-    }
-    stats_.oversize_allocations.reset_accumulated();
-    stats_.oversize_segments.reset_accumulated();
+    forEachStat([](c10::CachingAllocator::Stat& s) { s.reset_accumulated(); });
     stats_.num_alloc_retries = 0;
     stats_.num_ooms = 0;
     stats_.num_sync_all_streams = 0;
@@ -205,13 +197,7 @@ class DeviceCache {
   }
   void resetPeak() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t t = 0; t < 3; ++t) {
-      for (auto* s : {&stats_.allocation[t], &stats_.segment[t], &stats_.active[t], &stats_.inactive_split[t],
-                      &stats_.allocated_bytes[t], &stats_.reserved_bytes[t], &stats_.active_bytes[t],
-                      &stats_.inactive_split_bytes[t], &stats_.requested_bytes[t]}) {
-        s->reset_peak();
-      }
-    }
+    forEachStat([](c10::CachingAllocator::Stat& s) { s.reset_peak(); });
   }
   size_t cachedBlocks() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -223,6 +209,17 @@ class DeviceCache {
   }
 
  private:
+  // Every Stat the allocator keeps, for the resets.
+  template <typename F>
+  void forEachStat(F f) {
+    for (auto* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split, &stats_.allocated_bytes,
+                    &stats_.reserved_bytes, &stats_.active_bytes, &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
+      for (auto& st : *a) f(st);
+    }
+    f(stats_.oversize_allocations);
+    f(stats_.oversize_segments);
+  }
+
   template <typename F>
   void forEachStat(const BlockPool& pool, F f) {
     f(static_cast<size_t>(StatType::AGGREGATE));
