@@ -174,3 +174,19 @@ def test_fork_before_init_is_fine():
         print("child", os.waitstatus_to_exitcode(status))
     """)
     assert "child 0" in r.stdout, r.stdout + r.stderr
+
+
+def test_cuda_runtime_requested_without_gpu():
+    if torch.mytorch.runtime() == "cuda":
+        pytest.skip("a GPU is present")
+    r = run_python("""
+        import torch, mytorch
+        print("count", torch.mytorch.device_count())
+        try:
+            torch.ones(1, device="mytorch")
+        except RuntimeError as e:
+            print("ERR", e)
+    """, env={"MYTORCH_RUNTIME": "cuda"})
+    assert r.returncode == 0, r.stderr
+    assert "count 0" in r.stdout
+    assert "MYTORCH_RUNTIME=cuda" in r.stdout and "sim runtime" not in r.stdout, r.stdout

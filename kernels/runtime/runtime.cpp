@@ -100,7 +100,11 @@ Kind kind() {
   std::call_once(detail::g_init_once, detail::do_init);
   return detail::g_backend ? detail::g_backend->kind() : Kind::Sim;
 }
-const char* kind_name() { return kind() == Kind::Cuda ? "cuda" : "sim"; }
+const char* kind_name() {
+  std::call_once(detail::g_init_once, detail::do_init);
+  if (detail::g_backend == nullptr) return "unavailable";
+  return detail::g_backend->kind() == Kind::Cuda ? "cuda" : "sim";
+}
 bool built_with_cuda() { return MYTORCH_WITH_CUDA != 0; }
 Status report(Status s, const char* message) { return detail::fail(s, message); }
 const char* last_error() { return detail::t_last_error.c_str(); }

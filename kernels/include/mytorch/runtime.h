@@ -48,7 +48,7 @@ struct DeviceProps {
 Status init();                 // idempotent: picks the runtime, creates nothing else
 bool initialized();
 Kind kind();                   // initialises on first use; Sim when init failed
-const char* kind_name();       // "cuda" or "sim"
+const char* kind_name();       // "cuda", "sim", or "unavailable" when the requested runtime could not start
 bool built_with_cuda();
 bool in_bad_fork();            // a child forked after the parent initialised the runtime
 const char* last_error();      // message of the calling thread's last failed call
