@@ -18,7 +18,8 @@ PYCHECK
 then
   "$PY" -m pip install --quiet "torch==2.13.0"
 fi
-"$PY" -m pip install --quiet "pytest" "setuptools>=64" "wheel" "cmake>=3.24" "ninja"
+# expecttest and numpy: imported by torch.testing._internal, whose OpInfo database the alignment suite runs.
+"$PY" -m pip install --quiet "pytest" "expecttest" "numpy" "setuptools>=64" "wheel" "cmake>=3.24" "ninja"
 start=$(date +%s)
 "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .
 echo "mytorch: built and installed in $(( $(date +%s) - start )) s ($("$PY" -c 'import torch; print("torch", torch.__version__)'))"

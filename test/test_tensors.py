@@ -223,3 +223,33 @@ def test_wrong_sizes_raise_clearly():
         torch.ones(3, device="mytorch") + torch.ones(4, device="mytorch")
     with pytest.raises(RuntimeError, match="negative dimension"):
         torch.empty(-2, device="mytorch")
+
+
+def test_conjugate_and_negative_views_copy():
+    # Regression (found by the alignment suite): copying a conj-bit tensor recursed until the stack overflowed.
+    z = torch.complex(torch.randn(6), torch.randn(6))
+    d = z.to("mytorch")
+    assert same(d.conj().cpu().resolve_conj(), z.conj().resolve_conj())
+    assert same(d.conj().clone().cpu(), z.conj().resolve_conj())
+    assert same(torch.empty_like(d).copy_(z.conj()).cpu(), z.conj().resolve_conj())
+    assert same(d._neg_view().clone().cpu(), -z)
+    e = torch.empty_like(d)
+    e.conj().copy_(z)                          # a conjugate destination
+    assert same(e.cpu(), z.conj().resolve_conj())
+    f = d.clone()
+    f.conj_physical_()
+    assert same(f.cpu(), z.conj().resolve_conj())
+
+
+def test_complex_ops_and_their_backward():
+    a = torch.rand(5, dtype=torch.float64, requires_grad=True)
+    b = torch.rand(5, dtype=torch.float64, requires_grad=True)
+    ad = a.detach().to("mytorch").requires_grad_()
+    bd = b.detach().to("mytorch").requires_grad_()
+    cot = torch.complex(torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64))
+    g = torch.autograd.grad(torch.polar(a, b), (a, b), cot)
+    gd = torch.autograd.grad(torch.polar(ad, bd), (ad, bd), cot.to("mytorch"))
+    for x, y in zip(g, gd):
+        torch.testing.assert_close(y.cpu(), x)
+    x = torch.randn(16, dtype=torch.float64)
+    torch.testing.assert_close(torch.fft.ifft(x.to("mytorch")).cpu(), torch.fft.ifft(x))

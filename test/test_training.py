@@ -70,3 +70,25 @@ def test_state_dict_moves_between_devices():
     back = nn.Sequential(*[copy.deepcopy(m) for m in model]).to("mytorch")
     back.load_state_dict(dev.state_dict())
     assert torch.equal(back(x.to("mytorch")).cpu(), model(x))
+
+
+def test_convolution_runs_and_is_counted_as_fallback():
+    # Regression (found by the alignment suite): PrivateUse1 convolutions go to convolution_overrideable,
+    # which the boxed fallback cannot run, so every conv on mytorch raised.
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), nn.ConvTranspose2d(6, 2, 2, stride=2, groups=2))
+    dev = copy.deepcopy(ref).to("mytorch")
+    x = torch.randn(2, 3, 8, 8)
+    torch.mytorch.reset_fallback_stats()
+    out, out_d = ref(x), dev(x.to("mytorch"))
+    torch.testing.assert_close(out_d.cpu(), out, rtol=1e-5, atol=1e-6)
+    out.square().sum().backward()
+    out_d.square().sum().backward()
+    for p, q in zip(ref.parameters(), dev.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5)
+    stats = torch.mytorch.fallback_stats()
+    assert stats["aten::convolution_overrideable"]["calls"] == 2
+    assert stats["aten::convolution_backward_overrideable"]["calls"] == 2
+    torch.mytorch.set_fallback_mode("error")
+    with pytest.raises(NotImplementedError, match="convolution_overrideable"):
+        dev(x.to("mytorch"))

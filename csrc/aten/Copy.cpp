@@ -15,6 +15,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/ops/conj_physical.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
@@ -161,14 +162,37 @@ void deviceToDevice(const at::Tensor& dst, const at::Tensor& src_in, bool non_bl
   (void)non_blocking;
 }
 
+// The same memory seen without its lazy conjugate/negative bits.
+at::Tensor physical(const at::Tensor& t) {
+  at::Tensor p = t;
+  if (p.is_conj()) p = p.conj();          // a view with the bit cleared
+  if (p.is_neg()) p = p._neg_view();
+  return p;
+}
+
+void copyPhysical(const at::Tensor& dst, const at::Tensor& src, bool non_blocking);
+
 at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: both tensors must be defined");
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "copy_: the source of shape ", self.sizes(),
               " cannot be broadcast to the destination's shape ", dst.sizes());
   if (dst.numel() == 0) return dst;
   if (isMytorch(dst)) at::assert_no_internal_overlap(dst);
-  at::Tensor src = self;
-  if (src.is_conj() || src.is_neg()) src = src.resolve_conj().resolve_neg();
+  // Note [Conjugate and negative bits]: _copy_from falls through the Conjugate and Negative keys, so the
+  // bits arrive here. Physical bytes are copied, then the net conjugation/negation (src's bits xor dst's:
+  // both are involutions) is applied in place to dst's physical view. Resolving the bits first instead
+  // would clone, which copies, which lands here again.
+  const bool conj = self.is_conj() != dst.is_conj();
+  const bool neg = self.is_neg() != dst.is_neg();
+  at::Tensor src = physical(self);
+  at::Tensor out = physical(dst);
+  copyPhysical(out, src, non_blocking);
+  if (conj) out.copy_(at::conj_physical(out));
+  if (neg) out.neg_();
+  return dst;
+}
+
+void copyPhysical(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   if (isMytorch(dst) && isMytorch(src)) {
     deviceToDevice(dst, src, non_blocking);
   } else if (isMytorch(dst)) {
@@ -178,7 +202,6 @@ at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool
     TORCH_CHECK(dst.device().is_cpu(), "mytorch copies need the other side on the CPU, but got ", dst.device());
     deviceToHost(dst, src, non_blocking);
   }
-  return dst;
 }
 
 at::Tensor wrapper_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
@@ -215,6 +238,13 @@ at::Tensor& wrapper_fill_tensor(at::Tensor& self, const at::Tensor& value) {
 
 at::Tensor& wrapper_zero_(at::Tensor& self) { return wrapper_fill_scalar(self, 0); }
 
+// ATen's generic conj_physical_ calls a CPU/CUDA DispatchStub directly (an internal assert on any other
+// device); the out-of-place op reaches the fallback like any other.
+at::Tensor& wrapper_conj_physical_(at::Tensor& self) {
+  if (self.is_complex()) self.copy_(at::conj_physical(self));
+  return self;
+}
+
 at::Scalar wrapper_local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
   c10::DeviceGuard guard(self.device());
@@ -226,12 +256,23 @@ at::Scalar wrapper_local_scalar_dense(const at::Tensor& self) {
 
 } // namespace
 
+// See Note [Conjugate and negative bits].
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(wrapper_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(wrapper_copy_from_and_resize));
   m.impl("fill_.Scalar", TORCH_FN(wrapper_fill_scalar));
   m.impl("fill_.Tensor", TORCH_FN(wrapper_fill_tensor));
   m.impl("zero_", TORCH_FN(wrapper_zero_));
+  m.impl("conj_physical_", TORCH_FN(wrapper_conj_physical_));
   m.impl("_local_scalar_dense", TORCH_FN(wrapper_local_scalar_dense));
 }
 

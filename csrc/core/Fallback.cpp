@@ -34,6 +34,7 @@ namespace {
 std::atomic<int> g_mode{static_cast<int>(FallbackMode::Warn)};
 std::mutex g_stats_mu;
 std::map<std::string, FallbackCounter> g_stats;
+FallbackCounter g_totals;
 std::set<std::string> g_warned;
 
 bool isDeviceTensor(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
@@ -116,20 +117,7 @@ void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string name = schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
-  const auto mode = static_cast<FallbackMode>(g_mode.load());
-  TORCH_CHECK_NOT_IMPLEMENTED(mode != FallbackMode::Error, "mytorch: operator '", name,
-                              "' has no native mytorch kernel, and MYTORCH_FALLBACK=error forbids running it on the CPU");
-  if (mode == FallbackMode::Warn) {
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(g_stats_mu);
-      first = g_warned.insert(name).second;
-    }
-    if (first) {
-      TORCH_WARN("mytorch: operator '", name, "' has no native mytorch kernel; it runs on the CPU through the ",
-                 "fallback (warned once per operator; MYTORCH_FALLBACK=silent hides this, =error forbids it)");
-    }
-  }
+  beginFallback(name);
   RECORD_FUNCTION("mytorch::fallback::" + name, std::vector<c10::IValue>());
 
   const bool sim = rt::kind() == rt::Kind::Sim;
@@ -244,14 +232,36 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  std::lock_guard<std::mutex> lock(g_stats_mu);
-  auto& c = g_stats[name];
-  c.calls += 1;
-  c.bytes_to_cpu += moved.to_cpu;
-  c.bytes_to_device += moved.to_device;
+  countFallback(name, moved.to_cpu, moved.to_device);
 }
 
 } // namespace
+
+void beginFallback(const std::string& name) {
+  const auto mode = static_cast<FallbackMode>(g_mode.load());
+  TORCH_CHECK_NOT_IMPLEMENTED(mode != FallbackMode::Error, "mytorch: operator '", name,
+                              "' has no native mytorch kernel, and MYTORCH_FALLBACK=error forbids running it on the CPU");
+  if (mode == FallbackMode::Warn) {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(g_stats_mu);
+      first = g_warned.insert(name).second;
+    }
+    if (first) {
+      TORCH_WARN("mytorch: operator '", name, "' has no native mytorch kernel; it runs on the CPU through the ",
+                 "fallback (warned once per operator; MYTORCH_FALLBACK=silent hides this, =error forbids it)");
+    }
+  }
+}
+
+void countFallback(const std::string& name, int64_t bytes_to_cpu, int64_t bytes_to_device) {
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  for (FallbackCounter* c : {&g_stats[name], &g_totals}) {
+    c->calls += 1;
+    c->bytes_to_cpu += bytes_to_cpu;
+    c->bytes_to_device += bytes_to_device;
+  }
+}
 
 void setFallbackMode(const std::string& mode) {
   if (mode == "warn") g_mode = static_cast<int>(FallbackMode::Warn);
@@ -274,9 +284,15 @@ std::map<std::string, FallbackCounter> fallbackStats() {
   return g_stats;
 }
 
+FallbackCounter fallbackTotals() {
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  return g_totals;
+}
+
 void resetFallbackStats() {
   std::lock_guard<std::mutex> lock(g_stats_mu);
   g_stats.clear();
+  g_totals = FallbackCounter{};
   g_warned.clear();
 }
 

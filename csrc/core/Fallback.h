@@ -16,8 +16,15 @@ struct FallbackCounter {
 };
 
 void setFallbackMode(const std::string& mode); // "warn" | "silent" | "error"
+
+// For glue that runs an op on the CPU itself because the boxed fallback cannot reach it (ops that ATen
+// routes to *_overrideable kernels): the same policy (throws in error mode, warns once in warn mode) and
+// the same counters as the boxed fallback.
+void beginFallback(const std::string& name);
+void countFallback(const std::string& name, int64_t bytes_to_cpu, int64_t bytes_to_device);
 std::string fallbackMode();
 std::map<std::string, FallbackCounter> fallbackStats();
+FallbackCounter fallbackTotals(); // all operators together (cheap: for per-op audits)
 void resetFallbackStats();
 
 } // namespace mytorch

@@ -154,6 +154,10 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_fallback_stats", &resetFallbackStats);
+  m.def("_fallback_totals", [] {
+    const FallbackCounter c = fallbackTotals();
+    return py::make_tuple(c.calls, c.bytes_to_cpu + c.bytes_to_device);
+  });
 
   // Direct runtime access for tests of the device layer (the allocator normally owns these calls).
   m.def("_runtime_malloc", [](int d, size_t n) {

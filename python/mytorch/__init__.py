@@ -29,6 +29,7 @@ def _register():
 _register()
 
 from . import backend  # noqa: E402
+from .audit import audit  # noqa: E402
 
-__all__ = ["backend"]
+__all__ = ["audit", "backend"]
 __version__ = "0.1.0"

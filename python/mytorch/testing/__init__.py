@@ -1,0 +1,1 @@
+"""mytorch testing tools: the operator alignment suite (python -m mytorch.testing.align)."""

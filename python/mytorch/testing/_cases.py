@@ -1,0 +1,227 @@
+"""Runs one OpInfo on mytorch and on the references, for each dtype it allows (the worker's job).
+
+For each sample input: the op on the CPU at the dtype (PyTorch's own result), on the CPU at float64 (the
+golden values, for floating dtypes when the op supports float64), on mytorch, and on stock torch.cuda when
+the cuda runtime is live and torch has CUDA. Where the op supports autograd, the input gradients of a
+vector-Jacobian product with a fixed random cotangent are compared the same way. See _compare.py for the
+tolerance.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import zlib
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves, tree_map
+
+from .. import _C
+from ..audit import AuditReport, _AuditMode
+from ._compare import Errors, compare_outputs
+
+DTYPES = {
+    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
+    "int64": torch.int64, "int32": torch.int32, "bool": torch.bool,
+}
+# Ops whose outputs have undefined values (uninitialised memory): nothing to compare but shapes.
+UNDEFINED_VALUES = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted"}
+
+
+def op_key(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def seed_for(key: str, dtype: str) -> int:
+    return zlib.crc32(f"{key}|{dtype}".encode()) & 0x7FFFFFFF
+
+
+def _copy_tensor(t: torch.Tensor, device: str, upcast: bool) -> torch.Tensor:
+    """t on `device` (64-bit if upcast), with its whole storage copied so that views keep their strides and
+    offsets (samples such as as_strided's partial views rely on the storage around them)."""
+    dtype = t.dtype
+    if upcast and t.is_floating_point():
+        dtype = torch.float64
+    elif upcast and t.is_complex():
+        dtype = torch.complex128
+    if t.device.type == device and dtype == t.dtype:
+        return t
+    if t.layout != torch.strided or t.is_conj() or t.is_neg() or t.numel() == 0:
+        out = t.detach().to(device=device, dtype=dtype)
+    else:
+        n = t.untyped_storage().nbytes() // t.element_size()
+        base = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), 0, (n,), (1,))
+        out = base.to(device=device, dtype=dtype).as_strided(t.shape, t.stride(), t.storage_offset())
+    return out.detach().requires_grad_(t.requires_grad)
+
+
+def _convert(sample, device: str | None, upcast: bool):
+    """(input, args, kwargs) of a sample generated on mytorch, as a reference sees it: tensors on mytorch
+    moved to `device` (None keeps them), optionally upcast to 64-bit floating types. Tensors the sample
+    keeps on the CPU stay there, as they would for a sample made for a CUDA device."""
+    if device is None:
+        return sample.input, sample.args, sample.kwargs
+
+    def conv(x):
+        if isinstance(x, torch.Tensor) and (x.device.type == "mytorch" or upcast):
+            return _copy_tensor(x, device if x.device.type == "mytorch" else x.device.type, upcast)
+        if isinstance(x, torch.device) and x.type == "mytorch":
+            return torch.device(device)
+        return x
+
+    inp, args, kwargs = tree_map(conv, (sample.input, sample.args, sample.kwargs))
+    if isinstance(kwargs.get("device"), str) and kwargs["device"].startswith("mytorch"):
+        kwargs = dict(kwargs, device=device)
+    return inp, args, kwargs
+
+
+def _run(op, sample, triple, want_grad: bool, cot_seed: int, probe=None):
+    inp, args, kwargs = triple
+    if probe is not None:
+        with probe:
+            out = op(inp, *args, **kwargs)
+    else:
+        out = op(inp, *args, **kwargs)
+    if not want_grad:
+        return out, None
+    outs = [t for t in tree_leaves(sample.output_process_fn_grad(out))
+            if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())]
+    inputs = [t for t in tree_leaves(triple) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not outs or not inputs:
+        return out, None
+    g = torch.Generator().manual_seed(cot_seed)
+    cots = []
+    for o in outs:
+        c = torch.randn(o.shape, generator=g, dtype=torch.complex128 if o.is_complex() else torch.float64)
+        cots.append(c.to(o.dtype).to(o.device))
+    grads = torch.autograd.grad(outs, inputs, cots, allow_unused=True)
+    return out, [gr.detach() if gr is not None else None for gr in grads]
+
+
+def _message(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+def run_op(op, dtypes: list[str], max_samples: int, cuda_reference: bool) -> list[dict]:
+    key = op_key(op)
+    cases = []
+    cpu_dtypes = op.supported_dtypes("cpu")
+    for dname in dtypes:
+        dtype = DTYPES[dname]
+        if dtype not in cpu_dtypes:
+            continue
+        cases.append(_run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes))
+    return cases
+
+
+def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) -> dict:
+    case = {"op": key, "dtype": dname, "verdict": "aligned", "native": False, "samples": 0, "detail": "",
+            "forward": None, "backward": None, "fallback_ops": [], "aten_ops": {}}
+    seed = seed_for(key, dname)
+    torch.manual_seed(seed)
+    torch.mytorch.manual_seed(seed)
+    want_grad = bool(op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
+                     and dtype in op.supported_backward_dtypes("cpu"))
+    # Samples are made on mytorch, as PyTorch's own device tests make them on the device under test (so
+    # arguments an op wants on the CPU stay there); the references get copies.
+    try:
+        with torch.mytorch.device(0):
+            samples = list(itertools.islice(op.sample_inputs("mytorch", dtype, requires_grad=want_grad),
+                                            max_samples or None))
+    except Exception as e:
+        case.update(verdict="error", detail=f"making the OpInfo's samples on mytorch failed: {_message(e)}")
+        return case
+    if not samples:
+        case.update(verdict="unsupported", detail="OpInfo gives no samples at this dtype")
+        return case
+    golden = dtype.is_floating_point and dtype != torch.float64 and torch.float64 in cpu_dtypes
+    fwd, bwd = Errors(), Errors()
+    report = AuditReport()
+    ref_failures = dev_errors = both_raised = 0
+    first_ref_error = first_dev_error = None
+    fallback_calls = 0
+    for i, s in enumerate(samples):
+        cot_seed = seed + 7919 * (i + 1)
+        torch.manual_seed(seed + i)
+        probe = _SeededProbe()
+        try:
+            ref_out, ref_grads = _run(op, s, _convert(s, "cpu", False), want_grad, cot_seed, probe)
+            ref_exc = None
+        except Exception as e:
+            ref_exc = e
+        if ref_exc is None:
+            # Random draws (PyTorch tags them nondeterministic_seeded) come from different generators on
+            # mytorch and on the CPU; uninitialised outputs have no values to compare.
+            if key.split(".")[0] in UNDEFINED_VALUES or probe.random:
+                case.update(verdict="skipped", detail="outputs are random or uninitialised: values not comparable",
+                            samples=len(samples))
+                return case
+        gold_out = gold_grads = None
+        if ref_exc is None and golden:
+            try:
+                gold_out, gold_grads = _run(op, s, _convert(s, "cpu", True), want_grad, cot_seed)
+            except Exception:
+                gold_out = gold_grads = None
+        extra_out, extra_grads = (), ()
+        if ref_exc is None and cuda_reference:
+            try:
+                c_out, c_grads = _run(op, s, _convert(s, "cuda", False), want_grad, cot_seed)
+                extra_out, extra_grads = (c_out,), ((c_grads,) if c_grads is not None else ())
+            except Exception:
+                pass
+        calls0 = _C._fallback_totals()[0]
+        torch.manual_seed(seed + i)
+        try:
+            with _AuditMode(report, timing=False):
+                dev_out, dev_grads = _run(op, s, _convert(s, None, False), want_grad, cot_seed)
+            dev_exc = None
+        except Exception as e:
+            dev_exc = e
+        fallback_calls += _C._fallback_totals()[0] - calls0
+        if ref_exc is not None:
+            ref_failures += 1
+            first_ref_error = first_ref_error or _message(ref_exc)
+            if dev_exc is not None:
+                both_raised += 1
+            else:
+                fwd.problems.append(f"sample {i}: mytorch succeeded where the CPU raised ({_message(ref_exc)})")
+            continue
+        if dev_exc is not None:
+            dev_errors += 1
+            first_dev_error = first_dev_error or f"sample {i}: {_message(dev_exc)}"
+            continue
+        case["samples"] += 1
+        fwd.merge(compare_outputs(dev_out, ref_out, gold_out, extra_out))
+        if want_grad and ref_grads is not None:
+            bwd.merge(compare_outputs(dev_grads, ref_grads, gold_grads, extra_grads))
+    case["aten_ops"] = dict(sorted(report.ops.items()))
+    case["fallback_ops"] = sorted({f for r in report._rows.values() for f in r.fallback_ops})
+    case["native"] = fallback_calls == 0
+    case["forward"] = fwd.as_dict()
+    case["backward"] = bwd.as_dict() if want_grad and bwd.total else None
+    if ref_failures == len(samples):
+        case.update(verdict="unsupported", detail=f"the CPU reference raised on every sample: {first_ref_error}")
+    elif dev_errors:
+        case.update(verdict="error", detail=f"{dev_errors} of {len(samples)} samples raised on mytorch; {first_dev_error}")
+    elif not fwd.ok or not bwd.ok:
+        which = "forward" if not fwd.ok else "backward"
+        problems = (fwd.problems or bwd.problems)
+        case.update(verdict="mismatch", detail=f"{which}: " + ("; ".join(problems) if problems else
+                    f"{(fwd if not fwd.ok else bwd).bad} elements out of tolerance"))
+    elif both_raised:
+        case["detail"] = f"{both_raised} samples raise on both (same behaviour)"
+    return case
+
+
+class _SeededProbe(TorchDispatchMode):
+    """Notes whether any aten op that draws random numbers ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.random = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            self.random = True
+        return func(*args, **(kwargs or {}))

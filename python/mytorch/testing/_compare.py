@@ -1,0 +1,145 @@
+"""Comparison of mytorch results with the references (PyTorch's OpInfo samples run on the CPU).
+
+Note [Alignment tolerance]
+For each output element, mytorch's error against the golden value (the CPU at float64) may be at most
+    max(2 * E_torch, atol + rtol * |golden|)
+where E_torch is PyTorch's own largest error at that dtype on that output (the CPU at the same dtype
+against the golden values; on a GPU machine also stock torch.cuda), and (atol, rtol) is the per-dtype
+floor below (torch.testing.assert_close's defaults for that dtype). Integer and bool outputs must be
+exact; NaN and +/-inf must sit at the same positions as in the CPU result at the same dtype.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+# (atol, rtol): torch.testing.assert_close's defaults for each dtype.
+FLOORS = {
+    torch.float16: (1e-5, 1e-3),
+    torch.bfloat16: (1e-5, 1.6e-2),
+    torch.float32: (1e-5, 1.3e-6),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex64: (1e-5, 1.3e-6),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+
+@dataclass
+class Errors:
+    """Worst errors of mytorch's results against the golden values, over every output of every sample."""
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    bad: int = 0
+    total: int = 0
+    torch_err: float = 0.0
+    problems: list = field(default_factory=list)
+
+    def merge(self, other: "Errors") -> None:
+        self.max_abs = max(self.max_abs, other.max_abs)
+        self.max_rel = max(self.max_rel, other.max_rel)
+        self.bad += other.bad
+        self.total += other.total
+        self.torch_err = max(self.torch_err, other.torch_err)
+        for p in other.problems:
+            if len(self.problems) < 3 and p not in self.problems:
+                self.problems.append(p)
+
+    @property
+    def ok(self) -> bool:
+        return self.bad == 0 and not self.problems
+
+    def as_dict(self) -> dict:
+        frac = self.bad / self.total if self.total else 0.0
+        return {"max_abs": _finite(self.max_abs), "max_rel": _finite(self.max_rel), "frac_out_of_tol": frac,
+                "elements": self.total, "torch_err": _finite(self.torch_err)}
+
+
+def _finite(x: float):
+    return x if math.isfinite(x) else str(x)
+
+
+def _as_real(t: torch.Tensor) -> torch.Tensor:
+    if t.is_complex():
+        return torch.view_as_real(t.resolve_conj())
+    return t
+
+
+def compare_tensor(dev: torch.Tensor, ref: torch.Tensor, gold: torch.Tensor | None,
+                   extra_refs: tuple = ()) -> Errors:
+    """dev: mytorch result (any device), ref: CPU result at the same dtype, gold: CPU float64 result."""
+    e = Errors()
+    dev = dev.detach().cpu()
+    ref = ref.detach().cpu()
+    if dev.shape != ref.shape:
+        e.problems.append(f"shape {tuple(dev.shape)} != reference {tuple(ref.shape)}")
+        return e
+    if dev.dtype != ref.dtype:
+        e.problems.append(f"dtype {dev.dtype} != reference {ref.dtype}")
+        return e
+    e.total = dev.numel()
+    if dev.numel() == 0:
+        return e
+    if not (dev.is_floating_point() or dev.is_complex()):
+        bad = (dev != ref)
+        e.bad = int(bad.sum())
+        if e.bad:
+            diff = (dev.to(torch.float64) - ref.to(torch.float64)).abs()
+            e.max_abs = float(diff.max())
+        return e
+    d = _as_real(dev).to(torch.float64)
+    r = _as_real(ref).to(torch.float64)
+    g = _as_real(gold.detach().cpu()).to(torch.float64) if gold is not None and gold.shape == ref.shape else r
+    # NaN and inf positions (with sign) must agree with PyTorch's result at this dtype.
+    special = (torch.isnan(d) != torch.isnan(r)) | (torch.isinf(d) != torch.isinf(r)) | \
+              (torch.isinf(d) & torch.isinf(r) & (torch.sign(d) != torch.sign(r)))
+    finite = torch.isfinite(d) & torch.isfinite(r) & torch.isfinite(g)
+    torch_err = 0.0
+    for other in (r,) + tuple(_as_real(x.detach().cpu()).to(torch.float64) for x in extra_refs):
+        m = finite & torch.isfinite(other)
+        if m.any():
+            torch_err = max(torch_err, float((other - g).abs()[m].max()))
+    atol, rtol = FLOORS.get(dev.dtype if not dev.is_complex() else dev.dtype, (1e-5, 1.3e-6))
+    err = (d - g).abs()
+    allowed = torch.clamp(atol + rtol * g.abs(), min=2 * torch_err)
+    bad = special | (finite & (err > allowed))
+    e.bad = int(bad.sum())
+    e.torch_err = torch_err
+    if finite.any():
+        e.max_abs = float(err[finite].max())
+        nz = finite & (g != 0)
+        if nz.any():
+            e.max_rel = float((err[nz] / g[nz].abs()).max())
+    if special.any():
+        e.max_abs = float("inf") if e.max_abs == 0 else e.max_abs
+    return e
+
+
+def compare_outputs(dev, ref, gold, extra_refs=()) -> Errors:
+    """Compares two output structures (tensors, tuples, lists, numbers) leaf by leaf."""
+    e = Errors()
+    dl, ds = tree_flatten(dev)
+    rl, rs = tree_flatten(ref)
+    gl = tree_flatten(gold)[0] if gold is not None else [None] * len(rl)
+    xl = [tree_flatten(x)[0] for x in extra_refs]
+    if len(dl) != len(rl):
+        e.problems.append(f"{len(dl)} outputs != reference {len(rl)}")
+        return e
+    if len(gl) != len(rl):
+        gl = [None] * len(rl)
+    for i, (a, b, g) in enumerate(zip(dl, rl, gl)):
+        extras = tuple(x[i] for x in xl if len(x) == len(rl) and isinstance(x[i], torch.Tensor))
+        if isinstance(b, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                e.problems.append(f"output {i} is {type(a).__name__}, reference is a tensor")
+                continue
+            e.merge(compare_tensor(a, b, g if isinstance(g, torch.Tensor) else None, extras))
+        elif isinstance(b, float) and isinstance(a, float):
+            e.total += 1
+            if not (a == b or (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-6 * max(1.0, abs(b))):
+                e.bad += 1
+        elif a != b and not (isinstance(a, torch.device) or isinstance(b, torch.device)):
+            e.problems.append(f"output {i}: {a!r} != reference {b!r}")
+    return e

@@ -1,0 +1,111 @@
+"""The alignment suite: its comparison rule, its robustness (broken, crashing and hanging kernels), the
+audit tool, and the fast subset that runs in the normal suite: every OpInfo that runs on native mytorch
+kernels, at float32 and bfloat16, a few samples each, must align."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import mytorch
+from mytorch.testing._compare import compare_outputs, compare_tensor
+from conftest import ROOT
+
+
+def run_align(tmp_path, *args, env=None, timeout=900):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "mytorch.testing.align", "--no-write", "--no-progress",
+                           "--log", str(tmp_path / "workers.log"), *args],
+                          capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT)
+
+
+def cases_by_op(path):
+    out = {}
+    for c in json.load(open(path))["cases"]:
+        out.setdefault(c["op"], []).append(c)
+    return out
+
+
+def test_tolerance_rule():
+    gold = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    ref = gold.to(torch.float16)
+    ok = compare_tensor(gold.to(torch.float16), ref, gold)
+    assert ok.ok and ok.max_abs == 0
+    # Twice PyTorch's own error at the dtype is allowed, more is not.
+    ref = torch.tensor([1.0, 2.0, 3.0 + 2 ** -9 * 2], dtype=torch.float16)       # torch's error: 0.0039
+    within = torch.tensor([1.0, 2.0, 3.0 + 2 ** -9 * 4], dtype=torch.float16)    # 0.0078 <= 2 * 0.0039
+    beyond = torch.tensor([1.0, 2.0, 3.5], dtype=torch.float16)
+    assert compare_tensor(within, ref, gold).ok
+    bad = compare_tensor(beyond, ref, gold)
+    assert not bad.ok and bad.bad == 1 and math.isclose(bad.max_abs, 0.5)
+    # Integers exact; NaN positions must agree; shapes and dtypes must agree.
+    assert not compare_tensor(torch.tensor([1, 2]), torch.tensor([1, 3]), None).ok
+    nan_ref = torch.tensor([float("nan"), 1.0])
+    assert compare_tensor(nan_ref.clone(), nan_ref, None).ok
+    assert not compare_tensor(torch.tensor([0.0, 1.0]), nan_ref, None).ok
+    assert not compare_tensor(torch.ones(2), torch.ones(3), None).ok
+    assert not compare_tensor(torch.ones(2, dtype=torch.float64), torch.ones(2), None).ok
+    assert compare_outputs((torch.ones(2), 3), (torch.ones(2), 3), None).ok
+    assert not compare_outputs((torch.ones(2), 3), (torch.ones(2), 4), None).ok
+
+
+def test_broken_crashing_and_hanging_kernels_are_reported(tmp_path):
+    out = tmp_path / "hooked.json"
+    r = run_align(tmp_path, "--ops", "neg,sin,cos,abs", "--dtypes", "float32", "--op-timeout", "10", "--jobs", "2",
+                  "--preload", "align_hooks", "--json", str(out),
+                  env={"PYTHONPATH": os.path.join(ROOT, "test") + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert r.returncode == 0, r.stdout + r.stderr
+    cases = cases_by_op(out)
+    neg, sin, cos, abs_ = cases["neg"][0], cases["sin"][0], cases["cos"][0], cases["abs"][0]
+    assert neg["verdict"] == "mismatch" and neg["native"], neg          # a wrong native kernel is caught
+    assert sin["verdict"] == "error" and "crashed" in sin["detail"], sin  # the crash did not end the run
+    assert cos["verdict"] == "error" and "timed out" in cos["detail"], cos
+    assert abs_["verdict"] == "aligned", abs_                           # and the run went on
+
+
+def _native_opinfos():
+    """OpInfos the committed report saw running on native kernels alone, plus those named like a
+    registered native kernel."""
+    path = os.path.join(ROOT, "docs", "alignment", "sim.json")
+    names = set()
+    if os.path.exists(path):
+        names = {c["op"] for c in json.load(open(path))["cases"] if c.get("native") and c["verdict"] == "aligned"}
+    registered = {n.split("::")[1].split(".")[0].rstrip("_")
+                  for n in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")}
+    from torch.testing._internal.common_methods_invocations import op_db
+    names |= {o.name for o in op_db if o.name in registered}
+    return sorted(names)
+
+
+def test_native_subset_aligns(tmp_path):
+    ops = _native_opinfos()
+    assert len(ops) >= 10, ops
+    out = tmp_path / "native.json"
+    r = run_align(tmp_path, "--ops", ",".join(ops), "--dtypes", "float32,bfloat16", "--max-samples", "3", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.load(open(out))
+    bad = [f"{c['op']}[{c['dtype']}]: {c['verdict']} {c['detail']}" for c in report["cases"]
+           if c["verdict"] in ("mismatch", "error")]
+    assert not bad, "\n".join(bad)
+    assert report["summary"]["aligned"] > 0
+
+
+def test_audit_reports_native_and_fallback_ops():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()).to("mytorch")
+    x = torch.randn(2, 4, device="mytorch")
+    report = mytorch.audit(lambda: model(x).sum().backward())
+    ops = report.ops
+    assert ops["aten::addmm"] == "fallback"
+    assert ops["aten::t"] == "native"
+    assert "aten::threshold_backward" in ops          # backward ops are seen too
+    rows = {r["op"]: r for r in report.rows}
+    assert rows["aten::addmm"]["calls"] == 1 and rows["aten::addmm"]["fallback_ops"] == ["aten::addmm.out"]
+    assert abs(sum(r["time_share"] for r in report.rows) - 1) < 1e-6
+    assert "aten ops on mytorch" in report.table()
+    with mytorch.audit() as a:
+        torch.zeros(3, device="mytorch").fill_(1)
+    assert set(a.ops.values()) == {"native"}
