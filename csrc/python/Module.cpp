@@ -8,6 +8,7 @@
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Generator.h"
 #include "csrc/core/HostAllocator.h"
+#include "csrc/core/OpTrace.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 
@@ -154,6 +155,8 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_fallback_stats", &resetFallbackStats);
+  m.def("_op_trace_start", &startOpTrace);
+  m.def("_op_trace_stop", &stopOpTrace);
   m.def("_fallback_totals", [] {
     const FallbackCounter c = fallbackTotals();
     return py::make_tuple(c.calls, c.bytes_to_cpu + c.bytes_to_device);

@@ -17,7 +17,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
 from .. import _C
-from ..audit import AuditReport, _AuditMode
 from ._compare import Errors, compare_outputs
 
 DTYPES = {
@@ -26,6 +25,16 @@ DTYPES = {
 }
 # Ops whose outputs have undefined values (uninitialised memory): nothing to compare but shapes.
 UNDEFINED_VALUES = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted"}
+
+
+_REGISTERED: set = set()
+
+
+def _registered() -> set:
+    """The operators with a kernel registered for the mytorch device (from the dispatcher)."""
+    if not _REGISTERED:
+        _REGISTERED.update(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"))
+    return _REGISTERED
 
 
 def op_key(op) -> str:
@@ -117,7 +126,7 @@ def run_op(op, dtypes: list[str], max_samples: int, cuda_reference: bool) -> lis
 
 def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) -> dict:
     case = {"op": key, "dtype": dname, "verdict": "aligned", "native": False, "samples": 0, "detail": "",
-            "forward": None, "backward": None, "fallback_ops": [], "aten_ops": {}}
+            "forward": None, "backward": None, "fallback_ops": [], "native_kernels": []}
     seed = seed_for(key, dname)
     torch.manual_seed(seed)
     torch.mytorch.manual_seed(seed)
@@ -137,7 +146,7 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
         return case
     golden = dtype.is_floating_point and dtype != torch.float64 and torch.float64 in cpu_dtypes
     fwd, bwd = Errors(), Errors()
-    report = AuditReport()
+    native_kernels, fallback_ops = set(), set()
     ref_failures = dev_errors = both_raised = 0
     first_ref_error = first_dev_error = None
     fallback_calls = 0
@@ -170,15 +179,20 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
                 extra_out, extra_grads = (c_out,), ((c_grads,) if c_grads is not None else ())
             except Exception:
                 pass
-        calls0 = _C._fallback_totals()[0]
+        stats0 = _C._fallback_stats()
         torch.manual_seed(seed + i)
+        _C._op_trace_start()
         try:
-            with _AuditMode(report, timing=False):
-                dev_out, dev_grads = _run(op, s, _convert(s, None, False), want_grad, cot_seed)
+            dev_out, dev_grads = _run(op, s, _convert(s, None, False), want_grad, cot_seed)
             dev_exc = None
         except Exception as e:
             dev_exc = e
-        fallback_calls += _C._fallback_totals()[0] - calls0
+        finally:
+            native_kernels.update(k for k in _C._op_trace_stop() if k in _registered())
+        for k, v in _C._fallback_stats().items():
+            if v["calls"] != stats0.get(k, {}).get("calls", 0):
+                fallback_ops.add(k)
+                fallback_calls += v["calls"] - stats0.get(k, {}).get("calls", 0)
         if ref_exc is not None:
             ref_failures += 1
             first_ref_error = first_ref_error or _message(ref_exc)
@@ -195,8 +209,8 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
         fwd.merge(compare_outputs(dev_out, ref_out, gold_out, extra_out))
         if want_grad and ref_grads is not None:
             bwd.merge(compare_outputs(dev_grads, ref_grads, gold_grads, extra_grads))
-    case["aten_ops"] = dict(sorted(report.ops.items()))
-    case["fallback_ops"] = sorted({f for r in report._rows.values() for f in r.fallback_ops})
+    case["native_kernels"] = sorted(native_kernels)
+    case["fallback_ops"] = sorted(fallback_ops)
     case["native"] = fallback_calls == 0
     case["forward"] = fwd.as_dict()
     case["backward"] = bwd.as_dict() if want_grad and bwd.total else None

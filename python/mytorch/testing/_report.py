@@ -166,8 +166,8 @@ def render_coverage(report: dict) -> str:
     native_by_op = collections.defaultdict(lambda: collections.Counter())
     fallback_by_op = collections.Counter()
     for c in report["cases"]:
-        for op, status in (c.get("aten_ops") or {}).items():
-            native_by_op[op][c["verdict"] if status == "native" else "fallback"] += 1
+        for op in c.get("native_kernels") or []:
+            native_by_op[op][c["verdict"]] += 1
         for f in c.get("fallback_ops") or []:
             fallback_by_op[f] += 1
     s = report["summary"]
@@ -184,15 +184,18 @@ def render_coverage(report: dict) -> str:
         "",
         "## Native kernels (from the dispatcher) × alignment verdicts",
         "",
-        "Columns count the alignment cases in which the kernel ran, by the case's verdict.",
+        "Columns count the alignment cases in which the kernel ran (at any depth, backward included), by the "
+        "case's verdict. A kernel with no cases is not exercised by any OpInfo.",
         "",
         "| aten op | aligned | mismatch | error | cases |",
         "|---|---:|---:|---:|---:|",
     ]
+    cpu_backed = {f for c in report["cases"] for f in c.get("fallback_ops") or []}
     for op in registered:
         cnt = native_by_op.get(op, collections.Counter())
-        total = sum(v for k, v in cnt.items() if k != "fallback")
-        lines.append(f"| {op} | {cnt['aligned']} | {cnt['mismatch']} | {cnt['error']} | {total} |")
+        total = sum(cnt.values())
+        label = f"{op} (runs on the CPU; counted as fallback)" if op in cpu_backed else op
+        lines.append(f"| {label} | {cnt['aligned']} | {cnt['mismatch']} | {cnt['error']} | {total} |")
     lines += ["", "## Operators reached through the CPU fallback", "",
               "The aten kernels the fallback ran during the alignment run, by the number of op × dtype cases that "
               "needed them: the list to work down with native kernels.", "",
@@ -202,6 +205,14 @@ def render_coverage(report: dict) -> str:
     full = sorted({c["op"] for c in report["cases"] if c.get("native") and c["verdict"] == "aligned"})
     lines += ["", f"## OpInfos aligned on native kernels alone ({len(full)})", "", ", ".join(full) or "None.", ""]
     return "\n".join(lines)
+
+
+def dump_json(report: dict) -> str:
+    """Stable, diff-friendly JSON: sorted keys, one case per line."""
+    head = {k: v for k, v in report.items() if k not in ("cases", "_elapsed_s")}
+    body = json.dumps(head, indent=1, sort_keys=True)
+    cases = ",\n".join("  " + json.dumps(c, sort_keys=True) for c in report["cases"])
+    return body[:-2] + ',\n "cases": [\n' + cases + "\n ]\n}\n"
 
 
 def write_reports(report: dict, out_dir: Path) -> list[Path]:
@@ -217,7 +228,7 @@ def write_reports(report: dict, out_dir: Path) -> list[Path]:
     report = dict(report)
     report.pop("_elapsed_s", None)
     report["diff"] = diff_reports(previous, report)
-    json_path.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    json_path.write_text(dump_json(report))
     md_path = align_dir / f"{report['runtime']}.md"
     md_path.write_text(render_markdown(report))
     cov_path = out_dir / "coverage.md"

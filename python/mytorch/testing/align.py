@@ -105,7 +105,7 @@ def run(args) -> dict:
             pending.append((index, key, 1))
         else:
             results[index] = [{"op": key, "dtype": d, "verdict": "error", "detail": why, "native": False,
-                               "samples": 0, "forward": None, "backward": None, "fallback_ops": [], "aten_ops": {}}
+                               "samples": 0, "forward": None, "backward": None, "fallback_ops": [], "native_kernels": []}
                               for d in _dtypes_for(op_db[index], args.dtypes)]
         if pending or any(x.task for x in workers):
             spawn()
@@ -198,9 +198,10 @@ def main(argv=None) -> int:
         p.error(f"unknown dtype(s) {bad}; choose from {list(DTYPES)}")
     report = run(args)
     from ._report import print_summary, write_reports
+    from ._report import dump_json
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        Path(args.json).write_text(dump_json(report))
     if not args.no_write:
         for path in write_reports(report, Path(args.out_dir)):
             print(f"wrote {path}")
