@@ -19,7 +19,8 @@ then
   "$PY" -m pip install --quiet "torch==2.13.0"
 fi
 # expecttest and numpy: imported by torch.testing._internal, whose OpInfo database the alignment suite runs.
-"$PY" -m pip install --quiet "pytest" "expecttest" "numpy" "setuptools>=64" "wheel" "cmake>=3.24" "ninja"
+# matplotlib: the memory-snapshot plot (python -m mytorch.tools.memory_plot).
+"$PY" -m pip install --quiet "pytest" "expecttest" "numpy" "matplotlib" "setuptools>=64" "wheel" "cmake>=3.24" "ninja"
 start=$(date +%s)
 "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .
 echo "mytorch: built and installed in $(( $(date +%s) - start )) s ($("$PY" -c 'import torch; print("torch", torch.__version__)'))"

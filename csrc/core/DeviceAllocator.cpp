@@ -19,7 +19,10 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
+#include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -27,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "csrc/core/AllocatorConfig.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 
@@ -57,6 +61,7 @@ struct Block {
   Block* next = nullptr;
   std::unordered_set<rt::Stream> stream_uses;
   int pending_events = 0;
+  uint64_t last_use = 0; // allocation counter when last freed: garbage collection frees oldest first
   Block(c10::DeviceIndex d, rt::Stream s, size_t sz, BlockPool* p, void* ptr_)
       : device(d), stream(s), size(sz), ptr(ptr_), pool(p) {}
   bool isSplit() const { return prev != nullptr || next != nullptr; }
@@ -93,7 +98,10 @@ std::string formatBytes(size_t n) {
 
 class DeviceCache {
  public:
-  explicit DeviceCache(c10::DeviceIndex d) : device_(d), small_(true), large_(false) {}
+  explicit DeviceCache(c10::DeviceIndex d) : device_(d), small_(true), large_(false) {
+    stats_.max_split_size = cfg_.max_split_size == std::numeric_limits<size_t>::max()
+                                ? -1 : static_cast<int64_t>(cfg_.max_split_size);
+  }
 
   Block* malloc(size_t requested, rt::Stream stream) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -112,6 +120,7 @@ class DeviceCache {
       }
       if (block == nullptr) {
         stats_.num_ooms += 1;
+        trace("oom", nullptr, size);
         size_t free_b = 0, total_b = 0;
         (void)rt::mem_get_info(device_, &free_b, &total_b);
         const std::string why = rt::last_error();
@@ -134,10 +143,13 @@ class DeviceCache {
       if (rest->next) rest->next->prev = rest;
       block->next = rest;
       block->size = size;
+      by_addr_[reinterpret_cast<uintptr_t>(rest->ptr)] = rest;
       insertFree(rest);
     }
     block->allocated = true;
     block->requested = requested;
+    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
+    trace("alloc", block, block->size);
     forEachStat(pool, [&](size_t t) {
       stats_.allocation[t].increase(1);
       stats_.allocated_bytes[t].increase(block->size);
@@ -151,6 +163,9 @@ class DeviceCache {
   void free(Block* block) {
     std::lock_guard<std::mutex> lock(mu_);
     block->allocated = false;
+    block->last_use = ++use_counter_;
+    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
+    trace("free_requested", block, block->size);
     forEachStat(*block->pool, [&](size_t t) {
       stats_.allocation[t].decrease(1);
       stats_.allocated_bytes[t].decrease(block->size);
@@ -208,6 +223,34 @@ class DeviceCache {
     fraction_ = f;
   }
 
+  void recordHistory(bool enabled, size_t max_entries) {
+    std::lock_guard<std::mutex> lock(mu_);
+    recording_ = enabled;
+    max_entries_ = max_entries;
+    if (!enabled) trace_.clear();
+  }
+
+  void snapshot(MemorySnapshot* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [base, size] : segments_) {
+      SegmentSnapshot seg{device_, base, size, 0, 0, 0, 0, false, {}};
+      for (auto it = by_addr_.find(base); it != by_addr_.end() && it->first < base + size; ++it) {
+        const Block* b = it->second;
+        seg.stream = reinterpret_cast<int64_t>(b->stream);
+        seg.small = b->pool->is_small;
+        const char* state = b->allocated ? "active_allocated" : (b->pending_events > 0 ? "active_pending_free" : "inactive");
+        if (b->allocated) {
+          seg.allocated += b->size;
+          seg.requested += b->requested;
+        }
+        if (b->allocated || b->pending_events > 0) seg.active += b->size;
+        seg.blocks.push_back(BlockSnapshot{it->first, b->size, b->allocated ? b->requested : 0, state});
+      }
+      out->segments.push_back(std::move(seg));
+    }
+    out->traces.emplace_back(trace_.begin(), trace_.end());
+  }
+
  private:
   // Every Stat the allocator keeps, for the resets.
   template <typename F>
@@ -230,7 +273,8 @@ class DeviceCache {
     return fraction_ >= 1.0 ? total : static_cast<size_t>(fraction_ * static_cast<double>(total));
   }
 
-  static bool shouldSplit(const Block* b, size_t size) {
+  bool shouldSplit(const Block* b, size_t size) const {
+    if (!b->pool->is_small && b->size >= cfg_.max_split_size) return false; // oversize blocks stay whole
     const size_t rest = b->size - size;
     return b->pool->is_small ? rest >= kMinBlockSize : rest > kSmallSize;
   }
@@ -240,12 +284,15 @@ class DeviceCache {
     auto it = pool.blocks.lower_bound(&key);
     if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
     Block* b = *it;
+    if (size < cfg_.max_split_size && b->size >= cfg_.max_split_size) return nullptr;
+    if (size >= cfg_.max_split_size && b->size >= size + kLargeBuffer) return nullptr;
     eraseFree(b);
     return b;
   }
 
   Block* newSegment(BlockPool& pool, rt::Stream stream, size_t size) {
     const size_t seg = segmentSize(size);
+    if (cfg_.gc_threshold > 0) collectGarbage(seg);
     if (fraction_ < 1.0) {
       size_t free_b = 0, total_b = 0;
       MT_RT_CHECK(rt::mem_get_info(device_, &free_b, &total_b));
@@ -263,7 +310,12 @@ class DeviceCache {
       stats_.segment[t].increase(1);
       stats_.reserved_bytes[t].increase(seg);
     });
-    return new Block(device_, stream, seg, &pool, ptr);
+    if (seg >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
+    auto* block = new Block(device_, stream, seg, &pool, ptr);
+    by_addr_[reinterpret_cast<uintptr_t>(ptr)] = block;
+    segments_[reinterpret_cast<uintptr_t>(ptr)] = seg;
+    trace("segment_alloc", block, seg);
+    return block;
   }
 
   void insertFree(Block* b) {
@@ -291,7 +343,10 @@ class DeviceCache {
     for (Block* other : {block->prev, block->next}) {
       if (other == nullptr || other->allocated || other->pending_events > 0) continue;
       eraseFree(other);
+      by_addr_.erase(reinterpret_cast<uintptr_t>(other->ptr));
       if (other == block->prev) {
+        by_addr_.erase(reinterpret_cast<uintptr_t>(block->ptr));
+        by_addr_[reinterpret_cast<uintptr_t>(other->ptr)] = block;
         block->ptr = other->ptr;
         block->prev = other->prev;
         if (block->prev) block->prev->next = block;
@@ -306,6 +361,7 @@ class DeviceCache {
       stats_.active[t].decrease(1);
       stats_.active_bytes[t].decrease(size);
     });
+    trace("free_completed", block, size);
     insertFree(block);
   }
 
@@ -338,17 +394,53 @@ class DeviceCache {
       for (Block* b : pool->blocks) {
         if (!b->isSplit()) whole.push_back(b);
       }
-      for (Block* b : whole) {
-        eraseFree(b);
-        MT_RT_CHECK(rt::device_free(device_, b->ptr));
-        stats_.num_device_free += 1;
-        forEachStat(*pool, [&](size_t t) {
-          stats_.segment[t].decrease(1);
-          stats_.reserved_bytes[t].decrease(b->size);
-        });
-        delete b;
+      for (Block* b : whole) releaseSegment(b);
+    }
+  }
+
+  // Returns one wholly free segment (a single unsplit cached block) to the runtime.
+  void releaseSegment(Block* b) {
+    eraseFree(b);
+    MT_RT_CHECK(rt::device_free(device_, b->ptr));
+    stats_.num_device_free += 1;
+    forEachStat(*b->pool, [&](size_t t) {
+      stats_.segment[t].decrease(1);
+      stats_.reserved_bytes[t].decrease(b->size);
+    });
+    if (b->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
+    trace("segment_free", b, b->size);
+    by_addr_.erase(reinterpret_cast<uintptr_t>(b->ptr));
+    segments_.erase(reinterpret_cast<uintptr_t>(b->ptr));
+    delete b;
+  }
+
+  // Before growing past gc_threshold of the usable capacity, release wholly free cached segments, least
+  // recently used first, until the new segment fits under the threshold.
+  void collectGarbage(size_t incoming) {
+    size_t free_b = 0, total_b = 0;
+    MT_RT_CHECK(rt::mem_get_info(device_, &free_b, &total_b));
+    const double target = cfg_.gc_threshold * static_cast<double>(limit(total_b));
+    if (static_cast<double>(stats_.reserved_bytes[0].current + incoming) <= target) return;
+    std::vector<Block*> candidates;
+    for (BlockPool* pool : {&small_, &large_}) {
+      for (Block* b : pool->blocks) {
+        if (!b->isSplit()) candidates.push_back(b);
       }
     }
+    std::sort(candidates.begin(), candidates.end(), [](const Block* a, const Block* b) { return a->last_use < b->last_use; });
+    for (Block* b : candidates) {
+      if (static_cast<double>(stats_.reserved_bytes[0].current + incoming) <= target) break;
+      releaseSegment(b);
+    }
+  }
+
+  void trace(const char* action, const Block* b, size_t size) {
+    if (!recording_) return;
+    const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+    trace_.push_back(TraceEvent{action, b ? reinterpret_cast<uintptr_t>(b->ptr) : 0, size,
+                                b ? reinterpret_cast<int64_t>(b->stream) : 0, now});
+    while (trace_.size() > max_entries_) trace_.pop_front();
   }
 
   const c10::DeviceIndex device_;
@@ -358,6 +450,13 @@ class DeviceCache {
   std::deque<std::pair<rt::Event, Block*>> pending_;
   DeviceStats stats_;
   double fraction_ = 1.0;
+  const AllocatorConfig cfg_ = allocatorConfig();
+  uint64_t use_counter_ = 0;
+  std::map<uintptr_t, Block*> by_addr_;   // every block, by address (segment snapshots)
+  std::map<uintptr_t, size_t> segments_;  // segment base -> size
+  bool recording_ = false;
+  size_t max_entries_ = 0;
+  std::deque<TraceEvent> trace_;
 };
 
 void deleteDevicePtr(void* ptr);
@@ -421,6 +520,14 @@ class Allocator final : public MytorchDeviceAllocator {
     return {f, t};
   }
   size_t cachedBlockCount(c10::DeviceIndex device) override { return cache(resolveDevice(device)).cachedBlocks(); }
+  void recordHistory(bool enabled, size_t max_entries) override {
+    for (int d = 0; d < rt::device_count(); ++d) cache(static_cast<c10::DeviceIndex>(d)).recordHistory(enabled, max_entries);
+  }
+  MemorySnapshot snapshot() override {
+    MemorySnapshot out;
+    for (int d = 0; d < rt::device_count(); ++d) cache(static_cast<c10::DeviceIndex>(d)).snapshot(&out);
+    return out;
+  }
   void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
     TORCH_CHECK(fraction > 0 && fraction <= 1, "memory fraction must be in (0, 1], but got ", fraction);
     cache(resolveDevice(device)).setFraction(fraction);

@@ -4,13 +4,46 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <string>
+#include <vector>
 
 namespace mytorch {
+
+// Memory history (torch.cuda.memory._record_memory_history / _snapshot equivalents).
+struct TraceEvent {
+  std::string action; // alloc, free_requested, free_completed, segment_alloc, segment_free, oom
+  uintptr_t addr;
+  size_t size;
+  int64_t stream;
+  int64_t time_us;    // microseconds since the epoch
+};
+struct BlockSnapshot {
+  uintptr_t addr;
+  size_t size;
+  size_t requested;
+  std::string state;  // active_allocated, active_pending_free, inactive
+};
+struct SegmentSnapshot {
+  int device;
+  uintptr_t addr;
+  size_t total;
+  size_t allocated;
+  size_t active;
+  size_t requested;
+  int64_t stream;
+  bool small;
+  std::vector<BlockSnapshot> blocks;
+};
+struct MemorySnapshot {
+  std::vector<SegmentSnapshot> segments;
+  std::vector<std::vector<TraceEvent>> traces; // one per device
+};
 
 class MytorchDeviceAllocator : public c10::DeviceAllocator {
  public:
   virtual size_t cachedBlockCount(c10::DeviceIndex device) = 0; // free blocks held in the pools (tests)
   virtual void setMemoryFraction(double fraction, c10::DeviceIndex device) = 0;
+  virtual void recordHistory(bool enabled, size_t max_entries) = 0;
+  virtual MemorySnapshot snapshot() = 0;
 };
 
 MytorchDeviceAllocator* deviceAllocator();

@@ -133,6 +133,58 @@ PYBIND11_MODULE(_C, m) {
   m.def("_empty_cache", [] { deviceAllocator()->emptyCache({0, 0}); });
   m.def("_cached_block_count", [](int d) { return deviceAllocator()->cachedBlockCount(static_cast<c10::DeviceIndex>(d)); });
   m.def("_set_memory_fraction", [](double f, int d) { deviceAllocator()->setMemoryFraction(f, static_cast<c10::DeviceIndex>(d)); });
+  m.def("_record_memory_history", [](bool enabled, size_t max_entries) {
+    deviceAllocator()->recordHistory(enabled, max_entries);
+  });
+  m.def("_snapshot", [] {
+    const MemorySnapshot snap = deviceAllocator()->snapshot();
+    py::list segments;
+    for (const SegmentSnapshot& seg : snap.segments) {
+      py::list blocks;
+      for (const BlockSnapshot& b : seg.blocks) {
+        py::dict d;
+        d["address"] = b.addr;
+        d["size"] = b.size;
+        d["requested_size"] = b.requested;
+        d["state"] = b.state;
+        d["frames"] = py::list();
+        blocks.append(d);
+      }
+      py::dict d;
+      d["device"] = seg.device;
+      d["address"] = seg.addr;
+      d["total_size"] = seg.total;
+      d["allocated_size"] = seg.allocated;
+      d["active_size"] = seg.active;
+      d["requested_size"] = seg.requested;
+      d["stream"] = seg.stream;
+      d["segment_type"] = seg.small ? "small" : "large";
+      d["segment_pool_id"] = py::make_tuple(0, 0);
+      d["is_expandable"] = false;
+      d["frames"] = py::list();
+      d["blocks"] = blocks;
+      segments.append(d);
+    }
+    py::list traces;
+    for (const auto& device_trace : snap.traces) {
+      py::list events;
+      for (const TraceEvent& e : device_trace) {
+        py::dict d;
+        d["action"] = e.action;
+        d["addr"] = e.addr;
+        d["size"] = e.size;
+        d["stream"] = e.stream;
+        d["time_us"] = e.time_us;
+        d["frames"] = py::list();
+        events.append(d);
+      }
+      traces.append(events);
+    }
+    py::dict out;
+    out["segments"] = segments;
+    out["device_traces"] = traces;
+    return out;
+  });
   m.def("_host_memory_stats", &hostMemoryStats);
   m.def("_host_empty_cache", [] { hostAllocator()->empty_cache(); });
 

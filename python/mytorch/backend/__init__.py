@@ -8,10 +8,12 @@ from .streams import Event, Stream, StreamContext, current_stream, default_strea
 from .memory import (  # noqa: F401
     empty_cache, host_memory_stats, max_memory_allocated, max_memory_reserved, mem_get_info, memory_allocated,
     memory_reserved, memory_stats, memory_stats_as_nested_dict, reset_accumulated_memory_stats,
-    reset_peak_memory_stats, set_per_process_memory_fraction, empty_host_cache,
+    reset_peak_memory_stats, set_per_process_memory_fraction, empty_host_cache, memory_summary,
 )
+from . import memory  # noqa: F401,E402  (torch.mytorch.memory._record_memory_history, _snapshot, ...)
 from .random import (  # noqa: F401
     default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed,
     seed_all, set_rng_state, set_rng_state_all,
 )
 from .fallback import fallback_stats, get_fallback_mode, reset_fallback_stats, set_fallback_mode  # noqa: F401
+from .amp import get_amp_supported_dtype  # noqa: F401,E402

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import pickle
 from typing import Any
 
 from .. import _C
@@ -90,3 +91,74 @@ def host_memory_stats() -> collections.OrderedDict:
 
 def empty_host_cache() -> None:
     _C._host_empty_cache()
+
+
+def _record_memory_history(enabled: str | bool | None = "all", max_entries: int = 100_000, **unused) -> None:
+    """Start (enabled="all", "state" or True) or stop (None or False) recording allocator events, as
+    torch.cuda.memory._record_memory_history. Stack frames are not recorded."""
+    _lazy_init()
+    on = enabled not in (None, False)
+    if on and enabled not in (True, "all", "state", "alloc"):
+        raise ValueError(f"enabled must be 'all', 'state', True, None or False, but got {enabled!r}")
+    if max_entries <= 0:
+        raise ValueError(f"max_entries must be positive, but got {max_entries}")
+    _C._record_memory_history(on, int(max_entries))
+
+
+def _snapshot(device: Any = None) -> dict:
+    """Segments, blocks and recorded events in torch.cuda.memory._snapshot's format."""
+    _lazy_init()
+    return _C._snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{int(n):6d} {unit:<3}" if unit == "B" else f"{n:6.2f} {unit}"
+        n /= 1024
+    return ""
+
+
+def _fmt_count(n: int) -> str:
+    return f"{n:7d}   "
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """A printable table of the allocator's statistics, in torch.cuda.memory_summary's layout."""
+    stats = memory_stats(device)
+    idx = _checked_index(device)
+
+    def line(label: str, vals) -> str:
+        return "|" + f" {label:<22}" + "|" + "|".join(f" {v:>10} " for v in vals) + "|"
+
+    def rows(label: str, key: str, fmt) -> list[str]:
+        pools = [("all", label)]
+        if not abbreviated:
+            pools += [("large_pool", "      from large pool"), ("small_pool", "      from small pool")]
+        return [line(name, [fmt(stats.get(f"{key}.{pool}.{k}", 0)) for k in ("current", "peak", "allocated", "freed")])
+                for pool, name in pools]
+
+    sep, thin = "|" + "=" * 75 + "|", "|" + "-" * 75 + "|"
+    out = [sep, "|" + f"PyTorch mytorch memory management summary, device ID {idx:<3d}".center(75) + "|", thin,
+           "|" + f"  mytorch OOMs: {stats.get('num_ooms', 0):<13d}".ljust(37) + "|" +
+           f"  device malloc retries: {stats.get('num_alloc_retries', 0):<11d}".ljust(37) + "|",
+           sep, "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |", thin]
+    for label, key, fmt in (("Allocated memory", "allocated_bytes", _fmt_bytes), ("Active memory", "active_bytes", _fmt_bytes),
+                            ("Requested memory", "requested_bytes", _fmt_bytes),
+                            ("Device reserved memory", "reserved_bytes", _fmt_bytes),
+                            ("Non-releasable memory", "inactive_split_bytes", _fmt_bytes),
+                            ("Allocations", "allocation", _fmt_count), ("Active allocs", "active", _fmt_count),
+                            ("Reserved segments", "segment", _fmt_count),
+                            ("Non-releasable allocs", "inactive_split", _fmt_count)):
+        out += rows(label, key, fmt)
+        out.append(thin)
+    for label, key in (("Oversize allocations", "oversize_allocations"), ("Oversize segments", "oversize_segments")):
+        out.append(line(label, [_fmt_count(stats.get(f"{key}.{k}", 0)) for k in ("current", "peak", "allocated", "freed")]))
+        out.append(thin)
+    out.append(sep)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,44 @@
+// CUDA mixed-precision family: unscale-and-check (grid-stride, flag written only by threads that see a
+// non-finite value) and the one-thread scale update.
+#include "common.cuh"
+#include "mytorch/amp.h"
+
+namespace mytorch::cuda {
+namespace {
+
+template <typename T>
+__global__ void unscale_kernel(UnscaleParams p) {
+  using Op = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  T* x = static_cast<T*>(p.data);
+  const Op inv = static_cast<Op>(*p.inv_scale);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.numel; i += int64_t(gridDim.x) * blockDim.x) {
+    const Op v = static_cast<Op>(x[i]);
+    if (!isfinite(v)) *p.found_inf = 1.0f;
+    x[i] = static_cast<T>(v * inv);
+  }
+}
+
+__global__ void update_scale_kernel(UpdateScaleParams p) { update_scale_step(p); }
+
+} // namespace
+
+rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream stream) {
+  if (p.numel == 0) return rt::Status::Success;
+  const unsigned grid = grid_for(p.numel);
+  cudaStream_t st = native(stream);
+  switch (p.dtype) {
+    case DType::Float: unscale_kernel<float><<<grid, kThreads, 0, st>>>(p); break;
+    case DType::Double: unscale_kernel<double><<<grid, kThreads, 0, st>>>(p); break;
+    case DType::Half: unscale_kernel<c10::Half><<<grid, kThreads, 0, st>>>(p); break;
+    case DType::BFloat16: unscale_kernel<c10::BFloat16><<<grid, kThreads, 0, st>>>(p); break;
+    default: return rt::report(rt::Status::InvalidValue, "unscale: unsupported element type");
+  }
+  return check_launch("unscale");
+}
+
+rt::Status update_scale(const UpdateScaleParams& p, rt::Stream stream) {
+  update_scale_kernel<<<1, 1, 0, native(stream)>>>(p);
+  return check_launch("update_scale");
+}
+
+} // namespace mytorch::cuda

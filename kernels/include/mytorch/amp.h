@@ -1,0 +1,73 @@
+// Mixed-precision family: the two ops torch.amp.GradScaler needs on the device, reading and writing the
+// scale, the growth tracker and found_inf in device memory (no host round trip, as on CUDA).
+#pragma once
+
+#include <cstdint>
+
+#include "mytorch/dtype.h"
+#include "mytorch/macros.h"
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+
+struct UnscaleParams {
+  void* data = nullptr;           // dense run of numel elements (floating dtype)
+  DType dtype = DType::Float;
+  int64_t numel = 0;
+  const float* inv_scale = nullptr;
+  float* found_inf = nullptr;     // set to 1.0 when any element is not finite
+};
+
+struct UpdateScaleParams {
+  float* scale = nullptr;
+  int32_t* growth_tracker = nullptr;
+  const float* found_inf = nullptr;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+// One step of GradScaler's scale update, with ATen's semantics (shared by both runtimes).
+MT_HOST_DEVICE inline void update_scale_step(const UpdateScaleParams& p) {
+  if (*p.found_inf != 0.0f) {
+    *p.scale = static_cast<float>(*p.scale * p.backoff_factor);
+    *p.growth_tracker = 0;
+  } else {
+    const int32_t successful = *p.growth_tracker + 1;
+    if (successful == p.growth_interval) {
+      const float grown = static_cast<float>(*p.scale * p.growth_factor);
+      if (grown == grown && grown - grown == 0.0f) *p.scale = grown; // finite
+      *p.growth_tracker = 0;
+    } else {
+      *p.growth_tracker = successful;
+    }
+  }
+}
+
+namespace sim {
+rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream stream);
+rt::Status update_scale(const UpdateScaleParams& p, rt::Stream stream);
+} // namespace sim
+#if MYTORCH_WITH_CUDA
+namespace cuda {
+rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream stream);
+rt::Status update_scale(const UpdateScaleParams& p, rt::Stream stream);
+} // namespace cuda
+#endif
+
+namespace kernels {
+inline rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::non_finite_check_and_unscale(p, stream);
+#endif
+  return sim::non_finite_check_and_unscale(p, stream);
+}
+inline rt::Status update_scale(const UpdateScaleParams& p, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::update_scale(p, stream);
+#endif
+  return sim::update_scale(p, stream);
+}
+} // namespace kernels
+
+} // namespace mytorch
