@@ -5,8 +5,11 @@
 // While a session runs, a global RecordFunction callback brackets every top-level operator that has
 // mytorch inputs with two timing events on the op's current stream. At trace processing the events are
 // turned into kernel-type activities on the device's timeline (device = mytorch index, resource = stream),
-// placed on the host clock through one anchor event per device, and carry the profiler's correlation id
-// of the op so that torch attributes their time to it. On cuda the time is GPU time; on sim, where work
+// placed on the host clock through one anchor event per device, and named after the op, so that
+// key_averages() shows device rows per op as it shows CUDA kernel rows. They carry the op's correlation id
+// (the next id the profiler pushes on the thread after the op is bracketed) as a flow to the CPU op in the
+// Chrome trace. (Attaching device time to the CPU op rows themselves would need a linked activity that
+// torch can find; Kineto copies what plugins log, so a plugin cannot provide one.) On cuda the time is GPU time; on sim, where work
 // runs at submission, it is the host time the device work took.
 // Kineto's activity class formats metadata with fmt inline; torch keeps its fmt build private, so this file
 // compiles fmt from torch's shipped headers.
@@ -18,6 +21,9 @@
 #include <kineto/libkineto.h>
 #include <kineto/output_base.h>
 #include <kineto/time_since_epoch.h>
+
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <deque>
@@ -39,13 +45,20 @@ struct Pending {
   int32_t correlation;
   rt::Event start;
   rt::Event end;
+  int64_t host_start_ns;
+  int64_t host_end_ns;
+  int32_t thread;
 };
+
+int64_t hostNowNs() { return libkineto::timeSinceEpoch(std::chrono::system_clock::now()); }
 
 class Session;
 std::mutex g_session_mu;
 Session* g_session = nullptr;
 thread_local int t_depth = 0;
-thread_local std::vector<uint64_t> t_correlation;
+// The op bracketed last on this thread, until the profiler pushes its correlation id: our callback can run
+// before the profiler's own, so the next id pushed on the thread is that op's.
+thread_local Pending* t_awaiting = nullptr;
 
 bool mytorchInput(const at::RecordFunction& fn, int* device) {
   for (const c10::IValue& v : fn.inputs()) {
@@ -136,10 +149,13 @@ class Session final : public libkineto::IActivityProfilerSession {
     return out;
   }
   std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return nullptr; }
-  void pushCorrelationId(uint64_t id) override { t_correlation.push_back(id); }
-  void popCorrelationId() override {
-    if (!t_correlation.empty()) t_correlation.pop_back();
+  void pushCorrelationId(uint64_t id) override {
+    if (t_awaiting != nullptr) {
+      t_awaiting->correlation = static_cast<int32_t>(id);
+      t_awaiting = nullptr;
+    }
   }
+  void popCorrelationId() override {}
 
   void add(Pending p) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -160,7 +176,10 @@ class Session final : public libkineto::IActivityProfilerSession {
     p.device = device;
     const c10::Stream s = currentStream(static_cast<c10::DeviceIndex>(device));
     p.stream = s.id();
-    p.correlation = t_correlation.empty() ? 0 : static_cast<int32_t>(t_correlation.back());
+    p.correlation = 0;
+    t_awaiting = &p;
+    p.thread = static_cast<int32_t>(syscall(SYS_gettid));
+    p.host_start_ns = hostNowNs();
     MT_RT_CHECK(rt::event_create(device, true, &p.start));
     MT_RT_CHECK(rt::event_create(device, true, &p.end));
     MT_RT_CHECK(rt::event_record(device, p.start, nativeHandle(s)));
@@ -172,7 +191,8 @@ class Session final : public libkineto::IActivityProfilerSession {
     auto* ctx = static_cast<OpContext*>(raw);
     if (ctx == nullptr) return;
     Pending& p = ctx->pending;
-    if (p.correlation == 0 && !t_correlation.empty()) p.correlation = static_cast<int32_t>(t_correlation.back());
+    if (t_awaiting == &p) t_awaiting = nullptr;
+    p.host_end_ns = hostNowNs();
     MT_RT_CHECK(rt::event_record(p.device, p.end, nativeHandle(currentStream(static_cast<c10::DeviceIndex>(p.device)))));
     std::lock_guard<std::mutex> lock(g_session_mu);
     if (g_session) g_session->add(std::move(p));
