@@ -69,7 +69,7 @@ def test_state_dict_moves_between_devices():
         assert torch.equal(sd[k], v)
     back = nn.Sequential(*[copy.deepcopy(m) for m in model]).to("mytorch")
     back.load_state_dict(dev.state_dict())
-    assert torch.equal(back(x.to("mytorch")).cpu(), model(x))
+    torch.testing.assert_close(back(x.to("mytorch")).cpu(), model(x))   # native tanh: last-bit differences
 
 
 def test_convolution_runs_and_is_counted_as_fallback():

@@ -114,6 +114,8 @@ void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& 
   moved->to_device += static_cast<int64_t>(host.numel()) * host.element_size();
 }
 
+} // namespace
+
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string name = schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
@@ -234,8 +236,6 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   countFallback(name, moved.to_cpu, moved.to_device);
 }
-
-} // namespace
 
 void beginFallback(const std::string& name) {
   const auto mode = static_cast<FallbackMode>(g_mode.load());

@@ -1,11 +1,17 @@
 // The one CPU fallback for operators without a native mytorch kernel: policy and counters.
 #pragma once
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
 
 namespace mytorch {
+
+// The boxed CPU fallback itself: native wrappers call it (through at::native::call_fallback_fn) for the
+// inputs their kernels do not cover, e.g. complex dtypes.
+void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 enum class FallbackMode { Warn, Silent, Error };
 

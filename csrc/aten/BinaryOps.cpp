@@ -1,0 +1,313 @@
+// Op table: binary and ternary pointwise ops on the elementwise engine (out= overloads: ATen routes the
+// functional and in-place forms through them). Inputs the kernels do not cover (complex) take the CPU
+// fallback, counted as such.
+#include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/atan2_ops.h>
+#include <ATen/ops/bitwise_and_ops.h>
+#include <ATen/ops/bitwise_left_shift_ops.h>
+#include <ATen/ops/bitwise_or_ops.h>
+#include <ATen/ops/bitwise_right_shift_ops.h>
+#include <ATen/ops/bitwise_xor_ops.h>
+#include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/clamp_max_ops.h>
+#include <ATen/ops/clamp_min_ops.h>
+#include <ATen/ops/copysign_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/floor_divide_ops.h>
+#include <ATen/ops/fmod_ops.h>
+#include <ATen/ops/ge_ops.h>
+#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/hypot_ops.h>
+#include <ATen/ops/le_ops.h>
+#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/logical_and_ops.h>
+#include <ATen/ops/logical_or_ops.h>
+#include <ATen/ops/logical_xor_ops.h>
+#include <ATen/ops/lt_ops.h>
+#include <ATen/ops/masked_fill_ops.h>
+#include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/ne_ops.h>
+#include <ATen/ops/pow_ops.h>
+#include <ATen/ops/remainder_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/where_ops.h>
+#include <torch/library.h>
+
+#include "csrc/aten/Pointwise.h"
+#include "csrc/core/Fallback.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+using c10::Scalar;
+template <typename Op>
+using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
+
+EwParams withAlpha(const Scalar& alpha) {
+  EwParams p;
+  if (alpha.isIntegral(true)) {
+    p.ialpha = alpha.to<int64_t>();
+    p.alpha = static_cast<double>(p.ialpha);
+  } else {
+    p.alpha = alpha.to<double>();
+    p.ialpha = static_cast<int64_t>(p.alpha);
+  }
+  return p;
+}
+
+// out = op(inputs) natively when the kernels cover it, else through `fallback`.
+template <typename F>
+Tensor& run(EwOp op, bool to_float, EwResult result, std::vector<EwInput> in, Tensor& out, const EwParams& p, F fallback) {
+  const auto compute = ewComputeType(in, to_float);
+  if (!ewNative(op, compute, in)) return fallback();
+  ewRun(op, compute, result, in, out, p);
+  return out;
+}
+
+#define MT_BINARY(fn, OP, EWOP, TO_FLOAT, RESULT)                                                         \
+  Tensor& fn(const Tensor& self, const Tensor& other, Tensor& out) {                                   \
+    return run(EwOp::EWOP, TO_FLOAT, EwResult::RESULT, {self, other}, out, {},                         \
+               [&]() -> Tensor& { return Fallback<at::_ops::OP>::call(self, other, out); });           \
+  }
+#define MT_BINARY_SCALAR(fn, OP, EWOP, RESULT)                                                            \
+  Tensor& fn(const Tensor& self, const Scalar& other, Tensor& out) {                                   \
+    return run(EwOp::EWOP, false, EwResult::RESULT, {self, other}, out, {},                            \
+               [&]() -> Tensor& { return Fallback<at::_ops::OP>::call(self, other, out); });           \
+  }
+
+MT_BINARY(mul_out, mul_out, Mul, false, Compute)
+MT_BINARY(div_out, div_out, Div, true, Compute)
+MT_BINARY(remainder_out, remainder_Tensor_out, Remainder, false, Compute)
+MT_BINARY(fmod_out, fmod_Tensor_out, Fmod, false, Compute)
+MT_BINARY(pow_tt_out, pow_Tensor_Tensor_out, Pow, false, Compute)
+MT_BINARY(maximum_out, maximum_out, Maximum, false, Compute)
+MT_BINARY(minimum_out, minimum_out, Minimum, false, Compute)
+MT_BINARY(atan2_out, atan2_out, Atan2, true, Compute)
+MT_BINARY(copysign_out, copysign_out, Copysign, true, Compute)
+MT_BINARY(hypot_out, hypot_out, Hypot, false, Compute)
+MT_BINARY(bitwise_and_out, bitwise_and_Tensor_out, BitAnd, false, Compute)
+MT_BINARY(bitwise_or_out, bitwise_or_Tensor_out, BitOr, false, Compute)
+MT_BINARY(bitwise_xor_out, bitwise_xor_Tensor_out, BitXor, false, Compute)
+MT_BINARY(lshift_out, bitwise_left_shift_Tensor_out, Lshift, false, Compute)
+MT_BINARY(rshift_out, bitwise_right_shift_Tensor_out, Rshift, false, Compute)
+MT_BINARY(eq_out, eq_Tensor_out, Eq, false, Bool)
+MT_BINARY(ne_out, ne_Tensor_out, Ne, false, Bool)
+MT_BINARY(lt_out, lt_Tensor_out, Lt, false, Bool)
+MT_BINARY(le_out, le_Tensor_out, Le, false, Bool)
+MT_BINARY(gt_out, gt_Tensor_out, Gt, false, Bool)
+MT_BINARY(ge_out, ge_Tensor_out, Ge, false, Bool)
+MT_BINARY(logical_and_out, logical_and_out, LogicalAnd, false, Bool)
+MT_BINARY(logical_or_out, logical_or_out, LogicalOr, false, Bool)
+MT_BINARY(logical_xor_out, logical_xor_out, LogicalXor, false, Bool)
+MT_BINARY_SCALAR(eq_s_out, eq_Scalar_out, Eq, Bool)
+MT_BINARY_SCALAR(ne_s_out, ne_Scalar_out, Ne, Bool)
+MT_BINARY_SCALAR(lt_s_out, lt_Scalar_out, Lt, Bool)
+MT_BINARY_SCALAR(le_s_out, le_Scalar_out, Le, Bool)
+MT_BINARY_SCALAR(gt_s_out, gt_Scalar_out, Gt, Bool)
+MT_BINARY_SCALAR(ge_s_out, ge_Scalar_out, Ge, Bool)
+MT_BINARY_SCALAR(pow_ts_out, pow_Tensor_Scalar_out, Pow, Compute)
+
+Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
+  return run(EwOp::Add, false, EwResult::Compute, {self, other}, out, withAlpha(alpha),
+             [&]() -> Tensor& { return Fallback<at::_ops::add_out>::call(self, other, alpha, out); });
+}
+
+Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
+  TORCH_CHECK(self.scalar_type() != at::kBool || other.scalar_type() != at::kBool,
+              "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.");
+  return run(EwOp::Sub, false, EwResult::Compute, {self, other}, out, withAlpha(alpha),
+             [&]() -> Tensor& { return Fallback<at::_ops::sub_out>::call(self, other, alpha, out); });
+}
+
+Tensor& div_mode_out(const Tensor& self, const Tensor& other, std::optional<c10::string_view> mode, Tensor& out) {
+  EwOp op = EwOp::Div;
+  if (mode.has_value()) {
+    TORCH_CHECK(*mode == "trunc" || *mode == "floor",
+                "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
+    op = *mode == "trunc" ? EwOp::DivTrunc : EwOp::DivFloor;
+  }
+  return run(op, !mode.has_value(), EwResult::Compute, {self, other}, out, {},
+             [&]() -> Tensor& { return Fallback<at::_ops::div_out_mode>::call(self, other, mode, out); });
+}
+
+MT_BINARY(floor_divide_out, floor_divide_out, DivFloor, false, Compute)
+
+Tensor floor_divide(const Tensor& self, const Tensor& other) {
+  Tensor out = at::empty({0}, self.options().dtype(ewComputeType({self, other}, false)));
+  return floor_divide_out(self, other, out);
+}
+Tensor& floor_divide_(Tensor& self, const Tensor& other) { return floor_divide_out(self, other, self); }
+
+Tensor& pow_st_out(const Scalar& self, const Tensor& exponent, Tensor& out) {
+  return run(EwOp::Pow, false, EwResult::Compute, {self, exponent}, out, {},
+             [&]() -> Tensor& { return Fallback<at::_ops::pow_Scalar_out>::call(self, exponent, out); });
+}
+
+Tensor& where_out(const Tensor& cond, const Tensor& self, const Tensor& other, Tensor& out) {
+  TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
+  const auto compute = ewComputeType({self, other}, false);
+  if (!ewNative(EwOp::Where, compute, {self, other})) return Fallback<at::_ops::where_self_out>::call(cond, self, other, out);
+  ewRun(EwOp::Where, compute, EwResult::Compute, {cond, self, other}, out);
+  return out;
+}
+
+Tensor where_self(const Tensor& cond, const Tensor& self, const Tensor& other) {
+  Tensor out = at::empty({0}, self.options().dtype(ewComputeType({self, other}, false)));
+  return where_out(cond, self, other, out);
+}
+
+Tensor& masked_fill_scalar(Tensor& self, const Tensor& mask, const Scalar& value) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  const auto compute = self.scalar_type();
+  if (!ewNative(EwOp::Where, compute, {self, value})) return Fallback<at::_ops::masked_fill__Scalar>::call(self, mask, value);
+  ewRun(EwOp::Where, compute, EwResult::Compute, {mask, value, self}, self);
+  return self;
+}
+
+Tensor& masked_fill_tensor(Tensor& self, const Tensor& mask, const Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  return masked_fill_scalar(self, mask, value.item());
+}
+
+EwParams clampBounds(const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
+  EwParams p;
+  if (lo.has_value()) {
+    p.has_lo = true;
+    p.lo = lo->to<double>();
+    p.ilo = lo->isFloatingPoint() ? static_cast<int64_t>(p.lo) : lo->to<int64_t>();
+  }
+  if (hi.has_value()) {
+    p.has_hi = true;
+    p.hi = hi->to<double>();
+    p.ihi = hi->isFloatingPoint() ? static_cast<int64_t>(p.hi) : hi->to<int64_t>();
+  }
+  return p;
+}
+
+Tensor& clamp_out(const Tensor& self, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi, Tensor& out) {
+  TORCH_CHECK(lo.has_value() || hi.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  std::vector<EwInput> types{self};
+  if (lo) types.emplace_back(*lo);
+  if (hi) types.emplace_back(*hi);
+  const auto compute = ewComputeType(types, false);
+  if (!ewNative(EwOp::ClampScalar, compute, types)) return Fallback<at::_ops::clamp_out>::call(self, lo, hi, out);
+  // Bounds are rounded into the compute dtype first, as ATen does.
+  std::optional<Scalar> l = lo, h = hi;
+  ewRun(EwOp::ClampScalar, compute, EwResult::Compute, {self}, out, clampBounds(l, h));
+  return out;
+}
+
+Tensor& clamp_min_out(const Tensor& self, const Scalar& lo, Tensor& out) { return clamp_out(self, lo, std::nullopt, out); }
+Tensor& clamp_max_out(const Tensor& self, const Scalar& hi, Tensor& out) { return clamp_out(self, std::nullopt, hi, out); }
+
+Tensor& clamp_tensor_out(const Tensor& self, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi, Tensor& out) {
+  TORCH_CHECK(lo.has_value() || hi.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  const Tensor l = lo.value_or(Tensor()), h = hi.value_or(Tensor());
+  const auto compute = ewComputeType({self, l, h}, false);
+  if (!ewNative(EwOp::ClampTensor, compute, {self, l, h})) return Fallback<at::_ops::clamp_Tensor_out>::call(self, lo, hi, out);
+  EwParams p;
+  p.has_lo = l.defined();
+  p.has_hi = h.defined();
+  ewRun(EwOp::ClampTensor, compute, EwResult::Compute, {self, l, h}, out, p);
+  return out;
+}
+Tensor& clamp_min_t_out(const Tensor& self, const Tensor& lo, Tensor& out) { return clamp_tensor_out(self, lo, std::nullopt, out); }
+Tensor& clamp_max_t_out(const Tensor& self, const Tensor& hi, Tensor& out) { return clamp_tensor_out(self, std::nullopt, hi, out); }
+
+Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const Scalar& weight, Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.scalar_type(),
+              " for `end` but got dtype ", end.scalar_type());
+  return run(EwOp::Lerp, false, EwResult::Compute, {self, end, weight}, out, {},
+             [&]() -> Tensor& { return Fallback<at::_ops::lerp_Scalar_out>::call(self, end, weight, out); });
+}
+Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& weight, Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == end.scalar_type() && self.scalar_type() == weight.scalar_type(), "expected dtype ",
+              self.scalar_type(), " for `end` and `weight` but got dtypes ", end.scalar_type(), " and ", weight.scalar_type());
+  return run(EwOp::Lerp, false, EwResult::Compute, {self, end, weight}, out, {},
+             [&]() -> Tensor& { return Fallback<at::_ops::lerp_Tensor_out>::call(self, end, weight, out); });
+}
+Tensor& addcmul_out(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, Tensor& out) {
+  return run(EwOp::Addcmul, false, EwResult::Compute, {self, t1, t2}, out, withAlpha(value),
+             [&]() -> Tensor& { return Fallback<at::_ops::addcmul_out>::call(self, t1, t2, value, out); });
+}
+Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, Tensor& out) {
+  TORCH_CHECK(!(c10::isIntegralType(t1.scalar_type(), true) && c10::isIntegralType(t2.scalar_type(), true)),
+              "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform "
+              "a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as "
+              "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+              "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter "
+              "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+  return run(EwOp::Addcdiv, false, EwResult::Compute, {self, t1, t2}, out, withAlpha(value),
+             [&]() -> Tensor& { return Fallback<at::_ops::addcdiv_out>::call(self, t1, t2, value, out); });
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("add.out", TORCH_FN(add_out));
+  m.impl("sub.out", TORCH_FN(sub_out));
+  m.impl("mul.out", TORCH_FN(mul_out));
+  m.impl("div.out", TORCH_FN(div_out));
+  m.impl("div.out_mode", TORCH_FN(div_mode_out));
+  m.impl("floor_divide.out", TORCH_FN(floor_divide_out));
+  m.impl("floor_divide", TORCH_FN(floor_divide));
+  m.impl("floor_divide_.Tensor", TORCH_FN(floor_divide_));
+  m.impl("remainder.Tensor_out", TORCH_FN(remainder_out));
+  m.impl("fmod.Tensor_out", TORCH_FN(fmod_out));
+  m.impl("pow.Tensor_Tensor_out", TORCH_FN(pow_tt_out));
+  m.impl("pow.Tensor_Scalar_out", TORCH_FN(pow_ts_out));
+  m.impl("pow.Scalar_out", TORCH_FN(pow_st_out));
+  m.impl("maximum.out", TORCH_FN(maximum_out));
+  m.impl("minimum.out", TORCH_FN(minimum_out));
+  m.impl("atan2.out", TORCH_FN(atan2_out));
+  m.impl("copysign.out", TORCH_FN(copysign_out));
+  m.impl("hypot.out", TORCH_FN(hypot_out));
+  m.impl("bitwise_and.Tensor_out", TORCH_FN(bitwise_and_out));
+  m.impl("bitwise_or.Tensor_out", TORCH_FN(bitwise_or_out));
+  m.impl("bitwise_xor.Tensor_out", TORCH_FN(bitwise_xor_out));
+  m.impl("bitwise_left_shift.Tensor_out", TORCH_FN(lshift_out));
+  m.impl("bitwise_right_shift.Tensor_out", TORCH_FN(rshift_out));
+  m.impl("eq.Tensor_out", TORCH_FN(eq_out));
+  m.impl("ne.Tensor_out", TORCH_FN(ne_out));
+  m.impl("lt.Tensor_out", TORCH_FN(lt_out));
+  m.impl("le.Tensor_out", TORCH_FN(le_out));
+  m.impl("gt.Tensor_out", TORCH_FN(gt_out));
+  m.impl("ge.Tensor_out", TORCH_FN(ge_out));
+  m.impl("eq.Scalar_out", TORCH_FN(eq_s_out));
+  m.impl("ne.Scalar_out", TORCH_FN(ne_s_out));
+  m.impl("lt.Scalar_out", TORCH_FN(lt_s_out));
+  m.impl("le.Scalar_out", TORCH_FN(le_s_out));
+  m.impl("gt.Scalar_out", TORCH_FN(gt_s_out));
+  m.impl("ge.Scalar_out", TORCH_FN(ge_s_out));
+  m.impl("logical_and.out", TORCH_FN(logical_and_out));
+  m.impl("logical_or.out", TORCH_FN(logical_or_out));
+  m.impl("logical_xor.out", TORCH_FN(logical_xor_out));
+  m.impl("where.self_out", TORCH_FN(where_out));
+  m.impl("where.self", TORCH_FN(where_self));
+  m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar));
+  m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor));
+  m.impl("clamp.out", TORCH_FN(clamp_out));
+  m.impl("clamp.Tensor_out", TORCH_FN(clamp_tensor_out));
+  m.impl("clamp_min.out", TORCH_FN(clamp_min_out));
+  m.impl("clamp_max.out", TORCH_FN(clamp_max_out));
+  m.impl("clamp_min.Tensor_out", TORCH_FN(clamp_min_t_out));
+  m.impl("clamp_max.Tensor_out", TORCH_FN(clamp_max_t_out));
+  m.impl("lerp.Scalar_out", TORCH_FN(lerp_scalar_out));
+  m.impl("lerp.Tensor_out", TORCH_FN(lerp_tensor_out));
+  m.impl("addcmul.out", TORCH_FN(addcmul_out));
+  m.impl("addcdiv.out", TORCH_FN(addcdiv_out));
+}
+
+} // namespace mytorch

@@ -1,0 +1,110 @@
+// See Pointwise.h and Note [Elementwise engine] in kernels/include/mytorch/elementwise.h.
+#include "csrc/aten/Pointwise.h"
+
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <cstring>
+
+#include "csrc/aten/Glue.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+
+namespace mytorch {
+namespace {
+
+bool isCpuScalar(const at::Tensor& t) { return t.defined() && t.dim() == 0 && t.device().is_cpu(); }
+
+// The value of a scalar input, converted to `dtype` with ATen's CPU conversion.
+void scalarBytes(const EwInput& in, c10::ScalarType dtype, unsigned char* dst) {
+  at::Tensor v = std::holds_alternative<c10::Scalar>(in)
+                     ? at::scalar_tensor(std::get<c10::Scalar>(in), at::TensorOptions().dtype(dtype))
+                     : std::get<at::Tensor>(in).to(dtype);
+  std::memcpy(dst, v.data_ptr(), v.element_size());
+}
+
+} // namespace
+
+c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float) {
+  at::native::ResultTypeState state = {};
+  for (const EwInput& in : inputs) {
+    if (std::holds_alternative<at::Tensor>(in)) {
+      if (std::get<at::Tensor>(in).defined()) state = at::native::update_result_type_state(std::get<at::Tensor>(in), state);
+    } else {
+      state = at::native::update_result_type_state(std::get<c10::Scalar>(in), state);
+    }
+  }
+  c10::ScalarType t = at::native::result_type(state);
+  if (to_float && c10::isIntegralType(t, /*includeBool=*/true)) t = c10::typeMetaToScalarType(c10::get_default_dtype());
+  return t;
+}
+
+bool ewNative(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs) {
+  if (!elementwise_supported(op, toKernelDType(compute))) return false;
+  for (const EwInput& in : inputs) {
+    if (std::holds_alternative<at::Tensor>(in)) {
+      const at::Tensor& t = std::get<at::Tensor>(in);
+      if (t.defined() && (t.is_complex() || toKernelDType(t.scalar_type()) == DType::Other)) return false;
+    } else if (std::get<c10::Scalar>(in).isComplex()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void ewRun(EwOp op, c10::ScalarType compute, EwResult result, const std::vector<EwInput>& inputs,
+           const at::Tensor& out, const EwParams& params) {
+  const c10::ScalarType result_dtype = result == EwResult::Bool ? at::kBool : compute;
+  TORCH_CHECK(at::canCast(result_dtype, out.scalar_type()), "result type ", result_dtype,
+              " can't be cast to the desired output type ", out.scalar_type());
+  ElementwiseArgs a;
+  a.op = op;
+  a.compute = toKernelDType(compute);
+  a.p = params;
+  a.ninputs = static_cast<int>(inputs.size());
+  TORCH_INTERNAL_ASSERT(a.ninputs <= 3);
+
+  // Inputs: tensors cast to the compute dtype (where's mask to bool), scalars by value.
+  std::vector<at::Tensor> operands;
+  std::vector<int> slot_of_operand;
+  for (int k = 0; k < a.ninputs; ++k) {
+    const bool mask = op == EwOp::Where && k == 0;
+    const c10::ScalarType want = mask ? at::kBool : compute;
+    const EwInput& in = inputs[static_cast<size_t>(k)];
+    if (std::holds_alternative<c10::Scalar>(in) || isCpuScalar(std::get<at::Tensor>(in))) {
+      a.is_scalar[k] = true;
+      scalarBytes(in, want, a.scalar[k]);
+      continue;
+    }
+    const at::Tensor& t = std::get<at::Tensor>(in);
+    if (!t.defined()) {  // an absent optional operand (clamp without one bound)
+      a.is_scalar[k] = true;
+      continue;
+    }
+    operands.push_back(t.scalar_type() == want ? t : t.to(want));
+    slot_of_operand.push_back(k);
+  }
+  // The output: written directly when it has the result dtype, else through a temporary.
+  const bool direct = out.scalar_type() == result_dtype;
+  at::Tensor target = direct ? out : at::empty({0}, out.options().dtype(result_dtype));
+  at::TensorIteratorConfig cfg;
+  cfg.set_check_mem_overlap(true).allow_cpu_scalars(true).check_all_same_dtype(false).add_output(target);
+  for (const at::Tensor& t : operands) cfg.add_const_input(t);
+  if (operands.empty()) cfg.declare_static_shape(out.sizes());  // only scalars: out's own shape
+  auto iter = cfg.build();
+  if (!direct) at::native::resize_output(out, target.sizes());
+  if (iter.numel() > 0) {
+    c10::DeviceGuard guard(target.device());
+    a.shape = stridedShape(iter);
+    a.out = stridedOperand(iter, 0);
+    for (size_t i = 0; i < operands.size(); ++i) a.in[slot_of_operand[i]] = stridedOperand(iter, static_cast<int>(i) + 1);
+    MT_RT_CHECK(kernels::elementwise(a, nativeHandle(currentStream(target.device().index()))));
+  }
+  if (!direct) out.copy_(target);
+}
+
+} // namespace mytorch

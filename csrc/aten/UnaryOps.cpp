@@ -1,0 +1,170 @@
+// Op table: unary pointwise ops on the elementwise engine (out= overloads, plus the predicates ATen has
+// no out= form for). Inputs the kernels do not cover take the CPU fallback, counted as such.
+#include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/abs_ops.h>
+#include <ATen/ops/bitwise_not_ops.h>
+#include <ATen/ops/ceil_ops.h>
+#include <ATen/ops/cos_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/erf_ops.h>
+#include <ATen/ops/erfinv_ops.h>
+#include <ATen/ops/exp2_ops.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/expm1_ops.h>
+#include <ATen/ops/floor_ops.h>
+#include <ATen/ops/frac_ops.h>
+#include <ATen/ops/isfinite_ops.h>
+#include <ATen/ops/isinf_ops.h>
+#include <ATen/ops/isnan_ops.h>
+#include <ATen/ops/log10_ops.h>
+#include <ATen/ops/log1p_ops.h>
+#include <ATen/ops/log2_ops.h>
+#include <ATen/ops/log_ops.h>
+#include <ATen/ops/logical_not_ops.h>
+#include <ATen/ops/nan_to_num_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/reciprocal_ops.h>
+#include <ATen/ops/round_ops.h>
+#include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/sign_ops.h>
+#include <ATen/ops/sin_ops.h>
+#include <ATen/ops/sqrt_ops.h>
+#include <ATen/ops/tan_ops.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/trunc_ops.h>
+#include <torch/library.h>
+
+#include <limits>
+
+#include "csrc/aten/Pointwise.h"
+#include "csrc/core/Fallback.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+template <typename Op>
+using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
+
+template <typename F>
+Tensor& runUnary(EwOp op, bool to_float, EwResult result, const Tensor& self, Tensor& out, const EwParams& p, F fallback) {
+  const auto compute = ewComputeType({self}, to_float);
+  if (!ewNative(op, compute, {self})) return fallback();
+  ewRun(op, compute, result, {self}, out, p);
+  return out;
+}
+
+#define MT_UNARY(fn, OP, EWOP, TO_FLOAT)                                                         \
+  Tensor& fn(const Tensor& self, Tensor& out) {                                                \
+    return runUnary(EwOp::EWOP, TO_FLOAT, EwResult::Compute, self, out, {},                    \
+                    [&]() -> Tensor& { return Fallback<at::_ops::OP>::call(self, out); });     \
+  }
+
+MT_UNARY(exp_out, exp_out, Exp, true)
+MT_UNARY(exp2_out, exp2_out, Exp2, true)
+MT_UNARY(expm1_out, expm1_out, Expm1, true)
+MT_UNARY(log_out, log_out, Log, true)
+MT_UNARY(log2_out, log2_out, Log2, true)
+MT_UNARY(log10_out, log10_out, Log10, true)
+MT_UNARY(log1p_out, log1p_out, Log1p, true)
+MT_UNARY(sqrt_out, sqrt_out, Sqrt, true)
+MT_UNARY(rsqrt_out, rsqrt_out, Rsqrt, true)
+MT_UNARY(reciprocal_out, reciprocal_out, Reciprocal, true)
+MT_UNARY(sin_out, sin_out, Sin, true)
+MT_UNARY(cos_out, cos_out, Cos, true)
+MT_UNARY(tan_out, tan_out, Tan, true)
+MT_UNARY(tanh_out, tanh_out, Tanh, true)
+MT_UNARY(sigmoid_out, sigmoid_out, Sigmoid, true)
+MT_UNARY(erf_out, erf_out, Erf, true)
+MT_UNARY(erfinv_out, erfinv_out, Erfinv, true)
+MT_UNARY(abs_out, abs_out, Abs, false)
+MT_UNARY(sign_out, sign_out, Sign, false)
+MT_UNARY(floor_out, floor_out, Floor, false)
+MT_UNARY(ceil_out, ceil_out, Ceil, false)
+MT_UNARY(round_out, round_out, Round, false)
+MT_UNARY(trunc_out, trunc_out, Trunc, false)
+MT_UNARY(frac_out, frac_out, Frac, false)
+MT_UNARY(bitwise_not_out, bitwise_not_out, BitNot, false)
+
+Tensor& neg_out(const Tensor& self, Tensor& out) {
+  TORCH_CHECK(self.scalar_type() != at::kBool,
+              "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+              "use the `~` or `logical_not()` operator instead.");
+  return runUnary(EwOp::Neg, false, EwResult::Compute, self, out, {},
+                  [&]() -> Tensor& { return Fallback<at::_ops::neg_out>::call(self, out); });
+}
+
+Tensor& logical_not_out(const Tensor& self, Tensor& out) {
+  return runUnary(EwOp::LogicalNot, false, EwResult::Bool, self, out, {},
+                  [&]() -> Tensor& { return Fallback<at::_ops::logical_not_out>::call(self, out); });
+}
+
+Tensor& nan_to_num_out(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                       std::optional<double> neginf, Tensor& out) {
+  EwParams p;
+  p.nan = nan.value_or(0.0);
+  double hi = std::numeric_limits<double>::max(), lo = std::numeric_limits<double>::lowest();
+  switch (self.scalar_type()) {
+    case at::kFloat: hi = std::numeric_limits<float>::max(); lo = std::numeric_limits<float>::lowest(); break;
+    case at::kHalf: hi = 65504.0; lo = -65504.0; break;
+    case at::kBFloat16: hi = 3.3895313892515355e38; lo = -3.3895313892515355e38; break;
+    default: break;
+  }
+  p.posinf = posinf.value_or(hi);
+  p.neginf = neginf.value_or(lo);
+  return runUnary(EwOp::NanToNum, false, EwResult::Compute, self, out, p,
+                  [&]() -> Tensor& { return Fallback<at::_ops::nan_to_num_out>::call(self, nan, posinf, neginf, out); });
+}
+
+#define MT_PREDICATE(fn, OP, EWOP)                                                               \
+  Tensor fn(const Tensor& self) {                                                              \
+    Tensor out = at::empty(self.sizes(), self.options().dtype(at::kBool));                     \
+    const auto compute = self.scalar_type();                                                   \
+    if (!ewNative(EwOp::EWOP, compute, {self})) return Fallback<at::_ops::OP>::call(self);     \
+    ewRun(EwOp::EWOP, compute, EwResult::Bool, {self}, out);                                   \
+    return out;                                                                                \
+  }
+
+MT_PREDICATE(isnan, isnan, IsNan)
+MT_PREDICATE(isinf, isinf, IsInf)
+MT_PREDICATE(isfinite, isfinite, IsFinite)
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("exp.out", TORCH_FN(exp_out));
+  m.impl("exp2.out", TORCH_FN(exp2_out));
+  m.impl("expm1.out", TORCH_FN(expm1_out));
+  m.impl("log.out", TORCH_FN(log_out));
+  m.impl("log2.out", TORCH_FN(log2_out));
+  m.impl("log10.out", TORCH_FN(log10_out));
+  m.impl("log1p.out", TORCH_FN(log1p_out));
+  m.impl("sqrt.out", TORCH_FN(sqrt_out));
+  m.impl("rsqrt.out", TORCH_FN(rsqrt_out));
+  m.impl("reciprocal.out", TORCH_FN(reciprocal_out));
+  m.impl("sin.out", TORCH_FN(sin_out));
+  m.impl("cos.out", TORCH_FN(cos_out));
+  m.impl("tan.out", TORCH_FN(tan_out));
+  m.impl("tanh.out", TORCH_FN(tanh_out));
+  m.impl("sigmoid.out", TORCH_FN(sigmoid_out));
+  m.impl("erf.out", TORCH_FN(erf_out));
+  m.impl("erfinv.out", TORCH_FN(erfinv_out));
+  m.impl("abs.out", TORCH_FN(abs_out));
+  m.impl("sign.out", TORCH_FN(sign_out));
+  m.impl("floor.out", TORCH_FN(floor_out));
+  m.impl("ceil.out", TORCH_FN(ceil_out));
+  m.impl("round.out", TORCH_FN(round_out));
+  m.impl("trunc.out", TORCH_FN(trunc_out));
+  m.impl("frac.out", TORCH_FN(frac_out));
+  m.impl("bitwise_not.out", TORCH_FN(bitwise_not_out));
+  m.impl("neg.out", TORCH_FN(neg_out));
+  m.impl("logical_not.out", TORCH_FN(logical_not_out));
+  m.impl("nan_to_num.out", TORCH_FN(nan_to_num_out));
+  m.impl("isnan", TORCH_FN(isnan));
+  m.impl("isinf", TORCH_FN(isinf));
+  m.impl("isfinite", TORCH_FN(isfinite));
+}
+
+} // namespace mytorch
