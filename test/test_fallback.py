@@ -35,8 +35,8 @@ def test_native_ops_are_not_counted():
 def test_bytes_moved_are_counted():
     torch.mytorch.reset_fallback_stats()
     d = torch.randn(1000, device="mytorch")
-    torch.cumsum(d, 0)
-    s = torch.mytorch.fallback_stats()["aten::cumsum.out"]
+    torch.digamma(d)
+    s = torch.mytorch.fallback_stats()["aten::digamma.out"]
     assert s["calls"] == 1
     if torch.mytorch.runtime() == "sim":
         assert s["bytes_to_cpu"] == 0               # zero-copy view of the device memory
@@ -60,10 +60,10 @@ def test_error_mode_from_environment():
     r = run_python("""
         import torch, mytorch
         try:
-            torch.ones(2, device="mytorch").cumsum(0)
+            torch.ones(2, device="mytorch").digamma()
             print("no error")
         except NotImplementedError as e:
-            print("raised", "aten::cumsum" in str(e))
+            print("raised", "aten::digamma" in str(e))
     """, env={"MYTORCH_FALLBACK": "error"})
     assert "raised True" in r.stdout, r.stdout + r.stderr
 
@@ -116,12 +116,13 @@ def test_fallback_semantics_match_cpu():
     ]
     for f, _ in checks:
         ref, out = f(x), f(d)
+        # Native kernels may sum in another order than the CPU: float32 closeness, exact integers.
         if isinstance(ref, tuple):
             for r, o in zip(ref, out):
-                assert torch.equal(o.cpu(), r)
+                torch.testing.assert_close(o.cpu(), r)
         else:
             assert out.device.type == "mytorch"
-            assert torch.equal(out.cpu(), ref)
+            torch.testing.assert_close(out.cpu(), ref)
 
 
 def test_views_from_fallback_alias_device_memory():

@@ -1,0 +1,106 @@
+// See Reduce.h.
+#include "csrc/aten/Reduce.h"
+
+#include <ATen/WrapDimUtils.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "csrc/aten/Glue.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+
+namespace mytorch {
+
+void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, const at::Tensor& out,
+               const at::Tensor& out2, double p, double correction, bool take_sqrt, bool want_values) {
+  const int64_t ndim = self.dim();
+  std::bitset<64> reduced;
+  if (!dims.has_value() || dims->empty()) {
+    for (int64_t d = 0; d < ndim; ++d) reduced.set(static_cast<size_t>(d));
+  } else {
+    reduced = at::dim_list_to_bitset(*dims, ndim);
+  }
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (!reduced[static_cast<size_t>(d)]) shape.push_back(self.size(d));
+    else if (keepdim) shape.push_back(1);
+  }
+  at::native::resize_output(out, shape);
+  if (out2.defined()) at::native::resize_output(out2, shape);
+  // Views of the outputs with every reduced dimension present (size 1), for their strides.
+  at::Tensor o = out, o2 = out2;
+  if (!keepdim) {
+    for (int64_t d = 0; d < ndim; ++d) {
+      if (reduced[static_cast<size_t>(d)]) {
+        o = o.unsqueeze(d);
+        if (o2.defined()) o2 = o2.unsqueeze(d);
+      }
+    }
+  }
+  ReduceArgs r;
+  r.op = op;
+  r.in_dtype = toKernelDType(self.scalar_type());
+  r.out_dtype = toKernelDType(out.scalar_type());
+  TORCH_CHECK(r.in_dtype != DType::Other && r.out_dtype != DType::Other, "mytorch reductions do not support dtype ",
+              self.scalar_type(), " -> ", out.scalar_type());
+  r.in = self.const_data_ptr();
+  r.out = out.data_ptr();
+  r.out2 = out2.defined() ? out2.data_ptr() : nullptr;
+  r.want_values = want_values;
+  r.p = p;
+  r.correction = correction;
+  r.take_sqrt = take_sqrt;
+  r.out_numel = 1;
+  r.red_numel = 1;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (reduced[static_cast<size_t>(d)]) {
+      r.red_sizes[r.red_ndim] = self.size(d);
+      r.red_in_strides[r.red_ndim] = self.stride(d);
+      r.red_numel *= self.size(d);
+      ++r.red_ndim;
+    } else {
+      r.out_sizes[r.out_ndim] = self.size(d);
+      r.out_in_strides[r.out_ndim] = self.stride(d);
+      r.out_strides[r.out_ndim] = o.stride(d);
+      r.out2_strides[r.out_ndim] = o2.defined() ? o2.stride(d) : 0;
+      r.out_numel *= self.size(d);
+      ++r.out_ndim;
+    }
+  }
+  TORCH_CHECK(r.out_ndim <= kMaxDims && r.red_ndim <= kMaxDims, "mytorch reductions support at most ", kMaxDims, " dimensions");
+  if (r.out_numel == 0) return;
+  c10::DeviceGuard guard(self.device());
+  MT_RT_CHECK(kernels::reduce(r, nativeHandle(currentStream(self.device().index()))));
+}
+
+void runScan(bool prod, const at::Tensor& self, int64_t dim, const at::Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  at::native::resize_output(out, self.sizes());
+  const at::Tensor in = self.scalar_type() == out.scalar_type() ? self : self.to(out.scalar_type());
+  ScanArgs s;
+  s.prod = prod;
+  s.dtype = toKernelDType(out.scalar_type());
+  TORCH_CHECK(s.dtype != DType::Other && s.dtype != DType::Bool && !out.is_complex(),
+              "mytorch scans do not support dtype ", out.scalar_type());
+  s.in = in.const_data_ptr();
+  s.out = out.data_ptr();
+  s.length = in.dim() == 0 ? 1 : in.size(dim);
+  s.in_stride = in.dim() == 0 ? 1 : in.stride(dim);
+  s.out_stride = in.dim() == 0 ? 1 : out.stride(dim);
+  s.lines = 1;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    if (d == dim) continue;
+    s.outer_sizes[s.outer_ndim] = in.size(d);
+    s.outer_in_strides[s.outer_ndim] = in.stride(d);
+    s.outer_out_strides[s.outer_ndim] = out.stride(d);
+    s.lines *= in.size(d);
+    ++s.outer_ndim;
+  }
+  if (in.numel() == 0) return;
+  c10::DeviceGuard guard(self.device());
+  MT_RT_CHECK(kernels::scan(s, nativeHandle(currentStream(self.device().index()))));
+}
+
+} // namespace mytorch

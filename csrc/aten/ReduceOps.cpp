@@ -1,0 +1,311 @@
+// Op table: reductions and scans on the reduction engine. Dtypes the kernels do not cover (complex)
+// take the CPU fallback, counted as such.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/masked_fill.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/all_ops.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amax_ops.h>
+#include <ATen/ops/amin_ops.h>
+#include <ATen/ops/any_ops.h>
+#include <ATen/ops/argmax_ops.h>
+#include <ATen/ops/argmin_ops.h>
+#include <ATen/ops/count_nonzero_ops.h>
+#include <ATen/ops/cumprod_ops.h>
+#include <ATen/ops/cumsum_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/linalg_vector_norm_ops.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/logsumexp_ops.h>
+#include <ATen/ops/max_ops.h>
+#include <ATen/ops/mean_ops.h>
+#include <ATen/ops/min_ops.h>
+#include <ATen/ops/prod_ops.h>
+#include <ATen/ops/std_mean_ops.h>
+#include <ATen/ops/std_ops.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/sum_ops.h>
+#include <ATen/ops/var_mean_ops.h>
+#include <ATen/ops/var_ops.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "csrc/aten/Reduce.h"
+#include "csrc/core/Fallback.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+template <typename Op>
+using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
+
+bool native(const Tensor& self, const Tensor& out) { return !self.is_complex() && !out.is_complex(); }
+
+Tensor castFor(const Tensor& self, std::optional<at::ScalarType> dtype) {
+  return dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
+}
+
+Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
+  if (!native(self, out)) return Fallback<at::_ops::sum_IntList_out>::call(self, dim, keepdim, dtype, out);
+  runReduce(RedOp::Sum, castFor(self, dtype), dim, keepdim, out);
+  return out;
+}
+
+Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
+  const auto t = dtype.value_or(self.scalar_type());
+  TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t),
+              "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ", t);
+  if (!native(self, out)) return Fallback<at::_ops::mean_out>::call(self, dim, keepdim, dtype, out);
+  runReduce(RedOp::Mean, castFor(self, dtype), dim, keepdim, out);
+  return out;
+}
+
+Tensor& prod_dim_out(const Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
+  if (!native(self, out)) return Fallback<at::_ops::prod_int_out>::call(self, dim, keepdim, dtype, out);
+  runReduce(RedOp::Prod, castFor(self, dtype), at::IntArrayRef{dim}, keepdim, out);
+  return out;
+}
+
+Tensor prod_all(const Tensor& self, std::optional<at::ScalarType> dtype) {
+  const auto t = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
+  Tensor out = at::empty({}, self.options().dtype(t));
+  if (!native(self, out)) return Fallback<at::_ops::prod>::call(self, dtype);
+  runReduce(RedOp::Prod, castFor(self, dtype), std::nullopt, false, out);
+  return out;
+}
+
+void checkNonEmpty(const Tensor& self, at::OptionalIntArrayRef dims, const char* name) {
+  if (self.numel() != 0) return;
+  TORCH_CHECK(dims.has_value() && !dims->empty(), name, "(): Expected reduction dim to be specified for input.numel() == 0. "
+              "Specify the reduction dim with the 'dim' argument.");
+  for (int64_t d : *dims) {
+    TORCH_CHECK_INDEX(self.size(at::maybe_wrap_dim(d, self.dim())) != 0, name, "(): Expected reduction dim ", d,
+                      " to have non-zero size.");
+  }
+}
+
+Tensor& amax_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
+  if (!native(self, out)) return Fallback<at::_ops::amax_out>::call(self, dim, keepdim, out);
+  checkNonEmpty(self, dim, "amax");
+  runReduce(RedOp::Max, self, dim, keepdim, out);
+  return out;
+}
+
+Tensor& amin_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
+  if (!native(self, out)) return Fallback<at::_ops::amin_out>::call(self, dim, keepdim, out);
+  checkNonEmpty(self, dim, "amin");
+  runReduce(RedOp::Min, self, dim, keepdim, out);
+  return out;
+}
+
+std::tuple<Tensor&, Tensor&> max_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
+  if (!native(self, values)) return Fallback<at::_ops::max_dim_max>::call(self, dim, keepdim, values, indices);
+  checkNonEmpty(self, at::IntArrayRef{dim}, "max");
+  runReduce(RedOp::Max, self, at::IntArrayRef{dim}, keepdim, values, indices);
+  return {values, indices};
+}
+
+std::tuple<Tensor&, Tensor&> min_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
+  if (!native(self, values)) return Fallback<at::_ops::min_dim_min>::call(self, dim, keepdim, values, indices);
+  checkNonEmpty(self, at::IntArrayRef{dim}, "min");
+  runReduce(RedOp::Min, self, at::IntArrayRef{dim}, keepdim, values, indices);
+  return {values, indices};
+}
+
+Tensor max_all(const Tensor& self) {
+  TORCH_CHECK(self.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  Tensor out = at::empty({}, self.options());
+  if (!native(self, out)) return Fallback<at::_ops::max>::call(self);
+  runReduce(RedOp::Max, self, std::nullopt, false, out);
+  return out;
+}
+
+Tensor min_all(const Tensor& self) {
+  TORCH_CHECK(self.numel() > 0, "min(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  Tensor out = at::empty({}, self.options());
+  if (!native(self, out)) return Fallback<at::_ops::min>::call(self);
+  runReduce(RedOp::Min, self, std::nullopt, false, out);
+  return out;
+}
+
+Tensor& arg_out(RedOp op, const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out, const char* name) {
+  if (dim.has_value()) checkNonEmpty(self, at::IntArrayRef{*dim}, name);
+  else TORCH_CHECK(self.numel() > 0, name, "(): Expected reduction dim to be specified for input.numel() == 0.");
+  Tensor values = at::empty({0}, self.options());
+  if (dim.has_value()) {
+    runReduce(op, self, at::IntArrayRef{*dim}, keepdim, values, out, 2, 1, false, false);
+  } else {
+    // Over the flattened input; keepdim keeps every dimension as size 1.
+    at::Tensor flat = self.reshape({-1});
+    runReduce(op, flat, std::nullopt, false, values, out, 2, 1, false, false);
+    if (keepdim) out.resize_(std::vector<int64_t>(static_cast<size_t>(self.dim()), 1));
+  }
+  return out;
+}
+
+Tensor& argmax_out(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
+  if (self.is_complex()) return Fallback<at::_ops::argmax_out>::call(self, dim, keepdim, out);
+  return arg_out(RedOp::ArgMax, self, dim, keepdim, out, "argmax");
+}
+Tensor& argmin_out(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
+  if (self.is_complex()) return Fallback<at::_ops::argmin_out>::call(self, dim, keepdim, out);
+  return arg_out(RedOp::ArgMin, self, dim, keepdim, out, "argmin");
+}
+
+double correctionOf(const std::optional<c10::Scalar>& c) { return c.has_value() ? c->toDouble() : 1.0; }
+
+void checkVarDtype(const Tensor& self, const char* name) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()), name,
+              " only supports floating-point and complex dtypes. Got: ", self.scalar_type());
+}
+
+Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
+  checkVarDtype(self, "std and var");
+  if (!native(self, out)) return Fallback<at::_ops::var_correction_out>::call(self, dim, correction, keepdim, out);
+  runReduce(RedOp::Var, self, dim, keepdim, out, Tensor(), 2, correctionOf(correction), false);
+  return out;
+}
+Tensor& std_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
+  checkVarDtype(self, "std and var");
+  if (!native(self, out)) return Fallback<at::_ops::std_correction_out>::call(self, dim, correction, keepdim, out);
+  runReduce(RedOp::Var, self, dim, keepdim, out, Tensor(), 2, correctionOf(correction), true);
+  return out;
+}
+Tensor var(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
+  Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
+  return var_out(self, dim, correction, keepdim, out);
+}
+Tensor std_fn(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
+  Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
+  return std_out(self, dim, correction, keepdim, out);
+}
+
+std::tuple<Tensor, Tensor> var_mean(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
+  checkVarDtype(self, "var_mean");
+  if (self.is_complex()) return Fallback<at::_ops::var_mean_correction>::call(self, dim, correction, keepdim);
+  Tensor v = at::empty({0}, self.options()), m = at::empty({0}, self.options());
+  runReduce(RedOp::Var, self, dim, keepdim, v, m, 2, correctionOf(correction), false);
+  return {v, m};
+}
+std::tuple<Tensor, Tensor> std_mean(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
+  checkVarDtype(self, "std_mean");
+  if (self.is_complex()) return Fallback<at::_ops::std_mean_correction>::call(self, dim, correction, keepdim);
+  Tensor v = at::empty({0}, self.options()), m = at::empty({0}, self.options());
+  runReduce(RedOp::Var, self, dim, keepdim, v, m, 2, correctionOf(correction), true);
+  return {v, m};
+}
+
+Tensor& vector_norm_out(const Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                        std::optional<at::ScalarType> dtype, Tensor& out) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+  if (!native(self, out)) return Fallback<at::_ops::linalg_vector_norm_out>::call(self, ord, dim, keepdim, dtype, out);
+  const double p = ord.toDouble();
+  if (self.numel() == 0 && p < 0) TORCH_CHECK(false, "linalg.vector_norm cannot compute the ", ord, " norm on an empty tensor because the operation does not have an identity");
+  runReduce(RedOp::Norm, castFor(self, dtype), dim, keepdim, out, Tensor(), p);
+  return out;
+}
+
+Tensor& logsumexp_out(const Tensor& self_in, at::IntArrayRef dim, bool keepdim, Tensor& out) {
+  if (!native(self_in, out)) return Fallback<at::_ops::logsumexp_out>::call(self_in, dim, keepdim, out);
+  // Integer inputs are computed in the output's floating dtype, as ATen does.
+  const Tensor self = at::isFloatingType(self_in.scalar_type()) ? self_in : self_in.to(out.scalar_type());
+  if (self.numel() == 0) {
+    at::native::resize_output(out, at::sum(self, dim, keepdim).sizes());
+    return out.fill_(-std::numeric_limits<double>::infinity());
+  }
+  // As ATen: shift by the (finite) maximum, sum the exponentials, add the shift back; all native ops.
+  Tensor maxes = at::amax(self, dim, true);
+  Tensor shift = at::masked_fill(maxes, at::eq(at::abs(maxes), std::numeric_limits<double>::infinity()), 0);
+  Tensor s = at::sum(at::exp(at::sub(self, shift)), dim, keepdim);
+  Tensor result = at::add(at::log(s), keepdim ? shift : shift.squeeze(dim));
+  at::native::resize_output(out, result.sizes());
+  out.copy_(result);
+  return out;
+}
+
+Tensor& all_out(const Tensor& self, Tensor& out) {
+  if (!native(self, out)) return Fallback<at::_ops::all_all_out>::call(self, out);
+  runReduce(RedOp::All, self, std::nullopt, false, out);
+  return out;
+}
+Tensor& any_out(const Tensor& self, Tensor& out) {
+  if (!native(self, out)) return Fallback<at::_ops::any_all_out>::call(self, out);
+  runReduce(RedOp::Any, self, std::nullopt, false, out);
+  return out;
+}
+Tensor& all_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
+  if (!native(self, out)) return Fallback<at::_ops::all_dims_out>::call(self, dim, keepdim, out);
+  runReduce(RedOp::All, self, dim, keepdim, out);
+  return out;
+}
+Tensor& any_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
+  if (!native(self, out)) return Fallback<at::_ops::any_dims_out>::call(self, dim, keepdim, out);
+  runReduce(RedOp::Any, self, dim, keepdim, out);
+  return out;
+}
+Tensor& all_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) { return all_dims_out(self, at::IntArrayRef{dim}, keepdim, out); }
+Tensor& any_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) { return any_dims_out(self, at::IntArrayRef{dim}, keepdim, out); }
+
+Tensor count_nonzero(const Tensor& self, at::IntArrayRef dim) {
+  Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  if (self.is_complex()) return Fallback<at::_ops::count_nonzero_dim_IntList>::call(self, dim);
+  runReduce(RedOp::CountNonzero, self, dim, false, out);
+  return out;
+}
+
+Tensor& cumsum_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
+  if (!native(self, out)) return Fallback<at::_ops::cumsum_out>::call(self, dim, dtype, out);
+  runScan(false, self, dim, out);
+  return out;
+}
+Tensor& cumprod_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
+  if (!native(self, out)) return Fallback<at::_ops::cumprod_out>::call(self, dim, dtype, out);
+  runScan(true, self, dim, out);
+  return out;
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sum.IntList_out", TORCH_FN(sum_out));
+  m.impl("mean.out", TORCH_FN(mean_out));
+  m.impl("prod.int_out", TORCH_FN(prod_dim_out));
+  m.impl("prod", TORCH_FN(prod_all));
+  m.impl("amax.out", TORCH_FN(amax_out));
+  m.impl("amin.out", TORCH_FN(amin_out));
+  m.impl("max.dim_max", TORCH_FN(max_dim_out));
+  m.impl("min.dim_min", TORCH_FN(min_dim_out));
+  m.impl("max", TORCH_FN(max_all));
+  m.impl("min", TORCH_FN(min_all));
+  m.impl("argmax.out", TORCH_FN(argmax_out));
+  m.impl("argmin.out", TORCH_FN(argmin_out));
+  m.impl("var.correction_out", TORCH_FN(var_out));
+  m.impl("std.correction_out", TORCH_FN(std_out));
+  m.impl("var.correction", TORCH_FN(var));
+  m.impl("std.correction", TORCH_FN(std_fn));
+  m.impl("var_mean.correction", TORCH_FN(var_mean));
+  m.impl("std_mean.correction", TORCH_FN(std_mean));
+  m.impl("linalg_vector_norm.out", TORCH_FN(vector_norm_out));
+  m.impl("logsumexp.out", TORCH_FN(logsumexp_out));
+  m.impl("all.all_out", TORCH_FN(all_out));
+  m.impl("any.all_out", TORCH_FN(any_out));
+  m.impl("all.dims_out", TORCH_FN(all_dims_out));
+  m.impl("any.dims_out", TORCH_FN(any_dims_out));
+  m.impl("all.out", TORCH_FN(all_dim_out));
+  m.impl("any.out", TORCH_FN(any_dim_out));
+  m.impl("count_nonzero.dim_IntList", TORCH_FN(count_nonzero));
+  m.impl("cumsum.out", TORCH_FN(cumsum_out));
+  m.impl("cumprod.out", TORCH_FN(cumprod_out));
+}
+
+} // namespace mytorch
