@@ -47,6 +47,14 @@ __global__ void fill_kernel(FillParams p) {
   }
 }
 
+template <typename T>
+__global__ void iota_kernel(IotaParams p) {
+  T* out = static_cast<T*>(p.data);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.numel; i += int64_t(gridDim.x) * blockDim.x) {
+    out[i] = iota_value<T>(p, i);
+  }
+}
+
 bool dense1d(const StridedShape& s, const StridedOperand& op) {
   return s.ndim <= 1 && (s.ndim == 0 || op.strides[0] == op.elem_size);
 }
@@ -103,6 +111,18 @@ rt::Status fill(const FillParams& p, rt::Stream stream) {
     default: return rt::report(rt::Status::InvalidValue, "fill: unsupported element size");
   }
   return check_launch("fill");
+}
+
+rt::Status iota(const IotaParams& p, rt::Stream stream) {
+  if (p.numel == 0) return rt::Status::Success;
+  bool ok = dispatch_dtype(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!is_complex_t<T>::value && !std::is_same_v<T, bool>) {
+      iota_kernel<T><<<grid_for(p.numel), kThreads, 0, native(stream)>>>(p);
+    }
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "iota: unsupported dtype");
+  return check_launch("iota");
 }
 
 } // namespace mytorch::cuda

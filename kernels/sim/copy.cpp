@@ -112,4 +112,15 @@ rt::Status fill(const FillParams& p, rt::Stream) {
   return rt::Status::Success;
 }
 
+rt::Status iota(const IotaParams& p, rt::Stream) {
+  bool ok = dispatch_dtype(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!is_complex_t<T>::value && !std::is_same_v<T, bool>) {
+      T* out = static_cast<T*>(p.data);
+      for (int64_t i = 0; i < p.numel; ++i) out[i] = iota_value<T>(p, i);
+    }
+  });
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "iota: unsupported dtype");
+}
+
 } // namespace mytorch::sim

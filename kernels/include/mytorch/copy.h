@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
@@ -36,6 +37,21 @@ struct FillParams {
   alignas(16) unsigned char value[16]; // the fill value already converted to dst's type
 };
 
+// out[i] = start + i * step over a contiguous buffer, with ATen's arithmetic:
+//  - arange: int64 outputs in integer arithmetic (istart, istep), every other dtype in double;
+//  - linspace (symmetric): the endpoints converted to the output dtype first, the step and the values in
+//    the output dtype's own arithmetic for floating types (so fp16 rounds at each operation) and in double
+//    for integers; the upper half counts back from the end so both endpoints are exact.
+struct IotaParams {
+  void* data = nullptr;
+  DType dtype = DType::Float;
+  int64_t numel = 0;
+  double start = 0, step = 1, end = 0;
+  int64_t istart = 0, istep = 1;
+  bool integer = false;    // arange into int64
+  bool symmetric = false;  // linspace
+};
+
 // Byte offsets of linear element `idx` in two operands (dimension 0 fastest).
 MT_HOST_DEVICE inline void strided_offsets(const StridedShape& s, const int64_t* st0, const int64_t* st1,
                                            int64_t idx, int64_t* o0, int64_t* o1) {
@@ -50,15 +66,37 @@ MT_HOST_DEVICE inline void strided_offsets(const StridedShape& s, const int64_t*
   *o1 = b;
 }
 
+template <typename T>
+MT_HOST_DEVICE inline T iota_value(const IotaParams& p, int64_t i) {
+  if (p.symmetric) {
+    const int64_t back = p.numel - 1 - i;
+    const bool lower = i < p.numel / 2;
+    if constexpr (std::is_integral_v<T>) {
+      const double s = static_cast<double>(static_cast<T>(p.start)), e = static_cast<double>(static_cast<T>(p.end));
+      const double step = (e - s) / static_cast<double>(p.numel - 1);
+      return static_cast<T>(lower ? s + step * static_cast<double>(i) : e - step * static_cast<double>(back));
+    } else {
+      const T s = static_cast<T>(p.start), e = static_cast<T>(p.end);
+      const T step = (e - s) / static_cast<T>(static_cast<float>(p.numel - 1));
+      return lower ? static_cast<T>(s + step * static_cast<T>(static_cast<float>(i)))
+                   : static_cast<T>(e - step * static_cast<T>(static_cast<float>(back)));
+    }
+  }
+  if (p.integer) return static_cast<T>(p.istart + i * p.istep);
+  return static_cast<T>(p.start + static_cast<double>(i) * p.step);
+}
+
 namespace sim {
 rt::Status copy(const CopyParams& p, rt::Stream stream);
 rt::Status fill(const FillParams& p, rt::Stream stream);
+rt::Status iota(const IotaParams& p, rt::Stream stream);
 } // namespace sim
 
 #if MYTORCH_WITH_CUDA
 namespace cuda {
 rt::Status copy(const CopyParams& p, rt::Stream stream);
 rt::Status fill(const FillParams& p, rt::Stream stream);
+rt::Status iota(const IotaParams& p, rt::Stream stream);
 } // namespace cuda
 #endif
 
@@ -76,6 +114,12 @@ inline rt::Status fill(const FillParams& p, rt::Stream stream) {
   if (rt::kind() == rt::Kind::Cuda) return cuda::fill(p, stream);
 #endif
   return sim::fill(p, stream);
+}
+inline rt::Status iota(const IotaParams& p, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::iota(p, stream);
+#endif
+  return sim::iota(p, stream);
 }
 } // namespace kernels
 
