@@ -1,0 +1,538 @@
+// Op table: indexing on the index engine (Note [Index engine] in kernels/include/mytorch/index.h), and
+// nonzero / masked_select / masked_scatter composed of native kernels.
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "csrc/aten/Glue.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+#include "mytorch/index.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+
+enum class Kind { Gather, Scatter };
+
+// Launches and turns an out-of-bounds index into IndexError (the kernels never use such an index).
+void launch(Kind kind, IndexArgs& a, const at::Device& device) {
+  if (a.numel == 0) return;
+  Tensor err = at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(device));
+  a.error_value = err.data_ptr<int64_t>();
+  a.error_flag = reinterpret_cast<int*>(err.data_ptr<int64_t>() + 1);
+  c10::DeviceGuard guard(device);
+  const rt::Stream s = nativeHandle(currentStream(device.index()));
+  MT_RT_CHECK(kind == Kind::Gather ? kernels::gather(a, s) : kernels::scatter(a, s));
+  Tensor host = err.cpu();
+  TORCH_CHECK_INDEX(host[1].item<int64_t>() == 0, "index ", host[0].item<int64_t>(),
+                    " is out of bounds for the dimension it indexes");
+}
+
+void setShape(IndexArgs& a, at::IntArrayRef shape) {
+  TORCH_CHECK(shape.size() <= static_cast<size_t>(kMaxDims), "mytorch indexing supports at most ", kMaxDims, " dimensions");
+  a.ndim = static_cast<int>(shape.size());
+  a.numel = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    a.sizes[d] = shape[d];
+    a.numel *= shape[d];
+  }
+}
+
+void addIndex(IndexArgs& a, const Tensor& idx, at::IntArrayRef strides_over_shape, int64_t bound, int64_t target_stride) {
+  TORCH_CHECK(a.nidx < kMaxIndices, "mytorch indexing supports at most ", kMaxIndices, " index tensors");
+  const int k = a.nidx++;
+  a.idx[k] = idx.const_data_ptr<int64_t>();
+  for (size_t d = 0; d < strides_over_shape.size(); ++d) a.idx_strides[k][d] = strides_over_shape[d];
+  a.idx_bound[k] = bound;
+  a.idx_target_stride[k] = target_stride;
+}
+
+Tensor longIndex(const Tensor& index, const Tensor& self, const char* name) {
+  TORCH_CHECK(at::isIntegralType(index.scalar_type(), false), name,
+              "(): Expected an integer dtype for index but got: ", index.scalar_type());
+  Tensor i = index.to(self.device(), at::kLong);
+  return i;
+}
+
+// ---- dim-wise ops ---------------------------------------------------------------------------------------------
+
+Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index_in, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK_INDEX(index_in.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  Tensor index = longIndex(index_in, self, "index_select").reshape({-1});
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.dim() > 0) shape[static_cast<size_t>(dim)] = index.numel();
+  at::native::resize_output(out, shape);
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index_select(): self and result must have the same scalar type");
+  IndexArgs a;
+  setShape(a, shape);
+  a.dtype = toKernelDType(self.scalar_type());
+  a.elem_size = static_cast<int>(self.element_size());
+  a.target = self.data_ptr();
+  a.other = out.data_ptr();
+  std::vector<int64_t> istr(shape.size(), 0);
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    a.target_strides[d] = d == dim ? 0 : self.stride(d);
+    a.other_strides[d] = out.stride(d);
+  }
+  if (self.dim() == 0) {
+    addIndex(a, index, {}, 1, 0);
+  } else {
+    istr[static_cast<size_t>(dim)] = index.stride(0);
+    addIndex(a, index, istr, self.size(dim), self.stride(dim));
+  }
+  launch(Kind::Gather, a, self.device());
+  return out;
+}
+
+void checkGatherShapes(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, const char* name) {
+  if (index.numel() == 0) return;  // an empty index is a no-op whatever its shape, as in ATen
+  TORCH_CHECK(index.dim() == self.dim() || (index.dim() <= 1 && self.dim() <= 1), name,
+              "(): Index tensor must have the same number of dimensions as input tensor");
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    if (d == dim) continue;
+    TORCH_CHECK(index.size(d) <= (self.dim() ? self.size(d) : 1), "Size does not match at dimension ", d,
+                " expected index ", index.sizes(), " to be no larger than self ", self.sizes(), " apart from dimension ", dim);
+    if (src) TORCH_CHECK(index.size(d) <= src->size(d), "Expected index ", index.sizes(), " to be no larger than src ",
+                         src->sizes(), " apart from dimension ", dim);
+  }
+}
+
+Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index_in, bool, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "gather");
+  checkGatherShapes(self, dim, index, nullptr, "gather");
+  at::native::resize_output(out, index.sizes());
+  if (index.numel() == 0) return out;
+  IndexArgs a;
+  setShape(a, index.sizes());
+  a.dtype = toKernelDType(self.scalar_type());
+  a.elem_size = static_cast<int>(self.element_size());
+  a.target = self.data_ptr();
+  a.other = out.data_ptr();
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    a.target_strides[d] = d == dim || self.dim() == 0 ? 0 : self.stride(d);
+    a.other_strides[d] = out.stride(d);
+  }
+  addIndex(a, index, index.strides(), self.dim() ? self.size(dim) : 1, self.dim() ? self.stride(dim) : 0);
+  launch(Kind::Gather, a, self.device());
+  return out;
+}
+
+Tensor& take_out(const Tensor& self, const Tensor& index_in, Tensor& out) {
+  Tensor index = longIndex(index_in, self, "take");
+  Tensor flat = self.contiguous();
+  at::native::resize_output(out, index.sizes());
+  IndexArgs a;
+  setShape(a, index.sizes());
+  a.dtype = toKernelDType(self.scalar_type());
+  a.elem_size = static_cast<int>(self.element_size());
+  a.target = flat.data_ptr();
+  a.other = out.data_ptr();
+  for (int64_t d = 0; d < index.dim(); ++d) a.other_strides[d] = out.stride(d);
+  addIndex(a, index, index.strides(), self.numel(), 1);
+  launch(Kind::Gather, a, self.device());
+  return out;
+}
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  Tensor out = at::empty({0}, self.options());
+  return index_select_out(self, dim, index, out);
+}
+
+Tensor take(const Tensor& self, const Tensor& index) {
+  Tensor out = at::empty({0}, self.options());
+  return take_out(self, index, out);
+}
+
+// dst (already holding self) (op)= src through index along dim, iterating over index's shape.
+void scatterInto(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor* src, const c10::Scalar* value, ScatterOp op) {
+  if (index.numel() == 0) return;
+  IndexArgs a;
+  setShape(a, index.sizes());
+  a.dtype = toKernelDType(dst.scalar_type());
+  a.elem_size = static_cast<int>(dst.element_size());
+  a.target = dst.data_ptr();
+  a.op = op;
+  Tensor src_cast;
+  if (src) {
+    src_cast = src->scalar_type() == dst.scalar_type() ? *src : src->to(dst.scalar_type());
+    a.other = src_cast.data_ptr();
+  } else {
+    a.src_is_scalar = true;
+    Tensor v = at::full({}, *value, at::TensorOptions().dtype(dst.scalar_type()));
+    std::memcpy(a.scalar, v.data_ptr(), v.element_size());
+  }
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    a.target_strides[d] = d == dim || dst.dim() == 0 ? 0 : dst.stride(d);
+    a.other_strides[d] = src ? (src_cast.dim() ? src_cast.stride(d) : 0) : 0;
+  }
+  addIndex(a, index, index.strides(), dst.dim() ? dst.size(dim) : 1, dst.dim() ? dst.stride(dim) : 0);
+  launch(Kind::Scatter, a, dst.device());
+}
+
+// The identity of amax (lowest value) or amin (highest value) in a dtype.
+c10::Scalar extreme(at::ScalarType t, bool lowest) {
+  switch (t) {
+    case at::kByte: return lowest ? 0 : 255;
+    case at::kChar: return lowest ? -128 : 127;
+    case at::kShort: return lowest ? -32768 : 32767;
+    case at::kInt: return lowest ? c10::Scalar(std::numeric_limits<int32_t>::lowest()) : c10::Scalar(std::numeric_limits<int32_t>::max());
+    case at::kLong: return lowest ? c10::Scalar(std::numeric_limits<int64_t>::lowest()) : c10::Scalar(std::numeric_limits<int64_t>::max());
+    case at::kBool: return lowest ? c10::Scalar(false) : c10::Scalar(true);
+    default: return lowest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  }
+}
+
+ScatterOp reduceOp(c10::string_view reduce, bool two) {
+  if (reduce == "sum" || reduce == "add") return ScatterOp::Add;
+  if (reduce == "prod" || reduce == "multiply") return ScatterOp::Mul;
+  if (two && reduce == "amax") return ScatterOp::Max;
+  if (two && reduce == "amin") return ScatterOp::Min;
+  TORCH_CHECK(false, "reduce argument must be either ", two ? "sum, prod, mean, amax or amin" : "add or multiply",
+              ", got ", reduce);
+}
+
+Tensor& prepare(const Tensor& self, Tensor& out) {
+  if (!out.is_same(self)) {
+    at::native::resize_output(out, self.sizes());
+    out.copy_(self);
+  }
+  return out;
+}
+
+Tensor& scatter_src_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "scatter");
+  checkGatherShapes(self, dim, index, &src, "scatter");
+  prepare(self, out);
+  scatterInto(out, dim, index, &src, nullptr, ScatterOp::Assign);
+  return out;
+}
+Tensor& scatter_value_out(const Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "scatter");
+  checkGatherShapes(self, dim, index, nullptr, "scatter");
+  prepare(self, out);
+  scatterInto(out, dim, index, nullptr, &value, ScatterOp::Assign);
+  return out;
+}
+Tensor& scatter_reduce_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src, c10::string_view reduce, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "scatter");
+  checkGatherShapes(self, dim, index, &src, "scatter");
+  prepare(self, out);
+  scatterInto(out, dim, index, &src, nullptr, reduceOp(reduce, false));
+  return out;
+}
+Tensor& scatter_value_reduce_out(const Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value, c10::string_view reduce, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "scatter");
+  prepare(self, out);
+  scatterInto(out, dim, index, nullptr, &value, reduceOp(reduce, false));
+  return out;
+}
+Tensor& scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "scatter_add");
+  checkGatherShapes(self, dim, index, &src, "scatter_add");
+  prepare(self, out);
+  scatterInto(out, dim, index, &src, nullptr, ScatterOp::Add);
+  return out;
+}
+
+Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src,
+                               c10::string_view reduce, bool include_self, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "scatter_reduce");
+  checkGatherShapes(self, dim, index, &src, "scatter_reduce");
+  prepare(self, out);
+  const bool mean = reduce == "mean";
+  const ScatterOp op = mean ? ScatterOp::Add : reduceOp(reduce, true);
+  if (!include_self) {
+    // Positions that receive a value start from the reduction's identity instead of self.
+    c10::Scalar identity = 0;
+    if (op == ScatterOp::Mul) identity = 1;
+    if (op == ScatterOp::Max || op == ScatterOp::Min) identity = extreme(self.scalar_type(), op == ScatterOp::Max);
+    scatterInto(out, dim, index, nullptr, &identity, ScatterOp::Assign);
+  }
+  scatterInto(out, dim, index, &src, nullptr, op);
+  if (mean) {
+    Tensor counts = include_self ? at::ones_like(out) : at::zeros_like(out);
+    Tensor ones = at::ones_like(src);
+    scatterInto(counts, dim, index, &ones, nullptr, ScatterOp::Add);
+    counts.masked_fill_(at::eq(counts, 0), 1);
+    if (at::isFloatingType(out.scalar_type())) out.div_(counts);
+    else out.div_(counts, "floor");
+  }
+  return out;
+}
+
+Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, const c10::Scalar& alpha, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "index_add").reshape({-1});
+  prepare(self, out);
+  Tensor src = alpha.equal(1) ? source : at::mul(source, alpha);
+  // Iterate over the source: the index applies along dim.
+  std::vector<int64_t> istr(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 0);
+  IndexArgs a;
+  setShape(a, source.dim() ? source.sizes() : at::IntArrayRef{1});
+  a.dtype = toKernelDType(out.scalar_type());
+  a.elem_size = static_cast<int>(out.element_size());
+  a.target = out.data_ptr();
+  Tensor sc = src.scalar_type() == out.scalar_type() ? src : src.to(out.scalar_type());
+  a.other = sc.data_ptr();
+  a.op = ScatterOp::Add;
+  for (int64_t d = 0; d < source.dim(); ++d) {
+    a.target_strides[d] = d == dim ? 0 : out.stride(d);
+    a.other_strides[d] = sc.stride(d);
+  }
+  if (source.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
+  addIndex(a, index, istr, out.dim() ? out.size(dim) : 1, out.dim() ? out.stride(dim) : 0);
+  launch(Kind::Scatter, a, out.device());
+  return out;
+}
+
+Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "index_copy").reshape({-1});
+  TORCH_CHECK(source.dim() == 0 || index.numel() == source.size(dim), "index_copy_(): Number of indices (", index.numel(),
+              ") should be equal to source.size(dim) (", source.dim() ? source.size(dim) : 1, ")");
+  prepare(self, out);
+  std::vector<int64_t> istr(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 0);
+  IndexArgs a;
+  setShape(a, source.dim() ? source.sizes() : at::IntArrayRef{1});
+  a.dtype = toKernelDType(out.scalar_type());
+  a.elem_size = static_cast<int>(out.element_size());
+  a.target = out.data_ptr();
+  Tensor sc = source.scalar_type() == out.scalar_type() ? source : source.to(out.scalar_type());
+  a.other = sc.data_ptr();
+  for (int64_t d = 0; d < source.dim(); ++d) {
+    a.target_strides[d] = d == dim ? 0 : out.stride(d);
+    a.other_strides[d] = sc.stride(d);
+  }
+  if (source.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
+  addIndex(a, index, istr, out.dim() ? out.size(dim) : 1, out.dim() ? out.stride(dim) : 0);
+  launch(Kind::Scatter, a, out.device());
+  return out;
+}
+
+// ---- nonzero and masks ------------------------------------------------------------------------------------------
+
+// Linear positions (row-major) of the non-zero elements, from native kernels: a running count gives each
+// non-zero element its slot, and a scatter writes its position there.
+Tensor flatNonzero(const Tensor& self) {
+  Tensor flags = at::ne(self.reshape({-1}), 0);
+  const int64_t n = flags.numel();
+  if (n == 0) return at::empty({0}, self.options().dtype(at::kLong));
+  Tensor pos = at::cumsum(flags, 0, at::kLong);
+  const int64_t count = pos[n - 1].item<int64_t>();
+  Tensor slots = at::where(flags, at::sub(pos, 1), count);   // zeros go to a spare slot at the end
+  Tensor out = at::empty({count + 1}, self.options().dtype(at::kLong));
+  Tensor lin = at::arange(n, self.options().dtype(at::kLong));
+  scatterInto(out, 0, slots, &lin, nullptr, ScatterOp::Assign);
+  return out.narrow(0, 0, count);
+}
+
+Tensor& nonzero_out(const Tensor& self, Tensor& out) {
+  Tensor lin = flatNonzero(self);
+  std::vector<Tensor> coords(static_cast<size_t>(self.dim()));
+  Tensor rem = lin;
+  for (int64_t d = self.dim() - 1; d >= 0; --d) {
+    coords[static_cast<size_t>(d)] = rem.remainder(self.size(d));
+    rem = rem.div(self.size(d), "floor");
+  }
+  Tensor result = self.dim() ? at::stack(coords, 1) : at::empty({lin.numel(), 0}, lin.options());
+  at::native::resize_output(out, result.sizes());
+  return out.copy_(result);
+}
+
+Tensor nonzeroFn(const Tensor& self) {
+  Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzero_out(self, out);
+}
+
+Tensor masked_select(const Tensor& self, const Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  auto [s, m] = at::expand_outplace(self, mask);
+  Tensor lin = flatNonzero(*m);
+  Tensor out = at::empty({0}, self.options());
+  return take_out(s->contiguous(), lin, out);
+}
+
+Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "masked_scatter_: expected self and source to have same dtypes but got ",
+              self.scalar_type(), " and ", source.scalar_type());
+  Tensor lin = flatNonzero(mask.expand(self.sizes()));
+  TORCH_CHECK(lin.numel() <= source.numel(), "masked_scatter: expected source to have at least ", lin.numel(),
+              " elements, but got ", source.numel());
+  Tensor flat = self.is_contiguous() ? self.view({-1}) : self.contiguous().view({-1});
+  Tensor values = source.reshape({-1}).narrow(0, 0, lin.numel()).contiguous();
+  scatterInto(flat, 0, lin, &values, nullptr, ScatterOp::Assign);
+  if (!self.is_contiguous()) self.copy_(flat.view(self.sizes()));
+  return self;
+}
+
+// ---- advanced indexing -------------------------------------------------------------------------------------------
+
+struct Advanced {
+  Tensor self;                     // possibly permuted so the indexed dims are adjacent
+  std::vector<Tensor> idx;         // defined, broadcast together, int64 on self's device
+  int64_t before = 0;
+  std::vector<int64_t> shape;      // result shape
+  std::vector<int64_t> repl;       // broadcast index shape
+};
+
+Advanced makeAdvanced(const Tensor& self_in, const c10::List<std::optional<Tensor>>& orig) {
+  Tensor self = self_in;
+  std::vector<Tensor> idx;
+  for (const std::optional<Tensor>& o : orig) {
+    if (!o.has_value() || !o->defined()) {
+      idx.emplace_back();
+      continue;
+    }
+    const Tensor& t = *o;
+    if (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) {
+      const int64_t start = static_cast<int64_t>(idx.size());
+      for (int64_t j = 0; j < t.dim(); ++j) {
+        TORCH_CHECK_INDEX(t.size(j) == self.size(start + j), "The shape of the mask ", t.sizes(), " at index ", j,
+                          " does not match the shape of the indexed tensor ", self.sizes(), " at index ", start + j);
+      }
+      Tensor nz = nonzeroFn(t.to(self.device()));
+      for (int64_t j = 0; j < t.dim(); ++j) idx.push_back(nz.select(1, j));
+    } else {
+      TORCH_CHECK_INDEX(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt,
+                        "tensors used as indices must be long, int, byte or bool tensors");
+      idx.push_back(t.to(self.device(), at::kLong));
+    }
+  }
+  TORCH_CHECK_INDEX(static_cast<int64_t>(idx.size()) <= self.dim(), "too many indices for tensor of dimension ", self.dim(),
+                    " (got ", idx.size(), ")");
+  while (static_cast<int64_t>(idx.size()) < self.dim()) idx.emplace_back();
+  std::vector<Tensor> defined;
+  for (const Tensor& t : idx) if (t.defined()) defined.push_back(t);
+  defined = at::expand_outplace(defined);
+  size_t k = 0;
+  for (Tensor& t : idx) if (t.defined()) t = defined[k++];
+  // Non-adjacent indexed dims: move them (and self's dims) to the front, as ATen does.
+  bool adjacent = true;
+  {
+    int state = 0;
+    for (const Tensor& t : idx) {
+      if (t.defined() && state == 0) state = 1;
+      else if (!t.defined() && state == 1) state = 2;
+      else if (t.defined() && state == 2) adjacent = false;
+    }
+  }
+  if (!adjacent) {
+    std::vector<int64_t> perm;
+    std::vector<Tensor> reordered;
+    for (int64_t d = 0; d < self.dim(); ++d) if (idx[static_cast<size_t>(d)].defined()) { perm.push_back(d); reordered.push_back(idx[static_cast<size_t>(d)]); }
+    for (int64_t d = 0; d < self.dim(); ++d) if (!idx[static_cast<size_t>(d)].defined()) { perm.push_back(d); reordered.emplace_back(); }
+    self = self.permute(perm);
+    idx = reordered;
+  }
+  Advanced adv;
+  adv.self = self;
+  while (adv.before < self.dim() && !idx[static_cast<size_t>(adv.before)].defined()) ++adv.before;
+  for (const Tensor& t : idx) if (t.defined()) adv.idx.push_back(t);
+  adv.repl = adv.idx.empty() ? std::vector<int64_t>{} : adv.idx[0].sizes().vec();
+  for (int64_t d = 0; d < adv.before; ++d) adv.shape.push_back(self.size(d));
+  for (int64_t s : adv.repl) adv.shape.push_back(s);
+  for (int64_t d = adv.before + static_cast<int64_t>(adv.idx.size()); d < self.dim(); ++d) adv.shape.push_back(self.size(d));
+  return adv;
+}
+
+// Fills the description of `adv` over its result shape: the target is self restrided, the indices placed
+// at the replacement dims.
+void describe(IndexArgs& a, const Advanced& adv, const Tensor& target) {
+  setShape(a, adv.shape);
+  const int64_t nrepl = static_cast<int64_t>(adv.repl.size()), nidx = static_cast<int64_t>(adv.idx.size());
+  int64_t d = 0;
+  for (int64_t s = 0; s < adv.before; ++s, ++d) a.target_strides[d] = target.stride(s);
+  for (int64_t r = 0; r < nrepl; ++r, ++d) a.target_strides[d] = 0;
+  for (int64_t s = adv.before + nidx; s < target.dim(); ++s, ++d) a.target_strides[d] = target.stride(s);
+  for (int64_t k = 0; k < nidx; ++k) {
+    const Tensor& t = adv.idx[static_cast<size_t>(k)];
+    std::vector<int64_t> st(adv.shape.size(), 0);
+    for (int64_t r = 0; r < nrepl; ++r) st[static_cast<size_t>(adv.before + r)] = t.stride(r);
+    addIndex(a, t, st, target.size(adv.before + k), target.stride(adv.before + k));
+  }
+}
+
+Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& indices, Tensor& out) {
+  Advanced adv = makeAdvanced(self, indices);
+  at::native::resize_output(out, adv.shape);
+  IndexArgs a;
+  a.dtype = toKernelDType(self.scalar_type());
+  a.elem_size = static_cast<int>(self.element_size());
+  a.target = adv.self.data_ptr();
+  a.other = out.data_ptr();
+  describe(a, adv, adv.self);
+  for (int64_t d = 0; d < out.dim(); ++d) a.other_strides[d] = out.stride(d);
+  launch(Kind::Gather, a, self.device());
+  return out;
+}
+
+Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate, bool) {
+  Advanced adv = makeAdvanced(self, indices);
+  Tensor v = values.to(self.scalar_type());
+  if (v.device() != self.device()) v = v.to(self.device());
+  v = v.expand(adv.shape);
+  IndexArgs a;
+  a.dtype = toKernelDType(self.scalar_type());
+  a.elem_size = static_cast<int>(self.element_size());
+  a.target = adv.self.data_ptr();
+  a.other = v.data_ptr();
+  a.op = accumulate ? ScatterOp::Add : ScatterOp::Assign;
+  describe(a, adv, adv.self);
+  for (int64_t d = 0; d < v.dim(); ++d) a.other_strides[d] = v.stride(d);
+  launch(Kind::Scatter, a, self.device());
+  return self;
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("index_select.out", TORCH_FN(index_select_out));
+  m.impl("gather.out", TORCH_FN(gather_out));
+  m.impl("take.out", TORCH_FN(take_out));
+  m.impl("index_select", TORCH_FN(index_select));
+  m.impl("take", TORCH_FN(take));
+  m.impl("scatter.src_out", TORCH_FN(scatter_src_out));
+  m.impl("scatter.value_out", TORCH_FN(scatter_value_out));
+  m.impl("scatter.reduce_out", TORCH_FN(scatter_reduce_out));
+  m.impl("scatter.value_reduce_out", TORCH_FN(scatter_value_reduce_out));
+  m.impl("scatter_add.out", TORCH_FN(scatter_add_out));
+  m.impl("scatter_reduce.two_out", TORCH_FN(scatter_reduce_two_out));
+  m.impl("index_add.out", TORCH_FN(index_add_out));
+  m.impl("index_copy.out", TORCH_FN(index_copy_out));
+  m.impl("nonzero", TORCH_FN(nonzeroFn));
+  m.impl("nonzero.out", TORCH_FN(nonzero_out));
+  m.impl("masked_select", TORCH_FN(masked_select));
+  m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
+  m.impl("index.Tensor_out", TORCH_FN(index_out));
+  m.impl("_index_put_impl_", TORCH_FN(index_put_impl_));
+}
+
+} // namespace mytorch

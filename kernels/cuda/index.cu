@@ -1,0 +1,126 @@
+// CUDA index family (Note [Index engine]): one thread per iteration element; scatters combine through a
+// compare-and-swap loop on the aligned word holding the element, so every dtype accumulates atomically.
+#include "common.cuh"
+#include "mytorch/index.h"
+#include "mytorch/ops_math.h"
+
+namespace mytorch::cuda {
+namespace {
+
+__device__ inline void report_bad(const IndexArgs& a, int64_t v) {
+  if (atomicCAS(a.error_flag, 0, 1) == 0) *a.error_value = v;
+}
+
+template <int ES>
+struct alignas(ES) Raw {
+  unsigned char b[ES];
+};
+
+template <int ES>
+__global__ void gather_kernel(IndexArgs a) {
+  const char* src = static_cast<const char*>(a.target);
+  char* out = static_cast<char*>(a.other);
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < a.numel; o += int64_t(gridDim.x) * blockDim.x) {
+    int64_t t = 0, u = 0, bad = 0;
+    if (!index_offsets(a, o, &t, &u, &bad)) {
+      report_bad(a, bad);
+      continue;
+    }
+    *reinterpret_cast<Raw<ES>*>(out + u * ES) = *reinterpret_cast<const Raw<ES>*>(src + t * ES);
+  }
+}
+
+template <typename T>
+__device__ inline T apply_op(T old, T v, ScatterOp op) {
+  using O = ew::opmath_t<T>;
+  switch (op) {
+    case ScatterOp::Add: return static_cast<T>(static_cast<O>(old) + static_cast<O>(v));
+    case ScatterOp::Mul: return static_cast<T>(static_cast<O>(old) * static_cast<O>(v));
+    case ScatterOp::Max: return static_cast<T>(ew::apply<EwOp::Maximum, T>(static_cast<O>(old), static_cast<O>(v), O(0), EwParams{}));
+    case ScatterOp::Min: return static_cast<T>(ew::apply<EwOp::Minimum, T>(static_cast<O>(old), static_cast<O>(v), O(0), EwParams{}));
+    default: return v;
+  }
+}
+
+// Combines v into *addr atomically, whatever sizeof(T): CAS on the 4- or 8-byte word that holds it.
+template <typename T>
+__device__ inline void atomic_combine(T* addr, T v, ScatterOp op) {
+  if (op == ScatterOp::Assign) {
+    *addr = v;
+    return;
+  }
+  if constexpr (sizeof(T) == 8) {
+    auto* word = reinterpret_cast<unsigned long long*>(addr);
+    unsigned long long old = *word, assumed;
+    do {
+      assumed = old;
+      T cur;
+      memcpy(&cur, &assumed, 8);
+      T next = apply_op<T>(cur, v, op);
+      unsigned long long bits;
+      memcpy(&bits, &next, 8);
+      old = atomicCAS(word, assumed, bits);
+    } while (assumed != old);
+  } else {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(addr);
+    auto* word = reinterpret_cast<unsigned int*>(p & ~uintptr_t(3));
+    const unsigned shift = static_cast<unsigned>((p & 3) * 8);
+    const unsigned mask = sizeof(T) == 4 ? 0xffffffffu : (((1u << (sizeof(T) * 8)) - 1u) << shift);
+    unsigned int old = *word, assumed;
+    do {
+      assumed = old;
+      unsigned int part = sizeof(T) == 4 ? assumed : (assumed & mask) >> shift;
+      T cur;
+      memcpy(&cur, &part, sizeof(T));
+      T next = apply_op<T>(cur, v, op);
+      unsigned int nbits = 0;
+      memcpy(&nbits, &next, sizeof(T));
+      const unsigned int updated = sizeof(T) == 4 ? nbits : ((assumed & ~mask) | ((nbits << shift) & mask));
+      old = atomicCAS(word, assumed, updated);
+    } while (assumed != old);
+  }
+}
+
+template <typename T>
+__global__ void scatter_kernel(IndexArgs a) {
+  T* dst = static_cast<T*>(a.target);
+  const T* src = static_cast<const T*>(a.other);
+  const T scalar = *reinterpret_cast<const T*>(a.scalar);
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < a.numel; o += int64_t(gridDim.x) * blockDim.x) {
+    int64_t t = 0, u = 0, bad = 0;
+    if (!index_offsets(a, o, &t, &u, &bad)) {
+      report_bad(a, bad);
+      continue;
+    }
+    atomic_combine<T>(dst + t, a.src_is_scalar ? scalar : src[u], a.op);
+  }
+}
+
+} // namespace
+
+rt::Status gather(const IndexArgs& a, rt::Stream stream) {
+  if (a.numel == 0) return rt::Status::Success;
+  const unsigned grid = grid_for(a.numel);
+  cudaStream_t st = native(stream);
+  switch (a.elem_size) {
+    case 1: gather_kernel<1><<<grid, kThreads, 0, st>>>(a); break;
+    case 2: gather_kernel<2><<<grid, kThreads, 0, st>>>(a); break;
+    case 4: gather_kernel<4><<<grid, kThreads, 0, st>>>(a); break;
+    case 8: gather_kernel<8><<<grid, kThreads, 0, st>>>(a); break;
+    case 16: gather_kernel<16><<<grid, kThreads, 0, st>>>(a); break;
+    default: return rt::report(rt::Status::InvalidValue, "gather: unsupported element size");
+  }
+  return check_launch("gather");
+}
+
+rt::Status scatter(const IndexArgs& a, rt::Stream stream) {
+  if (a.numel == 0) return rt::Status::Success;
+  bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!is_complex_t<T>::value) scatter_kernel<T><<<grid_for(a.numel), kThreads, 0, native(stream)>>>(a);
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "scatter: unsupported dtype");
+  return check_launch("scatter");
+}
+
+} // namespace mytorch::cuda

@@ -1,0 +1,101 @@
+// Index family: gather (index_select, gather, take, advanced indexing) and scatter (scatter, scatter_add,
+// scatter_reduce, index_put_, index_add_, index_copy_) over one description.
+//
+// Note [Index engine]
+// The glue describes an iteration shape (row-major, last dimension fastest) and, per operand, element
+// strides over it. Up to kMaxIndices index tensors (int64) add `index * indexed_stride` to the target's
+// offset after wrapping negative values and checking them against `bound`. gather: out[o] = src[at(o)];
+// scatter: dst[at(o)] (op)= src[o] or a scalar. An index out of bounds is not used: the launcher reports
+// the first such value through `error_value` (the glue raises IndexError). Duplicate targets in a scatter
+// accumulate atomically on cuda (compare-and-swap, any dtype) and in order on sim; plain assignment with
+// duplicates keeps one of the values (on sim the last, as on the CPU).
+#pragma once
+
+#include <cstdint>
+
+#include "mytorch/dtype.h"
+#include "mytorch/macros.h"
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+
+constexpr int kMaxIndices = 8;
+
+enum class ScatterOp : int { Assign, Add, Mul, Max, Min };
+
+struct IndexArgs {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t numel = 0;
+  DType dtype = DType::Float;
+  int elem_size = 0;
+  void* target = nullptr;                   // gather: the source read through the indices; scatter: dst
+  int64_t target_strides[kMaxDims] = {};
+  void* other = nullptr;                    // gather: out; scatter: src (unused when src_is_scalar)
+  int64_t other_strides[kMaxDims] = {};
+  bool src_is_scalar = false;
+  alignas(16) unsigned char scalar[16] = {};
+  int nidx = 0;
+  const int64_t* idx[kMaxIndices] = {};
+  int64_t idx_strides[kMaxIndices][kMaxDims] = {};
+  int64_t idx_bound[kMaxIndices] = {};
+  int64_t idx_target_stride[kMaxIndices] = {};
+  ScatterOp op = ScatterOp::Assign;
+  int64_t* error_value = nullptr;           // set to the offending index; the glue resets it
+  int* error_flag = nullptr;
+};
+
+namespace sim {
+rt::Status gather(const IndexArgs& a, rt::Stream stream);
+rt::Status scatter(const IndexArgs& a, rt::Stream stream);
+} // namespace sim
+#if MYTORCH_WITH_CUDA
+namespace cuda {
+rt::Status gather(const IndexArgs& a, rt::Stream stream);
+rt::Status scatter(const IndexArgs& a, rt::Stream stream);
+} // namespace cuda
+#endif
+
+namespace kernels {
+inline rt::Status gather(const IndexArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::gather(a, stream);
+#endif
+  return sim::gather(a, stream);
+}
+inline rt::Status scatter(const IndexArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::scatter(a, stream);
+#endif
+  return sim::scatter(a, stream);
+}
+} // namespace kernels
+
+// Offsets of iteration element `o` (shared by both runtimes): target offset including the indices (false
+// when an index is out of bounds, with *bad set to it) and the other operand's offset.
+MT_HOST_DEVICE inline bool index_offsets(const IndexArgs& a, int64_t o, int64_t* target, int64_t* other, int64_t* bad) {
+  int64_t t = 0, u = 0;
+  int64_t idx_off[kMaxIndices] = {};
+  int64_t rem = o;
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    const int64_t i = rem % a.sizes[d];
+    rem /= a.sizes[d];
+    t += i * a.target_strides[d];
+    u += i * a.other_strides[d];
+    for (int k = 0; k < a.nidx; ++k) idx_off[k] += i * a.idx_strides[k][d];
+  }
+  for (int k = 0; k < a.nidx; ++k) {
+    int64_t v = a.idx[k][idx_off[k]];
+    if (v < -a.idx_bound[k] || v >= a.idx_bound[k]) {
+      *bad = v;
+      return false;
+    }
+    if (v < 0) v += a.idx_bound[k];
+    t += v * a.idx_target_stride[k];
+  }
+  *target = t;
+  *other = u;
+  return true;
+}
+
+} // namespace mytorch
