@@ -1,0 +1,177 @@
+// Op table: sort and what is built on it (topk, unique, randperm), multinomial and the dropout backward,
+// all on native kernels; random draws come from the device's Philox generator.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/clamp_max.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/diff.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/all.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/masked_select.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/nonzero.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/sum.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "csrc/aten/Glue.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+#include "mytorch/sort.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+
+// Sorts along dim; returns (values, indices) shaped like self.
+std::tuple<Tensor, Tensor> sortAlong(const Tensor& self, int64_t dim, bool descending) {
+  TORCH_CHECK(!self.is_complex(), "sort(): complex tensors cannot be sorted");
+  TORCH_CHECK(toKernelDType(self.scalar_type()) != DType::Other, "sort(): unsupported dtype ", self.scalar_type());
+  if (self.dim() == 0) return {self.clone(), at::zeros({}, self.options().dtype(at::kLong))};
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor moved = self.movedim(dim, -1).contiguous();
+  Tensor values = at::empty_like(moved), indices = at::empty(moved.sizes(), moved.options().dtype(at::kLong));
+  SortArgs a;
+  a.dtype = toKernelDType(self.scalar_type());
+  a.in = moved.const_data_ptr();
+  a.values = values.data_ptr();
+  a.indices = indices.data_ptr<int64_t>();
+  a.length = moved.size(-1);
+  a.slices = a.length ? moved.numel() / a.length : 0;
+  a.descending = descending;
+  Tensor scratch;
+  if (a.length > kSharedSortMax) {
+    scratch = at::empty({a.slices * a.length * 2}, self.options().dtype(at::kLong));
+    a.scratch = scratch.data_ptr();
+  }
+  if (moved.numel() > 0) {
+    c10::DeviceGuard guard(self.device());
+    MT_RT_CHECK(kernels::sort(a, nativeHandle(currentStream(self.device().index()))));
+  }
+  return {values.movedim(-1, dim), indices.movedim(-1, dim)};
+}
+
+std::tuple<Tensor&, Tensor&> sort_out(const Tensor& self, std::optional<bool>, int64_t dim, bool descending,
+                                      Tensor& values, Tensor& indices) {
+  auto [v, i] = sortAlong(self, dim, descending);
+  at::native::resize_output(values, v.sizes());
+  at::native::resize_output(indices, i.sizes());
+  values.copy_(v);
+  indices.copy_(i);
+  return {values, indices};
+}
+
+std::tuple<Tensor&, Tensor&> topk_out(const Tensor& self, int64_t k, int64_t dim, bool largest, bool,
+                                      Tensor& values, Tensor& indices) {
+  const int64_t d = self.dim() ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  const int64_t n = self.dim() ? self.size(d) : 1;
+  TORCH_CHECK(k >= 0 && k <= n, "selected index k out of range");
+  auto [v, i] = sortAlong(self, d, largest);
+  Tensor tv = self.dim() ? v.narrow(d, 0, k) : v, ti = self.dim() ? i.narrow(d, 0, k) : i;
+  at::native::resize_output(values, tv.sizes());
+  at::native::resize_output(indices, ti.sizes());
+  values.copy_(tv);
+  indices.copy_(ti);
+  return {values, indices};
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool, bool return_inverse, bool return_counts) {
+  Tensor flat = self.reshape({-1});
+  auto [sorted, perm] = sortAlong(flat, 0, false);
+  const int64_t n = flat.numel();
+  auto opts = self.options().dtype(at::kLong);
+  if (n == 0) {
+    return {at::empty({0}, self.options()), at::empty(self.sizes(), opts), at::empty({0}, opts)};
+  }
+  // First element of each run of equal values.
+  Tensor first = at::cat({at::ones({1}, self.options().dtype(at::kBool)), at::ne(sorted.narrow(0, 1, n - 1), sorted.narrow(0, 0, n - 1))});
+  Tensor values = at::masked_select(sorted, first);
+  Tensor inverse, counts;
+  if (return_inverse) {
+    Tensor group = at::sub(at::cumsum(first, 0, at::kLong), 1);  // group of each sorted element
+    inverse = at::empty({n}, opts);
+    inverse.scatter_(0, perm, group);
+    inverse = inverse.view(self.sizes());
+  } else {
+    inverse = at::empty({0}, opts);
+  }
+  if (return_counts) {
+    Tensor starts = at::nonzero(first).reshape({-1});
+    counts = at::diff(at::cat({starts, at::full({1}, n, opts)}));
+  } else {
+    counts = at::empty({0}, opts);
+  }
+  return {values, inverse, counts};
+}
+
+Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  at::native::resize_output(out, {n});
+  if (n == 0) return out;
+  // Sorting distinct-enough random keys gives a uniform permutation (ties resolve by index).
+  Tensor keys = at::empty({n}, out.options().dtype(at::kLong));
+  keys.random_(gen);
+  auto [unused, perm] = sortAlong(keys, 0, false);
+  return out.copy_(perm);
+}
+
+Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement, std::optional<at::Generator> gen) {
+  TORCH_CHECK(self.dim() == 1 || self.dim() == 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(num_samples > 0, "cannot sample n_sample <= 0 samples");
+  const int64_t cats = self.size(-1);
+  TORCH_CHECK(replacement || num_samples <= cats, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  Tensor p = self.dim() == 1 ? self.unsqueeze(0) : self;
+  Tensor pf = p.to(at::kFloat);
+  const bool valid = at::all(at::logical_and(at::ge(pf, 0), at::isfinite(pf))).item().toBool();
+  TORCH_CHECK(valid, "probability tensor contains either `inf`, `nan` or element < 0");
+  Tensor total = at::sum(pf, -1, true);
+  TORCH_CHECK(at::all(at::gt(total, 0)).item().toBool(), "invalid multinomial distribution (sum of probabilities <= 0)");
+  Tensor result;
+  if (replacement) {
+    Tensor cdf = at::div(at::cumsum(pf, -1), total);
+    Tensor u = at::empty({p.size(0), num_samples}, pf.options()).uniform_(0, 1, gen);
+    result = at::clamp_max(at::sum(at::lt(cdf.unsqueeze(-2), u.unsqueeze(-1)), -1), cats - 1);
+  } else {
+    // Exponential-race (Gumbel top-k): the k largest log(u) / p are a sample without replacement.
+    Tensor u = at::empty(pf.sizes(), pf.options()).uniform_(0, 1, gen);
+    Tensor keys = at::div(at::log(u), pf);
+    auto [v, i] = sortAlong(keys, -1, true);
+    result = i.narrow(-1, 0, num_samples);
+  }
+  result = result.contiguous();
+  return self.dim() == 1 ? result.squeeze(0) : result;
+}
+
+Tensor native_dropout_backward(const Tensor& grad, const Tensor& mask, double scale) {
+  return at::mul(at::mul(grad, mask), scale);
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sort.values_stable", TORCH_FN(sort_out));
+  m.impl("topk.values", TORCH_FN(topk_out));
+  m.impl("_unique2", TORCH_FN(unique2));
+  m.impl("randperm.generator_out", TORCH_FN(randperm_out));
+  m.impl("multinomial", TORCH_FN(multinomial));
+  m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
+}
+
+} // namespace mytorch

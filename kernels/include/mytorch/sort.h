@@ -1,0 +1,61 @@
+// Sort family: sorts independent slices of a tensor, producing values and int64 indices.
+//
+// Note [Sort engine]
+// Elements compare as (value, original index) pairs, so the order is stable and the same on both runtimes;
+// NaN sorts above every number (last ascending, first descending), as in ATen. cuda/ sorts slices of up
+// to kSharedSortMax elements with a bitonic network in shared memory (one block per slice), longer ones
+// with a merge sort in global memory (one thread per slice: correct, not fast); sim/ uses std::stable_sort.
+#pragma once
+
+#include <cstdint>
+
+#include "mytorch/dtype.h"
+#include "mytorch/macros.h"
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+
+constexpr int64_t kSharedSortMax = 2048;
+
+struct SortArgs {
+  DType dtype = DType::Float;
+  const void* in = nullptr;     // contiguous [slices, length]
+  void* values = nullptr;       // contiguous [slices, length]
+  int64_t* indices = nullptr;   // contiguous [slices, length]
+  int64_t slices = 0;
+  int64_t length = 0;
+  bool descending = false;
+  void* scratch = nullptr;      // cuda merge sort: 2 * slices * length * (elem + 8) bytes, from the glue
+};
+
+// a before b? (value, index) order with NaN above everything.
+template <typename O>
+MT_HOST_DEVICE inline bool sort_before(O av, int64_t ai, O bv, int64_t bi, bool descending) {
+  const bool an = av != av, bn = bv != bv;
+  if (an || bn) {
+    if (an && bn) return ai < bi;
+    return descending ? an : bn;
+  }
+  if (av == bv) return ai < bi;
+  return descending ? av > bv : av < bv;
+}
+
+namespace sim {
+rt::Status sort(const SortArgs& a, rt::Stream stream);
+}
+#if MYTORCH_WITH_CUDA
+namespace cuda {
+rt::Status sort(const SortArgs& a, rt::Stream stream);
+}
+#endif
+
+namespace kernels {
+inline rt::Status sort(const SortArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::sort(a, stream);
+#endif
+  return sim::sort(a, stream);
+}
+} // namespace kernels
+
+} // namespace mytorch
