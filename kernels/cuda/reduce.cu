@@ -15,6 +15,7 @@ using acc_t = std::conditional_t<
     std::conditional_t<op == RedOp::All || op == RedOp::Any || op == RedOp::CountNonzero, double, ew::opmath_t<T>>>;
 
 __device__ inline int64_t red_offset(const ReduceArgs& r, int64_t j) {
+  if (r.red_ndim == 1) return j * r.red_in_strides[0];  // the common case: no division
   int64_t off = 0;
   for (int d = r.red_ndim - 1; d >= 0; --d) {
     off += (j % r.red_sizes[d]) * r.red_in_strides[d];

@@ -18,6 +18,7 @@ using acc_t = std::conditional_t<
 
 // Offset of reduced element j (row-major over the reduced dims: the last one moves fastest).
 inline int64_t red_offset(const ReduceArgs& r, int64_t j) {
+  if (r.red_ndim == 1) return j * r.red_in_strides[0];  // the common case: no division
   int64_t off = 0;
   for (int d = r.red_ndim - 1; d >= 0; --d) {
     off += (j % r.red_sizes[d]) * r.red_in_strides[d];
