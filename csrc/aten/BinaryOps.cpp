@@ -147,6 +147,21 @@ Tensor floor_divide(const Tensor& self, const Tensor& other) {
 }
 Tensor& floor_divide_(Tensor& self, const Tensor& other) { return floor_divide_out(self, other, self); }
 
+// The << and >> operators are aten ops of their own (functional only).
+Tensor shift(EwOp op, const Tensor& self, const EwInput& other) {
+  const auto compute = ewComputeType({self, other}, false);
+  Tensor out = at::empty({0}, self.options().dtype(compute));
+  if (!ewNative(op, compute, {self, other})) {
+    TORCH_CHECK(false, "mytorch: shifts support integer dtypes, but got ", compute);
+  }
+  ewRun(op, compute, EwResult::Compute, {self, other}, out);
+  return out;
+}
+Tensor lshift_scalar(const Tensor& self, const Scalar& other) { return shift(EwOp::Lshift, self, other); }
+Tensor lshift_tensor(const Tensor& self, const Tensor& other) { return shift(EwOp::Lshift, self, other); }
+Tensor rshift_scalar(const Tensor& self, const Scalar& other) { return shift(EwOp::Rshift, self, other); }
+Tensor rshift_tensor(const Tensor& self, const Tensor& other) { return shift(EwOp::Rshift, self, other); }
+
 Tensor& pow_st_out(const Scalar& self, const Tensor& exponent, Tensor& out) {
   return run(EwOp::Pow, false, EwResult::Compute, {self, exponent}, out, {},
              [&]() -> Tensor& { return Fallback<at::_ops::pow_Scalar_out>::call(self, exponent, out); });
@@ -279,6 +294,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bitwise_xor.Tensor_out", TORCH_FN(bitwise_xor_out));
   m.impl("bitwise_left_shift.Tensor_out", TORCH_FN(lshift_out));
   m.impl("bitwise_right_shift.Tensor_out", TORCH_FN(rshift_out));
+  m.impl("__lshift__.Scalar", TORCH_FN(lshift_scalar));
+  m.impl("__lshift__.Tensor", TORCH_FN(lshift_tensor));
+  m.impl("__rshift__.Scalar", TORCH_FN(rshift_scalar));
+  m.impl("__rshift__.Tensor", TORCH_FN(rshift_tensor));
   m.impl("eq.Tensor_out", TORCH_FN(eq_out));
   m.impl("ne.Tensor_out", TORCH_FN(ne_out));
   m.impl("lt.Tensor_out", TORCH_FN(lt_out));

@@ -6,7 +6,10 @@
 #include <ATen/ops/bitwise_not_ops.h>
 #include <ATen/ops/ceil_ops.h>
 #include <ATen/ops/cos_ops.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/rsub.h>
 #include <ATen/ops/erf_ops.h>
 #include <ATen/ops/erfinv_ops.h>
 #include <ATen/ops/exp2_ops.h>
@@ -131,9 +134,24 @@ MT_PREDICATE(isnan, isnan, IsNan)
 MT_PREDICATE(isinf, isinf, IsInf)
 MT_PREDICATE(isfinite, isfinite, IsFinite)
 
+// Backward of sigmoid and tanh from the saved output, composed of native elementwise kernels (a fused
+// kernel belongs with the NN activation kernels).
+Tensor& sigmoid_backward_out(const Tensor& grad, const Tensor& output, Tensor& grad_input) {
+  Tensor r = at::mul(grad, at::mul(at::rsub(output, 1), output));
+  at::native::resize_output(grad_input, r.sizes());
+  return grad_input.copy_(r);
+}
+Tensor& tanh_backward_out(const Tensor& grad, const Tensor& output, Tensor& grad_input) {
+  Tensor r = at::mul(grad, at::rsub(at::mul(output, output), 1));
+  at::native::resize_output(grad_input, r.sizes());
+  return grad_input.copy_(r);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sigmoid_backward.grad_input", TORCH_FN(sigmoid_backward_out));
+  m.impl("tanh_backward.grad_input", TORCH_FN(tanh_backward_out));
   m.impl("exp.out", TORCH_FN(exp_out));
   m.impl("exp2.out", TORCH_FN(exp2_out));
   m.impl("expm1.out", TORCH_FN(expm1_out));

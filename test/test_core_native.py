@@ -1,0 +1,117 @@
+"""The core tensor ops run on mytorch's own kernels: with the fallback forbidden, each op of the core-kernel
+list runs (forward and, for differentiable ones, backward) and matches the CPU."""
+import pytest
+import torch
+
+g = torch.Generator().manual_seed(0)
+X = torch.randn(6, 7, generator=g)
+Y = torch.randn(6, 7, generator=g).abs() + 0.5
+I = torch.randint(-20, 20, (6, 7), generator=g)
+J = torch.randint(1, 5, (6, 7), generator=g)
+B = X > 0
+IDX = torch.tensor([0, 2, 5])
+
+CASES = {
+    # binary / ternary
+    "add": lambda x, y, i, j, b, ix: torch.add(x, y, alpha=2), "sub": lambda x, y, i, j, b, ix: torch.sub(x, y, alpha=0.5),
+    "mul": lambda x, y, i, j, b, ix: x * y, "div": lambda x, y, i, j, b, ix: x / y,
+    "div_trunc": lambda x, y, i, j, b, ix: torch.div(i, j, rounding_mode="trunc"),
+    "div_floor": lambda x, y, i, j, b, ix: torch.div(x, y, rounding_mode="floor"),
+    "remainder": lambda x, y, i, j, b, ix: torch.remainder(i, j), "fmod": lambda x, y, i, j, b, ix: torch.fmod(x, y),
+    "pow": lambda x, y, i, j, b, ix: torch.pow(y, x), "maximum": lambda x, y, i, j, b, ix: torch.maximum(x, y),
+    "minimum": lambda x, y, i, j, b, ix: torch.minimum(x, y), "atan2": lambda x, y, i, j, b, ix: torch.atan2(x, y),
+    "copysign": lambda x, y, i, j, b, ix: torch.copysign(y, x), "eq": lambda x, y, i, j, b, ix: i == j,
+    "lt": lambda x, y, i, j, b, ix: x < y, "ge": lambda x, y, i, j, b, ix: x >= 0.1,
+    "logical": lambda x, y, i, j, b, ix: torch.logical_xor(b, torch.logical_or(b, ~b)),
+    "bitwise": lambda x, y, i, j, b, ix: (i & j) | (i ^ 3), "shift": lambda x, y, i, j, b, ix: (i << 2) >> j,
+    "where": lambda x, y, i, j, b, ix: torch.where(b, x, y), "clamp": lambda x, y, i, j, b, ix: x.clamp(-0.3, 0.4),
+    "clamp_t": lambda x, y, i, j, b, ix: x.clamp(min=-y, max=y), "lerp": lambda x, y, i, j, b, ix: torch.lerp(x, y, 0.3),
+    "addcmul": lambda x, y, i, j, b, ix: torch.addcmul(x, x, y, value=0.5),
+    "addcdiv": lambda x, y, i, j, b, ix: torch.addcdiv(x, x, y, value=0.5),
+    "masked_fill": lambda x, y, i, j, b, ix: x.masked_fill(b, 1.5), "hypot": lambda x, y, i, j, b, ix: torch.hypot(x, y),
+    # unary
+    **{f"u_{n}": (lambda n: lambda x, y, i, j, b, ix: getattr(torch, n)(x))(n)
+       for n in ["neg", "abs", "sign", "exp", "exp2", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
+                 "floor", "ceil", "round", "trunc", "frac", "isnan", "isinf", "isfinite"]},
+    **{f"u_{n}": (lambda n: lambda x, y, i, j, b, ix: getattr(torch, n)(y))(n)
+       for n in ["log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal"]},
+    "erfinv": lambda x, y, i, j, b, ix: torch.erfinv(x * 0.4), "nan_to_num": lambda x, y, i, j, b, ix: torch.nan_to_num(x / 0),
+    "logical_not": lambda x, y, i, j, b, ix: torch.logical_not(i), "to_half": lambda x, y, i, j, b, ix: x.half(),
+    # reductions
+    "sum": lambda x, y, i, j, b, ix: x.sum(1), "mean": lambda x, y, i, j, b, ix: x.mean(0, keepdim=True),
+    "prod": lambda x, y, i, j, b, ix: y.prod(1), "amax": lambda x, y, i, j, b, ix: x.amax(1),
+    "amin": lambda x, y, i, j, b, ix: x.amin(), "max_dim": lambda x, y, i, j, b, ix: x.max(1),
+    "min_dim": lambda x, y, i, j, b, ix: x.min(0), "argmax": lambda x, y, i, j, b, ix: x.argmax(),
+    "argmin": lambda x, y, i, j, b, ix: x.argmin(1), "var": lambda x, y, i, j, b, ix: x.var(1),
+    "std": lambda x, y, i, j, b, ix: x.std(0), "var_mean": lambda x, y, i, j, b, ix: torch.var_mean(x, 1),
+    "std_mean": lambda x, y, i, j, b, ix: torch.std_mean(x), "norm": lambda x, y, i, j, b, ix: torch.linalg.vector_norm(x, 3, 1),
+    "logsumexp": lambda x, y, i, j, b, ix: torch.logsumexp(x, 1), "all": lambda x, y, i, j, b, ix: b.all(1),
+    "any": lambda x, y, i, j, b, ix: b.any(), "cumsum": lambda x, y, i, j, b, ix: x.cumsum(1),
+    "cumprod": lambda x, y, i, j, b, ix: y.cumprod(0), "count_nonzero": lambda x, y, i, j, b, ix: torch.count_nonzero(i, 1),
+    # indexing and data movement
+    "cat": lambda x, y, i, j, b, ix: torch.cat([x, y], 1), "index_select": lambda x, y, i, j, b, ix: x.index_select(0, ix),
+    "gather": lambda x, y, i, j, b, ix: x.gather(1, j), "scatter": lambda x, y, i, j, b, ix: torch.zeros_like(x).scatter(1, j, y),
+    "scatter_add": lambda x, y, i, j, b, ix: torch.zeros_like(x).scatter_add(1, j, y),
+    "scatter_reduce": lambda x, y, i, j, b, ix: x.scatter_reduce(1, j, y, "amax", include_self=False),
+    "index": lambda x, y, i, j, b, ix: x[ix, 1:], "index_put": lambda x, y, i, j, b, ix: x.index_put((ix,), y[:3], accumulate=True),
+    "index_add": lambda x, y, i, j, b, ix: x.index_add(0, ix, y[:3]), "index_copy": lambda x, y, i, j, b, ix: x.index_copy(0, ix, y[:3]),
+    "masked_select": lambda x, y, i, j, b, ix: x.masked_select(b), "masked_scatter": lambda x, y, i, j, b, ix: x.masked_scatter(b, y),
+    "nonzero": lambda x, y, i, j, b, ix: b.nonzero(), "take": lambda x, y, i, j, b, ix: x.take(ix),
+    "flip": lambda x, y, i, j, b, ix: x.flip(0, 1), "roll": lambda x, y, i, j, b, ix: x.roll(2, 1),
+    "repeat": lambda x, y, i, j, b, ix: x.repeat(2, 1, 2), "tril": lambda x, y, i, j, b, ix: x.tril(1),
+    "triu": lambda x, y, i, j, b, ix: x.triu(-1), "sort": lambda x, y, i, j, b, ix: x.sort(1, descending=True),
+    "topk": lambda x, y, i, j, b, ix: x.topk(3, 1), "unique": lambda x, y, i, j, b, ix: torch.unique(j, return_inverse=True, return_counts=True),
+}
+
+
+@pytest.fixture
+def forbid_fallback():
+    torch.mytorch.set_fallback_mode("error")
+    yield
+    torch.mytorch.set_fallback_mode("silent")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_runs_natively_and_matches_cpu(name, forbid_fallback):
+    fn = CASES[name]
+    ref = fn(X, Y, I, J, B, IDX)
+    dev = fn(*(t.to("mytorch") for t in (X, Y, I, J, B, IDX)))
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    devs = dev if isinstance(dev, tuple) else (dev,)
+    for r, d in zip(refs, devs):
+        assert d.device.type == "mytorch"
+        torch.testing.assert_close(d.cpu(), r, rtol=2e-6, atol=1e-6)
+
+
+def test_factories_and_random_natively(forbid_fallback):
+    assert torch.equal(torch.arange(3, 20, 4, device="mytorch").cpu(), torch.arange(3, 20, 4))
+    torch.testing.assert_close(torch.linspace(-1, 2, 11, device="mytorch").cpu(), torch.linspace(-1, 2, 11))
+    torch.mytorch.manual_seed(3)
+    p = torch.randperm(50, device="mytorch").cpu()
+    assert sorted(p.tolist()) == list(range(50))
+    torch.mytorch.manual_seed(3)
+    assert torch.equal(torch.randperm(50, device="mytorch").cpu(), p)
+    m = torch.multinomial(torch.tensor([0.2, 0.0, 0.8], device="mytorch"), 200, replacement=True).cpu()
+    assert 1 not in m.tolist()
+    x = torch.ones(100, device="mytorch", requires_grad=True)
+    torch.nn.functional.dropout(x, 0.3).sum().backward()
+    assert set(x.grad.cpu().unique().tolist()) <= {0.0, torch.tensor(1 / 0.7).item()}
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "div", "u_exp", "u_tanh", "u_sigmoid", "where", "clamp", "sum", "mean",
+                                  "var", "amax", "logsumexp", "index_select", "gather", "cat", "flip", "cumsum"])
+def test_backward_natively(name, forbid_fallback):
+    fn = CASES[name]
+    leaves = [t.double().requires_grad_() if t.is_floating_point() else t for t in (X, Y, I, J, B, IDX)]
+    dev_leaves = [t.detach().to("mytorch").requires_grad_() if t.is_floating_point() else t.to("mytorch") for t in leaves]
+    ref, dev = fn(*leaves), fn(*dev_leaves)
+    ref = ref[0] if isinstance(ref, tuple) else ref
+    dev = dev[0] if isinstance(dev, tuple) else dev
+    cot = torch.randn(ref.shape, dtype=ref.dtype, generator=torch.Generator().manual_seed(1))
+    grads = torch.autograd.grad(ref, [leaves[0], leaves[1]], cot, allow_unused=True)
+    dgrads = torch.autograd.grad(dev, [dev_leaves[0], dev_leaves[1]], cot.to("mytorch"), allow_unused=True)
+    for r, d in zip(grads, dgrads):
+        if r is None:
+            assert d is None
+        else:
+            torch.testing.assert_close(d.cpu(), r, rtol=1e-9, atol=1e-10)
