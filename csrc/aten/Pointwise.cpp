@@ -77,7 +77,8 @@ void ewRun(EwOp op, c10::ScalarType compute, EwResult result, const std::vector<
     const EwInput& in = inputs[static_cast<size_t>(k)];
     if (std::holds_alternative<c10::Scalar>(in) || isCpuScalar(std::get<at::Tensor>(in))) {
       a.is_scalar[k] = true;
-      scalarBytes(in, want, a.scalar[k]);
+      const bool half = compute == at::kHalf || compute == at::kBFloat16;
+      scalarBytes(in, (op != EwOp::Where && half) ? at::kFloat : want, a.scalar[k]);
       continue;
     }
     const at::Tensor& t = std::get<at::Tensor>(in);

@@ -38,7 +38,8 @@ __device__ inline void ew_scalars(const ElementwiseArgs& a, typename EwTraits<op
     s[k] = O(0);
     if (!a.is_scalar[k]) continue;
     if (op == EwOp::Where && k == 0) *smask = *reinterpret_cast<const bool*>(a.scalar[0]);
-    else s[k] = static_cast<O>(*reinterpret_cast<const T*>(a.scalar[k]));
+    else if (op == EwOp::Where) s[k] = static_cast<O>(*reinterpret_cast<const T*>(a.scalar[k]));
+    else s[k] = *reinterpret_cast<const O*>(a.scalar[k]);  // arithmetic scalars stay in opmath precision
   }
 }
 

@@ -47,10 +47,12 @@ rt::Status run(const ElementwiseArgs& a) {
     if (!a.is_scalar[k]) continue;
     if (op == EwOp::Where && k == 0) {
       std::memcpy(&smask, a.scalar[0], 1);
-    } else {
+    } else if (op == EwOp::Where) {
       T v;
       std::memcpy(&v, a.scalar[k], sizeof(T));
       sval[k] = static_cast<O>(v);
+    } else {
+      std::memcpy(&sval[k], a.scalar[k], sizeof(O));  // arithmetic scalars stay in opmath precision
     }
   }
   const int64_t* st[4] = {a.out.strides, a.is_scalar[0] ? nullptr : a.in[0].strides,

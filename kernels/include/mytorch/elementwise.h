@@ -76,7 +76,9 @@ struct ElementwiseArgs {
   StridedOperand out;
   StridedOperand in[3];
   bool is_scalar[3] = {false, false, false};
-  alignas(16) unsigned char scalar[3][16] = {};  // a CPU scalar operand, already in the compute dtype
+  // A CPU scalar operand: in opmath precision (float for half types, else the compute dtype) for arithmetic,
+  // as ATen keeps wrapped numbers; in the compute dtype for where's values (one conversion, as ATen).
+  alignas(16) unsigned char scalar[3][16] = {};
   EwParams p;
 };
 

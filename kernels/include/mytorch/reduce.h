@@ -79,8 +79,8 @@ MT_HOST_DEVICE inline Acc<A> init(double p) {
     case RedOp::Prod: case RedOp::All: return {A(1), A(0), 0};
     case RedOp::Max: case RedOp::ArgMax: return {std::numeric_limits<A>::lowest(), A(0), -1};
     case RedOp::Min: case RedOp::ArgMin: return {std::numeric_limits<A>::max(), A(0), -1};
-    case RedOp::Norm:
-      if (p == -INFINITY) return {std::numeric_limits<A>::max(), A(0), 0};
+    case RedOp::Norm:  // (Norm reads floating types only: the -inf norm's identity is +inf)
+      if (p == -INFINITY) return {static_cast<A>(INFINITY), A(0), 0};
       return {A(0), A(0), 0};
     default: return {A(0), A(0), 0};
   }
