@@ -335,6 +335,44 @@ Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index_in, 
   return out;
 }
 
+Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "index_fill").reshape({-1});
+  // Iterate over self's shape with dim replaced by the index's length.
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.dim()) shape[static_cast<size_t>(dim)] = index.numel();
+  IndexArgs a;
+  setShape(a, shape);
+  a.dtype = toKernelDType(self.scalar_type());
+  a.elem_size = static_cast<int>(self.element_size());
+  a.target = self.data_ptr();
+  a.src_is_scalar = true;
+  Tensor v = at::full({}, value, at::TensorOptions().dtype(self.scalar_type()));
+  std::memcpy(a.scalar, v.data_ptr(), v.element_size());
+  std::vector<int64_t> istr(shape.size(), 0);
+  for (int64_t d = 0; d < self.dim(); ++d) a.target_strides[d] = d == dim ? 0 : self.stride(d);
+  if (self.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
+  addIndex(a, index, istr, self.dim() ? self.size(dim) : 1, self.dim() ? self.stride(dim) : 0);
+  launch(Kind::Scatter, a, self.device());
+  return self;
+}
+
+Tensor& index_fill_tensor_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "Only supports 0-dimensional value tensor. Got a tensor with ", value.dim(), " dimensions.");
+  return index_fill_(self, dim, index, value.item());
+}
+
+Tensor& put_(Tensor& self, const Tensor& index_in, const Tensor& source, bool accumulate) {
+  Tensor index = longIndex(index_in, self, "put").reshape({-1});
+  TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of elements, but got source.numel() = ",
+              source.numel(), ", index.numel() = ", index.numel());
+  Tensor flat = self.is_contiguous() ? self.view({-1}) : self.contiguous().view({-1});
+  Tensor values = source.reshape({-1}).contiguous();
+  scatterInto(flat, 0, index, &values, nullptr, accumulate ? ScatterOp::Add : ScatterOp::Assign);
+  if (!self.is_contiguous()) self.copy_(flat.view(self.sizes()));
+  return self;
+}
+
 // ---- nonzero and masks ------------------------------------------------------------------------------------------
 
 // Linear positions (row-major) of the non-zero elements, from native kernels: a running count gives each
@@ -527,6 +565,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_reduce.two_out", TORCH_FN(scatter_reduce_two_out));
   m.impl("index_add.out", TORCH_FN(index_add_out));
   m.impl("index_copy.out", TORCH_FN(index_copy_out));
+  m.impl("index_fill_.int_Scalar", TORCH_FN(index_fill_));
+  m.impl("put_", TORCH_FN(put_));
+  m.impl("index_fill_.int_Tensor", TORCH_FN(index_fill_tensor_));
   m.impl("nonzero", TORCH_FN(nonzeroFn));
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
   m.impl("masked_select", TORCH_FN(masked_select));

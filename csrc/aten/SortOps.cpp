@@ -119,6 +119,11 @@ std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool, bool return
   return {values, inverse, counts};
 }
 
+std::tuple<Tensor, Tensor> unique1(const Tensor& self, bool sorted, bool return_inverse) {
+  auto [values, inverse, counts] = unique2(self, sorted, return_inverse, false);
+  return {values, inverse};
+}
+
 Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
   at::native::resize_output(out, {n});
@@ -169,6 +174,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sort.values_stable", TORCH_FN(sort_out));
   m.impl("topk.values", TORCH_FN(topk_out));
   m.impl("_unique2", TORCH_FN(unique2));
+  m.impl("_unique", TORCH_FN(unique1));
   m.impl("randperm.generator_out", TORCH_FN(randperm_out));
   m.impl("multinomial", TORCH_FN(multinomial));
   m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));

@@ -9,6 +9,13 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/clamp_min.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/round.h>
+#include <ATen/ops/sgn_ops.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/erf_ops.h>
 #include <ATen/ops/erfinv_ops.h>
@@ -39,6 +46,7 @@
 #include <ATen/ops/trunc_ops.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
 
 #include "csrc/aten/Pointwise.h"
@@ -90,6 +98,39 @@ MT_UNARY(round_out, round_out, Round, false)
 MT_UNARY(trunc_out, trunc_out, Trunc, false)
 MT_UNARY(frac_out, frac_out, Frac, false)
 MT_UNARY(bitwise_not_out, bitwise_not_out, BitNot, false)
+
+// sgn is sign for real dtypes (complex takes the fallback).
+Tensor& sgn_out(const Tensor& self, Tensor& out) {
+  return runUnary(EwOp::Sign, false, EwResult::Compute, self, out, {},
+                  [&]() -> Tensor& { return Fallback<at::_ops::sgn_out>::call(self, out); });
+}
+
+// round(decimals) as ATen: scale by 10^|d|, round half to even, scale back (native kernels, scalars in opmath).
+Tensor& round_decimals_out(const Tensor& self, int64_t decimals, Tensor& out) {
+  if (decimals == 0) return round_out(self, out);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "round_decimals: expected a floating point tensor, got ", self.scalar_type());
+  const double ten = std::pow(10.0, static_cast<double>(std::abs(decimals)));
+  Tensor r = decimals > 0 ? at::div(at::round(at::mul(self, ten)), ten) : at::mul(at::round(at::div(self, ten)), ten);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// relu is clamp_min(x, 0) (NaN stays NaN); fused activations with their backward come with the NN kernels.
+Tensor relu(const Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  return at::clamp_min(self, 0);
+}
+Tensor& relu_(Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  return at::clamp_min_(self, 0);
+}
+
+// relu's backward (grad where self > threshold, else 0), from native kernels.
+Tensor& threshold_backward_out(const Tensor& grad, const Tensor& self, const c10::Scalar& threshold, Tensor& grad_input) {
+  Tensor r = at::where(at::le(self, threshold), at::zeros_like(grad), grad);
+  at::native::resize_output(grad_input, r.sizes());
+  return grad_input.copy_(r);
+}
 
 Tensor& neg_out(const Tensor& self, Tensor& out) {
   TORCH_CHECK(self.scalar_type() != at::kBool,
@@ -178,6 +219,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("frac.out", TORCH_FN(frac_out));
   m.impl("bitwise_not.out", TORCH_FN(bitwise_not_out));
   m.impl("neg.out", TORCH_FN(neg_out));
+  m.impl("sgn.out", TORCH_FN(sgn_out));
+  m.impl("round.decimals_out", TORCH_FN(round_decimals_out));
+  m.impl("relu", TORCH_FN(relu));
+  m.impl("relu_", TORCH_FN(relu_));
+  m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
   m.impl("logical_not.out", TORCH_FN(logical_not_out));
   m.impl("nan_to_num.out", TORCH_FN(nan_to_num_out));
   m.impl("isnan", TORCH_FN(isnan));
