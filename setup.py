@@ -74,7 +74,11 @@ class CMakeBuild(build_ext):
             raise RuntimeError(f"CMake produced no _C extension in {build_dir}")
         dest = Path(self.get_ext_fullpath(ext.name))
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(built[0], dest)
+        # Copy then rename: a process that has the old extension loaded keeps its mapping (overwriting the
+        # file in place would change the code under it).
+        tmp = dest.with_name(dest.name + ".tmp")
+        shutil.copyfile(built[0], tmp)
+        os.replace(tmp, dest)
 
 
 setup(
