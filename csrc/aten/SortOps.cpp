@@ -3,7 +3,9 @@
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/any.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/index_select.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/clamp_max.h>
 #include <ATen/ops/cumsum.h>
@@ -124,6 +126,38 @@ std::tuple<Tensor, Tensor> unique1(const Tensor& self, bool sorted, bool return_
   return {values, inverse};
 }
 
+// unique over slices along dim: slices ordered lexicographically by one stable sort per column (last
+// column first, radix-style), then the first slice of each run of equal slices.
+std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, bool, bool return_inverse, bool return_counts) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.size(dim);
+  auto opts = self.options().dtype(at::kLong);
+  if (n == 0) return {self.clone(), at::empty({0}, opts), at::empty({0}, opts)};
+  const int64_t m = n ? self.numel() / n : 0;
+  Tensor rows = self.movedim(dim, 0).reshape({n, m});
+  Tensor perm = at::arange(n, opts);
+  for (int64_t c = m - 1; c >= 0; --c) {
+    Tensor col = rows.select(1, c).index_select(0, perm);
+    auto [unused, order] = sortAlong(col, 0, false);   // stable: keeps the order of the later columns
+    perm = perm.index_select(0, order);
+  }
+  Tensor sorted = rows.index_select(0, perm);
+  Tensor first = at::cat({at::ones({1}, self.options().dtype(at::kBool)),
+                          n > 1 ? at::ne(sorted.narrow(0, 1, n - 1), sorted.narrow(0, 0, n - 1)).any(1)
+                                : at::empty({0}, self.options().dtype(at::kBool))});
+  Tensor starts = at::nonzero(first).reshape({-1});
+  std::vector<int64_t> shape = self.movedim(dim, 0).sizes().vec();
+  shape[0] = starts.numel();
+  Tensor values = sorted.index_select(0, starts).reshape(shape).movedim(0, dim);
+  Tensor inverse = at::empty({0}, opts), counts = at::empty({0}, opts);
+  if (return_inverse) {
+    inverse = at::empty({n}, opts);
+    inverse.scatter_(0, perm, at::sub(at::cumsum(first, 0, at::kLong), 1));
+  }
+  if (return_counts) counts = at::diff(at::cat({starts, at::full({1}, n, opts)}));
+  return {values, inverse, counts};
+}
+
 Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
   at::native::resize_output(out, {n});
@@ -175,6 +209,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("topk.values", TORCH_FN(topk_out));
   m.impl("_unique2", TORCH_FN(unique2));
   m.impl("_unique", TORCH_FN(unique1));
+  m.impl("unique_dim", TORCH_FN(unique_dim));
   m.impl("randperm.generator_out", TORCH_FN(randperm_out));
   m.impl("multinomial", TORCH_FN(multinomial));
   m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
