@@ -9,24 +9,11 @@ device->host, device->device (contiguous, transposed, dtype cast) and fill.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
 import mytorch  # noqa: F401
-
-
-def timed(fn, sync, repeat):
-    fn()
-    sync()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+from _timing import timed
 
 
 def main():

@@ -11,25 +11,11 @@ mytorch is faster). The last table is host overhead per call on tiny tensors (mi
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
 import mytorch  # noqa: F401
-
-
-def timed(fn, sync, repeat, warmup=2):
-    for _ in range(warmup):
-        fn()
-    sync()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+from _timing import timed
 
 
 def cases(n: int, dev: str):

@@ -219,44 +219,31 @@ Tensor& prepare(const Tensor& self, Tensor& out) {
   return out;
 }
 
-Tensor& scatter_src_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src, Tensor& out) {
+// The shared path of the scatter overloads: wrap dim, check index dtype and shapes, start from self.
+Tensor& scatterOverload(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor* src,
+                        const c10::Scalar* value, ScatterOp op, const char* name, Tensor& out) {
   dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor index = longIndex(index_in, self, "scatter");
-  checkGatherShapes(self, dim, index, &src, "scatter");
+  Tensor index = longIndex(index_in, self, name);
+  checkGatherShapes(self, dim, index, src, name);
   prepare(self, out);
-  scatterInto(out, dim, index, &src, nullptr, ScatterOp::Assign);
+  scatterInto(out, dim, index, src, value, op);
   return out;
 }
-Tensor& scatter_value_out(const Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value, Tensor& out) {
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor index = longIndex(index_in, self, "scatter");
-  checkGatherShapes(self, dim, index, nullptr, "scatter");
-  prepare(self, out);
-  scatterInto(out, dim, index, nullptr, &value, ScatterOp::Assign);
-  return out;
+
+Tensor& scatter_src_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
+  return scatterOverload(self, dim, index, &src, nullptr, ScatterOp::Assign, "scatter", out);
 }
-Tensor& scatter_reduce_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src, c10::string_view reduce, Tensor& out) {
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor index = longIndex(index_in, self, "scatter");
-  checkGatherShapes(self, dim, index, &src, "scatter");
-  prepare(self, out);
-  scatterInto(out, dim, index, &src, nullptr, reduceOp(reduce, false));
-  return out;
+Tensor& scatter_value_out(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value, Tensor& out) {
+  return scatterOverload(self, dim, index, nullptr, &value, ScatterOp::Assign, "scatter", out);
 }
-Tensor& scatter_value_reduce_out(const Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value, c10::string_view reduce, Tensor& out) {
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor index = longIndex(index_in, self, "scatter");
-  prepare(self, out);
-  scatterInto(out, dim, index, nullptr, &value, reduceOp(reduce, false));
-  return out;
+Tensor& scatter_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, c10::string_view reduce, Tensor& out) {
+  return scatterOverload(self, dim, index, &src, nullptr, reduceOp(reduce, false), "scatter", out);
 }
-Tensor& scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src, Tensor& out) {
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor index = longIndex(index_in, self, "scatter_add");
-  checkGatherShapes(self, dim, index, &src, "scatter_add");
-  prepare(self, out);
-  scatterInto(out, dim, index, &src, nullptr, ScatterOp::Add);
-  return out;
+Tensor& scatter_value_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value, c10::string_view reduce, Tensor& out) {
+  return scatterOverload(self, dim, index, nullptr, &value, reduceOp(reduce, false), "scatter", out);
+}
+Tensor& scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
+  return scatterOverload(self, dim, index, &src, nullptr, ScatterOp::Add, "scatter_add", out);
 }
 
 Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src,
