@@ -273,21 +273,17 @@ Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& in
   return out;
 }
 
-Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, const c10::Scalar& alpha, Tensor& out) {
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor index = longIndex(index_in, self, "index_add").reshape({-1});
-  prepare(self, out);
-  Tensor src = alpha.equal(1) ? source : at::mul(source, alpha);
-  // Iterate over the source: the index applies along dim.
+// index_add / index_copy: iterate over the source; the index picks the position along dim in out.
+void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tensor& source, ScatterOp op) {
   std::vector<int64_t> istr(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 0);
   IndexArgs a;
   setShape(a, source.dim() ? source.sizes() : at::IntArrayRef{1});
   a.dtype = toKernelDType(out.scalar_type());
   a.elem_size = static_cast<int>(out.element_size());
   a.target = out.data_ptr();
-  Tensor sc = src.scalar_type() == out.scalar_type() ? src : src.to(out.scalar_type());
+  Tensor sc = source.scalar_type() == out.scalar_type() ? source : source.to(out.scalar_type());
   a.other = sc.data_ptr();
-  a.op = ScatterOp::Add;
+  a.op = op;
   for (int64_t d = 0; d < source.dim(); ++d) {
     a.target_strides[d] = d == dim ? 0 : out.stride(d);
     a.other_strides[d] = sc.stride(d);
@@ -295,6 +291,13 @@ Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, c
   if (source.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
   addIndex(a, index, istr, out.dim() ? out.size(dim) : 1, out.dim() ? out.stride(dim) : 0);
   launch(Kind::Scatter, a, out.device());
+}
+
+Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, const c10::Scalar& alpha, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "index_add").reshape({-1});
+  prepare(self, out);
+  indexIntoAlongDim(out, dim, index, alpha.equal(1) ? source : at::mul(source, alpha), ScatterOp::Add);
   return out;
 }
 
@@ -304,21 +307,7 @@ Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index_in, 
   TORCH_CHECK(source.dim() == 0 || index.numel() == source.size(dim), "index_copy_(): Number of indices (", index.numel(),
               ") should be equal to source.size(dim) (", source.dim() ? source.size(dim) : 1, ")");
   prepare(self, out);
-  std::vector<int64_t> istr(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 0);
-  IndexArgs a;
-  setShape(a, source.dim() ? source.sizes() : at::IntArrayRef{1});
-  a.dtype = toKernelDType(out.scalar_type());
-  a.elem_size = static_cast<int>(out.element_size());
-  a.target = out.data_ptr();
-  Tensor sc = source.scalar_type() == out.scalar_type() ? source : source.to(out.scalar_type());
-  a.other = sc.data_ptr();
-  for (int64_t d = 0; d < source.dim(); ++d) {
-    a.target_strides[d] = d == dim ? 0 : out.stride(d);
-    a.other_strides[d] = sc.stride(d);
-  }
-  if (source.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
-  addIndex(a, index, istr, out.dim() ? out.size(dim) : 1, out.dim() ? out.stride(dim) : 0);
-  launch(Kind::Scatter, a, out.device());
+  indexIntoAlongDim(out, dim, index, source, ScatterOp::Assign);
   return out;
 }
 

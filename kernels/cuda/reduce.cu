@@ -1,28 +1,10 @@
 // CUDA reductions and scans (Note [Reduction engine]): a block per output element, threads striding over
 // the reduced elements, accumulators combined through shared memory; scans run one thread per line.
 #include "common.cuh"
-#include "mytorch/ops_math.h"
 #include "mytorch/reduce.h"
 
 namespace mytorch::cuda {
 namespace {
-
-// Integer sums and products accumulate in int64; predicates and counts in double (exact for counts up to
-// 2^53 and for comparisons with zero in every dtype); everything else in opmath.
-template <RedOp op, typename T>
-using acc_t = std::conditional_t<
-    (op == RedOp::Sum || op == RedOp::Prod) && std::is_integral_v<T>, int64_t,
-    std::conditional_t<op == RedOp::All || op == RedOp::Any || op == RedOp::CountNonzero, double, ew::opmath_t<T>>>;
-
-__device__ inline int64_t red_offset(const ReduceArgs& r, int64_t j) {
-  if (r.red_ndim == 1) return j * r.red_in_strides[0];  // the common case: no division
-  int64_t off = 0;
-  for (int d = r.red_ndim - 1; d >= 0; --d) {
-    off += (j % r.red_sizes[d]) * r.red_in_strides[d];
-    j /= r.red_sizes[d];
-  }
-  return off;
-}
 
 template <typename O, typename A>
 __device__ inline void store(void* base, int64_t off, A v) {
@@ -48,7 +30,7 @@ __device__ inline void store_any(DType t, void* base, int64_t off, A v) {
 
 template <RedOp op, typename T>
 __global__ void reduce_kernel(ReduceArgs r) {
-  using A = acc_t<op, T>;
+  using A = red::acc_t<op, T>;
   extern __shared__ unsigned char smem[];
   auto* parts = reinterpret_cast<red::Acc<A>*>(smem);
   const T* in = static_cast<const T*>(r.in);
@@ -63,7 +45,7 @@ __global__ void reduce_kernel(ReduceArgs r) {
     }
     red::Acc<A> acc = red::init<op, A>(r.p);
     for (int64_t j = threadIdx.x; j < r.red_numel; j += blockDim.x) {
-      red::push<op, A>(acc, static_cast<A>(in[in_base + red_offset(r, j)]), j, r.p);
+      red::push<op, A>(acc, static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.p);
     }
     parts[threadIdx.x] = acc;
     __syncthreads();
@@ -95,7 +77,7 @@ rt::Status launch(const ReduceArgs& r, rt::Stream stream) {
     if constexpr (!is_complex_t<T>::value) {
       constexpr bool floating = !std::is_integral_v<T>;
       if constexpr ((op != RedOp::Norm && op != RedOp::Var && op != RedOp::Mean) || floating) {
-        using A = acc_t<op, T>;
+        using A = red::acc_t<op, T>;
         const unsigned grid = static_cast<unsigned>(r.out_numel < 65535 ? r.out_numel : 65535);
         reduce_kernel<op, T><<<grid, kThreads, kThreads * sizeof(red::Acc<A>), native(stream)>>>(r);
         st = check_launch("reduce");
@@ -107,23 +89,8 @@ rt::Status launch(const ReduceArgs& r, rt::Stream stream) {
 
 template <typename T>
 __global__ void scan_kernel(ScanArgs s) {
-  using A = std::conditional_t<std::is_integral_v<T>, int64_t, ew::opmath_t<T>>;
   for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < s.lines; l += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = l, in_off = 0, out_off = 0;
-    for (int d = s.outer_ndim - 1; d >= 0; --d) {
-      const int64_t i = rem % s.outer_sizes[d];
-      rem /= s.outer_sizes[d];
-      in_off += i * s.outer_in_strides[d];
-      out_off += i * s.outer_out_strides[d];
-    }
-    const T* in = static_cast<const T*>(s.in) + in_off;
-    T* out = static_cast<T*>(s.out) + out_off;
-    A acc = s.prod ? A(1) : A(0);
-    for (int64_t i = 0; i < s.length; ++i) {
-      const A v = static_cast<A>(in[i * s.in_stride]);
-      acc = s.prod ? acc * v : acc + v;
-      out[i * s.out_stride] = static_cast<T>(acc);
-    }
+    red::scan_line<T>(s, l);
   }
 }
 

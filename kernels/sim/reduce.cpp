@@ -4,32 +4,13 @@
 
 #include <type_traits>
 
-#include "mytorch/ops_math.h"
 
 namespace mytorch::sim {
 namespace {
 
-// Integer sums and products accumulate in int64; predicates and counts in double (exact for counts up to
-// 2^53 and for comparisons with zero in every dtype); everything else in opmath.
-template <RedOp op, typename T>
-using acc_t = std::conditional_t<
-    (op == RedOp::Sum || op == RedOp::Prod) && std::is_integral_v<T>, int64_t,
-    std::conditional_t<op == RedOp::All || op == RedOp::Any || op == RedOp::CountNonzero, double, ew::opmath_t<T>>>;
-
-// Offset of reduced element j (row-major over the reduced dims: the last one moves fastest).
-inline int64_t red_offset(const ReduceArgs& r, int64_t j) {
-  if (r.red_ndim == 1) return j * r.red_in_strides[0];  // the common case: no division
-  int64_t off = 0;
-  for (int d = r.red_ndim - 1; d >= 0; --d) {
-    off += (j % r.red_sizes[d]) * r.red_in_strides[d];
-    j /= r.red_sizes[d];
-  }
-  return off;
-}
-
 template <RedOp op, typename T>
 rt::Status run(const ReduceArgs& r) {
-  using A = acc_t<op, T>;
+  using A = red::acc_t<op, T>;
   const T* in = static_cast<const T*>(r.in);
   constexpr int64_t kChunk = 256;
   for (int64_t o = 0; o < r.out_numel; ++o) {
@@ -45,7 +26,7 @@ rt::Status run(const ReduceArgs& r) {
     for (int64_t c = 0; c < r.red_numel; c += kChunk) {
       red::Acc<A> part = red::init<op, A>(r.p);
       const int64_t end = c + kChunk < r.red_numel ? c + kChunk : r.red_numel;
-      for (int64_t j = c; j < end; ++j) red::push<op, A>(part, static_cast<A>(in[in_base + red_offset(r, j)]), j, r.p);
+      for (int64_t j = c; j < end; ++j) red::push<op, A>(part, static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.p);
       red::combine<op, A>(total, part, r.p);
     }
     A mean = A(0);
@@ -83,17 +64,6 @@ rt::Status run_dtype(const ReduceArgs& r) {
   return st;
 }
 
-template <typename T>
-void scan_line(const ScanArgs& s, const T* in, T* out) {
-  using A = std::conditional_t<std::is_integral_v<T>, int64_t, ew::opmath_t<T>>;
-  A acc = s.prod ? A(1) : A(0);
-  for (int64_t i = 0; i < s.length; ++i) {
-    const A v = static_cast<A>(in[i * s.in_stride]);
-    acc = s.prod ? acc * v : acc + v;
-    out[i * s.out_stride] = static_cast<T>(acc);
-  }
-}
-
 } // namespace
 
 rt::Status reduce(const ReduceArgs& r, rt::Stream) {
@@ -118,16 +88,7 @@ rt::Status scan(const ScanArgs& s, rt::Stream) {
   bool ok = dispatch_dtype(s.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!is_complex_t<T>::value && !std::is_same_v<T, bool>) {
-      for (int64_t l = 0; l < s.lines; ++l) {
-        int64_t rem = l, in_off = 0, out_off = 0;
-        for (int d = s.outer_ndim - 1; d >= 0; --d) {
-          const int64_t i = rem % s.outer_sizes[d];
-          rem /= s.outer_sizes[d];
-          in_off += i * s.outer_in_strides[d];
-          out_off += i * s.outer_out_strides[d];
-        }
-        scan_line<T>(s, static_cast<const T*>(s.in) + in_off, static_cast<T*>(s.out) + out_off);
-      }
+      for (int64_t l = 0; l < s.lines; ++l) red::scan_line<T>(s, l);
     }
   });
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "scan: unsupported dtype");

@@ -14,9 +14,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
+#include "mytorch/ops_math.h"
 #include "mytorch/runtime.h"
 
 namespace mytorch {
@@ -61,6 +63,45 @@ struct ScanArgs {
 };
 
 namespace red {
+
+// Integer sums and products accumulate in int64; predicates and counts in double (exact for counts up to
+// 2^53 and for comparisons with zero in every dtype); everything else in opmath.
+template <RedOp op, typename T>
+using acc_t = std::conditional_t<
+    (op == RedOp::Sum || op == RedOp::Prod) && std::is_integral_v<T>, int64_t,
+    std::conditional_t<op == RedOp::All || op == RedOp::Any || op == RedOp::CountNonzero, double, ew::opmath_t<T>>>;
+
+// Offset of reduced element j (row-major over the reduced dims: the last one moves fastest).
+MT_HOST_DEVICE inline int64_t red_offset(const ReduceArgs& r, int64_t j) {
+  if (r.red_ndim == 1) return j * r.red_in_strides[0];  // the common case: no division
+  int64_t off = 0;
+  for (int d = r.red_ndim - 1; d >= 0; --d) {
+    off += (j % r.red_sizes[d]) * r.red_in_strides[d];
+    j /= r.red_sizes[d];
+  }
+  return off;
+}
+
+// Scan line l (row-major over the outer dims), accumulated in int64 for integers and opmath otherwise.
+template <typename T>
+MT_HOST_DEVICE inline void scan_line(const ScanArgs& s, int64_t l) {
+  int64_t in_off = 0, out_off = 0;
+  for (int d = s.outer_ndim - 1; d >= 0; --d) {
+    const int64_t i = l % s.outer_sizes[d];
+    l /= s.outer_sizes[d];
+    in_off += i * s.outer_in_strides[d];
+    out_off += i * s.outer_out_strides[d];
+  }
+  const T* in = static_cast<const T*>(s.in) + in_off;
+  T* out = static_cast<T*>(s.out) + out_off;
+  using A = std::conditional_t<std::is_integral_v<T>, int64_t, ew::opmath_t<T>>;
+  A acc = s.prod ? A(1) : A(0);
+  for (int64_t i = 0; i < s.length; ++i) {
+    const A v = static_cast<A>(in[i * s.in_stride]);
+    acc = s.prod ? acc * v : acc + v;
+    out[i * s.out_stride] = static_cast<T>(acc);
+  }
+}
 
 // The accumulator of every reduction: value (a), second moment or count-like (b), index or count (n).
 template <typename A>
