@@ -28,6 +28,20 @@ def find_nvcc():
     return None
 
 
+def nvidia_wheel_includes():
+    """Header folders of NVIDIA's library wheels (nvidia-cublas, nvidia-cudnn-cu13): where cuBLASLt's and
+    cuDNN's headers live when the toolkit under CUDA_HOME has no copy of its own."""
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    found = []
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13/include", "cublas/include", "cudnn/include"):
+            path = os.path.join(root, sub)
+            if os.path.isdir(path):
+                found.append(path)
+    return found
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         import torch
@@ -61,7 +75,8 @@ class CMakeBuild(build_ext):
         ]
         if with_cuda:
             cfg += [f"-DCMAKE_CUDA_COMPILER={nvcc}",
-                    f"-DMYTORCH_CUDA_ARCHS={os.environ.get('MYTORCH_CUDA_ARCHS', '90')}"]
+                    f"-DMYTORCH_CUDA_ARCHS={os.environ.get('MYTORCH_CUDA_ARCHS', '90')}",
+                    f"-DMYTORCH_NVIDIA_INCLUDE={';'.join(nvidia_wheel_includes())}"]
         if shutil.which("ninja"):
             cfg += ["-G", "Ninja"]
         print(f"mytorch: building with CUDA={'on' if with_cuda else 'off'} against torch {torch.__version__}",

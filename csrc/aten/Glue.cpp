@@ -1,7 +1,21 @@
 // See Glue.h.
 #include "csrc/aten/Glue.h"
 
+#include <ATen/ops/from_blob.h>
+
+#include "csrc/core/Stream.h"
+
 namespace mytorch {
+
+bool onSim() { return rt::kind() == rt::Kind::Sim; }
+
+at::Tensor hostView(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  TORCH_INTERNAL_ASSERT(onSim(), "hostView: device memory is host memory only on the sim runtime");
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+}
+
+rt::Stream streamFor(const at::Tensor& t) { return nativeHandle(currentStream(t.device().index())); }
 
 StridedShape stridedShape(const at::TensorIteratorBase& iter) {
   StridedShape s;

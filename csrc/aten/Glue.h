@@ -8,6 +8,7 @@
 
 #include "mytorch/copy.h"
 #include "mytorch/dtype.h"
+#include "mytorch/runtime.h"
 
 namespace mytorch {
 
@@ -28,6 +29,14 @@ inline DType toKernelDType(c10::ScalarType t) {
     default: return DType::Other;
   }
 }
+
+// Whether kernels run on the simulated runtime, where device memory is host memory.
+bool onSim();
+// A CPU tensor over the same bytes as device tensor `t` (sim only; same sizes, strides and offset): how the
+// sim glue hands GEMMs to ATen's CPU BLAS (DESIGN.md, "Kernels").
+at::Tensor hostView(const at::Tensor& t);
+// The kernel stream of the device `t` lives on.
+rt::Stream streamFor(const at::Tensor& t);
 
 // Shape of an iterator, checked against the kernels' dimension limit.
 StridedShape stridedShape(const at::TensorIteratorBase& iter);

@@ -84,4 +84,16 @@ inline bool dispatch_dtype(DType t, F&& f) {
   }
 }
 
+// Calls f(T{}) for the floating types (half, bfloat16, float, double); false for any other dtype.
+template <typename F>
+inline bool dispatch_floating(DType t, F&& f) {
+  switch (t) {
+    case DType::Half: f(c10::Half{}); return true;
+    case DType::BFloat16: f(c10::BFloat16{}); return true;
+    case DType::Float: f(float{}); return true;
+    case DType::Double: f(double{}); return true;
+    default: return false;
+  }
+}
+
 } // namespace mytorch
