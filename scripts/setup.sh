@@ -21,6 +21,22 @@ fi
 # expecttest and numpy: imported by torch.testing._internal, whose OpInfo database the alignment suite runs.
 # matplotlib: the memory-snapshot plot (python -m mytorch.tools.memory_plot).
 "$PY" -m pip install --quiet "pytest" "expecttest" "numpy" "matplotlib" "setuptools>=64" "wheel" "cmake>=3.24" "ninja"
+# cuBLASLt's and cuDNN's headers, for the CUDA GEMM and convolutions (the libraries themselves are opened at
+# run time): from NVIDIA's wheels when nvcc is here but the toolkit has no copy (torch's CUDA wheels already
+# depend on both).
+has_header() {  # has_header FILE: in the toolkit or in an nvidia-* wheel
+  [ -f "${CUDA_HOME:-/usr/local/cuda}/include/$1" ] || "$PY" - "$1" <<'PYCHECK' 2>/dev/null
+import importlib.util, os, sys
+spec = importlib.util.find_spec("nvidia")
+roots = list(spec.submodule_search_locations) if spec else []
+subs = ("cu13/include", "cublas/include", "cudnn/include")
+sys.exit(0 if any(os.path.isfile(os.path.join(r, s, sys.argv[1])) for r in roots for s in subs) else 1)
+PYCHECK
+}
+if [ "${MYTORCH_CUDA:-auto}" != "0" ] && { command -v nvcc >/dev/null 2>&1 || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; }; then
+  has_header cublasLt.h || "$PY" -m pip install --quiet "nvidia-cublas==13.*"
+  has_header cudnn.h || "$PY" -m pip install --quiet "nvidia-cudnn-cu13==9.*"
+fi
 start=$(date +%s)
 "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .
 echo "mytorch: built and installed in $(( $(date +%s) - start )) s ($("$PY" -c 'import torch; print("torch", torch.__version__)'))"
