@@ -1,0 +1,113 @@
+// CUDA softmax (Note [Softmax family]): a block per line when the reduced dimension is the innermost one,
+// else a thread per line running the shared line function.
+#include <cfloat>
+
+#include "common.cuh"
+#include "mytorch/softmax.h"
+
+namespace mytorch::cuda {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+// Block-wide reduction of one value (max or sum) through shared memory; every thread gets the result.
+template <bool is_max, typename A>
+__device__ inline A block_reduce(A v, A* smem) {
+  for (int off = 16; off > 0; off /= 2) {
+    const A o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = is_max ? ((o != o || o > v) ? o : v) : v + o;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // smem may still be read from a previous reduction
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < static_cast<int>(blockDim.x / 32) ? smem[lane] : (is_max ? A(-INFINITY) : A(0));
+    for (int off = 16; off > 0; off /= 2) {
+      const A o = __shfl_xor_sync(0xffffffffu, v, off);
+      v = is_max ? ((o != o || o > v) ? o : v) : v + o;
+    }
+    if (lane == 0) smem[0] = v;
+  }
+  __syncthreads();
+  return smem[0];
+}
+
+template <typename I, typename O, typename A>
+__global__ void forward_rows(SoftmaxArgs s) {
+  __shared__ A smem[32];
+  for (int64_t row = blockIdx.x; row < s.outer; row += gridDim.x) {
+    const I* x = static_cast<const I*>(s.in) + row * s.dim;
+    O* y = static_cast<O*>(s.out) + row * s.dim;
+    A mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
+      const A v = static_cast<A>(x[j]);
+      mx = (v != v || v > mx) ? v : mx;
+    }
+    mx = block_reduce<true>(mx, smem);
+    A sum = 0;
+    for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) sum += exp(static_cast<A>(x[j]) - mx);
+    sum = block_reduce<false>(sum, smem);
+    const A lse = log(sum);
+    for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
+      const A v = static_cast<A>(x[j]) - mx;
+      y[j] = static_cast<O>(s.log ? v - lse : exp(v) / sum);
+    }
+  }
+}
+
+template <typename G, typename O, typename A>
+__global__ void backward_rows(SoftmaxArgs s) {
+  __shared__ A smem[32];
+  for (int64_t row = blockIdx.x; row < s.outer; row += gridDim.x) {
+    const G* g = static_cast<const G*>(s.in) + row * s.dim;
+    const G* y = static_cast<const G*>(s.out_saved) + row * s.dim;
+    O* gi = static_cast<O*>(s.out) + row * s.dim;
+    A sum = 0;
+    for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
+      const A gv = static_cast<A>(g[j]);
+      sum += s.log ? gv : gv * static_cast<A>(y[j]);
+    }
+    sum = block_reduce<false>(sum, smem);
+    for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
+      const A gv = static_cast<A>(g[j]), yv = static_cast<A>(y[j]);
+      gi[j] = static_cast<O>(s.log ? gv - exp(yv) * sum : yv * (gv - sum));
+    }
+  }
+}
+
+template <typename I, typename O, typename A>
+__global__ void lines(SoftmaxArgs s) {
+  const int64_t n = s.outer * s.inner;
+  for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < n; l += int64_t(gridDim.x) * blockDim.x) {
+    if (s.backward) smx::backward_line<I, O, A>(s, l);
+    else smx::forward_line<I, O, A>(s, l);
+  }
+}
+
+template <typename I, typename O>
+void launch(const SoftmaxArgs& s, cudaStream_t st) {
+  using A = ew::opmath_t<I>;
+  if (s.inner == 1) {
+    const unsigned grid = static_cast<unsigned>(s.outer < 65535 ? s.outer : 65535);
+    if (s.backward) backward_rows<I, O, A><<<grid, kRowThreads, 0, st>>>(s);
+    else forward_rows<I, O, A><<<grid, kRowThreads, 0, st>>>(s);
+  } else {
+    lines<I, O, A><<<grid_for(s.outer * s.inner), kThreads, 0, st>>>(s);
+  }
+}
+
+} // namespace
+
+rt::Status softmax(const SoftmaxArgs& s, rt::Stream stream) {
+  if (s.outer * s.inner == 0 || s.dim == 0) return rt::Status::Success;
+  bool ok = false;
+  dispatch_floating(s.in_dtype, [&](auto in_tag) {
+    using I = decltype(in_tag);
+    ok = dispatch_floating(s.out_dtype, [&](auto out_tag) { launch<I, decltype(out_tag)>(s, native(stream)); });
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "softmax: expected floating dtypes");
+  return check_launch("softmax");
+}
+
+} // namespace mytorch::cuda
