@@ -4,6 +4,7 @@
 namespace mytorch::cuda {
 
 rt::Status elementwise(const ElementwiseArgs& a, rt::Stream s) {
+  if (ew_is_nn(a.op)) return ew_nn(a, s);
   switch (a.op) {
     case EwOp::Add: case EwOp::Sub: case EwOp::Mul: case EwOp::Div: case EwOp::DivTrunc: case EwOp::DivFloor:
     case EwOp::Remainder: case EwOp::Fmod: case EwOp::Pow: case EwOp::Maximum: case EwOp::Minimum:

@@ -199,5 +199,6 @@ rt::Status ew_binary_logic(const ElementwiseArgs& a, rt::Stream s);
 rt::Status ew_ternary(const ElementwiseArgs& a, rt::Stream s);
 rt::Status ew_unary_float(const ElementwiseArgs& a, rt::Stream s);
 rt::Status ew_unary_other(const ElementwiseArgs& a, rt::Stream s);
+rt::Status ew_nn(const ElementwiseArgs& a, rt::Stream s);
 
 } // namespace mytorch::cuda

@@ -13,6 +13,7 @@
 #include "mytorch/dtype.h"
 #include "mytorch/elementwise.h"
 #include "mytorch/macros.h"
+#include "mytorch/ops_nn.h"
 
 namespace mytorch::ew {
 
@@ -289,6 +290,9 @@ MT_HOST_DEVICE inline auto apply(opmath_t<T> a, opmath_t<T> b, opmath_t<T> c, co
     if constexpr (is_float_v<O>) return a == a && a - a == O(0); else return true;
   } else if constexpr (op == EwOp::LogicalNot) {
     return !(a != O(0));
+  } else if constexpr (ew_is_nn(op)) {
+    if constexpr (is_float_v<O>) return nn_apply<op, O>(a, b, c, p);
+    else return a;
   } else {
     return a;  // Where and FillMasked are handled by the loops (their first operand is a bool mask)
   }
@@ -300,6 +304,7 @@ constexpr bool supported() {
   constexpr bool fl = std::is_floating_point_v<T> || std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>;
   constexpr bool in = std::is_integral_v<T> && !std::is_same_v<T, bool>;
   constexpr bool bo = std::is_same_v<T, bool>;
+  if (ew_is_nn(op)) return fl;
   switch (op) {
     case EwOp::Div: case EwOp::Atan2: case EwOp::Copysign: case EwOp::Hypot: case EwOp::Addcdiv: case EwOp::Lerp:
     case EwOp::Exp: case EwOp::Exp2: case EwOp::Expm1: case EwOp::Log: case EwOp::Log2: case EwOp::Log10:
