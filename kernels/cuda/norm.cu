@@ -1,0 +1,125 @@
+// CUDA normalisation (Note [Normalisation family]): a block per group for statistics and dx, a block per
+// channel for the weight/bias gradients, a thread per element for the apply.
+#include "common.cuh"
+#include "mytorch/norm.h"
+
+namespace mytorch::cuda {
+namespace {
+
+template <typename A>
+__device__ inline void block_sum2(A* v1, A* v2) {
+  __shared__ A s1[kThreads];
+  __shared__ A s2[kThreads];
+  s1[threadIdx.x] = *v1;
+  s2[threadIdx.x] = *v2;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k /= 2) {
+    if (threadIdx.x < k) {
+      s1[threadIdx.x] += s1[threadIdx.x + k];
+      s2[threadIdx.x] += s2[threadIdx.x + k];
+    }
+    __syncthreads();
+  }
+  *v1 = s1[0];
+  *v2 = s2[0];
+  __syncthreads();
+}
+
+template <typename T, typename P, typename A>
+__global__ void stats_kernel(NormArgs a) {
+  __shared__ red::Acc<A> parts[kThreads];
+  const int64_t groups = nrm::group_count(a), len = nrm::group_len(a);
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    if (a.kind == NormKind::Batch && !a.training) {
+      if (threadIdx.x == 0) nrm::eval_stats<P, A>(a, g);
+      continue;
+    }
+    red::Acc<A> acc{A(0), A(0), 0};
+    int64_t ch = 0;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      red::push<RedOp::Var, A>(acc, static_cast<A>(static_cast<const T*>(a.x)[nrm::group_offset(a, g, j, &ch)]), j, 0);
+    parts[threadIdx.x] = acc;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k /= 2) {
+      if (threadIdx.x < k) red::combine<RedOp::Var, A>(parts[threadIdx.x], parts[threadIdx.x + k], 0);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) nrm::finish_stats<T, P, A>(a, g, parts[0]);
+    __syncthreads();
+  }
+}
+
+template <typename T, typename P, typename A>
+__global__ void apply_kernel(NormArgs a, int64_t total) {
+  for (int64_t off = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; off < total; off += int64_t(gridDim.x) * blockDim.x)
+    nrm::apply<T, P, A>(a, off);
+}
+
+template <typename T, typename P, typename A>
+__global__ void dx_kernel(NormArgs a) {
+  const int64_t groups = nrm::group_count(a), len = nrm::group_len(a);
+  const bool eval = a.kind == NormKind::Batch && !a.training;
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    A s1 = 0, s2 = 0;
+    if (!eval) {
+      for (int64_t j = threadIdx.x; j < len; j += blockDim.x) nrm::dx_sums<T, P, A>(a, g, j, &s1, &s2);
+      block_sum2(&s1, &s2);
+    }
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) nrm::dx_element<T, P, A>(a, g, j, s1, s2);
+  }
+}
+
+template <typename T, typename P, typename A>
+__global__ void dw_kernel(NormArgs a) {
+  const int64_t len = nrm::channel_len(a);
+  for (int64_t ch = blockIdx.x; ch < a.c; ch += gridDim.x) {
+    A dw = 0, db = 0;
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) nrm::dw_terms<T, A>(a, ch, i, &dw, &db);
+    block_sum2(&dw, &db);
+    if (threadIdx.x == 0) {
+      if (a.dweight) static_cast<P*>(a.dweight)[ch] = static_cast<P>(dw);
+      if (a.dbias) static_cast<P*>(a.dbias)[ch] = static_cast<P>(db);
+    }
+  }
+}
+
+unsigned blocks(int64_t n) { return static_cast<unsigned>(n < 1 ? 1 : (n < 65535 ? n : 65535)); }
+
+template <typename T, typename P>
+void forward(const NormArgs& a, cudaStream_t s) {
+  using A = ew::opmath_t<T>;
+  const int64_t groups = nrm::group_count(a), total = groups * nrm::group_len(a);
+  stats_kernel<T, P, A><<<blocks(groups), kThreads, 0, s>>>(a);
+  if (total > 0) apply_kernel<T, P, A><<<grid_for(total), kThreads, 0, s>>>(a, total);
+}
+
+template <typename T, typename P>
+void backward(const NormArgs& a, cudaStream_t s) {
+  using A = ew::opmath_t<T>;
+  if (a.dx) dx_kernel<T, P, A><<<blocks(nrm::group_count(a)), kThreads, 0, s>>>(a);
+  if (a.dweight || a.dbias) dw_kernel<T, P, A><<<blocks(a.c), kThreads, 0, s>>>(a);
+}
+
+template <bool fwd>
+rt::Status run(const NormArgs& a, rt::Stream stream) {
+  bool ok = false;
+  dispatch_floating(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (a.param_dtype == a.dtype) {
+      fwd ? forward<T, T>(a, native(stream)) : backward<T, T>(a, native(stream));
+      ok = true;
+    } else if (a.param_dtype == DType::Float) {
+      fwd ? forward<T, float>(a, native(stream)) : backward<T, float>(a, native(stream));
+      ok = true;
+    }
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "norm: expected floating inputs with parameters of the same dtype or float32");
+  return check_launch(fwd ? "norm forward" : "norm backward");
+}
+
+} // namespace
+
+rt::Status norm_forward(const NormArgs& a, rt::Stream stream) { return run<true>(a, stream); }
+rt::Status norm_backward(const NormArgs& a, rt::Stream stream) { return run<false>(a, stream); }
+
+} // namespace mytorch::cuda

@@ -1,0 +1,202 @@
+// Normalisation family: LayerNorm, GroupNorm and BatchNorm forward and backward over one description.
+//
+// Note [Normalisation family]
+// Every norm computes statistics per *group* of elements and applies an affine transform per *channel*:
+//   Layer: input [M, N] (rows x normalized size); group = row, channel = column.
+//   Group: input [N, C, HW] with G groups; group = (n, g) spanning C/G channels x HW; channel = c.
+//   Batch: input [N, C, HW]; group = channel = c, spanning N x HW (strided).
+// The helpers below map (group, j) and (channel, i) to element offsets, so one set of kernels serves all
+// three: statistics (Welford in opmath, Chan's combine — the reduction family's accumulator), the
+// elementwise apply, the input gradient per group (dx = rstd * (w dy - mean(w dy) - xhat mean(w dy xhat)),
+// or dy w rstd for batch norm in eval mode), and the weight/bias gradients per channel. Saved statistics
+// are in opmath (fp32 for half types), as CUDA PyTorch saves them; weights, biases and running statistics
+// have their own dtype (`param_dtype`). cuda/ gives each group (or channel) a block; this is the correct,
+// general path — the width-specialised LayerNorm kernels belong to the fused-normalisation work.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "mytorch/dtype.h"
+#include "mytorch/macros.h"
+#include "mytorch/reduce.h"
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+
+enum class NormKind : int { Layer, Group, Batch };
+
+struct NormArgs {
+  NormKind kind = NormKind::Layer;
+  DType dtype = DType::Float;        // x, y, dy, dx
+  DType param_dtype = DType::Float;  // weight, bias, running stats, dweight, dbias
+  int64_t n = 0, c = 0, hw = 1, groups = 1;  // Layer: n = M rows, c = N columns, hw = 1
+  const void* x = nullptr;
+  void* y = nullptr;
+  const void* weight = nullptr;      // per channel, or null
+  const void* bias = nullptr;
+  void* mean = nullptr;              // per group, opmath (forward: written, or read in eval batch norm)
+  void* rstd = nullptr;
+  void* running_mean = nullptr;      // Batch
+  void* running_var = nullptr;
+  bool training = true;              // Batch: batch statistics (and running-stat update) vs running stats
+  double momentum = 0.1, eps = 1e-5;
+  // backward
+  const void* dy = nullptr;
+  void* dx = nullptr;
+  void* dweight = nullptr;
+  void* dbias = nullptr;
+};
+
+namespace nrm {
+
+MT_HOST_DEVICE inline int64_t group_count(const NormArgs& a) {
+  return a.kind == NormKind::Layer ? a.n : a.kind == NormKind::Group ? a.n * a.groups : a.c;
+}
+MT_HOST_DEVICE inline int64_t group_len(const NormArgs& a) {
+  return a.kind == NormKind::Layer ? a.c : a.kind == NormKind::Group ? (a.c / a.groups) * a.hw : a.n * a.hw;
+}
+// Offset and channel of element j of group g.
+MT_HOST_DEVICE inline int64_t group_offset(const NormArgs& a, int64_t g, int64_t j, int64_t* ch) {
+  if (a.kind == NormKind::Layer) { *ch = j; return g * a.c + j; }
+  if (a.kind == NormKind::Group) {
+    const int64_t cpg = a.c / a.groups, n = g / a.groups, gi = g % a.groups;
+    *ch = gi * cpg + j / a.hw;
+    return n * a.c * a.hw + gi * cpg * a.hw + j;
+  }
+  *ch = g;
+  return (j / a.hw) * a.c * a.hw + g * a.hw + j % a.hw;
+}
+// Group and channel of the element at a flat offset.
+MT_HOST_DEVICE inline int64_t group_of(const NormArgs& a, int64_t off, int64_t* ch) {
+  if (a.kind == NormKind::Layer) { *ch = off % a.c; return off / a.c; }
+  const int64_t c = (off / a.hw) % a.c;
+  *ch = c;
+  if (a.kind == NormKind::Group) return (off / (a.c * a.hw)) * a.groups + c / (a.c / a.groups);
+  return c;
+}
+MT_HOST_DEVICE inline int64_t channel_len(const NormArgs& a) { return a.kind == NormKind::Layer ? a.n : a.n * a.hw; }
+// Offset and group of element i of channel ch.
+MT_HOST_DEVICE inline int64_t channel_offset(const NormArgs& a, int64_t ch, int64_t i, int64_t* g) {
+  if (a.kind == NormKind::Layer) { *g = i; return i * a.c + ch; }
+  const int64_t n = i / a.hw;
+  *g = a.kind == NormKind::Group ? n * a.groups + ch / (a.c / a.groups) : ch;
+  return n * a.c * a.hw + ch * a.hw + i % a.hw;
+}
+
+template <typename T>
+MT_HOST_DEVICE inline double ld(const void* p, int64_t i) { return static_cast<double>(static_cast<const T*>(p)[i]); }
+
+// A parameter (weight/bias/running stat) of dtype P as opmath A; `dflt` when absent.
+template <typename P, typename A>
+MT_HOST_DEVICE inline A param(const void* p, int64_t i, A dflt) {
+  return p ? static_cast<A>(static_cast<const P*>(p)[i]) : dflt;
+}
+
+// Statistics of group g from its Welford accumulator; batch norm in training also updates running stats.
+template <typename T, typename P, typename A>
+MT_HOST_DEVICE inline void finish_stats(const NormArgs& a, int64_t g, const red::Acc<A>& acc) {
+  A* mean = static_cast<A*>(a.mean);
+  A* rstd = static_cast<A*>(a.rstd);
+  const A var = acc.n > 0 ? acc.b / static_cast<A>(acc.n) : A(0);
+  mean[g] = acc.n > 0 ? acc.a : A(0);
+  rstd[g] = static_cast<A>(1) / std::sqrt(var + static_cast<A>(a.eps));
+  if (a.kind == NormKind::Batch && a.running_mean) {
+    P* rm = static_cast<P*>(a.running_mean);
+    P* rv = static_cast<P*>(a.running_var);
+    const A m = static_cast<A>(a.momentum);
+    const A unbiased = acc.n > 1 ? acc.b / static_cast<A>(acc.n - 1) : static_cast<A>(NAN);
+    rm[g] = static_cast<P>((A(1) - m) * static_cast<A>(rm[g]) + m * mean[g]);
+    rv[g] = static_cast<P>((A(1) - m) * static_cast<A>(rv[g]) + m * unbiased);
+  }
+}
+
+// Eval-mode batch norm: the statistics of channel g come from the running stats.
+template <typename P, typename A>
+MT_HOST_DEVICE inline void eval_stats(const NormArgs& a, int64_t g) {
+  static_cast<A*>(a.mean)[g] = static_cast<A>(static_cast<const P*>(a.running_mean)[g]);
+  static_cast<A*>(a.rstd)[g] =
+      A(1) / std::sqrt(static_cast<A>(static_cast<const P*>(a.running_var)[g]) + static_cast<A>(a.eps));
+}
+
+template <typename T, typename P, typename A>
+MT_HOST_DEVICE inline void apply(const NormArgs& a, int64_t off) {
+  int64_t ch = 0;
+  const int64_t g = group_of(a, off, &ch);
+  const A xhat = (static_cast<A>(static_cast<const T*>(a.x)[off]) - static_cast<const A*>(a.mean)[g]) *
+                 static_cast<const A*>(a.rstd)[g];
+  static_cast<T*>(a.y)[off] = static_cast<T>(xhat * param<P, A>(a.weight, ch, A(1)) + param<P, A>(a.bias, ch, A(0)));
+}
+
+// dx of element j of group g, given the group's sums s1 = sum(w dy) and s2 = sum(w dy xhat).
+template <typename T, typename P, typename A>
+MT_HOST_DEVICE inline void dx_element(const NormArgs& a, int64_t g, int64_t j, A s1, A s2) {
+  int64_t ch = 0;
+  const int64_t off = group_offset(a, g, j, &ch);
+  const A mean = static_cast<const A*>(a.mean)[g], rstd = static_cast<const A*>(a.rstd)[g];
+  const A wdy = static_cast<A>(static_cast<const T*>(a.dy)[off]) * param<P, A>(a.weight, ch, A(1));
+  A r;
+  if (a.kind == NormKind::Batch && !a.training) {
+    r = wdy * rstd;
+  } else {
+    const A inv_n = A(1) / static_cast<A>(group_len(a));
+    const A xhat = (static_cast<A>(static_cast<const T*>(a.x)[off]) - mean) * rstd;
+    r = rstd * (wdy - s1 * inv_n - xhat * s2 * inv_n);
+  }
+  static_cast<T*>(a.dx)[off] = static_cast<T>(r);
+}
+
+// The sums of element j of group g (for dx) — w dy and w dy xhat.
+template <typename T, typename P, typename A>
+MT_HOST_DEVICE inline void dx_sums(const NormArgs& a, int64_t g, int64_t j, A* s1, A* s2) {
+  int64_t ch = 0;
+  const int64_t off = group_offset(a, g, j, &ch);
+  const A wdy = static_cast<A>(static_cast<const T*>(a.dy)[off]) * param<P, A>(a.weight, ch, A(1));
+  const A xhat = (static_cast<A>(static_cast<const T*>(a.x)[off]) - static_cast<const A*>(a.mean)[g]) *
+                 static_cast<const A*>(a.rstd)[g];
+  *s1 += wdy;
+  *s2 += wdy * xhat;
+}
+
+// The weight/bias gradient terms of element i of channel ch: dy xhat and dy.
+template <typename T, typename A>
+MT_HOST_DEVICE inline void dw_terms(const NormArgs& a, int64_t ch, int64_t i, A* dw, A* db) {
+  int64_t g = 0;
+  const int64_t off = channel_offset(a, ch, i, &g);
+  const A dy = static_cast<A>(static_cast<const T*>(a.dy)[off]);
+  const A xhat = (static_cast<A>(static_cast<const T*>(a.x)[off]) - static_cast<const A*>(a.mean)[g]) *
+                 static_cast<const A*>(a.rstd)[g];
+  *dw += dy * xhat;
+  *db += dy;
+}
+
+} // namespace nrm
+
+// Phases: forward (stats + apply) and backward (dx when set, dweight/dbias when set).
+namespace sim {
+rt::Status norm_forward(const NormArgs& a, rt::Stream stream);
+rt::Status norm_backward(const NormArgs& a, rt::Stream stream);
+} // namespace sim
+#if MYTORCH_WITH_CUDA
+namespace cuda {
+rt::Status norm_forward(const NormArgs& a, rt::Stream stream);
+rt::Status norm_backward(const NormArgs& a, rt::Stream stream);
+} // namespace cuda
+#endif
+
+namespace kernels {
+inline rt::Status norm_forward(const NormArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::norm_forward(a, stream);
+#endif
+  return sim::norm_forward(a, stream);
+}
+inline rt::Status norm_backward(const NormArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::norm_backward(a, stream);
+#endif
+  return sim::norm_backward(a, stream);
+}
+} // namespace kernels
+
+} // namespace mytorch

@@ -1,0 +1,71 @@
+// sim normalisation (Note [Normalisation family]): per group / per channel loops.
+#include "mytorch/norm.h"
+
+namespace mytorch::sim {
+namespace {
+
+template <typename T, typename P>
+void forward(const NormArgs& a) {
+  using A = ew::opmath_t<T>;
+  const int64_t groups = nrm::group_count(a), len = nrm::group_len(a);
+  for (int64_t g = 0; g < groups; ++g) {
+    if (a.kind == NormKind::Batch && !a.training) {
+      nrm::eval_stats<P, A>(a, g);
+      continue;
+    }
+    red::Acc<A> acc{A(0), A(0), 0};
+    int64_t ch = 0;
+    for (int64_t j = 0; j < len; ++j)
+      red::push<RedOp::Var, A>(acc, static_cast<A>(static_cast<const T*>(a.x)[nrm::group_offset(a, g, j, &ch)]), j, 0);
+    nrm::finish_stats<T, P, A>(a, g, acc);
+  }
+  const int64_t total = groups * len;
+  for (int64_t off = 0; off < total; ++off) nrm::apply<T, P, A>(a, off);
+}
+
+template <typename T, typename P>
+void backward(const NormArgs& a) {
+  using A = ew::opmath_t<T>;
+  if (a.dx) {
+    const int64_t groups = nrm::group_count(a), len = nrm::group_len(a);
+    for (int64_t g = 0; g < groups; ++g) {
+      A s1 = 0, s2 = 0;
+      if (!(a.kind == NormKind::Batch && !a.training))
+        for (int64_t j = 0; j < len; ++j) nrm::dx_sums<T, P, A>(a, g, j, &s1, &s2);
+      for (int64_t j = 0; j < len; ++j) nrm::dx_element<T, P, A>(a, g, j, s1, s2);
+    }
+  }
+  if (a.dweight || a.dbias) {
+    const int64_t len = nrm::channel_len(a);
+    for (int64_t ch = 0; ch < a.c; ++ch) {
+      A dw = 0, db = 0;
+      for (int64_t i = 0; i < len; ++i) nrm::dw_terms<T, A>(a, ch, i, &dw, &db);
+      if (a.dweight) static_cast<P*>(a.dweight)[ch] = static_cast<P>(dw);
+      if (a.dbias) static_cast<P*>(a.dbias)[ch] = static_cast<P>(db);
+    }
+  }
+}
+
+template <bool fwd>
+rt::Status run(const NormArgs& a) {
+  bool ok = false;
+  dispatch_floating(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (a.param_dtype == a.dtype) {
+      fwd ? forward<T, T>(a) : backward<T, T>(a);
+      ok = true;
+    } else if (a.param_dtype == DType::Float) {
+      fwd ? forward<T, float>(a) : backward<T, float>(a);
+      ok = true;
+    }
+  });
+  return ok ? rt::Status::Success
+            : rt::report(rt::Status::InvalidValue, "norm: expected floating inputs with parameters of the same dtype or float32");
+}
+
+} // namespace
+
+rt::Status norm_forward(const NormArgs& a, rt::Stream) { return run<true>(a); }
+rt::Status norm_backward(const NormArgs& a, rt::Stream) { return run<false>(a); }
+
+} // namespace mytorch::sim
