@@ -1,0 +1,292 @@
+// Op table: 2-D max / average / adaptive-average pooling and nearest / bilinear upsampling, forward and
+// backward, on the spatial family (Note [Spatial family]). Output sizes and argument checks follow ATen.
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "csrc/aten/Glue.h"
+#include "csrc/core/Runtime.h"
+#include "mytorch/pool.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+using OptD = std::optional<double>;
+
+bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
+
+int pick(at::IntArrayRef v, size_t i, int dflt) {
+  if (v.empty()) return dflt;
+  return static_cast<int>(v.size() == 1 ? v[0] : v[i]);
+}
+
+int64_t poolOut(int64_t in, int k, int pad, int stride, int dil, bool ceil_mode) {
+  const int64_t num = in + 2 * pad - int64_t(dil) * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+// Input [N, C, H, W] or [C, H, W] as planes; checks the shape like ATen.
+void planes(SpatialArgs& a, const Tensor& x, const char* op) {
+  TORCH_CHECK((x.dim() == 3 || x.dim() == 4) && x.size(-1) > 0 && x.size(-2) > 0, op,
+              ": expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: ", x.sizes());
+  TORCH_CHECK(floating(x.scalar_type()), op, ": expected a floating point input, but got ", x.scalar_type());
+  a.dtype = toKernelDType(x.scalar_type());
+  a.planes = x.numel() / (x.size(-1) * x.size(-2));
+  a.ih = x.size(-2);
+  a.iw = x.size(-1);
+}
+
+std::vector<int64_t> outShape(const Tensor& x, int64_t oh, int64_t ow) {
+  std::vector<int64_t> s(x.sizes().begin(), x.sizes().end() - 2);
+  s.push_back(oh);
+  s.push_back(ow);
+  return s;
+}
+
+void launch(SpatialArgs& a, const Tensor& like) {
+  c10::DeviceGuard guard(like.device());
+  MT_RT_CHECK(kernels::spatial(a, streamFor(like)));
+}
+
+// Writes through a contiguous scratch when `out` is not contiguous.
+template <typename F>
+void intoOut(Tensor& out, at::IntArrayRef shape, F&& fill) {
+  at::native::resize_output(out, shape);
+  Tensor dst = out.is_contiguous() ? out : at::empty(shape, out.options());
+  fill(dst);
+  if (!dst.is_same(out)) out.copy_(dst);
+}
+
+void poolGeometry(SpatialArgs& a, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+                  at::IntArrayRef dilation, bool ceil_mode, const char* op) {
+  TORCH_CHECK(kernel.size() == 1 || kernel.size() == 2, op, ": kernel_size must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2, op, ": stride must either be omitted, a single int, or a tuple of two ints");
+  TORCH_CHECK(padding.size() == 1 || padding.size() == 2, op, ": padding must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(dilation.empty() || dilation.size() == 1 || dilation.size() == 2, op, ": dilation must be either a single int, or a tuple of two ints");
+  a.kh = pick(kernel, 0, 1); a.kw = pick(kernel, 1, 1);
+  a.sh = pick(stride, 0, a.kh); a.sw = pick(stride, 1, a.kw);
+  a.ph = pick(padding, 0, 0); a.pw = pick(padding, 1, 0);
+  a.dh = pick(dilation, 0, 1); a.dw = pick(dilation, 1, 1);
+  TORCH_CHECK(a.kh > 0 && a.kw > 0, op, ": kernel size should be greater than zero, but got kH: ", a.kh, " kW: ", a.kw);
+  TORCH_CHECK(a.sh > 0 && a.sw > 0, op, ": stride should be greater than zero, but got dH: ", a.sh, " dW: ", a.sw);
+  TORCH_CHECK(a.dh > 0 && a.dw > 0, op, ": dilation should be greater than zero, but got dilationH: ", a.dh, " dilationW: ", a.dw);
+  TORCH_CHECK(a.ph >= 0 && a.pw >= 0 && a.ph <= a.kh / 2 && a.pw <= a.kw / 2, "pad should be at most half of effective kernel size, but got pad=",
+              padding, ", kernel_size=", kernel);
+  a.oh = poolOut(a.ih, a.kh, a.ph, a.sh, a.dh, ceil_mode);
+  a.ow = poolOut(a.iw, a.kw, a.pw, a.sw, a.dw, ceil_mode);
+  TORCH_CHECK(a.oh > 0 && a.ow > 0, "Given input size: (", a.ih, "x", a.iw, "). Calculated output size: (", a.oh, "x",
+              a.ow, "). Output size is too small");
+}
+
+std::tuple<Tensor&, Tensor&> maxPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                                        at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, Tensor& out,
+                                        Tensor& indices) {
+  SpatialArgs a;
+  a.op = SpatialOp::MaxPool;
+  planes(a, self, "max_pool2d");
+  poolGeometry(a, kernel, stride, padding, dilation, ceil_mode, "max_pool2d");
+  Tensor x = self.contiguous();
+  const auto shape = outShape(self, a.oh, a.ow);
+  at::native::resize_output(indices, shape);
+  Tensor idx = indices.is_contiguous() ? indices : at::empty(shape, indices.options());
+  intoOut(out, shape, [&](Tensor& dst) {
+    a.in = x.data_ptr();
+    a.out = dst.data_ptr();
+    a.indices = idx.data_ptr<int64_t>();
+    launch(a, x);
+  });
+  if (!idx.is_same(indices)) indices.copy_(idx);
+  return {out, indices};
+}
+
+Tensor& maxPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                           at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const Tensor& indices,
+                           Tensor& gi) {
+  SpatialArgs a;
+  a.op = SpatialOp::MaxPool;
+  a.backward = true;
+  planes(a, self, "max_pool2d_backward");
+  poolGeometry(a, kernel, stride, padding, dilation, ceil_mode, "max_pool2d_backward");
+  Tensor g = grad.contiguous(), idx = indices.contiguous();
+  TORCH_CHECK(g.numel() == a.planes * a.oh * a.ow && idx.numel() == g.numel(), "max_pool2d_backward: expected grad_output and indices of shape ",
+              outShape(self, a.oh, a.ow), ", but got ", grad.sizes(), " and ", indices.sizes());
+  intoOut(gi, self.sizes(), [&](Tensor& dst) {
+    a.in = g.data_ptr();
+    a.out = dst.data_ptr();
+    a.indices = idx.data_ptr<int64_t>();
+    launch(a, g);
+  });
+  return gi;
+}
+
+Tensor& avgPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+                   bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor, Tensor& out) {
+  SpatialArgs a;
+  a.op = SpatialOp::AvgPool;
+  planes(a, self, "avg_pool2d");
+  poolGeometry(a, kernel, stride, padding, {}, ceil_mode, "avg_pool2d");
+  TORCH_CHECK(!divisor.has_value() || *divisor != 0, "divisor must be not zero");
+  a.count_include_pad = count_include_pad;
+  a.divisor = divisor.value_or(0);
+  Tensor x = self.contiguous();
+  intoOut(out, outShape(self, a.oh, a.ow), [&](Tensor& dst) {
+    a.in = x.data_ptr();
+    a.out = dst.data_ptr();
+    launch(a, x);
+  });
+  return out;
+}
+
+Tensor& avgPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor, Tensor& gi) {
+  SpatialArgs a;
+  a.op = SpatialOp::AvgPool;
+  a.backward = true;
+  planes(a, self, "avg_pool2d_backward");
+  poolGeometry(a, kernel, stride, padding, {}, ceil_mode, "avg_pool2d_backward");
+  TORCH_CHECK(!divisor.has_value() || *divisor != 0, "divisor must be not zero");
+  a.count_include_pad = count_include_pad;
+  a.divisor = divisor.value_or(0);
+  Tensor g = grad.contiguous();
+  TORCH_CHECK(g.numel() == a.planes * a.oh * a.ow, "avg_pool2d_backward: expected grad_output of shape ",
+              outShape(self, a.oh, a.ow), ", but got ", grad.sizes());
+  intoOut(gi, self.sizes(), [&](Tensor& dst) {
+    a.in = g.data_ptr();
+    a.out = dst.data_ptr();
+    launch(a, g);
+  });
+  return gi;
+}
+
+Tensor adaptiveAvgPool(const Tensor& self, at::IntArrayRef output_size) {
+  TORCH_CHECK(output_size.size() == 2, "adaptive_avg_pool2d: output_size must be 2, but got ", output_size.size());
+  TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0, "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but received {",
+              output_size[0], ", ", output_size[1], "}");
+  SpatialArgs a;
+  a.op = SpatialOp::AdaptiveAvg;
+  planes(a, self, "adaptive_avg_pool2d");
+  a.oh = output_size[0];
+  a.ow = output_size[1];
+  Tensor x = self.contiguous();
+  Tensor out = at::empty(outShape(self, a.oh, a.ow), x.options());
+  a.in = x.data_ptr();
+  a.out = out.data_ptr();
+  launch(a, x);
+  return out;
+}
+
+Tensor adaptiveAvgPoolBackward(const Tensor& grad, const Tensor& self) {
+  SpatialArgs a;
+  a.op = SpatialOp::AdaptiveAvg;
+  a.backward = true;
+  planes(a, self, "adaptive_avg_pool2d_backward");
+  a.oh = grad.size(-2);
+  a.ow = grad.size(-1);
+  Tensor g = grad.contiguous();
+  Tensor gi = at::empty(self.sizes(), g.options());
+  a.in = g.data_ptr();
+  a.out = gi.data_ptr();
+  launch(a, g);
+  return gi;
+}
+
+double nearestScale(int64_t in, int64_t out, OptD scale) {
+  return scale.has_value() && *scale > 0 ? 1.0 / *scale : static_cast<double>(in) / static_cast<double>(out);
+}
+double linearScale(int64_t in, int64_t out, bool align, OptD scale) {
+  if (align) return out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+  return nearestScale(in, out, scale);
+}
+
+void upsampleSizes(SpatialArgs& a, at::IntArrayRef output_size, const char* op) {
+  TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
+  a.oh = output_size[0];
+  a.ow = output_size[1];
+  TORCH_CHECK(a.oh > 0 && a.ow > 0 && a.ih > 0 && a.iw > 0, op, ": input and output sizes should be greater than 0, but got input (H: ",
+              a.ih, ", W: ", a.iw, ") output (H: ", a.oh, ", W: ", a.ow, ")");
+}
+
+Tensor& upsampleOut(SpatialOp op, const Tensor& self, at::IntArrayRef output_size, bool align, OptD sh, OptD sw, Tensor& out) {
+  const char* name = op == SpatialOp::Nearest ? "upsample_nearest2d" : "upsample_bilinear2d";
+  TORCH_CHECK(self.dim() == 4, name, ": expected a 4D input, but got ", self.sizes());
+  SpatialArgs a;
+  a.op = op;
+  planes(a, self, name);
+  upsampleSizes(a, output_size, name);
+  a.align_corners = align;
+  a.scale_h = op == SpatialOp::Nearest ? nearestScale(a.ih, a.oh, sh) : linearScale(a.ih, a.oh, align, sh);
+  a.scale_w = op == SpatialOp::Nearest ? nearestScale(a.iw, a.ow, sw) : linearScale(a.iw, a.ow, align, sw);
+  Tensor x = self.contiguous();
+  intoOut(out, outShape(self, a.oh, a.ow), [&](Tensor& dst) {
+    a.in = x.data_ptr();
+    a.out = dst.data_ptr();
+    launch(a, x);
+  });
+  return out;
+}
+
+Tensor& upsampleBackwardOut(SpatialOp op, const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
+                            bool align, OptD sh, OptD sw, Tensor& gi) {
+  const char* name = op == SpatialOp::Nearest ? "upsample_nearest2d_backward" : "upsample_bilinear2d_backward";
+  TORCH_CHECK(input_size.size() == 4, name, ": expected input_size of 4 values, but got ", input_size);
+  SpatialArgs a;
+  a.op = op;
+  a.backward = true;
+  TORCH_CHECK(floating(grad.scalar_type()), name, ": expected a floating point gradient, but got ", grad.scalar_type());
+  a.dtype = toKernelDType(grad.scalar_type());
+  a.planes = input_size[0] * input_size[1];
+  a.ih = input_size[2];
+  a.iw = input_size[3];
+  upsampleSizes(a, output_size, name);
+  TORCH_CHECK(grad.numel() == a.planes * a.oh * a.ow, name, ": expected grad_output with ", a.planes * a.oh * a.ow,
+              " elements, but got ", grad.sizes());
+  a.align_corners = align;
+  a.scale_h = op == SpatialOp::Nearest ? nearestScale(a.ih, a.oh, sh) : linearScale(a.ih, a.oh, align, sh);
+  a.scale_w = op == SpatialOp::Nearest ? nearestScale(a.iw, a.ow, sw) : linearScale(a.iw, a.ow, align, sw);
+  Tensor g = grad.contiguous();
+  intoOut(gi, input_size, [&](Tensor& dst) {
+    a.in = g.data_ptr();
+    a.out = dst.data_ptr();
+    launch(a, g);
+  });
+  return gi;
+}
+
+Tensor& nearestOut(const Tensor& self, at::IntArrayRef output_size, OptD sh, OptD sw, Tensor& out) {
+  return upsampleOut(SpatialOp::Nearest, self, output_size, false, sh, sw, out);
+}
+Tensor& nearestBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sh, OptD sw,
+                           Tensor& gi) {
+  return upsampleBackwardOut(SpatialOp::Nearest, grad, output_size, input_size, false, sh, sw, gi);
+}
+Tensor& bilinearOut(const Tensor& self, at::IntArrayRef output_size, bool align, OptD sh, OptD sw, Tensor& out) {
+  return upsampleOut(SpatialOp::Bilinear, self, output_size, align, sh, sw, out);
+}
+Tensor& bilinearBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, bool align,
+                            OptD sh, OptD sw, Tensor& gi) {
+  return upsampleBackwardOut(SpatialOp::Bilinear, grad, output_size, input_size, align, sh, sw, gi);
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("max_pool2d_with_indices.out", TORCH_FN(maxPoolOut));
+  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(maxPoolBackwardOut));
+  m.impl("avg_pool2d.out", TORCH_FN(avgPoolOut));
+  m.impl("avg_pool2d_backward.grad_input", TORCH_FN(avgPoolBackwardOut));
+  m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptiveAvgPool));
+  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptiveAvgPoolBackward));
+  m.impl("upsample_nearest2d.out", TORCH_FN(nearestOut));
+  m.impl("upsample_nearest2d_backward.grad_input", TORCH_FN(nearestBackwardOut));
+  m.impl("upsample_bilinear2d.out", TORCH_FN(bilinearOut));
+  m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN(bilinearBackwardOut));
+}
+
+} // namespace mytorch

@@ -1,0 +1,29 @@
+// CUDA im2col / col2im (Note [Convolution family]): a thread per element.
+#include "common.cuh"
+#include "mytorch/conv.h"
+#include "mytorch/ops_math.h"
+
+namespace mytorch::cuda {
+namespace {
+
+template <typename T>
+__global__ void kernel(Im2ColArgs a, int64_t n) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    if (a.col2im) conv::col2im<T, ew::opmath_t<T>>(a, e);
+    else conv::im2col<T>(a, e);
+  }
+}
+
+} // namespace
+
+rt::Status im2col(const Im2ColArgs& a, rt::Stream stream) {
+  const int64_t n = a.col2im ? a.n * a.c * a.ih * a.iw : a.n * a.c * a.kh * a.kw * a.oh * a.ow;
+  if (n == 0) return rt::Status::Success;
+  const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
+    kernel<decltype(tag)><<<grid_for(n), kThreads, 0, native(stream)>>>(a, n);
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "im2col: expected a floating dtype");
+  return check_launch("im2col");
+}
+
+} // namespace mytorch::cuda

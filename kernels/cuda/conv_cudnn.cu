@@ -1,0 +1,190 @@
+// CUDA convolutions through cuDNN (Note [Convolution family]): forward, backward data and backward filter
+// with cuDNN's convolution API. libcudnn.so.9 is opened at first use (torch's CUDA wheel has usually
+// loaded it already), so the extension does not link cuDNN and a CUDA build imports without it; when it
+// cannot be loaded the launcher reports Unavailable and the glue takes im2col + GEMM.
+#include <cudnn.h>
+#include <dlfcn.h>
+
+#include <mutex>
+#include <string>
+
+#include "common.cuh"
+#include "mytorch/conv.h"
+
+namespace mytorch::cuda {
+namespace {
+
+#define MT_DNN_FUNCS(_)                                                                                        \
+  _(cudnnCreate) _(cudnnSetStream) _(cudnnGetErrorString) _(cudnnCreateTensorDescriptor)                        \
+  _(cudnnSetTensor4dDescriptor) _(cudnnDestroyTensorDescriptor) _(cudnnCreateFilterDescriptor)                  \
+  _(cudnnSetFilter4dDescriptor) _(cudnnDestroyFilterDescriptor) _(cudnnCreateConvolutionDescriptor)             \
+  _(cudnnSetConvolution2dDescriptor) _(cudnnSetConvolutionGroupCount) _(cudnnSetConvolutionMathType)            \
+  _(cudnnDestroyConvolutionDescriptor) _(cudnnGetConvolutionForwardAlgorithm_v7)                                \
+  _(cudnnGetConvolutionForwardWorkspaceSize) _(cudnnConvolutionForward)                                         \
+  _(cudnnGetConvolutionBackwardDataAlgorithm_v7) _(cudnnGetConvolutionBackwardDataWorkspaceSize)                \
+  _(cudnnConvolutionBackwardData) _(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                              \
+  _(cudnnGetConvolutionBackwardFilterWorkspaceSize) _(cudnnConvolutionBackwardFilter)
+
+struct Dnn {
+#define MT_DNN_MEMBER(f) decltype(&::f) f = nullptr;
+  MT_DNN_FUNCS(MT_DNN_MEMBER)
+#undef MT_DNN_MEMBER
+  std::string error;
+};
+
+const Dnn& dnn() {
+  static Dnn lib = [] {
+    Dnn l;
+    void* h = nullptr;
+    for (const char* name : {"libcudnn.so.9", "libcudnn.so"}) {
+      h = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
+      if (h) break;
+    }
+    if (!h) {
+      l.error = std::string("cannot load cuDNN (libcudnn.so.9): ") + dlerror();
+      return l;
+    }
+#define MT_DNN_LOAD(f)                                                    \
+    l.f = reinterpret_cast<decltype(&::f)>(dlsym(h, #f));                 \
+    if (!l.f && l.error.empty()) l.error = "cuDNN lacks the symbol " #f;
+    MT_DNN_FUNCS(MT_DNN_LOAD)
+#undef MT_DNN_LOAD
+    return l;
+  }();
+  return lib;
+}
+
+rt::Status fail(const char* what, cudnnStatus_t s) {
+  std::string msg = std::string("convolution: ") + what + " failed: " + dnn().cudnnGetErrorString(s);
+  return rt::report(rt::Status::Unknown, msg.c_str());
+}
+
+#define MT_DNN_TRY(call, what)                               \
+  do {                                                       \
+    cudnnStatus_t s_ = (call);                               \
+    if (s_ != CUDNN_STATUS_SUCCESS) return fail(what, s_);   \
+  } while (0)
+
+cudnnHandle_t handle_for(int device, rt::Status* st) {
+  static std::mutex mu;
+  static cudnnHandle_t handles[64] = {};
+  std::lock_guard<std::mutex> lock(mu);
+  if (device < 0 || device >= 64) { *st = rt::report(rt::Status::InvalidDevice, "convolution: device index out of range"); return nullptr; }
+  if (!handles[device]) {
+    cudnnStatus_t s = dnn().cudnnCreate(&handles[device]);
+    if (s != CUDNN_STATUS_SUCCESS) { *st = fail("cudnnCreate", s); return nullptr; }
+  }
+  return handles[device];
+}
+
+cudnnDataType_t dnn_type(DType t) {
+  switch (t) {
+    case DType::Half: return CUDNN_DATA_HALF;
+    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
+    case DType::Double: return CUDNN_DATA_DOUBLE;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+struct Descs {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  ~Descs() {
+    if (x) dnn().cudnnDestroyTensorDescriptor(x);
+    if (y) dnn().cudnnDestroyTensorDescriptor(y);
+    if (w) dnn().cudnnDestroyFilterDescriptor(w);
+    if (conv) dnn().cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+rt::Status describe(const ConvArgs& a, Descs& d) {
+  const Im2ColArgs& g = a.geom;
+  const cudnnDataType_t t = dnn_type(g.dtype);
+  const cudnnDataType_t compute = g.dtype == DType::Double ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  MT_DNN_TRY(dnn().cudnnCreateTensorDescriptor(&d.x), "tensor descriptor");
+  MT_DNN_TRY(dnn().cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, t, int(g.n), int(g.c), int(g.ih), int(g.iw)), "input layout");
+  MT_DNN_TRY(dnn().cudnnCreateTensorDescriptor(&d.y), "tensor descriptor");
+  MT_DNN_TRY(dnn().cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, t, int(g.n), int(a.cout), int(g.oh), int(g.ow)), "output layout");
+  MT_DNN_TRY(dnn().cudnnCreateFilterDescriptor(&d.w), "filter descriptor");
+  MT_DNN_TRY(dnn().cudnnSetFilter4dDescriptor(d.w, t, CUDNN_TENSOR_NCHW, int(a.cout), int(g.c / a.groups), g.kh, g.kw), "filter layout");
+  MT_DNN_TRY(dnn().cudnnCreateConvolutionDescriptor(&d.conv), "convolution descriptor");
+  MT_DNN_TRY(dnn().cudnnSetConvolution2dDescriptor(d.conv, g.ph, g.pw, g.sh, g.sw, g.dh, g.dw, CUDNN_CROSS_CORRELATION, compute),
+             "convolution geometry");
+  MT_DNN_TRY(dnn().cudnnSetConvolutionGroupCount(d.conv, int(a.groups)), "group count");
+  const cudnnMathType_t math = g.dtype == DType::Float ? (a.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)
+                             : g.dtype == DType::Double ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+  MT_DNN_TRY(dnn().cudnnSetConvolutionMathType(d.conv, math), "math type");
+  return rt::Status::Success;
+}
+
+// The first heuristic choice that succeeds (and is deterministic when asked).
+template <typename Perf>
+int pick(const Perf* perf, int count, bool deterministic) {
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+    return i;
+  }
+  return -1;
+}
+
+} // namespace
+
+rt::Status convolution(const ConvArgs& a, size_t* workspace_bytes, rt::Stream stream) {
+  if (!dnn().error.empty()) return rt::report(rt::Status::Unavailable, dnn().error.c_str());
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return check_launch("convolution");
+  rt::Status st = rt::Status::Success;
+  cudnnHandle_t h = handle_for(device, &st);
+  if (!h) return st;
+  MT_DNN_TRY(dnn().cudnnSetStream(h, native(stream)), "cudnnSetStream");
+  Descs d;
+  if ((st = describe(a, d)) != rt::Status::Success) return st;
+  const bool dbl = a.geom.dtype == DType::Double;
+  const float one_f = 1.f, zero_f = 0.f;
+  const double one_d = 1.0, zero_d = 0.0;
+  const void* one = dbl ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+  const void* zero = dbl ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
+  constexpr int kAlgos = 16;
+  int returned = 0;
+  size_t ws = 0;
+  switch (a.pass) {
+    case ConvPass::Forward: {
+      cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
+      MT_DNN_TRY(dnn().cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, kAlgos, &returned, perf), "forward heuristic");
+      const int i = pick(perf, returned, a.deterministic);
+      if (i < 0) return rt::report(rt::Status::InvalidValue, "convolution: cuDNN offers no forward algorithm");
+      MT_DNN_TRY(dnn().cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, perf[i].algo, &ws), "forward workspace");
+      if (workspace_bytes) { *workspace_bytes = ws; return rt::Status::Success; }
+      MT_DNN_TRY(dnn().cudnnConvolutionForward(h, one, d.x, a.x, d.w, a.w, d.conv, perf[i].algo, a.workspace, a.workspace_bytes,
+                                               zero, d.y, a.out), "cudnnConvolutionForward");
+      break;
+    }
+    case ConvPass::BackwardData: {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[kAlgos];
+      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, kAlgos, &returned, perf), "backward-data heuristic");
+      const int i = pick(perf, returned, a.deterministic);
+      if (i < 0) return rt::report(rt::Status::InvalidValue, "convolution: cuDNN offers no backward-data algorithm");
+      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, perf[i].algo, &ws), "backward-data workspace");
+      if (workspace_bytes) { *workspace_bytes = ws; return rt::Status::Success; }
+      MT_DNN_TRY(dnn().cudnnConvolutionBackwardData(h, one, d.w, a.w, d.y, a.dy, d.conv, perf[i].algo, a.workspace,
+                                                    a.workspace_bytes, zero, d.x, a.out), "cudnnConvolutionBackwardData");
+      break;
+    }
+    case ConvPass::BackwardFilter: {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[kAlgos];
+      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, kAlgos, &returned, perf), "backward-filter heuristic");
+      const int i = pick(perf, returned, a.deterministic);
+      if (i < 0) return rt::report(rt::Status::InvalidValue, "convolution: cuDNN offers no backward-filter algorithm");
+      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, perf[i].algo, &ws), "backward-filter workspace");
+      if (workspace_bytes) { *workspace_bytes = ws; return rt::Status::Success; }
+      MT_DNN_TRY(dnn().cudnnConvolutionBackwardFilter(h, one, d.x, a.x, d.y, a.dy, d.conv, perf[i].algo, a.workspace,
+                                                      a.workspace_bytes, zero, d.w, a.out), "cudnnConvolutionBackwardFilter");
+      break;
+    }
+  }
+  return rt::Status::Success;
+}
+
+} // namespace mytorch::cuda

@@ -1,0 +1,225 @@
+// Spatial family: 2-D pooling (max with indices, average, adaptive average) and upsampling (nearest,
+// bilinear), forward and backward, over NCHW planes.
+//
+// Note [Spatial family]
+// The glue makes inputs contiguous NCHW and flattens N*C into planes. Forwards compute one output element
+// per work item; backwards compute one *input* element per work item by visiting the outputs whose window
+// (or interpolation stencil) can reach it — a gather, so no atomics and the same bits on every run (a
+// scatter would race wherever windows overlap). Index and size arithmetic follows ATen's (pooling output
+// size with ceil_mode, count_include_pad and divisor_override; adaptive windows floor/ceil; nearest and
+// bilinear source indices with align_corners and explicit scales).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "mytorch/dtype.h"
+#include "mytorch/macros.h"
+#include "mytorch/ops_math.h"
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+
+enum class SpatialOp : int { MaxPool, AvgPool, AdaptiveAvg, Nearest, Bilinear };
+
+struct SpatialArgs {
+  SpatialOp op = SpatialOp::MaxPool;
+  bool backward = false;
+  DType dtype = DType::Float;
+  int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0;
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool count_include_pad = true;
+  int64_t divisor = 0;              // avg pool divisor_override (0: none)
+  bool align_corners = false;
+  double scale_h = 1, scale_w = 1;  // nearest/bilinear: source index per output index
+  const void* in = nullptr;         // forward input; backward: grad_output
+  void* out = nullptr;              // forward output; backward: grad_input
+  int64_t* indices = nullptr;       // max pool: written forward, read backward
+};
+
+namespace sp {
+
+MT_HOST_DEVICE inline int64_t nearest_src(int64_t o, int64_t in, int64_t out, double scale) {
+  if (out == in) return o;
+  if (out == 2 * in) return o >> 1;
+  const int64_t s = static_cast<int64_t>(std::floor(static_cast<float>(o) * static_cast<float>(scale)));
+  return s < in - 1 ? s : in - 1;
+}
+
+// Bilinear source: lower index, whether an upper neighbour exists, and the weight of the upper one.
+template <typename A>
+MT_HOST_DEVICE inline void bilinear_src(int64_t o, int64_t in, double scale, bool align, int64_t* i0, int64_t* step, A* l1) {
+  A r = align ? static_cast<A>(scale) * static_cast<A>(o)
+              : static_cast<A>(scale) * (static_cast<A>(o) + A(0.5)) - A(0.5);
+  if (r < A(0)) r = A(0);
+  *i0 = static_cast<int64_t>(r);
+  *step = *i0 < in - 1 ? 1 : 0;
+  *l1 = r - static_cast<A>(*i0);
+}
+
+MT_HOST_DEVICE inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+MT_HOST_DEVICE inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+
+// Forward of output element e = (plane, y, x).
+template <typename T>
+MT_HOST_DEVICE inline void forward(const SpatialArgs& a, int64_t e) {
+  using A = ew::opmath_t<T>;
+  const int64_t x = e % a.ow, y = (e / a.ow) % a.oh, p = e / (a.ow * a.oh);
+  const T* in = static_cast<const T*>(a.in) + p * a.ih * a.iw;
+  T* out = static_cast<T*>(a.out);
+  if (a.op == SpatialOp::MaxPool) {
+    int64_t best = -1;
+    A bv = A(0);
+    for (int i = 0; i < a.kh; ++i) {
+      const int64_t h = y * a.sh - a.ph + int64_t(i) * a.dh;
+      if (h < 0 || h >= a.ih) continue;
+      for (int j = 0; j < a.kw; ++j) {
+        const int64_t w = x * a.sw - a.pw + int64_t(j) * a.dw;
+        if (w < 0 || w >= a.iw) continue;
+        const A v = static_cast<A>(in[h * a.iw + w]);
+        if (best < 0 || v > bv || (v != v && bv == bv)) { bv = v; best = h * a.iw + w; }
+      }
+    }
+    out[e] = static_cast<T>(best < 0 ? A(-INFINITY) : bv);
+    a.indices[e] = best < 0 ? 0 : best;
+  } else if (a.op == SpatialOp::AvgPool) {
+    int64_t h0 = y * a.sh - a.ph, w0 = x * a.sw - a.pw;
+    int64_t h1 = h0 + a.kh < a.ih + a.ph ? h0 + a.kh : a.ih + a.ph;
+    int64_t w1 = w0 + a.kw < a.iw + a.pw ? w0 + a.kw : a.iw + a.pw;
+    const int64_t pool = (h1 - h0) * (w1 - w0);
+    h0 = h0 > 0 ? h0 : 0; w0 = w0 > 0 ? w0 : 0;
+    h1 = h1 < a.ih ? h1 : a.ih; w1 = w1 < a.iw ? w1 : a.iw;
+    A sum = 0;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[h * a.iw + w]);
+    const int64_t div = a.divisor ? a.divisor : (a.count_include_pad ? pool : (h1 - h0) * (w1 - w0));
+    out[e] = static_cast<T>(div > 0 ? sum / static_cast<A>(div) : A(0));
+  } else if (a.op == SpatialOp::AdaptiveAvg) {
+    const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
+    const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
+    A sum = 0;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[h * a.iw + w]);
+    out[e] = static_cast<T>(sum / static_cast<A>((h1 - h0) * (w1 - w0)));
+  } else if (a.op == SpatialOp::Nearest) {
+    out[e] = in[nearest_src(y, a.ih, a.oh, a.scale_h) * a.iw + nearest_src(x, a.iw, a.ow, a.scale_w)];
+  } else {
+    int64_t h0, hs, w0, ws;
+    A lh, lw;
+    bilinear_src<A>(y, a.ih, a.scale_h, a.align_corners, &h0, &hs, &lh);
+    bilinear_src<A>(x, a.iw, a.scale_w, a.align_corners, &w0, &ws, &lw);
+    const A v = (A(1) - lh) * ((A(1) - lw) * static_cast<A>(in[h0 * a.iw + w0]) + lw * static_cast<A>(in[h0 * a.iw + w0 + ws])) +
+                lh * ((A(1) - lw) * static_cast<A>(in[(h0 + hs) * a.iw + w0]) + lw * static_cast<A>(in[(h0 + hs) * a.iw + w0 + ws]));
+    out[e] = static_cast<T>(v);
+  }
+}
+
+// Candidate output range [lo, hi) along one axis for input index i of a stencil whose source index is
+// about o * scale (nearest, bilinear): generous, every candidate is checked exactly.
+MT_HOST_DEVICE inline void interp_range(int64_t i, int64_t out, double scale, int64_t* lo, int64_t* hi) {
+  if (!(scale > 0)) { *lo = 0; *hi = out; return; }
+  const double l = std::floor((static_cast<double>(i) - 2) / scale) - 2, h = std::ceil((static_cast<double>(i) + 2) / scale) + 2;
+  *lo = l < 0 ? 0 : static_cast<int64_t>(l);
+  *hi = h > static_cast<double>(out) ? out : static_cast<int64_t>(h);
+}
+
+// Backward of input element e = (plane, h, w): the sum over the outputs that read it.
+template <typename T>
+MT_HOST_DEVICE inline void backward(const SpatialArgs& a, int64_t e) {
+  using A = ew::opmath_t<T>;
+  const int64_t w = e % a.iw, h = (e / a.iw) % a.ih, p = e / (a.iw * a.ih);
+  const T* g = static_cast<const T*>(a.in) + p * a.oh * a.ow;
+  A acc = 0;
+  if (a.op == SpatialOp::MaxPool || a.op == SpatialOp::AvgPool) {
+    const int64_t* idx = a.indices ? a.indices + p * a.oh * a.ow : nullptr;
+    for (int i = 0; i < a.kh; ++i) {
+      const int64_t ny = h + a.ph - int64_t(i) * a.dh;
+      if (ny < 0 || ny % a.sh) continue;
+      const int64_t y = ny / a.sh;
+      if (y >= a.oh) continue;
+      for (int j = 0; j < a.kw; ++j) {
+        const int64_t nx = w + a.pw - int64_t(j) * a.dw;
+        if (nx < 0 || nx % a.sw) continue;
+        const int64_t x = nx / a.sw;
+        if (x >= a.ow) continue;
+        if (a.op == SpatialOp::MaxPool) {
+          if (idx[y * a.ow + x] == h * a.iw + w) acc += static_cast<A>(g[y * a.ow + x]);
+        } else {
+          int64_t h0 = y * a.sh - a.ph, w0 = x * a.sw - a.pw;
+          int64_t h1 = h0 + a.kh < a.ih + a.ph ? h0 + a.kh : a.ih + a.ph;
+          int64_t w1 = w0 + a.kw < a.iw + a.pw ? w0 + a.kw : a.iw + a.pw;
+          const int64_t pool = (h1 - h0) * (w1 - w0);
+          h0 = h0 > 0 ? h0 : 0; w0 = w0 > 0 ? w0 : 0;
+          h1 = h1 < a.ih ? h1 : a.ih; w1 = w1 < a.iw ? w1 : a.iw;
+          const int64_t div = a.divisor ? a.divisor : (a.count_include_pad ? pool : (h1 - h0) * (w1 - w0));
+          if (div > 0) acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>(div);
+        }
+      }
+    }
+  } else if (a.op == SpatialOp::AdaptiveAvg) {
+    for (int64_t y = 0; y < a.oh; ++y) {
+      const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
+      if (h < h0 || h >= h1) continue;
+      for (int64_t x = 0; x < a.ow; ++x) {
+        const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
+        if (w < w0 || w >= w1) continue;
+        acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>((h1 - h0) * (w1 - w0));
+      }
+    }
+  } else {
+    int64_t ylo, yhi, xlo, xhi;
+    interp_range(h, a.oh, a.scale_h, &ylo, &yhi);
+    interp_range(w, a.ow, a.scale_w, &xlo, &xhi);
+    if (a.oh == a.ih && a.op == SpatialOp::Nearest) { ylo = h; yhi = h + 1; }
+    if (a.ow == a.iw && a.op == SpatialOp::Nearest) { xlo = w; xhi = w + 1; }
+    for (int64_t y = ylo; y < yhi; ++y) {
+      A wy = 0;
+      if (a.op == SpatialOp::Nearest) {
+        wy = nearest_src(y, a.ih, a.oh, a.scale_h) == h ? A(1) : A(0);
+      } else {
+        int64_t h0, hs;
+        A lh;
+        bilinear_src<A>(y, a.ih, a.scale_h, a.align_corners, &h0, &hs, &lh);
+        if (h0 == h) wy += A(1) - lh;
+        if (h0 + hs == h) wy += lh;
+      }
+      if (wy == A(0)) continue;
+      for (int64_t x = xlo; x < xhi; ++x) {
+        A wx = 0;
+        if (a.op == SpatialOp::Nearest) {
+          wx = nearest_src(x, a.iw, a.ow, a.scale_w) == w ? A(1) : A(0);
+        } else {
+          int64_t w0, ws;
+          A lw;
+          bilinear_src<A>(x, a.iw, a.scale_w, a.align_corners, &w0, &ws, &lw);
+          if (w0 == w) wx += A(1) - lw;
+          if (w0 + ws == w) wx += lw;
+        }
+        if (wx != A(0)) acc += wy * wx * static_cast<A>(g[y * a.ow + x]);
+      }
+    }
+  }
+  static_cast<T*>(a.out)[e] = static_cast<T>(acc);
+}
+
+} // namespace sp
+
+namespace sim {
+rt::Status spatial(const SpatialArgs& a, rt::Stream stream);
+}
+#if MYTORCH_WITH_CUDA
+namespace cuda {
+rt::Status spatial(const SpatialArgs& a, rt::Stream stream);
+}
+#endif
+
+namespace kernels {
+inline rt::Status spatial(const SpatialArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::spatial(a, stream);
+#endif
+  return sim::spatial(a, stream);
+}
+} // namespace kernels
+
+} // namespace mytorch
