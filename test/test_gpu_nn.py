@@ -1,0 +1,104 @@
+"""GPU-only checks of the NN kernel families (marked `gpu`; they skip unless the cuda runtime is live): the
+CUDA kernels (cuBLASLt, cuDNN and our own) against their sim twins on the same inputs, and against stock
+torch.cuda."""
+import pytest
+import torch
+
+from conftest import run_python
+
+pytestmark = pytest.mark.gpu
+
+NN_BATTERY = """
+import torch, torch.nn.functional as F, mytorch
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+torch.set_float32_matmul_precision("highest")
+g = torch.Generator().manual_seed(0)
+x = torch.randn(64, 96, generator=g)
+w = torch.randn(96, 80, generator=g)
+img = torch.randn(4, 6, 17, 19, generator=g)
+cw = torch.randn(8, 3, 3, 3, generator=g)
+t = torch.randint(0, 96, (64,), generator=g)
+idx = torch.randint(0, 50, (7, 33), generator=g)
+def grads(f, *ins):
+    ins = [i.detach().requires_grad_() for i in ins]
+    y = f(*ins)
+    y.backward(torch.ones_like(y))
+    return [y.detach().cpu()] + [i.grad.cpu() for i in ins]
+def run(dev):
+    X, W, I, CW = x.to(dev), w.to(dev), img.to(dev), cw.to(dev)
+    out = {}
+    out["mm"] = (X @ W).cpu()
+    out["mm_bf16"] = (X.bfloat16() @ W.bfloat16()).float().cpu()
+    out["addmm_gelu"] = torch._addmm_activation(W[0], X, W, use_gelu=True).cpu()
+    out["bmm_t"] = torch.bmm(X.view(4, 16, 96), W.t().reshape(4, 20, 96).transpose(1, 2)).cpu()
+    for k, f in {"softmax": lambda a: F.softmax(a, -1), "log_softmax0": lambda a: F.log_softmax(a, 0),
+                 "gelu": F.gelu, "silu": F.silu, "layer_norm": lambda a: F.layer_norm(a, (96,)),
+                 "ce": lambda a: F.cross_entropy(a, t.to(dev), label_smoothing=0.1)}.items():
+        for j, v in enumerate(grads(f, X)):
+            out[f"{k}_{j}"] = v
+    for k, f in {"conv": lambda a, b: F.conv2d(a, b, stride=2, padding=1, groups=2),
+                 "bn": lambda a, b: F.batch_norm(a, None, None, training=True) * b.sum(),
+                 "gn": lambda a, b: F.group_norm(a, 3) * b.sum(),
+                 "maxpool": lambda a, b: F.max_pool2d(a, 3, 2, 1) * b.sum(),
+                 "bilinear": lambda a, b: F.interpolate(a, scale_factor=1.5, mode="bilinear") * b.sum()}.items():
+        for j, v in enumerate(grads(f, I, CW)):
+            out[f"{k}_{j}"] = v
+    emb = torch.randn(50, 16, device=dev, requires_grad=True)
+    F.embedding(idx.to(dev), emb, padding_idx=3, scale_grad_by_freq=True).sum().backward()
+    out["embedding_grad"] = emb.grad.cpu()
+    ps = [p.to(dev).requires_grad_() for p in (x.clone(), w.clone())]
+    opt = torch.optim.AdamW(ps, lr=1e-2, fused=True)
+    for _ in range(3):
+        for p in ps:
+            p.grad = torch.ones_like(p) * 0.1
+        opt.step()
+    out["adamw_fused"] = ps[0].detach().cpu()
+    out["foreach_norm"] = torch.stack(torch._foreach_norm([X, W])).cpu()
+    return out
+"""
+
+
+def _close(a, b, name):
+    tol = {torch.float32: (1e-4, 1e-5), torch.float64: (1e-10, 1e-12)}.get(b.dtype, (2e-2, 2e-2))
+    if b.is_floating_point():
+        torch.testing.assert_close(a, b, rtol=tol[0], atol=tol[1], msg=name)
+    else:
+        assert torch.equal(a, b), name
+
+
+def test_nn_families_match_sim_twins(tmp_path):
+    ns = {}
+    exec(NN_BATTERY, ns)
+    mine = ns["run"]("mytorch")
+    path = tmp_path / "sim.pt"
+    r = run_python(NN_BATTERY + f"\ntorch.save(run('mytorch'), {str(path)!r})\n", env={"MYTORCH_RUNTIME": "sim"},
+                   timeout=600)
+    assert r.returncode == 0, r.stderr
+    for k, v in torch.load(path).items():
+        _close(mine[k], v, k)
+
+
+def test_nn_families_match_torch_cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA PyTorch for the reference")
+    ns = {}
+    exec(NN_BATTERY, ns)
+    torch.mytorch.set_fallback_mode("error")
+    mine = ns["run"]("mytorch")
+    torch.mytorch.set_fallback_mode("silent")
+    ref = ns["run"]("cuda")
+    for k, v in ref.items():
+        _close(mine[k], v, k)
+
+
+def test_cudnn_and_cublaslt_are_used():
+    """The library paths load on a GPU machine (else conv silently takes im2col and GEMM would raise)."""
+    x = torch.randn(2, 3, 8, 8, device="mytorch")
+    torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3, device="mytorch"))
+    torch.mytorch.synchronize()
+    with torch.profiler.profile() as prof:
+        torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3, device="mytorch"))
+        torch.mytorch.synchronize()
+    names = " ".join(e.name for e in prof.events())
+    assert "bmm" not in names, "convolution took the im2col + GEMM path: cuDNN did not load"

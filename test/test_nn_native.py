@@ -1,0 +1,278 @@
+"""The NN training kernels run on mytorch's own kernels: with the fallback forbidden, each op of the
+NN-kernel list (GEMM family, softmax, losses, activations, embedding, optimizers, convolution and friends)
+runs forward and backward and matches the CPU; bad input raises instead of crashing."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DEV = "mytorch"
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    torch.mytorch.set_fallback_mode("error")
+    yield
+    torch.mytorch.set_fallback_mode("silent")
+
+
+def _tol(dtype):
+    # PyTorch's own error at the dtype, against fp64: the bar for "the same result".
+    return {torch.float32: (2e-5, 1e-5), torch.float64: (1e-10, 1e-12), torch.bfloat16: (3e-2, 3e-2),
+            torch.float16: (4e-3, 4e-3)}[dtype]
+
+
+def _check(dev, ref, dtype=torch.float32):
+    rtol, atol = _tol(dtype)
+    torch.testing.assert_close(dev.cpu(), ref, rtol=rtol, atol=atol)
+
+
+def _fwd_bwd(fn, *inputs, dtype=torch.float32, grad_inputs=(0,)):
+    """Runs fn on CPU and mytorch copies of the inputs; compares outputs and the input gradients."""
+    cpu = [t.clone().to(dtype).requires_grad_(i in grad_inputs) if t.is_floating_point() else t.clone()
+           for i, t in enumerate(inputs)]
+    dev = [t.detach().to(DEV).requires_grad_(t.requires_grad) for t in cpu]
+    y, yd = fn(*cpu), fn(*dev)
+    _check(yd, y.detach(), dtype)
+    g = torch.randn_like(y, dtype=torch.float32).to(dtype)
+    y.backward(g)
+    yd.backward(g.to(DEV))
+    for i in grad_inputs:
+        _check(dev[i].grad, cpu[i].grad, dtype)
+
+
+g0 = torch.Generator().manual_seed(0)
+X = torch.randn(6, 10, generator=g0)
+
+ACTIVATIONS = {
+    "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu,
+    "mish": F.mish, "elu": lambda t: F.elu(t, 0.7), "selu": F.selu, "celu": lambda t: F.celu(t, 1.3),
+    "leaky_relu": lambda t: F.leaky_relu(t, 0.05), "hardtanh": lambda t: F.hardtanh(t, -0.5, 0.7),
+    "relu6": F.relu6, "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid,
+    "softplus": lambda t: F.softplus(t, beta=2, threshold=1), "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+    "logsigmoid": F.logsigmoid, "softmax": lambda t: F.softmax(t, -1), "softmax0": lambda t: F.softmax(t, 0),
+    "log_softmax": lambda t: F.log_softmax(t, -1), "log_softmax0": lambda t: F.log_softmax(t, 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_activation(name, dtype):
+    _fwd_bwd(ACTIVATIONS[name], X * 3, dtype=dtype)
+
+
+def test_softmax_half_to_float_and_wide_rows():
+    x = torch.randn(3, 5000)
+    _fwd_bwd(lambda t: F.softmax(t, -1), x)
+    h = torch.randn(4, 33).half()
+    ref = torch._softmax(h.float(), -1, False)
+    _check(torch._softmax(h.to(DEV), -1, True), ref)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_weight_ignore_smoothing(reduction):
+    t = torch.randint(0, 10, (6,), generator=g0)
+    t[1] = -100
+    w = torch.rand(10, generator=g0)
+    _fwd_bwd(lambda x, tt, ww: F.cross_entropy(x, tt, weight=ww, reduction=reduction, label_smoothing=0.1), X, t, w)
+
+
+def test_nll_loss2d_and_1d_input():
+    x = torch.randn(2, 4, 3, 5, generator=g0).log_softmax(1)
+    t = torch.randint(0, 4, (2, 3, 5), generator=g0)
+    t[0, 1, 2] = 2
+    _fwd_bwd(lambda a, b: F.nll_loss(a, b, ignore_index=2), x, t)
+    _fwd_bwd(lambda a, b: F.nll_loss(a, b), torch.randn(7).log_softmax(0), torch.tensor(3))
+
+
+@pytest.mark.parametrize("name", ["mse", "smooth_l1", "l1", "huber", "bce", "bce_logits"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_pointwise_losses(name, reduction):
+    target = torch.rand(6, 10, generator=g0)
+    w = torch.rand(10, generator=g0)
+    fns = {
+        "mse": lambda x, t: F.mse_loss(x, t, reduction=reduction),
+        "smooth_l1": lambda x, t: F.smooth_l1_loss(x, t, reduction=reduction, beta=0.5),
+        "l1": lambda x, t: F.l1_loss(x, t, reduction=reduction),
+        "huber": lambda x, t: F.huber_loss(x, t, reduction=reduction, delta=0.7),
+        "bce": lambda x, t: F.binary_cross_entropy(torch.sigmoid(x), t, weight=w.to(x.device), reduction=reduction),
+        "bce_logits": lambda x, t: F.binary_cross_entropy_with_logits(x, t, pos_weight=w.to(x.device), reduction=reduction),
+    }
+    _fwd_bwd(fns[name], X, target)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_gemm_family(dtype):
+    a, b = torch.randn(5, 7, generator=g0), torch.randn(7, 3, generator=g0)
+    bias, v = torch.randn(3, generator=g0), torch.randn(7, generator=g0)
+    _fwd_bwd(lambda x, y: x @ y, a, b, dtype=dtype, grad_inputs=(0, 1))
+    _fwd_bwd(lambda x, y: x.t() @ y.t(), a.t().contiguous(), b.t().contiguous(), dtype=dtype, grad_inputs=(0, 1))
+    _fwd_bwd(lambda x, y, z: torch.addmm(z, x, y, beta=0.5, alpha=2), a, b, bias, dtype=dtype, grad_inputs=(0, 1, 2))
+    _fwd_bwd(lambda x, y, z: F.linear(x, y.t(), z), a, b, bias, dtype=dtype, grad_inputs=(0, 1, 2))
+    _fwd_bwd(lambda x, y: torch.bmm(x, y), torch.randn(3, 4, 5), torch.randn(3, 5, 2), dtype=dtype, grad_inputs=(0, 1))
+    _fwd_bwd(lambda x, y, z: torch.baddbmm(z, x, y, alpha=0.5), torch.randn(3, 4, 5), torch.randn(3, 5, 2),
+             torch.randn(4, 2), dtype=dtype, grad_inputs=(0, 1, 2))
+    _fwd_bwd(lambda x, y: torch.mv(x, y), a, v, dtype=dtype, grad_inputs=(0, 1))
+    _fwd_bwd(lambda x, y: torch.dot(x, y), v, v * 2, dtype=dtype, grad_inputs=(0, 1))
+    _fwd_bwd(lambda x, y: torch.matmul(x, y), torch.randn(2, 3, 4, 5), torch.randn(5, 6), dtype=dtype, grad_inputs=(0, 1))
+
+
+def test_gemm_errors_and_empty():
+    a = torch.randn(3, 4, device=DEV)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        a @ torch.randn(5, 2, device=DEV)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.mm(a, torch.randn(4, 2, device=DEV, dtype=torch.float64))
+    z = torch.mm(torch.randn(3, 0, device=DEV), torch.randn(0, 2, device=DEV))
+    assert z.shape == (3, 2) and z.abs().sum().item() == 0
+    torch.mytorch.set_fallback_mode("silent")  # integer GEMM: CUDA PyTorch has none either; counted fallback
+    i = torch.arange(6).view(2, 3)
+    assert torch.equal((i.to(DEV) @ i.t().to(DEV)).cpu(), i @ i.t())
+
+
+def test_embedding_backward_deterministic_padding_and_freq():
+    for kwargs in [dict(), dict(padding_idx=3), dict(scale_grad_by_freq=True)]:
+        idx = torch.tensor([[1, 3, 3, 0], [9, 3, 1, 1]])
+        _fwd_bwd(lambda w, i: F.embedding(i, w, **kwargs), torch.randn(10, 4), idx)
+    w = torch.randn(10, 4, device=DEV, requires_grad=True)
+    with pytest.raises(IndexError):
+        F.embedding(torch.tensor([10], device=DEV), w)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_norm_layers(dtype):
+    x = torch.randn(3, 4, 5, 6, generator=g0) * 3 + 1
+    w, b = torch.rand(6, generator=g0) + 0.5, torch.randn(6, generator=g0)
+    _fwd_bwd(lambda t, ww, bb: F.layer_norm(t, (6,), ww, bb), x, w, b, dtype=dtype, grad_inputs=(0, 1, 2))
+    _fwd_bwd(lambda t: F.layer_norm(t, (5, 6)), x, dtype=dtype)
+    wc, bc = torch.rand(4, generator=g0) + 0.5, torch.randn(4, generator=g0)
+    _fwd_bwd(lambda t, ww, bb: F.group_norm(t, 2, ww, bb), x, wc, bc, dtype=dtype, grad_inputs=(0, 1, 2))
+    _fwd_bwd(lambda t, ww, bb: F.batch_norm(t, None, None, ww, bb, training=True), x, wc, bc, dtype=dtype,
+             grad_inputs=(0, 1, 2))
+
+
+def test_batch_norm_running_stats_and_eval():
+    bn, bnd = nn.BatchNorm2d(4), nn.BatchNorm2d(4).to(DEV)
+    x = torch.randn(5, 4, 3, 3, generator=g0) * 2 + 1
+    for _ in range(3):
+        bn(x), bnd(x.to(DEV))
+    _check(bnd.running_mean, bn.running_mean)
+    _check(bnd.running_var, bn.running_var)
+    assert bnd.num_batches_tracked.item() == 3
+    bn.eval(), bnd.eval()
+    _fwd_bwd(lambda t: bn(t) if t.device.type == "cpu" else bnd(t), x)
+
+
+POOLS = {
+    "max": lambda t: F.max_pool2d(t, 3, 2, 1), "max_dil_ceil": lambda t: F.max_pool2d(t, 2, 2, 0, 2, ceil_mode=True),
+    "avg": lambda t: F.avg_pool2d(t, 3, 2, 1), "avg_nopad_ceil": lambda t: F.avg_pool2d(t, 3, 2, 1, True, False),
+    "avg_div": lambda t: F.avg_pool2d(t, 2, divisor_override=3), "adaptive": lambda t: F.adaptive_avg_pool2d(t, (3, 5)),
+    "global": lambda t: F.adaptive_avg_pool2d(t, 1), "nearest2x": lambda t: F.interpolate(t, scale_factor=2),
+    "nearest": lambda t: F.interpolate(t, size=(5, 11)),
+    "bilinear": lambda t: F.interpolate(t, size=(13, 7), mode="bilinear"),
+    "bilinear_ac": lambda t: F.interpolate(t, scale_factor=1.7, mode="bilinear", align_corners=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLS))
+def test_pool_and_upsample(name):
+    _fwd_bwd(POOLS[name], torch.randn(2, 3, 7, 9, generator=g0))
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(stride=2, padding=1), dict(dilation=2, padding=2, groups=3),
+                                    dict(padding="same", bias=False)])
+def test_conv2d(kwargs):
+    conv = nn.Conv2d(3, 6, 3, **kwargs)
+    _fwd_bwd(lambda t, w: F.conv2d(t, w, conv.bias.to(t.device) if conv.bias is not None else None,
+                                   conv.stride, conv.padding, conv.dilation, conv.groups),
+             torch.randn(2, 3, 8, 9, generator=g0), conv.weight.detach(), grad_inputs=(0, 1))
+
+
+def test_conv1d_and_errors():
+    _fwd_bwd(lambda t, w: F.conv1d(t, w, padding=1, stride=2), torch.randn(2, 4, 11), torch.randn(5, 4, 3),
+             grad_inputs=(0, 1))
+    with pytest.raises(RuntimeError, match="channels"):
+        F.conv2d(torch.randn(1, 3, 5, 5, device=DEV), torch.randn(4, 2, 3, 3, device=DEV))
+
+
+def test_loss_errors_raise():
+    with pytest.raises(IndexError, match="out of bounds"):
+        F.cross_entropy(torch.randn(3, 5, device=DEV), torch.tensor([0, 5, 1], device=DEV))
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        F.binary_cross_entropy(torch.full((3,), 1.5, device=DEV), torch.zeros(3, device=DEV))
+    with pytest.raises((ValueError, RuntimeError), match="batch_size"):
+        F.nll_loss(torch.randn(3, 5, device=DEV), torch.tensor([0, 1], device=DEV))
+
+
+def _params(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(5, 3, generator=g), torch.randn(7, generator=g), torch.randn(70000, generator=g)]
+
+
+@pytest.mark.parametrize("opt", ["sgd_momentum", "sgd_nesterov_fused", "adamw_foreach", "adamw_fused",
+                                 "adam_amsgrad_fused", "adam_foreach_wd", "rmsprop", "adagrad"])
+def test_optimizers_match_cpu(opt):
+    make = {
+        "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01, foreach=True),
+        "sgd_nesterov_fused": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, fused=True),
+        "adamw_foreach": lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=True),
+        "adamw_fused": lambda p: torch.optim.AdamW(p, lr=1e-2, fused=True),
+        "adam_amsgrad_fused": lambda p: torch.optim.Adam(p, lr=1e-2, amsgrad=True, fused=True),
+        "adam_foreach_wd": lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.1, maximize=True, foreach=True),
+        "rmsprop": lambda p: torch.optim.RMSprop(p, lr=1e-2, momentum=0.5, foreach=True),
+        "adagrad": lambda p: torch.optim.Adagrad(p, lr=1e-2, foreach=True),
+    }[opt]
+    pc = [p.clone().requires_grad_() for p in _params()]
+    pd = [p.to(DEV).requires_grad_() for p in _params()]
+    oc, od = make(pc), make(pd)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(4):
+        for a, b in zip(pc, pd):
+            grad = torch.randn(a.shape, generator=g)
+            a.grad, b.grad = grad.clone(), grad.to(DEV)
+        nc = torch.nn.utils.clip_grad_norm_(pc, 1.0)
+        nd = torch.nn.utils.clip_grad_norm_(pd, 1.0)
+        _check(nd, nc)
+        oc.step()
+        od.step()
+    for a, b in zip(pc, pd):
+        torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_foreach_overloads_match_cpu():
+    xs = [torch.randn(4, 3), torch.randn(100000), torch.randn(0)]
+    ys = [torch.randn_like(t) for t in xs]
+    zs = [torch.rand_like(t) + 0.5 for t in xs]
+    d = lambda ts: [t.to(DEV) for t in ts]  # noqa: E731
+    s = torch.tensor(0.75)
+    calls = [
+        lambda a, b, c: torch._foreach_add(a, b, alpha=0.5), lambda a, b, c: torch._foreach_add(a, 2.0),
+        lambda a, b, c: torch._foreach_add(a, [1.0, 2.0, 3.0]),
+        lambda a, b, c: torch._foreach_add(a, s.to(a[0].device), alpha=2),
+        lambda a, b, c: torch._foreach_sub(a, b), lambda a, b, c: torch._foreach_mul(a, s.to(a[0].device)),
+        lambda a, b, c: torch._foreach_div(a, c), lambda a, b, c: torch._foreach_maximum(a, b),
+        lambda a, b, c: torch._foreach_clamp_min(a, 0.1), lambda a, b, c: torch._foreach_pow(c, 1.5),
+        lambda a, b, c: torch._foreach_pow(2.0, a),
+        lambda a, b, c: torch._foreach_addcmul(a, b, c, 0.3),
+        lambda a, b, c: torch._foreach_addcdiv(a, b, c, [0.1, 0.2, 0.3]),
+        lambda a, b, c: torch._foreach_addcdiv(a, b, c, torch.tensor([0.1, 0.2, 0.3])),
+        lambda a, b, c: torch._foreach_lerp(a, b, 0.3), lambda a, b, c: torch._foreach_lerp(a, b, c),
+        lambda a, b, c: torch._foreach_sqrt(c), lambda a, b, c: torch._foreach_exp(a), lambda a, b, c: torch._foreach_neg(a),
+        lambda a, b, c: torch._foreach_norm(a), lambda a, b, c: torch._foreach_norm(a[:2], float("inf")),
+        lambda a, b, c: torch._foreach_norm(a, 1),
+    ]
+    for i, fn in enumerate(calls):
+        ref, got = fn(xs, ys, zs), fn(d(xs), d(ys), d(zs))
+        for r, t in zip(ref, got):
+            torch.testing.assert_close(t.cpu(), r, rtol=1e-5, atol=1e-5, msg=lambda m: f"call {i}: {m}")
+    # in place, and the non-contiguous / mixed-dtype slow path (per-tensor native kernels)
+    a, ad = [t.clone() for t in xs], d(xs)
+    torch._foreach_mul_(a, 3.0), torch._foreach_mul_(ad, 3.0)
+    torch._foreach_zero_(a[:1]), torch._foreach_zero_(ad[:1])
+    with pytest.raises(RuntimeError, match="infinity norm on an empty"):
+        torch._foreach_norm(ad, float("inf"))
+    for r, t in zip(a, ad):
+        torch.testing.assert_close(t.cpu(), r)
+    nc = [torch.randn(4, 6)[:, ::2], torch.randn(3).double()]
+    for r, t in zip(torch._foreach_add(nc, 1.0), torch._foreach_add(d(nc), 1.0)):
+        torch.testing.assert_close(t.cpu(), r)
