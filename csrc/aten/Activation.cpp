@@ -100,6 +100,13 @@ Tensor& siluBackwardOut(const Tensor& grad, const Tensor& self, Tensor& gi) {
   if (!tryRun(EwOp::SiluBackward, {grad, self}, gi)) return Fallback<at::_ops::silu_backward_grad_input>::call(grad, self, gi);
   return gi;
 }
+// silu_backward's functional form has a composite (half-precision arithmetic op by op) that would win on
+// PrivateUse1 over the out= kernel: registered directly.
+Tensor siluBackward(const Tensor& grad, const Tensor& self) {
+  Tensor gi = at::empty({0}, grad.options());
+  if (!tryRun(EwOp::SiluBackward, {grad, self}, gi)) return Fallback<at::_ops::silu_backward>::call(grad, self);
+  return gi;
+}
 Tensor mishBackward(const Tensor& grad, const Tensor& self) {
   Tensor gi = at::empty({0}, grad.options());
   if (!tryRun(EwOp::MishBackward, {grad, self}, gi)) return Fallback<at::_ops::mish_backward>::call(grad, self);
@@ -371,6 +378,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gelu_backward.grad_input", TORCH_FN(geluBackwardOut));
   m.impl("silu.out", TORCH_FN(siluOut));
   m.impl("silu_backward.grad_input", TORCH_FN(siluBackwardOut));
+  m.impl("silu_backward", TORCH_FN(siluBackward));
   m.impl("mish.out", TORCH_FN(mishOut));
   m.impl("mish_backward", TORCH_FN(mishBackward));
   m.impl("softplus.out", TORCH_FN(softplusOut));

@@ -1,13 +1,19 @@
 // Op table: 2-D max / average / adaptive-average pooling and nearest / bilinear upsampling, forward and
 // backward, on the spatial family (Note [Spatial family]). Output sizes and argument checks follow ATen.
 #include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/avg_pool2d_backward_ops.h>
+#include <ATen/ops/avg_pool2d_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_backward_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "csrc/aten/Glue.h"
+#include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/pool.h"
 
@@ -16,6 +22,8 @@ namespace {
 
 using at::Tensor;
 using OptD = std::optional<double>;
+template <typename Op>
+using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
 bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
 
@@ -87,6 +95,9 @@ void poolGeometry(SpatialArgs& a, at::IntArrayRef kernel, at::IntArrayRef stride
 std::tuple<Tensor&, Tensor&> maxPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                                         at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, Tensor& out,
                                         Tensor& indices) {
+  if (!floating(self.scalar_type()))  // integer pooling: CPU PyTorch has it, counted fallback
+    return Fallback<at::_ops::max_pool2d_with_indices_out>::call(self, kernel, stride, padding, dilation, ceil_mode, out,
+                                                                 indices);
   SpatialArgs a;
   a.op = SpatialOp::MaxPool;
   planes(a, self, "max_pool2d");
@@ -108,6 +119,9 @@ std::tuple<Tensor&, Tensor&> maxPoolOut(const Tensor& self, at::IntArrayRef kern
 Tensor& maxPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                            at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const Tensor& indices,
                            Tensor& gi) {
+  if (!floating(self.scalar_type()))
+    return Fallback<at::_ops::max_pool2d_with_indices_backward_grad_input>::call(grad, self, kernel, stride, padding,
+                                                                                dilation, ceil_mode, indices, gi);
   SpatialArgs a;
   a.op = SpatialOp::MaxPool;
   a.backward = true;
@@ -127,6 +141,9 @@ Tensor& maxPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayR
 
 Tensor& avgPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor, Tensor& out) {
+  if (!floating(self.scalar_type()))
+    return Fallback<at::_ops::avg_pool2d_out>::call(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor,
+                                                    out);
   SpatialArgs a;
   a.op = SpatialOp::AvgPool;
   planes(a, self, "avg_pool2d");
@@ -146,6 +163,9 @@ Tensor& avgPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef s
 Tensor& avgPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor, Tensor& gi) {
+  if (!floating(self.scalar_type()))
+    return Fallback<at::_ops::avg_pool2d_backward_grad_input>::call(grad, self, kernel, stride, padding, ceil_mode,
+                                                                    count_include_pad, divisor, gi);
   SpatialArgs a;
   a.op = SpatialOp::AvgPool;
   a.backward = true;

@@ -74,9 +74,9 @@ MT_HOST_DEVICE inline O nn_apply(O a, O b, O c, const EwParams& p) {
     return b <= O(0) ? a * negiptcoef * negcoef * std::exp(b * negiptcoef) : a * poscoef;
   } else if constexpr (op == EwOp::LeakyReluBackward) {
     return b > O(0) ? a : a * static_cast<O>(p.alpha);
-  } else if constexpr (op == EwOp::HardswishBackward) {
-    if (b < O(-3)) return O(0);
-    if (b <= O(3)) return a * ((b / O(3)) + O(0.5));
+  } else if constexpr (op == EwOp::HardswishBackward) {  // ATen's boundaries: 0 at x <= -3, grad at x >= 3
+    if (b <= O(-3)) return O(0);
+    if (b < O(3)) return a * ((b / O(3)) + O(0.5));
     return a;
   } else if constexpr (op == EwOp::HardsigmoidBackward) {
     return (b > O(-3) && b < O(3)) ? a * static_cast<O>(1.0f / 6.0f) : O(0);  // ATen's float constant

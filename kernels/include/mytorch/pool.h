@@ -93,7 +93,7 @@ MT_HOST_DEVICE inline void forward(const SpatialArgs& a, int64_t e) {
     for (int64_t h = h0; h < h1; ++h)
       for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[h * a.iw + w]);
     const int64_t div = a.divisor ? a.divisor : (a.count_include_pad ? pool : (h1 - h0) * (w1 - w0));
-    out[e] = static_cast<T>(div > 0 ? sum / static_cast<A>(div) : A(0));
+    out[e] = static_cast<T>(div != 0 ? sum / static_cast<A>(div) : A(0));  // divisor_override may be negative
   } else if (a.op == SpatialOp::AdaptiveAvg) {
     const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
     const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
@@ -152,7 +152,7 @@ MT_HOST_DEVICE inline void backward(const SpatialArgs& a, int64_t e) {
           h0 = h0 > 0 ? h0 : 0; w0 = w0 > 0 ? w0 : 0;
           h1 = h1 < a.ih ? h1 : a.ih; w1 = w1 < a.iw ? w1 : a.iw;
           const int64_t div = a.divisor ? a.divisor : (a.count_include_pad ? pool : (h1 - h0) * (w1 - w0));
-          if (div > 0) acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>(div);
+          if (div != 0) acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>(div);
         }
       }
     }
