@@ -19,7 +19,8 @@ struct Launch {
 };
 
 template <typename T>
-__device__ inline void element(const MultiTensorArgs& a, const MtTensor& m, int64_t i, double* part) {
+__device__ inline void element(const MultiTensorArgs& a, const MtTensor& m, int64_t i, double* part,
+                               const mt::AdamConsts<ew::opmath_t<T>>& k) {
   switch (a.kind) {
     case MtKind::Fill: static_cast<T*>(m.ptr[0])[i] = static_cast<T>(m.scalar); break;
     case MtKind::Copy:
@@ -31,8 +32,8 @@ __device__ inline void element(const MultiTensorArgs& a, const MtTensor& m, int6
       }
       break;
     case MtKind::Norm: *part = mt::norm_push(*part, mt::load<T>(m.ptr[1], i), a.ord); break;
-    case MtKind::Adam: mt::adam<T>(a, m, i, false); break;
-    case MtKind::AdamW: mt::adam<T>(a, m, i, true); break;
+    case MtKind::Adam: mt::adam<T>(a, m, i, false, k); break;
+    case MtKind::AdamW: mt::adam<T>(a, m, i, true, k); break;
     case MtKind::Sgd: mt::sgd<T>(a, m, i); break;
     default: break;
   }
@@ -46,9 +47,11 @@ __global__ void mt_kernel(MultiTensorArgs a, Launch l) {
   if ((a.kind == MtKind::Adam || a.kind == MtKind::AdamW || a.kind == MtKind::Sgd) && a.found_inf && *a.found_inf != 0.0f)
     return;
   double part = 0;
+  mt::AdamConsts<ew::opmath_t<T>> k{};
+  if (!ew && (a.kind == MtKind::Adam || a.kind == MtKind::AdamW)) k = mt::adam_consts<T>(a, m);
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     if constexpr (ew) mt::elementwise<op, T>(a, m, i);
-    else element<T>(a, m, i, &part);
+    else element<T>(a, m, i, &part, k);
   }
   if (!ew && a.kind == MtKind::Norm) {
     __shared__ double s[kThreads];

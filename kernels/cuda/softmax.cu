@@ -1,5 +1,6 @@
-// CUDA softmax (Note [Softmax family]): a block per line when the reduced dimension is the innermost one,
-// else a thread per line running the shared line function.
+// CUDA softmax (Note [Softmax family]): a block per line when the reduced dimension is the innermost one
+// (the row staged in shared memory when it fits, so it is read once), else a thread per line running the
+// shared line function.
 #include <cfloat>
 
 #include "common.cuh"
@@ -9,6 +10,7 @@ namespace mytorch::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
+constexpr size_t kStageBytes = 40 * 1024;  // dynamic shared memory without an opt-in (48 KB) less the reductions'
 
 // Block-wide reduction of one value (max or sum) through shared memory; every thread gets the result.
 template <bool is_max, typename A>
@@ -33,46 +35,58 @@ __device__ inline A block_reduce(A v, A* smem) {
   return smem[0];
 }
 
-template <typename I, typename O, typename A>
+// Rows that fit in shared memory are read from device memory once (`staged`): loaded into shared memory in
+// opmath, then the max, the sum and the write all read the staged copy.
+template <typename I, typename O, typename A, bool staged>
 __global__ void forward_rows(SoftmaxArgs s) {
   __shared__ A smem[32];
+  extern __shared__ unsigned char row_smem[];
+  A* rowbuf = reinterpret_cast<A*>(row_smem);
   for (int64_t row = blockIdx.x; row < s.outer; row += gridDim.x) {
     const I* x = static_cast<const I*>(s.in) + row * s.dim;
     O* y = static_cast<O*>(s.out) + row * s.dim;
+    auto val = [&](int64_t j) -> A { return staged ? rowbuf[j] : static_cast<A>(x[j]); };
     A mx = -INFINITY;
     for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
       const A v = static_cast<A>(x[j]);
+      if (staged) rowbuf[j] = v;
       mx = (v != v || v > mx) ? v : mx;
     }
     mx = block_reduce<true>(mx, smem);
     A sum = 0;
-    for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) sum += exp(static_cast<A>(x[j]) - mx);
+    for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) sum += exp(val(j) - mx);
     sum = block_reduce<false>(sum, smem);
     const A lse = log(sum);
     for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
-      const A v = static_cast<A>(x[j]) - mx;
+      const A v = val(j) - mx;
       y[j] = static_cast<O>(s.log ? v - lse : exp(v) / sum);
     }
+    __syncthreads();  // the staged row is reused by the block's next row
   }
 }
 
-template <typename G, typename O, typename A>
+template <typename G, typename O, typename A, bool staged>
 __global__ void backward_rows(SoftmaxArgs s) {
   __shared__ A smem[32];
+  extern __shared__ unsigned char row_smem[];
+  A* gbuf = reinterpret_cast<A*>(row_smem);
+  A* ybuf = gbuf + s.dim;
   for (int64_t row = blockIdx.x; row < s.outer; row += gridDim.x) {
     const G* g = static_cast<const G*>(s.in) + row * s.dim;
     const G* y = static_cast<const G*>(s.out_saved) + row * s.dim;
     O* gi = static_cast<O*>(s.out) + row * s.dim;
     A sum = 0;
     for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
-      const A gv = static_cast<A>(g[j]);
-      sum += s.log ? gv : gv * static_cast<A>(y[j]);
+      const A gv = static_cast<A>(g[j]), yv = static_cast<A>(y[j]);
+      if (staged) { gbuf[j] = gv; ybuf[j] = yv; }
+      sum += s.log ? gv : gv * yv;
     }
     sum = block_reduce<false>(sum, smem);
     for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
-      const A gv = static_cast<A>(g[j]), yv = static_cast<A>(y[j]);
+      const A gv = staged ? gbuf[j] : static_cast<A>(g[j]), yv = staged ? ybuf[j] : static_cast<A>(y[j]);
       gi[j] = static_cast<O>(s.log ? gv - exp(yv) * sum : yv * (gv - sum));
     }
+    __syncthreads();
   }
 }
 
@@ -90,8 +104,15 @@ void launch(const SoftmaxArgs& s, cudaStream_t st) {
   using A = ew::opmath_t<I>;
   if (s.inner == 1) {
     const unsigned grid = static_cast<unsigned>(s.outer < 65535 ? s.outer : 65535);
-    if (s.backward) backward_rows<I, O, A><<<grid, kRowThreads, 0, st>>>(s);
-    else forward_rows<I, O, A><<<grid, kRowThreads, 0, st>>>(s);
+    const size_t row_bytes = static_cast<size_t>(s.dim) * sizeof(A) * (s.backward ? 2 : 1);
+    const bool staged = row_bytes <= kStageBytes;
+    if (s.backward) {
+      if (staged) backward_rows<I, O, A, true><<<grid, kRowThreads, row_bytes, st>>>(s);
+      else backward_rows<I, O, A, false><<<grid, kRowThreads, 0, st>>>(s);
+    } else {
+      if (staged) forward_rows<I, O, A, true><<<grid, kRowThreads, row_bytes, st>>>(s);
+      else forward_rows<I, O, A, false><<<grid, kRowThreads, 0, st>>>(s);
+    }
   } else {
     lines<I, O, A><<<grid_for(s.outer * s.inner), kThreads, 0, st>>>(s);
   }

@@ -61,9 +61,12 @@ void run(const MultiTensorArgs& a) {
         dispatch_floating(a.out_dtype, [&](auto tag) { static_cast<decltype(tag)*>(m.ptr[0])[0] = mt_cast<decltype(tag)>(r); });
         break;
       }
-      case MtKind::Adam: case MtKind::AdamW:
-        for (int64_t i = 0; i < m.numel; ++i) mt::adam<T>(a, m, i, a.kind == MtKind::AdamW);
+      case MtKind::Adam: case MtKind::AdamW: {
+        if (m.numel == 0) break;
+        const auto k = mt::adam_consts<T>(a, m);
+        for (int64_t i = 0; i < m.numel; ++i) mt::adam<T>(a, m, i, a.kind == MtKind::AdamW, k);
         break;
+      }
       case MtKind::Sgd:
         for (int64_t i = 0; i < m.numel; ++i) mt::sgd<T>(a, m, i);
         break;

@@ -107,18 +107,32 @@ MT_HOST_DEVICE inline void elementwise(const MultiTensorArgs& a, const MtTensor&
   static_cast<T*>(t.ptr[0])[i] = static_cast<T>(ew::apply<op, T>(x, y, z, p));
 }
 
+// Per-tensor constants of the fused Adam/AdamW step: the learning rate and the bias corrections of the
+// tensor's step count (computed once per tensor or chunk, not per element).
+template <typename O>
+struct AdamConsts {
+  double lr;
+  O bc1, bc2_sqrt;
+};
+template <typename T>
+MT_HOST_DEVICE inline AdamConsts<ew::opmath_t<T>> adam_consts(const MultiTensorArgs& a, const MtTensor& t) {
+  using O = ew::opmath_t<T>;
+  const double step = static_cast<double>(*static_cast<const float*>(t.ptr[5]));
+  return {a.lr_ptr ? static_cast<double>(*a.lr_ptr) : a.lr, static_cast<O>(1 - std::pow(a.beta1, step)),
+          static_cast<O>(std::sqrt(1 - std::pow(a.beta2, step)))};
+}
+
 // One element of the fused Adam/AdamW step (ATen's fused formula; a found_inf step is skipped by the caller).
 template <typename T>
-MT_HOST_DEVICE inline void adam(const MultiTensorArgs& a, const MtTensor& t, int64_t i, bool adamw) {
+MT_HOST_DEVICE inline void adam(const MultiTensorArgs& a, const MtTensor& t, int64_t i, bool adamw,
+                                const AdamConsts<ew::opmath_t<T>>& k) {
   using O = ew::opmath_t<T>;
   T* pp = static_cast<T*>(t.ptr[0]);
   T* gp = static_cast<T*>(t.ptr[1]);
   T* m1p = static_cast<T*>(t.ptr[2]);
   T* m2p = static_cast<T*>(t.ptr[3]);
-  const double lr = a.lr_ptr ? static_cast<double>(*a.lr_ptr) : a.lr;
-  const float step = *static_cast<const float*>(t.ptr[5]);
-  const O bc1 = static_cast<O>(1 - std::pow(a.beta1, static_cast<double>(step)));
-  const O bc2_sqrt = static_cast<O>(std::sqrt(1 - std::pow(a.beta2, static_cast<double>(step))));
+  const double lr = k.lr;
+  const O bc1 = k.bc1, bc2_sqrt = k.bc2_sqrt;
   O param = static_cast<O>(pp[i]), grad = static_cast<O>(gp[i]);
   O exp_avg = static_cast<O>(m1p[i]), exp_avg_sq = static_cast<O>(m2p[i]);
   if (a.grad_scale) {

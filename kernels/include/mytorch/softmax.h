@@ -5,8 +5,9 @@
 // Statistics accumulate in opmath (fp32 for half types): the line's max, then the sum of exp(x - max),
 // then the write — the order ATen's CPU kernels use, so sim matches them closely. Forward may widen
 // (half in, float out: _softmax's half_to_float). cuda/ gives each line of the common inner == 1 case a
-// block (block-wide max and sum reductions, coalesced row reads); other layouts run a thread per line with
-// the same line function sim/ runs.
+// block (block-wide max and sum reductions, coalesced row reads; rows up to 40 KB in opmath are staged in
+// shared memory, so device memory is read once per row); other layouts run a thread per line with the
+// same line function sim/ runs.
 #pragma once
 
 #include <cmath>
