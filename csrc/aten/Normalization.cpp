@@ -1,6 +1,6 @@
-// Op table: native_layer_norm, native_group_norm and native_batch_norm (with the _native_batch_norm_legit
-// forms) and their backwards, on the normalisation family (Note [Normalisation family]). Saved statistics
-// are in opmath (float for half types), as CUDA PyTorch keeps them.
+// Op table: native_group_norm and native_batch_norm (with the _native_batch_norm_legit forms) and their
+// backwards, on the normalisation family (Note [Normalisation family]); LayerNorm has its own fused kernels
+// (LayerNorm.cpp). Saved statistics are in opmath (float for half types), as CUDA PyTorch keeps them.
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/empty.h>
@@ -51,93 +51,6 @@ void runForward(NormArgs& a, const Tensor& like) {
 void runBackward(NormArgs& a, const Tensor& like) {
   c10::DeviceGuard guard(like.device());
   MT_RT_CHECK(kernels::norm_backward(a, streamFor(like)));
-}
-
-// --- LayerNorm --------------------------------------------------------------------------------------------
-
-std::pair<int64_t, int64_t> layerShape(const Tensor& x, at::IntArrayRef normalized_shape, const char* op) {
-  const int64_t nd = static_cast<int64_t>(normalized_shape.size());
-  TORCH_CHECK(nd >= 1, op, ": expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
-              "element, but got normalized_shape = ", normalized_shape);
-  TORCH_CHECK(x.dim() >= nd && x.sizes().slice(x.dim() - nd).equals(normalized_shape), "Given normalized_shape=",
-              normalized_shape, ", expected input with shape [*", normalized_shape, "], but got input of size",
-              x.sizes());
-  int64_t n = 1;
-  for (int64_t s : normalized_shape) n *= s;
-  return {n == 0 ? 0 : x.numel() / n, n};
-}
-
-std::vector<int64_t> statShape(const Tensor& x, int64_t nd) {
-  std::vector<int64_t> s(x.sizes().begin(), x.sizes().end() - nd);
-  for (int64_t i = 0; i < nd; ++i) s.push_back(1);
-  return s;
-}
-
-std::tuple<Tensor, Tensor, Tensor> layerNorm(const Tensor& input, at::IntArrayRef normalized_shape, const OptT& weight,
-                                            const OptT& bias, double eps) {
-  auto [m, n] = layerShape(input, normalized_shape, "native_layer_norm");
-  Tensor x = input.contiguous(), w = def(weight), b = def(bias);
-  checkParam(w, n, "weight", "native_layer_norm");
-  checkParam(b, n, "bias", "native_layer_norm");
-  if (!floating(x.scalar_type())) {
-    TORCH_CHECK(false, "native_layer_norm: expected a floating point input, but got ", x.scalar_type());
-  }
-  const auto p = paramDtype(x, {w, b}, "native_layer_norm");
-  const auto acc = opmath(x.scalar_type());
-  const int64_t nd = static_cast<int64_t>(normalized_shape.size());
-  Tensor y = at::empty(x.sizes(), x.options());
-  Tensor mean = at::empty(statShape(x, nd), x.options().dtype(acc));
-  Tensor rstd = at::empty(statShape(x, nd), x.options().dtype(acc));
-  if (m > 0 && n > 0) {
-    NormArgs a;
-    a.kind = NormKind::Layer;
-    a.dtype = toKernelDType(x.scalar_type());
-    a.param_dtype = toKernelDType(p);
-    a.n = m; a.c = n; a.eps = eps;
-    a.x = x.data_ptr(); a.y = y.data_ptr(); a.weight = ptr(w); a.bias = ptr(b);
-    a.mean = mean.data_ptr(); a.rstd = rstd.data_ptr();
-    runForward(a, x);
-  } else if (m > 0) {
-    mean.fill_(0);
-    rstd.fill_(std::numeric_limits<double>::quiet_NaN());
-  }
-  return {y, mean, rstd};
-}
-
-std::tuple<Tensor, Tensor, Tensor> layerNormBackward(const Tensor& grad_out, const Tensor& input,
-                                                    at::IntArrayRef normalized_shape, const Tensor& mean,
-                                                    const Tensor& rstd, const OptT& weight, const OptT& bias,
-                                                    std::array<bool, 3> mask) {
-  auto [m, n] = layerShape(input, normalized_shape, "native_layer_norm_backward");
-  Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = def(weight), b = def(bias);
-  TORCH_CHECK(dy.sizes() == x.sizes(), "native_layer_norm_backward: expected grad_out of shape ", x.sizes(),
-              ", but got ", dy.sizes());
-  const auto p = paramDtype(x, {w, b}, "native_layer_norm_backward");
-  const auto acc = opmath(x.scalar_type());
-  Tensor mu = mean.to(acc).contiguous(), rs = rstd.to(acc).contiguous();
-  TORCH_CHECK(mu.numel() == m && rs.numel() == m, "native_layer_norm_backward: expected mean and rstd with ", m,
-              " elements, but got ", mu.numel(), " and ", rs.numel());
-  Tensor dx = mask[0] ? at::empty(x.sizes(), x.options()) : Tensor();
-  Tensor dw = mask[1] && w.defined() ? at::empty({n}, x.options().dtype(p)) : Tensor();
-  Tensor db = mask[2] && b.defined() ? at::empty({n}, x.options().dtype(p)) : Tensor();
-  if (m > 0 && n > 0) {
-    NormArgs a;
-    a.kind = NormKind::Layer;
-    a.dtype = toKernelDType(x.scalar_type());
-    a.param_dtype = toKernelDType(p);
-    a.n = m; a.c = n;
-    a.x = x.data_ptr(); a.weight = ptr(w); a.mean = mu.data_ptr(); a.rstd = rs.data_ptr();
-    a.dy = dy.data_ptr(); a.dx = dx.defined() ? dx.data_ptr() : nullptr;
-    a.dweight = dw.defined() ? dw.data_ptr() : nullptr;
-    a.dbias = db.defined() ? db.data_ptr() : nullptr;
-    runBackward(a, x);
-  } else {
-    if (dw.defined()) dw.zero_();
-    if (db.defined()) db.zero_();
-  }
-  if (dw.defined()) dw = dw.view(w.sizes());
-  if (db.defined()) db = db.view(b.sizes());
-  return {dx, dw, db};
 }
 
 // --- GroupNorm --------------------------------------------------------------------------------------------
@@ -304,8 +217,6 @@ std::tuple<Tensor, Tensor, Tensor> batchNormLegitNoTraining(const Tensor& input,
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_layer_norm", TORCH_FN(layerNorm));
-  m.impl("native_layer_norm_backward", TORCH_FN(layerNormBackward));
   m.impl("native_group_norm", TORCH_FN(groupNorm));
   m.impl("native_group_norm_backward", TORCH_FN(groupNormBackward));
   m.impl("native_batch_norm", TORCH_FN(batchNorm));

@@ -1,17 +1,16 @@
-// Normalisation family: LayerNorm, GroupNorm and BatchNorm forward and backward over one description.
+// Normalisation family: GroupNorm and BatchNorm forward and backward over one description (LayerNorm and
+// RMSNorm have their own width-specialised kernels: layernorm.h).
 //
 // Note [Normalisation family]
-// Every norm computes statistics per *group* of elements and applies an affine transform per *channel*:
-//   Layer: input [M, N] (rows x normalized size); group = row, channel = column.
+// Both norms compute statistics per *group* of elements and apply an affine transform per *channel*:
 //   Group: input [N, C, HW] with G groups; group = (n, g) spanning C/G channels x HW; channel = c.
 //   Batch: input [N, C, HW]; group = channel = c, spanning N x HW (strided).
 // The helpers below map (group, j) and (channel, i) to element offsets, so one set of kernels serves all
-// three: statistics (Welford in opmath, Chan's combine — the reduction family's accumulator), the
+// both: statistics (Welford in opmath, Chan's combine — the reduction family's accumulator), the
 // elementwise apply, the input gradient per group (dx = rstd * (w dy - mean(w dy) - xhat mean(w dy xhat)),
 // or dy w rstd for batch norm in eval mode), and the weight/bias gradients per channel. Saved statistics
 // are in opmath (fp32 for half types), as CUDA PyTorch saves them; weights, biases and running statistics
-// have their own dtype (`param_dtype`). cuda/ gives each group (or channel) a block; this is the correct,
-// general path — the width-specialised LayerNorm kernels belong to the fused-normalisation work.
+// have their own dtype (`param_dtype`). cuda/ gives each group (or channel) a block.
 #pragma once
 
 #include <cmath>
@@ -24,13 +23,13 @@
 
 namespace mytorch {
 
-enum class NormKind : int { Layer, Group, Batch };
+enum class NormKind : int { Group, Batch };
 
 struct NormArgs {
-  NormKind kind = NormKind::Layer;
+  NormKind kind = NormKind::Batch;
   DType dtype = DType::Float;        // x, y, dy, dx
   DType param_dtype = DType::Float;  // weight, bias, running stats, dweight, dbias
-  int64_t n = 0, c = 0, hw = 1, groups = 1;  // Layer: n = M rows, c = N columns, hw = 1
+  int64_t n = 0, c = 0, hw = 1, groups = 1;
   const void* x = nullptr;
   void* y = nullptr;
   const void* weight = nullptr;      // per channel, or null
@@ -51,14 +50,13 @@ struct NormArgs {
 namespace nrm {
 
 MT_HOST_DEVICE inline int64_t group_count(const NormArgs& a) {
-  return a.kind == NormKind::Layer ? a.n : a.kind == NormKind::Group ? a.n * a.groups : a.c;
+  return a.kind == NormKind::Group ? a.n * a.groups : a.c;
 }
 MT_HOST_DEVICE inline int64_t group_len(const NormArgs& a) {
-  return a.kind == NormKind::Layer ? a.c : a.kind == NormKind::Group ? (a.c / a.groups) * a.hw : a.n * a.hw;
+  return a.kind == NormKind::Group ? (a.c / a.groups) * a.hw : a.n * a.hw;
 }
 // Offset and channel of element j of group g.
 MT_HOST_DEVICE inline int64_t group_offset(const NormArgs& a, int64_t g, int64_t j, int64_t* ch) {
-  if (a.kind == NormKind::Layer) { *ch = j; return g * a.c + j; }
   if (a.kind == NormKind::Group) {
     const int64_t cpg = a.c / a.groups, n = g / a.groups, gi = g % a.groups;
     *ch = gi * cpg + j / a.hw;
@@ -69,16 +67,14 @@ MT_HOST_DEVICE inline int64_t group_offset(const NormArgs& a, int64_t g, int64_t
 }
 // Group and channel of the element at a flat offset.
 MT_HOST_DEVICE inline int64_t group_of(const NormArgs& a, int64_t off, int64_t* ch) {
-  if (a.kind == NormKind::Layer) { *ch = off % a.c; return off / a.c; }
   const int64_t c = (off / a.hw) % a.c;
   *ch = c;
   if (a.kind == NormKind::Group) return (off / (a.c * a.hw)) * a.groups + c / (a.c / a.groups);
   return c;
 }
-MT_HOST_DEVICE inline int64_t channel_len(const NormArgs& a) { return a.kind == NormKind::Layer ? a.n : a.n * a.hw; }
+MT_HOST_DEVICE inline int64_t channel_len(const NormArgs& a) { return a.n * a.hw; }
 // Offset and group of element i of channel ch.
 MT_HOST_DEVICE inline int64_t channel_offset(const NormArgs& a, int64_t ch, int64_t i, int64_t* g) {
-  if (a.kind == NormKind::Layer) { *g = i; return i * a.c + ch; }
   const int64_t n = i / a.hw;
   *g = a.kind == NormKind::Group ? n * a.groups + ch / (a.c / a.groups) : ch;
   return n * a.c * a.hw + ch * a.hw + i % a.hw;

@@ -1,0 +1,94 @@
+// Fused row-normalisation family: LayerNorm and RMSNorm over the last `cols` elements of each row,
+// forward (optionally fused with a residual add: sum = x + residual, y = norm(sum)) and backward.
+//
+// Note [Fused LayerNorm]
+// Statistics are exact two-pass in opmath (fp32 for half types, fp64 for double): the mean, then the mean
+// of squared deviations from it (RMSNorm: the mean of squares), rstd = 1 / sqrt(var + eps); mean and rstd
+// are saved per row for the backward. The backward computes, per row,
+//   LayerNorm: dx = rstd * (w dy - mean(w dy) - xhat * mean(w dy xhat))
+//   RMSNorm:   dx = rstd * (w dy - xhat * mean(w dy xhat))
+// in one pass over the row, and the parameter gradients dw = sum_rows(dy xhat), db = sum_rows(dy) through
+// per-slot partial sums (a slot is one group of threads, owning its rows: no atomics) and a second,
+// column-wise reduction in a fixed order — deterministic.
+// cuda/ picks the shape by width: a warp per row for narrow rows (<= 1024 elements), a block per row with
+// the row staged in shared memory (read from device memory once) while it fits, and a block per row that
+// re-reads the row from device memory for rows too wide for that; loads are 16-byte vectors when the row
+// and its alignment allow. sim/ runs the same per-row math in loops — the C++ reference.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "mytorch/dtype.h"
+#include "mytorch/macros.h"
+#include "mytorch/ops_math.h"
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+
+struct RowNormArgs {
+  bool rms = false;
+  DType dtype = DType::Float;        // x, residual, sum, y, dy, dx
+  DType param_dtype = DType::Float;  // weight, bias, dweight, dbias (the input's dtype or float32)
+  int64_t rows = 0, cols = 0;
+  double eps = 1e-5;
+  const void* x = nullptr;
+  const void* residual = nullptr;    // forward: when set, the normalised input is x + residual ...
+  void* sum = nullptr;               // ... written here
+  const void* weight = nullptr;      // cols values, or null
+  const void* bias = nullptr;        // LayerNorm only, or null
+  void* y = nullptr;
+  void* mean = nullptr;              // rows values in opmath (LayerNorm; forward writes, backward reads)
+  void* rstd = nullptr;              // rows values in opmath
+  // backward: x is the normalised input (the saved sum when the forward fused the add)
+  const void* dy = nullptr;
+  void* dx = nullptr;                // or null when only parameter gradients are wanted
+  void* dweight = nullptr;           // cols values, or null
+  void* dbias = nullptr;
+  void* workspace = nullptr;         // cuda backward: layernorm_workspace_bytes(...)
+};
+
+namespace lnm {
+
+template <typename P, typename A>
+MT_HOST_DEVICE inline A param(const void* p, int64_t i, A dflt) {
+  return p ? static_cast<A>(static_cast<const P*>(p)[i]) : dflt;
+}
+
+} // namespace lnm
+
+namespace sim {
+rt::Status layernorm_forward(const RowNormArgs& a, rt::Stream stream);
+rt::Status layernorm_backward(const RowNormArgs& a, rt::Stream stream);
+size_t layernorm_workspace_bytes(const RowNormArgs& a);
+} // namespace sim
+#if MYTORCH_WITH_CUDA
+namespace cuda {
+rt::Status layernorm_forward(const RowNormArgs& a, rt::Stream stream);
+rt::Status layernorm_backward(const RowNormArgs& a, rt::Stream stream);
+size_t layernorm_workspace_bytes(const RowNormArgs& a);
+} // namespace cuda
+#endif
+
+namespace kernels {
+inline rt::Status layernorm_forward(const RowNormArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::layernorm_forward(a, stream);
+#endif
+  return sim::layernorm_forward(a, stream);
+}
+inline rt::Status layernorm_backward(const RowNormArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::layernorm_backward(a, stream);
+#endif
+  return sim::layernorm_backward(a, stream);
+}
+inline size_t layernorm_workspace_bytes(const RowNormArgs& a) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::layernorm_workspace_bytes(a);
+#endif
+  return sim::layernorm_workspace_bytes(a);
+}
+} // namespace kernels
+
+} // namespace mytorch
