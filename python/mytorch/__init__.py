@@ -30,6 +30,7 @@ _register()
 
 from . import backend  # noqa: E402
 from .audit import audit  # noqa: E402
+from . import ops  # noqa: E402,F401  (mytorch.ops: fused custom ops)
 
 __all__ = ["audit", "backend"]
 __version__ = "0.1.0"
