@@ -9,7 +9,7 @@ from conftest import run_python
 pytestmark = pytest.mark.gpu
 
 NN_BATTERY = """
-import torch, torch.nn.functional as F, mytorch
+import torch, torch.nn.functional as F, mytorch, mytorch.ops
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 torch.set_float32_matmul_precision("highest")
@@ -55,6 +55,22 @@ def run(dev):
         opt.step()
     out["adamw_fused"] = ps[0].detach().cpu()
     out["foreach_norm"] = torch.stack(torch._foreach_norm([X, W])).cpu()
+    # fused LayerNorm / RMSNorm: each width class (warp per row, block per row in registers, wider rows),
+    # vectorised and not (odd widths), bf16 with float32 parameters, and the fused residual add
+    for width in (7, 96, 1000, 4097, 20000, 65536):
+        for dt in (torch.float32, torch.bfloat16):
+            xs = torch.randn(6, width, generator=g).to(dt).to(dev)
+            ws = (torch.rand(width, generator=g) + 0.5).to(dev)
+            bs = torch.randn(width, generator=g).to(dev)
+            for k, f in {"ln": lambda a, w_, b_: F.layer_norm(a, (width,), w_, b_),
+                         "rms": lambda a, w_, b_: F.rms_norm(a, (width,), w_) + 0 * b_.sum()}.items():
+                for j, v in enumerate(grads(f, xs, ws.to(dt), bs.to(dt))):
+                    out[f"{k}{width}_{dt}_{j}"] = v
+            if dev == "mytorch":
+                y = mytorch.ops.add_layer_norm(xs, xs * 0.5, (width,), ws, bs)[0]
+            else:
+                y = F.layer_norm(xs + xs * 0.5, (width,), ws, bs)
+            out[f"addln{width}_{dt}"] = y.cpu()
     return out
 """
 

@@ -1,0 +1,164 @@
+"""Fused LayerNorm / RMSNorm (issue: fused normalisation): forward and backward against an fp64 CPU
+reference with tolerances relative to PyTorch's own error at the dtype, the odd and extreme shapes the
+width-specialised kernels must survive, gradcheck in float64, the fused residual-add custom ops, and that
+nn.LayerNorm / nn.RMSNorm reach our kernels without a fallback."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import mytorch
+
+DEV = "mytorch"
+WIDTHS = [1, 7, 33, 1000, 4097, 65536]
+FLOOR = {torch.float32: 1e-6, torch.float64: 1e-12, torch.bfloat16: 1e-2, torch.float16: 1e-3}
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    torch.mytorch.set_fallback_mode("error")
+    yield
+    torch.mytorch.set_fallback_mode("silent")
+
+
+def _assert_like_torch(dev, cpu, gold, dtype, what):
+    """mytorch's error against the fp64 result is at most twice PyTorch's own (CPU, same dtype), plus a floor."""
+    dev, cpu, gold = dev.detach().cpu().double(), cpu.detach().double(), gold.detach().double()
+    torch_err = (cpu - gold).abs().max().item() if gold.numel() else 0.0
+    err = (dev - gold).abs()
+    allowed = 2 * torch_err + FLOOR[dtype] * (1 + gold.abs())
+    assert bool((err <= allowed).all()), f"{what}: max error {err.max().item():.3e} vs PyTorch's {torch_err:.3e}"
+
+
+def _run(norm, x, w, b, dtype, ns):
+    """Forward + backward of `norm` on mytorch, the CPU at `dtype` and the CPU at fp64."""
+    g = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
+    out = {}
+    for name, dev, dt in [("dev", DEV, dtype), ("cpu", "cpu", dtype), ("gold", "cpu", torch.float64)]:
+        xs = x.detach().to(dt).to(dev).clone().requires_grad_()
+        ws = w.detach().to(dt).to(dev).clone().requires_grad_() if w is not None else None
+        bs = b.detach().to(dt).to(dev).clone().requires_grad_() if b is not None else None
+        y = norm(xs, ns, ws, bs)
+        y.backward(g.to(dt).to(dev))
+        out[name] = [y, xs.grad] + [t.grad for t in (ws, bs) if t is not None]
+    for i, what in enumerate(["y", "dx", "dw", "db"][: len(out["dev"])]):
+        _assert_like_torch(out["dev"][i], out["cpu"][i], out["gold"][i], dtype, what)
+
+
+def _layer(x, ns, w, b):
+    return F.layer_norm(x, ns, w, b, 1e-5)
+
+
+def _rms(x, ns, w, b):
+    return F.rms_norm(x, ns, w, 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_widths_and_dtypes(norm, width, dtype):
+    rows = 1 if width == 65536 else 5
+    gen = torch.Generator().manual_seed(width)
+    x = torch.randn(rows, width, generator=gen) * 2 + 0.5
+    w = torch.rand(width, generator=gen) + 0.5
+    b = torch.randn(width, generator=gen) if norm == "layer" else None
+    _run(_layer if norm == "layer" else _rms, x, w, b, dtype, (width,))
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_one_row_no_affine_multi_dim_and_non_contiguous(norm):
+    fn = _layer if norm == "layer" else _rms
+    _run(fn, torch.randn(1, 64), None, None, torch.float32, (64,))
+    x = torch.randn(3, 4, 6, 10)
+    _run(fn, x, torch.rand(6, 10) + 0.5, torch.randn(6, 10) if norm == "layer" else None, torch.float32, (6, 10))
+    t = torch.randn(12, 40).t()  # non-contiguous: made contiguous once by the glue
+    _run(fn, t, torch.rand(12) + 0.5, None, torch.float32, (12,))
+
+
+def test_zero_variance_rows_and_large_magnitudes():
+    x = torch.full((3, 256), 7.0)
+    x[1] = 0.0
+    _run(_layer, x, torch.rand(256) + 0.5, torch.randn(256), torch.float32, (256,))
+    big = torch.randn(4, 777) * 1e-3 + 1e4  # a large mean over a small spread: a one-pass variance would cancel
+    _run(_layer, big, None, None, torch.float32, (777,))
+    _run(_rms, torch.randn(4, 300) * 3e4, torch.rand(300), None, torch.float32, (300,))
+
+
+def test_mixed_precision_parameters():
+    # autocast keeps LayerNorm's parameters in float32 with half activations
+    x = torch.randn(6, 96)
+    w, b = torch.rand(96) + 0.5, torch.randn(96)
+    y = F.layer_norm(x.bfloat16().to(DEV), (96,), w.to(DEV), b.to(DEV))
+    ref = F.layer_norm(x.bfloat16(), (96,), w, b)
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.cpu(), ref, rtol=1.6e-2, atol=1e-2)
+
+
+def test_modules_and_autocast_run_native():
+    for mod in (nn.LayerNorm(48), nn.RMSNorm(48), nn.LayerNorm(48, elementwise_affine=False)):
+        ref = mod
+        dev = type(mod)(48).to(DEV) if mod.weight is not None else nn.LayerNorm(48, elementwise_affine=False).to(DEV)
+        dev.load_state_dict(ref.state_dict())
+        x = torch.randn(2, 3, 48)
+        torch.testing.assert_close(dev(x.to(DEV)).cpu(), ref(x), rtol=1e-5, atol=1e-5)
+    x = torch.randn(4, 48, device=DEV)
+    with torch.autocast(DEV, dtype=torch.bfloat16):
+        y = nn.LayerNorm(48).to(DEV)(x)
+    assert y.dtype == torch.float32  # layer_norm runs in float32 under autocast, as on CUDA
+    ops = mytorch.audit(lambda: F.rms_norm(x.requires_grad_(), (48,)).sum().backward()).ops
+    assert "aten::_fused_rms_norm" in ops and "aten::_fused_rms_norm_backward" in ops
+    assert "aten::pow.Tensor_Scalar" not in ops  # not the composite
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_gradcheck_float64(norm):
+    x = torch.randn(3, 9, dtype=torch.float64, device=DEV, requires_grad=True)
+    w = torch.rand(9, dtype=torch.float64, device=DEV, requires_grad=True)
+    b = torch.randn(9, dtype=torch.float64, device=DEV, requires_grad=True)
+    if norm == "layer":
+        assert torch.autograd.gradcheck(lambda a, c, d: F.layer_norm(a, (9,), c, d), (x, w, b))
+        assert torch.autograd.gradcheck(lambda a, r, c, d: mytorch.ops.add_layer_norm(a, r, (9,), c, d),
+                                        (x, torch.randn_like(x).requires_grad_(), w, b))
+    else:
+        assert torch.autograd.gradcheck(lambda a, c: F.rms_norm(a, (9,), c, 1e-6), (x, w))
+        assert torch.autograd.gradcheck(lambda a, r, c: mytorch.ops.add_rms_norm(a, r, (9,), c, 1e-6),
+                                        (x, torch.randn_like(x).requires_grad_(), w))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_add_norm_matches_unfused(dtype):
+    x, r = torch.randn(5, 130).to(dtype), torch.randn(5, 130).to(dtype)
+    w, b = torch.rand(130).to(dtype) + 0.5, torch.randn(130).to(dtype)
+    y, s = mytorch.ops.add_layer_norm(x.to(DEV), r.to(DEV), (130,), w.to(DEV), b.to(DEV), 1e-5)
+    assert torch.equal(s.cpu(), x + r)  # the sum, rounded as the unfused add
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1.6e-2, atol=2e-2)
+    torch.testing.assert_close(y.cpu(), F.layer_norm(x + r, (130,), w, b, 1e-5), **tol)
+    y2, s2 = mytorch.ops.add_rms_norm(x.to(DEV), r.to(DEV), (130,), w.to(DEV), 1e-6)
+    torch.testing.assert_close(y2.cpu(), F.rms_norm(x + r, (130,), w, 1e-6), **tol)
+    # the CPU implementation of the custom ops (the reference) agrees
+    yc, sc = mytorch.ops.add_layer_norm(x, r, (130,), w, b, 1e-5)
+    torch.testing.assert_close(y.cpu(), yc, **tol)
+
+
+def test_fused_add_norm_opcheck_and_compile():
+    torch.mytorch.set_fallback_mode("silent")
+    x, r, w = torch.randn(4, 32), torch.randn(4, 32), torch.rand(32)
+    torch.library.opcheck(torch.ops.mytorch.add_layer_norm.default, (x, r, [32], w, None, 1e-5))
+    torch.library.opcheck(torch.ops.mytorch.add_rms_norm.default, (x, r, [32], w, 1e-6))
+
+    def block(a, c):
+        y, s = mytorch.ops.add_rms_norm(a, c, (32,), w, 1e-6)
+        return y * 2 + s
+
+    compiled = torch.compile(block, backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x, r), block(x, r))
+
+
+def test_bad_input_raises():
+    x = torch.randn(3, 8, device=DEV)
+    with pytest.raises(RuntimeError, match="normalized_shape"):
+        F.layer_norm(x, (7,))
+    with pytest.raises(RuntimeError, match="residual"):
+        mytorch.ops.add_layer_norm(x, torch.randn(3, 9, device=DEV), (8,))
+    with pytest.raises(RuntimeError, match="elements"):
+        F.layer_norm(x, (8,), torch.ones(5, device=DEV))
