@@ -253,3 +253,16 @@ def test_complex_ops_and_their_backward():
         torch.testing.assert_close(y.cpu(), x)
     x = torch.randn(16, dtype=torch.float64)
     torch.testing.assert_close(torch.fft.ifft(x.to("mytorch")).cpu(), torch.fft.ifft(x))
+
+
+def test_module_to_keeps_parameters_and_tied_weights():
+    # Regression (found by the fused-attention issue's GPT-2 test): Module.to() built new Parameters for a
+    # PrivateUse1 move, untying shared weights, because c10's shallow-copy check does not list PrivateUse1.
+    lin_a, lin_b = torch.nn.Linear(3, 3, bias=False), torch.nn.Linear(3, 3, bias=False)
+    lin_b.weight = lin_a.weight
+    model = torch.nn.Sequential(lin_a, lin_b)
+    w = lin_a.weight
+    model.to("mytorch")
+    assert model[0].weight is w and model[1].weight is w and w.device.type == "mytorch"
+    model.cpu()
+    assert model[0].weight is model[1].weight and w.device.type == "cpu"

@@ -113,7 +113,23 @@ at::Tensor wrapper_as_strided(const at::Tensor& self, c10::IntArrayRef size, c10
 
 } // namespace
 
+namespace {
+// Dense mytorch and CPU tensors may swap their storage (Tensor.data = ...), as CUDA and CPU tensors may:
+// Module.to() keeps its Parameter objects (and so tied weights stay tied) only when this holds. c10's
+// built-in check does not list PrivateUse1, and asks backends to register this op (TensorImpl.h).
+bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
+  const auto ks = self.key_set(), kf = from.key_set();
+  if (ks == kf) return true;
+  auto dense = [](c10::DispatchKeySet k) {
+    return k.has_any(c10::DispatchKeySet(c10::DispatchKey::Dense)) &&
+           k.has_any(c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit}));
+  };
+  return dense(ks) && dense(kf);
+}
+} // namespace
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
   m.impl("empty.memory_format", TORCH_FN(wrapper_empty_memory_format));
   m.impl("empty_strided", TORCH_FN(wrapper_empty_strided));
   m.impl("resize_", TORCH_FN(wrapper_resize_));
