@@ -10,6 +10,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/clamp_min.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
@@ -175,6 +176,18 @@ MT_PREDICATE(isnan, isnan, IsNan)
 MT_PREDICATE(isinf, isinf, IsInf)
 MT_PREDICATE(isfinite, isfinite, IsFinite)
 
+// isneginf / isposinf (used by the math SDPA path's safe softmax): comparisons with -inf / +inf on the
+// native kernels; integers and bools are never infinite.
+Tensor& isInfSigned(const Tensor& self, bool negative, Tensor& out) {
+  TORCH_CHECK(!self.is_complex(), negative ? "isneginf" : "isposinf", " does not support complex inputs.");
+  TORCH_CHECK(out.scalar_type() == at::kBool, negative ? "isneginf" : "isposinf", " does not support non-boolean outputs.");
+  at::native::resize_output(out, self.sizes());
+  if (!at::isFloatingType(self.scalar_type())) return out.fill_(false);
+  return at::eq_out(out, self, negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity());
+}
+Tensor& isneginfOut(const Tensor& self, Tensor& out) { return isInfSigned(self, true, out); }
+Tensor& isposinfOut(const Tensor& self, Tensor& out) { return isInfSigned(self, false, out); }
+
 // Backward of sigmoid and tanh from the saved output, composed of native elementwise kernels (a fused
 // kernel belongs with the NN activation kernels).
 Tensor& sigmoid_backward_out(const Tensor& grad, const Tensor& output, Tensor& grad_input) {
@@ -229,6 +242,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("isnan", TORCH_FN(isnan));
   m.impl("isinf", TORCH_FN(isinf));
   m.impl("isfinite", TORCH_FN(isfinite));
+  m.impl("isneginf.out", TORCH_FN(isneginfOut));
+  m.impl("isposinf.out", TORCH_FN(isposinfOut));
 }
 
 } // namespace mytorch

@@ -1,0 +1,182 @@
+// Op table: F.scaled_dot_product_attention on mytorch through PyTorch's public hook for PrivateUse1
+// backends (DESIGN.md, "Fused kernels"): the _fused_sdp_choice stub answers OVERRIDEABLE for inputs the
+// fused kernels support, and _scaled_dot_product_fused_attention_overrideable (+ backward) run them
+// (Note [Fused attention]). Everything else — 3-D inputs, head dims above 256, a mask that needs a
+// gradient, mixed dtypes, the sdpa_kernel context excluding our backend — takes PyTorch's math path (which
+// runs on mytorch's native GEMM/softmax kernels). Dropout uses the device's Philox generator.
+#include <ATen/Context.h>
+#include <ATen/SDPBackend.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/masked_fill.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "csrc/aten/Glue.h"
+#include "csrc/core/Generator.h"
+#include "csrc/core/Runtime.h"
+#include "mytorch/attention.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+using OptT = std::optional<Tensor>;
+
+bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
+
+bool supported(const Tensor& q, const Tensor& k, const Tensor& v, const OptT& mask, bool is_causal, bool gqa) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
+  if (!floating(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) return false;
+  if (q.size(-1) > 256 || v.size(-1) > 256 || q.size(-1) != k.size(-1)) return false;
+  if (q.size(0) != k.size(0) || q.size(0) != v.size(0) || k.size(1) != v.size(1) || k.size(2) != v.size(2)) return false;
+  if (k.size(1) == 0 || (q.size(1) != k.size(1) && !(gqa && q.size(1) % k.size(1) == 0))) return false;
+  if (mask.has_value() && mask->defined()) {
+    if (is_causal || mask->requires_grad() || mask->dim() > 4) return false;
+    if (!floating(mask->scalar_type()) && mask->scalar_type() != at::kBool) return false;
+  }
+  return true;
+}
+
+int64_t fusedSdpChoice(const Tensor& q, const Tensor& k, const Tensor& v, const OptT& mask, double dropout_p,
+                       bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  const auto& ctx = at::globalContext();
+  if (ctx.userEnabledOverrideableSDP() && supported(q, k, v, mask, is_causal, enable_gqa))
+    return static_cast<int64_t>(at::SDPBackend::overrideable);
+  TORCH_CHECK(ctx.userEnabledMathSDP(), "No available kernel. Aborting execution. (mytorch's fused attention does not "
+              "support these inputs and the math backend is disabled)");
+  return static_cast<int64_t>(at::SDPBackend::math);
+}
+
+AttnTensor view(const Tensor& t) {
+  AttnTensor a;
+  a.data = t.data_ptr();
+  a.sb = t.stride(0);
+  a.sh = t.stride(1);
+  a.ss = t.stride(2);
+  return a;
+}
+
+// Last dimension contiguous, as the kernels read rows.
+Tensor rows(const Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
+
+AttentionArgs argsFor(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal,
+                      std::optional<double> scale) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "fused attention: expected 4-D query, key and value, but got ",
+              q.sizes(), ", ", k.sizes(), " and ", v.sizes());
+  TORCH_CHECK(q.size(1) % k.size(1) == 0, "fused attention: expected query heads (", q.size(1),
+              ") to be a multiple of key/value heads (", k.size(1), ")");
+  AttentionArgs a;
+  a.dtype = toKernelDType(q.scalar_type());
+  a.b = q.size(0);
+  a.hq = q.size(1);
+  a.hkv = k.size(1);
+  a.lq = q.size(2);
+  a.lk = k.size(2);
+  a.d = q.size(3);
+  a.dv = v.size(3);
+  a.q = view(q);
+  a.k = view(k);
+  a.v = view(v);
+  a.causal = causal;
+  a.scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(a.d));
+  if (bias.defined()) {
+    Tensor e = bias.expand({a.b, a.hq, a.lq, a.lk});
+    a.bias = e.data_ptr();
+    a.bias_dtype = toKernelDType(e.scalar_type());
+    a.bias_sb = e.stride(0);
+    a.bias_sh = e.stride(1);
+    a.bias_si = e.stride(2);
+    a.bias_sj = e.stride(3);
+  }
+  return a;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor> fusedAttention(
+    const Tensor& query, const Tensor& key, const Tensor& value, const OptT& attn_bias, double dropout_p,
+    bool is_causal, bool return_debug_mask, std::optional<double> scale) {
+  TORCH_CHECK(!return_debug_mask, "mytorch's fused attention does not return a debug attention mask");
+  TORCH_CHECK(dropout_p >= 0 && dropout_p < 1, "dropout_p must be in [0, 1), but got ", dropout_p);
+  Tensor q = rows(query), k = rows(key), v = rows(value);
+  Tensor bias = attn_bias.has_value() && attn_bias->defined() ? *attn_bias : Tensor();
+  if (bias.defined() && bias.scalar_type() == at::kBool)  // sdpa converts boolean masks; a direct call may not
+    bias = at::zeros(bias.sizes(), q.options()).masked_fill_(bias.logical_not(), -INFINITY);
+  AttentionArgs a = argsFor(q, k, v, bias, is_causal, scale);
+  const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  Tensor out = at::empty({a.b, a.hq, a.lq, a.dv}, q.options());
+  Tensor lse = at::empty({a.b, a.hq, a.lq}, q.options().dtype(acc));
+  a.out = view(out);
+  a.lse = lse.data_ptr();
+  Tensor seed_t = at::zeros({}, at::TensorOptions().dtype(at::kLong)), offset_t = at::zeros({}, at::TensorOptions().dtype(at::kLong));
+  if (dropout_p > 0) {
+    auto* g = at::get_generator_or_default<MytorchGeneratorImpl>(std::nullopt, defaultGenerator(q.device().index()));
+    std::lock_guard<std::mutex> lock(g->mutex_);
+    std::tie(a.seed, a.offset) = g->philoxStep();
+    a.dropout_p = dropout_p;
+    seed_t.fill_(static_cast<int64_t>(a.seed));
+    offset_t.fill_(static_cast<int64_t>(a.offset));
+  }
+  c10::DeviceGuard guard(q.device());
+  MT_RT_CHECK(kernels::attention_forward(a, streamFor(q)));
+  Tensor empty = at::empty({0}, q.options());
+  return {out, lse, Tensor(), Tensor(), c10::SymInt(a.lq), c10::SymInt(a.lk), seed_t, offset_t, empty};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> fusedAttentionBackward(
+    const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_bias,
+    std::array<bool, 4> mask, const Tensor& out, const Tensor& logsumexp, const Tensor& cum_seq_q,
+    const Tensor& cum_seq_k, c10::SymInt max_q, c10::SymInt max_k, double dropout_p, bool is_causal,
+    const Tensor& philox_seed, const Tensor& philox_offset, std::optional<double> scale) {
+  if (!grad_out.defined())  // an unused output: no gradient flows
+    return {mask[0] ? at::zeros_like(query) : Tensor(), mask[1] ? at::zeros_like(key) : Tensor(),
+            mask[2] ? at::zeros_like(value) : Tensor(), Tensor()};
+  Tensor q = rows(query), k = rows(key), v = rows(value), o = rows(out), g = rows(grad_out);
+  AttentionArgs a = argsFor(q, k, v, attn_bias, is_causal, scale);
+  const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  Tensor lse = logsumexp.to(acc).contiguous();
+  TORCH_CHECK(lse.numel() == a.b * a.hq * a.lq, "fused attention backward: expected a logsumexp of ", a.b * a.hq * a.lq,
+              " values, but got ", logsumexp.sizes());
+  a.out = view(o);
+  a.dout = view(g);
+  a.lse = lse.data_ptr();
+  if (dropout_p > 0) {
+    a.dropout_p = dropout_p;
+    a.seed = static_cast<uint64_t>(philox_seed.item<int64_t>());
+    a.offset = static_cast<uint64_t>(philox_offset.item<int64_t>());
+  }
+  Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options()), dv = at::empty(v.sizes(), v.options());
+  Tensor delta = at::empty({a.b, a.hq, a.lq}, q.options().dtype(acc));
+  a.dq = view(dq);
+  a.dk = view(dk);
+  a.dvv = view(dv);
+  a.delta = delta.data_ptr();
+  c10::DeviceGuard guard(q.device());
+  MT_RT_CHECK(kernels::attention_backward(a, streamFor(q)));
+  return {mask[0] ? dq : Tensor(), mask[1] ? dk : Tensor(), mask[2] ? dv : Tensor(), Tensor()};
+}
+
+} // namespace
+
+int64_t fusedSdpChoiceStub(const Tensor& q, const Tensor& k, const Tensor& v, const OptT& mask, double dropout_p,
+                           bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  return fusedSdpChoice(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(fusedAttention));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(fusedAttentionBackward));
+  m.impl("_fused_sdp_choice", TORCH_FN(fusedSdpChoice));
+}
+
+} // namespace mytorch
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &mytorch::fusedSdpChoiceStub);
+}

@@ -1,0 +1,114 @@
+// Attention family: scaled-dot-product attention forward and backward in the FlashAttention manner —
+// keys visited in tiles with an online softmax, fp32 accumulation (fp64 for double), the row's logsumexp saved for the
+// backward, which recomputes the probabilities: no L x S matrix in memory.
+//
+// Note [Fused attention]
+// Layout: q [B, Hq, L, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv] with element strides for B, H and the
+// sequence (the last dimension is contiguous); grouped-query attention maps q head h to kv head
+// h / (Hq / Hkv). Scores are scale * q.k, plus an optional additive bias (any broadcast: strides may be 0),
+// with keys j > i masked when causal (PyTorch's top-left alignment: row i sees keys 0..i). Dropout keeps
+// element (b, h, i, j) when Philox(seed, counter = its flat index, offset) draws u >= p and scales kept
+// probabilities by 1 / (1 - p); the backward regenerates the same mask. The logsumexp excludes dropout.
+// A row whose every key is masked gives NaN, as PyTorch's math path.
+// The backward: D_i = dO_i . O_i; P_ij = exp(s_ij - lse_i); dV_j += Z_ij P_ij dO_i; dP_ij = Z_ij dO_i . v_j;
+// dS_ij = P_ij (dP_ij - D_i); dQ_i += scale dS_ij k_j; dK_j += scale dS_ij q_i (Z: the dropout factor).
+// dK/dV of a kv head sum over its query heads in a fixed order: deterministic.
+// sim/ runs the tiled algorithm in loops (tiles of 64 keys) — the C++ reference. cuda/ is, for now, the
+// same algorithm with a warp per query row (forward, dQ) and per key row (dK, dV) on CUDA cores; the
+// tensor-core (mma.sync / wgmma) kernels are the performance work still to come.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "mytorch/dtype.h"
+#include "mytorch/macros.h"
+#include "mytorch/random.h"
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+
+struct AttnTensor {
+  void* data = nullptr;
+  int64_t sb = 0, sh = 0, ss = 0;  // element strides of batch, head, sequence
+};
+
+struct AttentionArgs {
+  DType dtype = DType::Float;        // q, k, v, out, grads
+  int64_t b = 0, hq = 0, hkv = 0, lq = 0, lk = 0, d = 0, dv = 0;
+  AttnTensor q, k, v, out;
+  void* lse = nullptr;               // [B, Hq, L] contiguous, in the accumulation type
+  const void* bias = nullptr;        // additive, of `bias_dtype`, strides (b, h, i, j) in elements
+  DType bias_dtype = DType::Float;
+  int64_t bias_sb = 0, bias_sh = 0, bias_si = 0, bias_sj = 0;
+  double scale = 1;
+  bool causal = false;
+  double dropout_p = 0;
+  uint64_t seed = 0, offset = 0;
+  // backward
+  AttnTensor dout, dq, dk, dvv;       // dvv: the gradient of v
+  void* delta = nullptr;             // [B, Hq, L] scratch in the accumulation type (cuda)
+};
+
+namespace attn {
+
+// Accumulation type: fp32, or fp64 for double inputs.
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T, typename A = acc_t<T>>
+MT_HOST_DEVICE inline A ld(const AttnTensor& t, int64_t b, int64_t h, int64_t s, int64_t e) {
+  return static_cast<A>(static_cast<const T*>(t.data)[b * t.sb + h * t.sh + s * t.ss + e]);
+}
+
+MT_HOST_DEVICE inline float bias_at(const AttentionArgs& a, int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (!a.bias) return 0.f;
+  const int64_t off = b * a.bias_sb + h * a.bias_sh + i * a.bias_si + j * a.bias_sj;
+  switch (a.bias_dtype) {
+    case DType::Half: return static_cast<float>(static_cast<const c10::Half*>(a.bias)[off]);
+    case DType::BFloat16: return static_cast<float>(static_cast<const c10::BFloat16*>(a.bias)[off]);
+    case DType::Double: return static_cast<float>(static_cast<const double*>(a.bias)[off]);
+    default: return static_cast<const float*>(a.bias)[off];
+  }
+}
+
+// The dropout factor of element (b, h, i, j): 0 when dropped, 1 / (1 - p) when kept (1 without dropout).
+MT_HOST_DEVICE inline float dropout_factor(const AttentionArgs& a, int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (a.dropout_p <= 0) return 1.f;
+  const uint64_t idx = static_cast<uint64_t>(((b * a.hq + h) * a.lq + i) * a.lk + j);
+  const Philox4x32 r(a.seed, idx, a.offset);
+  return u32_to_unit_float(r.c[0]) >= static_cast<float>(a.dropout_p) ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 0.f;
+}
+
+MT_HOST_DEVICE inline int64_t kv_head(const AttentionArgs& a, int64_t h) { return h / (a.hq / a.hkv); }
+
+} // namespace attn
+
+namespace sim {
+rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream);
+rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream);
+} // namespace sim
+#if MYTORCH_WITH_CUDA
+namespace cuda {
+rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream);
+rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream);
+} // namespace cuda
+#endif
+
+namespace kernels {
+inline rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::attention_forward(a, stream);
+#endif
+  return sim::attention_forward(a, stream);
+}
+inline rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::kind() == rt::Kind::Cuda) return cuda::attention_backward(a, stream);
+#endif
+  return sim::attention_backward(a, stream);
+}
+} // namespace kernels
+
+} // namespace mytorch

@@ -1,0 +1,117 @@
+// sim fused attention (Note [Fused attention]): the tiled online-softmax algorithm in loops, fp32
+// accumulation — the C++ reference of the attention kernels.
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "mytorch/attention.h"
+
+namespace mytorch::sim {
+namespace {
+
+constexpr int64_t kTile = 64;
+
+template <typename T>
+void forward(const AttentionArgs& a) {
+  using A = attn::acc_t<T>;
+  std::vector<A> acc(static_cast<size_t>(a.dv)), s(kTile);
+  for (int64_t b = 0; b < a.b; ++b)
+    for (int64_t h = 0; h < a.hq; ++h) {
+      const int64_t hk = attn::kv_head(a, h);
+      for (int64_t i = 0; i < a.lq; ++i) {
+        A m = -INFINITY, l = 0.f;
+        std::fill(acc.begin(), acc.end(), 0.f);
+        const int64_t end = a.causal ? std::min(a.lk, i + 1) : a.lk;
+        for (int64_t t0 = 0; t0 < end; t0 += kTile) {
+          const int64_t t1 = std::min(end, t0 + kTile);
+          A tile_max = -INFINITY;
+          for (int64_t j = t0; j < t1; ++j) {
+            A dot = 0.f;
+            for (int64_t e = 0; e < a.d; ++e) dot += attn::ld<T>(a.q, b, h, i, e) * attn::ld<T>(a.k, b, hk, j, e);
+            s[j - t0] = dot * static_cast<A>(a.scale) + attn::bias_at(a, b, h, i, j);
+            tile_max = std::max(tile_max, s[j - t0]);
+          }
+          const A m_new = std::max(m, tile_max);
+          if (m_new == -INFINITY) continue;  // everything so far masked
+          const A correction = std::exp(m - m_new);
+          l *= correction;
+          for (A& x : acc) x *= correction;
+          for (int64_t j = t0; j < t1; ++j) {
+            const A p = std::exp(s[j - t0] - m_new);
+            l += p;
+            const A pz = p * attn::dropout_factor(a, b, h, i, j);
+            if (pz != 0.f)
+              for (int64_t e = 0; e < a.dv; ++e) acc[e] += pz * attn::ld<T>(a.v, b, hk, j, e);
+          }
+          m = m_new;
+        }
+        T* o = static_cast<T*>(a.out.data) + b * a.out.sb + h * a.out.sh + i * a.out.ss;
+        const A inv = 1.f / l;  // 0 keys (all masked): inf * 0 = NaN, as the math path
+        for (int64_t e = 0; e < a.dv; ++e) o[e] = static_cast<T>(l > 0 ? acc[e] * inv : std::numeric_limits<A>::quiet_NaN());
+        static_cast<A*>(a.lse)[(b * a.hq + h) * a.lq + i] = l > 0 ? m + std::log(l) : -INFINITY;
+      }
+    }
+}
+
+template <typename T>
+void backward(const AttentionArgs& a) {
+  using A = attn::acc_t<T>;
+  const int64_t group = a.hq / a.hkv;
+  std::vector<A> dq(static_cast<size_t>(a.d)), dk(static_cast<size_t>(a.hkv * a.lk * a.d)),
+      dvv(static_cast<size_t>(a.hkv * a.lk * a.dv));
+  for (int64_t b = 0; b < a.b; ++b) {
+    std::fill(dk.begin(), dk.end(), 0.f);
+    std::fill(dvv.begin(), dvv.end(), 0.f);
+    for (int64_t h = 0; h < a.hq; ++h) {
+      const int64_t hk = attn::kv_head(a, h);
+      for (int64_t i = 0; i < a.lq; ++i) {
+        A delta = 0.f;
+        for (int64_t e = 0; e < a.dv; ++e) delta += attn::ld<T>(a.dout, b, h, i, e) * attn::ld<T>(a.out, b, h, i, e);
+        const A lse = static_cast<const A*>(a.lse)[(b * a.hq + h) * a.lq + i];
+        std::fill(dq.begin(), dq.end(), 0.f);
+        const int64_t end = a.causal ? std::min(a.lk, i + 1) : a.lk;
+        for (int64_t j = 0; j < end; ++j) {
+          A dot = 0.f;
+          for (int64_t e = 0; e < a.d; ++e) dot += attn::ld<T>(a.q, b, h, i, e) * attn::ld<T>(a.k, b, hk, j, e);
+          const A p = std::exp(dot * static_cast<A>(a.scale) + attn::bias_at(a, b, h, i, j) - lse);
+          const A z = attn::dropout_factor(a, b, h, i, j);
+          A dp = 0.f;
+          for (int64_t e = 0; e < a.dv; ++e) {
+            const A g = attn::ld<T>(a.dout, b, h, i, e);
+            dvv[(hk * a.lk + j) * a.dv + e] += z * p * g;
+            dp += g * attn::ld<T>(a.v, b, hk, j, e);
+          }
+          const A ds = p * (z * dp - delta) * static_cast<A>(a.scale);
+          for (int64_t e = 0; e < a.d; ++e) {
+            dq[e] += ds * attn::ld<T>(a.k, b, hk, j, e);
+            dk[(hk * a.lk + j) * a.d + e] += ds * attn::ld<T>(a.q, b, h, i, e);
+          }
+        }
+        T* dqp = static_cast<T*>(a.dq.data) + b * a.dq.sb + h * a.dq.sh + i * a.dq.ss;
+        for (int64_t e = 0; e < a.d; ++e) dqp[e] = static_cast<T>(dq[e]);
+      }
+    }
+    (void)group;
+    for (int64_t hk = 0; hk < a.hkv; ++hk)
+      for (int64_t j = 0; j < a.lk; ++j) {
+        T* dkp = static_cast<T*>(a.dk.data) + b * a.dk.sb + hk * a.dk.sh + j * a.dk.ss;
+        T* dvp = static_cast<T*>(a.dvv.data) + b * a.dvv.sb + hk * a.dvv.sh + j * a.dvv.ss;
+        for (int64_t e = 0; e < a.d; ++e) dkp[e] = static_cast<T>(dk[(hk * a.lk + j) * a.d + e]);
+        for (int64_t e = 0; e < a.dv; ++e) dvp[e] = static_cast<T>(dvv[(hk * a.lk + j) * a.dv + e]);
+      }
+  }
+}
+
+} // namespace
+
+rt::Status attention_forward(const AttentionArgs& a, rt::Stream) {
+  const bool ok = dispatch_floating(a.dtype, [&](auto tag) { forward<decltype(tag)>(a); });
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "attention: expected a floating dtype");
+}
+
+rt::Status attention_backward(const AttentionArgs& a, rt::Stream) {
+  const bool ok = dispatch_floating(a.dtype, [&](auto tag) { backward<decltype(tag)>(a); });
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "attention: expected a floating dtype");
+}
+
+} // namespace mytorch::sim
