@@ -20,7 +20,9 @@ then
 fi
 # expecttest and numpy: imported by torch.testing._internal, whose OpInfo database the alignment suite runs.
 # matplotlib: the memory-snapshot plot (python -m mytorch.tools.memory_plot).
-"$PY" -m pip install --quiet "pytest" "expecttest" "numpy" "matplotlib" "setuptools>=64" "wheel" "cmake>=3.24" "ninja"
+# transformers: the fused-attention test builds small Llama / GPT-2 models from configs (no download).
+"$PY" -m pip install --quiet "pytest" "expecttest" "numpy" "matplotlib" "setuptools>=64" "wheel" "cmake>=3.24" "ninja" \
+  "transformers==5.23.0"
 # cuBLASLt's and cuDNN's headers, for the CUDA GEMM and convolutions (the libraries themselves are opened at
 # run time): from NVIDIA's wheels when nvcc is here but the toolkit has no copy (torch's CUDA wheels already
 # depend on both).

@@ -71,6 +71,16 @@ def run(dev):
             else:
                 y = F.layer_norm(xs + xs * 0.5, (width,), ws, bs)
             out[f"addln{width}_{dt}"] = y.cpu()
+    # fused attention: odd lengths, causal, GQA, head dims, bf16/fp16 (torch.cuda picks its own backend)
+    for (bb, hq, hk, lq, lk, d, causal, dt) in [(2, 4, 4, 37, 53, 64, False, torch.bfloat16),
+                                               (1, 8, 2, 128, 128, 128, True, torch.float16),
+                                               (1, 2, 2, 1, 300, 64, False, torch.bfloat16)]:
+        qs = torch.randn(bb, hq, lq, d, generator=g).to(dt).to(dev)
+        ks = torch.randn(bb, hk, lk, d, generator=g).to(dt).to(dev)
+        vs = torch.randn(bb, hk, lk, d, generator=g).to(dt).to(dev)
+        f = lambda a, b_, c: F.scaled_dot_product_attention(a, b_, c, is_causal=causal, enable_gqa=hq != hk)
+        for j, val in enumerate(grads(f, qs, ks, vs)):
+            out[f"sdpa{lq}x{lk}_{d}_{j}"] = val
     return out
 """
 

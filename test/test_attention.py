@@ -1,0 +1,170 @@
+"""Fused attention (issue: scaled_dot_product_attention on mytorch): F.scaled_dot_product_attention reaches
+mytorch's fused kernel through PyTorch's PrivateUse1 hook, and its output and all three input gradients
+stay within twice PyTorch's own math-path error against an fp64 reference (the FlashAttention test rule),
+for odd lengths, q_len != kv_len, causal masking, GQA, head dims 32..256, masks and dropout."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import mytorch
+
+DEV = "mytorch"
+FLOOR = {torch.float32: 1e-5, torch.float64: 1e-10, torch.bfloat16: 1e-2, torch.float16: 2e-3}
+FUSED = "aten::_scaled_dot_product_fused_attention_overrideable"
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    torch.mytorch.set_fallback_mode("error")
+    yield
+    torch.mytorch.set_fallback_mode("silent")
+
+
+def _inputs(b, hq, hkv, lq, lk, d, dv=None, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, hq, lq, d, generator=g), torch.randn(b, hkv, lk, d, generator=g),
+            torch.randn(b, hkv, lk, dv or d, generator=g))
+
+
+def _sdpa_all(q, k, v, dtype, device, **kw):
+    ts = [t.to(dtype).to(device).detach().requires_grad_() for t in (q, k, v)]
+    kw = dict(kw)
+    mask = kw.pop("attn_mask", None)
+    if mask is not None:
+        mask = mask.to(device) if mask.dtype == torch.bool else mask.to(dtype).to(device)
+    with sdpa_kernel([SDPBackend.MATH]) if device == "cpu" else _nullcontext():
+        out = F.scaled_dot_product_attention(*ts, attn_mask=mask, **kw)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(7)).to(dtype).to(device)
+    grads = torch.autograd.grad(out, ts, g)
+    return [out.detach().cpu()] + [x.cpu() for x in grads]
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _check(q, k, v, dtype, **kw):
+    dev = _sdpa_all(q, k, v, dtype, DEV, **kw)
+    math_ = _sdpa_all(q, k, v, dtype, "cpu", **kw)
+    gold = _sdpa_all(q, k, v, torch.float64, "cpu", **kw)
+    for name, a, m, g in zip(["out", "dq", "dk", "dv"], dev, math_, gold):
+        err, torch_err = (a.double() - g).abs().max().item(), (m.double() - g).abs().max().item()
+        assert err <= 2 * torch_err + FLOOR[dtype] * (1 + g.abs().max().item()), \
+            f"{name}: error {err:.3e} vs the math path's {torch_err:.3e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(1, 2, 2, 37, 53, 64), (2, 3, 3, 64, 64, 32), (1, 2, 2, 100, 7, 128),
+                                   (1, 1, 1, 1, 300, 80)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_matches_math_path_error_bound(dtype, shape, causal):
+    b, hq, hkv, lq, lk, d = shape
+    _check(*_inputs(b, hq, hkv, lq, lk, d), dtype, is_causal=causal)
+
+
+@pytest.mark.parametrize("d", [32, 96, 256])
+def test_head_dims_scale_and_value_dim(d):
+    q, k, v = _inputs(1, 2, 2, 19, 23, d, dv=d // 2 if d > 32 else d)
+    _check(q, k, v, torch.bfloat16, scale=0.3)
+
+
+def test_gqa_masks_and_fp64():
+    q, k, v = _inputs(2, 8, 2, 17, 29, 64)
+    _check(q, k, v, torch.float16, enable_gqa=True)
+    _check(q, k, v, torch.float16, enable_gqa=True, is_causal=True)
+    bias = torch.randn(1, 1, 17, 29)
+    _check(q[:, :2], k, v, torch.float32, attn_mask=bias)
+    keep = torch.rand(17, 29) > 0.3
+    keep[:, 0] = True  # no fully masked row
+    _check(q[:, :2], k, v, torch.bfloat16, attn_mask=keep)
+    _check(q[:, :2], k, v, torch.float64)
+
+
+def test_fused_kernel_runs_and_sdpa_kernel_is_honoured():
+    q, k, v = (t.to(DEV).requires_grad_() for t in _inputs(1, 2, 2, 8, 8, 16))
+    ops = mytorch.audit(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()).ops
+    assert FUSED in ops and FUSED + "_backward" in ops
+    with sdpa_kernel([SDPBackend.MATH]):
+        ops = mytorch.audit(lambda: F.scaled_dot_product_attention(q, k, v)).ops
+    assert FUSED not in ops  # the math path (on native GEMM / softmax kernels)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), pytest.raises(RuntimeError, match="No available kernel"):
+        F.scaled_dot_product_attention(q, k, v)  # our backend and math both excluded: a clear error
+    wide = torch.randn(1, 1, 4, 300, device=DEV)  # head dim above 256: the math path, still native kernels
+    ops = mytorch.audit(lambda: F.scaled_dot_product_attention(wide, wide, wide)).ops
+    assert FUSED not in ops
+    mha = torch.nn.MultiheadAttention(32, 4, batch_first=True).to(DEV)
+    x = torch.randn(2, 5, 32, device=DEV)
+    ops = mytorch.audit(lambda: mha(x, x, x, need_weights=False)[0].sum().backward()).ops
+    assert FUSED in ops
+
+
+def test_dropout_statistics_reproducibility_and_backward():
+    p, s, d = 0.4, 64, 64
+    q = torch.zeros(1, 2, 48, d, device=DEV, requires_grad=True)
+    k = torch.zeros(1, 2, s, d, device=DEV, requires_grad=True)
+    v = torch.eye(s, d).expand(1, 2, s, d).contiguous().to(DEV).requires_grad_()
+    torch.manual_seed(0)
+    torch.mytorch.manual_seed(123)
+    out = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+    z = (out * s * (1 - p)).detach().cpu()  # uniform attention and V = I: out = keep / (s (1 - p))
+    assert torch.allclose(z, z.round(), atol=1e-4) and set(z.round().unique().tolist()) <= {0.0, 1.0}
+    kept = z.mean().item()
+    assert abs(kept - (1 - p)) < 4 * math.sqrt(p * (1 - p) / z.numel())
+    torch.mytorch.manual_seed(123)
+    again = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+    assert torch.equal(again.cpu(), out.cpu())  # reproducible for a seed
+    assert not torch.equal(F.scaled_dot_product_attention(q, k, v, dropout_p=p).cpu(), out.cpu())
+    # the backward regenerates the same mask: compare with the explicit-mask math on the CPU
+    g = torch.randn(out.shape)
+    torch.mytorch.manual_seed(5)
+    qr, kr, vr = (torch.randn(t.shape).to(DEV).requires_grad_() for t in (q, k, v))
+    o = F.scaled_dot_product_attention(qr, kr, vr, dropout_p=p)
+    torch.mytorch.manual_seed(5)
+    probe = F.scaled_dot_product_attention(q, k, v, dropout_p=p).detach().cpu() * s * (1 - p)
+    keep = probe.round()[..., :s] if probe.shape[-1] >= s else probe.round()
+    grads = torch.autograd.grad(o, (qr, kr, vr), g.to(DEV))
+    qc, kc, vc = (t.detach().cpu().double().requires_grad_() for t in (qr, kr, vr))
+    att = torch.softmax(qc @ kc.transpose(-1, -2) / math.sqrt(d), -1) * keep.double() / (1 - p)
+    ref = att @ vc
+    torch.testing.assert_close(o.detach().cpu().double(), ref, rtol=1e-4, atol=1e-5)
+    for got, want in zip(grads, torch.autograd.grad(ref, (qc, kc, vc), g.double())):
+        torch.testing.assert_close(got.cpu().double(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_gradcheck_float64():
+    q, k, v = (t.double().to(DEV).requires_grad_() for t in _inputs(1, 2, 1, 5, 7, 8))
+    assert torch.autograd.gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True,
+                                                                                    enable_gqa=True), (q, k, v))
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_hugging_face_model_uses_the_fused_kernel(arch):
+    transformers = pytest.importorskip("transformers")  # installed by scripts/setup.sh
+    torch.manual_seed(0)
+    if arch == "llama":  # grouped-query attention, causal
+        cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+        make = transformers.LlamaForCausalLM
+    else:
+        cfg = transformers.GPT2Config(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+        make = transformers.GPT2LMHeadModel
+    cfg._attn_implementation = "sdpa"
+    cpu = make(cfg).eval()
+    dev = make(cfg).eval().to(DEV)
+    dev.load_state_dict(cpu.state_dict())
+    ids = torch.randint(0, 128, (2, 19))
+    ref = cpu(ids, labels=ids)
+    ref.loss.backward()
+    box = {}
+    report = mytorch.audit(lambda: box.setdefault("out", dev(ids.to(DEV), labels=ids.to(DEV))).loss.backward())
+    assert FUSED in report.ops and FUSED + "_backward" in report.ops
+    torch.testing.assert_close(box["out"].loss.cpu(), ref.loss, rtol=1e-5, atol=1e-5)
+    for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
