@@ -168,3 +168,11 @@ def test_hugging_face_model_uses_the_fused_kernel(arch):
     torch.testing.assert_close(box["out"].loss.cpu(), ref.loss, rtol=1e-5, atol=1e-5)
     for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
         torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+def test_decoding_splits_a_long_kv_cache():
+    # one query row against 3000 keys takes the split-KV path (chunks of 256 combined per row)
+    q, k, v = _inputs(2, 8, 2, 1, 3000, 64)
+    _check(q, k, v, torch.bfloat16, enable_gqa=True)
+    _check(q[:, :2], k, v, torch.float32, attn_mask=torch.randn(1, 1, 1, 3000))
+    _check(q[:, :2], k, v, torch.float16, is_causal=True)  # causal decoding: top-left, key 0 only (not split)

@@ -123,6 +123,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
     seed_t.fill_(static_cast<int64_t>(a.seed));
     offset_t.fill_(static_cast<int64_t>(a.offset));
   }
+  Tensor split_ws;
+  if (attention_use_split(a.lq, a.lk, a.causal)) {  // decoding: split the keys (flash decoding)
+    split_ws = at::empty({static_cast<int64_t>(attention_split_workspace_bytes(a.b * a.hq, a.lk, a.dv, acc == at::kDouble))},
+                         q.options().dtype(at::kByte));
+    a.split_ws = split_ws.data_ptr();
+    a.split_chunk = kAttnSplitChunk;
+  }
   c10::DeviceGuard guard(q.device());
   MT_RT_CHECK(kernels::attention_forward(a, streamFor(q)));
   Tensor empty = at::empty({0}, q.options());

@@ -3,6 +3,7 @@
 // per key row for dK/dV (summing its query heads and rows in a fixed order). Correct for every supported
 // input (head dims up to 256, any lengths, causal, bias, GQA, dropout), on CUDA cores; the tensor-core
 // FlashAttention kernels (mma.sync, then wgmma/TMA on sm_90a) replace them on the performance path.
+// Decoding (one query row against a long cache) splits the keys across warps and combines per row.
 #include "common.cuh"
 #include "mytorch/attention.h"
 
@@ -149,6 +150,82 @@ __global__ void dkv_kernel(AttentionArgs a) {
   }
 }
 
+// Decoding, first pass: a warp per (row, chunk of keys) writes (m, l, unnormalised output).
+template <typename T>
+__global__ void split_kernel(AttentionArgs a, int64_t chunks) {
+  using A = attn::acc_t<T>;
+  const int lane = threadIdx.x % 32;
+  const int64_t items = a.b * a.hq * chunks, warps = int64_t(gridDim.x) * blockDim.x / 32, stride = a.dv + 2;
+  for (int64_t it = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; it < items; it += warps) {
+    const int64_t c = it % chunks, row = it / chunks, h = row % a.hq, b = row / a.hq, hk = attn::kv_head(a, h);
+    A q[kMaxPerLane], acc[kMaxPerLane];
+    load_row<T>(a.q, b, h, 0, a.d, lane, q);
+#pragma unroll
+    for (int k = 0; k < kMaxPerLane; ++k) acc[k] = A(0);
+    A m = -INFINITY, l = 0;
+    const int64_t j1 = a.lk < (c + 1) * a.split_chunk ? a.lk : (c + 1) * a.split_chunk;
+    for (int64_t j = c * a.split_chunk; j < j1; ++j) {
+      const A sc = dot_row<T>(q, a.k, b, hk, j, a.d, lane) * static_cast<A>(a.scale) + attn::bias_at(a, b, h, 0, j);
+      const A m_new = sc > m ? sc : m;
+      if (m_new == -INFINITY) continue;
+      const A corr = exp(m - m_new), p = exp(sc - m_new);
+      l = l * corr + p;
+      const A pz = p * static_cast<A>(attn::dropout_factor(a, b, h, 0, j));
+#pragma unroll
+      for (int k = 0; k < kMaxPerLane; ++k) {
+        const int64_t e = lane + 32 * k;
+        acc[k] = acc[k] * corr + (e < a.dv && pz != A(0) ? pz * attn::ld<T, A>(a.v, b, hk, j, e) : A(0));
+      }
+      m = m_new;
+    }
+    A* part = static_cast<A*>(a.split_ws) + it * stride;
+    if (lane == 0) {
+      part[0] = m;
+      part[1] = l;
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxPerLane; ++k) {
+      const int64_t e = lane + 32 * k;
+      if (e < a.dv) part[2 + e] = acc[k];
+    }
+  }
+}
+
+// Decoding, second pass: a warp per row combines its chunks.
+template <typename T>
+__global__ void combine_kernel(AttentionArgs a, int64_t chunks) {
+  using A = attn::acc_t<T>;
+  const int lane = threadIdx.x % 32;
+  const int64_t rows = a.b * a.hq, warps = int64_t(gridDim.x) * blockDim.x / 32, stride = a.dv + 2;
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
+    const A* ws = static_cast<const A*>(a.split_ws) + row * chunks * stride;
+    A mx = -INFINITY;
+    for (int64_t c = 0; c < chunks; ++c) mx = ws[c * stride] > mx ? ws[c * stride] : mx;
+    A l = 0, o[kMaxPerLane];
+#pragma unroll
+    for (int k = 0; k < kMaxPerLane; ++k) o[k] = A(0);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const A* part = ws + c * stride;
+      if (part[0] == -INFINITY) continue;
+      const A w = exp(part[0] - mx);
+      l += part[1] * w;
+#pragma unroll
+      for (int k = 0; k < kMaxPerLane; ++k) {
+        const int64_t e = lane + 32 * k;
+        if (e < a.dv) o[k] += part[2 + e] * w;
+      }
+    }
+    const int64_t h = row % a.hq, b = row / a.hq;
+    T* out = static_cast<T*>(a.out.data) + b * a.out.sb + h * a.out.sh;
+#pragma unroll
+    for (int k = 0; k < kMaxPerLane; ++k) {
+      const int64_t e = lane + 32 * k;
+      if (e < a.dv) out[e] = static_cast<T>(l > A(0) ? o[k] / l : A(NAN));
+    }
+    if (lane == 0) static_cast<A*>(a.lse)[row] = l > A(0) ? mx + log(l) : A(-INFINITY);
+  }
+}
+
 unsigned warps_grid(int64_t rows) {
   const int64_t blocks = (rows * 32 + kThreads - 1) / kThreads;
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
@@ -162,7 +239,14 @@ rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream) {
   const int64_t rows = a.b * a.hq * a.lq;
   if (rows == 0) return rt::Status::Success;
   const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
-    forward_kernel<decltype(tag)><<<warps_grid(rows), kThreads, 0, native(stream)>>>(a);
+    using T = decltype(tag);
+    if (a.split_ws) {
+      const int64_t chunks = (a.lk + a.split_chunk - 1) / a.split_chunk;
+      split_kernel<T><<<warps_grid(rows * chunks), kThreads, 0, native(stream)>>>(a, chunks);
+      combine_kernel<T><<<warps_grid(rows), kThreads, 0, native(stream)>>>(a, chunks);
+    } else {
+      forward_kernel<T><<<warps_grid(rows), kThreads, 0, native(stream)>>>(a);
+    }
   });
   if (!ok) return rt::report(rt::Status::InvalidValue, "attention: expected a floating dtype");
   return check_launch("attention forward");

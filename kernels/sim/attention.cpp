@@ -102,10 +102,59 @@ void backward(const AttentionArgs& a) {
   }
 }
 
+// Decoding: the split-KV form (Note [Fused attention]), the reference of the cuda decoding kernels.
+template <typename T>
+void forward_split(const AttentionArgs& a) {
+  using A = attn::acc_t<T>;
+  const int64_t chunks = (a.lk + a.split_chunk - 1) / a.split_chunk, stride = a.dv + 2;
+  A* ws = static_cast<A*>(a.split_ws);
+  for (int64_t b = 0; b < a.b; ++b)
+    for (int64_t h = 0; h < a.hq; ++h) {
+      const int64_t hk = attn::kv_head(a, h), row = b * a.hq + h;
+      for (int64_t c = 0; c < chunks; ++c) {  // the partials, one chunk at a time
+        A* part = ws + (row * chunks + c) * stride;
+        A m = -INFINITY, l = 0;
+        for (int64_t e = 0; e < a.dv; ++e) part[2 + e] = 0;
+        const int64_t j1 = std::min(a.lk, (c + 1) * a.split_chunk);
+        for (int64_t j = c * a.split_chunk; j < j1; ++j) {
+          A dot = 0;
+          for (int64_t e = 0; e < a.d; ++e) dot += attn::ld<T>(a.q, b, h, 0, e) * attn::ld<T>(a.k, b, hk, j, e);
+          const A sc = dot * static_cast<A>(a.scale) + attn::bias_at(a, b, h, 0, j);
+          const A m_new = std::max(m, sc);
+          if (m_new == -INFINITY) continue;
+          const A corr = std::exp(m - m_new), p = std::exp(sc - m_new);
+          l = l * corr + p;
+          const A pz = p * attn::dropout_factor(a, b, h, 0, j);
+          for (int64_t e = 0; e < a.dv; ++e) part[2 + e] = part[2 + e] * corr + pz * attn::ld<T>(a.v, b, hk, j, e);
+          m = m_new;
+        }
+        part[0] = m;
+        part[1] = l;
+      }
+      A mx = -INFINITY;  // the combine
+      for (int64_t c = 0; c < chunks; ++c) mx = std::max(mx, ws[(row * chunks + c) * stride]);
+      A l = 0;
+      std::vector<A> o(static_cast<size_t>(a.dv), A(0));
+      for (int64_t c = 0; c < chunks; ++c) {
+        const A* part = ws + (row * chunks + c) * stride;
+        if (part[0] == -INFINITY) continue;
+        const A w = std::exp(part[0] - mx);
+        l += part[1] * w;
+        for (int64_t e = 0; e < a.dv; ++e) o[e] += part[2 + e] * w;
+      }
+      T* out = static_cast<T*>(a.out.data) + b * a.out.sb + h * a.out.sh;
+      for (int64_t e = 0; e < a.dv; ++e) out[e] = static_cast<T>(l > 0 ? o[e] / l : std::numeric_limits<A>::quiet_NaN());
+      static_cast<A*>(a.lse)[row] = l > 0 ? mx + std::log(l) : -INFINITY;
+    }
+}
+
 } // namespace
 
 rt::Status attention_forward(const AttentionArgs& a, rt::Stream) {
-  const bool ok = dispatch_floating(a.dtype, [&](auto tag) { forward<decltype(tag)>(a); });
+  const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
+    if (a.split_ws) forward_split<decltype(tag)>(a);
+    else forward<decltype(tag)>(a);
+  });
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "attention: expected a floating dtype");
 }
 

@@ -13,6 +13,9 @@
 // The backward: D_i = dO_i . O_i; P_ij = exp(s_ij - lse_i); dV_j += Z_ij P_ij dO_i; dP_ij = Z_ij dO_i . v_j;
 // dS_ij = P_ij (dP_ij - D_i); dQ_i += scale dS_ij k_j; dK_j += scale dS_ij q_i (Z: the dropout factor).
 // dK/dV of a kv head sum over its query heads in a fixed order: deterministic.
+// Decoding (q_len = 1, a long KV cache): the keys are split into chunks of kAttnSplitChunk, each chunk
+// yields (max m_c, sum l_c, unnormalised output acc_c), and a second pass combines them per row:
+// M = max m_c, L = sum l_c e^(m_c - M), O = sum acc_c e^(m_c - M) / L, lse = M + log L — flash decoding.
 // sim/ runs the tiled algorithm in loops (tiles of 64 keys) — the C++ reference. cuda/ is, for now, the
 // same algorithm with a warp per query row (forward, dQ) and per key row (dK, dV) on CUDA cores; the
 // tensor-core (mma.sync / wgmma) kernels are the performance work still to come.
@@ -46,10 +49,25 @@ struct AttentionArgs {
   bool causal = false;
   double dropout_p = 0;
   uint64_t seed = 0, offset = 0;
+  // decoding (split-KV): when set, the keys of each query row are split into chunks of `split_chunk`
+  // processed independently (partial max, sum and output per chunk), then combined per row
+  void* split_ws = nullptr;          // attention_split_workspace_bytes(...) bytes
+  int64_t split_chunk = 0;
   // backward
   AttnTensor dout, dq, dk, dvv;       // dvv: the gradient of v
   void* delta = nullptr;             // [B, Hq, L] scratch in the accumulation type (cuda)
 };
+
+// Decoding: one query row per (batch, head) against a long KV cache splits the keys across blocks.
+constexpr int64_t kAttnSplitChunk = 256;
+// (not when causal: with PyTorch's top-left alignment a single causal query sees key 0 only)
+inline bool attention_use_split(int64_t lq, int64_t lk, bool causal) {
+  return lq == 1 && !causal && lk >= 4 * kAttnSplitChunk;
+}
+inline size_t attention_split_workspace_bytes(int64_t rows, int64_t lk, int64_t dv, bool dbl) {
+  const int64_t chunks = (lk + kAttnSplitChunk - 1) / kAttnSplitChunk;
+  return static_cast<size_t>(rows * chunks * (dv + 2)) * (dbl ? sizeof(double) : sizeof(float));
+}
 
 namespace attn {
 
