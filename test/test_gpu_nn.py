@@ -128,3 +128,31 @@ def test_cudnn_and_cublaslt_are_used():
         torch.mytorch.synchronize()
     names = " ".join(e.name for e in prof.events())
     assert "bmm" not in names, "convolution took the im2col + GEMM path: cuDNN did not load"
+
+
+MMA_BATTERY = """
+import torch, torch.nn.functional as F, mytorch
+g = torch.Generator().manual_seed(3)
+def run(dev):
+    out = {}
+    for (b, hq, hk, lq, lk, d, causal, dt) in [(2, 4, 4, 100, 130, 64, False, torch.float16),
+                                              (1, 8, 2, 257, 257, 128, True, torch.bfloat16),
+                                              (1, 2, 2, 64, 33, 128, True, torch.float16)]:
+        q = torch.randn(b, hq, lq, d, generator=g).to(dt).to(dev)
+        k = torch.randn(b, hk, lk, d, generator=g).to(dt).to(dev)
+        v = torch.randn(b, hk, lk, d, generator=g).to(dt).to(dev)
+        out[f"{lq}x{lk}_{d}"] = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hk).cpu()
+    return out
+"""
+
+
+def test_tensor_core_attention_forward_matches_sim_twin(tmp_path):
+    """The opt-in mma.sync forward (MYTORCH_ATTN_MMA=1) against the sim reference on the same inputs."""
+    paths = {}
+    for name, env in (("mma", {"MYTORCH_ATTN_MMA": "1"}), ("sim", {"MYTORCH_RUNTIME": "sim"})):
+        paths[name] = tmp_path / f"{name}.pt"
+        r = run_python(MMA_BATTERY + f"\ntorch.save(run('mytorch'), {str(paths[name])!r})\n", env=env, timeout=600)
+        assert r.returncode == 0, r.stderr
+    mma, sim = torch.load(paths["mma"]), torch.load(paths["sim"])
+    for k, v in sim.items():
+        torch.testing.assert_close(mma[k], v, rtol=2e-2, atol=2e-2, msg=k)

@@ -233,7 +233,11 @@ unsigned warps_grid(int64_t rows) {
 
 } // namespace
 
+bool attention_forward_mma(const AttentionArgs& a, rt::Stream stream, rt::Status* st);  // attention_mma.cu
+
 rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream) {
+  rt::Status mma_status = rt::Status::Success;
+  if (attention_forward_mma(a, stream, &mma_status)) return mma_status;
   if (a.d > 32 * kMaxPerLane || a.dv > 32 * kMaxPerLane)
     return rt::report(rt::Status::InvalidValue, "attention: head dimensions above 256 are not supported");
   const int64_t rows = a.b * a.hq * a.lq;

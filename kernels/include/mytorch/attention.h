@@ -16,9 +16,11 @@
 // Decoding (q_len = 1, a long KV cache): the keys are split into chunks of kAttnSplitChunk, each chunk
 // yields (max m_c, sum l_c, unnormalised output acc_c), and a second pass combines them per row:
 // M = max m_c, L = sum l_c e^(m_c - M), O = sum acc_c e^(m_c - M) / L, lse = M + log L — flash decoding.
-// sim/ runs the tiled algorithm in loops (tiles of 64 keys) — the C++ reference. cuda/ is, for now, the
-// same algorithm with a warp per query row (forward, dQ) and per key row (dK, dV) on CUDA cores; the
-// tensor-core (mma.sync / wgmma) kernels are the performance work still to come.
+// sim/ runs the tiled algorithm in loops (tiles of 64 keys) — the C++ reference. cuda/ runs the same
+// algorithm with a warp per query row (forward, dQ) and per key row (dK, dV) on CUDA cores, and has a
+// tensor-core forward (mma.sync, FlashAttention-2's schedule; attention_mma.cu) for fp16/bf16 with head
+// dims 64/128, opt-in (MYTORCH_ATTN_MMA=1) until a GPU session has verified it; the tensor-core backward
+// and the Hopper (wgmma/TMA) kernels are the performance work still to come.
 #pragma once
 
 #include <cmath>
