@@ -272,6 +272,18 @@ const float* optionalFloatScalar(const std::optional<Tensor>& t, const char* wha
   return t->data_ptr<float>();
 }
 
+// The learning rate: a double, or a tensor (read on the device when it lives there, no sync).
+void setLr(MultiTensorArgs& a, double lr, const Tensor& lr_t, Tensor& keep) {
+  a.lr = lr;
+  if (!lr_t.defined()) return;
+  if (lr_t.device().type() == c10::DeviceType::CPU) {
+    a.lr = lr_t.item<double>();
+  } else {
+    keep = lr_t.to(at::kFloat);
+    a.lr_ptr = keep.data_ptr<float>();
+  }
+}
+
 void checkFusedLists(const std::vector<at::TensorList>& lists, const char* op) {
   const Tensor& ref = lists[0][0];
   for (const auto& l : lists) {
@@ -305,16 +317,8 @@ void fusedAdamImpl(bool adamw, at::TensorList self, at::TensorList grads, at::Te
   MultiTensorArgs a;
   a.kind = adamw ? MtKind::AdamW : MtKind::Adam;
   a.dtype = toKernelDType(self[0].scalar_type());
-  a.lr = lr;
   Tensor lr_dev;
-  if (lr_t.defined()) {
-    if (lr_t.device().type() == c10::DeviceType::CPU) {
-      a.lr = lr_t.item<double>();
-    } else {
-      lr_dev = lr_t.to(at::kFloat);
-      a.lr_ptr = lr_dev.data_ptr<float>();
-    }
-  }
+  setLr(a, lr, lr_t, lr_dev);
   a.beta1 = beta1; a.beta2 = beta2; a.weight_decay = weight_decay; a.eps = eps;
   a.amsgrad = amsgrad; a.maximize = maximize;
   a.grad_scale = optionalFloatScalar(grad_scale, "grad_scale", self[0]);
@@ -357,16 +361,8 @@ void fusedSgdImpl(at::TensorList self, at::TensorList grads, at::TensorList bufs
   MultiTensorArgs a;
   a.kind = MtKind::Sgd;
   a.dtype = toKernelDType(self[0].scalar_type());
-  a.lr = lr;
   Tensor lr_dev;
-  if (lr_t.defined()) {
-    if (lr_t.device().type() == c10::DeviceType::CPU) {
-      a.lr = lr_t.item<double>();
-    } else {
-      lr_dev = lr_t.to(at::kFloat);
-      a.lr_ptr = lr_dev.data_ptr<float>();
-    }
-  }
+  setLr(a, lr, lr_t, lr_dev);
   a.weight_decay = weight_decay; a.momentum = momentum; a.dampening = dampening;
   a.nesterov = nesterov; a.maximize = maximize; a.is_first_step = is_first_step; a.has_momentum = has_momentum;
   a.grad_scale = optionalFloatScalar(grad_scale, "grad_scale", self[0]);

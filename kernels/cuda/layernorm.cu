@@ -330,20 +330,14 @@ void launch_backward(const RowNormArgs& a, cudaStream_t s) {
 template <bool fwd>
 rt::Status run(const RowNormArgs& a, rt::Stream stream) {
   if (a.rows == 0 || a.cols == 0) return rt::Status::Success;
-  bool ok = false;
   const cudaStream_t s = native(stream);
-  dispatch_floating(a.dtype, [&](auto tag) {
-    using T = decltype(tag);
+  const bool ok = dispatch_floating_with_param(a.dtype, a.param_dtype, [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
     constexpr int N = 16 / sizeof(T);
-    auto go = [&](auto ptag) {
-      using P = decltype(ptag);
-      const bool vec = vectorizable<T>(a, !fwd);
-      if (fwd) { if (vec) launch_forward<T, P, N>(a, s); else launch_forward<T, P, 1>(a, s); }
-      else { if (vec) launch_backward<T, P, N>(a, s); else launch_backward<T, P, 1>(a, s); }
-      ok = true;
-    };
-    if (a.param_dtype == a.dtype) go(T{});
-    else if (a.param_dtype == DType::Float && !std::is_same_v<T, double>) go(float{});
+    const bool vec = vectorizable<T>(a, !fwd);
+    if (fwd) { if (vec) launch_forward<T, P, N>(a, s); else launch_forward<T, P, 1>(a, s); }
+    else { if (vec) launch_backward<T, P, N>(a, s); else launch_backward<T, P, 1>(a, s); }
   });
   if (!ok) return rt::report(rt::Status::InvalidValue, "layernorm: expected floating inputs with parameters of the same dtype or float32");
   return check_launch(fwd ? "layernorm forward" : "layernorm backward");

@@ -102,16 +102,10 @@ void backward(const NormArgs& a, cudaStream_t s) {
 
 template <bool fwd>
 rt::Status run(const NormArgs& a, rt::Stream stream) {
-  bool ok = false;
-  dispatch_floating(a.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if (a.param_dtype == a.dtype) {
-      fwd ? forward<T, T>(a, native(stream)) : backward<T, T>(a, native(stream));
-      ok = true;
-    } else if (a.param_dtype == DType::Float) {
-      fwd ? forward<T, float>(a, native(stream)) : backward<T, float>(a, native(stream));
-      ok = true;
-    }
+  const bool ok = dispatch_floating_with_param(a.dtype, a.param_dtype, [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    fwd ? forward<T, P>(a, native(stream)) : backward<T, P>(a, native(stream));
   });
   if (!ok) return rt::report(rt::Status::InvalidValue, "norm: expected floating inputs with parameters of the same dtype or float32");
   return check_launch(fwd ? "norm forward" : "norm backward");

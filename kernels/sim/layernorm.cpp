@@ -85,16 +85,8 @@ void backward(const RowNormArgs& a) {
 template <bool fwd>
 rt::Status run(const RowNormArgs& a) {
   if (a.rows == 0 || a.cols == 0) return rt::Status::Success;
-  bool ok = false;
-  dispatch_floating(a.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if (a.param_dtype == a.dtype) {
-      fwd ? forward<T, T>(a) : backward<T, T>(a);
-      ok = true;
-    } else if (a.param_dtype == DType::Float) {
-      fwd ? forward<T, float>(a) : backward<T, float>(a);
-      ok = true;
-    }
+  const bool ok = dispatch_floating_with_param(a.dtype, a.param_dtype, [&](auto t, auto p) {
+    fwd ? forward<decltype(t), decltype(p)>(a) : backward<decltype(t), decltype(p)>(a);
   });
   return ok ? rt::Status::Success
             : rt::report(rt::Status::InvalidValue, "layernorm: expected floating inputs with parameters of the same dtype or float32");

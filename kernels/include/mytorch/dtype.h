@@ -96,4 +96,22 @@ inline bool dispatch_floating(DType t, F&& f) {
   }
 }
 
+// Calls f(T{}, P{}) for a floating activation dtype T and a parameter dtype P that is T or float32 (the
+// mixed-precision norms: half activations with float32 weights); false for any other pair.
+template <typename F>
+inline bool dispatch_floating_with_param(DType t, DType p, F&& f) {
+  bool ok = false;
+  dispatch_floating(t, [&](auto tag) {
+    using T = decltype(tag);
+    if (p == t) {
+      f(T{}, T{});
+      ok = true;
+    } else if (p == DType::Float) {
+      f(T{}, float{});
+      ok = true;
+    }
+  });
+  return ok;
+}
+
 } // namespace mytorch

@@ -57,6 +57,22 @@ MT_HOST_DEVICE inline void bilinear_src(int64_t o, int64_t in, double scale, boo
   *l1 = r - static_cast<A>(*i0);
 }
 
+// Average pooling's divisor for output (y, x): divisor_override, or the window's size with or without the
+// padding (ATen's rule: the window clipped to input + padding, then to the input).
+MT_HOST_DEVICE inline int64_t avg_window(const SpatialArgs& a, int64_t y, int64_t x, int64_t* h0, int64_t* h1,
+                                         int64_t* w0, int64_t* w1) {
+  *h0 = y * a.sh - a.ph;
+  *w0 = x * a.sw - a.pw;
+  *h1 = *h0 + a.kh < a.ih + a.ph ? *h0 + a.kh : a.ih + a.ph;
+  *w1 = *w0 + a.kw < a.iw + a.pw ? *w0 + a.kw : a.iw + a.pw;
+  const int64_t pool = (*h1 - *h0) * (*w1 - *w0);
+  *h0 = *h0 > 0 ? *h0 : 0;
+  *w0 = *w0 > 0 ? *w0 : 0;
+  *h1 = *h1 < a.ih ? *h1 : a.ih;
+  *w1 = *w1 < a.iw ? *w1 : a.iw;
+  return a.divisor ? a.divisor : (a.count_include_pad ? pool : (*h1 - *h0) * (*w1 - *w0));
+}
+
 MT_HOST_DEVICE inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
 MT_HOST_DEVICE inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
 
@@ -83,16 +99,11 @@ MT_HOST_DEVICE inline void forward(const SpatialArgs& a, int64_t e) {
     out[e] = static_cast<T>(best < 0 ? A(-INFINITY) : bv);
     a.indices[e] = best < 0 ? 0 : best;
   } else if (a.op == SpatialOp::AvgPool) {
-    int64_t h0 = y * a.sh - a.ph, w0 = x * a.sw - a.pw;
-    int64_t h1 = h0 + a.kh < a.ih + a.ph ? h0 + a.kh : a.ih + a.ph;
-    int64_t w1 = w0 + a.kw < a.iw + a.pw ? w0 + a.kw : a.iw + a.pw;
-    const int64_t pool = (h1 - h0) * (w1 - w0);
-    h0 = h0 > 0 ? h0 : 0; w0 = w0 > 0 ? w0 : 0;
-    h1 = h1 < a.ih ? h1 : a.ih; w1 = w1 < a.iw ? w1 : a.iw;
+    int64_t h0, h1, w0, w1;
+    const int64_t div = avg_window(a, y, x, &h0, &h1, &w0, &w1);
     A sum = 0;
     for (int64_t h = h0; h < h1; ++h)
       for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[h * a.iw + w]);
-    const int64_t div = a.divisor ? a.divisor : (a.count_include_pad ? pool : (h1 - h0) * (w1 - w0));
     out[e] = static_cast<T>(div != 0 ? sum / static_cast<A>(div) : A(0));  // divisor_override may be negative
   } else if (a.op == SpatialOp::AdaptiveAvg) {
     const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
@@ -145,13 +156,8 @@ MT_HOST_DEVICE inline void backward(const SpatialArgs& a, int64_t e) {
         if (a.op == SpatialOp::MaxPool) {
           if (idx[y * a.ow + x] == h * a.iw + w) acc += static_cast<A>(g[y * a.ow + x]);
         } else {
-          int64_t h0 = y * a.sh - a.ph, w0 = x * a.sw - a.pw;
-          int64_t h1 = h0 + a.kh < a.ih + a.ph ? h0 + a.kh : a.ih + a.ph;
-          int64_t w1 = w0 + a.kw < a.iw + a.pw ? w0 + a.kw : a.iw + a.pw;
-          const int64_t pool = (h1 - h0) * (w1 - w0);
-          h0 = h0 > 0 ? h0 : 0; w0 = w0 > 0 ? w0 : 0;
-          h1 = h1 < a.ih ? h1 : a.ih; w1 = w1 < a.iw ? w1 : a.iw;
-          const int64_t div = a.divisor ? a.divisor : (a.count_include_pad ? pool : (h1 - h0) * (w1 - w0));
+          int64_t h0, h1, w0, w1;
+          const int64_t div = avg_window(a, y, x, &h0, &h1, &w0, &w1);
           if (div != 0) acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>(div);
         }
       }
