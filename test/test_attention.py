@@ -50,7 +50,7 @@ class _nullcontext:
         return False
 
 
-def _check(q, k, v, dtype, **kw):
+def assert_within_math_error(q, k, v, dtype, **kw):
     dev = _sdpa_all(q, k, v, dtype, DEV, **kw)
     math_ = _sdpa_all(q, k, v, dtype, "cpu", **kw)
     gold = _sdpa_all(q, k, v, torch.float64, "cpu", **kw)
@@ -66,25 +66,25 @@ def _check(q, k, v, dtype, **kw):
 @pytest.mark.parametrize("causal", [False, True])
 def test_matches_math_path_error_bound(dtype, shape, causal):
     b, hq, hkv, lq, lk, d = shape
-    _check(*_inputs(b, hq, hkv, lq, lk, d), dtype, is_causal=causal)
+    assert_within_math_error(*_inputs(b, hq, hkv, lq, lk, d), dtype, is_causal=causal)
 
 
 @pytest.mark.parametrize("d", [32, 96, 256])
 def test_head_dims_scale_and_value_dim(d):
     q, k, v = _inputs(1, 2, 2, 19, 23, d, dv=d // 2 if d > 32 else d)
-    _check(q, k, v, torch.bfloat16, scale=0.3)
+    assert_within_math_error(q, k, v, torch.bfloat16, scale=0.3)
 
 
 def test_gqa_masks_and_fp64():
     q, k, v = _inputs(2, 8, 2, 17, 29, 64)
-    _check(q, k, v, torch.float16, enable_gqa=True)
-    _check(q, k, v, torch.float16, enable_gqa=True, is_causal=True)
+    assert_within_math_error(q, k, v, torch.float16, enable_gqa=True)
+    assert_within_math_error(q, k, v, torch.float16, enable_gqa=True, is_causal=True)
     bias = torch.randn(1, 1, 17, 29)
-    _check(q[:, :2], k, v, torch.float32, attn_mask=bias)
+    assert_within_math_error(q[:, :2], k, v, torch.float32, attn_mask=bias)
     keep = torch.rand(17, 29) > 0.3
     keep[:, 0] = True  # no fully masked row
-    _check(q[:, :2], k, v, torch.bfloat16, attn_mask=keep)
-    _check(q[:, :2], k, v, torch.float64)
+    assert_within_math_error(q[:, :2], k, v, torch.bfloat16, attn_mask=keep)
+    assert_within_math_error(q[:, :2], k, v, torch.float64)
 
 
 def test_fused_kernel_runs_and_sdpa_kernel_is_honoured():
@@ -173,6 +173,6 @@ def test_hugging_face_model_uses_the_fused_kernel(arch):
 def test_decoding_splits_a_long_kv_cache():
     # one query row against 3000 keys takes the split-KV path (chunks of 256 combined per row)
     q, k, v = _inputs(2, 8, 2, 1, 3000, 64)
-    _check(q, k, v, torch.bfloat16, enable_gqa=True)
-    _check(q[:, :2], k, v, torch.float32, attn_mask=torch.randn(1, 1, 1, 3000))
-    _check(q[:, :2], k, v, torch.float16, is_causal=True)  # causal decoding: top-left, key 0 only (not split)
+    assert_within_math_error(q, k, v, torch.bfloat16, enable_gqa=True)
+    assert_within_math_error(q[:, :2], k, v, torch.float32, attn_mask=torch.randn(1, 1, 1, 3000))
+    assert_within_math_error(q[:, :2], k, v, torch.float16, is_causal=True)  # causal decoding: top-left, key 0 only (not split)

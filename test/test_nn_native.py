@@ -27,7 +27,7 @@ def _check(dev, ref, dtype=torch.float32):
     torch.testing.assert_close(dev.cpu(), ref, rtol=rtol, atol=atol)
 
 
-def _fwd_bwd(fn, *inputs, dtype=torch.float32, grad_inputs=(0,)):
+def assert_fwd_bwd_match_cpu(fn, *inputs, dtype=torch.float32, grad_inputs=(0,)):
     """Runs fn on CPU and mytorch copies of the inputs; compares outputs and the input gradients."""
     cpu = [t.clone().to(dtype).requires_grad_(i in grad_inputs) if t.is_floating_point() else t.clone()
            for i, t in enumerate(inputs)]
@@ -58,12 +58,12 @@ ACTIVATIONS = {
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_activation(name, dtype):
-    _fwd_bwd(ACTIVATIONS[name], X * 3, dtype=dtype)
+    assert_fwd_bwd_match_cpu(ACTIVATIONS[name], X * 3, dtype=dtype)
 
 
 def test_softmax_half_to_float_and_wide_rows():
     x = torch.randn(3, 5000)
-    _fwd_bwd(lambda t: F.softmax(t, -1), x)
+    assert_fwd_bwd_match_cpu(lambda t: F.softmax(t, -1), x)
     h = torch.randn(4, 33).half()
     ref = torch._softmax(h.float(), -1, False)
     _check(torch._softmax(h.to(DEV), -1, True), ref)
@@ -74,15 +74,15 @@ def test_cross_entropy_weight_ignore_smoothing(reduction):
     t = torch.randint(0, 10, (6,), generator=g0)
     t[1] = -100
     w = torch.rand(10, generator=g0)
-    _fwd_bwd(lambda x, tt, ww: F.cross_entropy(x, tt, weight=ww, reduction=reduction, label_smoothing=0.1), X, t, w)
+    assert_fwd_bwd_match_cpu(lambda x, tt, ww: F.cross_entropy(x, tt, weight=ww, reduction=reduction, label_smoothing=0.1), X, t, w)
 
 
 def test_nll_loss2d_and_1d_input():
     x = torch.randn(2, 4, 3, 5, generator=g0).log_softmax(1)
     t = torch.randint(0, 4, (2, 3, 5), generator=g0)
     t[0, 1, 2] = 2
-    _fwd_bwd(lambda a, b: F.nll_loss(a, b, ignore_index=2), x, t)
-    _fwd_bwd(lambda a, b: F.nll_loss(a, b), torch.randn(7).log_softmax(0), torch.tensor(3))
+    assert_fwd_bwd_match_cpu(lambda a, b: F.nll_loss(a, b, ignore_index=2), x, t)
+    assert_fwd_bwd_match_cpu(lambda a, b: F.nll_loss(a, b), torch.randn(7).log_softmax(0), torch.tensor(3))
 
 
 @pytest.mark.parametrize("name", ["mse", "smooth_l1", "l1", "huber", "bce", "bce_logits"])
@@ -98,23 +98,23 @@ def test_pointwise_losses(name, reduction):
         "bce": lambda x, t: F.binary_cross_entropy(torch.sigmoid(x), t, weight=w.to(x.device), reduction=reduction),
         "bce_logits": lambda x, t: F.binary_cross_entropy_with_logits(x, t, pos_weight=w.to(x.device), reduction=reduction),
     }
-    _fwd_bwd(fns[name], X, target)
+    assert_fwd_bwd_match_cpu(fns[name], X, target)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_gemm_family(dtype):
     a, b = torch.randn(5, 7, generator=g0), torch.randn(7, 3, generator=g0)
     bias, v = torch.randn(3, generator=g0), torch.randn(7, generator=g0)
-    _fwd_bwd(lambda x, y: x @ y, a, b, dtype=dtype, grad_inputs=(0, 1))
-    _fwd_bwd(lambda x, y: x.t() @ y.t(), a.t().contiguous(), b.t().contiguous(), dtype=dtype, grad_inputs=(0, 1))
-    _fwd_bwd(lambda x, y, z: torch.addmm(z, x, y, beta=0.5, alpha=2), a, b, bias, dtype=dtype, grad_inputs=(0, 1, 2))
-    _fwd_bwd(lambda x, y, z: F.linear(x, y.t(), z), a, b, bias, dtype=dtype, grad_inputs=(0, 1, 2))
-    _fwd_bwd(lambda x, y: torch.bmm(x, y), torch.randn(3, 4, 5), torch.randn(3, 5, 2), dtype=dtype, grad_inputs=(0, 1))
-    _fwd_bwd(lambda x, y, z: torch.baddbmm(z, x, y, alpha=0.5), torch.randn(3, 4, 5), torch.randn(3, 5, 2),
+    assert_fwd_bwd_match_cpu(lambda x, y: x @ y, a, b, dtype=dtype, grad_inputs=(0, 1))
+    assert_fwd_bwd_match_cpu(lambda x, y: x.t() @ y.t(), a.t().contiguous(), b.t().contiguous(), dtype=dtype, grad_inputs=(0, 1))
+    assert_fwd_bwd_match_cpu(lambda x, y, z: torch.addmm(z, x, y, beta=0.5, alpha=2), a, b, bias, dtype=dtype, grad_inputs=(0, 1, 2))
+    assert_fwd_bwd_match_cpu(lambda x, y, z: F.linear(x, y.t(), z), a, b, bias, dtype=dtype, grad_inputs=(0, 1, 2))
+    assert_fwd_bwd_match_cpu(lambda x, y: torch.bmm(x, y), torch.randn(3, 4, 5), torch.randn(3, 5, 2), dtype=dtype, grad_inputs=(0, 1))
+    assert_fwd_bwd_match_cpu(lambda x, y, z: torch.baddbmm(z, x, y, alpha=0.5), torch.randn(3, 4, 5), torch.randn(3, 5, 2),
              torch.randn(4, 2), dtype=dtype, grad_inputs=(0, 1, 2))
-    _fwd_bwd(lambda x, y: torch.mv(x, y), a, v, dtype=dtype, grad_inputs=(0, 1))
-    _fwd_bwd(lambda x, y: torch.dot(x, y), v, v * 2, dtype=dtype, grad_inputs=(0, 1))
-    _fwd_bwd(lambda x, y: torch.matmul(x, y), torch.randn(2, 3, 4, 5), torch.randn(5, 6), dtype=dtype, grad_inputs=(0, 1))
+    assert_fwd_bwd_match_cpu(lambda x, y: torch.mv(x, y), a, v, dtype=dtype, grad_inputs=(0, 1))
+    assert_fwd_bwd_match_cpu(lambda x, y: torch.dot(x, y), v, v * 2, dtype=dtype, grad_inputs=(0, 1))
+    assert_fwd_bwd_match_cpu(lambda x, y: torch.matmul(x, y), torch.randn(2, 3, 4, 5), torch.randn(5, 6), dtype=dtype, grad_inputs=(0, 1))
 
 
 def test_gemm_errors_and_empty():
@@ -133,7 +133,7 @@ def test_gemm_errors_and_empty():
 def test_embedding_backward_deterministic_padding_and_freq():
     for kwargs in [dict(), dict(padding_idx=3), dict(scale_grad_by_freq=True)]:
         idx = torch.tensor([[1, 3, 3, 0], [9, 3, 1, 1]])
-        _fwd_bwd(lambda w, i: F.embedding(i, w, **kwargs), torch.randn(10, 4), idx)
+        assert_fwd_bwd_match_cpu(lambda w, i: F.embedding(i, w, **kwargs), torch.randn(10, 4), idx)
     w = torch.randn(10, 4, device=DEV, requires_grad=True)
     with pytest.raises(IndexError):
         F.embedding(torch.tensor([10], device=DEV), w)
@@ -143,11 +143,11 @@ def test_embedding_backward_deterministic_padding_and_freq():
 def test_norm_layers(dtype):
     x = torch.randn(3, 4, 5, 6, generator=g0) * 3 + 1
     w, b = torch.rand(6, generator=g0) + 0.5, torch.randn(6, generator=g0)
-    _fwd_bwd(lambda t, ww, bb: F.layer_norm(t, (6,), ww, bb), x, w, b, dtype=dtype, grad_inputs=(0, 1, 2))
-    _fwd_bwd(lambda t: F.layer_norm(t, (5, 6)), x, dtype=dtype)
+    assert_fwd_bwd_match_cpu(lambda t, ww, bb: F.layer_norm(t, (6,), ww, bb), x, w, b, dtype=dtype, grad_inputs=(0, 1, 2))
+    assert_fwd_bwd_match_cpu(lambda t: F.layer_norm(t, (5, 6)), x, dtype=dtype)
     wc, bc = torch.rand(4, generator=g0) + 0.5, torch.randn(4, generator=g0)
-    _fwd_bwd(lambda t, ww, bb: F.group_norm(t, 2, ww, bb), x, wc, bc, dtype=dtype, grad_inputs=(0, 1, 2))
-    _fwd_bwd(lambda t, ww, bb: F.batch_norm(t, None, None, ww, bb, training=True), x, wc, bc, dtype=dtype,
+    assert_fwd_bwd_match_cpu(lambda t, ww, bb: F.group_norm(t, 2, ww, bb), x, wc, bc, dtype=dtype, grad_inputs=(0, 1, 2))
+    assert_fwd_bwd_match_cpu(lambda t, ww, bb: F.batch_norm(t, None, None, ww, bb, training=True), x, wc, bc, dtype=dtype,
              grad_inputs=(0, 1, 2))
 
 
@@ -160,7 +160,7 @@ def test_batch_norm_running_stats_and_eval():
     _check(bnd.running_var, bn.running_var)
     assert bnd.num_batches_tracked.item() == 3
     bn.eval(), bnd.eval()
-    _fwd_bwd(lambda t: bn(t) if t.device.type == "cpu" else bnd(t), x)
+    assert_fwd_bwd_match_cpu(lambda t: bn(t) if t.device.type == "cpu" else bnd(t), x)
 
 
 POOLS = {
@@ -176,20 +176,20 @@ POOLS = {
 
 @pytest.mark.parametrize("name", sorted(POOLS))
 def test_pool_and_upsample(name):
-    _fwd_bwd(POOLS[name], torch.randn(2, 3, 7, 9, generator=g0))
+    assert_fwd_bwd_match_cpu(POOLS[name], torch.randn(2, 3, 7, 9, generator=g0))
 
 
 @pytest.mark.parametrize("kwargs", [dict(), dict(stride=2, padding=1), dict(dilation=2, padding=2, groups=3),
                                     dict(padding="same", bias=False)])
 def test_conv2d(kwargs):
     conv = nn.Conv2d(3, 6, 3, **kwargs)
-    _fwd_bwd(lambda t, w: F.conv2d(t, w, conv.bias.to(t.device) if conv.bias is not None else None,
+    assert_fwd_bwd_match_cpu(lambda t, w: F.conv2d(t, w, conv.bias.to(t.device) if conv.bias is not None else None,
                                    conv.stride, conv.padding, conv.dilation, conv.groups),
              torch.randn(2, 3, 8, 9, generator=g0), conv.weight.detach(), grad_inputs=(0, 1))
 
 
 def test_conv1d_and_errors():
-    _fwd_bwd(lambda t, w: F.conv1d(t, w, padding=1, stride=2), torch.randn(2, 4, 11), torch.randn(5, 4, 3),
+    assert_fwd_bwd_match_cpu(lambda t, w: F.conv1d(t, w, padding=1, stride=2), torch.randn(2, 4, 11), torch.randn(5, 4, 3),
              grad_inputs=(0, 1))
     with pytest.raises(RuntimeError, match="channels"):
         F.conv2d(torch.randn(1, 3, 5, 5, device=DEV), torch.randn(4, 2, 3, 3, device=DEV))
