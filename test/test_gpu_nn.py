@@ -85,7 +85,7 @@ def run(dev):
 """
 
 
-def _close(a, b, name):
+def assert_close_at_dtype(a, b, name):
     tol = {torch.float32: (1e-4, 1e-5), torch.float64: (1e-10, 1e-12)}.get(b.dtype, (2e-2, 2e-2))
     if b.is_floating_point():
         torch.testing.assert_close(a, b, rtol=tol[0], atol=tol[1], msg=name)
@@ -102,7 +102,7 @@ def test_nn_families_match_sim_twins(tmp_path):
                    timeout=600)
     assert r.returncode == 0, r.stderr
     for k, v in torch.load(path).items():
-        _close(mine[k], v, k)
+        assert_close_at_dtype(mine[k], v, k)
 
 
 def test_nn_families_match_torch_cuda():
@@ -115,7 +115,7 @@ def test_nn_families_match_torch_cuda():
     torch.mytorch.set_fallback_mode("silent")
     ref = ns["run"]("cuda")
     for k, v in ref.items():
-        _close(mine[k], v, k)
+        assert_close_at_dtype(mine[k], v, k)
 
 
 def test_cudnn_and_cublaslt_are_used():

@@ -30,7 +30,7 @@ def _assert_like_torch(dev, cpu, gold, dtype, what):
     assert bool((err <= allowed).all()), f"{what}: max error {err.max().item():.3e} vs PyTorch's {torch_err:.3e}"
 
 
-def _run(norm, x, w, b, dtype, ns):
+def assert_norm_like_torch(norm, x, w, b, dtype, ns):
     """Forward + backward of `norm` on mytorch, the CPU at `dtype` and the CPU at fp64."""
     g = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
     out = {}
@@ -62,26 +62,26 @@ def test_widths_and_dtypes(norm, width, dtype):
     x = torch.randn(rows, width, generator=gen) * 2 + 0.5
     w = torch.rand(width, generator=gen) + 0.5
     b = torch.randn(width, generator=gen) if norm == "layer" else None
-    _run(_layer if norm == "layer" else _rms, x, w, b, dtype, (width,))
+    assert_norm_like_torch(_layer if norm == "layer" else _rms, x, w, b, dtype, (width,))
 
 
 @pytest.mark.parametrize("norm", ["layer", "rms"])
 def test_one_row_no_affine_multi_dim_and_non_contiguous(norm):
     fn = _layer if norm == "layer" else _rms
-    _run(fn, torch.randn(1, 64), None, None, torch.float32, (64,))
+    assert_norm_like_torch(fn, torch.randn(1, 64), None, None, torch.float32, (64,))
     x = torch.randn(3, 4, 6, 10)
-    _run(fn, x, torch.rand(6, 10) + 0.5, torch.randn(6, 10) if norm == "layer" else None, torch.float32, (6, 10))
+    assert_norm_like_torch(fn, x, torch.rand(6, 10) + 0.5, torch.randn(6, 10) if norm == "layer" else None, torch.float32, (6, 10))
     t = torch.randn(12, 40).t()  # non-contiguous: made contiguous once by the glue
-    _run(fn, t, torch.rand(12) + 0.5, None, torch.float32, (12,))
+    assert_norm_like_torch(fn, t, torch.rand(12) + 0.5, None, torch.float32, (12,))
 
 
 def test_zero_variance_rows_and_large_magnitudes():
     x = torch.full((3, 256), 7.0)
     x[1] = 0.0
-    _run(_layer, x, torch.rand(256) + 0.5, torch.randn(256), torch.float32, (256,))
+    assert_norm_like_torch(_layer, x, torch.rand(256) + 0.5, torch.randn(256), torch.float32, (256,))
     big = torch.randn(4, 777) * 1e-3 + 1e4  # a large mean over a small spread: a one-pass variance would cancel
-    _run(_layer, big, None, None, torch.float32, (777,))
-    _run(_rms, torch.randn(4, 300) * 3e4, torch.rand(300), None, torch.float32, (300,))
+    assert_norm_like_torch(_layer, big, None, None, torch.float32, (777,))
+    assert_norm_like_torch(_rms, torch.randn(4, 300) * 3e4, torch.rand(300), None, torch.float32, (300,))
 
 
 def test_mixed_precision_parameters():
