@@ -136,18 +136,24 @@ g = torch.Generator().manual_seed(3)
 def run(dev):
     out = {}
     for (b, hq, hk, lq, lk, d, causal, dt) in [(2, 4, 4, 100, 130, 64, False, torch.float16),
+                                              (1, 4, 2, 190, 77, 64, True, torch.bfloat16),
                                               (1, 8, 2, 257, 257, 128, True, torch.bfloat16),
                                               (1, 2, 2, 64, 33, 128, True, torch.float16)]:
         q = torch.randn(b, hq, lq, d, generator=g).to(dt).to(dev)
         k = torch.randn(b, hk, lk, d, generator=g).to(dt).to(dev)
         v = torch.randn(b, hk, lk, d, generator=g).to(dt).to(dev)
-        out[f"{lq}x{lk}_{d}"] = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hk).cpu()
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hk)
+        out[f"{lq}x{lk}_{d}"] = y.detach().cpu()
+        if d == 64:  # the tensor-core backward covers head dim 64
+            gq, gk, gv = torch.autograd.grad(y, (q, k, v), torch.ones_like(y))
+            out.update({f"{lq}x{lk}_{d}_dq": gq.cpu(), f"{lq}x{lk}_{d}_dk": gk.cpu(), f"{lq}x{lk}_{d}_dv": gv.cpu()})
     return out
 """
 
 
 def test_tensor_core_attention_forward_matches_sim_twin(tmp_path):
-    """The opt-in mma.sync forward (MYTORCH_ATTN_MMA=1) against the sim reference on the same inputs."""
+    """The opt-in mma.sync forward and backward (MYTORCH_ATTN_MMA=1) against the sim reference."""
     paths = {}
     for name, env in (("mma", {"MYTORCH_ATTN_MMA": "1"}), ("sim", {"MYTORCH_RUNTIME": "sim"})):
         paths[name] = tmp_path / f"{name}.pt"

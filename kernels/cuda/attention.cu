@@ -233,7 +233,8 @@ unsigned warps_grid(int64_t rows) {
 
 } // namespace
 
-bool attention_forward_mma(const AttentionArgs& a, rt::Stream stream, rt::Status* st);  // attention_mma.cu
+bool attention_forward_mma(const AttentionArgs& a, rt::Stream stream, rt::Status* st);   // attention_mma.cu
+bool attention_backward_mma(const AttentionArgs& a, rt::Stream stream, rt::Status* st);  // attention_mma_bwd.cu
 
 rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream) {
   rt::Status mma_status = rt::Status::Success;
@@ -257,6 +258,8 @@ rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream) {
 }
 
 rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream) {
+  rt::Status mma_status = rt::Status::Success;
+  if (attention_backward_mma(a, stream, &mma_status)) return mma_status;
   if (a.d > 32 * kMaxPerLane || a.dv > 32 * kMaxPerLane)
     return rt::report(rt::Status::InvalidValue, "attention: head dimensions above 256 are not supported");
   const bool ok = dispatch_floating(a.dtype, [&](auto tag) {

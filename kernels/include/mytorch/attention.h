@@ -19,8 +19,9 @@
 // sim/ runs the tiled algorithm in loops (tiles of 64 keys) — the C++ reference. cuda/ runs the same
 // algorithm with a warp per query row (forward, dQ) and per key row (dK, dV) on CUDA cores, and has a
 // tensor-core forward (mma.sync, FlashAttention-2's schedule; attention_mma.cu) for fp16/bf16 with head
-// dims 64/128, opt-in (MYTORCH_ATTN_MMA=1) until a GPU session has verified it; the tensor-core backward
-// and the Hopper (wgmma/TMA) kernels are the performance work still to come.
+// dims 64/128 and a tensor-core backward (attention_mma_bwd.cu: delta, dK/dV per key tile, dQ per query
+// tile, no atomics) for head dim 64, both opt-in (MYTORCH_ATTN_MMA=1) until a GPU session has verified
+// them; the Hopper (wgmma/TMA) kernels are the performance work still to come.
 #pragma once
 
 #include <cmath>
