@@ -7,8 +7,8 @@
 //   dQ:     a block per (batch, head, 64 queries), 4 warps x 16 queries, over the key tiles:
 //           S = Q K^T, P, dP = dO V^T, dS = P (dP - D), dQ += dS K.
 // C fragments of two n-tiles are reused as the A fragment of one k-step (as in the forward). fp16/bf16,
-// head dim 64 (d == dv; 128 needs 64 KB of tiles, beyond the static shared-memory limit — a dynamic,
-// opted-in layout is the next step), no bias, no dropout; opt-in with the forward (MYTORCH_ATTN_MMA=1).
+// head dims 64 and 128 (d == dv; the four tiles live in dynamic shared memory, 64 KB at d = 128, opted in
+// per kernel), no bias, no dropout; opt-in with the forward (MYTORCH_ATTN_MMA=1).
 #include "common.cuh"
 #include "mytorch/attention.h"
 
@@ -95,13 +95,20 @@ __global__ void delta_kernel(AttentionArgs a) {
   }
 }
 
+// Dynamic shared memory of the dK/dV and dQ kernels: four [kTile][D] tiles (and, for dK/dV, the query
+// tile's scaled logsumexp and delta).
+template <typename T, int D>
+constexpr size_t tiles_bytes() { return 4 * sizeof(T) * kTile * D; }
+
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32) dkdv_kernel(AttentionArgs a) {
-  __shared__ T ks[kTile][D];
-  __shared__ T vs[kTile][D];
-  __shared__ T qs[kTile][D];
-  __shared__ T dos[kTile][D];
-  __shared__ float lse2[kTile], dl[kTile];
+  extern __shared__ __align__(16) unsigned char smem[];
+  T (*ks)[D] = reinterpret_cast<T (*)[D]>(smem);
+  T (*vs)[D] = ks + kTile;
+  T (*qs)[D] = vs + kTile;
+  T (*dos)[D] = qs + kTile;
+  float* lse2 = reinterpret_cast<float*>(smem + tiles_bytes<T, D>());
+  float* dl = lse2 + kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tig = lane & 3;
   const int64_t tiles_k = (a.lk + kTile - 1) / kTile;
   const int64_t bh = blockIdx.x / tiles_k, k0 = (blockIdx.x % tiles_k) * kTile;
@@ -197,10 +204,11 @@ __global__ void __launch_bounds__(kWarps * 32) dkdv_kernel(AttentionArgs a) {
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32) dq_kernel(AttentionArgs a) {
-  __shared__ T qs[kTile][D];
-  __shared__ T dos[kTile][D];
-  __shared__ T ks[kTile][D];
-  __shared__ T vs[kTile][D];
+  extern __shared__ __align__(16) unsigned char smem[];
+  T (*qs)[D] = reinterpret_cast<T (*)[D]>(smem);
+  T (*dos)[D] = qs + kTile;
+  T (*ks)[D] = dos + kTile;
+  T (*vs)[D] = ks + kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tig = lane & 3;
   const int64_t tiles_q = (a.lq + kTile - 1) / kTile;
   const int64_t bh = blockIdx.x / tiles_q, q0 = (blockIdx.x % tiles_q) * kTile;
@@ -289,20 +297,30 @@ void launch(const AttentionArgs& a, cudaStream_t s) {
   delta_kernel<T><<<static_cast<unsigned>((rows * 32 + kThreads - 1) / kThreads), kThreads, 0, s>>>(a);
   const int64_t kblocks = a.b * a.hkv * ((a.lk + kTile - 1) / kTile);
   const int64_t qblocks = a.b * a.hq * ((a.lq + kTile - 1) / kTile);
-  dkdv_kernel<T, D><<<static_cast<unsigned>(kblocks), kWarps * 32, 0, s>>>(a);
-  dq_kernel<T, D><<<static_cast<unsigned>(qblocks), kWarps * 32, 0, s>>>(a);
+  constexpr size_t dkdv_bytes = tiles_bytes<T, D>() + 2 * kTile * sizeof(float), dq_bytes = tiles_bytes<T, D>();
+  static const bool configured = [] {  // beyond 48 KB a kernel must opt in to its dynamic shared memory
+    cudaFuncSetAttribute(dkdv_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dkdv_bytes));
+    cudaFuncSetAttribute(dq_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dq_bytes));
+    return true;
+  }();
+  (void)configured;
+  dkdv_kernel<T, D><<<static_cast<unsigned>(kblocks), kWarps * 32, dkdv_bytes, s>>>(a);
+  dq_kernel<T, D><<<static_cast<unsigned>(qblocks), kWarps * 32, dq_bytes, s>>>(a);
 }
 
 } // namespace
 
 bool attention_backward_mma(const AttentionArgs& a, rt::Stream stream, rt::Status* st) {
-  if (!attention_mma_enabled() || a.bias || a.dropout_p > 0 || a.d != a.dv || a.d != 64) return false;
+  if (!attention_mma_enabled() || a.bias || a.dropout_p > 0 || a.d != a.dv || (a.d != 64 && a.d != 128)) return false;
   if (a.dtype != DType::Half && a.dtype != DType::BFloat16) return false;
   const int64_t rows = a.b * a.hq * a.lq;
   if (rows == 0 || a.lk == 0 || rows * 32 / kThreads > 2147483647) return false;
   const cudaStream_t s = native(stream);
-  if (a.dtype == DType::Half) launch<c10::Half, 64>(a, s);
-  else launch<c10::BFloat16, 64>(a, s);
+  if (a.dtype == DType::Half) {
+    if (a.d == 64) launch<c10::Half, 64>(a, s); else launch<c10::Half, 128>(a, s);
+  } else {
+    if (a.d == 64) launch<c10::BFloat16, 64>(a, s); else launch<c10::BFloat16, 128>(a, s);
+  }
   *st = check_launch("attention backward (tensor cores)");
   return true;
 }

@@ -20,7 +20,7 @@
 // algorithm with a warp per query row (forward, dQ) and per key row (dK, dV) on CUDA cores, and has a
 // tensor-core forward (mma.sync, FlashAttention-2's schedule; attention_mma.cu) for fp16/bf16 with head
 // dims 64/128 and a tensor-core backward (attention_mma_bwd.cu: delta, dK/dV per key tile, dQ per query
-// tile, no atomics) for head dim 64, both opt-in (MYTORCH_ATTN_MMA=1) until a GPU session has verified
+// tile, no atomics) for head dims 64/128, both opt-in (MYTORCH_ATTN_MMA=1) until a GPU session has verified
 // them; the Hopper (wgmma/TMA) kernels are the performance work still to come.
 #pragma once
 
