@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "common.cuh"
+#include "mma.cuh"
 #include "mytorch/attention.h"
 
 namespace mytorch::cuda {
@@ -24,28 +25,6 @@ bool attention_mma_enabled() {
 namespace {
 
 constexpr int kBr = 64, kBc = 64, kWarps = 4;
-
-template <typename T> struct MmaOp;
-template <> struct MmaOp<c10::Half> {
-  __device__ static void run(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-template <> struct MmaOp<c10::BFloat16> {
-  __device__ static void run(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-
-// Two 16-bit values packed into one register, the lower element first.
-template <typename T>
-__device__ inline uint32_t pack(T lo, T hi) {
-  return static_cast<uint32_t>(lo.x) | (static_cast<uint32_t>(hi.x) << 16);
-}
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32) forward_mma(AttentionArgs a) {
@@ -102,7 +81,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward_mma(AttentionArgs a) {
       for (int st = 0; st < D / 16; ++st) {
         const int key = n * 8 + g, c0 = st * 16 + tig * 2;
         uint32_t bf[2] = {pack(ks[key][c0], ks[key][c0 + 1]), pack(ks[key][c0 + 8], ks[key][c0 + 9])};
-        MmaOp<T>::run(s[n], qf[st], bf);
+        Mma<T>::run(s[n], qf[st], bf);
       }
     }
     // Mask (key bounds, causal), then the online softmax on rows r0 (c0, c1) and r1 (c2, c3).
@@ -159,7 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward_mma(AttentionArgs a) {
       for (int n = 0; n < D / 8; ++n) {
         const int key = j * 16 + tig * 2, col = n * 8 + g;
         uint32_t bf[2] = {pack(vs[key][col], vs[key + 1][col]), pack(vs[key + 8][col], vs[key + 9][col])};
-        MmaOp<T>::run(o[n], pf, bf);
+        Mma<T>::run(o[n], pf, bf);
       }
     }
   }

@@ -10,6 +10,7 @@
 // head dims 64 and 128 (d == dv; the four tiles live in dynamic shared memory, 64 KB at d = 128, opted in
 // per kernel), no bias, no dropout; opt-in with the forward (MYTORCH_ATTN_MMA=1).
 #include "common.cuh"
+#include "mma.cuh"
 #include "mytorch/attention.h"
 
 namespace mytorch::cuda {
@@ -20,27 +21,6 @@ namespace {
 
 constexpr int kTile = 64, kWarps = 4;
 constexpr float kLog2e = 1.4426950408889634f;
-
-template <typename T> struct Mma;
-template <> struct Mma<c10::Half> {
-  __device__ static void run(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-template <> struct Mma<c10::BFloat16> {
-  __device__ static void run(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-
-template <typename T>
-__device__ inline uint32_t pack(T lo, T hi) {
-  return static_cast<uint32_t>(lo.x) | (static_cast<uint32_t>(hi.x) << 16);
-}
 
 // A fragment (16 rows x 16 k) from a row-major shared tile: rows r0.., columns k0..
 template <typename T, int LD>

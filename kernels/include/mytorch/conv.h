@@ -15,6 +15,7 @@
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
 #include "mytorch/runtime.h"
+#include "mytorch/window.h"
 
 namespace mytorch {
 
@@ -47,19 +48,10 @@ MT_HOST_DEVICE inline void col2im(const Im2ColArgs& a, int64_t e) {
   const int64_t l = a.oh * a.ow, k = int64_t(a.kh) * a.kw;
   const T* cols = static_cast<const T*>(a.in) + n * a.c * k * l;
   A acc = 0;
-  for (int i = 0; i < a.kh; ++i) {
-    const int64_t ny = h + a.ph - int64_t(i) * a.dh;
-    if (ny < 0 || ny % a.sh) continue;
-    const int64_t y = ny / a.sh;
-    if (y >= a.oh) continue;
-    for (int j = 0; j < a.kw; ++j) {
-      const int64_t nx = w + a.pw - int64_t(j) * a.dw;
-      if (nx < 0 || nx % a.sw) continue;
-      const int64_t x = nx / a.sw;
-      if (x >= a.ow) continue;
-      acc += static_cast<A>(cols[(ch * k + i * a.kw + j) * l + y * a.ow + x]);
-    }
-  }
+  for_each_covering_output(h, w, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.oh, a.ow,
+                           [&](int i, int j, int64_t y, int64_t x) {
+                             acc += static_cast<A>(cols[(ch * k + i * a.kw + j) * l + y * a.ow + x]);
+                           });
   static_cast<T*>(a.out)[e] = static_cast<T>(acc);
 }
 

@@ -17,6 +17,7 @@
 #include "mytorch/macros.h"
 #include "mytorch/ops_math.h"
 #include "mytorch/runtime.h"
+#include "mytorch/window.h"
 
 namespace mytorch {
 
@@ -143,25 +144,16 @@ MT_HOST_DEVICE inline void backward(const SpatialArgs& a, int64_t e) {
   A acc = 0;
   if (a.op == SpatialOp::MaxPool || a.op == SpatialOp::AvgPool) {
     const int64_t* idx = a.indices ? a.indices + p * a.oh * a.ow : nullptr;
-    for (int i = 0; i < a.kh; ++i) {
-      const int64_t ny = h + a.ph - int64_t(i) * a.dh;
-      if (ny < 0 || ny % a.sh) continue;
-      const int64_t y = ny / a.sh;
-      if (y >= a.oh) continue;
-      for (int j = 0; j < a.kw; ++j) {
-        const int64_t nx = w + a.pw - int64_t(j) * a.dw;
-        if (nx < 0 || nx % a.sw) continue;
-        const int64_t x = nx / a.sw;
-        if (x >= a.ow) continue;
-        if (a.op == SpatialOp::MaxPool) {
-          if (idx[y * a.ow + x] == h * a.iw + w) acc += static_cast<A>(g[y * a.ow + x]);
-        } else {
-          int64_t h0, h1, w0, w1;
-          const int64_t div = avg_window(a, y, x, &h0, &h1, &w0, &w1);
-          if (div != 0) acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>(div);
-        }
-      }
-    }
+    for_each_covering_output(h, w, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.oh, a.ow,
+                             [&](int, int, int64_t y, int64_t x) {
+                               if (a.op == SpatialOp::MaxPool) {
+                                 if (idx[y * a.ow + x] == h * a.iw + w) acc += static_cast<A>(g[y * a.ow + x]);
+                               } else {
+                                 int64_t h0, h1, w0, w1;
+                                 const int64_t div = avg_window(a, y, x, &h0, &h1, &w0, &w1);
+                                 if (div != 0) acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>(div);
+                               }
+                             });
   } else if (a.op == SpatialOp::AdaptiveAvg) {
     for (int64_t y = 0; y < a.oh; ++y) {
       const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
