@@ -35,7 +35,7 @@ def nvidia_wheel_includes():
     spec = importlib.util.find_spec("nvidia")
     found = []
     for root in (spec.submodule_search_locations or []) if spec else []:
-        for sub in ("cu13/include", "cublas/include", "cudnn/include"):
+        for sub in ("cu13/include", "cublas/include", "cudnn/include", "nccl/include"):
             path = os.path.join(root, sub)
             if os.path.isdir(path):
                 found.append(path)

@@ -23,21 +23,22 @@ fi
 # transformers: the fused-attention test builds small Llama / GPT-2 models from configs (no download).
 "$PY" -m pip install --quiet "pytest" "expecttest" "numpy" "matplotlib" "setuptools>=64" "wheel" "cmake>=3.24" "ninja" \
   "transformers==5.23.0"
-# cuBLASLt's and cuDNN's headers, for the CUDA GEMM and convolutions (the libraries themselves are opened at
+# cuBLASLt's, cuDNN's and NCCL's headers, for the CUDA GEMM, convolutions and collectives (the libraries themselves are opened at
 # run time): from NVIDIA's wheels when nvcc is here but the toolkit has no copy (torch's CUDA wheels already
-# depend on both).
+# depend on all three).
 has_header() {  # has_header FILE: in the toolkit or in an nvidia-* wheel
   [ -f "${CUDA_HOME:-/usr/local/cuda}/include/$1" ] || "$PY" - "$1" <<'PYCHECK' 2>/dev/null
 import importlib.util, os, sys
 spec = importlib.util.find_spec("nvidia")
 roots = list(spec.submodule_search_locations) if spec else []
-subs = ("cu13/include", "cublas/include", "cudnn/include")
+subs = ("cu13/include", "cublas/include", "cudnn/include", "nccl/include")
 sys.exit(0 if any(os.path.isfile(os.path.join(r, s, sys.argv[1])) for r in roots for s in subs) else 1)
 PYCHECK
 }
 if [ "${MYTORCH_CUDA:-auto}" != "0" ] && { command -v nvcc >/dev/null 2>&1 || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; }; then
   has_header cublasLt.h || "$PY" -m pip install --quiet "nvidia-cublas==13.*"
   has_header cudnn.h || "$PY" -m pip install --quiet "nvidia-cudnn-cu13==9.*"
+  has_header nccl.h || "$PY" -m pip install --quiet "nvidia-nccl-cu13==2.*"
 fi
 start=$(date +%s)
 "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .

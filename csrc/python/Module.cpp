@@ -83,6 +83,10 @@ void check(rt::Status s, const char* what) {
 } // namespace
 } // namespace mytorch
 
+namespace mytorch::dist {
+void initDistributedBindings(pybind11::module& parent); // csrc/distributed/Init.cpp
+} // namespace mytorch::dist
+
 PYBIND11_MODULE(_C, m) {
   using namespace mytorch;
   m.doc() = "mytorch native extension (torch glue over the mytorch device layer)";
@@ -207,6 +211,9 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_fallback_stats", &resetFallbackStats);
+  // The process group's classes derive from torch's c10d bindings, which exist once torch.distributed is
+  // imported: python/mytorch/distributed.py calls this then.
+  m.def("_init_distributed", [m]() mutable { dist::initDistributedBindings(m); });
   m.def("_op_trace_start", &startOpTrace);
   m.def("_op_trace_stop", &stopOpTrace);
   m.def("_fallback_totals", [] {

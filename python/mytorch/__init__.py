@@ -31,6 +31,9 @@ _register()
 from . import backend  # noqa: E402
 from .audit import audit  # noqa: E402
 from . import ops  # noqa: E402,F401  (mytorch.ops: fused custom ops)
+from . import distributed  # noqa: E402  (the "mytorch" c10d backend)
+
+distributed._register()
 
 __all__ = ["audit", "backend"]
 __version__ = "0.1.0"

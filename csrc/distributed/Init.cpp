@@ -1,0 +1,33 @@
+// Python bindings of the process group: mytorch._C._distributed.ProcessGroupMytorch, a subclass of torch's
+// c10d Backend binding (so torch.distributed can register it), created by python/mytorch/distributed.py.
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include "csrc/distributed/ProcessGroupMytorch.hpp"
+#include "mytorch/comm.h"
+
+namespace py = pybind11;
+
+namespace mytorch::dist {
+
+// Called after torch.distributed is imported: pybind11 must already know c10d::Backend.
+void initDistributedBindings(py::module& parent) {
+  auto m = parent.def_submodule("_distributed", "mytorch's c10d process group");
+  py::module::import("torch.distributed");
+  py::class_<ProcessGroupMytorch, c10d::Backend, c10::intrusive_ptr<ProcessGroupMytorch>>(m, "ProcessGroupMytorch")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       std::chrono::milliseconds timeout, const c10::intrusive_ptr<c10d::Backend>& host,
+                       const std::string& groupName) {
+             return c10::make_intrusive<ProcessGroupMytorch>(store, rank, size, timeout, host, groupName);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("host"),
+           py::arg("group_name"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("checking", &ProcessGroupMytorch::checking)
+      .def_property_readonly("uses_nccl", &ProcessGroupMytorch::onCuda);
+  m.def("nccl_version", [] { return comm::version(); });
+}
+
+} // namespace mytorch::dist

@@ -1,0 +1,237 @@
+// comm.h on the cuda runtime: NCCL, opened with dlopen on first use (the toolkit's copy or the
+// nvidia-nccl-cu13 wheel's, which torch's CUDA wheels depend on), so the build needs only nccl.h.
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "mytorch/comm.h"
+
+namespace mytorch::comm {
+namespace {
+
+#define MT_NCCL_FUNCS(_)                                                                                   \
+  _(ncclGetVersion) _(ncclGetUniqueId) _(ncclCommInitRank) _(ncclCommDestroy) _(ncclCommAbort)             \
+  _(ncclCommGetAsyncError) _(ncclGetErrorString) _(ncclGetLastError) _(ncclAllReduce) _(ncclBroadcast)     \
+  _(ncclReduce) _(ncclAllGather) _(ncclReduceScatter) _(ncclSend) _(ncclRecv) _(ncclGroupStart)           \
+  _(ncclGroupEnd) _(ncclRedOpCreatePreMulSum) _(ncclRedOpDestroy)
+
+struct Lib {
+#define MT_NCCL_MEMBER(f) decltype(&::f) f = nullptr;
+  MT_NCCL_FUNCS(MT_NCCL_MEMBER)
+#undef MT_NCCL_MEMBER
+  std::string error;
+};
+
+const Lib& lib() {
+  static Lib l = [] {
+    Lib x;
+    void* h = nullptr;
+    for (const char* name : {"libnccl.so.2", "libnccl.so"}) {
+      h = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
+      if (h) break;
+    }
+    if (!h) {
+      x.error = std::string("cannot load NCCL (libnccl.so.2): ") + dlerror() +
+                "; install the CUDA toolkit's NCCL or the nvidia-nccl-cu13 wheel";
+      return x;
+    }
+#define MT_NCCL_LOAD(f)                                                     \
+    x.f = reinterpret_cast<decltype(&::f)>(dlsym(h, #f));                   \
+    if (!x.f && x.error.empty()) x.error = "NCCL lacks the symbol " #f;
+    MT_NCCL_FUNCS(MT_NCCL_LOAD)
+#undef MT_NCCL_LOAD
+    return x;
+  }();
+  return l;
+}
+
+rt::Status unavailable() {
+  if (rt::kind() != rt::Kind::Cuda) return rt::report(rt::Status::Unavailable, "NCCL: the cuda runtime is not active");
+  return rt::report(rt::Status::Unavailable, lib().error.c_str());
+}
+
+bool ready() { return rt::kind() == rt::Kind::Cuda && lib().error.empty(); }
+
+rt::Status check(ncclResult_t r, const char* what, Comm comm = nullptr) {
+  if (r == ncclSuccess) return rt::Status::Success;
+  if (r == ncclInProgress) return rt::Status::NotReady;
+  std::string msg = std::string(what) + " failed: " + lib().ncclGetErrorString(r);
+  const char* last = lib().ncclGetLastError ? lib().ncclGetLastError(static_cast<ncclComm_t>(comm)) : nullptr;
+  if (last && *last) msg += std::string(" (") + last + ")";
+  return rt::report(r == ncclInvalidArgument || r == ncclInvalidUsage ? rt::Status::InvalidValue : rt::Status::Unknown,
+                    msg.c_str());
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::Int8: return ncclInt8;
+    case DType::UInt8: return ncclUint8;
+    case DType::Int32: return ncclInt32;
+    case DType::UInt32: return ncclUint32;
+    case DType::Int64: return ncclInt64;
+    case DType::UInt64: return ncclUint64;
+    case DType::Half: return ncclFloat16;
+    case DType::Float: return ncclFloat32;
+    case DType::Double: return ncclFloat64;
+    case DType::BFloat16: return ncclBfloat16;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+    case DType::Float8e4m3: return ncclFloat8e4m3;
+    case DType::Float8e5m2: return ncclFloat8e5m2;
+#endif
+    default: return ncclNumTypes;
+  }
+}
+
+ncclRedOp_t nccl_op(RedOp op) {
+  switch (op) {
+    case RedOp::Sum: return ncclSum;
+    case RedOp::Prod: return ncclProd;
+    case RedOp::Max: return ncclMax;
+    case RedOp::Min: return ncclMin;
+    default: return ncclAvg;
+  }
+}
+
+// A PREMUL_SUM op for one call, destroyed after it was enqueued (NCCL allows that).
+struct Op {
+  ncclRedOp_t op;
+  ncclComm_t comm;
+  bool custom = false;
+  rt::Status status = rt::Status::Success;
+  Op(RedOp o, const double* premul, ncclDataType_t t, ncclComm_t c) : op(nccl_op(o)), comm(c) {
+    if (!premul) return;
+    // The scalar has the data's type; the process group scales half and bfloat16 data itself.
+    if (t == ncclFloat64) {
+      double d = *premul;
+      status = check(lib().ncclRedOpCreatePreMulSum(&op, &d, t, ncclScalarHostImmediate, c), "ncclRedOpCreatePreMulSum", c);
+    } else if (t == ncclFloat32) {
+      float f = static_cast<float>(*premul);
+      status = check(lib().ncclRedOpCreatePreMulSum(&op, &f, t, ncclScalarHostImmediate, c), "ncclRedOpCreatePreMulSum", c);
+    } else {
+      status = rt::report(rt::Status::InvalidValue, "NCCL PREMUL_SUM here takes float32 or float64 data");
+      return;
+    }
+    custom = status == rt::Status::Success;
+  }
+  ~Op() { if (custom) lib().ncclRedOpDestroy(op, comm); }
+};
+
+#define MT_NCCL_TYPE(var, t)                                                                               \
+  ncclDataType_t var = nccl_type(t);                                                                       \
+  if (var == ncclNumTypes) return rt::report(rt::Status::InvalidValue, "NCCL: this NCCL has no such dtype");
+
+} // namespace
+
+rt::Status available() { return ready() ? rt::Status::Success : unavailable(); }
+
+int version() {
+  if (!ready()) return 0;
+  int v = 0;
+  return lib().ncclGetVersion(&v) == ncclSuccess ? v : 0;
+}
+
+rt::Status get_unique_id(char id[kUniqueIdBytes]) {
+  if (!ready()) return unavailable();
+  static_assert(sizeof(ncclUniqueId) == kUniqueIdBytes, "ncclUniqueId size");
+  ncclUniqueId u;
+  rt::Status s = check(lib().ncclGetUniqueId(&u), "ncclGetUniqueId");
+  if (s == rt::Status::Success) std::memcpy(id, u.internal, kUniqueIdBytes);
+  return s;
+}
+
+rt::Status init_rank(Comm* comm, int nranks, const char id[kUniqueIdBytes], int rank, int device) {
+  if (!ready()) return unavailable();
+  rt::Status s = rt::set_device(device);
+  if (s != rt::Status::Success) return s;
+  ncclUniqueId u;
+  std::memcpy(u.internal, id, kUniqueIdBytes);
+  ncclComm_t c = nullptr;
+  s = check(lib().ncclCommInitRank(&c, nranks, u, rank), "ncclCommInitRank");
+  *comm = c;
+  return s;
+}
+
+rt::Status destroy(Comm comm) {
+  if (!ready()) return unavailable();
+  return check(lib().ncclCommDestroy(static_cast<ncclComm_t>(comm)), "ncclCommDestroy");
+}
+
+rt::Status abort(Comm comm) {
+  if (!ready()) return unavailable();
+  return check(lib().ncclCommAbort(static_cast<ncclComm_t>(comm)), "ncclCommAbort");
+}
+
+rt::Status async_error(Comm comm) {
+  if (!ready()) return unavailable();
+  ncclResult_t r = ncclSuccess;
+  rt::Status s = check(lib().ncclCommGetAsyncError(static_cast<ncclComm_t>(comm), &r), "ncclCommGetAsyncError", comm);
+  if (s != rt::Status::Success) return s;
+  return check(r, "NCCL communicator", comm);
+}
+
+rt::Status all_reduce(const void* send, void* recv, size_t count, DType t, RedOp op, const double* premul,
+                      Comm comm, rt::Stream stream) {
+  if (!ready()) return unavailable();
+  MT_NCCL_TYPE(nt, t)
+  auto c = static_cast<ncclComm_t>(comm);
+  Op o(op, premul, nt, c);
+  if (o.status != rt::Status::Success) return o.status;
+  return check(lib().ncclAllReduce(send, recv, count, nt, o.op, c, static_cast<cudaStream_t>(stream)), "ncclAllReduce", comm);
+}
+
+rt::Status broadcast(const void* send, void* recv, size_t count, DType t, int root, Comm comm, rt::Stream stream) {
+  if (!ready()) return unavailable();
+  MT_NCCL_TYPE(nt, t)
+  return check(lib().ncclBroadcast(send, recv, count, nt, root, static_cast<ncclComm_t>(comm),
+                                   static_cast<cudaStream_t>(stream)), "ncclBroadcast", comm);
+}
+
+rt::Status reduce(const void* send, void* recv, size_t count, DType t, RedOp op, const double* premul, int root,
+                  Comm comm, rt::Stream stream) {
+  if (!ready()) return unavailable();
+  MT_NCCL_TYPE(nt, t)
+  auto c = static_cast<ncclComm_t>(comm);
+  Op o(op, premul, nt, c);
+  if (o.status != rt::Status::Success) return o.status;
+  return check(lib().ncclReduce(send, recv, count, nt, o.op, root, c, static_cast<cudaStream_t>(stream)), "ncclReduce", comm);
+}
+
+rt::Status all_gather(const void* send, void* recv, size_t send_count, DType t, Comm comm, rt::Stream stream) {
+  if (!ready()) return unavailable();
+  MT_NCCL_TYPE(nt, t)
+  return check(lib().ncclAllGather(send, recv, send_count, nt, static_cast<ncclComm_t>(comm),
+                                   static_cast<cudaStream_t>(stream)), "ncclAllGather", comm);
+}
+
+rt::Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, RedOp op, const double* premul,
+                          Comm comm, rt::Stream stream) {
+  if (!ready()) return unavailable();
+  MT_NCCL_TYPE(nt, t)
+  auto c = static_cast<ncclComm_t>(comm);
+  Op o(op, premul, nt, c);
+  if (o.status != rt::Status::Success) return o.status;
+  return check(lib().ncclReduceScatter(send, recv, recv_count, nt, o.op, c, static_cast<cudaStream_t>(stream)),
+               "ncclReduceScatter", comm);
+}
+
+rt::Status send(const void* buf, size_t count, DType t, int peer, Comm comm, rt::Stream stream) {
+  if (!ready()) return unavailable();
+  MT_NCCL_TYPE(nt, t)
+  return check(lib().ncclSend(buf, count, nt, peer, static_cast<ncclComm_t>(comm), static_cast<cudaStream_t>(stream)),
+               "ncclSend", comm);
+}
+
+rt::Status recv(void* buf, size_t count, DType t, int peer, Comm comm, rt::Stream stream) {
+  if (!ready()) return unavailable();
+  MT_NCCL_TYPE(nt, t)
+  return check(lib().ncclRecv(buf, count, nt, peer, static_cast<ncclComm_t>(comm), static_cast<cudaStream_t>(stream)),
+               "ncclRecv", comm);
+}
+
+rt::Status group_start() { return ready() ? check(lib().ncclGroupStart(), "ncclGroupStart") : unavailable(); }
+rt::Status group_end() { return ready() ? check(lib().ncclGroupEnd(), "ncclGroupEnd") : unavailable(); }
+
+} // namespace mytorch::comm
