@@ -44,7 +44,28 @@ struct Reducible {
   std::function<void()> narrow;
 };
 
-Reducible reducible(const at::Tensor& t, const c10d::ReduceOp& op, bool writesBack, bool isInputOnly) {
+Reducible reducibleAs(const at::Tensor& t, const c10d::ReduceOp& op, bool writesBack, bool isInputOnly);
+
+// Gloo averages by dividing in the data's dtype, which integers refuse: sum, then divide rounding toward
+// zero (NCCL's integer average).
+Reducible reducible(const at::Tensor& t, const c10d::ReduceOp& op, bool writesBack, bool isInputOnly, int world) {
+  Reducible r = reducibleAs(t, op, writesBack, isInputOnly);
+  const auto rt = r.tensor.scalar_type();
+  if (op.op_ == c10d::ReduceOp::AVG && !at::isFloatingType(rt) && !at::isComplexType(rt)) {
+    r.op = c10d::ReduceOp(c10d::ReduceOp::SUM);
+    if (writesBack) {
+      at::Tensor sum = r.tensor;
+      auto narrow = r.narrow;
+      r.narrow = [sum, narrow, world] {
+        sum.div_(world, "trunc");
+        if (narrow) narrow();
+      };
+    }
+  }
+  return r;
+}
+
+Reducible reducibleAs(const at::Tensor& t, const c10d::ReduceOp& op, bool writesBack, bool isInputOnly) {
   at::Tensor v = hostView(t);
   Reducible r{v, op, nullptr};
   const auto kind = op.op_;
@@ -67,7 +88,8 @@ Reducible reducible(const at::Tensor& t, const c10d::ReduceOp& op, bool writesBa
   }
   if (glooNative(r.tensor.scalar_type())) return r;
   const auto st = v.scalar_type();
-  if (st == at::kUInt64 && (kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::PRODUCT ||
+  // (AVG: the sum, then a signed division: exact while the sum stays below 2^63.)
+  if (st == at::kUInt64 && (kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::AVG || kind == c10d::ReduceOp::PRODUCT ||
                             kind == c10d::ReduceOp::BAND || kind == c10d::ReduceOp::BOR ||
                             kind == c10d::ReduceOp::BXOR)) {
     r.tensor = v.view(at::kLong); // two's complement: the same bits modulo 2^64
@@ -112,7 +134,7 @@ class HostPath final : public Path {
   }
 
   WorkPtr allreduce(const CallInfo& c, Tensors& ts, const c10d::AllreduceOptions& o) override {
-    Reducible r = reducible(ts[0], o.reduceOp, true, false);
+    Reducible r = reducible(ts[0], o.reduceOp, true, false, pg_.getSize());
     Tensors views{r.tensor};
     c10d::AllreduceOptions go = o;
     go.reduceOp = r.op;
@@ -124,7 +146,7 @@ class HostPath final : public Path {
     std::vector<std::function<void()>> narrows;
     c10d::AllreduceCoalescedOptions go = o;
     for (auto& t : ts) {
-      Reducible r = reducible(t, o.reduceOp, true, false);
+      Reducible r = reducible(t, o.reduceOp, true, false, pg_.getSize());
       views.push_back(r.tensor);
       narrows.push_back(r.narrow);
       go.reduceOp = r.op;
@@ -134,7 +156,9 @@ class HostPath final : public Path {
 
   WorkPtr reduce(const CallInfo& c, Tensors& ts, const c10d::ReduceOptions& o) override {
     const bool root = pg_.getRank() == o.rootRank;
-    Reducible r = reducible(ts[0], o.reduceOp, root, !root);
+    Reducible r = reducible(ts[0], o.reduceOp, root, !root, pg_.getSize());
+    // Gloo uses every rank's buffer as scratch; NCCL leaves a non-root's input alone, and so do we.
+    if (!root && r.tensor.data_ptr() == hostView(ts[0]).data_ptr()) r.tensor = r.tensor.clone();
     Tensors views{r.tensor};
     c10d::ReduceOptions go = o;
     go.reduceOp = r.op;
@@ -187,7 +211,7 @@ class HostPath final : public Path {
 
   WorkPtr reduceScatter(const CallInfo& c, Tensors& out, std::vector<Tensors>& in,
                         const c10d::ReduceScatterOptions& o) override {
-    Reducible ro = reducible(out[0], o.reduceOp, true, false);
+    Reducible ro = reducible(out[0], o.reduceOp, true, false, pg_.getSize());
     Tensors outs{ro.tensor};
     std::vector<Tensors> ins(1);
     for (auto& t : in[0]) ins[0].push_back(inputFor(t, o.reduceOp, ro.tensor.scalar_type()));
@@ -204,7 +228,7 @@ class HostPath final : public Path {
     std::vector<std::function<void()>> narrows;
     Tensors keep;
     for (size_t i = 0; i < in.size(); ++i) {
-      Reducible ro = reducible(out[i].reshape({-1}), o.reduceOp, true, false);
+      Reducible ro = reducible(out[i].reshape({-1}), o.reduceOp, true, false, pg_.getSize());
       at::Tensor iv = inputFor(in[i].reshape({-1}), o.reduceOp, ro.tensor.scalar_type());
       c10d::ReduceScatterOptions go = o;
       go.reduceOp = glooOp(ro.op);
@@ -227,12 +251,23 @@ class HostPath final : public Path {
   }
 
   WorkPtr alltoall(const CallInfo& c, Tensors& out, Tensors& in, const c10d::AllToAllOptions& o) override {
-    Tensors ovs, ivs;
-    for (auto& t : out) ovs.push_back(movable(t.reshape({-1})));
-    for (auto& t : in) ivs.push_back(movable(t.reshape({-1})));
-    Tensors keep = ovs;
-    keep.insert(keep.end(), ivs.begin(), ivs.end());
-    return track(c, out, {host()->alltoall(ovs, ivs, o)}, nullptr, keep);
+    // Gloo's list form wants equal sizes: pack into one buffer, exchange with splits, unpack.
+    Tensors ivs, ovs;
+    std::vector<int64_t> inSplits, outSplits;
+    for (auto& t : in) ivs.push_back(movable(t).reshape({-1})), inSplits.push_back(ivs.back().numel());
+    for (auto& t : out) ovs.push_back(movable(t).reshape({-1})), outSplits.push_back(ovs.back().numel());
+    at::Tensor packed = at::cat(ivs);
+    int64_t total = 0;
+    for (auto n : outSplits) total += n;
+    at::Tensor received = at::empty({total}, packed.options());
+    auto unpack = [ovs, received, outSplits] {
+      int64_t at = 0;
+      for (size_t r = 0; r < ovs.size(); ++r) {
+        ovs[r].copy_(received.narrow(0, at, outSplits[r]));
+        at += outSplits[r];
+      }
+    };
+    return track(c, out, {host()->alltoall_base(received, packed, outSplits, inSplits, o)}, unpack, {packed, received});
   }
 
   WorkPtr send(const CallInfo& c, Tensors& ts, int dst, int tag) override {
@@ -307,7 +342,7 @@ class HostPath final : public Path {
 
   // A reduce-scatter input in the dtype the output is reduced in (scaled for PREMUL_SUM).
   static at::Tensor inputFor(const at::Tensor& t, const c10d::ReduceOp& op, at::ScalarType reduced) {
-    Reducible r = reducible(t, op, false, true);
+    Reducible r = reducibleAs(t, op, false, true);
     return r.tensor.scalar_type() == reduced ? r.tensor : r.tensor.to(reduced);
   }
 
