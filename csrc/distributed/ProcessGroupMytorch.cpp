@@ -89,25 +89,51 @@ void WorkMytorch::completeWithFutures(const std::vector<c10::intrusive_ptr<c10d:
     }
     if (--self->remaining_ == 0) self->complete(*firstError);
   };
+  std::vector<c10::intrusive_ptr<c10d::Work>> withoutFuture;
   for (const auto& w : inner) {
     c10::intrusive_ptr<c10::ivalue::Future> fut;
     try {
       fut = w->getFuture();
     } catch (const c10::Error&) {
-      // A Gloo work without a future: a thread waits for it instead.
-      std::thread([w, done] {
-        std::exception_ptr e;
-        try {
-          w->wait();
-        } catch (...) {
-          e = std::current_exception();
-        }
-        done(e);
-      }).detach();
+      withoutFuture.push_back(w); // Gloo's reduce_scatter: finished by wait(), or a thread for getFuture()
       continue;
     }
     fut->addCallback([done](c10::ivalue::Future& f) { done(f.hasError() ? f.exception_ptr() : nullptr); });
   }
+  if (!withoutFuture.empty()) {
+    std::lock_guard<std::mutex> lock(innerMutex_);
+    lateInner_ = std::move(withoutFuture);
+    lateDone_ = std::move(done);
+  }
+}
+
+void WorkMytorch::finishLate(bool inThread) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> late;
+  std::function<void(std::exception_ptr)> done;
+  {
+    std::lock_guard<std::mutex> lock(innerMutex_);
+    late.swap(lateInner_);
+    done.swap(lateDone_);
+  }
+  if (late.empty()) return;
+  auto run = [late, done] {
+    for (const auto& w : late) {
+      std::exception_ptr e;
+      try {
+        w->wait();
+      } catch (...) {
+        e = std::current_exception();
+      }
+      done(e);
+    }
+  };
+  if (inThread) std::thread(run).detach();
+  else run();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkMytorch::getFuture() {
+  finishLate(true); // someone may wait on the future alone
+  return future_;
 }
 
 void WorkMytorch::completeOnWait(std::vector<c10::intrusive_ptr<c10d::Work>> inner) {
@@ -121,6 +147,7 @@ bool WorkMytorch::isCompleted() {
 }
 
 bool WorkMytorch::wait(std::chrono::milliseconds timeout) {
+  finishLate(false);
   std::vector<c10::intrusive_ptr<c10d::Work>> inner;
   {
     std::lock_guard<std::mutex> lock(innerMutex_);
@@ -251,19 +278,19 @@ std::string ProcessGroupMytorch::describe(const CallInfo& c) const {
 }
 
 void ProcessGroupMytorch::checkTensor(const CallInfo& c, const at::Tensor& t, const char* role) const {
-  TORCH_CHECK(t.defined(), "mytorch ", c.name, ": expected a tensor for ", role, ", but got an undefined one");
-  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "mytorch ", c.name, ": expected ", role,
+  TORCH_CHECK_VALUE(t.defined(), "mytorch ", c.name, ": expected a tensor for ", role, ", but got an undefined one");
+  TORCH_CHECK_VALUE(t.device().type() == c10::DeviceType::PrivateUse1, "mytorch ", c.name, ": expected ", role,
               " on the mytorch device, but got a tensor on ", t.device(),
               " (use a 'cpu:gloo,mytorch:mytorch' process group for CPU tensors)");
-  TORCH_CHECK(t.layout() == at::kStrided, "mytorch ", c.name, ": expected a dense ", role, ", but got layout ",
+  TORCH_CHECK_VALUE(t.layout() == at::kStrided, "mytorch ", c.name, ": expected a dense ", role, ", but got layout ",
               t.layout());
-  TORCH_CHECK(t.is_non_overlapping_and_dense() && t.is_contiguous(), "mytorch ", c.name, ": expected a contiguous ",
+  TORCH_CHECK_VALUE(t.is_non_overlapping_and_dense() && t.is_contiguous(), "mytorch ", c.name, ": expected a contiguous ",
               role, ", but got sizes ", t.sizes(), " with strides ", t.strides());
 }
 
 void ProcessGroupMytorch::checkSameDevice(const CallInfo& c, const std::vector<at::Tensor>& ts) const {
   for (const auto& t : ts) {
-    TORCH_CHECK(t.device() == ts.front().device() && t.scalar_type() == ts.front().scalar_type(), "mytorch ", c.name,
+    TORCH_CHECK_VALUE(t.device() == ts.front().device() && t.scalar_type() == ts.front().scalar_type(), "mytorch ", c.name,
                 ": expected every tensor on one device with one dtype, but got ", ts.front().device(), " ",
                 ts.front().scalar_type(), " and ", t.device(), " ", t.scalar_type());
   }

@@ -49,7 +49,7 @@ class WorkMytorch : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   void synchronize() override;
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // sim: finish when every Gloo work with a future has finished (their callbacks drive completion), then
   // run `onSuccess` (narrowing widened dtypes). `keep`: tensors the collective reads or writes.
@@ -77,6 +77,9 @@ class WorkMytorch : public c10d::Work {
   std::atomic<int> remaining_{0};
   std::mutex innerMutex_;
   std::vector<c10::intrusive_ptr<c10d::Work>> waitInner_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> lateInner_; // Gloo works without a future
+  std::function<void(std::exception_ptr)> lateDone_;
+  void finishLate(bool inThread);
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::function<void()> streamWait_, hostWait_;
 };

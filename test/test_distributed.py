@@ -1,0 +1,149 @@
+"""The mytorch c10d backend on 2 and 4 ranks of this machine (sim: Gloo over views of device memory).
+
+Each test spawns its ranks (python/mytorch/testing/_dist_workers.py), which write what they saw to JSON;
+assertions happen here against the mathematically expected results and single-process training.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import mytorch
+from mytorch.testing import _dist_workers as W
+
+EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
+
+pytestmark = pytest.mark.skipif(not mytorch.distributed.is_available(), reason="torch.distributed with Gloo needed")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def results(out, world):
+    return [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+def test_registered_for_the_device():
+    assert "mytorch" in dist.Backend.backend_list
+    assert dist.Backend.default_device_backend_map["mytorch"] == "mytorch"
+    assert dist.Backend.backend_capability["mytorch"] == ["mytorch"]
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_every_collective_and_dtype(world, tmp_path):
+    W.launch(W.collectives_worker, world, str(tmp_path), free_port())
+    for r, res in enumerate(results(tmp_path, world)):
+        assert res["failures"] == [], f"rank {r}: " + "\n".join(res["failures"])
+        # each dtype ran every collective (a silent early exit would shrink this)
+        assert res["ran"] >= len(W.DTYPES) * 20, res["ran"]
+
+
+def test_mismatches_raise_clear_errors_on_every_rank(tmp_path):
+    W.launch(W.mismatch_worker, 2, str(tmp_path), free_port())
+    for r, res in enumerate(results(tmp_path, 2)):
+        seen = res["seen"]
+        assert "element counts differ" in seen["shape"] and "Float[4]" in seen["shape"] and "Float[8]" in seen["shape"], seen["shape"]
+        assert "dtypes differ" in seen["dtype"], seen["dtype"]
+        assert "not every rank called" in seen["collective"], seen["collective"]
+        assert "roots differ" in seen["root"], seen["root"]
+        assert "which expects" in seen["splits"], seen["splits"]
+        # torch routes by device before any backend sees the call, and says so
+        assert "No backend type associated with device type cpu" in seen["cpu_tensor"], seen["cpu_tensor"]
+        assert "contiguous" in seen["non_contiguous"], seen["non_contiguous"]
+        # the group still works after every refused call
+        assert seen["after"] == "no error" and res["after"] == [3.0] * 4
+    # the receiver is told what arrived; the sender's message was drained, so it finished
+    assert "sent 8 elements" in results(tmp_path, 2)[1]["seen"]["p2p"]
+    assert results(tmp_path, 2)[0]["seen"]["p2p"] == "no error"
+
+
+def test_dead_rank_makes_the_others_raise_within_the_timeout(tmp_path):
+    timeout_s = 10.0
+    start = time.monotonic()
+    try:
+        W.launch(W.dead_rank_worker, 2, str(tmp_path), free_port(), timeout_s)
+    except Exception:
+        pass  # the dead rank's exit is reported by the launcher; the survivor's file is what counts
+    res = json.loads((tmp_path / "rank0.json").read_text())
+    assert res["error"] is not None, "the surviving rank did not raise"
+    assert "mytorch" in res["error"] and "rank 0 of 2" in res["error"], res["error"]
+    assert res["elapsed"] < timeout_s + 5, res
+    assert time.monotonic() - start < 120
+
+
+def test_cpu_gloo_and_mytorch_in_one_group(tmp_path):
+    W.launch(W.mixed_backend_worker, 2, str(tmp_path), free_port())
+    for res in results(tmp_path, 2):
+        assert res["cpu"] == [3.0] * 3 and res["mytorch"] == [3.0] * 3
+        assert res["backend"] == "ProcessGroupMytorch"
+
+
+@pytest.mark.parametrize("kind", ["ddp", "fsdp2"])
+def test_data_parallel_training_matches_one_process(kind, tmp_path):
+    world, steps = 2, 20
+    W.launch(W.data_parallel_worker, world, str(tmp_path), free_port(), EXAMPLES, kind, steps)
+    got = torch.load(tmp_path / "state.pt")
+    want = W.reference_training(EXAMPLES, steps, per_rank=2, world=world)
+    assert got.keys() == want.keys()
+    for k in want:
+        torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6, msg=lambda m: f"{kind} {k}: {m}")
+    # training moved the weights: the comparison is not between two copies of the initialisation
+    torch.manual_seed(0)
+    init = W._gpt(EXAMPLES).state_dict()
+    assert not torch.allclose(init["head.weight"], want["head.weight"])
+
+
+def test_torchrun_launch(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        import os, torch, torch.distributed as dist
+        import mytorch
+        dist.init_process_group("mytorch")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        t = torch.full((4,), float(rank + 1), device="mytorch")
+        dist.all_reduce(t)
+        assert t.cpu().tolist() == [world * (world + 1) / 2] * 4, t
+        open(os.path.join(os.environ["OUT_DIR"], f"ok{rank}"), "w").close()
+        dist.destroy_process_group()
+    """))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                           "--master-port", str(free_port()), str(script)],
+                          capture_output=True, text=True, timeout=180, env={**os.environ, "OUT_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "ok0").exists() and (tmp_path / "ok1").exists()
+
+
+def test_single_rank_group_in_process(tmp_path):
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("mytorch", store=store, rank=0, world_size=1)
+    try:
+        t = torch.arange(5.0, device="mytorch")
+        dist.all_reduce(t)
+        assert t.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+        out = torch.empty(5, device="mytorch")
+        dist.all_gather_into_tensor(out, t)
+        assert torch.equal(out.cpu(), t.cpu())
+        with pytest.raises(ValueError, match="expected a contiguous"):
+            dist.all_reduce(torch.ones(3, 3, device="mytorch").t())
+        backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("mytorch"))
+        with pytest.raises(ValueError, match="expected a root"):
+            backend.broadcast([t], _root(5))
+    finally:
+        dist.destroy_process_group()
+
+
+def _root(r):
+    o = dist.BroadcastOptions()
+    o.rootRank = r
+    return o
