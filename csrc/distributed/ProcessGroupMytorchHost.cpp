@@ -232,10 +232,7 @@ class HostPath final : public Path {
       at::Tensor iv = inputFor(in[i].reshape({-1}), o.reduceOp, ro.tensor.scalar_type());
       c10d::ReduceScatterOptions go = o;
       go.reduceOp = glooOp(ro.op);
-      // Gloo's list form over the input's rank blocks (its flat form's work has no future).
-      Tensors outs{ro.tensor};
-      std::vector<Tensors> ins{iv.chunk(pg_.getSize())};
-      works.push_back(host()->reduce_scatter(outs, ins, go));
+      works.push_back(host()->_reduce_scatter_base(ro.tensor, iv, go));
       narrows.push_back(ro.narrow);
       keep.push_back(ro.tensor);
       keep.push_back(iv);

@@ -364,6 +364,9 @@ def data_parallel_worker(rank: int, world: int, out: str, port: int, examples: s
 # --- benchmark: ProcessGroupMytorch against plain Gloo, same ranks ---------------------------------------
 
 def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeats: int) -> None:
+    """Median time per collective for each message size (bytes of the largest buffer, as nccl-tests counts):
+    plain Gloo on CPU tensors, and the mytorch backend with and without its agreement check, interleaved
+    repetition by repetition so that drift on a shared machine hits all three alike."""
     import torch
     import torch.distributed as dist
 
@@ -371,34 +374,36 @@ def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeat
 
     dist.init_process_group("cpu:gloo,mytorch:mytorch", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world)
+    os.environ["MYTORCH_DIST_CHECK"] = "0"
+    unchecked = dist.new_group(backend="mytorch")
+    os.environ.pop("MYTORCH_DIST_CHECK")
+    variants = (("gloo", "cpu", None), ("mytorch", "mytorch", None), ("mytorch_nocheck", "mytorch", unchecked))
     results = []
     for nbytes in sizes:
-        n = max(1, nbytes // 4)
+        n = max(world, nbytes // 4 // world * world)  # float32 elements, divisible by the world size
         for coll in ("all_reduce", "all_gather", "reduce_scatter"):
-            row = {"bytes": nbytes, "collective": coll}
-            for label, dev in (("gloo", "cpu"), ("mytorch", "mytorch")):
-                x = torch.ones(n, device=dev)
-                big = torch.empty(n * world, device=dev)
-                small = torch.empty(max(1, n // world), device=dev)
-                src = torch.ones(small.numel() * world, device=dev)
-
-                def once():
-                    if coll == "all_reduce":
-                        dist.all_reduce(x)
-                    elif coll == "all_gather":
-                        dist.all_gather_into_tensor(big, x)
-                    else:
-                        dist.reduce_scatter_tensor(small, src)
+            calls = {}
+            for label, dev, group in variants:
+                big = torch.ones(n, device=dev)
+                part = torch.ones(n // world, device=dev)
+                if coll == "all_reduce":
+                    calls[label] = lambda big=big, g=group: dist.all_reduce(big, group=g)
+                elif coll == "all_gather":
+                    calls[label] = lambda big=big, part=part, g=group: dist.all_gather_into_tensor(big, part, group=g)
+                else:
+                    calls[label] = lambda big=big, part=part, g=group: dist.reduce_scatter_tensor(part, big, group=g)
                 for _ in range(2):
-                    once()
-                times = []
-                for _ in range(repeats):
+                    calls[label]()
+            times = {label: [] for label in calls}
+            for _ in range(repeats):
+                for label, call in calls.items():
                     t0 = time.perf_counter()
-                    once()
-                    times.append(time.perf_counter() - t0)
-                times.sort()
-                row[label] = times[len(times) // 2]
+                    call()
+                    times[label].append(time.perf_counter() - t0)
+            row = {"bytes": n * 4, "collective": coll}
+            row.update({label: median(ts) for label, ts in times.items()})
             results.append(row)
+            del calls
     if rank == 0:
         _write(out, rank, {"results": results})
     dist.destroy_process_group()

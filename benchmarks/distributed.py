@@ -1,0 +1,106 @@
+"""Collective time of the mytorch c10d backend against plain Gloo, same ranks, same process layout.
+
+On sim the mytorch backend hands the bytes to Gloo over views of device memory, so the ratio is its own
+overhead: the agreement check (on by default, MYTORCH_DIST_CHECK), the Work and future wrapping. Sizes are
+the largest buffer of the collective (nccl-tests' convention). Each rank is a process; on a 2-core machine 4
+ranks oversubscribe it, which the printed core count makes visible.
+
+    python benchmarks/distributed.py                       # 2 and 4 ranks, 1 KiB .. 256 MiB
+    python benchmarks/distributed.py --ranks 2 --max-mib 16 --plot docs/distributed_benchmark.png
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+
+import torch
+
+import mytorch
+from mytorch.testing import _dist_workers as W
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:g} {unit}"
+        n /= 1024
+    return f"{n:g} TiB"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--min-kib", type=int, default=1)
+    p.add_argument("--max-mib", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=0, help="0: by size (more for small messages)")
+    p.add_argument("--plot", default="docs/distributed_benchmark.png")
+    p.add_argument("--json", default="")
+    args = p.parse_args()
+
+    sizes = []
+    s = args.min_kib * 1024
+    while s <= args.max_mib * 1024 * 1024:
+        sizes.append(s)
+        s *= 4
+    print(f"torch {torch.__version__}, mytorch runtime {torch.mytorch.runtime() if hasattr(torch.mytorch, 'runtime') else mytorch._C._runtime()}, "
+          f"{os.cpu_count()} cores; float32; median of repeats, interleaved")
+    all_rows = {}
+    for world in args.ranks:
+        rows = []
+        for size in sizes:
+            repeats = args.repeats or (30 if size <= 1 << 20 else 10 if size <= 16 << 20 else 5)
+            out = tempfile.mkdtemp()
+            W.launch(W.bench_worker, world, out, free_port(), [size], repeats)
+            rows += json.load(open(os.path.join(out, "rank0.json")))["results"]
+        all_rows[world] = rows
+        print(f"\n{world} ranks")
+        print(f"{'collective':<15}{'size':>10}{'gloo ms':>11}{'mytorch ms':>12}{'ratio':>8}{'no-check ms':>13}{'ratio':>8}")
+        for r in rows:
+            print(f"{r['collective']:<15}{human(r['bytes']):>10}{r['gloo'] * 1e3:>11.3f}{r['mytorch'] * 1e3:>12.3f}"
+                  f"{r['mytorch'] / r['gloo']:>8.3f}{r['mytorch_nocheck'] * 1e3:>13.3f}{r['mytorch_nocheck'] / r['gloo']:>8.3f}")
+        big = [r for r in rows if r["bytes"] >= 1 << 20]
+        if big:
+            worst = max(r["mytorch"] / r["gloo"] for r in big)
+            worst_nc = max(r["mytorch_nocheck"] / r["gloo"] for r in big)
+            geo = torch.tensor([r["mytorch"] / r["gloo"] for r in big]).log().mean().exp().item()
+            print(f"messages >= 1 MiB: worst ratio {worst:.3f} (checked), {worst_nc:.3f} (unchecked); "
+                  f"geometric mean {geo:.3f} (checked)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(all_rows, f, indent=1)
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, len(all_rows), figsize=(6 * len(all_rows), 4.2), squeeze=False)
+        for ax, (world, rows) in zip(axes[0], all_rows.items()):
+            for coll, style in (("all_reduce", "o-"), ("all_gather", "s-"), ("reduce_scatter", "^-")):
+                rs = [r for r in rows if r["collective"] == coll]
+                ax.plot([r["bytes"] for r in rs], [r["mytorch"] / r["gloo"] for r in rs], style, label=f"{coll}")
+                ax.plot([r["bytes"] for r in rs], [r["mytorch_nocheck"] / r["gloo"] for r in rs], style,
+                        alpha=0.35, label=f"{coll} (no check)")
+            ax.axhline(1.0, color="k", lw=0.8)
+            ax.axhline(1.05, color="r", lw=0.8, ls="--")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("message size (bytes)")
+            ax.set_ylabel("time / plain Gloo time")
+            ax.set_title(f"mytorch backend on sim vs Gloo, {world} ranks, {os.cpu_count()} cores")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=110)
+        print(f"plot: {args.plot}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
