@@ -1,4 +1,456 @@
+// The cuda data path of ProcessGroupMytorch: NCCL (through kernels' comm.h) on an internal mytorch stream per
+// process group, ordered after the caller's current stream, watched by a watchdog thread (Note [Ordering
+// and stream contract] in ProcessGroupMytorch.hpp). One device per rank, as ProcessGroupNCCL.
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/view_as_real.h>
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <thread>
+
+#include "csrc/core/Stream.h"
 #include "csrc/distributed/Paths.h"
+#include "mytorch/comm.h"
+
 namespace mytorch::dist {
-std::unique_ptr<Path> makeNcclPath(ProcessGroupMytorch& pg) { TORCH_CHECK(false, "todo"); }
+namespace {
+
+using comm::DType;
+using comm::RedOp;
+
+std::optional<DType> ncclType(at::ScalarType t) {
+  switch (t) {
+    case at::kChar: return DType::Int8;
+    case at::kByte: case at::kBool: return DType::UInt8;
+    case at::kInt: return DType::Int32;
+    case at::kUInt32: return DType::UInt32;
+    case at::kLong: return DType::Int64;
+    case at::kUInt64: return DType::UInt64;
+    case at::kHalf: return DType::Half;
+    case at::kFloat: return DType::Float;
+    case at::kDouble: return DType::Double;
+    case at::kBFloat16: return DType::BFloat16;
+    case at::kFloat8_e4m3fn: return DType::Float8e4m3;
+    case at::kFloat8_e5m2: return DType::Float8e5m2;
+    default: return std::nullopt;
+  }
 }
+
+// A tensor NCCL can move: its own type, or its bytes.
+std::pair<at::Tensor, DType> movable(const at::Tensor& t) {
+  at::Tensor v = t.is_complex() ? at::view_as_real(t) : t;
+  if (auto d = ncclType(v.scalar_type())) return {v, *d};
+  return {v.reshape({-1}).view(at::kByte), DType::UInt8};
+}
+
+struct Reduction {
+  at::Tensor tensor;
+  DType type;
+  RedOp op;
+  std::optional<double> premul;
+};
+
+Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op) {
+  at::Tensor v = t;
+  auto kind = op.op_;
+  Reduction r{v, DType::Float, RedOp::Sum, premulFactor(op)};
+  if (v.is_complex()) {
+    TORCH_CHECK_VALUE(kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::AVG || r.premul,
+                      "mytorch (NCCL): complex tensors reduce only with SUM, AVG or PREMUL_SUM");
+    r.tensor = at::view_as_real(v);
+  }
+  auto d = ncclType(r.tensor.scalar_type());
+  TORCH_CHECK_VALUE(d, "mytorch (NCCL): NCCL cannot reduce ", t.scalar_type(), " tensors");
+  r.type = *d;
+  const bool isBool = t.scalar_type() == at::kBool;
+  switch (kind) {
+    case c10d::ReduceOp::SUM: r.op = isBool ? RedOp::Max : RedOp::Sum; break; // bool: logical or
+    case c10d::ReduceOp::PRODUCT: r.op = isBool ? RedOp::Min : RedOp::Prod; break;
+    case c10d::ReduceOp::MIN: r.op = RedOp::Min; break;
+    case c10d::ReduceOp::MAX: r.op = RedOp::Max; break;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK_VALUE(!isBool, "mytorch (NCCL): AVG of bool tensors is not defined");
+      r.op = RedOp::Avg;
+      break;
+    case c10d::ReduceOp::PREMUL_SUM: r.op = RedOp::Sum; break;
+    default:
+      TORCH_CHECK_VALUE(false, "mytorch (NCCL): NCCL has no ", static_cast<int>(kind), " reduction (bitwise ops)");
+  }
+  return r;
+}
+
+std::string statusText(rt::Status s) { return std::string(rt::status_name(s)) + ": " + rt::last_error(); }
+
+class NcclPath final : public Path {
+ public:
+  explicit NcclPath(ProcessGroupMytorch& pg) : Path(pg) {
+    blockingWait_ = std::getenv("MYTORCH_DIST_BLOCKING_WAIT") && std::string(std::getenv("MYTORCH_DIST_BLOCKING_WAIT")) == "1";
+    watchdog_ = std::thread([this] { watch(); });
+  }
+
+  ~NcclPath() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (watchdog_.joinable()) watchdog_.join();
+    if (comm_) (void)(broken_.empty() ? comm::destroy(comm_) : rt::Status::Success);
+  }
+
+  WorkPtr broadcast(const CallInfo& c, Tensors& ts, const c10d::BroadcastOptions& o) override {
+    auto [v, d] = movable(ts[0]);
+    return enqueue(c, ts, ts, [&, v = v, d = d](rt::Stream s, comm::Comm cm) {
+      return comm::broadcast(v.data_ptr(), v.data_ptr(), v.numel(), d, static_cast<int>(o.rootRank), cm, s);
+    });
+  }
+
+  WorkPtr allreduce(const CallInfo& c, Tensors& ts, const c10d::AllreduceOptions& o) override {
+    return enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
+      Reduction r = prepare(ts[0], o.reduceOp);
+      return comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r), cm, s);
+    });
+  }
+
+  WorkPtr allreduceCoalesced(const CallInfo& c, Tensors& ts, const c10d::AllreduceCoalescedOptions& o) override {
+    return enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
+      rt::Status st = comm::group_start();
+      for (auto& t : ts) {
+        if (st != rt::Status::Success) break;
+        Reduction r = prepare(t, o.reduceOp);
+        st = comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r), cm, s);
+      }
+      rt::Status end = comm::group_end();
+      return st != rt::Status::Success ? st : end;
+    });
+  }
+
+  WorkPtr reduce(const CallInfo& c, Tensors& ts, const c10d::ReduceOptions& o) override {
+    return enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
+      const bool root = pg_.getRank() == o.rootRank;
+      // The pre-scaling of PREMUL_SUM must not touch a non-root's input: scale a copy there.
+      at::Tensor input = !root && premulFactor(o.reduceOp) && !scalesInNccl(ts[0]) ? ts[0].clone() : ts[0];
+      if (input.data_ptr() != ts[0].data_ptr()) keep_.push_back(input);
+      Reduction r = prepare(input, o.reduceOp);
+      return comm::reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r),
+                          static_cast<int>(o.rootRank), cm, s);
+    });
+  }
+
+  WorkPtr allgather(const CallInfo& c, std::vector<Tensors>& out, Tensors& in, const c10d::AllgatherOptions&) override {
+    Tensors touched = in;
+    touched.insert(touched.end(), out[0].begin(), out[0].end());
+    return enqueue(c, touched, out[0], [&](rt::Stream s, comm::Comm cm) {
+      auto [iv, d] = movable(in[0]);
+      at::Tensor flat = at::empty({pg_.getSize() * iv.numel()}, iv.options());
+      keep_.push_back(flat);
+      rt::Status st = comm::all_gather(iv.data_ptr(), flat.data_ptr(), iv.numel(), d, cm, s);
+      if (st != rt::Status::Success) return st;
+      for (int r = 0; r < pg_.getSize(); ++r) movable(out[0][r]).first.reshape({-1}).copy_(flat.narrow(0, r * iv.numel(), iv.numel()));
+      return st;
+    });
+  }
+
+  WorkPtr allgatherBase(const CallInfo& c, Tensors& out, Tensors& in, const c10d::AllgatherOptions&) override {
+    Tensors touched = in;
+    touched.insert(touched.end(), out.begin(), out.end());
+    return enqueue(c, touched, out, [&](rt::Stream s, comm::Comm cm) {
+      rt::Status st = in.size() > 1 ? comm::group_start() : rt::Status::Success;
+      for (size_t i = 0; i < in.size() && st == rt::Status::Success; ++i) {
+        auto [iv, d] = movable(in[i]);
+        st = comm::all_gather(iv.data_ptr(), out[i].data_ptr(), iv.numel(), d, cm, s);
+      }
+      rt::Status end = in.size() > 1 ? comm::group_end() : rt::Status::Success;
+      return st != rt::Status::Success ? st : end;
+    });
+  }
+
+  WorkPtr gather(const CallInfo& c, std::vector<Tensors>& out, Tensors& in, const c10d::GatherOptions& o) override {
+    Tensors touched = in, results;
+    if (!out.empty()) touched.insert(touched.end(), out[0].begin(), out[0].end()), results = out[0];
+    return enqueue(c, touched, results, [&](rt::Stream s, comm::Comm cm) {
+      auto [iv, d] = movable(in[0]);
+      const int root = static_cast<int>(o.rootRank);
+      rt::Status st = comm::group_start();
+      if (pg_.getRank() == root) {
+        for (int r = 0; r < pg_.getSize() && st == rt::Status::Success; ++r) {
+          if (r == root) continue;
+          st = comm::recv(movable(out[0][r]).first.data_ptr(), iv.numel(), d, r, cm, s);
+        }
+      } else {
+        st = comm::send(iv.data_ptr(), iv.numel(), d, root, cm, s);
+      }
+      rt::Status end = comm::group_end();
+      if (st == rt::Status::Success && pg_.getRank() == root) out[0][root].copy_(in[0]);
+      return st != rt::Status::Success ? st : end;
+    });
+  }
+
+  WorkPtr scatter(const CallInfo& c, Tensors& out, std::vector<Tensors>& in, const c10d::ScatterOptions& o) override {
+    Tensors touched = out;
+    if (!in.empty()) touched.insert(touched.end(), in[0].begin(), in[0].end());
+    return enqueue(c, touched, out, [&](rt::Stream s, comm::Comm cm) {
+      auto [ov, d] = movable(out[0]);
+      const int root = static_cast<int>(o.rootRank);
+      rt::Status st = comm::group_start();
+      if (pg_.getRank() == root) {
+        for (int r = 0; r < pg_.getSize() && st == rt::Status::Success; ++r) {
+          if (r != root) st = comm::send(movable(in[0][r]).first.data_ptr(), ov.numel(), d, r, cm, s);
+        }
+      } else {
+        st = comm::recv(ov.data_ptr(), ov.numel(), d, root, cm, s);
+      }
+      rt::Status end = comm::group_end();
+      if (st == rt::Status::Success && pg_.getRank() == root) out[0].copy_(in[0][root]);
+      return st != rt::Status::Success ? st : end;
+    });
+  }
+
+  WorkPtr reduceScatter(const CallInfo& c, Tensors& out, std::vector<Tensors>& in,
+                        const c10d::ReduceScatterOptions& o) override {
+    Tensors touched = out;
+    touched.insert(touched.end(), in[0].begin(), in[0].end());
+    return enqueue(c, touched, out, [&](rt::Stream s, comm::Comm cm) {
+      Tensors flat;
+      for (auto& t : in[0]) flat.push_back(t.reshape({-1}));
+      at::Tensor packed = at::cat(flat);
+      keep_.push_back(packed);
+      Reduction ri = prepare(packed, o.reduceOp);
+      Reduction ro = reduction(out[0], o.reduceOp);
+      return comm::reduce_scatter(ri.tensor.data_ptr(), ro.tensor.data_ptr(), ro.tensor.numel(), ri.type, ri.op,
+                                  premulOf(ri), cm, s);
+    });
+  }
+
+  WorkPtr reduceScatterBase(const CallInfo& c, Tensors& out, Tensors& in, const c10d::ReduceScatterOptions& o) override {
+    Tensors touched = out;
+    touched.insert(touched.end(), in.begin(), in.end());
+    return enqueue(c, touched, out, [&](rt::Stream s, comm::Comm cm) {
+      rt::Status st = in.size() > 1 ? comm::group_start() : rt::Status::Success;
+      for (size_t i = 0; i < in.size() && st == rt::Status::Success; ++i) {
+        // The input must stay as it was: PREMUL_SUM that NCCL cannot do itself scales a copy.
+        at::Tensor input = premulFactor(o.reduceOp) && !scalesInNccl(in[i]) ? in[i].clone() : in[i];
+        if (input.data_ptr() != in[i].data_ptr()) keep_.push_back(input);
+        Reduction ri = prepare(input, o.reduceOp);
+        Reduction ro = reduction(out[i], o.reduceOp);
+        st = comm::reduce_scatter(ri.tensor.data_ptr(), ro.tensor.data_ptr(), ro.tensor.numel(), ri.type, ri.op,
+                                  premulOf(ri), cm, s);
+      }
+      rt::Status end = in.size() > 1 ? comm::group_end() : rt::Status::Success;
+      return st != rt::Status::Success ? st : end;
+    });
+  }
+
+  WorkPtr alltoallBase(const CallInfo& c, at::Tensor& out, at::Tensor& in, std::vector<int64_t>& outSplits,
+                       std::vector<int64_t>& inSplits, const c10d::AllToAllOptions&) override {
+    Tensors touched{in, out}, outs{out};
+    return enqueue(c, touched, outs, [&](rt::Stream s, comm::Comm cm) {
+      // Bytes, so that every dtype and row size moves the same way.
+      const int64_t rowBytes = in.dim() && in.size(0) ? in.nbytes() / in.size(0) : out.dim() && out.size(0) ? out.nbytes() / out.size(0) : 0;
+      auto* src = static_cast<const char*>(in.data_ptr());
+      auto* dst = static_cast<char*>(out.data_ptr());
+      rt::Status st = comm::group_start();
+      int64_t inAt = 0, outAt = 0;
+      for (int r = 0; r < pg_.getSize() && st == rt::Status::Success; ++r) {
+        const int64_t sendBytes = inSplits[r] * rowBytes, recvBytes = outSplits[r] * rowBytes;
+        if (sendBytes) st = comm::send(src + inAt, sendBytes, DType::UInt8, r, cm, s);
+        if (recvBytes && st == rt::Status::Success) st = comm::recv(dst + outAt, recvBytes, DType::UInt8, r, cm, s);
+        inAt += sendBytes;
+        outAt += recvBytes;
+      }
+      rt::Status end = comm::group_end();
+      return st != rt::Status::Success ? st : end;
+    });
+  }
+
+  WorkPtr alltoall(const CallInfo& c, Tensors& out, Tensors& in, const c10d::AllToAllOptions&) override {
+    Tensors touched = in;
+    touched.insert(touched.end(), out.begin(), out.end());
+    return enqueue(c, touched, out, [&](rt::Stream s, comm::Comm cm) {
+      rt::Status st = comm::group_start();
+      for (int r = 0; r < pg_.getSize() && st == rt::Status::Success; ++r) {
+        if (in[r].nbytes()) st = comm::send(in[r].data_ptr(), in[r].nbytes(), DType::UInt8, r, cm, s);
+        if (out[r].nbytes() && st == rt::Status::Success)
+          st = comm::recv(out[r].data_ptr(), out[r].nbytes(), DType::UInt8, r, cm, s);
+      }
+      rt::Status end = comm::group_end();
+      return st != rt::Status::Success ? st : end;
+    });
+  }
+
+  WorkPtr send(const CallInfo& c, Tensors& ts, int dst, int) override {
+    return enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
+      return comm::send(ts[0].data_ptr(), ts[0].nbytes(), DType::UInt8, dst, cm, s);
+    });
+  }
+
+  WorkPtr recv(const CallInfo& c, Tensors& ts, int src, int) override {
+    return enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
+      return comm::recv(ts[0].data_ptr(), ts[0].nbytes(), DType::UInt8, src, cm, s);
+    });
+  }
+
+  WorkPtr barrier(const CallInfo& c, const c10d::BarrierOptions& o) override {
+    const c10::DeviceIndex dev = o.device.has_value() && o.device->has_index() ? o.device->index() : currentDeviceIndex();
+    at::Tensor flag = at::empty({1}, at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, dev)));
+    Tensors ts{flag};
+    auto work = enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
+      return comm::all_reduce(flag.data_ptr(), flag.data_ptr(), 1, DType::Float, RedOp::Sum, nullptr, cm, s);
+    });
+    // A barrier holds the host, as ProcessGroupNCCL's does.
+    work->synchronize();
+    return work;
+  }
+
+ private:
+  // PREMUL_SUM NCCL does itself (float32/float64); other dtypes are scaled on the stream first.
+  static bool scalesInNccl(const at::Tensor& t) {
+    auto st = t.is_complex() ? c10::toRealValueType(t.scalar_type()) : t.scalar_type();
+    return st == at::kFloat || st == at::kDouble;
+  }
+  Reduction prepare(const at::Tensor& t, const c10d::ReduceOp& op) {
+    Reduction r = reduction(t, op);
+    if (r.premul && !scalesInNccl(t)) {
+      r.tensor.mul_(*r.premul); // on the internal stream (the caller set it current)
+      r.premul.reset();
+    }
+    return r;
+  }
+  static const double* premulOf(const Reduction& r) { return r.premul ? &*r.premul : nullptr; }
+
+  comm::Comm commFor(c10::DeviceIndex device, const CallInfo& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(broken_.empty(), "mytorch ", pg_.describe(c), ": the process group is broken: ", broken_);
+    if (comm_) {
+      TORCH_CHECK_VALUE(device == device_, "mytorch ", pg_.describe(c), ": this process group uses mytorch:",
+                        static_cast<int>(device_), " (one device per rank), but got a tensor on mytorch:",
+                        static_cast<int>(device));
+      return comm_;
+    }
+    char id[comm::kUniqueIdBytes] = {};
+    const std::string key = "mytorch_nccl_id";
+    if (pg_.getRank() == 0) {
+      rt::Status s = comm::get_unique_id(id);
+      TORCH_CHECK(s == rt::Status::Success, "mytorch ", pg_.describe(c), ": ", statusText(s));
+      pg_.store()->set(key, std::vector<uint8_t>(id, id + comm::kUniqueIdBytes));
+    } else {
+      auto v = pg_.store()->get(key);
+      TORCH_CHECK(v.size() == comm::kUniqueIdBytes, "mytorch: the NCCL id in the store has ", v.size(), " bytes");
+      std::copy(v.begin(), v.end(), id);
+    }
+    rt::Status s = comm::init_rank(&comm_, pg_.getSize(), id, pg_.getRank(), device);
+    TORCH_CHECK(s == rt::Status::Success, "mytorch ", pg_.describe(c), ": NCCL communicator setup failed: ", statusText(s));
+    device_ = device;
+    stream_ = streamFromPool(device, /*high_priority=*/true);
+    return comm_;
+  }
+
+  template <typename Fn>
+  WorkPtr enqueue(const CallInfo& c, const Tensors& touched, const Tensors& outputs, Fn&& fn) {
+    const c10::DeviceIndex device = touched.empty() ? currentDeviceIndex() : touched.front().device().index();
+    comm::Comm cm = commFor(device, c);
+    c10::impl::VirtualGuardImpl impl(c10::DeviceType::PrivateUse1);
+    c10::Stream caller = currentStream(device);
+    c10::Event ready(c10::DeviceType::PrivateUse1);
+    ready.record(caller);
+    ready.block(stream_);
+    for (const auto& t : touched) impl.recordDataPtrOnStream(t.storage().data_ptr(), stream_);
+    keep_.clear();
+    rt::Status st;
+    {
+      c10::StreamGuard guard(stream_); // copies and scaling inside fn run on the internal stream
+      st = fn(nativeHandle(stream_), cm);
+    }
+    for (const auto& t : keep_) impl.recordDataPtrOnStream(t.storage().data_ptr(), stream_);
+    keep_.clear();
+    TORCH_CHECK(st == rt::Status::Success, "mytorch ", pg_.describe(c), " failed: ", statusText(st));
+    auto work = makeWork(c, outputs, true);
+    auto end = std::make_shared<c10::Event>(c10::DeviceType::PrivateUse1);
+    end->record(stream_);
+    {
+      c10::StreamGuard guard(stream_);
+      work->getFuture()->markCompleted(c10::IValue(outputs)); // consumers of the future wait on stream_
+    }
+    const bool blocking = blockingWait_;
+    auto timeout = pg_.timeout();
+    work->setDeviceHooks(
+        [end, device, blocking, timeout, w = work.get()] {
+          if (!blocking) {
+            end->block(currentStream(device));
+            return;
+          }
+          auto start = std::chrono::steady_clock::now();
+          while (!end->query() && !w->isCompleted()) {
+            TORCH_CHECK(std::chrono::steady_clock::now() - start < timeout, "mytorch ", w->what(), ": timed out after ",
+                        timeout.count(), " ms");
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+          }
+        },
+        [end] { end->synchronize(); });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.push_back({work, end, std::chrono::steady_clock::now()});
+    }
+    cv_.notify_all();
+    return work;
+  }
+
+  // Finishes works whose end event passed; on a communicator error or a collective past the timeout,
+  // aborts the communicator (so the others' kernels return) and fails every pending work with the reason.
+  void watch() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+      while (!pending_.empty() && pending_.front().end->query()) {
+        auto w = pending_.front().work;
+        pending_.pop_front();
+        w->complete(nullptr);
+      }
+      if (pending_.empty() || !comm_) continue;
+      std::string reason;
+      rt::Status s = comm::async_error(comm_);
+      if (s != rt::Status::Success && s != rt::Status::NotReady) reason = "NCCL reported " + statusText(s);
+      auto age = std::chrono::steady_clock::now() - pending_.front().start;
+      if (reason.empty() && age > pg_.timeout()) {
+        reason = pending_.front().work->what() + " did not finish within the timeout (" +
+                 std::to_string(pg_.timeout().count()) + " ms): a rank exited, hung, or called another collective";
+      }
+      if (reason.empty()) continue;
+      (void)comm::abort(comm_);
+      broken_ = reason;
+      for (auto& p : pending_) {
+        p.work->complete(std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, reason)));
+      }
+      pending_.clear();
+    }
+  }
+
+  struct Pending {
+    c10::intrusive_ptr<WorkMytorch> work;
+    std::shared_ptr<c10::Event> end;
+    std::chrono::steady_clock::time_point start;
+  };
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  bool stop_ = false;
+  std::thread watchdog_;
+  comm::Comm comm_ = nullptr;
+  c10::DeviceIndex device_ = -1;
+  c10::Stream stream_{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, 0)};
+  std::string broken_;
+  bool blockingWait_ = false;
+  Tensors keep_; // temporaries of the call being enqueued
+};
+
+} // namespace
+
+std::unique_ptr<Path> makeNcclPath(ProcessGroupMytorch& pg) { return std::make_unique<NcclPath>(pg); }
+
+} // namespace mytorch::dist

@@ -363,21 +363,30 @@ def data_parallel_worker(rank: int, world: int, out: str, port: int, examples: s
 
 # --- benchmark: ProcessGroupMytorch against plain Gloo, same ranks ---------------------------------------
 
-def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeats: int) -> None:
-    """Median time per collective for each message size (bytes of the largest buffer, as nccl-tests counts):
-    plain Gloo on CPU tensors, and the mytorch backend with and without its agreement check, interleaved
-    repetition by repetition so that drift on a shared machine hits all three alike."""
+def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeats: int, reference: str = "gloo") -> None:
+    """Time per collective for each message size (bytes of the largest buffer, as nccl-tests counts): the
+    reference backend (plain Gloo on CPU tensors, or ProcessGroupNCCL on CUDA tensors) and the mytorch
+    backend with and without its agreement check, interleaved repetition by repetition so that drift on a
+    shared machine hits all of them alike. Ratios are medians of the per-repetition ratios."""
     import torch
     import torch.distributed as dist
 
     import mytorch  # noqa: F401
 
-    dist.init_process_group("cpu:gloo,mytorch:mytorch", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
+    ref_dev = "cpu" if reference == "gloo" else "cuda"
+    if ref_dev == "cuda":
+        torch.cuda.set_device(rank)
+        torch.mytorch.set_device(rank)
+    dist.init_process_group(f"{ref_dev}:{reference},mytorch:mytorch", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
     os.environ["MYTORCH_DIST_CHECK"] = "0"
     unchecked = dist.new_group(backend="mytorch")
+    os.environ["MYTORCH_DIST_CHECK"] = "1"
+    checked = dist.new_group(backend="mytorch")
     os.environ.pop("MYTORCH_DIST_CHECK")
-    variants = (("gloo", "cpu", None), ("mytorch", "mytorch", None), ("mytorch_nocheck", "mytorch", unchecked))
+    variants = ((reference, ref_dev, None), ("mytorch", "mytorch", checked), ("mytorch_nocheck", "mytorch", unchecked))
+    syncs = {"cpu": lambda: None, "cuda": torch.cuda.synchronize if ref_dev == "cuda" else None,
+             "mytorch": torch.mytorch.synchronize}
     results = []
     for nbytes in sizes:
         n = max(world, nbytes // 4 // world * world)  # float32 elements, divisible by the world size
@@ -387,21 +396,26 @@ def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeat
                 big = torch.ones(n, device=dev)
                 part = torch.ones(n // world, device=dev)
                 if coll == "all_reduce":
-                    calls[label] = lambda big=big, g=group: dist.all_reduce(big, group=g)
+                    fn = lambda big=big, g=group: dist.all_reduce(big, group=g)
                 elif coll == "all_gather":
-                    calls[label] = lambda big=big, part=part, g=group: dist.all_gather_into_tensor(big, part, group=g)
+                    fn = lambda big=big, part=part, g=group: dist.all_gather_into_tensor(big, part, group=g)
                 else:
-                    calls[label] = lambda big=big, part=part, g=group: dist.reduce_scatter_tensor(part, big, group=g)
+                    fn = lambda big=big, part=part, g=group: dist.reduce_scatter_tensor(part, big, group=g)
+                calls[label] = (fn, syncs[dev])
                 for _ in range(2):
-                    calls[label]()
+                    fn()
+                syncs[dev]()
             times = {label: [] for label in calls}
             for _ in range(repeats):
-                for label, call in calls.items():
+                for label, (fn, sync) in calls.items():
                     t0 = time.perf_counter()
-                    call()
+                    fn()
+                    sync()
                     times[label].append(time.perf_counter() - t0)
-            row = {"bytes": n * 4, "collective": coll}
+            row = {"bytes": n * 4, "collective": coll, "reference": reference}
             row.update({label: median(ts) for label, ts in times.items()})
+            for label in ("mytorch", "mytorch_nocheck"):
+                row[label + "_ratio"] = median([a / b for a, b in zip(times[label], times[reference])])
             results.append(row)
             del calls
     if rank == 0:
