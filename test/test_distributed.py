@@ -82,11 +82,17 @@ def test_dead_rank_makes_the_others_raise_within_the_timeout(tmp_path):
     assert time.monotonic() - start < 120
 
 
-def test_cpu_gloo_and_mytorch_in_one_group(tmp_path):
-    W.launch(W.mixed_backend_worker, 2, str(tmp_path), free_port())
-    for res in results(tmp_path, 2):
-        assert res["cpu"] == [3.0] * 3 and res["mytorch"] == [3.0] * 3
+@pytest.mark.parametrize("backend", ["cpu:gloo,mytorch:mytorch", None])
+def test_cpu_gloo_and_mytorch_in_one_group(backend, tmp_path):
+    world = 4 if backend is None else 2
+    W.launch(W.mixed_backend_worker, world, str(tmp_path), free_port(), backend)
+    for r, res in enumerate(results(tmp_path, world)):
+        total = float(world * (world + 1) // 2)
+        assert res["mytorch"] == [total] * 3
+        assert res["cpu"] == ([total] * 3 if backend else [float(r + 1)] * 3)
         assert res["backend"] == "ProcessGroupMytorch"
+        # the subgroup of even ranks summed 0 + 2 (+ ...), the odd ranks kept theirs
+        assert res["evens"] == ([float(sum(range(0, world, 2)))] * 2 if r % 2 == 0 else [float(r)] * 2)
 
 
 @pytest.mark.parametrize("kind", ["ddp", "fsdp2"])

@@ -271,17 +271,24 @@ def dead_rank_worker(rank: int, world: int, out: str, port: int, timeout_s: floa
     os._exit(0)  # the group is broken: skip the shutdown handshake
 
 
-def mixed_backend_worker(rank: int, world: int, out: str, port: int) -> None:
+def mixed_backend_worker(rank: int, world: int, out: str, port: int, backend=None) -> None:
+    """A group with CPU tensors on Gloo and mytorch tensors on mytorch, or torch's default (backend=None:
+    the backend registered for the current accelerator, which is mytorch), plus a subgroup of even ranks."""
     import torch
 
-    dist = _init(rank, world, port, backend="cpu:gloo,mytorch:mytorch")
+    dist = _init(rank, world, port, backend=backend)
     c = torch.full((3,), float(rank + 1))
     d = torch.full((3,), float(rank + 1), device="mytorch")
-    dist.all_reduce(c)
+    if backend is not None:
+        dist.all_reduce(c)
     dist.all_reduce(d)
     pg = dist.distributed_c10d._get_default_group()
     name = type(pg._get_backend(torch.device("mytorch"))).__name__
-    _write(out, rank, {"cpu": c.tolist(), "mytorch": d.cpu().tolist(), "backend": name})
+    evens = dist.new_group(ranks=list(range(0, world, 2)), backend="mytorch")
+    e = torch.full((2,), float(rank), device="mytorch")
+    if rank % 2 == 0:
+        dist.all_reduce(e, group=evens)
+    _write(out, rank, {"cpu": c.tolist(), "mytorch": d.cpu().tolist(), "backend": name, "evens": e.cpu().tolist()})
     dist.destroy_process_group()
 
 
@@ -406,8 +413,9 @@ def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeat
                     fn()
                 syncs[dev]()
             times = {label: [] for label in calls}
-            for _ in range(repeats):
-                for label, (fn, sync) in calls.items():
+            order = list(calls.items())
+            for i in range(repeats):
+                for label, (fn, sync) in order[i % len(order):] + order[:i % len(order)]:
                     t0 = time.perf_counter()
                     fn()
                     sync()
