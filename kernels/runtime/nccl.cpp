@@ -144,14 +144,19 @@ rt::Status get_unique_id(char id[kUniqueIdBytes]) {
 
 rt::Status init_rank(Comm* comm, int nranks, const char id[kUniqueIdBytes], int rank, int device) {
   if (!ready()) return unavailable();
-  rt::Status s = rt::set_device(device);
+  // NCCL binds the communicator to the current device: switch for the call, then restore the caller's.
+  int previous = 0;
+  rt::Status s = rt::get_device(&previous);
+  if (s != rt::Status::Success) return s;
+  s = rt::set_device(device);
   if (s != rt::Status::Success) return s;
   ncclUniqueId u;
   std::memcpy(u.internal, id, kUniqueIdBytes);
   ncclComm_t c = nullptr;
   s = check(lib().ncclCommInitRank(&c, nranks, u, rank), "ncclCommInitRank");
   *comm = c;
-  return s;
+  rt::Status back = rt::set_device(previous);
+  return s != rt::Status::Success ? s : back;
 }
 
 rt::Status destroy(Comm comm) {
