@@ -68,17 +68,21 @@ def test_mismatches_raise_clear_errors_on_every_rank(tmp_path):
     assert results(tmp_path, 2)[0]["seen"]["p2p"] == "no error"
 
 
-def test_dead_rank_makes_the_others_raise_within_the_timeout(tmp_path):
-    timeout_s = 10.0
+@pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
+@pytest.mark.parametrize("how", ["exit", "hang"])
+def test_dead_rank_makes_the_others_raise_within_the_timeout(how, check, tmp_path):
+    timeout_s = 10.0 if how == "exit" else 4.0
     start = time.monotonic()
     try:
-        W.launch(W.dead_rank_worker, 2, str(tmp_path), free_port(), timeout_s)
+        W.launch(W.dead_rank_worker, 3, str(tmp_path), free_port(), timeout_s, how, check)
     except Exception:
         pass  # the dead rank's exit is reported by the launcher; the survivor's file is what counts
-    res = json.loads((tmp_path / "rank0.json").read_text())
-    assert res["error"] is not None, "the surviving rank did not raise"
-    assert "mytorch" in res["error"] and "rank 0 of 2" in res["error"], res["error"]
-    assert res["elapsed"] < timeout_s + 5, res
+    for r in range(2):  # every survivor
+        res = json.loads((tmp_path / f"rank{r}.json").read_text())
+        assert res["error"] is not None, f"rank {r} did not raise"
+        # named: the collective, the rank, the sizes
+        assert f"mytorch allreduce (rank {r} of 3" in res["error"] and "Float[1024]" in res["error"], res["error"]
+        assert res["elapsed"] < timeout_s + 5, res
     assert time.monotonic() - start < 120
 
 

@@ -399,6 +399,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::broadcast(std::vector<at::Te
   TORCH_CHECK_VALUE(o.rootRank >= 0 && o.rootRank < size_, "mytorch broadcast: expected a root in [0, ", size_,
                     "), but got ", o.rootRank);
   c.root = o.rootRank;
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->broadcast(c, ts, o);
 }
@@ -409,6 +410,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::allreduce(std::vector<at::Te
   TORCH_CHECK_VALUE(!o.sparseIndices.has_value(), "mytorch allreduce: sparse tensors are not supported");
   CallInfo c = info("allreduce", c10d::OpType::ALLREDUCE, ts, "tensor");
   c.reduceOp = o.reduceOp.op_;
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->allreduce(c, ts, o);
 }
@@ -420,6 +422,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::allreduce_coalesced(std::vec
   c.reduceOp = o.reduceOp.op_;
   c.count = 0;
   for (const auto& t : ts) c.count += t.numel();
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->allreduceCoalesced(c, ts, o);
 }
@@ -431,6 +434,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::reduce(std::vector<at::Tenso
                     "), but got ", o.rootRank);
   c.root = o.rootRank;
   c.reduceOp = o.reduceOp.op_;
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->reduce(c, ts, o);
 }
@@ -451,6 +455,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::allgather(std::vector<std::v
                       ins[0].numel(), " elements, ", ins[0].device(), "), but got ", t.scalar_type(), ", ", t.numel(),
                       " elements, ", t.device());
   }
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->allgather(c, outs, ins, o);
 }
@@ -477,6 +482,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::allgather_into_tensor_coales
   }
   c.count = 0;
   for (const auto& t : ins) c.count += t.numel();
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->allgatherBase(c, outs, ins, o);
 }
@@ -501,6 +507,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::gather(std::vector<std::vect
   } else {
     TORCH_CHECK_VALUE(outs.empty() || outs[0].empty(), "mytorch gather: expected no outputs on a non-root rank");
   }
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->gather(c, outs, ins, o);
 }
@@ -525,6 +532,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::scatter(std::vector<at::Tens
   } else {
     TORCH_CHECK_VALUE(ins.empty() || ins[0].empty(), "mytorch scatter: expected no inputs on a non-root rank");
   }
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->scatter(c, outs, ins, o);
 }
@@ -545,6 +553,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::reduce_scatter(std::vector<a
                       "mytorch reduce_scatter: expected inputs like the output (", outs[0].numel(), " ",
                       outs[0].scalar_type(), " elements), but got ", t.numel(), " ", t.scalar_type());
   }
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->reduceScatter(c, outs, ins, o);
 }
@@ -571,6 +580,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::reduce_scatter_tensor_coales
   }
   c.count = 0;
   for (const auto& t : outs) c.count += t.numel();
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->reduceScatterBase(c, outs, ins, o);
 }
@@ -611,6 +621,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::alltoall_base(at::Tensor& ou
   c.count = rowElems;
   for (auto s : inRows) c.inSplits.push_back(s * rowElems);
   for (auto s : outRows) c.outSplits.push_back(s * rowElems);
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->alltoallBase(c, out, in, outRows, inRows, o);
 }
@@ -629,6 +640,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::alltoall(std::vector<at::Ten
   c.count = 1;
   for (const auto& t : ins) c.inSplits.push_back(t.numel());
   for (const auto& t : outs) c.outSplits.push_back(t.numel());
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->alltoall(c, outs, ins, o);
 }
@@ -640,6 +652,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::send(std::vector<at::Tensor>
                     ") other than ", rank_, ", but got ", dst);
   TORCH_CHECK_VALUE(tag >= 0 && tag < (1 << 29), "mytorch send: expected a tag in [0, 2^29), but got ", tag);
   c.peer = dst;
+  std::lock_guard<std::mutex> order(callMutex_);
   return path_->send(c, ts, dst, tag);
 }
 
@@ -650,6 +663,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::recv(std::vector<at::Tensor>
                     ") other than ", rank_, ", but got ", src, " (receiving from any source is not supported)");
   TORCH_CHECK_VALUE(tag >= 0 && tag < (1 << 29), "mytorch recv: expected a tag in [0, 2^29), but got ", tag);
   c.peer = src;
+  std::lock_guard<std::mutex> order(callMutex_);
   return path_->recv(c, ts, src, tag);
 }
 
@@ -658,6 +672,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::barrier(const c10d::BarrierO
   c.name = "barrier";
   c.type = c10d::OpType::BARRIER;
   c.tensors = 0;
+  std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->barrier(c, o);
 }

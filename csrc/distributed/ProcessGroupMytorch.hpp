@@ -168,6 +168,9 @@ class ProcessGroupMytorch : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> host_;
   std::string groupName_;
   bool check_;
+  // A collective's check and its data are posted as one step, so calls from several threads stay in the
+  // same order on every rank.
+  std::mutex callMutex_;
   std::unique_ptr<Path> path_;
 };
 

@@ -251,14 +251,18 @@ def mismatch_worker(rank: int, world: int, out: str, port: int) -> None:
     dist.destroy_process_group()
 
 
-def dead_rank_worker(rank: int, world: int, out: str, port: int, timeout_s: float) -> None:
+def dead_rank_worker(rank: int, world: int, out: str, port: int, timeout_s: float, how: str = "exit",
+                     check: bool = True) -> None:
     import torch
 
+    os.environ["MYTORCH_DIST_CHECK"] = "1" if check else "0"
     dist = _init(rank, world, port, timeout_s=timeout_s)
     t = torch.ones(1024, device="mytorch")
     for _ in range(3):
         dist.all_reduce(t)
     if rank == world - 1:
+        if how == "hang":
+            time.sleep(timeout_s + 6)  # alive, connected, and silent past the others' timeout
         os._exit(0)  # dies without a word, mid-run
     start = time.monotonic()
     error = None
