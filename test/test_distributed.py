@@ -97,14 +97,18 @@ def test_cpu_gloo_and_mytorch_in_one_group(backend, tmp_path):
         assert res["backend"] == "ProcessGroupMytorch"
         # the subgroup of even ranks summed 0 + 2 (+ ...), the odd ranks kept theirs
         assert res["evens"] == ([float(sum(range(0, world, 2)))] * 2 if r % 2 == 0 else [float(r)] * 2)
+        assert res["objects"] == [{"rank": i, "tag": "x" * i} for i in range(world)]
+        assert res["box"] == [{"from": 0}]
 
 
+@pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("kind", ["ddp", "fsdp2"])
-def test_data_parallel_training_matches_one_process(kind, tmp_path):
-    world, steps = 2, 20
+def test_data_parallel_training_matches_one_process(kind, world, tmp_path):
+    steps = 20
     W.launch(W.data_parallel_worker, world, str(tmp_path), free_port(), EXAMPLES, kind, steps)
     got = torch.load(tmp_path / "state.pt")
-    want = W.reference_training(EXAMPLES, steps, per_rank=2, world=world)
+    # the same 4 sequences per step, split across the ranks or taken whole by one process
+    want = W.reference_training(EXAMPLES, steps, per_rank=4 // world, world=world)
     assert got.keys() == want.keys()
     for k in want:
         torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6, msg=lambda m: f"{kind} {k}: {m}")

@@ -292,7 +292,12 @@ def mixed_backend_worker(rank: int, world: int, out: str, port: int, backend=Non
     e = torch.full((2,), float(rank), device="mytorch")
     if rank % 2 == 0:
         dist.all_reduce(e, group=evens)
-    _write(out, rank, {"cpu": c.tolist(), "mytorch": d.cpu().tolist(), "backend": name, "evens": e.cpu().tolist()})
+    objs = [None] * world
+    dist.all_gather_object(objs, {"rank": rank, "tag": "x" * rank})
+    box = [{"from": rank}] if rank == 0 else [None]
+    dist.broadcast_object_list(box, src=0)
+    _write(out, rank, {"cpu": c.tolist(), "mytorch": d.cpu().tolist(), "backend": name, "evens": e.cpu().tolist(),
+                       "objects": objs, "box": box})
     dist.destroy_process_group()
 
 
@@ -342,7 +347,7 @@ def data_parallel_worker(rank: int, world: int, out: str, port: int, examples: s
     dist = _init(rank, world, port)
     torch.manual_seed(0)
     model = _gpt(examples).to("mytorch")
-    per_rank = 2
+    per_rank = 4 // world if world <= 4 else 1
     if kind == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
