@@ -84,9 +84,9 @@ def main():
           f"{os.cpu_count()} cores; float32; median of repeats, interleaved")
     if not args.nccl:
         o = per_call_overhead()
-        print(f"per-call cost at world size 1 (16-element all_reduce, no network): plain Gloo {o['gloo_us']:.1f} us, "
-              f"mytorch {o['mytorch_us']:.1f} us: the backend adds {o['mytorch_us'] - o['gloo_us']:.1f} us per call "
-              f"(the agreement check is skipped at world size 1; with more ranks it adds one small all-gather)")
+        print(f"per call at world size 1 (16-element all_reduce, no network): plain Gloo {o['gloo_us']:.1f} us, "
+              f"mytorch {o['mytorch_us']:.1f} us ({o['mytorch_us'] - o['gloo_us']:+.1f} us; the agreement check is "
+              f"skipped at world size 1, with more ranks it adds one small all-gather)")
     all_rows = {}
     for world in args.ranks:
         rows = []
@@ -105,7 +105,8 @@ def main():
         if big:
             for key, label in (("mytorch_ratio", "checked"), ("mytorch_nocheck_ratio", "unchecked")):
                 geo = torch.tensor([r[key] for r in big]).log().mean().exp().item()
-                print(f"messages >= 1 MiB, {label}: geometric mean ratio {geo:.3f}, worst {max(r[key] for r in big):.3f}")
+                print(f"messages >= 1 MiB, {label}: geometric mean ratio {geo:.3f}, worst single point "
+                      f"{max(r[key] for r in big):.3f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(all_rows, f, indent=1)
