@@ -86,7 +86,7 @@ def main():
         o = per_call_overhead()
         print(f"per call at world size 1 (16-element all_reduce, no network): plain Gloo {o['gloo_us']:.1f} us, "
               f"mytorch {o['mytorch_us']:.1f} us ({o['mytorch_us'] - o['gloo_us']:+.1f} us; the agreement check is "
-              f"skipped at world size 1, with more ranks it adds one small all-gather)")
+              f"skipped at world size 1; with more ranks it adds one round of small point-to-point messages)")
     all_rows = {}
     for world in args.ranks:
         rows = []

@@ -229,6 +229,15 @@ const char* opName(int64_t op) {
 // all-to-all splits (world size each, in and out).
 constexpr int kHead = 16;
 constexpr int kMaxShownDims = 7;
+// Point-to-point tag of the agreement messages: above user tags (< 2^29) and size headers (2^29 + tag).
+constexpr int kCheckTag = 1 << 30;
+
+// Note [The agreement check's cost]
+// Gloo aborts the process when a rank receives more bytes than it posted, so on sim every collective is
+// preceded by an exchange of what each rank is about to do. It is one round of point-to-point messages
+// (each rank to every other), posted and waited on in the calling thread; a Gloo all-gather would add a
+// hand-off to Gloo's worker thread and world-size-1 sequential ring steps. Its cost is one network round
+// trip per collective: measured by benchmarks/distributed.py (checked against unchecked columns).
 
 } // namespace
 
@@ -330,13 +339,25 @@ void ProcessGroupMytorch::checkAgreement(const CallInfo& c) {
   for (size_t i = 0; i < c.inSplits.size() && static_cast<int>(i) < size_; ++i) p[kHead + i] = c.inSplits[i];
   for (size_t i = 0; i < c.outSplits.size() && static_cast<int>(i) < size_; ++i) p[kHead + size_ + i] = c.outSplits[i];
 
-  std::vector<at::Tensor> in{mine};
+  // One all-to-all round of point-to-point messages, waited on in this thread: no trip through Gloo's
+  // collective queue and no ring of world-size steps (Note [The agreement check's cost]).
   std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < size_; ++r) out[0].push_back(at::empty({width}, at::TensorOptions().dtype(at::kLong)));
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
   try {
-    c10d::AllgatherOptions opts;
-    opts.timeout = timeout_;
-    host_->allgather(out, in, opts)->wait();
+    for (int r = 0; r < size_; ++r) {
+      out[0].push_back(r == rank_ ? mine : at::empty({width}, at::TensorOptions().dtype(at::kLong)));
+    }
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      std::vector<at::Tensor> send{mine};
+      works.push_back(host_->send(send, r, kCheckTag));
+    }
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      std::vector<at::Tensor> recv{out[0][r]};
+      works.push_back(host_->recv(recv, r, kCheckTag));
+    }
+    for (auto& w : works) w->wait(timeout_);
   } catch (const std::exception& e) {
     C10_THROW_ERROR(DistBackendError, "mytorch " + describe(c) +
                                           " failed while checking that the ranks agree (a rank exited, hung or "
