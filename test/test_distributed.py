@@ -68,6 +68,16 @@ def test_mismatches_raise_clear_errors_on_every_rank(tmp_path):
     assert results(tmp_path, 2)[0]["seen"]["p2p"] == "no error"
 
 
+def test_torch_debug_detail_wraps_the_backend(tmp_path, monkeypatch):
+    # torch's own checker instead of ours: the children read both variables when they start
+    monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+    monkeypatch.setenv("MYTORCH_DIST_CHECK", "0")
+    W.launch(W.debug_detail_worker, 2, str(tmp_path), free_port())
+    for res in results(tmp_path, 2):
+        assert res["first"] == [2.0] * 4
+        assert res["error"] and "Detected mismatch between collectives" in res["error"], res["error"]
+
+
 @pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
 @pytest.mark.parametrize("how", ["exit", "hang"])
 def test_dead_rank_makes_the_others_raise_within_the_timeout(how, check, tmp_path):

@@ -109,6 +109,10 @@ class ProcessGroupMytorch : public c10d::Backend {
 
   const std::string getBackendName() const override { return "mytorch"; }
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  // Sequence numbers are the Gloo backend's (every rank issues the same Gloo operations): what torch's
+  // TORCH_DISTRIBUTED_DEBUG=DETAIL wrapper needs to compare collectives across ranks.
+  void setSequenceNumberForGroup() override { host_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return host_->getSequenceNumberForGroup(); }
   bool checking() const { return check_; }
   bool onCuda() const;
   std::chrono::milliseconds timeout() const { return timeout_; }

@@ -251,6 +251,23 @@ def mismatch_worker(rank: int, world: int, out: str, port: int) -> None:
     dist.destroy_process_group()
 
 
+def debug_detail_worker(rank: int, world: int, out: str, port: int) -> None:
+    """Under torch's TORCH_DISTRIBUTED_DEBUG=DETAIL (set by the parent): torch wraps the backend with its own
+    collective checker, which needs the backend's sequence numbers."""
+    import torch
+
+    dist = _init(rank, world, port, timeout_s=30)
+    t = torch.ones(4, device="mytorch")
+    dist.all_reduce(t)
+    try:
+        dist.all_reduce(torch.ones(4 if rank == 0 else 8, device="mytorch"))
+        error = None
+    except Exception as e:  # noqa: BLE001
+        error = f"{type(e).__name__}: {e}"
+    _write(out, rank, {"first": t.cpu().tolist(), "error": error})
+    os._exit(0)  # torch's wrapper leaves the group unusable after a mismatch
+
+
 def dead_rank_worker(rank: int, world: int, out: str, port: int, timeout_s: float, how: str = "exit",
                      check: bool = True) -> None:
     import torch
