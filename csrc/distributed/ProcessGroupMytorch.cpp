@@ -243,7 +243,8 @@ constexpr int kCheckTag = 1 << 30;
 
 std::optional<double> premulFactor(const c10d::ReduceOp& op) {
   if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return std::nullopt;
-  auto sup = c10::static_intrusive_pointer_cast<c10d::PreMulSumSupplement>(op.supplement_);
+  // NCCLPreMulSumSupplement: the name every torch from 2.11 to 2.13 has (newer ones alias it).
+  auto sup = c10::static_intrusive_pointer_cast<c10d::NCCLPreMulSumSupplement>(op.supplement_);
   TORCH_CHECK(sup, "mytorch: PREMUL_SUM without its factor (make it with torch.distributed._make_nccl_premul_sum)");
   if (sup->tensor_factor.defined()) return sup->tensor_factor.to(at::kCPU).item<double>();
   return sup->double_factor;
