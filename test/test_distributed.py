@@ -68,6 +68,12 @@ def test_mismatches_raise_clear_errors_on_every_rank(tmp_path):
     assert results(tmp_path, 2)[0]["seen"]["p2p"] == "no error"
 
 
+def test_ranks_must_agree_on_checking(tmp_path):
+    W.launch(W.check_setting_worker, 2, str(tmp_path), free_port())
+    for res in results(tmp_path, 2):
+        assert res["error"] and "MYTORCH_DIST_CHECK is" in res["error"] and "same way on every rank" in res["error"], res
+
+
 def test_torch_debug_detail_wraps_the_backend(tmp_path, monkeypatch):
     # torch's own checker instead of ours: the children read both variables when they start
     monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")

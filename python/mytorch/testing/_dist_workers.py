@@ -251,6 +251,18 @@ def mismatch_worker(rank: int, world: int, out: str, port: int) -> None:
     dist.destroy_process_group()
 
 
+def check_setting_worker(rank: int, world: int, out: str, port: int) -> None:
+    """Ranks that disagree on MYTORCH_DIST_CHECK: refused when the group is created."""
+    os.environ["MYTORCH_DIST_CHECK"] = "1" if rank == 0 else "0"
+    try:
+        _init(rank, world, port, timeout_s=30)
+        error = None
+    except Exception as e:  # noqa: BLE001
+        error = f"{type(e).__name__}: {e}"
+    _write(out, rank, {"error": error})
+    os._exit(0)
+
+
 def debug_detail_worker(rank: int, world: int, out: str, port: int) -> None:
     """Under torch's TORCH_DISTRIBUTED_DEBUG=DETAIL (set by the parent): torch wraps the backend with its own
     collective checker, which needs the backend's sequence numbers."""
