@@ -154,6 +154,14 @@ def test_torchrun_launch(tmp_path):
     assert (tmp_path / "ok0").exists() and (tmp_path / "ok1").exists()
 
 
+def test_ddp_example_job():
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                           "--master-port", str(free_port()), str(Path(EXAMPLES) / "train_gpt_ddp.py"),
+                           "--steps", "5"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "OK: data-parallel and single-process training agree" in proc.stdout, proc.stdout
+
+
 def test_single_rank_group_in_process(tmp_path):
     store = dist.FileStore(str(tmp_path / "store"), 1)
     dist.init_process_group("mytorch", store=store, rank=0, world_size=1)
