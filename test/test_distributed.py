@@ -68,6 +68,15 @@ def test_mismatches_raise_clear_errors_on_every_rank(tmp_path):
     assert results(tmp_path, 2)[0]["seen"]["p2p"] == "no error"
 
 
+def test_functional_collectives_and_dtensor(tmp_path):
+    W.launch(W.functional_worker, 2, str(tmp_path), free_port())
+    for r, res in enumerate(results(tmp_path, 2)):
+        assert res["reduced"] == [3.0] * 4
+        assert res["gathered"] == [1.0] * 4 + [2.0] * 4
+        assert res["local"] == [2.0 * r, 2.0 * r + 1]
+        assert res["doubled"] == [2.0 * i for i in range(4)]
+
+
 def test_ranks_must_agree_on_checking(tmp_path):
     W.launch(W.check_setting_worker, 2, str(tmp_path), free_port())
     for res in results(tmp_path, 2):

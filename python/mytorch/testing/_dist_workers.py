@@ -251,6 +251,26 @@ def mismatch_worker(rank: int, world: int, out: str, port: int) -> None:
     dist.destroy_process_group()
 
 
+def functional_worker(rank: int, world: int, out: str, port: int) -> None:
+    """Functional collectives (what DTensor, tensor parallelism and compiled graphs use) and a DTensor on a
+    DeviceMesh of mytorch devices."""
+    import torch
+    import torch.distributed._functional_collectives as fc
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    dist = _init(rank, world, port)
+    t = torch.full((4,), float(rank + 1), device="mytorch")
+    reduced = fc.all_reduce(t, "sum", dist.group.WORLD)
+    gathered = fc.all_gather_tensor(t, 0, dist.group.WORLD)
+    mesh = init_device_mesh("mytorch", (world,))
+    dt = distribute_tensor(torch.arange(2.0 * world, device="mytorch"), mesh, [Shard(0)])
+    doubled = (dt * 2).redistribute(mesh, [Replicate()]).to_local()
+    _write(out, rank, {"reduced": reduced.cpu().tolist(), "gathered": gathered.cpu().tolist(),
+                       "local": dt.to_local().cpu().tolist(), "doubled": doubled.cpu().tolist()})
+    dist.destroy_process_group()
+
+
 def check_setting_worker(rank: int, world: int, out: str, port: int) -> None:
     """Ranks that disagree on MYTORCH_DIST_CHECK: refused when the group is created."""
     os.environ["MYTORCH_DIST_CHECK"] = "1" if rank == 0 else "0"
