@@ -15,6 +15,14 @@ namespace mytorch::dist {
 
 // Called after torch.distributed is imported: pybind11 must already know c10d::Backend.
 void initDistributedBindings(py::module& parent) {
+  withoutGil() = [](const std::function<void()>& f) {
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release release;
+      f();
+    } else {
+      f();
+    }
+  };
   auto m = parent.def_submodule("_distributed", "mytorch's c10d process group");
   py::module::import("torch.distributed");
   py::class_<ProcessGroupMytorch, c10d::Backend, c10::intrusive_ptr<ProcessGroupMytorch>>(m, "ProcessGroupMytorch")

@@ -267,7 +267,20 @@ ProcessGroupMytorch::ProcessGroupMytorch(const c10::intrusive_ptr<c10d::Store>& 
   path_ = onCuda() ? makeNcclPath(*this) : makeHostPath(*this);
 }
 
-ProcessGroupMytorch::~ProcessGroupMytorch() = default;
+std::function<void(const std::function<void()>&)>& withoutGil() {
+  static std::function<void(const std::function<void()>&)> run = [](const std::function<void()>& f) { f(); };
+  return run;
+}
+
+ProcessGroupMytorch::~ProcessGroupMytorch() {
+  // Gloo's destructor (and the NCCL watchdog's) joins threads that may be finishing a Work, and dropping a
+  // Work's tensors can need the GIL: never join them while holding it (the Python binding's deallocation
+  // does hold it).
+  withoutGil()([this] {
+    path_.reset();
+    host_.reset();
+  });
+}
 
 bool ProcessGroupMytorch::onCuda() const { return rt::kind() == rt::Kind::Cuda; }
 

@@ -39,6 +39,10 @@ namespace mytorch::dist {
 
 class Path; // the sim (Gloo) or cuda (NCCL) data path (Paths.h)
 
+// Runs a callable with the GIL released when the calling thread holds it (set by the Python bindings,
+// Init.cpp; without Python it just runs it).
+std::function<void(const std::function<void()>&)>& withoutGil();
+
 class WorkMytorch : public c10d::Work {
  public:
   WorkMytorch(int rank, c10d::OpType type, std::string what, std::vector<at::Tensor> outputs,
