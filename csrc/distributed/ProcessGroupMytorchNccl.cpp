@@ -119,14 +119,14 @@ class NcclPath final : public Path {
 
   WorkPtr allreduceCoalesced(const CallInfo& c, Tensors& ts, const c10d::AllreduceCoalescedOptions& o) override {
     return enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
-      rt::Status st = comm::group_start();
-      for (auto& t : ts) {
-        if (st != rt::Status::Success) break;
-        Reduction r = prepare(t, o.reduceOp);
-        st = comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r), cm, s);
-      }
-      rt::Status end = comm::group_end();
-      return st != rt::Status::Success ? st : end;
+      return inGroup(true, [&] {
+        rt::Status st = rt::Status::Success;
+        for (size_t i = 0; i < ts.size() && st == rt::Status::Success; ++i) {
+          Reduction r = prepare(ts[i], o.reduceOp);
+          st = comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r), cm, s);
+        }
+        return st;
+      });
     });
   }
 
@@ -160,13 +160,14 @@ class NcclPath final : public Path {
     Tensors touched = in;
     touched.insert(touched.end(), out.begin(), out.end());
     return enqueue(c, touched, out, [&](rt::Stream s, comm::Comm cm) {
-      rt::Status st = in.size() > 1 ? comm::group_start() : rt::Status::Success;
-      for (size_t i = 0; i < in.size() && st == rt::Status::Success; ++i) {
-        auto [iv, d] = movable(in[i]);
-        st = comm::all_gather(iv.data_ptr(), out[i].data_ptr(), iv.numel(), d, cm, s);
-      }
-      rt::Status end = in.size() > 1 ? comm::group_end() : rt::Status::Success;
-      return st != rt::Status::Success ? st : end;
+      return inGroup(in.size() > 1, [&] {
+        rt::Status st = rt::Status::Success;
+        for (size_t i = 0; i < in.size() && st == rt::Status::Success; ++i) {
+          auto [iv, d] = movable(in[i]);
+          st = comm::all_gather(iv.data_ptr(), out[i].data_ptr(), iv.numel(), d, cm, s);
+        }
+        return st;
+      });
     });
   }
 
@@ -176,18 +177,16 @@ class NcclPath final : public Path {
     return enqueue(c, touched, results, [&](rt::Stream s, comm::Comm cm) {
       auto [iv, d] = movable(in[0]);
       const int root = static_cast<int>(o.rootRank);
-      rt::Status st = comm::group_start();
-      if (pg_.getRank() == root) {
+      rt::Status st = inGroup(true, [&] {
+        if (pg_.getRank() != root) return comm::send(iv.data_ptr(), iv.numel(), d, root, cm, s);
+        rt::Status st = rt::Status::Success;
         for (int r = 0; r < pg_.getSize() && st == rt::Status::Success; ++r) {
-          if (r == root) continue;
-          st = comm::recv(movable(out[0][r]).first.data_ptr(), iv.numel(), d, r, cm, s);
+          if (r != root) st = comm::recv(movable(out[0][r]).first.data_ptr(), iv.numel(), d, r, cm, s);
         }
-      } else {
-        st = comm::send(iv.data_ptr(), iv.numel(), d, root, cm, s);
-      }
-      rt::Status end = comm::group_end();
+        return st;
+      });
       if (st == rt::Status::Success && pg_.getRank() == root) out[0][root].copy_(in[0]);
-      return st != rt::Status::Success ? st : end;
+      return st;
     });
   }
 
@@ -197,17 +196,16 @@ class NcclPath final : public Path {
     return enqueue(c, touched, out, [&](rt::Stream s, comm::Comm cm) {
       auto [ov, d] = movable(out[0]);
       const int root = static_cast<int>(o.rootRank);
-      rt::Status st = comm::group_start();
-      if (pg_.getRank() == root) {
+      rt::Status st = inGroup(true, [&] {
+        if (pg_.getRank() != root) return comm::recv(ov.data_ptr(), ov.numel(), d, root, cm, s);
+        rt::Status st = rt::Status::Success;
         for (int r = 0; r < pg_.getSize() && st == rt::Status::Success; ++r) {
           if (r != root) st = comm::send(movable(in[0][r]).first.data_ptr(), ov.numel(), d, r, cm, s);
         }
-      } else {
-        st = comm::recv(ov.data_ptr(), ov.numel(), d, root, cm, s);
-      }
-      rt::Status end = comm::group_end();
+        return st;
+      });
       if (st == rt::Status::Success && pg_.getRank() == root) out[0].copy_(in[0][root]);
-      return st != rt::Status::Success ? st : end;
+      return st;
     });
   }
 
@@ -231,18 +229,19 @@ class NcclPath final : public Path {
     Tensors touched = out;
     touched.insert(touched.end(), in.begin(), in.end());
     return enqueue(c, touched, out, [&](rt::Stream s, comm::Comm cm) {
-      rt::Status st = in.size() > 1 ? comm::group_start() : rt::Status::Success;
-      for (size_t i = 0; i < in.size() && st == rt::Status::Success; ++i) {
-        // The input must stay as it was: PREMUL_SUM that NCCL cannot do itself scales a copy.
-        at::Tensor input = premulFactor(o.reduceOp) && !scalesInNccl(in[i]) ? in[i].clone() : in[i];
-        if (input.data_ptr() != in[i].data_ptr()) keep_.push_back(input);
-        Reduction ri = prepare(input, o.reduceOp);
-        Reduction ro = reduction(out[i], o.reduceOp);
-        st = comm::reduce_scatter(ri.tensor.data_ptr(), ro.tensor.data_ptr(), ro.tensor.numel(), ri.type, ri.op,
-                                  premulOf(ri), cm, s);
-      }
-      rt::Status end = in.size() > 1 ? comm::group_end() : rt::Status::Success;
-      return st != rt::Status::Success ? st : end;
+      return inGroup(in.size() > 1, [&] {
+        rt::Status st = rt::Status::Success;
+        for (size_t i = 0; i < in.size() && st == rt::Status::Success; ++i) {
+          // The input must stay as it was: PREMUL_SUM that NCCL cannot do itself scales a copy.
+          at::Tensor input = premulFactor(o.reduceOp) && !scalesInNccl(in[i]) ? in[i].clone() : in[i];
+          if (input.data_ptr() != in[i].data_ptr()) keep_.push_back(input);
+          Reduction ri = prepare(input, o.reduceOp);
+          Reduction ro = reduction(out[i], o.reduceOp);
+          st = comm::reduce_scatter(ri.tensor.data_ptr(), ro.tensor.data_ptr(), ro.tensor.numel(), ri.type, ri.op,
+                                    premulOf(ri), cm, s);
+        }
+        return st;
+      });
     });
   }
 
@@ -254,17 +253,18 @@ class NcclPath final : public Path {
       const int64_t rowBytes = in.dim() && in.size(0) ? in.nbytes() / in.size(0) : out.dim() && out.size(0) ? out.nbytes() / out.size(0) : 0;
       auto* src = static_cast<const char*>(in.data_ptr());
       auto* dst = static_cast<char*>(out.data_ptr());
-      rt::Status st = comm::group_start();
-      int64_t inAt = 0, outAt = 0;
-      for (int r = 0; r < pg_.getSize() && st == rt::Status::Success; ++r) {
-        const int64_t sendBytes = inSplits[r] * rowBytes, recvBytes = outSplits[r] * rowBytes;
-        if (sendBytes) st = comm::send(src + inAt, sendBytes, DType::UInt8, r, cm, s);
-        if (recvBytes && st == rt::Status::Success) st = comm::recv(dst + outAt, recvBytes, DType::UInt8, r, cm, s);
-        inAt += sendBytes;
-        outAt += recvBytes;
-      }
-      rt::Status end = comm::group_end();
-      return st != rt::Status::Success ? st : end;
+      return inGroup(true, [&] {
+        rt::Status st = rt::Status::Success;
+        int64_t inAt = 0, outAt = 0;
+        for (int r = 0; r < pg_.getSize() && st == rt::Status::Success; ++r) {
+          const int64_t sendBytes = inSplits[r] * rowBytes, recvBytes = outSplits[r] * rowBytes;
+          if (sendBytes) st = comm::send(src + inAt, sendBytes, DType::UInt8, r, cm, s);
+          if (recvBytes && st == rt::Status::Success) st = comm::recv(dst + outAt, recvBytes, DType::UInt8, r, cm, s);
+          inAt += sendBytes;
+          outAt += recvBytes;
+        }
+        return st;
+      });
     });
   }
 
@@ -272,14 +272,15 @@ class NcclPath final : public Path {
     Tensors touched = in;
     touched.insert(touched.end(), out.begin(), out.end());
     return enqueue(c, touched, out, [&](rt::Stream s, comm::Comm cm) {
-      rt::Status st = comm::group_start();
-      for (int r = 0; r < pg_.getSize() && st == rt::Status::Success; ++r) {
-        if (in[r].nbytes()) st = comm::send(in[r].data_ptr(), in[r].nbytes(), DType::UInt8, r, cm, s);
-        if (out[r].nbytes() && st == rt::Status::Success)
-          st = comm::recv(out[r].data_ptr(), out[r].nbytes(), DType::UInt8, r, cm, s);
-      }
-      rt::Status end = comm::group_end();
-      return st != rt::Status::Success ? st : end;
+      return inGroup(true, [&] {
+        rt::Status st = rt::Status::Success;
+        for (int r = 0; r < pg_.getSize() && st == rt::Status::Success; ++r) {
+          if (in[r].nbytes()) st = comm::send(in[r].data_ptr(), in[r].nbytes(), DType::UInt8, r, cm, s);
+          if (out[r].nbytes() && st == rt::Status::Success)
+            st = comm::recv(out[r].data_ptr(), out[r].nbytes(), DType::UInt8, r, cm, s);
+        }
+        return st;
+      });
     });
   }
 
@@ -322,6 +323,18 @@ class NcclPath final : public Path {
     return r;
   }
   static const double* premulOf(const Reduction& r) { return r.premul ? &*r.premul : nullptr; }
+
+  // `calls` (returning the first failing status) inside one NCCL group when `grouped`.
+  template <typename Calls>
+  static rt::Status inGroup(bool grouped, Calls&& calls) {
+    if (grouped) {
+      rt::Status st = comm::group_start();
+      if (st != rt::Status::Success) return st;
+    }
+    rt::Status st = calls();
+    rt::Status end = grouped ? comm::group_end() : rt::Status::Success;
+    return st != rt::Status::Success ? st : end;
+  }
 
   comm::Comm commFor(c10::DeviceIndex device, const CallInfo& c) {
     std::lock_guard<std::mutex> lock(mu_);
