@@ -95,7 +95,8 @@ void WorkMytorch::completeWithFutures(const std::vector<c10::intrusive_ptr<c10d:
     try {
       fut = w->getFuture();
     } catch (const c10::Error&) {
-      withoutFuture.push_back(w); // Gloo's reduce_scatter: finished by wait(), or a thread for getFuture()
+      // Gloo's reduce_scatter, send and recv: finished by wait(), or by a thread once getFuture() is asked for.
+      withoutFuture.push_back(w);
       continue;
     }
     fut->addCallback([done](c10::ivalue::Future& f) { done(f.hasError() ? f.exception_ptr() : nullptr); });
@@ -107,7 +108,7 @@ void WorkMytorch::completeWithFutures(const std::vector<c10::intrusive_ptr<c10d:
   }
 }
 
-void WorkMytorch::finishLate(bool inThread) {
+void WorkMytorch::finishLate(bool inThread, std::chrono::milliseconds timeout) {
   std::vector<c10::intrusive_ptr<c10d::Work>> late;
   std::function<void(std::exception_ptr)> done;
   {
@@ -116,11 +117,11 @@ void WorkMytorch::finishLate(bool inThread) {
     done.swap(lateDone_);
   }
   if (late.empty()) return;
-  auto run = [late, done] {
+  auto run = [late, done, timeout] {
     for (const auto& w : late) {
       std::exception_ptr e;
       try {
-        w->wait();
+        w->wait(timeout);
       } catch (...) {
         e = std::current_exception();
       }
@@ -136,34 +137,13 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkMytorch::getFuture() {
   return future_;
 }
 
-void WorkMytorch::completeOnWait(std::vector<c10::intrusive_ptr<c10d::Work>> inner) {
-  std::lock_guard<std::mutex> lock(innerMutex_);
-  waitInner_ = std::move(inner);
-}
-
 bool WorkMytorch::isCompleted() {
   std::lock_guard<std::mutex> lock(mutex_);
   return completed_;
 }
 
 bool WorkMytorch::wait(std::chrono::milliseconds timeout) {
-  finishLate(false);
-  std::vector<c10::intrusive_ptr<c10d::Work>> inner;
-  {
-    std::lock_guard<std::mutex> lock(innerMutex_);
-    inner.swap(waitInner_);
-  }
-  if (!inner.empty()) {
-    std::exception_ptr error;
-    for (auto& w : inner) {
-      try {
-        w->wait(timeout);
-      } catch (...) {
-        if (!error) error = std::current_exception();
-      }
-    }
-    complete(error);
-  }
+  finishLate(false, timeout);
   if (cuda_ && streamWait_) {
     // Like ProcessGroupNCCL: order the caller's stream after the collective; raise what the watchdog saw.
     streamWait_();

@@ -55,12 +55,11 @@ class WorkMytorch : public c10d::Work {
   void synchronize() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
-  // sim: finish when every Gloo work with a future has finished (their callbacks drive completion), then
-  // run `onSuccess` (narrowing widened dtypes). `keep`: tensors the collective reads or writes.
+  // sim: finish when every Gloo work has finished, then run `onSuccess` (narrowing widened dtypes). Works
+  // with a future finish through its callbacks; the others (Gloo's send, recv, reduce_scatter) in wait().
+  // `keep`: tensors the collective reads or writes.
   void completeWithFutures(const std::vector<c10::intrusive_ptr<c10d::Work>>& inner,
                            std::function<void()> onSuccess, std::vector<at::Tensor> keep);
-  // sim: finish in wait() by waiting on works without futures (Gloo's send and receive).
-  void completeOnWait(std::vector<c10::intrusive_ptr<c10d::Work>> inner);
   // Finish now (from any thread): success when `error` is null.
   void complete(std::exception_ptr error);
   // cuda: how wait() orders the caller's stream after the collective and synchronize() blocks the host
@@ -80,10 +79,9 @@ class WorkMytorch : public c10d::Work {
   std::function<void()> onSuccess_;
   std::atomic<int> remaining_{0};
   std::mutex innerMutex_;
-  std::vector<c10::intrusive_ptr<c10d::Work>> waitInner_;
   std::vector<c10::intrusive_ptr<c10d::Work>> lateInner_; // Gloo works without a future
   std::function<void(std::exception_ptr)> lateDone_;
-  void finishLate(bool inThread);
+  void finishLate(bool inThread, std::chrono::milliseconds timeout = kNoTimeout);
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::function<void()> streamWait_, hostWait_;
 };

@@ -276,7 +276,7 @@ class HostPath final : public Path {
       inner.push_back(host()->send(header, dst, tag + kHeaderTag));
     }
     inner.push_back(host()->send(payload, dst, tag));
-    work->completeOnWait(std::move(inner));
+    work->completeWithFutures(inner, nullptr, {});
     return work;
   }
 
@@ -284,7 +284,7 @@ class HostPath final : public Path {
     auto work = makeWork(c, ts, false);
     if (!pg_.checking()) {
       Tensors payload{movable(ts[0])};
-      work->completeOnWait({host()->recv(payload, src, tag)});
+      work->completeWithFutures({host()->recv(payload, src, tag)}, nullptr, {});
       return work;
     }
     // The payload's receive is posted once its header said it fits (Gloo aborts the process on a message
