@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
+import statistics
 import sys
 import tempfile
 
@@ -22,12 +22,6 @@ import torch
 
 import mytorch
 from mytorch.testing import _dist_workers as W
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def human(n: int) -> str:
@@ -54,7 +48,7 @@ def per_call_overhead(calls: int = 3000) -> dict:
                 t0 = time.perf_counter()
                 dist.all_reduce(t)
                 samples[label].append(time.perf_counter() - t0)
-        med = {k: W.median(v[calls // 10:]) for k, v in samples.items()}
+        med = {k: statistics.median(v[calls // 10:]) for k, v in samples.items()}
         return {"gloo_us": med["gloo"] * 1e6, "mytorch_us": med["mytorch"] * 1e6}
     finally:
         dist.destroy_process_group()
@@ -93,7 +87,7 @@ def main():
         for size in sizes:
             repeats = args.repeats or (40 if size <= 1 << 20 else 15 if size <= 16 << 20 else 7)
             out = tempfile.mkdtemp()
-            W.launch(W.bench_worker, world, out, free_port(), [size], repeats, ref)
+            W.launch(W.bench_worker, world, out, W.free_port(), [size], repeats, ref)
             rows += json.load(open(os.path.join(out, "rank0.json")))["results"]
         all_rows[world] = rows
         print(f"\n{world} ranks")

@@ -5,7 +5,6 @@ assertions happen here against the mathematically expected results and single-pr
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,12 +23,6 @@ EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
 pytestmark = pytest.mark.skipif(not mytorch.distributed.is_available(), reason="torch.distributed with Gloo needed")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def results(out, world):
     return [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(world)]
 
@@ -42,7 +35,7 @@ def test_registered_for_the_device():
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_every_collective_and_dtype(world, tmp_path):
-    W.launch(W.collectives_worker, world, str(tmp_path), free_port())
+    W.launch(W.collectives_worker, world, str(tmp_path), W.free_port())
     for r, res in enumerate(results(tmp_path, world)):
         assert res["failures"] == [], f"rank {r}: " + "\n".join(res["failures"])
         # each dtype ran every collective (a silent early exit would shrink this)
@@ -50,7 +43,7 @@ def test_every_collective_and_dtype(world, tmp_path):
 
 
 def test_mismatches_raise_clear_errors_on_every_rank(tmp_path):
-    W.launch(W.mismatch_worker, 2, str(tmp_path), free_port())
+    W.launch(W.mismatch_worker, 2, str(tmp_path), W.free_port())
     for r, res in enumerate(results(tmp_path, 2)):
         seen = res["seen"]
         assert "element counts differ" in seen["shape"] and "Float[4]" in seen["shape"] and "Float[8]" in seen["shape"], seen["shape"]
@@ -69,7 +62,7 @@ def test_mismatches_raise_clear_errors_on_every_rank(tmp_path):
 
 
 def test_functional_collectives_and_dtensor(tmp_path):
-    W.launch(W.functional_worker, 2, str(tmp_path), free_port())
+    W.launch(W.functional_worker, 2, str(tmp_path), W.free_port())
     for r, res in enumerate(results(tmp_path, 2)):
         assert res["reduced"] == [3.0] * 4
         assert res["gathered"] == [1.0] * 4 + [2.0] * 4
@@ -78,7 +71,7 @@ def test_functional_collectives_and_dtensor(tmp_path):
 
 
 def test_ranks_must_agree_on_checking(tmp_path):
-    W.launch(W.check_setting_worker, 2, str(tmp_path), free_port())
+    W.launch(W.check_setting_worker, 2, str(tmp_path), W.free_port())
     for res in results(tmp_path, 2):
         assert res["error"] and "MYTORCH_DIST_CHECK is" in res["error"] and "same way on every rank" in res["error"], res
 
@@ -87,7 +80,7 @@ def test_torch_debug_detail_wraps_the_backend(tmp_path, monkeypatch):
     # torch's own checker instead of ours: the children read both variables when they start
     monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
     monkeypatch.setenv("MYTORCH_DIST_CHECK", "0")
-    W.launch(W.debug_detail_worker, 2, str(tmp_path), free_port())
+    W.launch(W.debug_detail_worker, 2, str(tmp_path), W.free_port())
     for res in results(tmp_path, 2):
         assert res["first"] == [2.0] * 4
         assert res["error"] and "Detected mismatch between collectives" in res["error"], res["error"]
@@ -99,7 +92,7 @@ def test_dead_rank_makes_the_others_raise_within_the_timeout(how, check, tmp_pat
     timeout_s = 10.0 if how == "exit" else 4.0
     start = time.monotonic()
     try:
-        W.launch(W.dead_rank_worker, 3, str(tmp_path), free_port(), timeout_s, how, check)
+        W.launch(W.dead_rank_worker, 3, str(tmp_path), W.free_port(), timeout_s, how, check)
     except Exception:
         pass  # the dead rank's exit is reported by the launcher; the survivor's file is what counts
     for r in range(2):  # every survivor
@@ -114,7 +107,7 @@ def test_dead_rank_makes_the_others_raise_within_the_timeout(how, check, tmp_pat
 @pytest.mark.parametrize("backend", ["cpu:gloo,mytorch:mytorch", None])
 def test_cpu_gloo_and_mytorch_in_one_group(backend, tmp_path):
     world = 4 if backend is None else 2
-    W.launch(W.mixed_backend_worker, world, str(tmp_path), free_port(), backend)
+    W.launch(W.mixed_backend_worker, world, str(tmp_path), W.free_port(), backend)
     for r, res in enumerate(results(tmp_path, world)):
         total = float(world * (world + 1) // 2)
         assert res["mytorch"] == [total] * 3
@@ -130,7 +123,7 @@ def test_cpu_gloo_and_mytorch_in_one_group(backend, tmp_path):
 @pytest.mark.parametrize("kind", ["ddp", "fsdp2"])
 def test_data_parallel_training_matches_one_process(kind, world, tmp_path):
     steps = 20
-    W.launch(W.data_parallel_worker, world, str(tmp_path), free_port(), EXAMPLES, kind, steps)
+    W.launch(W.data_parallel_worker, world, str(tmp_path), W.free_port(), EXAMPLES, kind, steps)
     got = torch.load(tmp_path / "state.pt")
     # the same 4 sequences per step, split across the ranks or taken whole by one process
     want = W.reference_training(EXAMPLES, steps, per_rank=4 // world, world=world)
@@ -157,7 +150,7 @@ def test_torchrun_launch(tmp_path):
         dist.destroy_process_group()
     """))
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "--master-port", str(free_port()), str(script)],
+                           "--master-port", str(W.free_port()), str(script)],
                           capture_output=True, text=True, timeout=180, env={**os.environ, "OUT_DIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "ok0").exists() and (tmp_path / "ok1").exists()
@@ -165,7 +158,7 @@ def test_torchrun_launch(tmp_path):
 
 def test_ddp_example_job():
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "--master-port", str(free_port()), str(Path(EXAMPLES) / "train_gpt_ddp.py"),
+                           "--master-port", str(W.free_port()), str(Path(EXAMPLES) / "train_gpt_ddp.py"),
                            "--steps", "5"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "OK: data-parallel and single-process training agree" in proc.stdout, proc.stdout

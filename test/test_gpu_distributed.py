@@ -1,22 +1,18 @@
 """The NCCL path of the mytorch process group on one GPU (world size 1: NCCL cannot put two ranks on one
 device), against the same collectives of stock ProcessGroupNCCL on torch.cuda. Marked `gpu`."""
-import os
-import socket
-
 import pytest
 import torch
 import torch.distributed as dist
 
 import mytorch
+from mytorch.testing import _dist_workers as W
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture
 def groups():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = W.free_port()
     dist.init_process_group("cuda:nccl,mytorch:mytorch", init_method=f"tcp://127.0.0.1:{port}", rank=0,
                             world_size=1)
     try:

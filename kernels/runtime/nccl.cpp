@@ -123,6 +123,17 @@ struct Op {
   ncclDataType_t var = nccl_type(t);                                                                       \
   if (var == ncclNumTypes) return rt::report(rt::Status::InvalidValue, "NCCL: this NCCL has no such dtype");
 
+// The common part of the reductions: the dtype, the op (a PREMUL_SUM op lives for the call), the status.
+template <typename Call>
+rt::Status reducing(DType t, RedOp op, const double* premul, Comm comm, const char* what, Call&& call) {
+  if (!ready()) return unavailable();
+  MT_NCCL_TYPE(nt, t)
+  auto c = static_cast<ncclComm_t>(comm);
+  Op o(op, premul, nt, c);
+  if (o.status != rt::Status::Success) return o.status;
+  return check(call(nt, o.op, c), what, comm);
+}
+
 } // namespace
 
 rt::Status available() { return ready() ? rt::Status::Success : unavailable(); }
@@ -179,12 +190,9 @@ rt::Status async_error(Comm comm) {
 
 rt::Status all_reduce(const void* send, void* recv, size_t count, DType t, RedOp op, const double* premul,
                       Comm comm, rt::Stream stream) {
-  if (!ready()) return unavailable();
-  MT_NCCL_TYPE(nt, t)
-  auto c = static_cast<ncclComm_t>(comm);
-  Op o(op, premul, nt, c);
-  if (o.status != rt::Status::Success) return o.status;
-  return check(lib().ncclAllReduce(send, recv, count, nt, o.op, c, static_cast<cudaStream_t>(stream)), "ncclAllReduce", comm);
+  return reducing(t, op, premul, comm, "ncclAllReduce", [&](ncclDataType_t nt, ncclRedOp_t o, ncclComm_t c) {
+    return lib().ncclAllReduce(send, recv, count, nt, o, c, static_cast<cudaStream_t>(stream));
+  });
 }
 
 rt::Status broadcast(const void* send, void* recv, size_t count, DType t, int root, Comm comm, rt::Stream stream) {
@@ -196,12 +204,9 @@ rt::Status broadcast(const void* send, void* recv, size_t count, DType t, int ro
 
 rt::Status reduce(const void* send, void* recv, size_t count, DType t, RedOp op, const double* premul, int root,
                   Comm comm, rt::Stream stream) {
-  if (!ready()) return unavailable();
-  MT_NCCL_TYPE(nt, t)
-  auto c = static_cast<ncclComm_t>(comm);
-  Op o(op, premul, nt, c);
-  if (o.status != rt::Status::Success) return o.status;
-  return check(lib().ncclReduce(send, recv, count, nt, o.op, root, c, static_cast<cudaStream_t>(stream)), "ncclReduce", comm);
+  return reducing(t, op, premul, comm, "ncclReduce", [&](ncclDataType_t nt, ncclRedOp_t o, ncclComm_t c) {
+    return lib().ncclReduce(send, recv, count, nt, o, root, c, static_cast<cudaStream_t>(stream));
+  });
 }
 
 rt::Status all_gather(const void* send, void* recv, size_t send_count, DType t, Comm comm, rt::Stream stream) {
@@ -213,13 +218,9 @@ rt::Status all_gather(const void* send, void* recv, size_t send_count, DType t, 
 
 rt::Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, RedOp op, const double* premul,
                           Comm comm, rt::Stream stream) {
-  if (!ready()) return unavailable();
-  MT_NCCL_TYPE(nt, t)
-  auto c = static_cast<ncclComm_t>(comm);
-  Op o(op, premul, nt, c);
-  if (o.status != rt::Status::Success) return o.status;
-  return check(lib().ncclReduceScatter(send, recv, recv_count, nt, o.op, c, static_cast<cudaStream_t>(stream)),
-               "ncclReduceScatter", comm);
+  return reducing(t, op, premul, comm, "ncclReduceScatter", [&](ncclDataType_t nt, ncclRedOp_t o, ncclComm_t c) {
+    return lib().ncclReduceScatter(send, recv, recv_count, nt, o, c, static_cast<cudaStream_t>(stream));
+  });
 }
 
 rt::Status send(const void* buf, size_t count, DType t, int peer, Comm comm, rt::Stream stream) {

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 import os
+import socket
+import statistics
 import sys
 import time
 import traceback
@@ -28,6 +29,13 @@ def _init(rank: int, world: int, port: int, backend: str = "mytorch", timeout_s:
 def _write(out: str, rank: int, payload: dict) -> None:
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(payload, f)
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now, for a job's store."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def launch(fn, world: int, out: str, *args) -> None:
@@ -479,16 +487,11 @@ def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeat
                     sync()
                     times[label].append(time.perf_counter() - t0)
             row = {"bytes": n * 4, "collective": coll, "reference": reference}
-            row.update({label: median(ts) for label, ts in times.items()})
+            row.update({label: statistics.median(ts) for label, ts in times.items()})
             for label in ("mytorch", "mytorch_nocheck"):
-                row[label + "_ratio"] = median([a / b for a, b in zip(times[label], times[reference])])
+                row[label + "_ratio"] = statistics.median([a / b for a, b in zip(times[label], times[reference])])
             results.append(row)
             del calls
     if rank == 0:
         _write(out, rank, {"results": results})
     dist.destroy_process_group()
-
-
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if xs else math.nan
