@@ -20,11 +20,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def pytest_collection_modifyitems(config, items):
-    on_gpu = torch.mytorch.runtime() == "cuda"
-    skip_gpu = pytest.mark.skip(reason="needs the cuda runtime on a real GPU")
+    """`gpu` tests run the CUDA kernels: on a GPU (cuda runtime) and on the emulated CUDA build (emu runtime,
+    scripts/emu.sh). `hardware` tests need what only a real GPU has (cuDNN, NCCL, the device's own properties)."""
+    runtime = torch.mytorch.runtime()
+    skip_gpu = pytest.mark.skip(reason="needs the CUDA kernels: the cuda runtime on a GPU, or the emu build")
+    skip_hw = pytest.mark.skip(reason="needs a real GPU (cuDNN, NCCL or the device itself)")
     for item in items:
-        if "gpu" in item.keywords and not on_gpu:
+        if "gpu" in item.keywords and runtime not in ("cuda", "emu"):
             item.add_marker(skip_gpu)
+        elif "hardware" in item.keywords and runtime != "cuda":
+            item.add_marker(skip_hw)
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import torch.distributed as dist
 import mytorch
 from mytorch.testing import _dist_workers as W
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.hardware]  # NCCL: nothing to emulate it with
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@ struct MytorchGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     MT_RT_CHECK(rt::set_device(d.index()));
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
-    if (d.index() >= 0) (void)rt::set_device(d.index());
+    // Restoring a device must not create its context (torch.cuda uses MaybeSetDevice here too).
+    if (d.index() >= 0) (void)rt::maybe_set_device(d.index());
   }
   c10::Stream getStream(c10::Device d) const override { return currentStream(d.index()); }
   c10::Stream getDefaultStream(c10::Device d) const override { return defaultStream(d.index()); }

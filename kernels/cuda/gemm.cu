@@ -31,6 +31,13 @@ struct Lt {
 const Lt& lt() {
   static Lt lib = [] {
     Lt l;
+#if defined(MYTORCH_EMU_ACTIVE)
+    // The emulated build links the emulator's cuBLASLt (kernels/emu/cublaslt.cpp).
+#define MT_LT_BIND(f) l.f = &::f;
+    MT_LT_FUNCS(MT_LT_BIND)
+#undef MT_LT_BIND
+    return l;
+#endif
     void* h = nullptr;
     for (const char* name : {"libcublasLt.so.13", "libcublasLt.so"}) {
       h = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
@@ -112,6 +119,18 @@ rt::Status layout(cublasLtMatrixLayout_t* out, cudaDataType_t t, int64_t rows, i
   return rt::Status::Success;
 }
 
+// cuBLASLt picks an algorithm assuming each operand is aligned to the preference's minimum, 256 bytes unless
+// set: sliced operands, odd leading dimensions and offset `out=` views would get NOT_SUPPORTED or a misaligned
+// access. The alignment an operand really has: the largest power of two (at most 256) dividing its pointer and
+// every column and batch offset.
+uint32_t alignment(const void* p, int64_t ld, int64_t stride, int64_t batch, size_t elem) {
+  const uint64_t bits = reinterpret_cast<uint64_t>(p) | (static_cast<uint64_t>(ld) * elem) |
+                        (batch > 1 ? static_cast<uint64_t>(stride) * elem : 0);
+  uint32_t a = 256;
+  while (a > 1 && bits % a != 0) a >>= 1;
+  return a;
+}
+
 } // namespace
 
 rt::Status gemm(const GemmArgs& g, rt::Stream stream) {
@@ -163,6 +182,18 @@ rt::Status gemm(const GemmArgs& g, rt::Stream stream) {
   const uint64_t ws = g.workspace ? g.workspace_bytes : 0;
   MT_LT_TRY(lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
             "workspace preference");
+  const size_t elem = dtype_size(g.dtype);
+  const uint32_t align_a = alignment(g.b, g.ldb, g.stride_b, g.batch, elem);  // cuBLAS's A is our B
+  const uint32_t align_b = alignment(g.a, g.lda, g.stride_a, g.batch, elem);
+  const uint32_t align_cd = alignment(g.c, g.ldc, g.stride_c, g.batch, elem);
+  MT_LT_TRY(lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                      sizeof(align_a)), "alignment of A");
+  MT_LT_TRY(lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                      sizeof(align_b)), "alignment of B");
+  MT_LT_TRY(lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd,
+                                                      sizeof(align_cd)), "alignment of C");
+  MT_LT_TRY(lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd,
+                                                      sizeof(align_cd)), "alignment of D");
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
   MT_LT_TRY(lt().cublasLtMatmulAlgoGetHeuristic(h, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heur, &found), "heuristic");

@@ -18,6 +18,7 @@ class Backend {
   virtual int device_count() = 0;
   virtual Status get_device(int* device) = 0;
   virtual Status set_device(int device) = 0;
+  virtual Status maybe_set_device(int device) { return set_device(device); }
   virtual Status get_device_properties(int device, DeviceProps* props) = 0;
   virtual Status device_synchronize(int device) = 0;
   virtual Status mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) = 0;
@@ -45,7 +46,9 @@ class Backend {
 
 Backend* make_sim_backend();
 #if MYTORCH_WITH_CUDA
-Backend* make_cuda_backend();   // nullptr (with last_error set) when no usable GPU is present
+// nullptr (with last_error set) when no usable GPU is present; in the MYTORCH_EMU build, the same backend over the
+// emulated CUDA runtime, reporting Kind::Emu.
+Backend* make_cuda_backend();
 int cuda_device_count() noexcept;
 #endif
 

@@ -1,5 +1,11 @@
 // The cuda runtime: runtime.h on top of the CUDA runtime API (linked statically, so a build with CUDA
-// still imports and runs the sim runtime on machines without a driver).
+// still imports and runs the sim runtime on machines without a driver). The MYTORCH_EMU build compiles this
+// same file against the emulated runtime API (kernels/emu), where it is the `emu` runtime.
+//
+// Note [Clearing the last error]
+// Every failing CUDA runtime call also stores its error as the thread's last error, which the next launch
+// check (cudaGetLastError after a launch) would report as the launch's failure. So every call here whose
+// error is handled or deliberately ignored clears it again: cudaErrorNotReady from queries included.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -21,7 +27,7 @@ Status from_cuda(cudaError_t err, const char* what) {
     case cudaErrorNotReady: s = Status::NotReady; break;
     default: break;
   }
-  if (err != cudaErrorNotReady) (void)cudaGetLastError(); // clear the sticky-free error state
+  (void)cudaGetLastError();  // Note [Clearing the last error]; a sticky error stays regardless
   if (s == Status::NotReady) return s;
   return fail(s, std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
 }
@@ -41,7 +47,41 @@ cudaMemcpyKind to_cuda(CopyKind k) {
 inline cudaStream_t cs(Stream s) { return static_cast<cudaStream_t>(s); }
 inline cudaEvent_t ce(Event e) { return static_cast<cudaEvent_t>(e); }
 
-// Runs `body` with `device` current, restoring the caller's device afterwards.
+// Calls whose failure only loses an optimisation: the error is dropped and the thread's last error cleared.
+void ignore_error(cudaError_t err) {
+  if (err != cudaSuccess) (void)cudaGetLastError();
+}
+
+// Whether `device`'s primary context exists (the driver's cuDevicePrimaryCtxGetState, found through the
+// runtime so that nothing links libcuda). Unknown counts as yes: then behave as cudaSetDevice always did.
+bool has_primary_context(int device) {
+  using StateFn = int (*)(int, unsigned*, int*);
+  static StateFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &p, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<StateFn>(nullptr);
+    }
+    return reinterpret_cast<StateFn>(p);
+  }();
+  if (fn == nullptr) return true;
+  unsigned flags = 0;
+  int active = 1;
+  if (fn(device, &flags, &active) != 0) return true;
+  return active != 0;
+}
+
+// Makes `device` current unless that would create its context (torch.cuda's MaybeSetDevice): a thread that
+// never used device 0 must not get a context there when a guard restores "device 0".
+Status maybe_set(int device) {
+  if (!has_primary_context(device)) return Status::Success;
+  return MT_CUDA(cudaSetDevice(device));
+}
+
+// Runs `body` with `device` current, restoring the caller's device afterwards (where that creates nothing).
 template <typename F>
 Status on_device(int device, F body) {
   int prev = 0;
@@ -50,19 +90,23 @@ Status on_device(int device, F body) {
     if (Status s = MT_CUDA(cudaSetDevice(device)); s != Status::Success) return s;
   }
   Status s = body();
-  if (prev != device) (void)cudaSetDevice(prev);
+  if (prev != device) (void)maybe_set(prev);
   return s;
 }
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int n) : count_(n) {}
-  Kind kind() const override { return Kind::Cuda; }
+  CudaBackend(int n, Kind kind) : count_(n), kind_(kind) {}
+  Kind kind() const override { return kind_; }
   int device_count() override { return count_; }
   Status get_device(int* d) override { return MT_CUDA(cudaGetDevice(d)); }
   Status set_device(int d) override {
     if (d < 0 || d >= count_) return bad_device(d);
     return MT_CUDA(cudaSetDevice(d));
+  }
+  Status maybe_set_device(int d) override {
+    if (d < 0 || d >= count_) return bad_device(d);
+    return maybe_set(d);
   }
   Status get_device_properties(int d, DeviceProps* p) override {
     if (d < 0 || d >= count_) return bad_device(d);
@@ -121,7 +165,7 @@ class CudaBackend final : public Backend {
     return on_device(d, [&] {
       cudaStream_t st = nullptr;
       int lo = 0, hi = 0;
-      (void)cudaDeviceGetStreamPriorityRange(&lo, &hi);
+      ignore_error(cudaDeviceGetStreamPriorityRange(&lo, &hi));
       int p = priority < hi ? hi : (priority > lo ? lo : priority);
       Status r = MT_CUDA(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, p));
       *s = st;
@@ -164,6 +208,7 @@ class CudaBackend final : public Backend {
                                            std::to_string(count_) + " CUDA device(s) are visible");
   }
   int count_;
+  Kind kind_;
 };
 
 } // namespace
@@ -183,7 +228,7 @@ Backend* make_cuda_backend() {
     fail(Status::Unavailable, "no CUDA device is visible (cudaGetDeviceCount reported none or failed)");
     return nullptr;
   }
-  return new CudaBackend(n);
+  return new CudaBackend(n, MYTORCH_EMU ? Kind::Emu : Kind::Cuda);
 }
 
 } // namespace mytorch::rt::detail

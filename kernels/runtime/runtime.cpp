@@ -31,12 +31,35 @@ void do_init() {
   const char* env = std::getenv("MYTORCH_RUNTIME");
   std::string want = env ? env : "auto";
   if (want.empty()) want = "auto";
-  if (want != "auto" && want != "cuda" && want != "sim") {
+  if (want != "auto" && want != "cuda" && want != "sim" && want != "emu") {
     g_init_status = Status::InvalidValue;
-    g_init_error = "MYTORCH_RUNTIME must be one of auto, cuda, sim, but got '" + want + "'";
+    g_init_error = "MYTORCH_RUNTIME must be one of auto, cuda, sim, emu, but got '" + want + "'";
     return;
   }
-#if MYTORCH_WITH_CUDA
+#if MYTORCH_EMU
+  if (want == "cuda") {
+    g_init_status = Status::Unavailable;
+    g_init_error = "MYTORCH_RUNTIME=cuda but this is the emulated CUDA build of mytorch (MYTORCH_EMU): use "
+                   "MYTORCH_RUNTIME=emu, or a build made with the CUDA toolkit for a GPU";
+    return;
+  }
+  if (want == "emu" || want == "auto") {
+    g_backend = make_cuda_backend();
+    if (g_backend == nullptr) {
+      g_init_status = Status::Unavailable;
+      g_init_error = std::string("the emulated cuda runtime cannot start: ") + t_last_error;
+    }
+    return;
+  }
+#else
+  if (want == "emu") {
+    g_init_status = Status::Unavailable;
+    g_init_error = "MYTORCH_RUNTIME=emu but this build of mytorch is not the emulated CUDA build "
+                   "(build it with MYTORCH_EMU=1: bash scripts/emu.sh)";
+    return;
+  }
+#endif
+#if MYTORCH_WITH_CUDA && !MYTORCH_EMU
   if (want == "cuda" || (want == "auto" && cuda_device_count() > 0)) {
     g_backend = make_cuda_backend();
     if (g_backend == nullptr) {
@@ -103,7 +126,12 @@ Kind kind() {
 const char* kind_name() {
   std::call_once(detail::g_init_once, detail::do_init);
   if (detail::g_backend == nullptr) return "unavailable";
-  return detail::g_backend->kind() == Kind::Cuda ? "cuda" : "sim";
+  switch (detail::g_backend->kind()) {
+    case Kind::Cuda: return "cuda";
+    case Kind::Emu: return "emu";
+    case Kind::Sim: return "sim";
+  }
+  return "sim";
 }
 bool built_with_cuda() { return MYTORCH_WITH_CUDA != 0; }
 Status report(Status s, const char* message) { return detail::fail(s, message); }
@@ -140,6 +168,7 @@ int device_count() noexcept {
 
 Status get_device(int* device) { MT_FORWARD(get_device(device)); }
 Status set_device(int device) { MT_FORWARD(set_device(device)); }
+Status maybe_set_device(int device) { MT_FORWARD(maybe_set_device(device)); }
 Status get_device_properties(int device, DeviceProps* props) {
   MT_FORWARD(get_device_properties(device, props));
 }

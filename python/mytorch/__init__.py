@@ -5,8 +5,25 @@
 device API lives at ``torch.mytorch`` (also ``mytorch.backend``), named like ``torch.cuda``'s.
 """
 import os
+import sys
 
 import torch
+
+
+def _load_extension_from(path: str) -> None:
+    """MYTORCH_EXTENSION=/path/to/_C.so loads another build of the extension (the emulated CUDA build that
+    scripts/emu.sh makes) in place of the installed one."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"{__name__}._C", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"MYTORCH_EXTENSION={path!r} is not a loadable extension module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+
+
+if os.environ.get("MYTORCH_EXTENSION"):
+    _load_extension_from(os.environ["MYTORCH_EXTENSION"])
 
 from . import _C  # noqa: F401  (loads the native extension: allocator, guard, hooks, op tables)
 

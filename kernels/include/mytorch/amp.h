@@ -58,13 +58,13 @@ rt::Status update_scale(const UpdateScaleParams& p, rt::Stream stream);
 namespace kernels {
 inline rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::non_finite_check_and_unscale(p, stream);
+  if (rt::cuda_kernels()) return cuda::non_finite_check_and_unscale(p, stream);
 #endif
   return sim::non_finite_check_and_unscale(p, stream);
 }
 inline rt::Status update_scale(const UpdateScaleParams& p, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::update_scale(p, stream);
+  if (rt::cuda_kernels()) return cuda::update_scale(p, stream);
 #endif
   return sim::update_scale(p, stream);
 }

@@ -120,13 +120,13 @@ rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream);
 namespace kernels {
 inline rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::attention_forward(a, stream);
+  if (rt::cuda_kernels()) return cuda::attention_forward(a, stream);
 #endif
   return sim::attention_forward(a, stream);
 }
 inline rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::attention_backward(a, stream);
+  if (rt::cuda_kernels()) return cuda::attention_backward(a, stream);
 #endif
   return sim::attention_backward(a, stream);
 }

@@ -89,13 +89,13 @@ rt::Status convolution(const ConvArgs& a, size_t* workspace_bytes, rt::Stream st
 namespace kernels {
 inline rt::Status im2col(const Im2ColArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::im2col(a, stream);
+  if (rt::cuda_kernels()) return cuda::im2col(a, stream);
 #endif
   return sim::im2col(a, stream);
 }
 inline rt::Status convolution(const ConvArgs& a, size_t* workspace_bytes, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::convolution(a, workspace_bytes, stream);
+  if (rt::cuda_kernels()) return cuda::convolution(a, workspace_bytes, stream);
 #endif
   return sim::convolution(a, workspace_bytes, stream);
 }

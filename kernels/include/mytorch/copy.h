@@ -105,19 +105,19 @@ namespace kernels {
 // different dtypes need both to be one of the DType values other than Other.
 inline rt::Status copy(const CopyParams& p, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::copy(p, stream);
+  if (rt::cuda_kernels()) return cuda::copy(p, stream);
 #endif
   return sim::copy(p, stream);
 }
 inline rt::Status fill(const FillParams& p, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::fill(p, stream);
+  if (rt::cuda_kernels()) return cuda::fill(p, stream);
 #endif
   return sim::fill(p, stream);
 }
 inline rt::Status iota(const IotaParams& p, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::iota(p, stream);
+  if (rt::cuda_kernels()) return cuda::iota(p, stream);
 #endif
   return sim::iota(p, stream);
 }

@@ -118,7 +118,7 @@ rt::Status elementwise(const ElementwiseArgs& a, rt::Stream stream);
 namespace kernels {
 inline rt::Status elementwise(const ElementwiseArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::elementwise(a, stream);
+  if (rt::cuda_kernels()) return cuda::elementwise(a, stream);
 #endif
   return sim::elementwise(a, stream);
 }

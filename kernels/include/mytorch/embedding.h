@@ -71,7 +71,7 @@ rt::Status embedding_backward(const EmbeddingBackwardArgs& a, rt::Stream stream)
 namespace kernels {
 inline rt::Status embedding_backward(const EmbeddingBackwardArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::embedding_backward(a, stream);
+  if (rt::cuda_kernels()) return cuda::embedding_backward(a, stream);
 #endif
   return sim::embedding_backward(a, stream);
 }

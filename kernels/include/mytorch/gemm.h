@@ -49,7 +49,7 @@ rt::Status gemm(const GemmArgs& g, rt::Stream stream);
 namespace kernels {
 inline rt::Status gemm(const GemmArgs& g, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::gemm(g, stream);
+  if (rt::cuda_kernels()) return cuda::gemm(g, stream);
 #endif
   return sim::gemm(g, stream);
 }

@@ -59,13 +59,13 @@ rt::Status scatter(const IndexArgs& a, rt::Stream stream);
 namespace kernels {
 inline rt::Status gather(const IndexArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::gather(a, stream);
+  if (rt::cuda_kernels()) return cuda::gather(a, stream);
 #endif
   return sim::gather(a, stream);
 }
 inline rt::Status scatter(const IndexArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::scatter(a, stream);
+  if (rt::cuda_kernels()) return cuda::scatter(a, stream);
 #endif
   return sim::scatter(a, stream);
 }

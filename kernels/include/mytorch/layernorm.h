@@ -73,19 +73,19 @@ size_t layernorm_workspace_bytes(const RowNormArgs& a);
 namespace kernels {
 inline rt::Status layernorm_forward(const RowNormArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::layernorm_forward(a, stream);
+  if (rt::cuda_kernels()) return cuda::layernorm_forward(a, stream);
 #endif
   return sim::layernorm_forward(a, stream);
 }
 inline rt::Status layernorm_backward(const RowNormArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::layernorm_backward(a, stream);
+  if (rt::cuda_kernels()) return cuda::layernorm_backward(a, stream);
 #endif
   return sim::layernorm_backward(a, stream);
 }
 inline size_t layernorm_workspace_bytes(const RowNormArgs& a) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::layernorm_workspace_bytes(a);
+  if (rt::cuda_kernels()) return cuda::layernorm_workspace_bytes(a);
 #endif
   return sim::layernorm_workspace_bytes(a);
 }

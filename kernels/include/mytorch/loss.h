@@ -75,7 +75,7 @@ rt::Status nll_loss(const NllArgs& a, rt::Stream stream);
 namespace kernels {
 inline rt::Status nll_loss(const NllArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::nll_loss(a, stream);
+  if (rt::cuda_kernels()) return cuda::nll_loss(a, stream);
 #endif
   return sim::nll_loss(a, stream);
 }

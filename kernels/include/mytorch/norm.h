@@ -183,13 +183,13 @@ rt::Status norm_backward(const NormArgs& a, rt::Stream stream);
 namespace kernels {
 inline rt::Status norm_forward(const NormArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::norm_forward(a, stream);
+  if (rt::cuda_kernels()) return cuda::norm_forward(a, stream);
 #endif
   return sim::norm_forward(a, stream);
 }
 inline rt::Status norm_backward(const NormArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::norm_backward(a, stream);
+  if (rt::cuda_kernels()) return cuda::norm_backward(a, stream);
 #endif
   return sim::norm_backward(a, stream);
 }

@@ -222,7 +222,7 @@ rt::Status multi_tensor(const MultiTensorArgs& a, rt::Stream stream);
 namespace kernels {
 inline rt::Status multi_tensor(const MultiTensorArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::multi_tensor(a, stream);
+  if (rt::cuda_kernels()) return cuda::multi_tensor(a, stream);
 #endif
   return sim::multi_tensor(a, stream);
 }

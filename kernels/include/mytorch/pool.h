@@ -214,7 +214,7 @@ rt::Status spatial(const SpatialArgs& a, rt::Stream stream);
 namespace kernels {
 inline rt::Status spatial(const SpatialArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::spatial(a, stream);
+  if (rt::cuda_kernels()) return cuda::spatial(a, stream);
 #endif
   return sim::spatial(a, stream);
 }

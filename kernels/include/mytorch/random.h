@@ -133,7 +133,7 @@ namespace kernels {
 // Fills a contiguous buffer with p.numel values of p.dtype (real types only).
 inline rt::Status random(const RandomParams& p, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::random(p, stream);
+  if (rt::cuda_kernels()) return cuda::random(p, stream);
 #endif
   return sim::random(p, stream);
 }

@@ -234,13 +234,13 @@ rt::Status scan(const ScanArgs& s, rt::Stream stream);
 namespace kernels {
 inline rt::Status reduce(const ReduceArgs& r, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::reduce(r, stream);
+  if (rt::cuda_kernels()) return cuda::reduce(r, stream);
 #endif
   return sim::reduce(r, stream);
 }
 inline rt::Status scan(const ScanArgs& s, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::scan(s, stream);
+  if (rt::cuda_kernels()) return cuda::scan(s, stream);
 #endif
   return sim::scan(s, stream);
 }

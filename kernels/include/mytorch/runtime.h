@@ -3,7 +3,7 @@
 // Everything above kernels/ (allocator, guard, streams, ops, process group) is written once against this
 // API. Two implementations sit behind it (kernels/runtime/): `cuda` (the CUDA runtime on a real GPU) and
 // `sim` (device memory is host memory owned by the simulator; streams execute in order). The choice is
-// made once per process, on first use (MYTORCH_RUNTIME=auto|cuda|sim).
+// made once per process, on first use (MYTORCH_RUNTIME=auto|cuda|sim|emu; emu in the MYTORCH_EMU build).
 //
 // Every call returns a Status and never throws or exits; on failure last_error() holds the runtime's own
 // message for the calling thread.
@@ -26,7 +26,8 @@ enum class Status : int {
   Unknown,
 };
 
-enum class Kind : int { Sim = 0, Cuda = 1 };
+// Emu: the CUDA kernels and the cuda runtime on the CPU emulator (the MYTORCH_EMU build, kernels/emu/).
+enum class Kind : int { Sim = 0, Cuda = 1, Emu = 2 };
 
 enum class CopyKind : int { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
 
@@ -48,7 +49,12 @@ struct DeviceProps {
 Status init();                 // idempotent: picks the runtime, creates nothing else
 bool initialized();
 Kind kind();                   // initialises on first use; Sim when init failed
-const char* kind_name();       // "cuda", "sim", or "unavailable" when the requested runtime could not start
+const char* kind_name();       // "cuda", "sim", "emu", or "unavailable" when the requested runtime could not start
+// Whether the launchers of kernels/cuda run (the cuda runtime, or its emulation); else the sim twins do.
+inline bool cuda_kernels() {
+  const Kind k = kind();
+  return k == Kind::Cuda || k == Kind::Emu;
+}
 bool built_with_cuda();
 bool in_bad_fork();            // a child forked after the parent initialised the runtime
 const char* last_error();      // message of the calling thread's last failed call
@@ -59,6 +65,9 @@ Status report(Status s, const char* message); // lets kernel launchers set the t
 int device_count() noexcept;   // never initialises a CUDA context; 0 when there is none
 Status get_device(int* device);
 Status set_device(int device);
+// Makes `device` current only where that creates no context: on cuda, only when its primary context already
+// exists (torch.cuda's MaybeSetDevice), so restoring device 0 in a thread that never used it costs no memory.
+Status maybe_set_device(int device);
 Status get_device_properties(int device, DeviceProps* props);
 Status device_synchronize(int device);
 Status mem_get_info(int device, size_t* free_bytes, size_t* total_bytes);

@@ -85,7 +85,7 @@ rt::Status softmax(const SoftmaxArgs& s, rt::Stream stream);
 namespace kernels {
 inline rt::Status softmax(const SoftmaxArgs& s, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::softmax(s, stream);
+  if (rt::cuda_kernels()) return cuda::softmax(s, stream);
 #endif
   return sim::softmax(s, stream);
 }

@@ -52,7 +52,7 @@ rt::Status sort(const SortArgs& a, rt::Stream stream);
 namespace kernels {
 inline rt::Status sort(const SortArgs& a, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
-  if (rt::kind() == rt::Kind::Cuda) return cuda::sort(a, stream);
+  if (rt::cuda_kernels()) return cuda::sort(a, stream);
 #endif
   return sim::sort(a, stream);
 }

@@ -27,6 +27,29 @@ FLOORS = {
 }
 
 
+def sum_error_bound(x: torch.Tensor, dim: int, dtype: torch.dtype) -> torch.Tensor:
+    """Bound on the rounding error of summing `x` along `dim` at `dtype`, in any order (sequential, tree or
+    per-thread partial sums): n * eps * sum(|x|) (Higham: |s_hat - s| <= gamma_(n-1) * sum|x_i| for recursive
+    summation; pairwise orders satisfy it too), plus the final rounding, eps * |s|. A reduction's error depends
+    on its condition, so a fixed rtol is wrong in both directions: too tight where terms cancel, too loose
+    where they do not."""
+    eps = torch.finfo(dtype).eps
+    x64 = x.detach().cpu().to(torch.float64)
+    n = x64.shape[dim]
+    return n * eps * x64.abs().sum(dim) + eps * x64.sum(dim).abs()
+
+
+def assert_sum_within_bound(actual: torch.Tensor, x: torch.Tensor, dim: int, name: str = "sum") -> None:
+    """`actual` (a sum of `x` along `dim` at x's dtype) against the float64 sum, within sum_error_bound."""
+    gold = x.detach().cpu().to(torch.float64).sum(dim)
+    err = (actual.detach().cpu().to(torch.float64) - gold).abs()
+    bound = sum_error_bound(x, dim, x.dtype)
+    worst = int((err - bound).argmax())
+    assert bool((err <= bound).all()), (
+        f"{name}: error {float(err.flatten()[worst]):.3g} exceeds the bound {float(bound.flatten()[worst]):.3g} "
+        f"at element {worst}")
+
+
 @dataclass
 class Errors:
     """Worst errors of mytorch's results against the golden values, over every output of every sample."""

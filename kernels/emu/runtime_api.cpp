@@ -1,0 +1,577 @@
+// The CUDA runtime API of the emulated build (Note [CUDA emulation]): kernels/runtime/cuda.cpp and the CUDA
+// launchers run on it unchanged. Memory is the sim runtime's (capacity, device count and range checks:
+// MYTORCH_SIM_DEVICES, MYTORCH_SIM_MEMORY); every stream is a worker thread, so work really is asynchronous.
+//
+// Note [Emulated error semantics]
+// As the CUDA runtime documents them: a failing call returns its error and stores it as the calling host
+// thread's last error (cudaErrorNotReady from a query included); cudaGetLastError returns and clears it,
+// cudaPeekAtLastError only returns it. A fault inside a kernel is sticky: from then on every call returns it
+// and it cannot be cleared (the context is lost). Launch-configuration errors are not sticky. cudaSetDevice
+// creates the device's primary context (CUDA 12 and later); cudaGetDevice never does.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../runtime/backend.h"
+#include "internal.h"
+
+struct EmuStream {
+  int device = 0;
+  int priority = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  unsigned long long submitted = 0, done = 0;
+  bool stopping = false;
+};
+
+struct EmuEvent {
+  int device = 0;
+  bool timing = true;
+  EmuStream* stream = nullptr;  // where it was last recorded
+  unsigned long long seq = 0;   // completes when stream->done reaches seq
+  std::chrono::steady_clock::time_point when{};
+};
+
+namespace mytorch::emu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace rtd = mytorch::rt::detail;
+
+constexpr int kMaxDevices = 64;
+constexpr size_t kDefaultSmem = 48 << 10;
+constexpr size_t kOptinSmem = 232448;  // sm_90: 227 KiB per block after the opt-in
+
+thread_local cudaError_t t_last = cudaSuccess;
+thread_local int t_device = 0;
+
+std::mutex g_mu;
+std::atomic<int> g_sticky{cudaSuccess};
+std::string g_sticky_what;
+std::atomic<bool> g_context[kMaxDevices];
+std::map<std::pair<int, const void*>, int> g_smem_optin;  // (device, kernel) -> bytes
+EmuStream* g_default[kMaxDevices] = {};
+
+rtd::Backend& mem() {
+  static rtd::Backend* b = rtd::make_sim_backend();
+  return *b;
+}
+int count() { return std::min(mem().device_count(), kMaxDevices); }
+
+cudaError_t set(cudaError_t e) {
+  if (e != cudaSuccess) t_last = e;
+  return e;
+}
+cudaError_t sticky() { return static_cast<cudaError_t>(g_sticky.load()); }
+void make_sticky(const Fault& f) {
+  std::lock_guard<std::mutex> g(g_mu);
+  if (g_sticky.load() != cudaSuccess) return;
+  g_sticky_what = f.what;
+  g_sticky.store(f.error);
+  std::fprintf(stderr, "mytorch emu: kernel fault (%s): %s\n", cudaGetErrorName(f.error), f.what.c_str());
+}
+void touch_context(int d) {
+  if (d >= 0 && d < kMaxDevices) g_context[d].store(true);
+}
+
+// Every API call but the error queries starts here: a lost context answers with its sticky error.
+#define MT_EMU_ENTER()                                \
+  do {                                                \
+    if (sticky() != cudaSuccess) return set(sticky()); \
+  } while (0)
+
+void worker(EmuStream* s) {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lk(s->mu);
+      s->cv.wait(lk, [&] { return !s->queue.empty() || s->stopping; });
+      if (s->queue.empty()) return;  // stopping and drained
+      task = std::move(s->queue.front());
+      s->queue.pop_front();
+    }
+    if (sticky() == cudaSuccess) task();  // a lost context runs nothing more
+    {
+      std::lock_guard<std::mutex> lk(s->mu);
+      ++s->done;
+    }
+    s->cv.notify_all();
+  }
+}
+
+EmuStream* new_stream(int device, int priority) {
+  auto* s = new EmuStream();  // never freed: events may still name it
+  s->device = device;
+  s->priority = priority;
+  std::thread(worker, s).detach();
+  return s;
+}
+
+EmuStream* resolve(cudaStream_t s) {
+  if (s != nullptr) return s;
+  std::lock_guard<std::mutex> g(g_mu);
+  EmuStream*& d = g_default[t_device];
+  if (d == nullptr) d = new_stream(t_device, 0);
+  return d;
+}
+
+unsigned long long enqueue(EmuStream* s, std::function<void()> task) {
+  unsigned long long seq;
+  {
+    std::lock_guard<std::mutex> lk(s->mu);
+    s->queue.push_back(std::move(task));
+    seq = ++s->submitted;
+  }
+  s->cv.notify_all();
+  return seq;
+}
+
+void wait_for(EmuStream* s, unsigned long long seq) {
+  std::unique_lock<std::mutex> lk(s->mu);
+  s->cv.wait(lk, [&] { return s->done >= seq; });
+}
+
+void drain(EmuStream* s) {
+  unsigned long long seq;
+  {
+    std::lock_guard<std::mutex> lk(s->mu);
+    seq = s->submitted;
+  }
+  wait_for(s, seq);
+}
+
+std::vector<EmuStream*>& all_streams() {
+  static std::vector<EmuStream*> v;
+  return v;
+}
+
+cudaError_t check_device(int d) { return d < 0 || d >= count() ? set(cudaErrorInvalidDevice) : cudaSuccess; }
+
+// -1 pinned host memory, >= 0 device memory, -2 neither (pageable host memory)
+int owner(const void* p) {
+  int d = -2;
+  if (mem().pointer_device(p, &d) != rt::Status::Success) return -2;
+  return d;
+}
+
+cudaError_t from_status(rt::Status s) {
+  switch (s) {
+    case rt::Status::Success: return cudaSuccess;
+    case rt::Status::OutOfMemory: return cudaErrorMemoryAllocation;
+    case rt::Status::InvalidDevice: return cudaErrorInvalidDevice;
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+CUresult primary_ctx_state(CUdevice d, unsigned* flags, int* active) {
+  if (d < 0 || d >= count()) return 101;  // CUDA_ERROR_INVALID_DEVICE
+  if (flags) *flags = 0;
+  *active = g_context[d].load() ? 1 : 0;
+  return 0;
+}
+
+}  // namespace
+
+cudaError_t submit(cudaStream_t stream, std::function<void()> task) {
+  if (sticky() != cudaSuccess) return set(sticky());
+  EmuStream* s = resolve(stream);
+  if (s->device != t_device) return set(cudaErrorInvalidResourceHandle);
+  touch_context(t_device);
+  enqueue(s, std::move(task));
+  return cudaSuccess;
+}
+int current_device() { return t_device; }
+bool is_device_range(const void* p, size_t bytes) {
+  const int o = owner(p);
+  return o >= 0 && (bytes == 0 || owner(static_cast<const char*>(p) + bytes - 1) == o);
+}
+
+bool primary_context_active(int device) { return device >= 0 && device < kMaxDevices && g_context[device].load(); }
+
+const char* sticky_fault() {
+  std::lock_guard<std::mutex> g(g_mu);
+  return g_sticky.load() == cudaSuccess ? "" : g_sticky_what.c_str();
+}
+
+void launch_kernel(const void* func, const LaunchSite& site, dim3 grid, dim3 block, size_t shm, cudaStream_t stream,
+                   std::shared_ptr<void> closure, ThreadBody body) {
+  if (sticky() != cudaSuccess) {
+    set(sticky());
+    return;
+  }
+  const unsigned long long threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
+  if (block.x == 0 || block.y == 0 || block.z == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
+      threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 ||
+      grid.z > 65535) {
+    set(cudaErrorInvalidConfiguration);
+    return;
+  }
+  const int dev = t_device;
+  if (shm > kDefaultSmem) {
+    std::lock_guard<std::mutex> g(g_mu);
+    auto it = g_smem_optin.find({dev, func});
+    if (it == g_smem_optin.end() || static_cast<size_t>(it->second) < shm) {
+      set(cudaErrorInvalidValue);  // more than 48 KiB without cudaFuncSetAttribute for this kernel on this device
+      return;
+    }
+  }
+  EmuStream* s = resolve(stream);
+  if (s->device != dev) {
+    set(cudaErrorInvalidResourceHandle);  // a stream of another device than the current one
+    return;
+  }
+  touch_context(dev);
+  auto rec = std::make_shared<LaunchRec>();
+  rec->func = func;
+  rec->site = site;
+  rec->grid = grid;
+  rec->block = block;
+  rec->shm = shm;
+  rec->closure = std::move(closure);
+  rec->body = body;
+  enqueue(s, [rec] {
+    Fault f = run_grid(*rec);
+    if (f.error != cudaSuccess) make_sticky(f);
+  });
+}
+
+}  // namespace mytorch::emu
+
+using namespace mytorch::emu;  // NOLINT: the C API below implements the runtime's global functions
+using mytorch::emu::kOptinSmem;
+
+cudaError_t cudaGetLastError() {
+  cudaError_t e = t_last;
+  t_last = cudaSuccess;
+  if (sticky() != cudaSuccess) return sticky();
+  return e;
+}
+cudaError_t cudaPeekAtLastError() { return sticky() != cudaSuccess ? sticky() : t_last; }
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError: return "cudaErrorInitializationError";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
+    case cudaErrorIllegalInstruction: return "cudaErrorIllegalInstruction";
+    case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t e) {
+  // A sticky error's text carries what the emulator saw (block, thread, launch site).
+  if (e != cudaSuccess && e == sticky()) return sticky_fault();
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorMisalignedAddress: return "misaligned address";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    default: return "unknown error";
+  }
+}
+
+cudaError_t cudaGetDeviceCount(int* n) {
+  *n = count();
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* d) {
+  MT_EMU_ENTER();
+  *d = t_device;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) {
+  MT_EMU_ENTER();
+  if (cudaError_t e = check_device(d); e != cudaSuccess) return e;
+  t_device = d;
+  touch_context(d);
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+  MT_EMU_ENTER();
+  if (cudaError_t e = check_device(d); e != cudaSuccess) return e;
+  size_t f = 0, t = 0;
+  mem().mem_get_info(d, &f, &t);
+  std::memset(p, 0, sizeof(*p));
+  std::snprintf(p->name, sizeof(p->name), "mytorch emu device %d (sm_90)", d);
+  p->totalGlobalMem = t;
+  p->sharedMemPerBlock = 48 << 10;
+  p->sharedMemPerBlockOptin = kOptinSmem;
+  p->warpSize = 32;
+  p->maxThreadsPerBlock = 1024;
+  p->major = 9;
+  p->minor = 0;
+  p->multiProcessorCount = 132;
+  p->l2CacheSize = 50 << 20;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int d) {
+  MT_EMU_ENTER();
+  if (cudaError_t e = check_device(d); e != cudaSuccess) return e;
+  switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 << 10; return cudaSuccess;
+    case cudaDevAttrWarpSize: *v = 32; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *v = 132; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *v = 0; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = static_cast<int>(kOptinSmem); return cudaSuccess;
+  }
+  return set(cudaErrorInvalidValue);
+}
+cudaError_t cudaDeviceSynchronize() {
+  MT_EMU_ENTER();
+  touch_context(t_device);
+  std::vector<EmuStream*> mine;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    for (EmuStream* s : all_streams())
+      if (s->device == t_device) mine.push_back(s);
+    if (g_default[t_device]) mine.push_back(g_default[t_device]);
+  }
+  for (EmuStream* s : mine) drain(s);
+  return set(sticky());
+}
+cudaError_t cudaMemGetInfo(size_t* f, size_t* t) {
+  MT_EMU_ENTER();
+  touch_context(t_device);
+  return set(from_status(mem().mem_get_info(t_device, f, t)));
+}
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* ptr) {
+  MT_EMU_ENTER();
+  const int o = owner(ptr);
+  attr->type = o >= 0 ? cudaMemoryTypeDevice : (o == -1 ? cudaMemoryTypeHost : cudaMemoryTypeUnregistered);
+  attr->device = o >= 0 ? o : -1;
+  attr->devicePointer = o >= 0 ? const_cast<void*>(ptr) : nullptr;
+  attr->hostPointer = o < 0 ? const_cast<void*>(ptr) : nullptr;
+  return cudaSuccess;
+}
+cudaError_t cudaMalloc(void** ptr, size_t n) {
+  MT_EMU_ENTER();
+  touch_context(t_device);
+  return set(from_status(mem().device_malloc(t_device, n, ptr)));
+}
+cudaError_t cudaFree(void* ptr) {
+  MT_EMU_ENTER();
+  if (ptr == nullptr) return cudaSuccess;
+  const int o = owner(ptr);
+  if (o < 0) return set(cudaErrorInvalidValue);
+  // cudaFree synchronizes the device first; the memory is unmapped afterwards, so a late access faults.
+  const int saved = t_device;
+  t_device = o;
+  cudaDeviceSynchronize();
+  t_device = saved;
+  return set(from_status(mem().device_free(o, ptr)));
+}
+cudaError_t cudaHostAlloc(void** ptr, size_t n, unsigned) {
+  MT_EMU_ENTER();
+  return set(from_status(mem().host_malloc(n, ptr)));
+}
+cudaError_t cudaFreeHost(void* ptr) {
+  MT_EMU_ENTER();
+  for (int d = 0; d < count(); ++d) {
+    const int saved = t_device;
+    t_device = d;
+    cudaDeviceSynchronize();
+    t_device = saved;
+  }
+  return set(from_status(mem().host_free(ptr)));
+}
+
+namespace {
+// Copies involving pageable host memory behave as the runtime documents: device-to-pageable waits for the
+// copy; pageable-to-device returns once the source is staged. Device and pinned memory copy asynchronously.
+cudaError_t copy(void* dst, const void* src, size_t n, bool dst_dev, bool src_dev, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const int od = owner(dst), os = owner(src);
+  const int od_end = owner(static_cast<const char*>(dst) + n - 1), os_end = owner(static_cast<const char*>(src) + n - 1);
+  if (dst_dev != (od >= 0) || src_dev != (os >= 0) || (dst_dev && od_end != od) || (src_dev && os_end != os))
+    return set(cudaErrorInvalidValue);  // wrong direction, or a range outside one live allocation
+  EmuStream* s = resolve(stream);
+  touch_context(t_device);
+  if (!src_dev && os == -2) {  // pageable source: staged now
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
+    enqueue(s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    return cudaSuccess;
+  }
+  const unsigned long long seq = enqueue(s, [dst, src, n] { std::memmove(dst, src, n); });
+  if (!dst_dev && od == -2) wait_for(s, seq);  // pageable destination: synchronous
+  return set(sticky());
+}
+}  // namespace
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+  MT_EMU_ENTER();
+  const bool dd = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool sd = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind == cudaMemcpyDefault) return copy(dst, src, n, owner(dst) >= 0, owner(src) >= 0, s);
+  return copy(dst, src, n, dd, sd, s);
+}
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dd, const void* src, int sd, size_t n, cudaStream_t s) {
+  MT_EMU_ENTER();
+  if (check_device(dd) != cudaSuccess || check_device(sd) != cudaSuccess) return set(cudaErrorInvalidDevice);
+  if (n && (owner(dst) != dd || owner(src) != sd)) return set(cudaErrorInvalidValue);
+  return copy(dst, src, n, true, true, s);
+}
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t n, cudaStream_t stream) {
+  MT_EMU_ENTER();
+  if (n == 0) return cudaSuccess;
+  const int o = owner(dst);
+  if (o < 0 || owner(static_cast<char*>(dst) + n - 1) != o) return set(cudaErrorInvalidValue);
+  enqueue(resolve(stream), [dst, value, n] { std::memset(dst, value, n); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  MT_EMU_ENTER();
+  *least = 0;
+  *greatest = -5;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned, int priority) {
+  MT_EMU_ENTER();
+  touch_context(t_device);
+  *s = new_stream(t_device, std::max(-5, std::min(0, priority)));
+  std::lock_guard<std::mutex> g(g_mu);
+  all_streams().push_back(*s);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  MT_EMU_ENTER();
+  if (s == nullptr) return set(cudaErrorInvalidResourceHandle);
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    auto& v = all_streams();
+    v.erase(std::remove(v.begin(), v.end(), s), v.end());
+  }
+  {
+    std::lock_guard<std::mutex> lk(s->mu);
+    s->stopping = true;  // the worker drains what was submitted, then ends
+  }
+  s->cv.notify_all();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  MT_EMU_ENTER();
+  drain(resolve(s));
+  return set(sticky());
+}
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  MT_EMU_ENTER();
+  EmuStream* s = resolve(stream);
+  std::lock_guard<std::mutex> lk(s->mu);
+  return set(s->done >= s->submitted ? cudaSuccess : cudaErrorNotReady);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned) {
+  MT_EMU_ENTER();
+  if (e == nullptr) return set(cudaErrorInvalidResourceHandle);
+  EmuStream* s = resolve(stream);
+  if (e->stream == nullptr) return cudaSuccess;  // never recorded: nothing to wait for
+  EmuStream* on = e->stream;
+  const unsigned long long seq = e->seq;
+  if (on != s) enqueue(s, [on, seq] { wait_for(on, seq); });
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+  MT_EMU_ENTER();
+  touch_context(t_device);
+  *e = new EmuEvent();
+  (*e)->device = t_device;
+  (*e)->timing = (flags & cudaEventDisableTiming) == 0;
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  MT_EMU_ENTER();
+  if (e == nullptr) return set(cudaErrorInvalidResourceHandle);
+  if (e->stream) wait_for(e->stream, e->seq);  // the recorded marker still refers to it
+  delete e;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
+  MT_EMU_ENTER();
+  if (e == nullptr) return set(cudaErrorInvalidResourceHandle);
+  EmuStream* s = resolve(stream);
+  if (s->device != e->device) return set(cudaErrorInvalidResourceHandle);
+  if (e->stream) wait_for(e->stream, e->seq);  // the previous record's marker writes into the event
+  e->stream = s;
+  e->seq = enqueue(s, [e] { e->when = Clock::now(); });
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  MT_EMU_ENTER();
+  if (e == nullptr) return set(cudaErrorInvalidResourceHandle);
+  if (e->stream == nullptr) return cudaSuccess;
+  std::lock_guard<std::mutex> lk(e->stream->mu);
+  return set(e->stream->done >= e->seq ? cudaSuccess : cudaErrorNotReady);
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  MT_EMU_ENTER();
+  if (e == nullptr) return set(cudaErrorInvalidResourceHandle);
+  if (e->stream) wait_for(e->stream, e->seq);
+  return set(sticky());
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  MT_EMU_ENTER();
+  if (a == nullptr || b == nullptr || !a->timing || !b->timing || !a->stream || !b->stream)
+    return set(cudaErrorInvalidResourceHandle);
+  if (cudaEventQuery(a) != cudaSuccess || cudaEventQuery(b) != cudaSuccess) return set(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  MT_EMU_ENTER();
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || static_cast<size_t>(value) > kOptinSmem)
+    return set(cudaErrorInvalidValue);
+  touch_context(t_device);
+  std::lock_guard<std::mutex> g(g_mu);
+  g_smem_optin[{t_device, func}] = value;  // per device, as function attributes are
+  return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void*, int block_size, size_t smem) {
+  MT_EMU_ENTER();
+  if (block_size <= 0 || block_size > 1024) return set(cudaErrorInvalidValue);
+  int by_threads = 2048 / block_size;
+  int by_smem = smem ? static_cast<int>(kOptinSmem / smem) : 32;
+  *blocks = std::max(0, std::min({by_threads, by_smem, 32}));
+  return cudaSuccess;
+}
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned, unsigned long long,
+                                             cudaDriverEntryPointQueryResult* status) {
+  MT_EMU_ENTER();
+  if (std::string(symbol) == "cuDevicePrimaryCtxGetState") {
+    *fn = reinterpret_cast<void*>(&primary_ctx_state);
+    if (status) *status = cudaDriverEntryPointSuccess;
+    return cudaSuccess;
+  }
+  *fn = nullptr;
+  if (status) *status = cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;
+}
