@@ -3,6 +3,7 @@
 // CPU BLAS on host views of the same buffers, i.e. exactly what CPU PyTorch computes. Non-floating dtypes
 // (CUDA PyTorch has no integer GEMM either) take the counted CPU fallback.
 #include <ATen/Context.h>
+#include <c10/core/DeviceGuard.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -87,6 +88,9 @@ bool rowMajorOut(const Tensor& out) {
 void cudaGemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta, const Tensor& bias,
               GemmEpilogue epi) {
   if (out.numel() == 0) return;
+  // The GEMM library's handle is per device and taken from the current device: it must be out's device, the
+  // device of the stream the work goes to.
+  c10::DeviceGuard guard(out.device());
   if (!rowMajorOut(out)) {
     Tensor tmp = beta != 0 ? out.contiguous() : at::empty(out.sizes(), out.options());
     cudaGemm(tmp, a, b, alpha, beta, bias, epi);

@@ -5,6 +5,11 @@
 #include <torch/csrc/Generator.h>
 
 #include "csrc/core/DeviceAllocator.h"
+#if MYTORCH_EMU
+namespace mytorch::emu {
+bool primary_context_active(int device);  // kernels/emu/runtime_api.cpp
+}
+#endif
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Generator.h"
 #include "csrc/core/HostAllocator.h"
@@ -96,6 +101,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_in_bad_fork", [] { return rt::in_bad_fork(); });
   m.def("_runtime", [] { return std::string(rt::kind_name()); });
   m.def("_built_with_cuda", [] { return rt::built_with_cuda(); });
+#if MYTORCH_EMU
+  // Emulated CUDA build only: whether the emulated runtime created a device's primary context (tests of the
+  // "maybe set device" rule).
+  m.def("_emu_primary_context_active", [](int d) { return mytorch::emu::primary_context_active(d); });
+#endif
   m.def("_device_count", [] { return rt::device_count(); });
   m.def("_get_device", [] { return static_cast<int>(currentDeviceIndex()); });
   m.def("_set_device", [](int d) {

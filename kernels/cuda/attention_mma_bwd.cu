@@ -272,20 +272,19 @@ __global__ void __launch_bounds__(kWarps * 32) dq_kernel(AttentionArgs a) {
 }
 
 template <typename T, int D>
-void launch(const AttentionArgs& a, cudaStream_t s) {
+rt::Status launch(const AttentionArgs& a, cudaStream_t s) {
   const int64_t rows = a.b * a.hq * a.lq;
   delta_kernel<T><<<static_cast<unsigned>((rows * 32 + kThreads - 1) / kThreads), kThreads, 0, s>>>(a);
   const int64_t kblocks = a.b * a.hkv * ((a.lk + kTile - 1) / kTile);
   const int64_t qblocks = a.b * a.hq * ((a.lq + kTile - 1) / kTile);
   constexpr size_t dkdv_bytes = tiles_bytes<T, D>() + 2 * kTile * sizeof(float), dq_bytes = tiles_bytes<T, D>();
-  static const bool configured = [] {  // beyond 48 KB a kernel must opt in to its dynamic shared memory
-    cudaFuncSetAttribute(dkdv_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dkdv_bytes));
-    cudaFuncSetAttribute(dq_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dq_bytes));
-    return true;
-  }();
-  (void)configured;
+  if (rt::Status st = opt_in_shared_memory(reinterpret_cast<const void*>(&dkdv_kernel<T, D>), dkdv_bytes,
+                                           "attention backward (dK, dV)"); st != rt::Status::Success) return st;
+  if (rt::Status st = opt_in_shared_memory(reinterpret_cast<const void*>(&dq_kernel<T, D>), dq_bytes,
+                                           "attention backward (dQ)"); st != rt::Status::Success) return st;
   dkdv_kernel<T, D><<<static_cast<unsigned>(kblocks), kWarps * 32, dkdv_bytes, s>>>(a);
   dq_kernel<T, D><<<static_cast<unsigned>(qblocks), kWarps * 32, dq_bytes, s>>>(a);
+  return rt::Status::Success;
 }
 
 } // namespace
@@ -296,12 +295,13 @@ bool attention_backward_mma(const AttentionArgs& a, rt::Stream stream, rt::Statu
   const int64_t rows = a.b * a.hq * a.lq;
   if (rows == 0 || a.lk == 0 || rows * 32 / kThreads > 2147483647) return false;
   const cudaStream_t s = native(stream);
+  rt::Status opted;
   if (a.dtype == DType::Half) {
-    if (a.d == 64) launch<c10::Half, 64>(a, s); else launch<c10::Half, 128>(a, s);
+    opted = a.d == 64 ? launch<c10::Half, 64>(a, s) : launch<c10::Half, 128>(a, s);
   } else {
-    if (a.d == 64) launch<c10::BFloat16, 64>(a, s); else launch<c10::BFloat16, 128>(a, s);
+    opted = a.d == 64 ? launch<c10::BFloat16, 64>(a, s) : launch<c10::BFloat16, 128>(a, s);
   }
-  *st = check_launch("attention backward (tensor cores)");
+  *st = opted != rt::Status::Success ? opted : check_launch("attention backward (tensor cores)");
   return true;
 }
 

@@ -129,9 +129,9 @@ unsigned ew_grid(Kernel kernel, int64_t items) {
   static int resident = 0; // per instantiation: blocks per SM x SMs
   if (resident == 0) {
     int dev = 0, sms = 1, per_sm = 1;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
+    ignore_error(cudaGetDevice(&dev));
+    ignore_error(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    ignore_error(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
     resident = sms * (per_sm > 0 ? per_sm : 1);
   }
   int64_t blocks = (items + kThreads - 1) / kThreads;

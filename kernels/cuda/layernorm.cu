@@ -272,8 +272,8 @@ __global__ void reduce_columns(const A* part_w, const A* part_b, int64_t slots, 
 int sm_count() {
   static int n = [] {
     int dev = 0, v = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
+    ignore_error(cudaGetDevice(&dev));
+    ignore_error(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
     return v > 0 ? v : 1;
   }();
   return n;

@@ -11,8 +11,10 @@ template <typename T>
 __global__ void bitonic_kernel(SortArgs a, int64_t padded) {
   using O = ew::opmath_t<T>;
   extern __shared__ unsigned char smem[];
-  O* v = reinterpret_cast<O*>(smem);
-  int64_t* ix = reinterpret_cast<int64_t*>(v + padded);
+  // The int64 indices first: placed after `padded` values of a 4-, 2- or 1-byte type they would be misaligned
+  // for short slices (a misaligned shared store is a fault that kills the context).
+  int64_t* ix = reinterpret_cast<int64_t*>(smem);
+  O* v = reinterpret_cast<O*>(ix + padded);
   const int64_t s = blockIdx.x;
   const T* row = static_cast<const T*>(a.in) + s * a.length;
   for (int64_t i = threadIdx.x; i < padded; i += blockDim.x) {

@@ -8,7 +8,8 @@
 //    batch's too) is aligned to the preference's minimum (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, 256 bytes
 //    unless set), as the documentation says; a matmul given less gets CUBLAS_STATUS_NOT_SUPPORTED;
 //  - epilogues: a BIAS epilogue needs a bias pointer in device memory of D's type;
-//  - the workspace is at least what the algorithm asked for, and every operand is inside a live allocation.
+//  - every operand, the bias and the workspace lie in a live allocation of the handle's device (without peer
+//    access another device's memory is an illegal address).
 // The arithmetic accumulates in double and rounds once; the GELU epilogue is the tanh approximation, as
 // cuBLASLt's.
 #include <cmath>
@@ -243,14 +244,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                           "_BYTES)");
       if (k > 0 && stride_bytes == 0) break;
     }
-    if (!is_device_range(ptr[i], span(*l[i])))
+    const int owner = device_of_range(ptr[i], span(*l[i]));
+    if (owner < 0)
       return refuse(CUBLAS_STATUS_INVALID_VALUE, std::string("matrix ") + kName[i] + " is not inside one live device allocation");
+    if (owner != handle->device)  // without peer access, another device's memory is an illegal address
+      return refuse(CUBLAS_STATUS_EXECUTION_FAILED, std::string("matrix ") + kName[i] + " is memory of device " +
+                                                        std::to_string(owner) + " but the handle and current device are " +
+                                                        std::to_string(handle->device));
   }
   const bool bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
                     desc->epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
-  if (bias && !is_device_range(desc->bias, l[3]->rows * elem_size(l[3]->type)))
+  if (bias && device_of_range(desc->bias, l[3]->rows * elem_size(l[3]->type)) != handle->device)
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "the bias is not inside one live device allocation");
-  if (workspace_bytes > 0 && !is_device_range(workspace, workspace_bytes))
+  if (workspace_bytes > 0 && device_of_range(workspace, workspace_bytes) != handle->device)
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "the workspace is not inside one live device allocation");
 
   const bool dbl = ddesc->type == CUDA_R_64F;

@@ -35,7 +35,7 @@ unsigned long long fuzz_seed();
 // stream belongs to another device than the current one, like a kernel launch.
 cudaError_t submit(cudaStream_t stream, std::function<void()> task);
 int current_device();
-// Whether `p` (and the `bytes` after it) lie in one live device allocation.
-bool is_device_range(const void* p, size_t bytes);
+// The device whose live allocation holds `p` and the `bytes` after it; -1 when none does.
+int device_of_range(const void* p, size_t bytes);
 
 }  // namespace mytorch::emu

@@ -91,6 +91,16 @@ void touch_context(int d) {
     if (sticky() != cudaSuccess) return set(sticky()); \
   } while (0)
 
+// MYTORCH_EMU_STREAM_DELAY_US: every task waits this long before it runs, so that work still pending when the
+// host looks (queries, reads without synchronisation, missing stream waits) is pending for certain.
+int stream_delay_us() {
+  static const int us = [] {
+    const char* s = std::getenv("MYTORCH_EMU_STREAM_DELAY_US");
+    return s ? std::atoi(s) : 0;
+  }();
+  return us;
+}
+
 void worker(EmuStream* s) {
   for (;;) {
     std::function<void()> task;
@@ -101,6 +111,7 @@ void worker(EmuStream* s) {
       task = std::move(s->queue.front());
       s->queue.pop_front();
     }
+    if (stream_delay_us() > 0) std::this_thread::sleep_for(std::chrono::microseconds(stream_delay_us()));
     if (sticky() == cudaSuccess) task();  // a lost context runs nothing more
     {
       std::lock_guard<std::mutex> lk(s->mu);
@@ -192,9 +203,9 @@ cudaError_t submit(cudaStream_t stream, std::function<void()> task) {
   return cudaSuccess;
 }
 int current_device() { return t_device; }
-bool is_device_range(const void* p, size_t bytes) {
+int device_of_range(const void* p, size_t bytes) {
   const int o = owner(p);
-  return o >= 0 && (bytes == 0 || owner(static_cast<const char*>(p) + bytes - 1) == o);
+  return o >= 0 && (bytes == 0 || owner(static_cast<const char*>(p) + bytes - 1) == o) ? o : -1;
 }
 
 bool primary_context_active(int device) { return device >= 0 && device < kMaxDevices && g_context[device].load(); }

@@ -1,0 +1,139 @@
+"""The CUDA code paths on the emulated CUDA build (marked `gpu`: they run on emu and on a GPU, and skip on sim).
+
+Each test is a finding of the review of kernels/cuda and runtime/cuda.cpp, written so that it fails without
+its fix. Faults are sticky (they lose the context, as on a GPU), so every case runs in its own process.
+"""
+import pytest
+import torch
+
+from conftest import run_python
+
+pytestmark = pytest.mark.gpu
+
+
+def run_ok(code: str, **env) -> str:
+    r = run_python(code, env={k: str(v) for k, v in env.items()}, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def test_sort_of_short_slices_keeps_shared_memory_aligned():
+    """Bitonic sort placed its int64 indices after `padded` values: misaligned for slices of length 1 (4-byte
+    types), <= 2 (int16) and <= 4 (1-byte types). A misaligned shared store is a fault on the GPU."""
+    run_ok("""
+        import torch, mytorch
+        for dt in (torch.float32, torch.int32, torch.int16, torch.int8, torch.uint8, torch.float16, torch.bfloat16):
+            for n in (1, 2, 3, 4, 5):
+                x = (torch.randn(7, n) * 50).to(dt)
+                v, i = x.to("mytorch").sort(1)
+                ev, ei = torch.sort(x, dim=1, stable=True)
+                assert torch.equal(v.cpu(), ev) and torch.equal(i.cpu(), ei), (dt, n)
+        x = torch.randn(6, 1)
+        assert torch.equal(x.to("mytorch").topk(1, 1).values.cpu(), x.topk(1, 1).values)
+        assert torch.equal(torch.tensor([3], dtype=torch.int8).to("mytorch").unique().cpu(), torch.tensor([3], dtype=torch.int8))
+    """)
+
+
+def test_not_ready_from_queries_does_not_fail_the_next_launch():
+    """cudaErrorNotReady from an event or stream query is also the thread's last error: left there, the next
+    launch check reported it as the launch's failure."""
+    out = run_ok("""
+        import torch, mytorch
+        x = torch.randn(512, 512, device="mytorch")
+        e = torch.mytorch.Event()
+        y = x * 2
+        e.record()
+        pending = not e.query() and not torch.mytorch.current_stream().query()
+        z = x + 1                      # a launch right after the queries
+        torch.mytorch.synchronize()
+        assert torch.equal(z.cpu(), x.cpu() + 1)
+        print("pending", pending)
+    """, MYTORCH_EMU_STREAM_DELAY_US=20000)
+    if torch.mytorch.runtime() == "emu":
+        assert "pending True" in out  # the queries really saw unfinished work
+
+
+def test_matmul_of_sliced_and_offset_operands():
+    """cuBLASLt assumes 256-byte aligned operands unless told otherwise: sliced operands, odd leading
+    dimensions, offset out= views and batch strides need the alignment preferences set from the pointers."""
+    run_ok("""
+        import torch, mytorch
+        torch.manual_seed(0)
+        for dt, tol in ((torch.float32, 1e-4), (torch.float16, 2e-2), (torch.bfloat16, 5e-2), (torch.float64, 1e-10)):
+            x = torch.randn(67, 45, dtype=dt); w = torch.randn(45, 33, dtype=dt); b = torch.randn(37, dtype=dt)
+            X, W, B = x.to("mytorch"), w.to("mytorch"), b.to("mytorch")
+            ref = (x[1:, 1:].double() @ w[1:, 3:].double())
+            torch.testing.assert_close((X[1:, 1:] @ W[1:, 3:]).cpu().double(), ref, rtol=tol, atol=tol)
+            out = torch.zeros(69, 31, dtype=dt, device="mytorch")
+            torch.mm(X[1:, 1:], W[1:, 3:], out=out[3:, 1:])
+            torch.testing.assert_close(out[3:, 1:].cpu().double(), ref, rtol=tol, atol=tol)
+            bias_ref = torch.addmm(b[7:].double(), x[1:, 1:].double(), w[1:, 3:].double())
+            torch.testing.assert_close(torch.addmm(B[7:], X[1:, 1:], W[1:, 3:]).cpu().double(), bias_ref, rtol=tol, atol=tol)
+            xb = torch.randn(5, 9, 7, dtype=dt); wb = torch.randn(5, 7, 3, dtype=dt)
+            got = torch.bmm(xb.to("mytorch")[:, 1:, 1:], wb.to("mytorch")[:, 1:, :]).cpu().double()
+            torch.testing.assert_close(got, xb[:, 1:, 1:].double() @ wb[:, 1:, :].double(), rtol=tol, atol=tol)
+    """)
+
+
+def test_matmul_on_the_second_device_with_the_first_current():
+    """Blas had no device guard: a matmul on mytorch:1 with device 0 current used device 0's cuBLASLt handle
+    on device 1's stream."""
+    run_ok("""
+        import torch, mytorch
+        if torch.mytorch.device_count() < 2:
+            raise SystemExit(0)
+        torch.mytorch.set_device(0)
+        x = torch.randn(33, 17)
+        a, b = x.to("mytorch:1"), x.t().contiguous().to("mytorch:1")
+        # torch.ops calls the dispatcher directly (Python's tensor methods put a device guard around ops;
+        # C++ callers, torch.compile's generated code and torch.ops do not)
+        # (the out= overloads are what mytorch registers; the functional ones guard in torch's wrappers)
+        y = torch.empty(33, 33, device="mytorch:1")
+        torch.ops.aten.mm.out(a, b, out=y)
+        torch.testing.assert_close(y.cpu(), x @ x.t(), rtol=1e-4, atol=1e-4)
+        z = torch.empty(33, 17, device="mytorch:1")
+        torch.ops.aten.addmm.out(a[0, :17], a, a[:17].t().contiguous(), out=z)
+        torch.testing.assert_close(z.cpu(), torch.addmm(x[0, :17], x, x[:17].t()), rtol=1e-4, atol=1e-4)
+    """, MYTORCH_SIM_DEVICES=2)
+
+
+def test_tensor_core_backward_opts_in_on_every_device():
+    """The > 48 KiB dynamic shared memory opt-in of the attention backward was done once per process: on a
+    second device the launch failed. Its status was ignored as well."""
+    run_ok("""
+        import torch, torch.nn.functional as F, mytorch
+        if torch.mytorch.device_count() < 2:
+            raise SystemExit(0)
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, 2, 70, 128, generator=g).bfloat16() for _ in range(3))
+        grads = []
+        for dev in ("mytorch:0", "mytorch:1"):
+            qs, ks, vs = (t.to(dev).requires_grad_() for t in (q, k, v))
+            y = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True)
+            grads.append([t.cpu() for t in torch.autograd.grad(y.float().sum(), (qs, ks, vs))])
+        for a, b in zip(*grads):
+            assert torch.equal(a, b)
+    """, MYTORCH_SIM_DEVICES=2, MYTORCH_ATTN_MMA=1)
+
+
+def test_guard_restore_creates_no_context_on_device_zero():
+    """Restoring device 0 in a thread that never used it created a CUDA context there (CUDA >= 12): every
+    rank's side threads would hold memory on GPU 0. Restores follow torch.cuda's MaybeSetDevice."""
+    out = run_ok("""
+        import threading, torch, mytorch
+        if torch.mytorch.device_count() < 2 or torch.mytorch.runtime() != "emu":
+            raise SystemExit(0)
+        torch.mytorch.set_device(1)          # this thread works on device 1 only
+        def work():
+            x = torch.ones(8, device="mytorch:1")
+            with torch.mytorch.device(1):
+                y = x * 3
+            torch.mytorch.synchronize(1)
+            assert y.cpu().eq(3).all()
+        t = threading.Thread(target=work); t.start(); t.join()
+        x = torch.arange(4.0, device="mytorch:1") + 1
+        assert x.cpu().tolist() == [1, 2, 3, 4]
+        print("ctx0", mytorch._C._emu_primary_context_active(0), "ctx1", mytorch._C._emu_primary_context_active(1))
+    """, MYTORCH_SIM_DEVICES=2)
+    if torch.mytorch.runtime() == "emu":
+        assert "ctx0 False ctx1 True" in out, out
