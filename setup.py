@@ -79,7 +79,8 @@ def cmake_build(with_cuda: bool, nvcc, emu: bool = False, sanitize: str = "") ->
     print(f"mytorch: building the {flavour} flavour against torch {torch.__version__}", flush=True)
     subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build_dir)] + cfg, stdout=sys.stderr)
     jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 2)
-    subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "_C", "-j", jobs], stdout=sys.stderr)
+    targets = ["_C", "mytorch_emu_selftest"] if emu else ["_C"]
+    subprocess.check_call(["cmake", "--build", str(build_dir), "--target", *targets, "-j", jobs], stdout=sys.stderr)
     built = sorted(build_dir.glob("_C*.so"))
     if not built:
         raise RuntimeError(f"CMake produced no _C extension in {build_dir}")

@@ -16,8 +16,9 @@ ext=$("$PY" setup.py --emu-build $san | tail -n 1)
 echo "mytorch emu: built ${ext#$PWD/} in $(( $(date +%s) - start )) s${san:+ (sanitizer: $san)}"
 export MYTORCH_EXTENSION="$ext" MYTORCH_RUNTIME=emu
 if [ "$san" = "address" ]; then
-  # Python is not instrumented: the runtime must be loaded first. Leaks are the interpreter's business.
-  LD_PRELOAD="$(${CXX:-c++} -print-file-name=libasan.so)"
+  # Python is not instrumented: the runtime must be loaded first, with libstdc++ (ASan's __cxa_throw
+  # interceptor needs it present from the start). Leaks are the interpreter's business.
+  LD_PRELOAD="$(${CXX:-c++} -print-file-name=libasan.so) $(${CXX:-c++} -print-file-name=libstdc++.so)"
   export LD_PRELOAD
   export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_odr_violation=0:${ASAN_OPTIONS:-}"
 fi

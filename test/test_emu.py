@@ -137,3 +137,62 @@ def test_guard_restore_creates_no_context_on_device_zero():
     """, MYTORCH_SIM_DEVICES=2)
     if torch.mytorch.runtime() == "emu":
         assert "ctx0 False ctx1 True" in out, out
+
+
+# ---- the emulator itself (test/emu_selftest.cu): it must compute right and catch what a GPU punishes ----------
+
+def selftest(case: str, **env):
+    if torch.mytorch.runtime() != "emu":
+        pytest.skip("the emulator's own self-test (emu build)")
+    import os
+    import subprocess
+    exe = os.path.join(os.path.dirname(os.environ["MYTORCH_EXTENSION"]), "mytorch_emu_selftest")
+    full = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # the executable links its sanitizer itself
+    full.update({k: str(v) for k, v in env.items()})
+    return subprocess.run([exe, case], capture_output=True, text=True, env=full, timeout=120)
+
+
+def asan_build() -> bool:
+    import os
+    return "-address" in os.environ.get("MYTORCH_EXTENSION", "")
+
+
+@pytest.mark.parametrize("case", ["barrier", "shuffle"])
+def test_emulator_runs_barriers_and_shuffles(case):
+    r = selftest(case)
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("case,what", [
+    ("partial_barrier", "__syncthreads reached by early_exit_then_barrier (launched at emu_selftest.cu:"),
+    ("partial_shuffle", "__shfl_xor_sync with a full mask reached by 31 of 32 lanes of warp 0"),
+    ("misaligned", "cudaErrorMisalignedAddress: misaligned_store"),
+])
+def test_emulator_reports_kernel_faults_with_their_place(case, what):
+    r = selftest(case)
+    assert r.returncode == 1 and what in r.stdout, r.stdout + r.stderr
+
+
+def test_emulator_enforces_launch_limits_and_error_semantics():
+    r = selftest("launch_limits")
+    assert ("block=cudaErrorInvalidConfiguration grid=cudaErrorInvalidConfiguration smem=cudaErrorInvalidValue "
+            "cleared=cudaSuccess optin=cudaSuccess after=cudaSuccess too_big=cudaErrorInvalidValue "
+            "sync=cudaSuccess") in r.stdout, r.stdout + r.stderr
+    r = selftest("sticky")  # a fault inside a kernel is sticky: not cleared, and every later call returns it
+    assert ("first=cudaErrorMisalignedAddress second=cudaErrorMisalignedAddress "
+            "malloc=cudaErrorMisalignedAddress") in r.stdout, r.stdout + r.stderr
+
+
+def test_schedule_fuzzing_exposes_a_shared_memory_race():
+    """A read of another thread's shared-memory write without a barrier: the result changes with the order in
+    which the fuzzer resumes threads; with the barrier it does not."""
+    racy = {selftest("racy", MYTORCH_EMU_FUZZ=seed).stdout for seed in range(0, 6)}
+    synced = {selftest("synced", MYTORCH_EMU_FUZZ=seed).stdout for seed in range(0, 6)}
+    assert len(racy) > 1 and len(synced) == 1, (racy, synced)
+
+
+def test_address_sanitizer_catches_a_shared_memory_overrun():
+    if not asan_build():
+        pytest.skip("needs the AddressSanitizer emu build (MYTORCH_EMU_SANITIZE=address)")
+    r = selftest("shared_overrun")
+    assert r.returncode != 0 and "heap-buffer-overflow" in r.stderr, r.stderr[-2000:]

@@ -23,6 +23,7 @@
 #if MT_EMU_ASAN
 extern "C" void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, size_t size);
 extern "C" void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_old, size_t* size_old);
+extern "C" void __asan_unpoison_memory_region(void const volatile* addr, size_t size);
 #endif
 
 // mt_emu_switch(save, to): pushes the callee-saved state on the current stack, stores the stack pointer in
@@ -114,6 +115,11 @@ void fiber_prepare(Fiber* f) {
     f->stack = take_stack();
     f->stack_size = kStackSize;
   }
+#if MT_EMU_ASAN
+  // A reused stack keeps the red zones of frames that never returned (fibers abandoned after a fault, or left
+  // through fiber_exit): clear them, or the new fiber's frames would look like overflows.
+  __asan_unpoison_memory_region(f->stack, f->stack_size);
+#endif
   // From the top: 8 bytes of padding, the return address (mt_emu_start), rbp, rbx, r12 (= f), r13, r14, r15,
   // then MXCSR and the x87 control word. After the final `ret` the stack pointer is 16-byte aligned, as the
   // call in mt_emu_start needs.

@@ -40,7 +40,7 @@ struct Block {
   bool fiber_mode = false;
   std::vector<EmuThread> threads;
   std::vector<WarpScratch> warps;
-  std::vector<unsigned char> dynamic_smem;
+  std::unique_ptr<unsigned char[]> dynamic_smem;  // exactly the launch's bytes: an overrun reaches a red zone
   std::vector<std::pair<const void*, void*>> statics;
   std::string fault;
   cudaError_t fault_error = cudaSuccess;
@@ -185,7 +185,8 @@ void run_block(Block& b, std::mt19937_64* rng) {
   b.fault.clear();
   b.fault_error = cudaSuccess;
   // Shared memory starts as garbage on a GPU: a kernel that reads before writing must not see zeros.
-  b.dynamic_smem.assign(L.shm, 0xA5);
+  b.dynamic_smem.reset(L.shm ? new unsigned char[L.shm] : nullptr);
+  if (L.shm) std::memset(b.dynamic_smem.get(), 0xA5, L.shm);
   for (auto& s : b.statics) std::free(s.second);
   b.statics.clear();
   b.warps.resize(static_cast<size_t>((b.nthreads + 31) / 32));
@@ -277,7 +278,7 @@ void warp_leave() {
   if (b.running) b.running->warp_seq++;
 }
 
-unsigned char* dynamic_shared_base() { return t_block->dynamic_smem.data(); }
+unsigned char* dynamic_shared_base() { return t_block->dynamic_smem.get(); }
 
 void* block_static_shared(const void* key, size_t bytes, size_t align) {
   Block& b = *t_block;
@@ -431,6 +432,11 @@ void misaligned(TypeMismatchData* d, unsigned long ptr) {
 }  // namespace
 
 extern "C" {
-void __ubsan_handle_type_mismatch_v1(TypeMismatchData* d, unsigned long ptr) { misaligned(d, ptr); }
-void __ubsan_handle_type_mismatch_v1_abort(TypeMismatchData* d, unsigned long ptr) { misaligned(d, ptr); }
+// (void*, void*): the compiler's own declaration of these builtins when a sanitizer is on.
+void __ubsan_handle_type_mismatch_v1(void* d, void* ptr) {
+  misaligned(static_cast<TypeMismatchData*>(d), reinterpret_cast<unsigned long>(ptr));
+}
+void __ubsan_handle_type_mismatch_v1_abort(void* d, void* ptr) {
+  misaligned(static_cast<TypeMismatchData*>(d), reinterpret_cast<unsigned long>(ptr));
+}
 }
