@@ -61,7 +61,10 @@ __global__ void ew_contiguous(ElementwiseArgs a) {
       for (int k = 0; k < Tr::n; ++k) {
         if (a.is_scalar[k]) {
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) { v[j][k] = s[k]; m[j] = smask; }
+          for (int j = 0; j < VEC; ++j) {
+            v[j][k] = s[k];
+            if (op == EwOp::Where && k == 0) m[j] = smask;  // only the mask operand sets the mask
+          }
         } else if (op == EwOp::Where && k == 0) {
           const Vec<bool, VEC> mv = *reinterpret_cast<const Vec<bool, VEC>*>(static_cast<const bool*>(a.in[0].data) + base);
 #pragma unroll
