@@ -155,7 +155,8 @@ def run(dev):
         q, k, v = (t.requires_grad_() for t in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hk)
         out[f"{lq}x{lk}_{d}"] = y.detach().cpu()
-        gq, gk, gv = torch.autograd.grad(y, (q, k, v), torch.ones_like(y))
+        y.backward(torch.ones_like(y))  # (torch.autograd.grad here made the process abort at exit: see gpu.md)
+        gq, gk, gv = q.grad, k.grad, v.grad
         out.update({f"{lq}x{lk}_{d}_dq": gq.cpu(), f"{lq}x{lk}_{d}_dk": gk.cpu(), f"{lq}x{lk}_{d}_dv": gv.cpu()})
     return out
 """

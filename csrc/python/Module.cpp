@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include "csrc/core/DeviceAllocator.h"
 #if MYTORCH_EMU
@@ -106,6 +107,21 @@ PYBIND11_MODULE(_C, m) {
   // "maybe set device" rule).
   m.def("_emu_primary_context_active", [](int d) { return mytorch::emu::primary_context_active(d); });
 #endif
+  // Note [Autograd threads at exit]
+  // The autograd engine runs a mytorch backward on its device thread, which drops its reference to the graph
+  // task after the caller has already been woken. If the interpreter is finalizing by then, that last
+  // reference frees Python-owned tensors, the thread's GIL acquire ends the thread inside a noexcept
+  // destructor, and the process aborts (seen for a script whose last line is a backward). At exit
+  // (python/mytorch/__init__.py) this runs one backward of C++-only tensors on each device thread, with the
+  // GIL released: the device thread processes tasks in order, so when it returns every earlier graph task
+  // is gone, and the last one it holds owns no Python object.
+  m.def("_drain_autograd_threads", [] {
+    if (!rt::initialized() || rt::in_bad_fork()) return;
+    for (int d = 0; d < rt::device_count(); ++d) {
+      at::Tensor x = at::zeros({1}, at::TensorOptions().device(c10::Device(c10::DeviceType::PrivateUse1, d))).requires_grad_();
+      torch::autograd::backward({x.sum()});
+    }
+  }, pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("_device_count", [] { return rt::device_count(); });
   m.def("_get_device", [] { return static_cast<int>(currentDeviceIndex()); });
   m.def("_set_device", [](int d) {

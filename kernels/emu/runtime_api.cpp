@@ -54,6 +54,7 @@ constexpr size_t kDefaultSmem = 48 << 10;
 constexpr size_t kOptinSmem = 232448;  // sm_90: 227 KiB per block after the opt-in
 
 thread_local cudaError_t t_last = cudaSuccess;
+thread_local std::string t_detail;        // what the memory checks said about the last refused call
 thread_local int t_device = 0;
 
 std::mutex g_mu;
@@ -177,6 +178,7 @@ int owner(const void* p) {
 }
 
 cudaError_t from_status(rt::Status s) {
+  if (s != rt::Status::Success) t_detail = rt::last_error();  // the sim memory's own words (double free, ...)
   switch (s) {
     case rt::Status::Success: return cudaSuccess;
     case rt::Status::OutOfMemory: return cudaErrorMemoryAllocation;
@@ -292,9 +294,8 @@ const char* cudaGetErrorName(cudaError_t e) {
   }
 }
 
-const char* cudaGetErrorString(cudaError_t e) {
-  // A sticky error's text carries what the emulator saw (block, thread, launch site).
-  if (e != cudaSuccess && e == sticky()) return sticky_fault();
+namespace {
+const char* plain_error_string(cudaError_t e) {
   switch (e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
@@ -307,6 +308,20 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     default: return "unknown error";
   }
+}
+}  // namespace
+
+const char* cudaGetErrorString(cudaError_t e) {
+  // A sticky error's text carries what the emulator saw (block, thread, launch site); a refused call's text
+  // what the memory checks said. The real runtime's text comes first.
+  if (e != cudaSuccess && e == sticky()) return sticky_fault();
+  if (e != cudaSuccess && !t_detail.empty()) {
+    thread_local std::string text;
+    text = std::string(plain_error_string(e)) + " (emu: " + t_detail + ")";
+    t_detail.clear();
+    return text.c_str();
+  }
+  return plain_error_string(e);
 }
 
 cudaError_t cudaGetDeviceCount(int* n) {
@@ -393,7 +408,10 @@ cudaError_t cudaFree(void* ptr) {
   MT_EMU_ENTER();
   if (ptr == nullptr) return cudaSuccess;
   const int o = owner(ptr);
-  if (o < 0) return set(cudaErrorInvalidValue);
+  if (o < 0) {  // not live device memory: the sim memory says whether it was freed before or never allocated
+    const cudaError_t e = from_status(mem().device_free(t_device, ptr));
+    return set(e == cudaSuccess ? cudaErrorInvalidValue : e);
+  }
   // cudaFree synchronizes the device first; the memory is unmapped afterwards, so a late access faults.
   const int saved = t_device;
   t_device = o;

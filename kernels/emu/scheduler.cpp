@@ -46,6 +46,7 @@ struct Block {
   cudaError_t fault_error = cudaSuccess;
   HostContext host;
   EmuThread* running = nullptr;  // the fiber being run, null in plain mode
+  const EmuThread* lead = nullptr;  // in plain mode: the warp's first thread, which finished without waiting
   ThreadState plain;             // the thread state of plain-mode calls
 };
 
@@ -199,16 +200,26 @@ void run_block(Block& b, std::mt19937_64* rng) {
     th.fiber.sp = nullptr;
     th.fiber.entry = &thread_entry;
   }
-  // Fast path: the first thread runs as a fiber; if it finishes without waiting anywhere, the others run as
-  // plain calls (a barrier one of them reaches then is a partial barrier: the first thread never reached it).
-  const int first = rng ? static_cast<int>((*rng)() % static_cast<unsigned>(b.nthreads)) : 0;
-  EmuThread& lead = b.threads[size_t(first)];
-  fiber_prepare(&lead.fiber);
-  resume(b, lead);
-  if (b.fault.empty() && lead.state == State::Done) {
-    for (int i : order(b.nthreads, rng)) {
-      if (i == first) continue;
-      b.plain = b.threads[size_t(i)].ts;
+  // Fast path, warp by warp: the warp's first thread runs as a fiber; if it finishes without waiting anywhere,
+  // the warp's other threads run as plain calls (a barrier or collective one of them reaches then was not
+  // reached by that first thread: a partial barrier). A warp whose first thread waits turns the block to fibers.
+  const int nwarps = (b.nthreads + 31) / 32;
+  for (int w : order(nwarps, rng)) {
+    const int lo = w * 32, hi = std::min(b.nthreads, lo + 32);
+    const int first = lo + (rng ? static_cast<int>((*rng)() % static_cast<unsigned>(hi - lo)) : 0);
+    EmuThread& lead = b.threads[size_t(first)];
+    fiber_prepare(&lead.fiber);
+    resume(b, lead);
+    if (!b.fault.empty()) break;
+    if (lead.state != State::Done) {
+      b.fiber_mode = true;
+      break;
+    }
+    b.lead = &lead;
+    for (int k : order(hi - lo, rng)) {
+      EmuThread& th = b.threads[size_t(lo + k)];
+      if (&th == &lead) continue;
+      b.plain = th.ts;
       t_state = &b.plain;
       try {
         L.body(L.closure.get());
@@ -217,20 +228,23 @@ void run_block(Block& b, std::mt19937_64* rng) {
       } catch (const std::exception& e) {
         record(b, cudaErrorLaunchFailure, where(b, b.plain) + ": exception in the kernel: " + e.what());
       }
+      th.state = State::Done;
       if (!b.fault.empty()) break;
     }
-  } else if (b.fault.empty()) {
-    b.fiber_mode = true;
-    run_fibers(b, rng);
+    b.lead = nullptr;
+    if (!b.fault.empty()) break;
   }
+  if (b.fault.empty() && b.fiber_mode) run_fibers(b, rng);
   for (auto& th : b.threads) fiber_release(&th.fiber);
 }
 
 [[noreturn]] void partial(const char* what) {
   Block& b = *t_block;
+  const std::string lead = b.lead ? dims(b.lead->ts.thread_idx) : std::string("?");
   throw KernelFault{cudaErrorLaunchFailure,
-                    std::string(what) + " reached by " + where(b, *t_state) + ", but the block's first thread " +
-                        "finished without reaching it (a barrier or full-mask collective reached by part of the block)"};
+                    std::string(what) + " reached by " + where(b, *t_state) + ", but thread " + lead +
+                        " of the same warp finished without reaching it (a barrier or full-mask collective reached "
+                        "by part of the block or warp)"};
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 ``tensor.to("mytorch")``, ``model.to("mytorch")``, autograd, ``torch.nn`` and ``torch.optim`` run on it. The
 device API lives at ``torch.mytorch`` (also ``mytorch.backend``), named like ``torch.cuda``'s.
 """
+import atexit
 import os
 import sys
 
@@ -54,3 +55,15 @@ distributed._register()
 
 __all__ = ["audit", "backend"]
 __version__ = "0.1.0"
+
+
+def _drain_autograd_threads() -> None:
+    """Note [Autograd threads at exit] in csrc/python/Module.cpp: without it a script ending right after a
+    backward on mytorch may abort at interpreter exit."""
+    try:
+        _C._drain_autograd_threads()
+    except Exception:  # never let an exit handler turn a clean exit into an error
+        pass
+
+
+atexit.register(_drain_autograd_threads)

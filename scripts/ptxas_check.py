@@ -1,0 +1,175 @@
+"""Resource usage of every CUDA kernel of the real sm_90 build, checked against the device's limits.
+
+    python scripts/ptxas_check.py [--build-dir build/cmake-...-cuda] [--json out.json] [--jobs N]
+
+Takes the exact nvcc command of each kernels/cuda/*.cu from the CUDA build's ninja file (so the flags are the
+build's own), compiles its device code only (-cubin for sm_90, --resource-usage), and reads ptxas's report of
+every kernel: registers, spill stores and loads, stack frame, static shared memory. It fails when a kernel
+breaks a limit of an sm_90 device — more than 255 registers, more than 48 KiB of static shared memory, more
+registers than a block of its launch bound can hold (65,536 per SM) — or spills (a spill is local-memory
+traffic in the inner loop: a performance cliff that must be a decision, listed in ALLOWED_SPILLS with why).
+Needs nvcc and a configured CUDA build (scripts/setup.sh makes one where nvcc is present).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_REGISTERS = 255
+MAX_STATIC_SMEM = 48 * 1024
+REGISTERS_PER_SM = 65536
+# Kernels allowed to spill, by a substring of their demangled name, with the reason.
+ALLOWED_SPILLS: dict[str, str] = {}
+
+ENTRY = re.compile(r"Compiling entry function '([^']+)' for 'sm_\d+a?'")
+PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+USED = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, (\d+) bytes smem)?")
+BOUNDS = re.compile(r"__launch_bounds__")
+
+
+def find_build_dir() -> str:
+    dirs = sorted(glob.glob(os.path.join(ROOT, "build", "cmake-*-cuda")))
+    if not dirs:
+        sys.exit("no CUDA build found under build/ (run scripts/setup.sh on a machine with nvcc)")
+    return dirs[-1]
+
+
+def nvcc_commands(build_dir: str) -> dict[str, list[str]]:
+    text = subprocess.run(["ninja", "-C", build_dir, "-t", "commands", "mytorch_kernels"], capture_output=True,
+                          text=True, check=True).stdout
+    cmds = {}
+    for line in text.splitlines():
+        if "nvcc" not in line or " -x cu " not in line:
+            continue
+        argv = shlex.split(line)
+        argv = argv[argv.index(next(a for a in argv if a.endswith("nvcc"))):]  # drop a ccache launcher
+        src = argv[argv.index("-c") + 1]
+        cmds[src] = argv
+    return cmds
+
+
+def device_only(argv: list[str], out: str) -> list[str]:
+    keep, skip = [], 0
+    for a in argv:
+        if skip:
+            skip -= 1
+            continue
+        if a in ("-MT", "-MF", "-o"):
+            skip = 1
+            continue
+        if a in ("-MD", "-c") or a.startswith("--generate-code") or a.startswith("-gencode"):
+            continue
+        keep.append(a)
+    return keep + ["-arch=sm_90", "-cubin", "--resource-usage", "-o", out]
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    try:
+        r = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True)
+        return dict(zip(names, r.stdout.splitlines()))
+    except (OSError, subprocess.CalledProcessError):
+        return {n: n for n in names}
+
+
+def parse(report: str) -> list[dict]:
+    kernels, cur = [], None
+    for line in report.splitlines():
+        m = ENTRY.search(line)
+        if m:
+            cur = {"symbol": m.group(1), "registers": 0, "smem": 0, "stack": 0, "spill_stores": 0, "spill_loads": 0}
+            kernels.append(cur)
+            continue
+        if cur is None:
+            continue
+        m = PROPS.search(line)
+        if m:
+            cur["stack"], cur["spill_stores"], cur["spill_loads"] = (int(g) for g in m.groups())
+        m = USED.search(line)
+        if m:
+            cur["registers"] = int(m.group(1))
+            cur["smem"] = int(m.group(2) or 0)
+    return kernels
+
+
+def launch_bound(name: str, source: str) -> int:
+    """The block size a kernel may be launched with: its __launch_bounds__ when the source has one before the
+    kernel's name (ptxas enforces it), else 1024, the hardware's."""
+    base = name.split("(")[0].split("<")[0].split("::")[-1]
+    m = re.search(r"__launch_bounds__\(([^)]*)\)\s*" + re.escape(base) + r"\s*\(", source)
+    if not m:
+        return 1024
+    try:
+        return int(eval(m.group(1), {"__builtins__": {}}, {"kWarps": 4, "kWarpBlock": 256, "kRowBlock": 512}))
+    except Exception:  # a bound that is not a plain expression: assume the worst
+        return 1024
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--build-dir", default="")
+    p.add_argument("--json", default="")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    args = p.parse_args()
+    build_dir = args.build_dir or find_build_dir()
+    cmds = nvcc_commands(build_dir)
+    if not cmds:
+        sys.exit(f"no nvcc commands in {build_dir}")
+    tmp = tempfile.mkdtemp(prefix="ptxas-")
+
+    def run(item):
+        src, argv = item
+        out = os.path.join(tmp, os.path.basename(src) + ".cubin")
+        r = subprocess.run(device_only(argv, out), capture_output=True, text=True, cwd=build_dir)
+        return src, r
+
+    results = {}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for src, r in pool.map(run, sorted(cmds.items())):
+            if r.returncode != 0:
+                sys.exit(f"nvcc failed on {src}:\n{r.stderr[-3000:]}")
+            results[src] = parse(r.stderr + r.stdout)
+    names = demangle([k["symbol"] for ks in results.values() for k in ks])
+    problems, rows = [], []
+    for src, ks in results.items():
+        text = open(src).read()
+        for k in ks:
+            k["kernel"] = names.get(k["symbol"], k["symbol"])
+            k["source"] = os.path.relpath(src, ROOT)
+            k["max_threads"] = launch_bound(k["kernel"], text)
+            where = f"{k['source']}: {k['kernel'][:120]}"
+            if k["registers"] > MAX_REGISTERS:
+                problems.append(f"{where}: {k['registers']} registers > {MAX_REGISTERS}")
+            if k["smem"] > MAX_STATIC_SMEM:
+                problems.append(f"{where}: {k['smem']} bytes of static shared memory > {MAX_STATIC_SMEM}")
+            if k["registers"] * k["max_threads"] > REGISTERS_PER_SM:
+                problems.append(f"{where}: {k['registers']} registers x {k['max_threads']} threads > {REGISTERS_PER_SM}")
+            if (k["spill_stores"] or k["spill_loads"]) and not any(s in k["kernel"] for s in ALLOWED_SPILLS):
+                problems.append(f"{where}: spills ({k['spill_stores']} bytes stored, {k['spill_loads']} loaded)")
+            rows.append(k)
+    rows.sort(key=lambda k: (-k["registers"], k["kernel"]))
+    print(f"{len(rows)} kernels in {len(results)} files (sm_90); the ten with the most registers:")
+    print(f"{'regs':>5} {'smem':>7} {'stack':>6} {'spill':>6}  kernel")
+    for k in rows[:10]:
+        print(f"{k['registers']:>5} {k['smem']:>7} {k['stack']:>6} {k['spill_stores']:>6}  {k['source']}: {k['kernel'][:100]}")
+    print(f"most registers {max(k['registers'] for k in rows)}, most static shared memory "
+          f"{max(k['smem'] for k in rows)} bytes, kernels that spill: {sum(1 for k in rows if k['spill_stores'])}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"kernels": rows, "problems": problems}, f, indent=1)
+    if problems:
+        print("\n".join(["FAILED:"] + problems))
+        sys.exit(1)
+    print("ok: every kernel is within the sm_90 limits")
+
+
+if __name__ == "__main__":
+    main()
