@@ -6,7 +6,8 @@ Takes the exact nvcc command of each kernels/cuda/*.cu from the CUDA build's nin
 build's own), compiles its device code only (-cubin for sm_90, --resource-usage), and reads ptxas's report of
 every kernel: registers, spill stores and loads, stack frame, static shared memory. It fails when a kernel
 breaks a limit of an sm_90 device — more than 255 registers, more than 48 KiB of static shared memory, more
-registers than a block of its launch bound can hold (65,536 per SM) — or spills (a spill is local-memory
+registers than a block of its launch bound can hold (65,536 per SM; the bound is the PTX's .maxntid, and 256
+threads, kThreads, for kernels without __launch_bounds__) — or spills (a spill is local-memory
 traffic in the inner loop: a performance cliff that must be a decision, listed in ALLOWED_SPILLS with why).
 Needs nvcc and a configured CUDA build (scripts/setup.sh makes one where nvcc is present).
 """
@@ -18,6 +19,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,7 +30,10 @@ MAX_REGISTERS = 255
 MAX_STATIC_SMEM = 48 * 1024
 REGISTERS_PER_SM = 65536
 # Kernels allowed to spill, by a substring of their demangled name, with the reason.
-ALLOWED_SPILLS: dict[str, str] = {}
+ALLOWED_SPILLS: dict[str, str] = {
+    "backward_kernel<double, float, 512": "fp64 LayerNorm backward, a block per row: a correctness path, not a fast one",
+    "backward_kernel<double, double, 512": "fp64 LayerNorm backward, a block per row: a correctness path, not a fast one",
+}
 
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for 'sm_\d+a?'")
 PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -69,7 +74,7 @@ def device_only(argv: list[str], out: str) -> list[str]:
         if a in ("-MD", "-c") or a.startswith("--generate-code") or a.startswith("-gencode"):
             continue
         keep.append(a)
-    return keep + ["-arch=sm_90", "-cubin", "--resource-usage", "-o", out]
+    return keep + ["-arch=sm_90", "-cubin", "--resource-usage", "-keep", "-keep-dir", os.path.dirname(out), "-o", out]
 
 
 def demangle(names: list[str]) -> dict[str, str]:
@@ -100,17 +105,18 @@ def parse(report: str) -> list[dict]:
     return kernels
 
 
-def launch_bound(name: str, source: str) -> int:
-    """The block size a kernel may be launched with: its __launch_bounds__ when the source has one before the
-    kernel's name (ptxas enforces it), else 1024, the hardware's."""
-    base = name.split("(")[0].split("<")[0].split("::")[-1]
-    m = re.search(r"__launch_bounds__\(([^)]*)\)\s*" + re.escape(base) + r"\s*\(", source)
-    if not m:
-        return 1024
-    try:
-        return int(eval(m.group(1), {"__builtins__": {}}, {"kWarps": 4, "kWarpBlock": 256, "kRowBlock": 512}))
-    except Exception:  # a bound that is not a plain expression: assume the worst
-        return 1024
+# A kernel without __launch_bounds__ is launched with kThreads (kernels/cuda/common.cuh) threads or fewer.
+DEFAULT_BLOCK = 256
+MAXNTID = re.compile(r"\.entry\s+(\S+)\s*\((?:[^{]*?)\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)", re.S)
+
+
+def launch_bounds(ptx_dir: str) -> dict[str, int]:
+    """Each kernel's maximum block size from the PTX nvcc kept (.maxntid, what __launch_bounds__ compiles to)."""
+    bounds = {}
+    for path in glob.glob(os.path.join(ptx_dir, "*.ptx")):
+        for m in MAXNTID.finditer(open(path, errors="replace").read()):
+            bounds[m.group(1)] = int(m.group(2)) * int(m.group(3)) * int(m.group(4))
+    return bounds
 
 
 def main() -> None:
@@ -138,13 +144,13 @@ def main() -> None:
                 sys.exit(f"nvcc failed on {src}:\n{r.stderr[-3000:]}")
             results[src] = parse(r.stderr + r.stdout)
     names = demangle([k["symbol"] for ks in results.values() for k in ks])
+    bounds = launch_bounds(tmp)
     problems, rows = [], []
     for src, ks in results.items():
-        text = open(src).read()
         for k in ks:
             k["kernel"] = names.get(k["symbol"], k["symbol"])
             k["source"] = os.path.relpath(src, ROOT)
-            k["max_threads"] = launch_bound(k["kernel"], text)
+            k["max_threads"] = bounds.get(k["symbol"], DEFAULT_BLOCK)
             where = f"{k['source']}: {k['kernel'][:120]}"
             if k["registers"] > MAX_REGISTERS:
                 problems.append(f"{where}: {k['registers']} registers > {MAX_REGISTERS}")
@@ -162,6 +168,7 @@ def main() -> None:
         print(f"{k['registers']:>5} {k['smem']:>7} {k['stack']:>6} {k['spill_stores']:>6}  {k['source']}: {k['kernel'][:100]}")
     print(f"most registers {max(k['registers'] for k in rows)}, most static shared memory "
           f"{max(k['smem'] for k in rows)} bytes, kernels that spill: {sum(1 for k in rows if k['spill_stores'])}")
+    shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"kernels": rows, "problems": problems}, f, indent=1)
