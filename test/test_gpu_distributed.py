@@ -71,3 +71,38 @@ def test_ddp_on_the_gpu_runs(groups):
     loss = ddp(torch.randn(8, 64, device="mytorch")).square().mean()
     loss.backward()
     assert model.weight.grad is not None and torch.isfinite(model.weight.grad.cpu()).all()
+
+
+def test_a_rank_that_never_arrives_raises_after_the_timeout():
+    """Note [Communicator setup and the timeout]: rank 1 joins the group but never calls a collective, so
+    ncclCommInitRank on rank 0 cannot finish; rank 0 must raise after the group's timeout (5 s here), not hang.
+    (Both ranks share the one GPU: rank 1 never creates an NCCL communicator.)"""
+    import subprocess
+    import sys
+    import textwrap
+    import time
+    port = W.free_port()
+    code = textwrap.dedent(f"""
+        import sys, time, datetime, torch, torch.distributed as dist, mytorch
+        rank = int(sys.argv[1])
+        dist.init_process_group("mytorch", init_method="tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                                timeout=datetime.timedelta(seconds=5))
+        if rank == 1:
+            time.sleep(40)
+            raise SystemExit(0)
+        start = time.time()
+        try:
+            dist.all_reduce(torch.ones(4, device="mytorch"))
+        except Exception as e:
+            print("raised after", round(time.time() - start, 1), type(e).__name__, str(e)[:300])
+            raise SystemExit(0)
+        print("no error")
+    """)
+    env = dict(__import__("os").environ, MYTORCH_RUNTIME="cuda")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for r in (0, 1)]
+    start = time.time()
+    out, err = procs[0].communicate(timeout=60)
+    procs[1].kill()
+    assert "raised after" in out and "within the timeout" in out, out + err[-2000:]
+    assert time.time() - start < 40

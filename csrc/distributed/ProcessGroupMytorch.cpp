@@ -308,6 +308,12 @@ CallInfo ProcessGroupMytorch::info(const char* name, c10d::OpType type, const st
   for (const auto& t : ts) checkTensor(c, t, role);
   if (!ts.empty()) {
     checkSameDevice(c, ts);
+    // The host path hands Gloo CPU views of device memory. On sim a stream's work has run by the time it is
+    // queued; on emu streams are asynchronous, so the device's work must have finished first.
+    if (!onCuda() && rt::kind() == rt::Kind::Emu) {
+      rt::Status s = rt::device_synchronize(ts.front().device().index());
+      TORCH_CHECK(s == rt::Status::Success, "mytorch ", name, ": ", rt::last_error());
+    }
     c.dtype = ts.front().scalar_type();
     c.count = ts.front().numel();
     c.shape = ts.front().sizes().vec();

@@ -8,6 +8,7 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -336,31 +337,85 @@ class NcclPath final : public Path {
     return st != rt::Status::Success ? st : end;
   }
 
+  // Note [Communicator setup and the timeout]
+  // The first collective creates the communicator: rank 0 publishes NCCL's id in the store, the others wait
+  // for it, then every rank calls ncclCommInitRank, which returns only when all ranks have called it. Both
+  // waits are bounded by the group's timeout, and neither holds mu_ (the watchdog and other callers keep
+  // running): the store wait through Store::wait with the timeout, the init on a helper thread that this
+  // thread waits for. A rank that never arrives makes every other rank raise after the timeout; the helper
+  // stays blocked in NCCL (a blocking init cannot be cancelled) and is detached, and the group is broken.
   comm::Comm commFor(c10::DeviceIndex device, const CallInfo& c) {
-    std::lock_guard<std::mutex> lock(mu_);
-    TORCH_CHECK(broken_.empty(), "mytorch ", pg_.describe(c), ": the process group is broken: ", broken_);
-    if (comm_) {
-      TORCH_CHECK_VALUE(device == device_, "mytorch ", pg_.describe(c), ": this process group uses mytorch:",
-                        static_cast<int>(device_), " (one device per rank), but got a tensor on mytorch:",
-                        static_cast<int>(device));
-      return comm_;
+    std::lock_guard<std::mutex> setup(initMu_);  // one setup at a time; collectives of other threads wait here
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      TORCH_CHECK(broken_.empty(), "mytorch ", pg_.describe(c), ": the process group is broken: ", broken_);
+      if (comm_) {
+        TORCH_CHECK_VALUE(device == device_, "mytorch ", pg_.describe(c), ": this process group uses mytorch:",
+                          static_cast<int>(device_), " (one device per rank), but got a tensor on mytorch:",
+                          static_cast<int>(device));
+        return comm_;
+      }
     }
-    char id[comm::kUniqueIdBytes] = {};
+    const auto timeout = pg_.timeout();
+    auto id = std::make_shared<std::array<char, comm::kUniqueIdBytes>>();
     const std::string key = "mytorch_nccl_id";
     if (pg_.getRank() == 0) {
-      rt::Status s = comm::get_unique_id(id);
+      rt::Status s = comm::get_unique_id(id->data());
       TORCH_CHECK(s == rt::Status::Success, "mytorch ", pg_.describe(c), ": ", statusText(s));
-      pg_.store()->set(key, std::vector<uint8_t>(id, id + comm::kUniqueIdBytes));
+      pg_.store()->set(key, std::vector<uint8_t>(id->begin(), id->end()));
     } else {
+      try {
+        pg_.store()->wait({key}, timeout);
+      } catch (const std::exception& e) {
+        fail(c, "rank 0 did not publish the NCCL id within the timeout (" + std::to_string(timeout.count()) +
+                    " ms): " + e.what());
+      }
       auto v = pg_.store()->get(key);
       TORCH_CHECK(v.size() == comm::kUniqueIdBytes, "mytorch: the NCCL id in the store has ", v.size(), " bytes");
-      std::copy(v.begin(), v.end(), id);
+      std::copy(v.begin(), v.end(), id->begin());
     }
-    rt::Status s = comm::init_rank(&comm_, pg_.getSize(), id, pg_.getRank(), device);
-    TORCH_CHECK(s == rt::Status::Success, "mytorch ", pg_.describe(c), ": NCCL communicator setup failed: ", statusText(s));
+    struct Init {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      rt::Status status = rt::Status::Success;
+      std::string error;
+      comm::Comm comm = nullptr;
+    };
+    auto init = std::make_shared<Init>();
+    const int size = pg_.getSize(), rank = pg_.getRank();
+    std::thread([init, id, size, rank, device] {
+      comm::Comm cm = nullptr;
+      rt::Status s = comm::init_rank(&cm, size, id->data(), rank, device);
+      std::lock_guard<std::mutex> lock(init->mu);
+      init->status = s;
+      init->error = s == rt::Status::Success ? "" : rt::last_error();
+      init->comm = cm;
+      init->done = true;
+      init->cv.notify_all();
+    }).detach();
+    std::unique_lock<std::mutex> wait(init->mu);
+    if (!init->cv.wait_for(wait, timeout, [&] { return init->done; })) {
+      fail(c, "NCCL communicator setup did not finish within the timeout (" + std::to_string(timeout.count()) +
+                  " ms): a rank never reached its first collective");
+    }
+    TORCH_CHECK(init->status == rt::Status::Success, "mytorch ", pg_.describe(c),
+                ": NCCL communicator setup failed: ", rt::status_name(init->status), ": ", init->error);
+    std::lock_guard<std::mutex> lock(mu_);
+    comm_ = init->comm;
     device_ = device;
     stream_ = streamFromPool(device, /*high_priority=*/true);
     return comm_;
+  }
+
+  // Breaks the group with `reason` and raises it as torch's DistBackendError.
+  [[noreturn]] void fail(const CallInfo& c, const std::string& reason) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      broken_ = reason;
+    }
+    throw c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                "mytorch " + pg_.describe(c) + " failed: " + reason);
   }
 
   template <typename Fn>
@@ -450,6 +505,7 @@ class NcclPath final : public Path {
   };
 
   std::mutex mu_;
+  std::mutex initMu_;  // Note [Communicator setup and the timeout]
   std::condition_variable cv_;
   std::deque<Pending> pending_;
   bool stop_ = false;
