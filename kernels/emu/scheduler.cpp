@@ -450,7 +450,10 @@ extern "C" {
 void __ubsan_handle_type_mismatch_v1(void* d, void* ptr) {
   misaligned(static_cast<TypeMismatchData*>(d), reinterpret_cast<unsigned long>(ptr));
 }
-void __ubsan_handle_type_mismatch_v1_abort(void* d, void* ptr) {
+// The non-recoverable form (-fno-sanitize-recover, which this build does not use) must not return.
+[[noreturn]] void __ubsan_handle_type_mismatch_v1_abort(void* d, void* ptr) {
   misaligned(static_cast<TypeMismatchData*>(d), reinterpret_cast<unsigned long>(ptr));
+  std::fprintf(stderr, "mytorch emu: %s\n", mytorch::emu::t_block ? mytorch::emu::t_block->fault.c_str() : "misaligned access");
+  std::abort();
 }
 }
