@@ -196,3 +196,48 @@ def test_address_sanitizer_catches_a_shared_memory_overrun():
         pytest.skip("needs the AddressSanitizer emu build (MYTORCH_EMU_SANITIZE=address)")
     r = selftest("shared_overrun")
     assert r.returncode != 0 and "heap-buffer-overflow" in r.stderr, r.stderr[-2000:]
+
+
+def test_missing_record_stream_gives_a_wrong_result_on_emu():
+    """Streams run asynchronously on emu and freed blocks are poisoned in stream order, so a block freed while
+    another stream still reads it (no record_stream) corrupts that stream's result instead of passing."""
+    if torch.mytorch.runtime() != "emu":
+        pytest.skip("the emulator's stream checks")
+    code = """
+        import torch, mytorch
+        s = torch.mytorch.Stream()
+        x = torch.ones(1 << 14, device="mytorch")
+        s.wait_stream(torch.mytorch.current_stream())
+        with torch.mytorch.stream(s):
+            a = x + 0
+            b = a + 0            # keeps s busy, so the read below comes after the free
+            y = x * 2
+        if RECORD:
+            x.record_stream(s)
+        del x
+        torch.mytorch.synchronize()
+        print("bad", int(y.cpu().isnan().sum()))
+    """
+    import textwrap
+    bad = run_ok("RECORD = False\n" + textwrap.dedent(code), MYTORCH_EMU_STREAM_DELAY_US=20000)
+    good = run_ok("RECORD = True\n" + textwrap.dedent(code), MYTORCH_EMU_STREAM_DELAY_US=20000)
+    assert "bad 16384" in bad and "bad 0" in good, (bad, good)
+
+
+def test_wrong_mma_fragment_layout_is_caught():
+    """The negative control of the mma.sync emulation: with a deliberately wrong fragment layout the
+    tensor-core attention no longer matches its sim twin, so the passing comparison means something."""
+    if torch.mytorch.runtime() != "emu":
+        pytest.skip("the emulator's mma.sync")
+    import os
+    import tempfile
+    from test_gpu_nn import MMA_BATTERY
+    with tempfile.TemporaryDirectory() as d:
+        paths = {}
+        for name, env in (("wrong", {"MYTORCH_ATTN_MMA": "1", "MYTORCH_EMU_MMA_LAYOUT": "wrong"}),
+                          ("sim", {"MYTORCH_RUNTIME": "sim"})):
+            paths[name] = os.path.join(d, name + ".pt")
+            run_ok(MMA_BATTERY + f"\ntorch.save(run('mytorch'), {paths[name]!r})\n", **env)
+        wrong, sim = torch.load(paths["wrong"]), torch.load(paths["sim"])
+    off = [k for k, v in sim.items() if not torch.allclose(wrong[k].float(), v.float(), rtol=2e-2, atol=2e-2)]
+    assert len(off) >= len(sim) // 2, off  # forward and gradients alike

@@ -340,6 +340,10 @@ class DeviceCache {
   // Returns a block whose uses are over to its pool, merging it with free neighbours.
   void freeBlock(Block* block) {
     const size_t size = block->size;
+    // On the emulated CUDA build a freed block is poisoned (all bytes 0xFF: NaN for floating types) in its
+    // stream's order, so that work of another stream still reading it (a missing record_stream or stream
+    // wait) gives a wrong result in a test instead of passing silently.
+    if (rt::kind() == rt::Kind::Emu) MT_RT_CHECK(rt::memset_async(block->ptr, 0xFF, size, block->stream));
     for (Block* other : {block->prev, block->next}) {
       if (other == nullptr || other->allocated || other->pending_events > 0) continue;
       eraseFree(other);

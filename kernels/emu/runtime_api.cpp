@@ -52,6 +52,8 @@ namespace rtd = mytorch::rt::detail;
 constexpr int kMaxDevices = 64;
 constexpr size_t kDefaultSmem = 48 << 10;
 constexpr size_t kOptinSmem = 232448;  // sm_90: 227 KiB per block after the opt-in
+// The emulated device is an H100 (SXM) as far as the kernels can ask: one place for what they may see.
+constexpr int kSms = 132, kMaxThreads = 1024, kWarp = 32, kMajor = 9, kMinor = 0, kL2Bytes = 50 << 20;
 
 thread_local cudaError_t t_last = cudaSuccess;
 thread_local std::string t_detail;        // what the memory checks said about the last refused call
@@ -224,8 +226,9 @@ void launch_kernel(const void* func, const LaunchSite& site, dim3 grid, dim3 blo
     return;
   }
   const unsigned long long threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
-  if (block.x == 0 || block.y == 0 || block.z == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
-      threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 ||
+  const unsigned max_block = static_cast<unsigned>(kMaxThreads);
+  if (block.x == 0 || block.y == 0 || block.z == 0 || block.x > max_block || block.y > max_block || block.z > 64 ||
+      threads > max_block || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 ||
       grid.z > 65535) {
     set(cudaErrorInvalidConfiguration);
     return;
@@ -262,6 +265,7 @@ void launch_kernel(const void* func, const LaunchSite& site, dim3 grid, dim3 blo
 }  // namespace mytorch::emu
 
 using namespace mytorch::emu;  // NOLINT: the C API below implements the runtime's global functions
+using mytorch::emu::kDefaultSmem;
 using mytorch::emu::kOptinSmem;
 
 cudaError_t cudaGetLastError() {
@@ -348,26 +352,26 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   std::memset(p, 0, sizeof(*p));
   std::snprintf(p->name, sizeof(p->name), "mytorch emu device %d (sm_90)", d);
   p->totalGlobalMem = t;
-  p->sharedMemPerBlock = 48 << 10;
+  p->sharedMemPerBlock = kDefaultSmem;
   p->sharedMemPerBlockOptin = kOptinSmem;
-  p->warpSize = 32;
-  p->maxThreadsPerBlock = 1024;
-  p->major = 9;
-  p->minor = 0;
-  p->multiProcessorCount = 132;
-  p->l2CacheSize = 50 << 20;
+  p->warpSize = kWarp;
+  p->maxThreadsPerBlock = kMaxThreads;
+  p->major = kMajor;
+  p->minor = kMinor;
+  p->multiProcessorCount = kSms;
+  p->l2CacheSize = kL2Bytes;
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int d) {
   MT_EMU_ENTER();
   if (cudaError_t e = check_device(d); e != cudaSuccess) return e;
   switch (attr) {
-    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 << 10; return cudaSuccess;
-    case cudaDevAttrWarpSize: *v = 32; return cudaSuccess;
-    case cudaDevAttrMultiProcessorCount: *v = 132; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMajor: *v = 9; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMinor: *v = 0; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock: *v = kMaxThreads; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *v = static_cast<int>(kDefaultSmem); return cudaSuccess;
+    case cudaDevAttrWarpSize: *v = kWarp; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *v = kSms; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *v = kMajor; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *v = kMinor; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = static_cast<int>(kOptinSmem); return cudaSuccess;
   }
   return set(cudaErrorInvalidValue);
@@ -586,7 +590,7 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
 }
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void*, int block_size, size_t smem) {
   MT_EMU_ENTER();
-  if (block_size <= 0 || block_size > 1024) return set(cudaErrorInvalidValue);
+  if (block_size <= 0 || block_size > kMaxThreads) return set(cudaErrorInvalidValue);
   int by_threads = 2048 / block_size;
   int by_smem = smem ? static_cast<int>(kOptinSmem / smem) : 32;
   *blocks = std::max(0, std::min({by_threads, by_smem, 32}));
