@@ -62,6 +62,14 @@ std::string where(const Block& b, const ThreadState& t) {
          std::to_string(b.launch->site.line) + "), block " + dims(b.idx) + ", thread " + dims(t.thread_idx);
 }
 
+// One text for a barrier or full-mask collective that part of the block or warp never reached (on a GPU: a
+// hang or undefined results), whichever path of the scheduler finds it.
+std::string partial_text(const char* what, const char* scope, const Block& b, const ThreadState& reached,
+                         const ThreadState& exited) {
+  return std::string(what) + " reached by part of the " + scope + " in " + where(b, reached) + "; thread " +
+         dims(exited.thread_idx) + " had exited without reaching it";
+}
+
 void record(Block& b, cudaError_t e, std::string what) {
   if (b.fault.empty()) {
     b.fault = std::move(what);
@@ -134,9 +142,7 @@ void run_fibers(Block& b, std::mt19937_64* rng) {
         const EmuThread& first = *std::find_if(b.threads.begin(), b.threads.end(),
                                                [](const EmuThread& t) { return t.state == State::AtBarrier; });
         record(b, cudaErrorLaunchFailure,
-               "__syncthreads reached by " + std::to_string(alive) + " of " + std::to_string(b.nthreads) +
-                   " threads in " + where(b, first.ts) + "; thread " + dims(b.threads[size_t(gone)].ts.thread_idx) +
-                   " had exited without reaching it");
+               partial_text("__syncthreads", "block", b, first.ts, b.threads[size_t(gone)].ts));
         return;
       }
       for (auto& th : b.threads) th.state = State::Runnable;
@@ -154,11 +160,8 @@ void run_fibers(Block& b, std::mt19937_64* rng) {
         int gone = lo, waiting = lo;
         while (b.threads[size_t(gone)].state != State::Done) ++gone;
         while (b.threads[size_t(waiting)].state != State::AtWarp) ++waiting;
-        record(b, cudaErrorLaunchFailure,
-               std::string(b.threads[size_t(waiting)].waiting_in) + " with a full mask reached by " +
-                   std::to_string(at) + " of " + std::to_string(hi - lo) + " lanes of warp " + std::to_string(w) +
-                   " in " + where(b, b.threads[size_t(waiting)].ts) + "; lane " + std::to_string(gone - lo) +
-                   " had exited without reaching it");
+        record(b, cudaErrorLaunchFailure, partial_text(b.threads[size_t(waiting)].waiting_in, "warp", b,
+                                                       b.threads[size_t(waiting)].ts, b.threads[size_t(gone)].ts));
         return;
       }
       for (int i = lo; i < hi; ++i) b.threads[size_t(i)].state = State::Runnable;
@@ -240,11 +243,9 @@ void run_block(Block& b, std::mt19937_64* rng) {
 
 [[noreturn]] void partial(const char* what) {
   Block& b = *t_block;
-  const std::string lead = b.lead ? dims(b.lead->ts.thread_idx) : std::string("?");
-  throw KernelFault{cudaErrorLaunchFailure,
-                    std::string(what) + " reached by " + where(b, *t_state) + ", but thread " + lead +
-                        " of the same warp finished without reaching it (a barrier or full-mask collective reached "
-                        "by part of the block or warp)"};
+  const bool block = std::string(what) == "__syncthreads";
+  throw KernelFault{cudaErrorLaunchFailure, partial_text(what, block ? "block" : "warp", b, *t_state,
+                                                         b.lead ? b.lead->ts : *t_state)};
 }
 
 }  // namespace
