@@ -172,3 +172,34 @@ def test_tensor_core_attention_forward_matches_sim_twin(tmp_path):
     mma, sim = torch.load(paths["mma"]), torch.load(paths["sim"])
     for k, v in sim.items():
         torch.testing.assert_close(mma[k], v, rtol=2e-2, atol=2e-2, msg=k)
+
+
+@pytest.mark.hardware
+def test_cudnn_from_several_threads_on_their_own_streams():
+    """One cuDNN handle per (thread, device): with a shared handle, cudnnSetStream and the call of one thread
+    interleave with another's, so a convolution runs on the wrong stream and may read its input before the
+    producing kernel on its own stream wrote it."""
+    import threading
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(16, 8, 3, 3, generator=g)
+    inputs = [torch.randn(4, 8, 32, 32, generator=g) for _ in range(4)]
+    refs = [F.conv2d(x, w, padding=1) for x in inputs]
+    errors = []
+
+    def work(i):
+        s = torch.mytorch.Stream()
+        with torch.mytorch.stream(s):
+            wd = w.to("mytorch")
+            for _ in range(20):
+                xd = inputs[i].to("mytorch") * 1.0  # produced on this thread's stream just before the conv
+                y = F.conv2d(xd, wd, padding=1)
+            s.synchronize()
+            if not torch.allclose(y.cpu(), refs[i], rtol=1e-3, atol=1e-3):
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
