@@ -60,7 +60,7 @@ run_stage() {
   rc=$?
   local secs=$(( $(date +%s) - start ))
   local last
-  last=$(grep -E "passed|failed|error|FAIL|ok " "$OUT/$name.log" | tail -n 1 | cut -c1-200)
+  last=$(grep -E "passed|failed|error|FAIL|ok |ok:" "$OUT/$name.log" | tail -n 1 | cut -c1-200)
   if [ $rc -eq 0 ]; then record "$name" passed "$secs" "$last"
   elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then record "$name" failed "$secs" "timed out after ${LIMIT} s"
   else record "$name" failed "$secs" "exit $rc: $last"
@@ -87,7 +87,7 @@ stage_probe() {
     echo '== nvcc'; (command -v nvcc && nvcc --version) || echo 'no nvcc'
     echo '== compute-sanitizer'; command -v compute-sanitizer || echo 'no compute-sanitizer'
     echo '== packages'; for m in pytest cmake ninja setuptools expecttest numpy transformers; do
-      $PY -c \"import importlib.util, sys; print('$m', 'present' if importlib.util.find_spec('$m') else 'MISSING')\"; done
+      $PY -c \"import importlib.util, sys; print('\$m', 'present' if importlib.util.find_spec('\$m') else 'MISSING')\"; done
     echo 'ok probe (gpu=$GPU)'"
 }
 
