@@ -52,3 +52,13 @@ def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subpro
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=ROOT)
+
+
+def run_in_threads(work, n: int) -> None:
+    """Runs work(0) .. work(n - 1) on n threads at once and waits for them all."""
+    import threading
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

@@ -1,11 +1,10 @@
 """The caching device allocator: reuse, statistics, peaks, empty_cache, out of memory and recovery,
 record_stream, thread safety."""
-import threading
 
 import pytest
 import torch
 
-from conftest import run_python
+from conftest import run_in_threads, run_python
 
 MiB = 1 << 20
 
@@ -178,11 +177,7 @@ def test_thread_safety():
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 4)
     assert not errors, errors
     assert torch.mytorch.memory_allocated() == 0
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import run_python
+from conftest import run_in_threads, run_python
 
 pytestmark = pytest.mark.gpu
 
@@ -179,7 +179,6 @@ def test_cudnn_from_several_threads_on_their_own_streams():
     """One cuDNN handle per (thread, device): with a shared handle, cudnnSetStream and the call of one thread
     interleave with another's, so a convolution runs on the wrong stream and may read its input before the
     producing kernel on its own stream wrote it."""
-    import threading
     g = torch.Generator().manual_seed(0)
     w = torch.randn(16, 8, 3, 3, generator=g)
     inputs = [torch.randn(4, 8, 32, 32, generator=g) for _ in range(4)]
@@ -197,9 +196,5 @@ def test_cudnn_from_several_threads_on_their_own_streams():
             if not torch.allclose(y.cpu(), refs[i], rtol=1e-3, atol=1e-3):
                 errors.append(i)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 4)
     assert not errors, errors
