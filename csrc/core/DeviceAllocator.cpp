@@ -16,6 +16,7 @@
 #include "csrc/core/DeviceAllocator.h"
 
 #include <c10/core/Allocator.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -343,7 +344,12 @@ class DeviceCache {
     // On the emulated CUDA build a freed block is poisoned (all bytes 0xFF: NaN for floating types) in its
     // stream's order, so that work of another stream still reading it (a missing record_stream or stream
     // wait) gives a wrong result in a test instead of passing silently.
-    if (rt::kind() == rt::Kind::Emu) MT_RT_CHECK(rt::memset_async(block->ptr, 0xFF, size, block->stream));
+    // The block's own device must be current: its stream handle may be the default stream, which names the
+    // current device's (a tensor of device 1 can be freed while device 0 is current).
+    if (rt::kind() == rt::Kind::Emu) {
+      c10::DeviceGuard on(c10::Device(c10::DeviceType::PrivateUse1, block->device));
+      MT_RT_CHECK(rt::memset_async(block->ptr, 0xFF, size, block->stream));
+    }
     for (Block* other : {block->prev, block->next}) {
       if (other == nullptr || other->allocated || other->pending_events > 0) continue;
       eraseFree(other);
