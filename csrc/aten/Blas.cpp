@@ -3,7 +3,6 @@
 // CPU BLAS on host views of the same buffers, i.e. exactly what CPU PyTorch computes. Non-floating dtypes
 // (CUDA PyTorch has no integer GEMM either) take the counted CPU fallback.
 #include <ATen/Context.h>
-#include <c10/core/DeviceGuard.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -24,6 +23,7 @@
 #include <ATen/ops/mm.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/relu.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "csrc/aten/Glue.h"

@@ -343,9 +343,8 @@ class DeviceCache {
     const size_t size = block->size;
     // On the emulated CUDA build a freed block is poisoned (all bytes 0xFF: NaN for floating types) in its
     // stream's order, so that work of another stream still reading it (a missing record_stream or stream
-    // wait) gives a wrong result in a test instead of passing silently.
-    // The block's own device must be current: its stream handle may be the default stream, which names the
-    // current device's (a tensor of device 1 can be freed while device 0 is current).
+    // wait) gives a wrong result in a test instead of passing silently. The block's device is made current:
+    // its stream handle may be the default stream, which means the current device's.
     if (rt::kind() == rt::Kind::Emu) {
       c10::DeviceGuard on(c10::Device(c10::DeviceType::PrivateUse1, block->device));
       MT_RT_CHECK(rt::memset_async(block->ptr, 0xFF, size, block->stream));

@@ -310,7 +310,7 @@ CallInfo ProcessGroupMytorch::info(const char* name, c10d::OpType type, const st
     checkSameDevice(c, ts);
     // The host path hands Gloo CPU views of device memory. On sim a stream's work has run by the time it is
     // queued; on emu streams are asynchronous, so the device's work must have finished first.
-    if (!onCuda() && rt::kind() == rt::Kind::Emu) {
+    if (rt::kind() == rt::Kind::Emu) {
       rt::Status s = rt::device_synchronize(ts.front().device().index());
       TORCH_CHECK(s == rt::Status::Success, "mytorch ", name, ": ", rt::last_error());
     }

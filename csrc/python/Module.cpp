@@ -6,11 +6,6 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "csrc/core/DeviceAllocator.h"
-#if MYTORCH_EMU
-namespace mytorch::emu {
-bool primary_context_active(int device);  // kernels/emu/runtime_api.cpp
-}
-#endif
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Generator.h"
 #include "csrc/core/HostAllocator.h"
@@ -88,6 +83,12 @@ void check(rt::Status s, const char* what) {
 
 } // namespace
 } // namespace mytorch
+
+#if MYTORCH_EMU
+namespace mytorch::emu {
+bool primary_context_active(int device);  // kernels/emu/runtime_api.cpp
+}
+#endif
 
 namespace mytorch::dist {
 void initDistributedBindings(pybind11::module& parent); // csrc/distributed/Init.cpp

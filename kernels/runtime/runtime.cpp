@@ -26,6 +26,19 @@ void on_fork_child() {
   if (g_initialized.load()) g_bad_fork.store(true);
 }
 
+void refuse(std::string message) {
+  g_init_status = Status::Unavailable;
+  g_init_error = std::move(message);
+}
+
+#if MYTORCH_WITH_CUDA
+// The cuda backend: on a GPU, or over the emulated runtime in the MYTORCH_EMU build.
+void start_cuda(const char* failure) {
+  g_backend = make_cuda_backend();
+  if (g_backend == nullptr) refuse(std::string(failure) + t_last_error);
+}
+#endif
+
 void do_init() {
   pthread_atfork(nullptr, nullptr, &on_fork_child);
   const char* env = std::getenv("MYTORCH_RUNTIME");
@@ -37,44 +50,22 @@ void do_init() {
     return;
   }
 #if MYTORCH_EMU
-  if (want == "cuda") {
-    g_init_status = Status::Unavailable;
-    g_init_error = "MYTORCH_RUNTIME=cuda but this is the emulated CUDA build of mytorch (MYTORCH_EMU): use "
-                   "MYTORCH_RUNTIME=emu, or a build made with the CUDA toolkit for a GPU";
-    return;
-  }
-  if (want == "emu" || want == "auto") {
-    g_backend = make_cuda_backend();
-    if (g_backend == nullptr) {
-      g_init_status = Status::Unavailable;
-      g_init_error = std::string("the emulated cuda runtime cannot start: ") + t_last_error;
-    }
-    return;
-  }
+  if (want == "cuda")
+    return refuse("MYTORCH_RUNTIME=cuda but this is the emulated CUDA build of mytorch (MYTORCH_EMU): use "
+                  "MYTORCH_RUNTIME=emu, or a build made with the CUDA toolkit for a GPU");
+  if (want != "sim") return start_cuda("the emulated cuda runtime cannot start: ");  // auto or emu
 #else
-  if (want == "emu") {
-    g_init_status = Status::Unavailable;
-    g_init_error = "MYTORCH_RUNTIME=emu but this build of mytorch is not the emulated CUDA build "
-                   "(build it with MYTORCH_EMU=1: bash scripts/emu.sh)";
-    return;
-  }
+  if (want == "emu")
+    return refuse("MYTORCH_RUNTIME=emu but this build of mytorch is not the emulated CUDA build "
+                  "(build it with MYTORCH_EMU=1: bash scripts/emu.sh)");
+#if MYTORCH_WITH_CUDA
+  if (want == "cuda" || (want == "auto" && cuda_device_count() > 0))
+    return start_cuda("MYTORCH_RUNTIME=cuda but the cuda runtime cannot start: ");
+#else
+  if (want == "cuda")
+    return refuse("MYTORCH_RUNTIME=cuda but this build of mytorch has no CUDA support "
+                  "(rebuild with the CUDA toolkit present and MYTORCH_CUDA unset or 1)");
 #endif
-#if MYTORCH_WITH_CUDA && !MYTORCH_EMU
-  if (want == "cuda" || (want == "auto" && cuda_device_count() > 0)) {
-    g_backend = make_cuda_backend();
-    if (g_backend == nullptr) {
-      g_init_status = Status::Unavailable;
-      g_init_error = std::string("MYTORCH_RUNTIME=cuda but the cuda runtime cannot start: ") + t_last_error;
-    }
-    return;
-  }
-#else
-  if (want == "cuda") {
-    g_init_status = Status::Unavailable;
-    g_init_error = "MYTORCH_RUNTIME=cuda but this build of mytorch has no CUDA support "
-                   "(rebuild with the CUDA toolkit present and MYTORCH_CUDA unset or 1)";
-    return;
-  }
 #endif
   g_backend = make_sim_backend();
 }
