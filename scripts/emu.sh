@@ -12,7 +12,7 @@ PY=${PYTHON:-python3}
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 san=${MYTORCH_EMU_SANITIZE:-}
 start=$(date +%s)
-ext=$("$PY" setup.py --emu-build $san | tail -n 1)
+ext=$("$PY" scripts/build.py flavour "emu${san:+-$san}" | tail -n 1)
 echo "mytorch emu: built ${ext#$PWD/} in $(( $(date +%s) - start )) s${san:+ (sanitizer: $san)}"
 export MYTORCH_EXTENSION="$ext" MYTORCH_RUNTIME=emu
 if [ "$san" = "address" ]; then

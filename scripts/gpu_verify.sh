@@ -96,7 +96,7 @@ stage_build() {
     run_stage build "MYTORCH_CUDA=1 $PY -m pip install --no-build-isolation --no-deps --no-index -e . &&
       MYTORCH_RUNTIME=cuda $PY -c 'import torch, mytorch; print(\"ok build:\", torch.mytorch.runtime(), torch.mytorch.get_device_name())'"
   else
-    run_stage build "$PY setup.py --emu-build | tail -n 1 > '$EMU_EXT_FILE' && cat '$EMU_EXT_FILE' &&
+    run_stage build "$PY scripts/build.py flavour emu | tail -n 1 > '$EMU_EXT_FILE' && cat '$EMU_EXT_FILE' &&
       MYTORCH_RUNTIME=emu MYTORCH_EXTENSION=\$(cat '$EMU_EXT_FILE') $PY -c 'import torch, mytorch; print(\"ok build:\", torch.mytorch.runtime(), torch.mytorch.get_device_name())'"
   fi
 }

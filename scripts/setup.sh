@@ -1,45 +1,48 @@
 #!/usr/bin/env bash
-# Installs what mytorch needs and builds it in place (editable). Safe to run again: the CMake build in
-# build/ is incremental and ccache is used when present.
-#   PYTHON=python3            interpreter to install into
-#   MYTORCH_CUDA=auto|0|1     build the CUDA runtime and kernels (auto: when nvcc is found)
+# Installs what mytorch needs into one Python and builds mytorch there, in place (editable), saying what it
+# does. Skipped in well under a second when nothing changed since the last build; after an edit of csrc/ or
+# kernels/ only the changed files recompile (ccache too, when installed).
+#   PYTHON=python3            the interpreter to install into (a venv's python, for instance; see README)
+#   MYTORCH_CUDA=auto|0|1     the CUDA kernels: auto compiles them only where nvcc AND a GPU are present
 #   MYTORCH_CUDA_ARCHS=90     CUDA architectures
+#   MYTORCH_SETUP_FORCE=1     rebuild even when up to date
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0   # never autoload a half-built mytorch while installing
-
+if ! command -v "$PY" >/dev/null 2>&1; then
+  echo "mytorch set-up: no interpreter '$PY' (set PYTHON=/path/to/python)" >&2
+  exit 1
+fi
+if [ "${MYTORCH_SETUP_FORCE:-0}" != "1" ] && "$PY" scripts/build.py status; then
+  exit 0
+fi
+echo "mytorch set-up: into $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
 # torch 2.11-2.13 already installed (e.g. a CUDA build on a GPU machine) is kept; otherwise the pinned one.
-if ! "$PY" - <<'PYCHECK' 2>/dev/null
-import torch, sys
-major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-sys.exit(0 if (major, minor) >= (2, 11) and (major, minor) <= (2, 13) else 1)
-PYCHECK
-then
+if ! "$PY" -c 'import sys; sys.path.insert(0, "scripts"); import build; sys.exit(0 if build.torch_ok(build._torch_version()) else 1)'; then
+  echo "mytorch set-up: installing torch==2.13.0 (CPU wheels on a machine without CUDA, about 1 GB otherwise)"
   "$PY" -m pip install --quiet "torch==2.13.0"
 fi
-# expecttest and numpy: imported by torch.testing._internal, whose OpInfo database the alignment suite runs.
-# matplotlib: the memory-snapshot plot (python -m mytorch.tools.memory_plot).
-# transformers: the fused-attention test builds small Llama / GPT-2 models from configs (no download).
-"$PY" -m pip install --quiet "pytest" "expecttest" "numpy" "matplotlib" "setuptools>=64" "wheel" "cmake>=3.24" "ninja" \
-  "transformers==5.23.0"
-# cuBLASLt's, cuDNN's and NCCL's headers, for the CUDA GEMM, convolutions and collectives (the libraries themselves are opened at
-# run time): from NVIDIA's wheels when nvcc is here but the toolkit has no copy (torch's CUDA wheels already
-# depend on all three).
-has_header() {  # has_header FILE: in the toolkit or in an nvidia-* wheel
-  [ -f "${CUDA_HOME:-/usr/local/cuda}/include/$1" ] || "$PY" - "$1" <<'PYCHECK' 2>/dev/null
-import importlib.util, os, sys
-spec = importlib.util.find_spec("nvidia")
-roots = list(spec.submodule_search_locations) if spec else []
-subs = ("cu13/include", "cublas/include", "cudnn/include", "nccl/include")
-sys.exit(0 if any(os.path.isfile(os.path.join(r, s, sys.argv[1])) for r in roots for s in subs) else 1)
-PYCHECK
-}
-if [ "${MYTORCH_CUDA:-auto}" != "0" ] && { command -v nvcc >/dev/null 2>&1 || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; }; then
-  has_header cublasLt.h || "$PY" -m pip install --quiet "nvidia-cublas==13.*"
-  has_header cudnn.h || "$PY" -m pip install --quiet "nvidia-cudnn-cu13==9.*"
-  has_header nccl.h || "$PY" -m pip install --quiet "nvidia-nccl-cu13==2.*"
+mapfile -t missing < <("$PY" scripts/build.py missing-deps)
+if [ "${#missing[@]}" -gt 0 ] && [ -n "${missing[0]}" ]; then
+  echo "mytorch set-up: installing ${missing[*]}"
+  "$PY" -m pip install --quiet "${missing[@]}"
+fi
+IFS=$'\t' read -r flavour why < <("$PY" scripts/build.py plan)
+echo "mytorch set-up: $flavour build ($why)"
+if [ "$flavour" = "cuda" ]; then
+  bash scripts/cuda_headers.sh
+fi
+if command -v ccache >/dev/null 2>&1; then
+  echo "mytorch set-up: ccache $(ccache --version | head -n 1 | awk '{print $3}') caches the compiles (rebuilds after a clean take seconds)"
+else
+  echo "mytorch set-up: ccache not found; installing it makes rebuilds after a clean fast (apt-get install ccache, brew install ccache, conda install ccache)"
 fi
 start=$(date +%s)
-"$PY" -m pip install --quiet --no-build-isolation --no-deps -e .
-echo "mytorch: built and installed in $(( $(date +%s) - start )) s ($("$PY" -c 'import torch; print("torch", torch.__version__)'))"
+if "$PY" -c 'import sys; sys.path.insert(0, "scripts"); import build; sys.exit(0 if build._installed_here() else 1)'; then
+  "$PY" scripts/build.py rebuild     # already installed from here: only the extension needs rebuilding
+else
+  "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .
+  "$PY" scripts/build.py record
+fi
+echo "mytorch set-up: built and installed in $(( $(date +%s) - start )) s (torch $("$PY" -c 'import importlib.metadata as m; print(m.version("torch"))'))"

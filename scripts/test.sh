@@ -1,24 +1,41 @@
 #!/usr/bin/env bash
-# The test command: set up, run the whole pytest suite (GPU-marked tests skip without a GPU), then prove the
-# CUDA path without one (docs/gpu.md): the CUDA kernels on the emulated build under AddressSanitizer, in the
-# natural schedule and in a fuzzed one with delayed streams, and the sm_90 build's resource usage.
-# Extra arguments go to the main pytest run only (e.g. -k allocator); MYTORCH_TEST_EMU=0 skips the emu part.
+# The test command (CI runs it): set up, then prove the CUDA path without a GPU (docs/gpu.md), then run the
+# whole pytest suite (GPU-marked tests skip without a GPU).
+#   1. the cuda flavour (where nvcc is present): kernels/cuda/*.cu compiled by nvcc for sm_90 and linked into
+#      its own build of the extension, which must load (on the sim runtime here) and pass the device tests;
+#      ptxas's resource usage of every kernel checked against the device's limits;
+#   2. the CUDA kernels on the emulated build under AddressSanitizer, in the natural schedule and in a fuzzed
+#      one with delayed streams;
+#   3. the main suite on the installed build.
+# Extra arguments go to the main pytest run only (e.g. -k allocator), and then parts 1 and 2 run only when
+# asked. MYTORCH_TEST_CUDA=0 skips part 1, MYTORCH_TEST_EMU=0 part 2 (README, "How long things take").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 PY=${PYTHON:-python3}
+cuda=${MYTORCH_TEST_CUDA:-1}
 emu=${MYTORCH_TEST_EMU:-1}
-if [ $# -gt 0 ]; then emu=${MYTORCH_TEST_EMU:-0}; fi   # a selection of tests: the emu part only when asked
-if [ "$emu" = "1" ]; then
+if [ $# -gt 0 ]; then cuda=${MYTORCH_TEST_CUDA:-0}; emu=${MYTORCH_TEST_EMU:-0}; fi
+start=$(date +%s)
+stage() { echo "== [$(( $(date +%s) - start )) s] $*"; }
+if [ "$cuda" = "1" ]; then
   if command -v nvcc >/dev/null 2>&1 || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
-    echo "== ptxas: resource usage of the sm_90 kernels"
-    "$PY" scripts/ptxas_check.py
+    stage "the cuda flavour: nvcc build of kernels/cuda for sm_90, linked and loaded"
+    bash scripts/cuda_headers.sh
+    ext=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" scripts/build.py flavour cuda | tail -n 1)
+    MYTORCH_EXTENSION="$ext" "$PY" -m pytest -q -p no:cacheprovider test/test_device.py
+    stage "ptxas: resource usage of the sm_90 kernels"
+    "$PY" scripts/ptxas_check.py --build-dir "$(dirname "$ext")"
+  else
+    stage "no nvcc: the CUDA compile check is skipped (it runs where the CUDA toolkit is installed, as in CI)"
   fi
-  echo "== the CUDA kernels on the emulated build, AddressSanitizer, natural schedule"
+fi
+if [ "$emu" = "1" ]; then
+  stage "the CUDA kernels on the emulated build, AddressSanitizer, natural schedule"
   MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh -m gpu test
-  echo "== the same batteries, fuzzed schedule and delayed streams"
+  stage "the same batteries, fuzzed schedule and delayed streams"
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_FUZZ=20261123 MYTORCH_EMU_STREAM_DELAY_US=50 \
     bash scripts/emu.sh -m gpu test/test_gpu.py test/test_gpu_nn.py test/test_emu.py
-  echo "== the main suite"
 fi
+stage "the main suite"
 exec "$PY" -m pytest -q -ra test "$@"

@@ -192,14 +192,3 @@ def test_cuda_runtime_requested_without_gpu():
     assert "MYTORCH_RUNTIME=cuda" in r.stdout and "sim runtime" not in r.stdout, r.stdout
 
 
-def test_script_ending_in_a_backward_exits_cleanly():
-    """Note [Autograd threads at exit]: the autograd device thread used to free the last graph task while the
-    interpreter was finalizing, aborting the process (exit code 134) in most runs of such a script."""
-    code = """
-        import torch, mytorch
-        x = torch.randn(4, 8, device="mytorch").requires_grad_()
-        (x * 2).sum().backward()
-    """
-    for _ in range(5):
-        r = run_python(code)
-        assert r.returncode == 0, (r.returncode, r.stderr[-500:])

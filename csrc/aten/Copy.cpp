@@ -28,6 +28,7 @@
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 #include "mytorch/copy.h"
+#include "mytorch/runtime.h"
 
 namespace mytorch {
 namespace {

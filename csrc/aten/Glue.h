@@ -6,9 +6,9 @@
 #include <ATen/TensorIterator.h>
 #include <c10/core/ScalarType.h>
 
-#include "mytorch/copy.h"
+#include "mytorch/strided.h"
 #include "mytorch/dtype.h"
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch {
 

@@ -8,6 +8,7 @@
 #include "csrc/core/HostAllocator.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
+#include "mytorch/runtime.h"
 
 namespace mytorch {
 namespace {

@@ -13,6 +13,7 @@
 
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
+#include "mytorch/runtime.h"
 
 namespace mytorch {
 namespace {

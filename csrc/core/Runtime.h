@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch {
 

@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include "csrc/core/Runtime.h"
+#include "mytorch/runtime.h"
 
 namespace mytorch {
 namespace {

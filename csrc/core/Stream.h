@@ -10,7 +10,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch {
 

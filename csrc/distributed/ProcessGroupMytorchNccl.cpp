@@ -17,6 +17,7 @@
 #include "csrc/core/Stream.h"
 #include "csrc/distributed/Paths.h"
 #include "mytorch/comm.h"
+#include "mytorch/runtime.h"
 
 namespace mytorch::dist {
 namespace {

@@ -12,6 +12,7 @@
 #include "csrc/core/OpTrace.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
+#include "mytorch/runtime.h"
 
 namespace py = pybind11;
 

@@ -6,7 +6,7 @@
 
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch {
 

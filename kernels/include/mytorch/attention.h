@@ -31,7 +31,7 @@
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
 #include "mytorch/random.h"
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch {
 

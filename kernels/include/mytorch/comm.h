@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch::comm {
 

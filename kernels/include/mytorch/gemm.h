@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "mytorch/dtype.h"
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch {
 

@@ -22,7 +22,7 @@
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
 #include "mytorch/ops_math.h"
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch {
 

@@ -19,7 +19,7 @@
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
 #include "mytorch/reduce.h"
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch {
 

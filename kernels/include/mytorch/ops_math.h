@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "mytorch/dtype.h"
-#include "mytorch/elementwise.h"
+#include "mytorch/ew_ops.h"
 #include "mytorch/macros.h"
 #include "mytorch/ops_nn.h"
 

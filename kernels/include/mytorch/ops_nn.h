@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "mytorch/elementwise.h"
+#include "mytorch/ew_ops.h"
 #include "mytorch/macros.h"
 
 namespace mytorch::ew {

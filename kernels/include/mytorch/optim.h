@@ -20,7 +20,7 @@
 #include "mytorch/elementwise.h"
 #include "mytorch/macros.h"
 #include "mytorch/ops_math.h"
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch {
 

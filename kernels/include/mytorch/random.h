@@ -14,7 +14,7 @@
 
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch {
 

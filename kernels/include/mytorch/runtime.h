@@ -12,28 +12,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mytorch/launch.h"
+
 namespace mytorch::rt {
 
-enum class Status : int {
-  Success = 0,
-  InvalidValue,
-  OutOfMemory,
-  InvalidDevice,
-  InvalidPointer, // double free, free of an unknown pointer, out-of-bounds copy
-  NotReady,       // stream/event query: work still pending
-  Unavailable,    // the requested runtime cannot run here
-  Forked,         // used in a child process after the parent initialised the runtime
-  Unknown,
-};
-
-// Emu: the CUDA kernels and the cuda runtime on the CPU emulator (the MYTORCH_EMU build, kernels/emu/).
-enum class Kind : int { Sim = 0, Cuda = 1, Emu = 2 };
+// Statuses, stream and event handles and kind() are in launch.h (what kernel launchers see).
 
 enum class CopyKind : int { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
-
-// Opaque handles. A null Stream is the default stream of the device it is used on.
-using Stream = void*;
-using Event = void*;
 
 struct DeviceProps {
   char name[256];
@@ -48,18 +33,8 @@ struct DeviceProps {
 // --- selection and state ---------------------------------------------------------------------------------
 Status init();                 // idempotent: picks the runtime, creates nothing else
 bool initialized();
-Kind kind();                   // initialises on first use; Sim when init failed
-const char* kind_name();       // "cuda", "sim", "emu", or "unavailable" when the requested runtime could not start
-// Whether the launchers of kernels/cuda run (the cuda runtime, or its emulation); else the sim twins do.
-inline bool cuda_kernels() {
-  const Kind k = kind();
-  return k == Kind::Cuda || k == Kind::Emu;
-}
 bool built_with_cuda();
 bool in_bad_fork();            // a child forked after the parent initialised the runtime
-const char* last_error();      // message of the calling thread's last failed call
-const char* status_name(Status s);
-Status report(Status s, const char* message); // lets kernel launchers set the thread's error text
 
 // --- devices ---------------------------------------------------------------------------------------------
 int device_count() noexcept;   // never initialises a CUDA context; 0 when there is none

@@ -1,0 +1,278 @@
+"""The build of mytorch, in one place: which flavour to build, the CMake build itself, and whether the
+installed build is up to date. setup.py (pip's entry) and scripts/setup.sh, emu.sh, test.sh use it.
+
+    python scripts/build.py plan                 # the flavour `auto` builds here, and why
+    python scripts/build.py status               # exit 0 when the installed build is up to date (prints why not)
+    python scripts/build.py missing-deps         # requirements not installed yet (pip specs, one per line)
+    python scripts/build.py rebuild              # rebuild the installed extension in place (editable install)
+    python scripts/build.py record               # remember the installed build's state (after pip install)
+    python scripts/build.py flavour cuda|emu|emu-address   # build that flavour in its own folder, print the .so
+
+Flavours, each in build/cmake-<python>-<flavour>/:
+  sim          kernels/ for the CPU only (the sim runtime); the default where no GPU is visible.
+  cuda         also the cuda runtime and kernels/cuda/*.cu through nvcc; links the CUDA runtime statically, so
+               the same build still runs sim where there is no driver.
+  emu[-address]  the CUDA kernels compiled as host C++ for the emulator (kernels/emu), optionally with ASan.
+
+Environment:
+  MYTORCH_CUDA=auto|0|1     auto (default): cuda when nvcc is found AND a GPU is visible, else sim
+  MYTORCH_CUDA_ARCHS=90     CUDA architectures, CMake syntax ("90", "90a", "80;90")
+  MAX_JOBS=N                parallel compile jobs (default: CPU count)
+  MYTORCH_BUILD_TYPE=...    CMake build type (default Release)
+"""
+from __future__ import annotations
+
+import glob
+import importlib.metadata as md
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+STAMP = BUILD / f"setup-state-{sys.implementation.cache_tag}.json"
+# What the set-up installs beside torch, and why (README, "Dependencies").
+REQUIREMENTS = [
+    "pytest",                 # the tests
+    "expecttest", "numpy",    # imported by torch.testing._internal (the OpInfo database the alignment suite runs)
+    "matplotlib",             # benchmark plots and python -m mytorch.tools.memory_plot
+    "transformers==5.23.0",   # the fused-attention test builds small Llama / GPT-2 models from configs
+    "setuptools>=64", "wheel", "cmake>=3.24", "ninja",   # the build
+]
+TORCH_RANGE = ((2, 11), (2, 13))
+# Inputs of the compiled extension: a change to any of these needs a rebuild (Python files are live in an
+# editable install and need none).
+BUILD_INPUTS = ("csrc", "kernels", "CMakeLists.txt", "setup.py", "pyproject.toml", "scripts/build.py")
+CONFIG_ENV = ("MYTORCH_CUDA", "MYTORCH_CUDA_ARCHS", "MYTORCH_BUILD_TYPE")
+
+
+def find_nvcc() -> str | None:
+    for cand in (os.environ.get("CUDACXX"), shutil.which("nvcc"),
+                 os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
+        if cand and os.path.exists(cand):
+            return cand
+    return None
+
+
+def gpu_visible() -> bool:
+    """An NVIDIA GPU this machine can use: a device node, the driver's GPU list, or nvidia-smi's."""
+    if glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"):
+        return True
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+            return out.returncode == 0 and "GPU" in out.stdout
+        except (OSError, subprocess.SubprocessError):
+            return False
+    return False
+
+
+def plan() -> tuple[str, str]:
+    """(flavour, reason) for the installed build: "cuda" or "sim"."""
+    want = os.environ.get("MYTORCH_CUDA", "auto").lower()
+    nvcc = find_nvcc()
+    if want in ("1", "on", "true", "yes"):
+        if nvcc is None:
+            raise SystemExit("MYTORCH_CUDA=1 but nvcc was not found (put it on PATH, or set CUDACXX or CUDA_HOME)")
+        return "cuda", f"MYTORCH_CUDA=1 (nvcc: {nvcc})"
+    if want in ("0", "off", "false", "no"):
+        return "sim", "MYTORCH_CUDA=0"
+    if nvcc is None:
+        return "sim", "no CUDA toolkit (nvcc) found"
+    if not gpu_visible():
+        return "sim", f"nvcc found ({nvcc}) but no GPU is visible; MYTORCH_CUDA=1 compiles the CUDA kernels anyway"
+    return "cuda", f"nvcc ({nvcc}) and a GPU found"
+
+
+def nvidia_wheel_includes() -> list[str]:
+    """Header folders of NVIDIA's library wheels (nvidia-cublas, nvidia-cudnn-cu13, nvidia-nccl-cu13): where
+    cuBLASLt's, cuDNN's and NCCL's headers live when the toolkit under CUDA_HOME has no copy of its own."""
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    found = []
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13/include", "cublas/include", "cudnn/include", "nccl/include"):
+            path = os.path.join(root, sub)
+            if os.path.isdir(path):
+                found.append(path)
+    return found
+
+
+def cmake_build(flavour: str) -> Path:
+    """Configures and builds flavour (sim, cuda, emu, emu-<sanitizer>) in its own folder; returns the _C."""
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"   # an older installed mytorch must not load into the build
+    import torch
+    import torch.utils.cpp_extension as cpp
+
+    emu = flavour.startswith("emu")
+    sanitize = flavour[4:] if flavour.startswith("emu-") else ""
+    with_cuda = flavour == "cuda"
+    nvcc = find_nvcc()
+    if with_cuda and nvcc is None:
+        raise SystemExit("the cuda flavour needs nvcc (put it on PATH, or set CUDACXX or CUDA_HOME)")
+    build_dir = BUILD / f"cmake-{sys.implementation.cache_tag}-{flavour}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    pybind_defs = []
+    for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
+        val = getattr(torch._C, f"_PYBIND11_{name}", None)
+        if val is not None:
+            pybind_defs.append(f'PYBIND11_{name}="{val}"')
+    cfg = [
+        f"-DCMAKE_BUILD_TYPE={os.environ.get('MYTORCH_BUILD_TYPE', 'Release')}",
+        f"-DPython_EXECUTABLE={sys.executable}",
+        f"-DMYTORCH_TORCH_INCLUDE={';'.join(cpp.include_paths())}",
+        f"-DMYTORCH_TORCH_LIBDIR={cpp.library_paths()[0]}",
+        f"-DMYTORCH_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+        f"-DMYTORCH_PYBIND11_DEFS={';'.join(pybind_defs)}",
+        f"-DMYTORCH_WITH_CUDA={'ON' if with_cuda else 'OFF'}",
+        f"-DMYTORCH_EMU={'ON' if emu else 'OFF'}",
+        f"-DMYTORCH_SANITIZE={sanitize}",
+    ]
+    if with_cuda:
+        cfg += [f"-DCMAKE_CUDA_COMPILER={nvcc}",
+                f"-DMYTORCH_CUDA_ARCHS={os.environ.get('MYTORCH_CUDA_ARCHS', '90')}",
+                f"-DMYTORCH_NVIDIA_INCLUDE={';'.join(nvidia_wheel_includes())}"]
+    if shutil.which("ninja"):
+        cfg += ["-G", "Ninja"]
+    print(f"mytorch: building the {flavour} flavour against torch {torch.__version__} in "
+          f"{build_dir.relative_to(ROOT)}", file=sys.stderr, flush=True)
+    subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build_dir)] + cfg, stdout=sys.stderr)
+    jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 2)
+    targets = ["_C", "mytorch_emu_selftest"] if emu else ["_C"]
+    subprocess.check_call(["cmake", "--build", str(build_dir), "--target", *targets, "-j", jobs], stdout=sys.stderr)
+    built = sorted(build_dir.glob("_C*.so"))
+    if not built:
+        raise RuntimeError(f"CMake produced no _C extension in {build_dir}")
+    return built[0]
+
+
+def install_extension(built: Path, dest: Path) -> None:
+    """Copy then rename: a process that has the old extension loaded keeps its mapping (overwriting the file
+    in place would change the code under it)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.copyfile(built, tmp)
+    os.replace(tmp, dest)
+
+
+# ---- the installed build's state ----------------------------------------------------------------------------
+
+def _torch_version() -> str | None:
+    try:
+        return md.version("torch")
+    except md.PackageNotFoundError:
+        return None
+
+
+def torch_ok(version: str | None) -> bool:
+    if version is None:
+        return False
+    major, minor = (int(p) for p in version.split("+")[0].split(".")[:2])
+    return TORCH_RANGE[0] <= (major, minor) <= TORCH_RANGE[1]
+
+
+def missing_deps() -> list[str]:
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # a fresh interpreter may have only pip's vendored copy
+        from pip._vendor.packaging.requirements import Requirement
+    missing = []
+    for spec in REQUIREMENTS:
+        req = Requirement(spec)
+        try:
+            have = md.version(req.name)
+        except md.PackageNotFoundError:
+            missing.append(spec)
+            continue
+        if req.specifier and not req.specifier.contains(have, prereleases=True):
+            missing.append(spec)
+    return missing
+
+
+def _newest_input() -> tuple[float, str]:
+    newest, which = 0.0, ""
+    for item in BUILD_INPUTS:
+        path = ROOT / item
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        for f in files:
+            m = f.stat().st_mtime
+            if m > newest:
+                newest, which = m, str(f.relative_to(ROOT))
+    return newest, which
+
+
+def _installed_here() -> bool:
+    """mytorch is installed editable from this checkout (not from a moved or deleted copy)."""
+    try:
+        dist = md.distribution("mytorch")
+        url = json.loads(dist.read_text("direct_url.json") or "{}")
+    except (md.PackageNotFoundError, ValueError):
+        return False
+    return url.get("dir_info", {}).get("editable", False) and url.get("url") == ROOT.as_uri()
+
+
+def _state(flavour: str) -> dict:
+    return {"python": [sys.prefix, os.path.realpath(sys.executable)], "torch": _torch_version(), "flavour": flavour,
+            "env": {k: os.environ.get(k, "") for k in CONFIG_ENV}}
+
+
+def status() -> tuple[bool, str]:
+    flavour, _ = plan()
+    if not torch_ok(_torch_version()):
+        return False, "torch 2.11-2.13 is not installed"
+    if missing_deps():
+        return False, "requirements missing: " + " ".join(missing_deps())
+    if not _installed_here():
+        return False, "mytorch is not installed (editable) from this checkout"
+    if not glob.glob(str(ROOT / "python" / "mytorch" / "_C*.so")):
+        return False, "the extension is not built"
+    try:
+        saved = json.loads(STAMP.read_text())
+    except (OSError, ValueError):
+        return False, "no record of the last build"
+    if saved.get("state") != _state(flavour):
+        return False, "the configuration changed (python, torch, flavour or MYTORCH_* build settings)"
+    newest, which = _newest_input()
+    if newest > saved.get("built_at", 0):
+        return False, f"{which} changed since the last build"
+    return True, f"up to date ({flavour} build of torch {saved['state']['torch']}); nothing to do"
+
+
+def record() -> None:
+    flavour, _ = plan()
+    BUILD.mkdir(exist_ok=True)
+    STAMP.write_text(json.dumps({"state": _state(flavour), "built_at": _newest_input()[0]}, indent=1))
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[0] if argv else "plan"
+    if cmd == "plan":
+        flavour, why = plan()
+        print(f"{flavour}\t{why}")
+    elif cmd == "status":
+        ok, why = status()
+        print(f"mytorch: {why}")
+        return 0 if ok else 1
+    elif cmd == "missing-deps":
+        print("\n".join(missing_deps()))
+    elif cmd == "rebuild":
+        flavour, _ = plan()
+        dest = ROOT / "python" / "mytorch" / cmake_build(flavour).name
+        install_extension(BUILD / f"cmake-{sys.implementation.cache_tag}-{flavour}" / dest.name, dest)
+        record()
+    elif cmd == "record":
+        record()
+    elif cmd == "flavour" and len(argv) == 2:
+        print(cmake_build(argv[1]))
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
