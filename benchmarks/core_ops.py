@@ -1,12 +1,11 @@
-"""Core tensor kernels of mytorch against a reference in the same process.
+"""Core tensor kernels of mytorch against the reference, in the same process (mytorch.testing.bench).
 
-Reference: stock torch.cuda on a GPU (cuda runtime), torch CPU otherwise (sim runtime). For each op and size
-it prints the median time, achieved GB/s (bytes read + written, counted from the op's operands), the
-fraction of the device's measured copy bandwidth, and the ratio reference_time / mytorch_time (above 1:
-mytorch is faster). The last table is host overhead per call on tiny tensors (microseconds).
+For each op and size: per-call time on both sides, achieved GB/s (bytes read + written, counted from the
+operands) and the ratio reference time / mytorch time. The last block is the host overhead per call on
+tiny tensors.
 
-    python benchmarks/core_ops.py                       # sizes 1e3 .. 1e7 on sim, 1e3 .. 1e8 on a GPU
-    python benchmarks/core_ops.py --sizes 1e4,1e6 --repeat 20
+    python benchmarks/core_ops.py                         # sizes 1e3, 1e5, 1e6 on sim; up to 1e8 on a GPU
+    python benchmarks/core_ops.py --sizes 1e4,1e6 --repeat 21 --threads 2
 """
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ import argparse
 
 import torch
 
-import mytorch  # noqa: F401
-from _timing import timed
+from mytorch.testing.bench import Bench, add_args
 
 
 def cases(n: int, dev: str):
@@ -46,42 +44,22 @@ def cases(n: int, dev: str):
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = add_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     p.add_argument("--sizes", default="")
-    p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args()
-    torch.mytorch.set_fallback_mode("silent")
-    rt = torch.mytorch.runtime()
-    ref = "cuda" if rt == "cuda" and torch.cuda.is_available() else "cpu"
+    b = Bench("core_ops", args, "elementwise, reductions, index ops, float32; rate = GB/s")
     sizes = [int(float(s)) for s in args.sizes.split(",") if s] or \
-        ([10**3, 10**5, 10**7] if rt == "sim" else [10**3, 10**5, 10**6, 10**7, 10**8])
-    syncs = {"mytorch": torch.mytorch.synchronize, "cuda": (torch.cuda.synchronize if ref == "cuda" else None),
-             "cpu": lambda: None}
-    # The device's copy bandwidth, measured here, is the roof for memory-bound ops.
-    big = torch.empty(max(sizes), device="mytorch")
-    copy_t = timed(lambda: big.clone(), syncs["mytorch"], args.repeat)
-    copy_bw = 2 * big.numel() * 4 / copy_t / 1e9
-    del big
-    print(f"mytorch core ops: runtime={rt}, reference={ref}, torch {torch.__version__}, "
-          f"device '{torch.mytorch.get_device_name()}', measured copy bandwidth {copy_bw:.1f} GB/s, float32")
-    print(f"{'op':20s} {'size':>9s} {'mytorch ms':>11s} {'GB/s':>8s} {'of copy':>8s} {ref + ' ms':>10s} {'ratio':>7s}")
+        ([10**3, 10**5, 10**6] if not b.gpu else [10**3, 10**5, 10**6, 10**7, 10**8])
     for n in sizes:
-        mine = cases(n, "mytorch")
-        theirs = cases(n, ref)
-        for (name, f, nbytes), (_, g, _) in zip(mine, theirs):
-            tm = timed(f, syncs["mytorch"], args.repeat)
-            tr = timed(g, syncs[ref], args.repeat)
-            gbs = nbytes / tm / 1e9
-            print(f"{name:20s} {n:9.0e} {tm * 1e3:11.3f} {gbs:8.2f} {100 * gbs / copy_bw:7.1f}% {tr * 1e3:10.3f} {tr / tm:7.2f}")
-    print(f"\nhost overhead per call on tiny tensors (8 elements), microseconds:")
-    print(f"{'op':12s} {'mytorch':>9s} {ref:>9s} {'ratio':>7s}")
+        for (name, f, nbytes), (_, g, _) in zip(cases(n, "mytorch"), cases(n, b.ref)):
+            b.compare(f"{name} n={n:.0e}", f, g, work=nbytes / 1e9, unit="GB/s")
+    b.note("\nhost overhead per call on tiny tensors (8 elements): the ms columns are per call")
     for name, make in (("add", lambda d: (lambda a=torch.ones(8, device=d): a + a)),
                        ("sum", lambda d: (lambda a=torch.ones(8, device=d): a.sum())),
-                       ("index_select", lambda d: (lambda a=torch.ones(8, device=d), i=torch.zeros(2, dtype=torch.long, device=d): a.index_select(0, i)))):
-        fm, fr = make("mytorch"), make(ref)
-        tm = timed(lambda: [fm() for _ in range(200)], syncs["mytorch"], args.repeat) / 200
-        tr = timed(lambda: [fr() for _ in range(200)], syncs[ref], args.repeat) / 200
-        print(f"{name:12s} {tm * 1e6:9.1f} {tr * 1e6:9.1f} {tm / tr:7.2f}")
+                       ("index_select", lambda d: (lambda a=torch.ones(8, device=d),
+                                                   i=torch.zeros(2, dtype=torch.long, device=d): a.index_select(0, i)))):
+        b.compare(f"tiny {name}", make("mytorch"), make(b.ref))
+    b.finish()
 
 
 if __name__ == "__main__":

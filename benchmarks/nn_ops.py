@@ -1,8 +1,7 @@
-"""NN training kernels of mytorch against a reference in the same process.
+"""NN training kernels of mytorch against the reference, in the same process (mytorch.testing.bench).
 
-Reference: stock torch.cuda on a GPU (cuda runtime), torch CPU otherwise (sim runtime). Each row gives the
-median time of mytorch and of the reference, a rate (TFLOP/s, GB/s, tokens/s) and the ratio
-reference_time / mytorch_time (above 1: mytorch is faster).
+Each row gives both sides' per-call time, a rate (TFLOP/s, GB/s, tokens/s) and the ratio reference time /
+mytorch time.
 
   - GEMM TFLOP/s at transformer shapes (fp32, bf16; TF32 per torch.set_float32_matmul_precision);
   - softmax and cross-entropy GB/s;
@@ -12,6 +11,7 @@ reference_time / mytorch_time (above 1: mytorch is faster).
 
     python benchmarks/nn_ops.py                   # reduced shapes on sim (2 cores), full shapes on a GPU
     python benchmarks/nn_ops.py --full            # the full shapes everywhere (slow on sim)
+    python benchmarks/nn_ops.py --threads 2       # the CPU side (and mytorch's CPU BLAS on sim) at 2 threads
 """
 from __future__ import annotations
 
@@ -24,16 +24,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import mytorch  # noqa: F401
-from _timing import timed
+from mytorch.testing.bench import Bench, add_args
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 from train_gpt import GPT  # noqa: E402
-
-
-def row(name, t_dev, t_ref, rate_dev=None, rate_ref=None, unit=""):
-    rates = f"{rate_dev:10.2f} {rate_ref:10.2f} {unit:8s}" if rate_dev is not None else " " * 30
-    print(f"{name:44s} {t_dev * 1e3:10.3f} {t_ref * 1e3:10.3f} {rates} {t_ref / t_dev:7.2f}x", flush=True)
 
 
 def gpt2_shapes(layers: int, d: int, vocab: int, ctx: int):
@@ -44,32 +38,17 @@ def gpt2_shapes(layers: int, d: int, vocab: int, ctx: int):
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = add_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]), repeat=7)
     p.add_argument("--full", action="store_true", help="full GPT-2-small shapes even on sim")
-    p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args()
-    torch.mytorch.set_fallback_mode("silent")
-    rt = torch.mytorch.runtime()
-    ref = "cuda" if rt == "cuda" and torch.cuda.is_available() else "cpu"
-    full = args.full or rt == "cuda"
-    syncs = {"mytorch": torch.mytorch.synchronize, "cuda": getattr(torch.cuda, "synchronize", None), "cpu": lambda: None}
-    print(f"mytorch NN kernels: runtime={rt}, device={torch.mytorch.get_device_name()}, reference={ref}, "
-          f"torch {torch.__version__}, {'full' if full else 'reduced'} shapes")
-    print(f"{'case':44s} {'mytorch ms':>10s} {'ref ms':>10s} {'mytorch':>10s} {'ref':>10s} {'unit':8s} {'ratio':>8s}")
+    b = Bench("nn_ops", args, "GEMM, softmax, cross-entropy, fused AdamW, ResNet block, GPT step")
+    full = args.full or b.gpu
+    b.note(f"{'full' if full else 'reduced'} shapes")
 
     def both(name, make, flops=None, nbytes=None, per=None):
-        t = {}
-        for dev in ("mytorch", ref):
-            fn = make(dev)
-            t[dev] = timed(fn, syncs[dev], args.repeat)
-        if flops:
-            row(name, t["mytorch"], t[ref], flops / t["mytorch"] / 1e12, flops / t[ref] / 1e12, "TFLOP/s")
-        elif nbytes:
-            row(name, t["mytorch"], t[ref], nbytes / t["mytorch"] / 1e9, nbytes / t[ref] / 1e9, "GB/s")
-        elif per:
-            row(name, t["mytorch"], t[ref], per / t["mytorch"], per / t[ref], "tok/s")
-        else:
-            row(name, t["mytorch"], t[ref])
+        work, unit = ((flops / 1e12, "TFLOP/s") if flops else (nbytes / 1e9, "GB/s") if nbytes
+                      else (per, "tok/s") if per else (None, ""))
+        b.compare(name, make("mytorch"), make(b.ref), work=work, unit=unit)
 
     tokens = 8192 if full else 1024
     for dtype in (torch.float32, torch.bfloat16):
@@ -130,7 +109,8 @@ def main():
         return step
     both(f"GPT step {gl}L d{gd} seq{seq} batch{bsz}", make_gpt, per=bsz * seq)
     stats = torch.mytorch.fallback_stats()
-    print(f"fallbacks during the benchmark: {sorted(stats) if stats else 'none'}")
+    b.note(f"fallbacks during the benchmark: {sorted(stats) if stats else 'none'}")
+    b.finish()
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ cross-entropy, AdamW). The corpus is the Python source of the installed torch pa
 so it exists offline on every machine. The same model is trained on the CPU from the same seed with the
 same batches, and the two loss curves are compared step by step.
 
-    python examples/train_gpt.py                # defaults: a few minutes on the sim runtime
-    python examples/train_gpt.py --steps 50     # quicker
+    python examples/train_gpt.py                # defaults (300 steps): README, "How long things take"
+    python examples/train_gpt.py --steps 30     # a short run (a tenth of the time), still checked
 """
 from __future__ import annotations
 
@@ -97,32 +97,63 @@ def batches(data: torch.Tensor, steps: int, batch: int, block: int, seed: int):
         yield x, y
 
 
-def progress(step: int, total: int, loss: float, tok_s: float, label: str) -> None:
+def fmt_time(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def progress(step: int, total: int, loss: float, tok_s: float, label: str, elapsed: float, after: float) -> None:
+    """One progress line: bar, loss, throughput, and the time left (this phase from its own pace, plus `after`
+    seconds estimated for the phases still to come)."""
     width = 30
     done = int(width * step / total)
     bar = "#" * done + "-" * (width - done)
-    line = f"{label:>8} [{bar}] {step:4d}/{total} loss {loss:.4f} {tok_s:8.0f} tok/s"
+    left = elapsed / step * (total - step) + after
+    line = (f"{label:>8} [{bar}] {step:4d}/{total} loss {loss:.4f} {tok_s:8.0f} tok/s  "
+            f"{fmt_time(elapsed)} elapsed, ETA {fmt_time(left)}")
     if sys.stdout.isatty():
         print("\r" + line, end="\n" if step == total else "", flush=True)
     elif step == total or step % max(1, total // 10) == 0:  # a log gets ten lines, not a carriage-return smear
         print(line, flush=True)
 
 
-def train(model: nn.Module, device: str, args, data: torch.Tensor) -> tuple[list[float], float]:
-    model = model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
-    losses = []
-    tokens = 0
-    start = time.perf_counter()
-    for step, (x, y) in enumerate(batches(data, args.steps, args.batch, args.block, args.seed), 1):
-        x, y = x.to(device), y.to(device)
+def step_fn(model: nn.Module, opt: torch.optim.Optimizer):
+    def step(x, y):
         loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        losses.append(loss.item())
+        return loss
+    return step
+
+
+def seconds_per_step(model: nn.Module, device: str, args, data: torch.Tensor, steps: int = 3) -> float:
+    """The pace of training on `device`, measured on a throwaway copy of the model (the runs that count are
+    untouched): one warm-up step, then the median of `steps` timed ones."""
+    model = copy.deepcopy(model).to(device)
+    step = step_fn(model, torch.optim.AdamW(model.parameters(), lr=args.lr))
+    times = []
+    for i, (x, y) in enumerate(batches(data, steps + 1, args.batch, args.block, args.seed + 1)):
+        t0 = time.perf_counter()
+        step(x.to(device), y.to(device)).item()
+        if i:
+            times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def train(model: nn.Module, device: str, args, data: torch.Tensor, after: float = 0.0) -> tuple[list[float], float]:
+    model = model.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+    step = step_fn(model, opt)
+    losses = []
+    tokens = 0
+    start = time.perf_counter()
+    for i, (x, y) in enumerate(batches(data, args.steps, args.batch, args.block, args.seed), 1):
+        x, y = x.to(device), y.to(device)
+        losses.append(step(x, y).item())
         tokens += x.numel()
-        progress(step, args.steps, losses[-1], tokens / (time.perf_counter() - start), device)
+        elapsed = time.perf_counter() - start
+        progress(i, args.steps, losses[-1], tokens / elapsed, device, elapsed, after)
     return losses, tokens / (time.perf_counter() - start)
 
 
@@ -151,9 +182,17 @@ def main(argv=None) -> int:
           f"source as corpus; runtime={torch.mytorch.runtime()}, device={torch.mytorch.get_device_name()}, "
           f"torch {torch.__version__}")
 
+    pace = {dev: seconds_per_step(model, dev, args, data) for dev in (["mytorch"] if args.skip_cpu else ["mytorch", "cpu"])}
+    expected = {dev: pace[dev] * args.steps for dev in pace}
+    print(f"expected duration: about {fmt_time(sum(expected.values()))} ("
+          + ", then ".join(f"{dev} {fmt_time(t)}" for dev, t in expected.items())
+          + f", from {pace['mytorch'] * 1e3:.0f} ms per step on mytorch"
+          + (f" and {pace['cpu'] * 1e3:.0f} ms on the CPU" if "cpu" in pace else "")
+          + "); --steps N shortens it in proportion", flush=True)
+
     torch.mytorch.reset_fallback_stats()
     torch.mytorch.reset_peak_memory_stats()
-    dev_losses, dev_tok_s = train(copy.deepcopy(model), "mytorch", args, data)
+    dev_losses, dev_tok_s = train(copy.deepcopy(model), "mytorch", args, data, after=expected.get("cpu", 0.0))
     peak = torch.mytorch.max_memory_allocated()
     stats = torch.mytorch.fallback_stats()
 

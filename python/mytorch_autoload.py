@@ -10,4 +10,5 @@ def load():
     try:
         import mytorch  # noqa: F401
     except Exception as exc:  # pragma: no cover - depends on the installation
-        warnings.warn(f"mytorch is installed but could not be loaded, so the 'mytorch' device is unavailable: {exc}")
+        warnings.warn(f"mytorch is installed but could not be loaded, so the 'mytorch' device is unavailable "
+                      f"(torch will answer 'Expected one of cpu, cuda, ... device type' for it): {exc}")

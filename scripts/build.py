@@ -193,12 +193,16 @@ def missing_deps() -> list[str]:
     return missing
 
 
-def _newest_input() -> tuple[float, str]:
+def _newest_input(flavour: str) -> tuple[float, str]:
+    """The newest file the flavour compiles (the sim build does not read kernels/cuda or kernels/emu)."""
+    skip = {"sim": ("kernels/cuda/", "kernels/emu/"), "cuda": ("kernels/emu/",)}.get(flavour, ())
     newest, which = 0.0, ""
     for item in BUILD_INPUTS:
         path = ROOT / item
         files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
         for f in files:
+            if str(f.relative_to(ROOT)).startswith(skip):
+                continue
             m = f.stat().st_mtime
             if m > newest:
                 newest, which = m, str(f.relative_to(ROOT))
@@ -236,7 +240,7 @@ def status() -> tuple[bool, str]:
         return False, "no record of the last build"
     if saved.get("state") != _state(flavour):
         return False, "the configuration changed (python, torch, flavour or MYTORCH_* build settings)"
-    newest, which = _newest_input()
+    newest, which = _newest_input(flavour)
     if newest > saved.get("built_at", 0):
         return False, f"{which} changed since the last build"
     return True, f"up to date ({flavour} build of torch {saved['state']['torch']}); nothing to do"
@@ -245,7 +249,7 @@ def status() -> tuple[bool, str]:
 def record() -> None:
     flavour, _ = plan()
     BUILD.mkdir(exist_ok=True)
-    STAMP.write_text(json.dumps({"state": _state(flavour), "built_at": _newest_input()[0]}, indent=1))
+    STAMP.write_text(json.dumps({"state": _state(flavour), "built_at": _newest_input(flavour)[0]}, indent=1))
 
 
 def main(argv: list[str]) -> int:

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "mytorch/runtime.h"
+#include "mytorch/launch.h"
 
 namespace mytorch::cuda {
 

@@ -2,6 +2,7 @@
 // byte-uniform fills go to the copy/memset engines; the rest is a grid-stride strided kernel.
 #include "common.cuh"
 #include "mytorch/copy.h"
+#include "mytorch/runtime.h"
 
 namespace mytorch::cuda {
 namespace {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mytorch/comm.h"
+#include "mytorch/runtime.h"
 
 namespace mytorch::comm {
 namespace {

@@ -26,7 +26,16 @@ def _load_extension_from(path: str) -> None:
 if os.environ.get("MYTORCH_EXTENSION"):
     _load_extension_from(os.environ["MYTORCH_EXTENSION"])
 
-from . import _C  # noqa: F401  (loads the native extension: allocator, guard, hooks, op tables)
+try:
+    from . import _C  # noqa: F401  (loads the native extension: allocator, guard, hooks, op tables)
+except ImportError as _exc:
+    # The usual causes: a fresh clone not built yet, or a torch / Python changed since the build (the extension
+    # is compiled against one torch). docs/troubleshooting.md has the others.
+    _root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    raise ImportError(
+        f"mytorch's native extension could not be loaded ({_exc}). It must be built for this Python "
+        f"({sys.executable}) and this torch ({torch.__version__}): run `bash scripts/setup.sh` in {_root} "
+        f"(PYTHON=/path/to/python for another interpreter). See docs/troubleshooting.md.") from _exc
 
 _BACKEND = "mytorch"
 

@@ -10,7 +10,6 @@ import datetime
 import json
 import os
 import socket
-import statistics
 import sys
 import time
 import traceback
@@ -439,13 +438,19 @@ def data_parallel_worker(rank: int, world: int, out: str, port: int, examples: s
 def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeats: int, reference: str = "gloo") -> None:
     """Time per collective for each message size (bytes of the largest buffer, as nccl-tests counts): the
     reference backend (plain Gloo on CPU tensors, or ProcessGroupNCCL on CUDA tensors) and the mytorch
-    backend with and without its agreement check, interleaved repetition by repetition so that drift on a
-    shared machine hits all of them alike. Ratios are medians of the per-repetition ratios."""
+    backend with and without its agreement check, through the benchmark harness (mytorch.testing.bench):
+    interleaved round by round. A sample repeats the call a number of times fixed by the message size (every
+    rank must make the same calls, so it cannot be calibrated per rank): about 4 MiB moved per sample, at most
+    64 calls. Rank 0 writes the per-call wall and CPU times of each variant."""
+    import warnings
+
     import torch
     import torch.distributed as dist
 
     import mytorch  # noqa: F401
+    from mytorch.testing.bench import measure
 
+    warnings.filterwarnings("ignore", category=FutureWarning)  # *_into_tensor / *_tensor renames in torch 2.13
     ref_dev = "cpu" if reference == "gloo" else "cuda"
     if ref_dev == "cuda":
         torch.cuda.set_device(rank)
@@ -475,22 +480,9 @@ def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeat
                 else:
                     fn = lambda big=big, part=part, g=group: dist.reduce_scatter_tensor(part, big, group=g)
                 calls[label] = (fn, syncs[dev])
-                for _ in range(2):
-                    fn()
-                syncs[dev]()
-            times = {label: [] for label in calls}
-            order = list(calls.items())
-            for i in range(repeats):
-                for label, (fn, sync) in order[i % len(order):] + order[:i % len(order)]:
-                    t0 = time.perf_counter()
-                    fn()
-                    sync()
-                    times[label].append(time.perf_counter() - t0)
-            row = {"bytes": n * 4, "collective": coll, "reference": reference}
-            row.update({label: statistics.median(ts) for label, ts in times.items()})
-            for label in ("mytorch", "mytorch_nocheck"):
-                row[label + "_ratio"] = statistics.median([a / b for a, b in zip(times[label], times[reference])])
-            results.append(row)
+            stats = measure(calls, repeats, warmup=2, inner=max(1, min(64, (4 << 20) // (n * 4))))
+            results.append({"bytes": n * 4, "collective": coll, "reference": reference,
+                            "times": {label: {"wall": st.wall, "cpu": st.cpu} for label, st in stats.items()}})
             del calls
     if rank == 0:
         _write(out, rank, {"results": results})
