@@ -14,3 +14,4 @@ def test_train_gpt_agrees_with_cpu():
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "OK: mytorch and CPU training agree" in r.stdout
     assert "fallback summary" in r.stdout and "peak device memory" in r.stdout
+    assert "expected duration: about" in r.stdout and "ETA" in r.stdout

@@ -1,5 +1,5 @@
 // Op table: F.scaled_dot_product_attention on mytorch through PyTorch's public hook for PrivateUse1
-// backends (DESIGN.md, "Fused kernels"): the _fused_sdp_choice stub answers OVERRIDEABLE for inputs the
+// backends (docs/architecture.md, "Fused kernels"): the _fused_sdp_choice stub answers OVERRIDEABLE for inputs the
 // fused kernels support, and _scaled_dot_product_fused_attention_overrideable (+ backward) run them
 // (Note [Fused attention]). Everything else — 3-D inputs, head dims above 256, a mask that needs a
 // gradient, mixed dtypes, the sdpa_kernel context excluding our backend — takes PyTorch's math path (which

@@ -33,7 +33,7 @@ inline DType toKernelDType(c10::ScalarType t) {
 // Whether kernels run on the simulated runtime, where device memory is host memory.
 bool onSim();
 // A CPU tensor over the same bytes as device tensor `t` (sim only; same sizes, strides and offset): how the
-// sim glue hands GEMMs to ATen's CPU BLAS (DESIGN.md, "Kernels").
+// sim glue hands GEMMs to ATen's CPU BLAS (docs/architecture.md, "Kernels").
 at::Tensor hostView(const at::Tensor& t);
 // The kernel stream of the device `t` lives on.
 rt::Stream streamFor(const at::Tensor& t);

@@ -1,4 +1,4 @@
-// The boxed CPU fallback (DESIGN.md, "Op registration and fallback").
+// The boxed CPU fallback (docs/architecture.md, "Op registration and fallback").
 //
 // Note [Fallback data movement]
 // On sim, device memory is host memory, so device tensors are handed to the CPU kernel as CPU tensors

@@ -1,4 +1,4 @@
-// Turns runtime.h statuses into torch errors carrying the runtime's own message (DESIGN.md conventions).
+// Turns runtime.h statuses into torch errors carrying the runtime's own message (docs/architecture.md, "Conventions").
 #pragma once
 
 #include <c10/util/Exception.h>

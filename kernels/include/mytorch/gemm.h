@@ -8,7 +8,7 @@
 // and ReLU/GELU epilogues run inside the GEMM. fp16/bf16 always accumulate in fp32; fp32 uses TF32 tensor
 // cores only when `allow_tf32` (torch.set_float32_matmul_precision("high"/"medium")). sim/ is the plain
 // reference loop (fp32/fp64 accumulation) that the GPU tests compare cuBLAS against; the torch glue on sim
-// prefers ATen's CPU BLAS on host views of the buffers (DESIGN.md), which is what CPU PyTorch computes.
+// prefers ATen's CPU BLAS on host views of the buffers (docs/architecture.md), which is what CPU PyTorch computes.
 #pragma once
 
 #include <cstdint>

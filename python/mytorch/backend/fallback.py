@@ -1,4 +1,4 @@
-"""The CPU fallback's policy and counters (DESIGN.md, "Op registration and fallback")."""
+"""The CPU fallback's policy and counters (docs/architecture.md, "Op registration and fallback")."""
 from __future__ import annotations
 
 from .. import _C

@@ -1,0 +1,118 @@
+"""The set-up and the build: the up-to-date check, the flavour choice, header fan-out, the environment report."""
+import glob
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+import torch
+
+from conftest import ROOT, run_python
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import build  # noqa: E402  (scripts/build.py)
+
+# Headers every family may include (the shared vocabulary); every other header under kernels/include/mytorch
+# belongs to one family and must reach only that family's files and the glue that launches them.
+VOCABULARY = {"launch.h", "dtype.h", "macros.h", "strided.h", "ew_ops.h", "ops_math.h", "ops_nn.h", "window.h"}
+MAX_FAMILY_FANOUT = 8
+
+
+def installed_build_dir() -> str:
+    flavour, _ = build.plan()
+    path = os.path.join(ROOT, "build", f"cmake-{sys.implementation.cache_tag}-{flavour}")
+    if not os.path.exists(os.path.join(path, "build.ninja")):
+        pytest.skip(f"no ninja build of the {flavour} flavour here (installed some other way)")
+    return path
+
+
+def header_fanout(build_dir: str) -> dict[str, set[str]]:
+    text = subprocess.run(["ninja", "-C", build_dir, "-t", "deps"], capture_output=True, text=True, check=True).stdout
+    users: dict[str, set[str]] = defaultdict(set)
+    obj = None
+    for line in text.splitlines():
+        if not line.startswith(" ") and ": #deps" in line:
+            obj = line.split(":")[0]
+        elif line.strip().startswith(os.path.join(ROOT, "kernels", "include", "mytorch")):
+            users[os.path.basename(line.strip())].add(obj)
+    return users
+
+
+def test_touching_a_family_header_rebuilds_that_family_only():
+    users = header_fanout(installed_build_dir())
+    assert users, "ninja recorded no header dependencies"
+    family = {h: objs for h, objs in users.items() if h not in VOCABULARY and h != "runtime.h"}
+    assert len(family) >= 15, sorted(users)
+    wide = {h: sorted(objs) for h, objs in family.items() if len(objs) > MAX_FAMILY_FANOUT}
+    assert not wide, f"family headers compiled into more than {MAX_FAMILY_FANOUT} files: {wide}"
+    # The device API reaches its callers, not the kernel families (they see launch.h).
+    sim_kernels = [o for o in users["runtime.h"] if "/kernels/sim/" in o]
+    assert not sim_kernels, sim_kernels
+
+
+def test_setup_recorded_an_up_to_date_build():
+    ok, why = build.status()
+    assert ok, why
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "setup.sh")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to do" in r.stdout, r.stdout
+
+
+def test_status_notices_an_edit_and_a_configuration_change(tmp_path, monkeypatch):
+    ok, _ = build.status()
+    if not ok:
+        pytest.skip("the build is not current")
+    newest, which = build._newest_input(build.plan()[0])
+    target = os.path.join(ROOT, which)
+    before = os.stat(target)
+    try:
+        os.utime(target, (before.st_atime, newest + 10))
+        ok, why = build.status()
+        assert not ok and which in why
+    finally:
+        os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    monkeypatch.setenv("MYTORCH_CUDA_ARCHS", "80;90")
+    ok, why = build.status()
+    assert not ok and "configuration changed" in why
+
+
+def test_auto_builds_cuda_only_with_a_gpu(monkeypatch):
+    monkeypatch.setattr(build, "find_nvcc", lambda: "/opt/cuda/bin/nvcc")
+    monkeypatch.setenv("MYTORCH_CUDA", "auto")
+    monkeypatch.setattr(build, "gpu_visible", lambda: False)
+    flavour, why = build.plan()
+    assert flavour == "sim" and "no GPU" in why and "MYTORCH_CUDA=1" in why
+    monkeypatch.setattr(build, "gpu_visible", lambda: True)
+    assert build.plan()[0] == "cuda"
+    monkeypatch.setenv("MYTORCH_CUDA", "0")
+    assert build.plan()[0] == "sim"
+    monkeypatch.setenv("MYTORCH_CUDA", "1")
+    monkeypatch.setattr(build, "gpu_visible", lambda: False)
+    assert build.plan()[0] == "cuda"
+    monkeypatch.setattr(build, "find_nvcc", lambda: None)
+    with pytest.raises(SystemExit, match="nvcc was not found"):
+        build.plan()
+
+
+def test_environment_report_names_the_runtime_and_why():
+    r = subprocess.run([sys.executable, "-m", "mytorch"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    runtime = torch.mytorch.runtime()
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("runtime"))
+    assert f"runtime       {runtime} — " in line, r.stdout
+    assert "python" in r.stdout and torch.__version__ in r.stdout and "extension" in r.stdout
+
+
+def test_unbuilt_extension_gives_an_actionable_error(tmp_path):
+    """A copy of the package without its native extension, as in a fresh clone that was never built."""
+    import shutil
+    pkg = tmp_path / "mytorch"
+    shutil.copytree(os.path.join(ROOT, "python", "mytorch"), pkg,
+                    ignore=shutil.ignore_patterns("_C*.so", "__pycache__"))
+    assert not glob.glob(str(pkg / "_C*.so"))
+    r = run_python("import mytorch", env={"PYTHONPATH": str(tmp_path), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+                                          "MYTORCH_EXTENSION": ""})
+    assert r.returncode != 0
+    assert "native extension could not be loaded" in r.stderr and "scripts/setup.sh" in r.stderr, r.stderr[-800:]
