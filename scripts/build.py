@@ -46,7 +46,7 @@ TORCH_RANGE = ((2, 11), (2, 13))
 # Inputs of the compiled extension: a change to any of these needs a rebuild (Python files are live in an
 # editable install and need none).
 BUILD_INPUTS = ("csrc", "kernels", "CMakeLists.txt", "setup.py", "pyproject.toml", "scripts/build.py")
-CONFIG_ENV = ("MYTORCH_CUDA", "MYTORCH_CUDA_ARCHS", "MYTORCH_BUILD_TYPE")
+CONFIG_ENV = ("MYTORCH_CUDA_ARCHS", "MYTORCH_BUILD_TYPE")  # MYTORCH_CUDA acts through the flavour
 
 
 def find_nvcc() -> str | None:

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+export PIP_ROOT_USER_ACTION=${PIP_ROOT_USER_ACTION:-ignore}
 has_header() {  # has_header FILE: in the toolkit or in an nvidia-* wheel
   [ -f "${CUDA_HOME:-/usr/local/cuda}/include/$1" ] || "$PY" - "$1" <<'PYCHECK' 2>/dev/null
 import importlib.util, os, sys

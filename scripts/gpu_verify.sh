@@ -94,6 +94,7 @@ stage_probe() {
 stage_build() {
   if [ $GPU -eq 1 ]; then
     run_stage build "MYTORCH_CUDA=1 $PY -m pip install --no-build-isolation --no-deps --no-index -e . &&
+      MYTORCH_CUDA=1 $PY scripts/build.py record &&
       MYTORCH_RUNTIME=cuda $PY -c 'import torch, mytorch; print(\"ok build:\", torch.mytorch.runtime(), torch.mytorch.get_device_name())'"
   else
     run_stage build "$PY scripts/build.py flavour emu | tail -n 1 > '$EMU_EXT_FILE' && cat '$EMU_EXT_FILE' &&

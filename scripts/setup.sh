@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0   # never autoload a half-built mytorch while installing
+export PIP_ROOT_USER_ACTION=${PIP_ROOT_USER_ACTION:-ignore}   # the README recommends a venv; no warning per call
 if ! command -v "$PY" >/dev/null 2>&1; then
   echo "mytorch set-up: no interpreter '$PY' (set PYTHON=/path/to/python)" >&2
   exit 1
@@ -33,7 +34,9 @@ echo "mytorch set-up: $flavour build ($why)"
 if [ "$flavour" = "cuda" ]; then
   bash scripts/cuda_headers.sh
 fi
-if command -v ccache >/dev/null 2>&1; then
+if command -v ccache >/dev/null 2>&1 && [ -n "${CCACHE_DISABLE:-}" ]; then
+  echo "mytorch set-up: ccache is installed but CCACHE_DISABLE is set: every file compiles from scratch"
+elif command -v ccache >/dev/null 2>&1; then
   echo "mytorch set-up: ccache $(ccache --version | head -n 1 | awk '{print $3}') caches the compiles (rebuilds after a clean take seconds)"
 else
   echo "mytorch set-up: ccache not found; installing it makes rebuilds after a clean fast (apt-get install ccache, brew install ccache, conda install ccache)"

@@ -281,3 +281,28 @@ def _load() -> tuple[float, float, float]:
         return os.getloadavg()
     except OSError:
         return (float("nan"),) * 3
+
+
+def compare_runs(a: str, b: str) -> float:
+    """Prints, case by case, how the ratio of run b differs from run a (two results JSON files of the same
+    benchmark at the same settings); returns the largest relative difference."""
+    ra = {r["case"]: r for r in json.load(open(a))["rows"]}
+    rb = {r["case"]: r for r in json.load(open(b))["rows"]}
+    worst = 0.0
+    print(f"{'case':46s} {'ratio a':>8s} {'ratio b':>8s} {'b/a - 1':>8s}")
+    for case in ra:
+        if case not in rb:
+            continue
+        x, y = ra[case]["ratio"], rb[case]["ratio"]
+        d = y / x - 1
+        worst = max(worst, abs(d))
+        print(f"{case[:46]:46s} {x:8.3f} {y:8.3f} {d:+8.1%}")
+    print(f"largest difference: {worst:.1%} over {len(set(ra) & set(rb))} cases")
+    return worst
+
+
+if __name__ == "__main__":
+    # python -m mytorch.testing.bench A.json B.json: how far two runs' ratios are apart.
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m mytorch.testing.bench RESULTS_A.json RESULTS_B.json")
+    compare_runs(sys.argv[1], sys.argv[2])
