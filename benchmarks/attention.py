@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from mytorch.testing.bench import Bench, add_args
+from mytorch.testing.bench import Bench, add_args, parse_args
 
 
 def variants(gpu: bool) -> dict:
@@ -47,7 +47,7 @@ def main():
     p.add_argument("--dims", default="")
     p.add_argument("--dtypes", default="")
     p.add_argument("--tokens", type=int, default=0)
-    args = p.parse_args()
+    args = parse_args(p)
     b = Bench("attention", args, "SDPA forward and forward+backward; rate = TFLOP/s")
     gpu = b.gpu
     seqs = [int(s) for s in args.seqs.split(",") if s] or ([512, 1024, 2048, 4096, 8192, 16384] if gpu else [128, 256])

@@ -11,7 +11,7 @@ import argparse
 
 import torch
 
-from mytorch.testing.bench import Bench, add_args
+from mytorch.testing.bench import Bench, add_args, parse_args
 
 
 def cases(dev: str, n: int, host: torch.Tensor, pinned: torch.Tensor) -> dict:
@@ -37,7 +37,7 @@ def cases(dev: str, n: int, host: torch.Tensor, pinned: torch.Tensor) -> dict:
 def main():
     p = add_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     p.add_argument("--mib", type=int, default=64)
-    args = p.parse_args()
+    args = parse_args(p)
     b = Bench("copy_bandwidth", args, f"{args.mib} MiB float32; rate = GB/s")
     n = args.mib * (1 << 20) // 4
     host = torch.randn(n)

@@ -13,7 +13,7 @@ import argparse
 
 import torch
 
-from mytorch.testing.bench import Bench, add_args
+from mytorch.testing.bench import Bench, add_args, parse_args
 
 
 def cases(n: int, dev: str):
@@ -46,7 +46,7 @@ def cases(n: int, dev: str):
 def main():
     p = add_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     p.add_argument("--sizes", default="")
-    args = p.parse_args()
+    args = parse_args(p)
     b = Bench("core_ops", args, "elementwise, reductions, index ops, float32; rate = GB/s")
     sizes = [int(float(s)) for s in args.sizes.split(",") if s] or \
         ([10**3, 10**5, 10**6] if not b.gpu else [10**3, 10**5, 10**6, 10**7, 10**8])

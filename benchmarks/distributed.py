@@ -23,7 +23,7 @@ import tempfile
 import torch
 
 from mytorch.testing import _dist_workers as W
-from mytorch.testing.bench import Bench, Row, Stats, add_args, measure, paired_ratio
+from mytorch.testing.bench import Bench, Row, Stats, add_args, paired_ratio, parse_args
 
 
 def human(n: int) -> str:
@@ -69,7 +69,7 @@ def main():
     p.add_argument("--max-mib", type=int, default=256)
     p.add_argument("--nccl", action="store_true",
                    help="GPU: compare with ProcessGroupNCCL on CUDA tensors at world size 1 (cuda runtime)")
-    args = p.parse_args()
+    args = parse_args(p)
     ref = "nccl" if args.nccl else "gloo"
     if args.nccl:
         args.ranks = [1]

@@ -17,7 +17,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from mytorch.testing.bench import Bench, add_args, measure
+from mytorch.testing.bench import Bench, add_args, measure, parse_args
 
 
 def copy_bandwidth(b: Bench, nbytes: int) -> float:
@@ -33,7 +33,7 @@ def main():
     p.add_argument("--rows", default="")
     p.add_argument("--widths", default="")
     p.add_argument("--dtypes", default="")
-    args = p.parse_args()
+    args = parse_args(p)
     b = Bench("layernorm", args, "F.layer_norm / F.rms_norm forward and backward; rate = GB/s")
     gpu = b.gpu
     rows = [int(r) for r in args.rows.split(",") if r] or ([4096, 16384, 65536] if gpu else [1024])

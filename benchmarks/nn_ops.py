@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mytorch.testing.bench import Bench, add_args
+from mytorch.testing.bench import Bench, add_args, parse_args
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 from train_gpt import GPT  # noqa: E402
@@ -40,7 +40,7 @@ def gpt2_shapes(layers: int, d: int, vocab: int, ctx: int):
 def main():
     p = add_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]), repeat=7)
     p.add_argument("--full", action="store_true", help="full GPT-2-small shapes even on sim")
-    args = p.parse_args()
+    args = parse_args(p)
     b = Bench("nn_ops", args, "GEMM, softmax, cross-entropy, fused AdamW, ResNet block, GPT step")
     full = args.full or b.gpu
     b.note(f"{'full' if full else 'reduced'} shapes")

@@ -5,6 +5,7 @@ therefore:
 
 - runs mytorch and the reference interleaved, round after round, in rotating order, so that drift in the
   machine's load hits both sides alike;
+- keeps the CPU allocator steady (Note [Steady CPU allocator]);
 - warms up each side, then sizes each sample to at least `--min-sample-ms` by repeating the call, so that
   timer resolution and per-call jitter do not dominate;
 - reports medians with their spread (the interquartile range as a percentage of the median), and CPU time
@@ -36,6 +37,18 @@ RATIO = "ratio = reference time / mytorch time (median of interleaved rounds; ab
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
+# Note [Steady CPU allocator]
+# glibc's malloc serves large blocks with mmap and adapts its mmap and trim thresholds to the history of the
+# process, so the same CPU op on multi-MiB tensors either reuses heap memory or maps, faults in and unmaps
+# fresh pages on every call, and which one it does changes from run to run: F.rms_norm of 1024x2048 bf16 on
+# one thread took 1.4-4.2 ms in five processes, and of 1024x8192 fp32 (32 MiB temporaries) 29-39 ms against
+# 5.6 ms from the heap. mytorch's side (a caching allocator) and torch.cuda's never pay that. `--malloc
+# steady` (the default) turns mmap off for malloc and keeps freed memory in the heap (no trimming below 4 GiB),
+# as a caching allocator keeps it: the same ops then took 1.40-1.51 ms and 5.53-5.81 ms in four processes each.
+# The process re-executes itself once to set this (glibc reads its tunables at start-up).
+STEADY_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"
+
+
 def add_args(p: argparse.ArgumentParser, repeat: int = 11) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads of the reference and of mytorch's CPU BLAS calls (torch.set_num_threads)")
@@ -46,7 +59,35 @@ def add_args(p: argparse.ArgumentParser, repeat: int = 11) -> argparse.ArgumentP
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"),
                    help="folder for the results (JSON, Markdown) and plots")
     p.add_argument("--docs", action="store_true", help="also write the plot into docs/ (the tracked figures)")
+    p.add_argument("--malloc", choices=("steady", "default"), default="steady",
+                   help="glibc malloc thresholds: fixed so freed memory stays in the heap (Note [Steady CPU "
+                        "allocator]), or glibc's adaptive defaults")
     return p
+
+
+def parse_args(p: argparse.ArgumentParser) -> argparse.Namespace:
+    """Parses a benchmark's arguments; with --malloc steady on glibc, re-executes the process once with
+    STEADY_TUNABLES set (before anything is measured)."""
+    args = p.parse_args()
+    if args.malloc == "steady" and _glibc() and os.environ.get("MYTORCH_BENCH_MALLOC") != "steady":
+        env = dict(os.environ, MYTORCH_BENCH_MALLOC="steady")
+        env["GLIBC_TUNABLES"] = ":".join(x for x in (os.environ.get("GLIBC_TUNABLES", ""), STEADY_TUNABLES) if x)
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    return args
+
+
+def _glibc() -> bool:
+    return sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+
+
+def _allocator_line() -> str:
+    if not _glibc():
+        return "CPU allocator: the platform's malloc (not glibc: --malloc has no effect)"
+    if os.environ.get("MYTORCH_BENCH_MALLOC") == "steady":
+        return ("CPU allocator: glibc malloc without mmap, trim threshold 4 GiB (--malloc steady: freed memory "
+                "stays in the heap)")
+    return "CPU allocator: glibc malloc with its adaptive thresholds (--malloc default; figures vary more)"
 
 
 @dataclass
@@ -177,6 +218,7 @@ class Bench:
             f"torch {torch.__version__}, mytorch runtime {self.runtime} ({torch.mytorch.get_device_name()}), "
             f"reference {self.ref}",
             f"threads: {threads}",
+            _allocator_line(),
             f"machine: {platform.machine()}, {cpus} CPUs ({usable} usable), load average {self.load_before[0]:.2f} "
             f"{self.load_before[1]:.2f} {self.load_before[2]:.2f} before",
             f"timing: {args.repeat} interleaved rounds, warm-up {args.warmup}, samples >= {args.min_sample_ms:g} ms; "
