@@ -17,3 +17,12 @@ from .random import (  # noqa: F401
 )
 from .fallback import fallback_stats, get_fallback_mode, reset_fallback_stats, set_fallback_mode  # noqa: F401
 from .amp import get_amp_supported_dtype  # noqa: F401,E402
+
+
+def __getattr__(name: str):
+    """Inductor's code generators for the device, resolved on first compile (Note [Inductor on mytorch] in
+    inductor.py), so that importing mytorch imports neither Inductor nor Dynamo."""
+    if name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"):
+        from .inductor import register
+        return register()[name]
+    raise AttributeError(f"module 'torch.mytorch' has no attribute {name!r}")

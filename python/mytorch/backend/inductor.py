@@ -1,0 +1,223 @@
+"""torch.compile's default backend (Inductor) on the mytorch device: the sim runtime's path.
+
+Note [Inductor on mytorch]
+Inductor finds an out-of-tree device's code generators through the device module's attributes `Scheduling`,
+`PythonWrapperCodegen`, `CppWrapperCodegen` and `WrapperFxCodegen` (torch._inductor.codegen.common.
+init_backend_registration reads all four when it first compiles, and registers none if one is missing). torch.mytorch resolves them lazily (backend/__init__.py, module __getattr__), so
+`import mytorch` never imports Inductor or Dynamo; the first compile calls `register()`.
+
+On the sim runtime device memory is host memory, so Inductor's C++ backend (CppScheduling: vectorised loops
+over raw pointers) generates the kernels and they read and write mytorch buffers directly; sim streams run
+work at submission, so everything queued before a compiled call has happened when its kernels run. This path
+must never run on the cuda runtime, where device pointers are not host memory: there `register()` refuses.
+
+Two places in torch 2.13 assume a C++-scheduled device is the CPU and offer no hook (the upstream discussion
+about Inductor for out-of-tree devices is open; torch_openreg, upstream's reference PrivateUse1 backend,
+compiles pointwise graphs only and never meets them):
+- `BaseSchedulerNode.is_cpu()` is `device.type == "cpu"`, so GPU-only fusion code runs on C++ nodes and fails
+  on the first reduction fused with a pointwise node (softmax);
+- `get_current_backend()` answers `config.cuda_backend` ("triton") for unknown devices, so the C++ code
+  generator believes Triton handles dtypes it must handle itself (cross-entropy's backward fails on iota).
+`_adapt()` replaces both, for "mytorch" only, in the modules that hold them; it is the only adaptation, it is
+guarded by the torch version, and test/test_compile.py fails loudly if torch changes them.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+
+import torch
+
+_BACKEND = "mytorch"
+_SUPPORTED_TORCH = ((2, 11), (2, 13))
+_lock = threading.Lock()
+_ORIGINALS: dict = {}   # torch's own functions that _adapt() replaced (test_compile checks they still need it)
+
+
+def _torch_minor() -> tuple[int, int]:
+    major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    return major, minor
+
+
+def _adapt() -> None:
+    """Note [Inductor on mytorch]: the two CPU assumptions, extended to mytorch."""
+    if not (_SUPPORTED_TORCH[0] <= _torch_minor() <= _SUPPORTED_TORCH[1]):
+        raise RuntimeError(f"mytorch's Inductor adaptation is written for torch 2.11-2.13, not {torch.__version__}")
+    from torch._inductor import scheduler, utils
+
+    original_is_cpu = scheduler.BaseSchedulerNode.is_cpu
+    if not getattr(original_is_cpu, "_mytorch", False):
+        _ORIGINALS["is_cpu"] = original_is_cpu
+        def is_cpu(self) -> bool:
+            device = self.get_device()
+            return device is not None and device.type in ("cpu", _BACKEND)
+        is_cpu._mytorch = True
+        scheduler.BaseSchedulerNode.is_cpu = is_cpu
+
+    original_backend = utils.get_current_backend
+    if not getattr(original_backend, "_mytorch", False):
+        _ORIGINALS["get_current_backend"] = original_backend
+        def get_current_backend(device_type: str | None = None) -> str:
+            if device_type is None:
+                from torch._inductor.virtualized import V
+                device_type = V.graph.get_current_device_or_throw().type
+            return original_backend("cpu" if device_type == _BACKEND else device_type)
+        get_current_backend._mytorch = True
+        for name in ("torch._inductor.utils", "torch._inductor.codegen.common", "torch._inductor.scheduler",
+                     "torch._inductor.kernel.mm_common"):
+            module = importlib.import_module(name)
+            if getattr(module, "get_current_backend", None) is original_backend:
+                module.get_current_backend = get_current_backend
+
+
+def _interface():
+    from torch._dynamo.device_interface import DeviceInterface
+
+    mt = torch.mytorch
+
+    class MytorchInterface(DeviceInterface):
+        """Dynamo's view of torch.mytorch (current device and stream, synchronize, events, properties)."""
+        device = mt.device
+        Event = mt.Event
+        Stream = mt.Stream
+
+        class Worker:
+            @staticmethod
+            def set_device(device: int) -> None:
+                mt.set_device(device)
+
+            @staticmethod
+            def current_device() -> int:
+                return mt.current_device()
+
+            @staticmethod
+            def get_device_properties(device=None):
+                return mt.get_device_properties(device)
+
+        current_device = staticmethod(mt.current_device)
+        set_device = staticmethod(mt.set_device)
+        device_count = staticmethod(mt.device_count)
+        is_available = staticmethod(mt.is_available)
+        current_stream = staticmethod(mt.current_stream)
+        set_stream = staticmethod(mt.set_stream)
+        stream = staticmethod(mt.stream)
+        synchronize = staticmethod(mt.synchronize)
+
+        @staticmethod
+        def get_device_properties(device=None):
+            return mt.get_device_properties(device)
+
+        @staticmethod
+        def maybe_exchange_device(device: int) -> int:
+            previous = mt.current_device()
+            if device != previous:
+                mt.set_device(device)
+            return previous
+
+        exchange_device = maybe_exchange_device
+
+        @staticmethod
+        def get_raw_stream(device_idx: int) -> int:
+            return mt.current_stream(device_idx).stream_id
+
+        @staticmethod
+        def is_bf16_supported(including_emulation: bool = False) -> bool:
+            return True
+
+        @staticmethod
+        def get_compute_capability(device=None):
+            return mt.runtime()
+
+        @staticmethod
+        def is_triton_capable(device=None) -> bool:
+            return False
+
+    return MytorchInterface
+
+
+def _wrapper_codegen():
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+    from torch._inductor.virtualized import V
+
+    class MytorchWrapperCodegen(PythonWrapperCodegen):
+        """Python wrapper that calls the C++ kernels of a mytorch graph directly (sim: host memory, streams
+        already ordered), as it does for the CPU."""
+
+        @staticmethod
+        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            if is_subgraph:
+                return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+            return MytorchWrapperCodegen()
+
+        def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
+            device = device or V.graph.get_current_device_or_throw()
+            if not triton and device.type == _BACKEND:
+                self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+                return None
+            return super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton,
+                                                        **kwargs)
+
+    return MytorchWrapperCodegen
+
+
+def _op_overrides():
+    from torch._inductor.codegen.common import DeviceOpOverrides
+
+    class MytorchOpOverrides(DeviceOpOverrides):
+        def import_get_raw_stream_as(self, name: str) -> str:
+            return f"def {name}(index): return 0"
+
+        def set_device(self, device_idx: int) -> str:
+            return f"torch.mytorch.set_device({device_idx})"
+
+        def synchronize(self) -> str:
+            return "torch.mytorch.synchronize()"
+
+        def device_guard(self, device_idx: int) -> str:
+            return f"torch.mytorch.device({device_idx})"
+
+    return MytorchOpOverrides()
+
+
+_generators: dict | None = None
+
+
+def _refusing_scheduling():
+    runtime = torch.mytorch.runtime()
+
+    class RefusingScheduling:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError(
+                f"torch.compile's Inductor backend on mytorch generates C++ kernels over host memory and runs on "
+                f"the sim runtime only; this process runs the {runtime} runtime, where device memory is not host "
+                f"memory (Triton code generation for it is issue 17). Use torch.compile(..., backend='aot_eager') "
+                f"meanwhile")
+
+    return RefusingScheduling
+
+
+def register() -> dict:
+    """The code generators Inductor asks torch.mytorch for (Note [Inductor on mytorch]); on the sim runtime
+    also registers the Dynamo interface, the op overrides and the adaptation (once). On another runtime the
+    scheduling refuses with a message when Inductor first generates code for the device."""
+    global _generators
+    with _lock:
+        if _generators is not None:
+            return _generators
+        from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+        from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+        from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+        if torch.mytorch.runtime() != "sim":
+            _generators = {"Scheduling": _refusing_scheduling(), "PythonWrapperCodegen": PythonWrapperCodegen,
+                           "CppWrapperCodegen": CppWrapperCpu, "WrapperFxCodegen": WrapperFxCodegen}
+            return _generators
+        from torch._dynamo.device_interface import register_interface_for_device
+        from torch._inductor.codegen.common import register_device_op_overrides
+        from torch._inductor.codegen.cpp import CppScheduling
+
+        _adapt()
+        register_interface_for_device(_BACKEND, _interface())
+        register_device_op_overrides(_BACKEND, _op_overrides())
+        _generators = {"Scheduling": CppScheduling, "PythonWrapperCodegen": _wrapper_codegen(),
+                       "CppWrapperCodegen": CppWrapperCpu, "WrapperFxCodegen": WrapperFxCodegen}
+        return _generators
