@@ -7,6 +7,7 @@ same batches, and the two loss curves are compared step by step.
 
     python examples/train_gpt.py                # defaults (300 steps): README, "How long things take"
     python examples/train_gpt.py --steps 30     # a short run (a tenth of the time), still checked
+    python examples/train_gpt.py --compile      # the model compiled with torch.compile (Inductor) on mytorch
 """
 from __future__ import annotations
 
@@ -117,9 +118,11 @@ def progress(step: int, total: int, loss: float, tok_s: float, label: str, elaps
         print(line, flush=True)
 
 
-def step_fn(model: nn.Module, opt: torch.optim.Optimizer):
+def step_fn(model: nn.Module, opt: torch.optim.Optimizer, compiled: bool = False):
+    forward = torch.compile(model) if compiled else model
+
     def step(x, y):
-        loss = model(x, y)
+        loss = forward(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -144,13 +147,20 @@ def seconds_per_step(model: nn.Module, device: str, args, data: torch.Tensor, st
 def train(model: nn.Module, device: str, args, data: torch.Tensor, after: float = 0.0) -> tuple[list[float], float]:
     model = model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
-    step = step_fn(model, opt)
+    compiled = args.compile and device == "mytorch"
+    step = step_fn(model, opt, compiled)
     losses = []
     tokens = 0
     start = time.perf_counter()
     for i, (x, y) in enumerate(batches(data, args.steps, args.batch, args.block, args.seed), 1):
         x, y = x.to(device), y.to(device)
         losses.append(step(x, y).item())
+        if compiled and i == 1:  # the first step compiles the graphs: reported apart, not in tokens/s
+            args.compile_seconds = time.perf_counter() - start
+            print(f"torch.compile (Inductor): the first step, with compilation, took {args.compile_seconds:.1f} s",
+                  flush=True)
+            start = time.perf_counter()
+            continue
         tokens += x.numel()
         elapsed = time.perf_counter() - start
         progress(i, args.steps, losses[-1], tokens / elapsed, device, elapsed, after)
@@ -170,6 +180,8 @@ def main(argv=None) -> int:
     p.add_argument("--corpus-bytes", type=int, default=4 << 20)
     p.add_argument("--tolerance", type=float, default=1e-4, help="largest allowed relative loss difference")
     p.add_argument("--skip-cpu", action="store_true", help="train on mytorch only (no agreement check)")
+    p.add_argument("--compile", action="store_true",
+                   help="compile the model with torch.compile (Inductor) on mytorch; the CPU reference stays eager")
     args = p.parse_args(argv)
 
     os.environ.setdefault("MYTORCH_FALLBACK", "silent")
@@ -188,7 +200,8 @@ def main(argv=None) -> int:
           + ", then ".join(f"{dev} {fmt_time(t)}" for dev, t in expected.items())
           + f", from {pace['mytorch'] * 1e3:.0f} ms per step on mytorch"
           + (f" and {pace['cpu'] * 1e3:.0f} ms on the CPU" if "cpu" in pace else "")
-          + "); --steps N shortens it in proportion", flush=True)
+          + "); --steps N shortens it in proportion"
+          + ("; --compile adds the compilation of the first step" if args.compile else ""), flush=True)
 
     torch.mytorch.reset_fallback_stats()
     torch.mytorch.reset_peak_memory_stats()
@@ -196,7 +209,8 @@ def main(argv=None) -> int:
     peak = torch.mytorch.max_memory_allocated()
     stats = torch.mytorch.fallback_stats()
 
-    print(f"\nmytorch: final loss {dev_losses[-1]:.4f}, {dev_tok_s:.0f} tokens/s, peak device memory "
+    mode = f" (compiled: Inductor, first step with compilation {args.compile_seconds:.1f} s)" if args.compile else ""
+    print(f"\nmytorch{mode}: final loss {dev_losses[-1]:.4f}, {dev_tok_s:.0f} tokens/s, peak device memory "
           f"{peak / 2**20:.1f} MiB (reserved peak {torch.mytorch.max_memory_reserved() / 2**20:.1f} MiB)")
     calls = sum(s["calls"] for s in stats.values())
     moved = sum(s["bytes_to_cpu"] + s["bytes_to_device"] for s in stats.values())

@@ -15,3 +15,18 @@ def test_train_gpt_agrees_with_cpu():
     assert "OK: mytorch and CPU training agree" in r.stdout
     assert "fallback summary" in r.stdout and "peak device memory" in r.stdout
     assert "expected duration: about" in r.stdout and "ETA" in r.stdout
+
+
+def test_train_gpt_compiled_agrees_with_cpu():
+    """The main job with --compile: Inductor on the sim runtime (test_compile.py), no fallback, CPU parity."""
+    import torch
+    if torch.mytorch.runtime() != "sim":
+        import pytest
+        pytest.skip("Inductor on mytorch runs on the sim runtime")
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "train_gpt.py"), "--compile", "--steps", "6", "--layers", "1",
+         "--embd", "64", "--heads", "2", "--block", "32", "--batch", "4", "--corpus-bytes", "200000"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "MYTORCH_FALLBACK": "error"})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "OK: mytorch and CPU training agree" in r.stdout
+    assert "torch.compile (Inductor): the first step, with compilation, took" in r.stdout
