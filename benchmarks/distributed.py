@@ -23,7 +23,7 @@ import tempfile
 import torch
 
 from mytorch.testing import _dist_workers as W
-from mytorch.testing.bench import Bench, Row, Stats, add_args, paired_ratio, parse_args
+from mytorch.testing.bench import Bench, Row, Stats, add_args, make_row, parse_args
 
 
 def human(n: int) -> str:
@@ -54,12 +54,8 @@ def args_repeat(b: Bench, default: int) -> int:
 
 def row_of(r: dict, label: str, ref: str) -> Row:
     t = {k: Stats(v["wall"], v["cpu"]) for k, v in r["times"].items()}
-    m, g = t[label], t[ref]
-    ratio, lo, hi = paired_ratio(g, m)
-    mib = r["bytes"] / 2**20
-    return Row(f"{r['collective']} {human(r['bytes'])}{'' if label == 'mytorch' else ' (no check)'}",
-               m.median * 1e3, g.median * 1e3, ratio, lo, hi, m.spread, g.spread, m.cpu_median * 1e3,
-               g.cpu_median * 1e3, ref, "MiB/s", mib / m.median, mib / g.median, {"bytes": r["bytes"]})
+    return make_row(f"{r['collective']} {human(r['bytes'])}{'' if label == 'mytorch' else ' (no check)'}",
+                    t[label], t[ref], ref, r["bytes"] / 2**20, "MiB/s", {"bytes": r["bytes"]})
 
 
 def main():

@@ -6,6 +6,7 @@ installed build is up to date. setup.py (pip's entry) and scripts/setup.sh, emu.
     python scripts/build.py missing-deps         # requirements not installed yet (pip specs, one per line)
     python scripts/build.py rebuild              # rebuild the installed extension in place (editable install)
     python scripts/build.py record               # remember the installed build's state (after pip install)
+    python scripts/build.py torch-ok | installed-here | has-header FILE   # exit 0 when true (for setup.sh)
     python scripts/build.py flavour cuda|emu|emu-address   # build that flavour in its own folder, print the .so
 
 Flavours, each in build/cmake-<python>-<flavour>/:
@@ -228,8 +229,9 @@ def status() -> tuple[bool, str]:
     flavour, _ = plan()
     if not torch_ok(_torch_version()):
         return False, "torch 2.11-2.13 is not installed"
-    if missing_deps():
-        return False, "requirements missing: " + " ".join(missing_deps())
+    missing = missing_deps()
+    if missing:
+        return False, "requirements missing: " + " ".join(missing)
     if not _installed_here():
         return False, "mytorch is not installed (editable) from this checkout"
     if not glob.glob(str(ROOT / "python" / "mytorch" / "_C*.so")):
@@ -264,10 +266,16 @@ def main(argv: list[str]) -> int:
     elif cmd == "missing-deps":
         print("\n".join(missing_deps()))
     elif cmd == "rebuild":
-        flavour, _ = plan()
-        dest = ROOT / "python" / "mytorch" / cmake_build(flavour).name
-        install_extension(BUILD / f"cmake-{sys.implementation.cache_tag}-{flavour}" / dest.name, dest)
+        built = cmake_build(plan()[0])
+        install_extension(built, ROOT / "python" / "mytorch" / built.name)
         record()
+    elif cmd == "torch-ok":
+        return 0 if torch_ok(_torch_version()) else 1
+    elif cmd == "installed-here":
+        return 0 if _installed_here() else 1
+    elif cmd == "has-header" and len(argv) == 2:
+        roots = [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include")] + nvidia_wheel_includes()
+        return 0 if any(os.path.isfile(os.path.join(r, argv[1])) for r in roots) else 1
     elif cmd == "record":
         record()
     elif cmd == "flavour" and len(argv) == 2:

@@ -6,14 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 export PIP_ROOT_USER_ACTION=${PIP_ROOT_USER_ACTION:-ignore}
-has_header() {  # has_header FILE: in the toolkit or in an nvidia-* wheel
-  [ -f "${CUDA_HOME:-/usr/local/cuda}/include/$1" ] || "$PY" - "$1" <<'PYCHECK' 2>/dev/null
-import importlib.util, os, sys
-spec = importlib.util.find_spec("nvidia")
-roots = list(spec.submodule_search_locations) if spec else []
-subs = ("cu13/include", "cublas/include", "cudnn/include", "nccl/include")
-sys.exit(0 if any(os.path.isfile(os.path.join(r, s, sys.argv[1])) for r in roots for s in subs) else 1)
-PYCHECK
+has_header() {  # has_header FILE: in the toolkit or in an nvidia-* wheel (the build's own search)
+  "$PY" scripts/build.py has-header "$1"
 }
 want=()
 has_header cublasLt.h || want+=("nvidia-cublas==13.*")

@@ -20,7 +20,7 @@ if [ "${MYTORCH_SETUP_FORCE:-0}" != "1" ] && "$PY" scripts/build.py status; then
 fi
 echo "mytorch set-up: into $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
 # torch 2.11-2.13 already installed (e.g. a CUDA build on a GPU machine) is kept; otherwise the pinned one.
-if ! "$PY" -c 'import sys; sys.path.insert(0, "scripts"); import build; sys.exit(0 if build.torch_ok(build._torch_version()) else 1)'; then
+if ! "$PY" scripts/build.py torch-ok; then
   echo "mytorch set-up: installing torch==2.13.0 (CPU wheels on a machine without CUDA, about 1 GB otherwise)"
   "$PY" -m pip install --quiet "torch==2.13.0"
 fi
@@ -42,7 +42,7 @@ else
   echo "mytorch set-up: ccache not found; installing it makes rebuilds after a clean fast (apt-get install ccache, brew install ccache, conda install ccache)"
 fi
 start=$(date +%s)
-if "$PY" -c 'import sys; sys.path.insert(0, "scripts"); import build; sys.exit(0 if build._installed_here() else 1)'; then
+if "$PY" scripts/build.py installed-here; then
   "$PY" scripts/build.py rebuild     # already installed from here: only the extension needs rebuilding
 else
   "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .

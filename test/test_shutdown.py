@@ -79,19 +79,22 @@ def _run_many(runs: int, parallel: int = 4) -> list[tuple[str, int, str]]:
         return list(pool.map(one, range(runs)))
 
 
-def _check(runs: int):
+def _failures(runs: int) -> list[tuple[str, int, str]]:
+    """The runs (script, exit status, stderr tail) that did not exit with 0."""
     results = _run_many(runs)
-    bad = [r for r in results if r[1] != 0]
-    assert not bad, f"{len(bad)} of {runs} runs did not exit with 0: {bad[:3]}"
+    assert len(results) == runs
+    return [r for r in results if r[1] != 0]
 
 
 @pytest.mark.slow
 def test_scripts_exit_cleanly_under_load():
-    _check(int(os.environ.get("MYTORCH_SHUTDOWN_RUNS", "24")))
+    bad = _failures(int(os.environ.get("MYTORCH_SHUTDOWN_RUNS", "24")))
+    assert not bad, f"{len(bad)} runs did not exit with 0: {bad[:3]}"
 
 
 @pytest.mark.gpu
 def test_scripts_exit_cleanly_on_the_cuda_runtime():
     """The same scripts where the runtime has threads of its own (the emulator's stream workers)."""
     assert torch.mytorch.runtime() in ("cuda", "emu")
-    _check(int(os.environ.get("MYTORCH_SHUTDOWN_RUNS", "8")))
+    bad = _failures(int(os.environ.get("MYTORCH_SHUTDOWN_RUNS", "8")))
+    assert not bad, f"{len(bad)} runs did not exit with 0: {bad[:3]}"

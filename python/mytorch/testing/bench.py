@@ -189,6 +189,15 @@ class Row:
     extra: dict = field(default_factory=dict)
 
 
+def make_row(case: str, mine: Stats, ref: Stats, variant: str = "", work: float | None = None, unit: str = "",
+             extra: dict | None = None) -> Row:
+    """A result row from both sides' per-call times: medians, spreads, CPU times, paired ratio, rates."""
+    ratio, lo, hi = paired_ratio(ref, mine)
+    return Row(case, mine.median * 1e3, ref.median * 1e3, ratio, lo, hi, mine.spread, ref.spread,
+               mine.cpu_median * 1e3, ref.cpu_median * 1e3, variant, unit,
+               work / mine.median if work else None, work / ref.median if work else None, extra or {})
+
+
 class Bench:
     """One benchmark run: the set-up (threads, reference, header), the comparisons, and the written results."""
 
@@ -245,14 +254,11 @@ class Bench:
         m = stats["mytorch"]
         best = min(refs, key=lambda k: stats[f"ref:{k}"].median)
         r = stats[f"ref:{best}"]
-        ratio, lo, hi = paired_ratio(r, m)
         for k in refs:
             if k != best:
                 extra[f"{k}_ms"] = stats[f"ref:{k}"].median * 1e3
                 extra[f"{k}_ratio"] = paired_ratio(stats[f"ref:{k}"], m)[0]
-        row = Row(case, m.median * 1e3, r.median * 1e3, ratio, lo, hi, m.spread, r.spread, m.cpu_median * 1e3,
-                  r.cpu_median * 1e3, best, unit,
-                  work / m.median if work else None, work / r.median if work else None, extra)
+        row = make_row(case, m, r, best, work, unit, extra)
         self.add(row)
         return row
 
