@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import mytorch
+from mytorch.testing._compare import compare_tensor
 
 DEV = "mytorch"
 FLOOR = {torch.float32: 1e-5, torch.float64: 1e-10, torch.bfloat16: 1e-2, torch.float16: 2e-3}
@@ -176,3 +177,27 @@ def test_decoding_splits_a_long_kv_cache():
     assert_within_math_error(q, k, v, torch.bfloat16, enable_gqa=True)
     assert_within_math_error(q[:, :2], k, v, torch.float32, attn_mask=torch.randn(1, 1, 1, 3000))
     assert_within_math_error(q[:, :2], k, v, torch.float16, is_causal=True)  # causal decoding: top-left, key 0 only (not split)
+
+
+def test_outputs_take_the_layouts_the_meta_functions_promise():
+    """Note [Attention output layout]: a query transposed from (B, L, H, E), as Hugging Face models pass it, gives
+    an output and gradients with the strides of PyTorch's meta functions (compiled graphs assert them)."""
+    op = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
+    bwd = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward
+    q, k, v = (torch.randn(2, 16, 4, 8).transpose(1, 2) for _ in range(3))
+    dev, meta = [[t.to(d) for t in (q, k, v)] for d in ("mytorch", "meta")]
+    out, lse, *rest = op(*dev, is_causal=True)
+    out_m, lse_m, *_ = op(*meta, is_causal=True)
+    assert out.stride() == out_m.stride() and out.stride() != out.contiguous().stride()
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert compare_tensor(out, ref, F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)).ok
+    grad = torch.randn_like(ref).transpose(1, 2).contiguous().transpose(1, 2)
+    grads = bwd(grad.to("mytorch"), *dev, None, [True, True, True, False], out, lse, rest[0], rest[1], rest[2], rest[3],
+                0.0, True, rest[4], rest[5])
+    grads_m = bwd(grad.to("meta"), *meta, None, [True, True, True, False], out_m, lse_m, None, None, 16, 16, 0.0, True,
+                  torch.empty((), dtype=torch.long, device="meta"), torch.empty((), dtype=torch.long, device="meta"))
+    wants, golds = ([torch.autograd.grad(F.scaled_dot_product_attention(*ts, is_causal=True), ts, grad.to(dt))
+                     for ts in [[t.to(dt).requires_grad_() for t in (q, k, v)]]][0] for dt in (torch.float32, torch.float64))
+    for got, promised, want, gold in zip(grads[:3], grads_m[:3], wants, golds):
+        assert got.stride() == promised.stride()
+        assert compare_tensor(got, want, gold).ok

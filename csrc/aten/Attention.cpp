@@ -9,6 +9,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/logical_not.h>
 #include <ATen/ops/masked_fill.h>
 #include <ATen/ops/zeros.h>
@@ -16,8 +18,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <numeric>
 
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Generator.h"
@@ -67,6 +71,29 @@ AttnTensor view(const Tensor& t) {
 // Last dimension contiguous, as the kernels read rows.
 Tensor rows(const Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
 
+// Note [Attention output layout]: the outputs take the layout PyTorch's meta functions promise (torch/
+// _meta_registrations.py): the forward's output the stride order of the query (alloc_with_matching_layout), the
+// backward's gradients empty_like their inputs. Compiled graphs (Inductor) assert these strides, and a model
+// that transposes (B, L, H, E) into (B, H, L, E), as Hugging Face's do, hands in exactly such a query.
+Tensor likeLayout(const Tensor& like, at::IntArrayRef shape) {
+  if (like.sizes() == shape) return at::empty_like(like);
+  std::vector<int64_t> order(shape.size()), strides(shape.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return like.stride(x) > like.stride(y); });
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = stride;
+    stride *= shape[*it];
+  }
+  return at::empty_strided(shape, strides, like.options());
+}
+
+// Where a promised layout is not row-contiguous, the kernel writes a row-contiguous buffer that is then copied.
+Tensor rowsBuffer(const Tensor& target) { return target.stride(-1) == 1 ? target : at::empty(target.sizes(), target.options()); }
+void settle(Tensor& target, const Tensor& written) {
+  if (!written.is_same(target)) target.copy_(written);
+}
+
 AttentionArgs argsFor(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal,
                       std::optional<double> scale) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "fused attention: expected 4-D query, key and value, but got ",
@@ -110,9 +137,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
     bias = at::zeros(bias.sizes(), q.options()).masked_fill_(bias.logical_not(), -INFINITY);
   AttentionArgs a = argsFor(q, k, v, bias, is_causal, scale);
   const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  Tensor out = at::empty({a.b, a.hq, a.lq, a.dv}, q.options());
+  Tensor out = likeLayout(query, {a.b, a.hq, a.lq, a.dv}), out_rows = rowsBuffer(out);
   Tensor lse = at::empty({a.b, a.hq, a.lq}, q.options().dtype(acc));
-  a.out = view(out);
+  a.out = view(out_rows);
   a.lse = lse.data_ptr();
   Tensor seed_t = at::zeros({}, at::TensorOptions().dtype(at::kLong)), offset_t = at::zeros({}, at::TensorOptions().dtype(at::kLong));
   if (dropout_p > 0) {
@@ -132,6 +159,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
   }
   c10::DeviceGuard guard(q.device());
   MT_RT_CHECK(kernels::attention_forward(a, streamFor(q)));
+  settle(out, out_rows);
   Tensor empty = at::empty({0}, q.options());
   return {out, lse, Tensor(), Tensor(), c10::SymInt(a.lq), c10::SymInt(a.lk), seed_t, offset_t, empty};
 }
@@ -158,14 +186,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fusedAttentionBackward(
     a.seed = static_cast<uint64_t>(philox_seed.item<int64_t>());
     a.offset = static_cast<uint64_t>(philox_offset.item<int64_t>());
   }
-  Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options()), dv = at::empty(v.sizes(), v.options());
+  Tensor dq = at::empty_like(query), dk = at::empty_like(key), dv = at::empty_like(value);
+  Tensor dq_rows = rowsBuffer(dq), dk_rows = rowsBuffer(dk), dv_rows = rowsBuffer(dv);
   Tensor delta = at::empty({a.b, a.hq, a.lq}, q.options().dtype(acc));
-  a.dq = view(dq);
-  a.dk = view(dk);
-  a.dvv = view(dv);
+  a.dq = view(dq_rows);
+  a.dk = view(dk_rows);
+  a.dvv = view(dv_rows);
   a.delta = delta.data_ptr();
   c10::DeviceGuard guard(q.device());
   MT_RT_CHECK(kernels::attention_backward(a, streamFor(q)));
+  settle(dq, dq_rows);
+  settle(dk, dk_rows);
+  settle(dv, dv_rows);
   return {mask[0] ? dq : Tensor(), mask[1] ? dk : Tensor(), mask[2] ? dv : Tensor(), Tensor()};
 }
 
