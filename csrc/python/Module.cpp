@@ -91,6 +91,10 @@ bool primary_context_active(int device);  // kernels/emu/runtime_api.cpp
 }
 #endif
 
+namespace mytorch {
+void addInductorBindings(PyObject* module);  // csrc/python/Inductor.cpp
+} // namespace mytorch
+
 namespace mytorch::dist {
 void initDistributedBindings(pybind11::module& parent); // csrc/distributed/Init.cpp
 } // namespace mytorch::dist
@@ -99,6 +103,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace mytorch;
   m.doc() = "mytorch native extension (torch glue over the mytorch device layer)";
 
+  addInductorBindings(m.ptr());
   m.def("_init", [] { check(rt::init(), "init"); });
   m.def("_is_initialized", [] { return rt::initialized(); });
   m.def("_in_bad_fork", [] { return rt::in_bad_fork(); });

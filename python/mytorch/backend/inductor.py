@@ -145,9 +145,27 @@ def _wrapper_codegen():
 
         @staticmethod
         def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            _refuse_graphs()
             if is_subgraph:
                 return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
             return MytorchWrapperCodegen()
+
+        def write_header(self) -> None:
+            super().write_header()
+            self.header.writeline("from mytorch._C import _empty_strided_mytorch as empty_strided_mytorch")
+
+        def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
+            """Buffers through mytorch's C++ helper (csrc/python/Inductor.cpp), as cpu/cuda buffers go through
+            theirs, instead of the generic torch.empty_strided(..., device=...) call."""
+            if device.type != _BACKEND or torch._inductor.config.test_configs.track_memory_lifecycle:
+                return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
+            allocation = shape if allocation_shape is None else allocation_shape
+            line = (f"{name} = empty_strided_mytorch({self.codegen_python_shape_tuple(allocation)}, "
+                    f"{self.codegen_python_shape_tuple(stride)}, {dtype}, "
+                    f"{-1 if device.index is None else device.index})")
+            if self.codegen_python_shape_tuple(shape) != self.codegen_python_shape_tuple(allocation):
+                line += f".as_strided({self.codegen_python_shape_tuple(shape)}, {self.codegen_python_shape_tuple(stride)})"
+            return line
 
         def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
             device = device or V.graph.get_current_device_or_throw()
@@ -158,6 +176,20 @@ def _wrapper_codegen():
                                                         **kwargs)
 
     return MytorchWrapperCodegen
+
+
+def _refuse_graphs() -> None:
+    """mode="reduce-overhead" asks Inductor for CUDA graphs; mytorch has no graph capture, so the compiled code runs
+    without graphs (Inductor alone would skip them silently, in a debug log): said once, as a warning."""
+    if torch._inductor.config.triton.cudagraphs and not _warned_graphs:
+        _warned_graphs.append(True)
+        import warnings
+        warnings.warn("torch.compile(mode='reduce-overhead'): mytorch has no CUDA graph capture, so the compiled code "
+                      "runs without graphs (as with mode='max-autotune-no-cudagraphs' or the default mode)",
+                      UserWarning, stacklevel=2)
+
+
+_warned_graphs: list = []
 
 
 def _op_overrides():
@@ -221,3 +253,20 @@ def register() -> dict:
         _generators = {"Scheduling": CppScheduling, "PythonWrapperCodegen": _wrapper_codegen(),
                        "CppWrapperCodegen": CppWrapperCpu, "WrapperFxCodegen": WrapperFxCodegen}
         return _generators
+
+
+def kernel_counts(codes: list[str]) -> dict:
+    """What the compiled graphs' code runs (the code strings of torch._inductor.utils.run_and_get_code):
+    `generated`, the number of kernels Inductor generated, and `extern`, a name -> count of the calls to existing
+    kernels (mm/addmm/bmm, convolution, attention, mytorch.ops...), which on mytorch dispatch to its native
+    kernels. Counted in the code, once per graph, not per run."""
+    import collections
+    import re
+
+    extern: collections.Counter = collections.Counter()
+    generated = 0
+    for code in codes:
+        generated += len(re.findall(r"^\s*\w+ = async_compile\.\w+\(", code, re.M))
+        extern.update(re.findall(r"\bextern_kernels\.(\w+)\(", code))
+        extern.update(re.findall(r"\btorch\.ops\.(\w+\.\w+)\.\w+\(", code))
+    return {"generated": generated, "extern": dict(extern)}
