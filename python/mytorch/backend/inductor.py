@@ -24,6 +24,8 @@ guarded by the torch version, and test/test_compile.py fails loudly if torch cha
 from __future__ import annotations
 
 import importlib
+import os
+import re
 import threading
 
 import torch
@@ -53,6 +55,12 @@ def _adapt() -> None:
             return device is not None and device.type in ("cpu", _BACKEND)
         is_cpu._mytorch = True
         scheduler.BaseSchedulerNode.is_cpu = is_cpu
+
+    from torch._inductor.codegen import cpp_utils
+    cpp_utils.DEVICE_TO_ATEN.setdefault(_BACKEND, "at::kPrivateUse1")
+    include_path = os.environ.get("CPLUS_INCLUDE_PATH", "")
+    if _INCLUDE not in include_path.split(os.pathsep):
+        os.environ["CPLUS_INCLUDE_PATH"] = os.pathsep.join(p for p in (include_path, _INCLUDE) if p)
 
     original_backend = utils.get_current_backend
     if not getattr(original_backend, "_mytorch", False):
@@ -192,10 +200,71 @@ def _refuse_graphs() -> None:
 _warned_graphs: list = []
 
 
+_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
+
+def _shims() -> set[str]:
+    """The C shims mytorch defines (one source: the header that defines them)."""
+    with open(os.path.join(_INCLUDE, "torch/csrc/inductor/cpp_wrapper/device_internal/mytorch.h")) as f:
+        return set(re.findall(r"\bAOTITorchError (aoti_torch_mytorch_\w+)\(", f.read()))
+
+
+def _cpp_wrapper_codegen():
+    from torch._inductor import ir
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+
+    shims = _shims()
+
+    class MytorchCppWrapper(CppWrapperCpu):
+        """C++ wrapper (cpp_wrapper mode, AOTInductor) of a mytorch graph (Note [Inductor's C++ wrapper on
+        mytorch]): the generated kernels are called as the CPU's are; an ATen op with a mytorch shim calls it, every
+        other ATen op is looked up at run time (the dispatcher; AOTInductor's proxy executor), as Inductor does
+        for ops that have no C shim."""
+
+        def __init__(self):
+            self.device = _BACKEND   # the model's device in AOTInductor; CppWrapperCpu keeps one it finds set
+            super().__init__()
+
+        @staticmethod
+        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            return MytorchCppWrapper()
+
+        def _generate_extern_kernel_alloc_helper(self, node, args):
+            device = node.get_device()
+            if (isinstance(node, ir.FallbackKernel) and isinstance(node.op_overload, torch._ops.OpOverload)
+                    and device is not None and device.type == _BACKEND
+                    and self.get_c_shim_func_name(node.cpp_kernel_name, _BACKEND) not in shims):
+                self.generate_fallback_kernel_with_runtime_lookup(
+                    node.get_name(), node.python_kernel_name,
+                    lambda: [*node.codegen_args(), *node.codegen_kwargs()], node.op_overload,
+                    node.export_extern_kernel_node(), node.outputs if node.outputs else node.mutation_outputs)
+                return
+            super()._generate_extern_kernel_alloc_helper(node, args)
+
+    return MytorchCppWrapper
+
+
+def _refuse_graphs() -> None:
+    """mode="reduce-overhead" asks Inductor for CUDA graphs; mytorch has no graph capture, so the compiled code runs
+    without graphs (Inductor alone would skip them silently, in a debug log): said once, as a warning."""
+    if torch._inductor.config.triton.cudagraphs and not _warned_graphs:
+        _warned_graphs.append(True)
+        import warnings
+        warnings.warn("torch.compile(mode='reduce-overhead'): mytorch has no CUDA graph capture, so the compiled code "
+                      "runs without graphs (as with mode='max-autotune-no-cudagraphs' or the default mode)",
+                      UserWarning, stacklevel=2)
+
+
+_warned_graphs: list = []
+
+
 def _op_overrides():
     from torch._inductor.codegen.common import DeviceOpOverrides
 
     class MytorchOpOverrides(DeviceOpOverrides):
+        def cpp_kernel_type(self) -> str:   # the generated kernels are C++ functions, as the CPU's
+            return "void*"
+
         def import_get_raw_stream_as(self, name: str) -> str:
             return f"def {name}(index): return 0"
 
@@ -251,22 +320,24 @@ def register() -> dict:
         register_interface_for_device(_BACKEND, _interface())
         register_device_op_overrides(_BACKEND, _op_overrides())
         _generators = {"Scheduling": CppScheduling, "PythonWrapperCodegen": _wrapper_codegen(),
-                       "CppWrapperCodegen": CppWrapperCpu, "WrapperFxCodegen": WrapperFxCodegen}
+                       "CppWrapperCodegen": _cpp_wrapper_codegen(), "WrapperFxCodegen": WrapperFxCodegen}
         return _generators
 
 
 def kernel_counts(codes: list[str]) -> dict:
-    """What the compiled graphs' code runs (the code strings of torch._inductor.utils.run_and_get_code):
-    `generated`, the number of kernels Inductor generated, and `extern`, a name -> count of the calls to existing
-    kernels (mm/addmm/bmm, convolution, attention, mytorch.ops...), which on mytorch dispatch to its native
-    kernels. Counted in the code, once per graph, not per run."""
+    """What the compiled graphs' code runs (the code strings of torch._inductor.utils.run_and_get_code, Python or
+    C++ wrapper): `generated`, the number of kernels Inductor generated, and `extern`, "namespace.op" -> the number
+    of calls to existing operators (aten.mm/addmm/bmm, aten.convolution, the fused attention, mytorch.ops...),
+    which on mytorch dispatch to its native kernels. Counted in the code, once per graph, not per run."""
     import collections
-    import re
 
     extern: collections.Counter = collections.Counter()
     generated = 0
     for code in codes:
-        generated += len(re.findall(r"^\s*\w+ = async_compile\.\w+\(", code, re.M))
-        extern.update(re.findall(r"\bextern_kernels\.(\w+)\(", code))
+        generated += len(re.findall(r"^\s*\w+ = async_compile\.\w+\(", code, re.M))        # Python wrapper
+        generated += len(set(re.findall(r'^\s*extern "C"\s+void\s+(\w+)\(', code, re.M)))  # C++ wrapper
+        extern.update("aten." + op for op in re.findall(r"\bextern_kernels\.(\w+)\(", code))
         extern.update(re.findall(r"\btorch\.ops\.(\w+\.\w+)\.\w+\(", code))
+        extern.update("aten." + re.sub(r"_out$", "", op) for op in re.findall(r"\baoti_torch_mytorch_(\w+)\(", code))
+        extern.update(ns + "." + op for ns, op in re.findall(r'aoti_torch_call_dispatcher\("(\w+)::(\w+)"', code))
     return {"generated": generated, "extern": dict(extern)}
