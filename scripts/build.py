@@ -40,7 +40,8 @@ REQUIREMENTS = [
     "pytest",                 # the tests
     "expecttest", "numpy",    # imported by torch.testing._internal (the OpInfo database the alignment suite runs)
     "matplotlib",             # benchmark plots and python -m mytorch.tools.memory_plot
-    "transformers==5.23.0",   # the fused-attention test builds small Llama / GPT-2 models from configs
+    "transformers==5.23.0",   # the fused-attention and compile tests build small Llama / GPT-2 models from configs
+    "triton==3.9.0",          # torch.compile's Triton path, tested in Triton's interpreter without a GPU (issue 17)
     "setuptools>=64", "wheel", "cmake>=3.24", "ninja",   # the build
 ]
 TORCH_RANGE = ((2, 11), (2, 13))

@@ -8,6 +8,8 @@
 #   build      the extension against the installed torch (CUDA build on a GPU; the emulated build without one)
 #   tests      the GPU-marked tests, one process per file (a sticky CUDA error must not hide the other files)
 #   tests_mma  the same with the tensor-core attention (MYTORCH_ATTN_MMA=1)
+#   compile    torch.compile's Triton path (test/test_compile_triton.py): compiled Triton kernels launched on
+#              mytorch streams on a GPU; without one, the same kernels in Triton's interpreter over sim memory
 #   sanitizer  compute-sanitizer memcheck, racecheck and synccheck on the kernel batteries (on a GPU);
 #              without one, the batteries on the AddressSanitizer emu build, in natural and fuzzed schedules
 #   ptxas      registers, spills and shared memory of every sm_90 kernel against the device limits (nvcc)
@@ -29,7 +31,7 @@ OUT=$(cd "$OUT" && pwd)
 PY=${PYTHON:-python3}
 LIMIT=${GPU_VERIFY_STAGE_TIMEOUT:-570}
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(probe build tests tests_mma sanitizer ptxas align bench summary)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(probe build tests tests_mma compile sanitizer ptxas align bench summary)
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0 PYTHONUNBUFFERED=1
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
@@ -86,7 +88,7 @@ stage_probe() {
     echo '== python and torch'; $PY -c 'import sys, torch; print(sys.version); print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"available\", torch.cuda.is_available())'
     echo '== nvcc'; (command -v nvcc && nvcc --version) || echo 'no nvcc'
     echo '== compute-sanitizer'; command -v compute-sanitizer || echo 'no compute-sanitizer'
-    echo '== packages'; for m in pytest cmake ninja setuptools expecttest numpy transformers; do
+    echo '== packages'; for m in pytest cmake ninja setuptools expecttest numpy transformers triton; do
       $PY -c \"import importlib.util, sys; print('\$m', 'present' if importlib.util.find_spec('\$m') else 'MISSING')\"; done
     echo 'ok probe (gpu=$GPU)'"
 }
@@ -115,6 +117,14 @@ run_files() {  # run_files STAGE EXTRA_ENV
 
 stage_tests() { run_files tests ""; }
 stage_tests_mma() { run_files tests_mma "MYTORCH_ATTN_MMA=1"; }
+
+stage_compile() {
+  if [ $GPU -eq 1 ]; then
+    run_stage compile "MYTORCH_RUNTIME=cuda $PY -m pytest -q -ra -p no:cacheprovider test/test_compile_triton.py --junitxml='$OUT/compile.xml'"
+  else
+    run_stage compile "MYTORCH_INDUCTOR=triton TRITON_INTERPRET=1 TRITON_DEFAULT_FP_FUSION=1 $PY -m pytest -q -ra -p no:cacheprovider test/test_compile_triton.py --junitxml='$OUT/compile.xml'"
+  fi
+}
 
 stage_sanitizer() {
   if [ $GPU -eq 1 ]; then
@@ -186,7 +196,7 @@ PYSUM
 
 for s in "${STAGES[@]}"; do
   case $s in
-    probe|build|tests|tests_mma|sanitizer|ptxas|align|bench|summary) "stage_$s" ;;
+    probe|build|tests|tests_mma|compile|sanitizer|ptxas|align|bench|summary) "stage_$s" ;;
     *) echo "unknown stage '$s'"; exit 2 ;;
   esac
 done

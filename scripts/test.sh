@@ -6,16 +6,20 @@
 #      ptxas's resource usage of every kernel checked against the device's limits;
 #   2. the CUDA kernels on the emulated build under AddressSanitizer, in the natural schedule and in a fuzzed
 #      one with delayed streams;
-#   3. the main suite on the installed build.
+#   3. torch.compile's Triton path: Inductor's Triton kernels for mytorch graphs, run by Triton's interpreter
+#      over sim memory (test/test_compile_triton.py; the path is chosen per process);
+#   4. the main suite on the installed build.
 # Extra arguments go to the main pytest run only (e.g. -k allocator), and then parts 1 and 2 run only when
-# asked. MYTORCH_TEST_CUDA=0 skips part 1, MYTORCH_TEST_EMU=0 part 2 (README, "How long things take").
+# asked. MYTORCH_TEST_CUDA=0 skips part 1, MYTORCH_TEST_EMU=0 part 2, MYTORCH_TEST_TRITON=0 part 3 (README,
+# "How long things take").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 PY=${PYTHON:-python3}
 cuda=${MYTORCH_TEST_CUDA:-1}
 emu=${MYTORCH_TEST_EMU:-1}
-if [ $# -gt 0 ]; then cuda=${MYTORCH_TEST_CUDA:-0}; emu=${MYTORCH_TEST_EMU:-0}; fi
+triton=${MYTORCH_TEST_TRITON:-1}
+if [ $# -gt 0 ]; then cuda=${MYTORCH_TEST_CUDA:-0}; emu=${MYTORCH_TEST_EMU:-0}; triton=${MYTORCH_TEST_TRITON:-0}; fi
 start=$(date +%s)
 stage() { echo "== [$(( $(date +%s) - start )) s] $*"; }
 if [ "$cuda" = "1" ]; then
@@ -36,6 +40,11 @@ if [ "$emu" = "1" ]; then
   stage "the same batteries, fuzzed schedule and delayed streams"
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_FUZZ=20261123 MYTORCH_EMU_STREAM_DELAY_US=50 \
     bash scripts/emu.sh -m gpu test/test_gpu.py test/test_gpu_nn.py test/test_emu.py
+fi
+if [ "$triton" = "1" ]; then
+  stage "torch.compile's Triton path, in Triton's interpreter over sim memory"
+  MYTORCH_INDUCTOR=triton TRITON_INTERPRET=1 TRITON_DEFAULT_FP_FUSION=1 \
+    "$PY" -m pytest -q -p no:cacheprovider test/test_compile_triton.py
 fi
 stage "the main suite"
 exec "$PY" -m pytest -q -ra test "$@"

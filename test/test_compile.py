@@ -323,3 +323,14 @@ def test_aot_inductor_packages_for_mytorch_and_loading_waits_for_torch():
         assert os.path.getsize(path) > 0
         with pytest.raises(RuntimeError, match="Unsupported device key found: mytorch"):
             torch._inductor.aoti_load_package(path)
+
+
+def test_the_triton_path_on_sim_without_the_interpreter_is_refused_with_the_reason():
+    r = run_python("import torch, mytorch\n"
+                   "try:\n"
+                   "    torch.compile(lambda x: x.sin() + 1)(torch.randn(4, device='mytorch'))\n"
+                   "except Exception as e:\n"
+                   "    print(type(e).__name__, e)\n",
+                   env={"MYTORCH_INDUCTOR": "triton", "TRITON_INTERPRET": "0"})
+    assert r.returncode == 0, r.stderr
+    assert "the Triton path is not available here" in r.stdout and "TRITON_INTERPRET=1" in r.stdout, r.stdout

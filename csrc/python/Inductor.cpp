@@ -4,7 +4,8 @@
 //   the counterpart of torch._C._dynamo.guards._empty_strided_cuda (the generic
 //   torch.empty_strided(..., device=...) goes through the Python arg parser and the dispatcher per buffer);
 // - _current_raw_stream(device): the runtime handle of the current stream (a cudaStream_t on the cuda runtime)
-//   as an integer, what Triton kernels are launched on (Inductor's get_raw_stream).
+//   as an integer, what Triton kernels are launched on (Inductor's get_raw_stream);
+// - _raw_stream(stream_id, device): the same for a given stream (torch.mytorch.Stream.native_handle).
 #include <Python.h>
 
 #include <ATen/EmptyTensor.h>
@@ -56,9 +57,19 @@ PyObject* currentRawStream(PyObject* /*self*/, PyObject* device) {
   END_HANDLE_TH_ERRORS
 }
 
+PyObject* rawStream(PyObject* /*self*/, PyObject* args) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(PyTuple_GET_SIZE(args) == 2, "_raw_stream: expected (stream_id, device index)");
+  const auto id = THPUtils_unpackLong(PyTuple_GET_ITEM(args, 0));
+  const auto index = resolveDevice(static_cast<c10::DeviceIndex>(THPUtils_unpackLong(PyTuple_GET_ITEM(args, 1))));
+  return PyLong_FromVoidPtr(nativeHandle(c10::Stream::unpack3(id, index, c10::DeviceType::PrivateUse1)));
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
     {"_empty_strided_mytorch", emptyStrided, METH_VARARGS, "A mytorch buffer for Inductor's generated code"},
     {"_current_raw_stream", currentRawStream, METH_O, "The current stream's runtime handle as an integer"},
+    {"_raw_stream", rawStream, METH_VARARGS, "A stream's runtime handle as an integer"},
     {nullptr, nullptr, 0, nullptr}};
 
 } // namespace

@@ -41,10 +41,14 @@ def _torch_minor() -> tuple[int, int]:
     return major, minor
 
 
-def _adapt() -> None:
-    """Note [Inductor on mytorch]: the two CPU assumptions, extended to mytorch."""
+def _check_torch() -> None:
     if not (_SUPPORTED_TORCH[0] <= _torch_minor() <= _SUPPORTED_TORCH[1]):
-        raise RuntimeError(f"mytorch's Inductor adaptation is written for torch 2.11-2.13, not {torch.__version__}")
+        raise RuntimeError(f"mytorch's Inductor backend is written for torch 2.11-2.13, not {torch.__version__}")
+
+
+def _adapt() -> None:
+    """Note [Inductor on mytorch]: the C++ path's adaptations (the two CPU assumptions, the C++ wrapper's table
+    entry and include path)."""
     from torch._inductor import scheduler, utils
 
     original_is_cpu = scheduler.BaseSchedulerNode.is_cpu
@@ -78,8 +82,9 @@ def _adapt() -> None:
                 module.get_current_backend = get_current_backend
 
 
-def _interface():
+def _interface(triton: bool):
     from torch._dynamo.device_interface import DeviceInterface
+    from mytorch import _C
 
     mt = torch.mytorch
 
@@ -125,8 +130,8 @@ def _interface():
         exchange_device = maybe_exchange_device
 
         @staticmethod
-        def get_raw_stream(device_idx: int) -> int:
-            return mt.current_stream(device_idx).stream_id
+        def get_raw_stream(device_idx: int) -> int:   # the runtime's handle (a cudaStream_t on the cuda runtime)
+            return _C._current_raw_stream(device_idx)
 
         @staticmethod
         def is_bf16_supported(including_emulation: bool = False) -> bool:
@@ -138,7 +143,7 @@ def _interface():
 
         @staticmethod
         def is_triton_capable(device=None) -> bool:
-            return False
+            return triton
 
     return MytorchInterface
 
@@ -258,7 +263,7 @@ def _refuse_graphs() -> None:
 _warned_graphs: list = []
 
 
-def _op_overrides():
+def _op_overrides(triton: bool):
     from torch._inductor.codegen.common import DeviceOpOverrides
 
     class MytorchOpOverrides(DeviceOpOverrides):
@@ -266,6 +271,8 @@ def _op_overrides():
             return "void*"
 
         def import_get_raw_stream_as(self, name: str) -> str:
+            if triton:   # Triton kernels launch on the current mytorch stream (Note [Triton on mytorch])
+                return f"from mytorch._C import _current_raw_stream as {name}"
             return f"def {name}(index): return 0"
 
         def set_device(self, device_idx: int) -> str:
@@ -283,44 +290,64 @@ def _op_overrides():
 _generators: dict | None = None
 
 
-def _refusing_scheduling():
-    runtime = torch.mytorch.runtime()
-
-    class RefusingScheduling:
+def _refusing(what: str, reason: str):
+    class Refusing:
         def __init__(self, *args, **kwargs):
-            raise RuntimeError(
-                f"torch.compile's Inductor backend on mytorch generates C++ kernels over host memory and runs on "
-                f"the sim runtime only; this process runs the {runtime} runtime, where device memory is not host "
-                f"memory (Triton code generation for it is issue 17). Use torch.compile(..., backend='aot_eager') "
-                f"meanwhile")
+            raise RuntimeError(f"torch.compile's Inductor backend on mytorch: {what} is not available here: {reason}. "
+                               f"torch.compile(..., backend='aot_eager') runs without Inductor")
 
-    return RefusingScheduling
+    return Refusing
+
+
+def path() -> tuple[str, str | None]:
+    """Which code generation Inductor uses for mytorch in this process ("cpp" or "triton") and, when it cannot
+    run here, why. sim runtime: C++ unless MYTORCH_INDUCTOR=triton (interpreted); cuda runtime: Triton."""
+    from mytorch.backend import inductor_triton
+
+    runtime = torch.mytorch.runtime()
+    if runtime == "cuda" or (runtime == "sim" and inductor_triton.requested()):
+        return "triton", inductor_triton.unavailable_reason(runtime)
+    if runtime == "sim":
+        return "cpp", None
+    return "cpp", (f"the {runtime} runtime runs neither the C++ path (device memory is not host memory) nor "
+                   f"Triton (no GPU to launch on)")
 
 
 def register() -> dict:
-    """The code generators Inductor asks torch.mytorch for (Note [Inductor on mytorch]); on the sim runtime
-    also registers the Dynamo interface, the op overrides and the adaptation (once). On another runtime the
-    scheduling refuses with a message when Inductor first generates code for the device."""
+    """The code generators Inductor asks torch.mytorch for (Note [Inductor on mytorch], Note [Triton on mytorch]),
+    and once, the Dynamo interface, the op overrides and, for the C++ path, the adaptation. Where the path cannot
+    run, its scheduling refuses with the reason when Inductor first generates code for the device."""
     global _generators
     with _lock:
         if _generators is not None:
             return _generators
-        from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
-        from torch._inductor.codegen.wrapper import PythonWrapperCodegen
-        from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
-        if torch.mytorch.runtime() != "sim":
-            _generators = {"Scheduling": _refusing_scheduling(), "PythonWrapperCodegen": PythonWrapperCodegen,
-                           "CppWrapperCodegen": CppWrapperCpu, "WrapperFxCodegen": WrapperFxCodegen}
-            return _generators
         from torch._dynamo.device_interface import register_interface_for_device
         from torch._inductor.codegen.common import register_device_op_overrides
-        from torch._inductor.codegen.cpp import CppScheduling
+        from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
-        _adapt()
-        register_interface_for_device(_BACKEND, _interface())
-        register_device_op_overrides(_BACKEND, _op_overrides())
-        _generators = {"Scheduling": CppScheduling, "PythonWrapperCodegen": _wrapper_codegen(),
-                       "CppWrapperCodegen": _cpp_wrapper_codegen(), "WrapperFxCodegen": WrapperFxCodegen}
+        kind, reason = path()
+        triton = kind == "triton"
+        _check_torch()
+        register_interface_for_device(_BACKEND, _interface(triton and reason is None))
+        register_device_op_overrides(_BACKEND, _op_overrides(triton))
+        if triton:
+            from mytorch.backend import inductor_triton
+            from torch._inductor.codegen.triton import TritonScheduling
+
+            if reason is None and inductor_triton.interpreted():
+                inductor_triton.interpreter()
+            scheduling = TritonScheduling if reason is None else _refusing("the Triton path", reason)
+            cpp_wrapper = _refusing("the C++ wrapper (cpp_wrapper, AOTInductor)",
+                                    "mytorch builds it for the C++ path (sim) only")
+        else:
+            from torch._inductor.codegen.cpp import CppScheduling
+
+            if reason is None:
+                _adapt()
+            scheduling = CppScheduling if reason is None else _refusing("code generation", reason)
+            cpp_wrapper = _cpp_wrapper_codegen()
+        _generators = {"Scheduling": scheduling, "PythonWrapperCodegen": _wrapper_codegen(),
+                       "CppWrapperCodegen": cpp_wrapper, "WrapperFxCodegen": WrapperFxCodegen, "path": kind}
         return _generators
 
 

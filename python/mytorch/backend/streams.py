@@ -22,6 +22,12 @@ class Stream(torch.Stream):
     def __repr__(self) -> str:
         return f"<torch.mytorch.Stream device={self.device} stream_id={self.stream_id}>"
 
+    @property
+    def native_handle(self) -> int:
+        """The runtime's handle of this stream as an integer (a cudaStream_t on the cuda runtime, as
+        torch.cuda.Stream.cuda_stream; 0 for the default stream): what Triton kernels are launched on."""
+        return _C._raw_stream(self.stream_id, self.device_index)
+
 
 class _EventMeta(type):
     def __instancecheck__(cls, obj):
