@@ -154,13 +154,21 @@ def train(model: nn.Module, device: str, args, data: torch.Tensor, after: float 
     start = time.perf_counter()
     for i, (x, y) in enumerate(batches(data, args.steps, args.batch, args.block, args.seed), 1):
         x, y = x.to(device), y.to(device)
-        losses.append(step(x, y).item())
         if compiled and i == 1:  # the first step compiles the graphs: reported apart, not in tokens/s
+            from torch._inductor.utils import run_and_get_code
+            from mytorch.backend.inductor import kernel_counts, path
+
+            loss, codes = run_and_get_code(lambda: step(x, y).item())
+            losses.append(loss)
             args.compile_seconds = time.perf_counter() - start
-            print(f"torch.compile (Inductor): the first step, with compilation, took {args.compile_seconds:.1f} s",
-                  flush=True)
+            counts = kernel_counts(codes)
+            print(f"torch.compile (Inductor, {path()[0]} path): the first step, with compilation, took "
+                  f"{args.compile_seconds:.1f} s; the graphs run {counts['generated']} generated kernels and "
+                  f"{sum(counts['extern'].values())} calls to mytorch's kernels ("
+                  + ", ".join(f"{k} {v}" for k, v in sorted(counts["extern"].items())) + ")", flush=True)
             start = time.perf_counter()
             continue
+        losses.append(step(x, y).item())
         tokens += x.numel()
         elapsed = time.perf_counter() - start
         progress(i, args.steps, losses[-1], tokens / elapsed, device, elapsed, after)

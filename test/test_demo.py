@@ -29,4 +29,9 @@ def test_train_gpt_compiled_agrees_with_cpu():
         capture_output=True, text=True, timeout=600, env={**os.environ, "MYTORCH_FALLBACK": "error"})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "OK: mytorch and CPU training agree" in r.stdout
-    assert "torch.compile (Inductor): the first step, with compilation, took" in r.stdout
+    import re
+    m = re.search(r"torch.compile \(Inductor, cpp path\): the first step, with compilation, took [0-9.]+ s; the graphs "
+                  r"run (\d+) generated kernels and (\d+) calls to mytorch's kernels \((.*)\)", r.stdout)
+    assert m, r.stdout[-2000:]
+    assert int(m.group(1)) > 0 and int(m.group(2)) > 0 and "aten.mm" in m.group(3)
+    assert "fallback summary: 0 operators ran on the CPU fallback" in r.stdout
