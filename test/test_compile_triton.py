@@ -16,16 +16,8 @@ _ON = torch.mytorch.runtime() == "cuda" or (os.environ.get("MYTORCH_INDUCTOR") =
                                             and os.environ.get("TRITON_INTERPRET") == "1")
 pytestmark = pytest.mark.skipif(not _ON, reason="runs in the Triton stage of scripts/test.sh (MYTORCH_INDUCTOR=triton "
                                                 "TRITON_INTERPRET=1), or on the cuda runtime")
-if _ON:
-    from test_compile import _mlp, _train_losses, assert_losses_agree, check_against_cpu  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _fresh_and_strict():
-    torch._dynamo.reset()
-    torch.mytorch.set_fallback_mode("error")
-    yield
-    torch.mytorch.set_fallback_mode("silent")
+if _ON:   # the C++ path's helpers, and its autouse fixture (Dynamo reset, no fallback allowed)
+    from test_compile import _fresh_and_strict, _mlp, _train_losses, assert_losses_agree, check_against_cpu  # noqa: E402,F401
 
 
 def test_triton_kernels_are_generated_and_launched_on_the_current_stream():

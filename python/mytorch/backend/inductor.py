@@ -1,25 +1,39 @@
-"""torch.compile's default backend (Inductor) on the mytorch device: the sim runtime's path.
+"""torch.compile's default backend (Inductor) on the mytorch device (docs/compile.md).
 
 Note [Inductor on mytorch]
 Inductor finds an out-of-tree device's code generators through the device module's attributes `Scheduling`,
 `PythonWrapperCodegen`, `CppWrapperCodegen` and `WrapperFxCodegen` (torch._inductor.codegen.common.
-init_backend_registration reads all four when it first compiles, and registers none if one is missing). torch.mytorch resolves them lazily (backend/__init__.py, module __getattr__), so
-`import mytorch` never imports Inductor or Dynamo; the first compile calls `register()`.
+init_backend_registration reads all four when it first compiles, and registers none if one is missing).
+torch.mytorch resolves them lazily (backend/__init__.py, module __getattr__), so `import mytorch` never imports
+Inductor or Dynamo; the first compile calls `register()`, which picks the path (`path()`): C++ on the sim
+runtime, Triton on the cuda runtime or when asked on sim (Note [Triton on mytorch], inductor_triton.py).
 
 On the sim runtime device memory is host memory, so Inductor's C++ backend (CppScheduling: vectorised loops
 over raw pointers) generates the kernels and they read and write mytorch buffers directly; sim streams run
-work at submission, so everything queued before a compiled call has happened when its kernels run. This path
-must never run on the cuda runtime, where device pointers are not host memory: there `register()` refuses.
+work at submission, so everything queued before a compiled call has happened when its kernels run. The C++
+path is never selected on the cuda runtime, where device pointers are not host memory. Buffers come from the
+caching allocator through `_empty_strided_mytorch` (csrc/python/Inductor.cpp) with the graph's device index.
 
 Two places in torch 2.13 assume a C++-scheduled device is the CPU and offer no hook (the upstream discussion
-about Inductor for out-of-tree devices is open; torch_openreg, upstream's reference PrivateUse1 backend,
+is open: pytorch/pytorch#189138 and #189137; torch_openreg, upstream's reference PrivateUse1 backend,
 compiles pointwise graphs only and never meets them):
 - `BaseSchedulerNode.is_cpu()` is `device.type == "cpu"`, so GPU-only fusion code runs on C++ nodes and fails
   on the first reduction fused with a pointwise node (softmax);
 - `get_current_backend()` answers `config.cuda_backend` ("triton") for unknown devices, so the C++ code
   generator believes Triton handles dtypes it must handle itself (cross-entropy's backward fails on iota).
-`_adapt()` replaces both, for "mytorch" only, in the modules that hold them; it is the only adaptation, it is
-guarded by the torch version, and test/test_compile.py fails loudly if torch changes them.
+`_adapt()` replaces both, for "mytorch" only, in the modules that hold them, together with the two the C++
+wrapper needs (below); it is guarded by the torch version, and test/test_compile.py fails loudly if torch
+changes them.
+
+Note [Inductor's C++ wrapper on mytorch]
+In cpp_wrapper mode and in AOTInductor the wrapper is C++. It includes torch/csrc/inductor/cpp_wrapper/
+mytorch.h (aoti_include/mytorch.h for AOTInductor), which this package ships in backend/include/ and puts on
+the compiler's include path (CPLUS_INCLUDE_PATH: Inductor has no hook for include directories; searched after
+torch's own -I directories, so it shadows nothing), and Inductor's device-to-ATen table gets the entry
+"mytorch" -> at::kPrivateUse1. Torch generates C shims (aoti_torch_<device>_<op>) for its own devices only: the
+header defines mytorch's for the ops Inductor calls by shim name (GEMMs, convolution) and for the fused
+attention (whose integer outputs the run-time lookup cannot return), through the dispatcher; every other ATen
+op on the device is looked up at run time, as Inductor does for ops without a shim.
 """
 from __future__ import annotations
 
@@ -247,20 +261,6 @@ def _cpp_wrapper_codegen():
             super()._generate_extern_kernel_alloc_helper(node, args)
 
     return MytorchCppWrapper
-
-
-def _refuse_graphs() -> None:
-    """mode="reduce-overhead" asks Inductor for CUDA graphs; mytorch has no graph capture, so the compiled code runs
-    without graphs (Inductor alone would skip them silently, in a debug log): said once, as a warning."""
-    if torch._inductor.config.triton.cudagraphs and not _warned_graphs:
-        _warned_graphs.append(True)
-        import warnings
-        warnings.warn("torch.compile(mode='reduce-overhead'): mytorch has no CUDA graph capture, so the compiled code "
-                      "runs without graphs (as with mode='max-autotune-no-cudagraphs' or the default mode)",
-                      UserWarning, stacklevel=2)
-
-
-_warned_graphs: list = []
 
 
 def _op_overrides(triton: bool):
