@@ -310,19 +310,28 @@ def test_a_graph_on_the_second_device_allocates_there():
     assert r.stdout.split() == ["mytorch:1", "True", "0", "True"]
 
 
-def test_aot_inductor_packages_for_mytorch_and_loading_waits_for_torch():
-    """torch.export + AOTInductor: the package compiles for the device (C++ wrapper, mytorch's shims). Loading it
-    needs torch's AOTInductor runtime to accept the device, which torch 2.13 does not (aoti_runtime/model_base.h
-    parses "cpu|cuda|xpu|mps" only; docs/compile.md): this fails when torch changes, and loading should then be
-    wired (a RegisterAOTIModelRunner for "mytorch")."""
+def test_aot_inductor_package_is_built_loaded_and_run_on_mytorch():
+    """torch.export + AOTInductor on mytorch (csrc/python/AotiRunner.cpp): the package keeps its weights apart,
+    loads back through mytorch's registered runner and runs on the device; the ways it can be misused raise."""
+    from mytorch.backend import inductor
+
+    ref = _mlp()
     model = _mlp().to("mytorch")
-    x = torch.randn(4, 32, device="mytorch")
+    x = torch.randn(4, 32)
+    exported = torch.export.export(model, (x.to("mytorch"),))
     with tempfile.TemporaryDirectory() as tmp:
-        path = torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)),
-                                                        package_path=os.path.join(tmp, "mlp.pt2"))
-        assert os.path.getsize(path) > 0
-        with pytest.raises(RuntimeError, match="Unsupported device key found: mytorch"):
-            torch._inductor.aoti_load_package(path)
+        path = inductor.aoti_compile_and_package(exported, package_path=os.path.join(tmp, "mlp.pt2"))
+        loaded = inductor.aoti_load_package(path)
+        got = loaded(x.to("mytorch"))
+        assert got.device.type == "mytorch"
+        with torch.no_grad():
+            check_against_cpu(got, _at_any_dtype(ref), (x,))
+        without_weights = torch._inductor.aoti_load_package(path)   # torch's loader does not load them
+        with pytest.raises(RuntimeError, match="has no weight .* loaded"):
+            without_weights(x.to("mytorch"))
+        default = torch._inductor.aoti_compile_and_package(exported, package_path=os.path.join(tmp, "default.pt2"))
+        with pytest.raises(RuntimeError, match="keeps its weights apart"):
+            torch._inductor.aoti_load_package(default)
 
 
 def test_the_triton_path_on_sim_without_the_interpreter_is_refused_with_the_reason():

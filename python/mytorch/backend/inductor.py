@@ -368,3 +368,30 @@ def kernel_counts(codes: list[str]) -> dict:
         extern.update("aten." + re.sub(r"_out$", "", op) for op in re.findall(r"\baoti_torch_mytorch_(\w+)\(", code))
         extern.update(ns + "." + op for ns, op in re.findall(r'aoti_torch_call_dispatcher\("(\w+)::(\w+)"', code))
     return {"generated": generated, "extern": dict(extern)}
+
+
+# AOTInductor on mytorch (csrc/python/AotiRunner.cpp; docs/compile.md): the compiled model's runtime cannot load
+# constants of an out-of-tree device, so a mytorch package keeps its weights apart (pickled, on the device) and
+# the loader installs them.
+AOTI_CONFIGS = {"aot_inductor.package_constants_in_so": False,
+                "aot_inductor.package_constants_on_disk_format": "pickle_weights"}
+
+
+def aoti_compile_and_package(exported, package_path=None, inductor_configs: dict | None = None) -> str:
+    """torch._inductor.aoti_compile_and_package for a program exported on mytorch, with its weights packaged apart
+    (AOTI_CONFIGS); load it with `aoti_load_package`."""
+    configs = dict(inductor_configs or {})
+    configs.update(AOTI_CONFIGS)
+    return torch._inductor.aoti_compile_and_package(exported, package_path=package_path, inductor_configs=configs)
+
+
+def aoti_load_package(path, run_single_threaded: bool = False, device_index: int = -1, model_name: str = "model"):
+    """Loads a package of `aoti_compile_and_package` (torch._inductor.aoti_load_package, with the weights)."""
+    from torch.export.pt2_archive._package import load_pt2
+
+    contents = load_pt2(path, run_single_threaded=run_single_threaded, device_index=device_index,
+                        load_weights_from_disk=True)
+    if model_name not in contents.aoti_runners:
+        raise RuntimeError(f"expected a model named {model_name!r} in {path}, but it holds "
+                           f"{sorted(contents.aoti_runners)}")
+    return contents.aoti_runners[model_name]
