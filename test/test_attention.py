@@ -83,7 +83,7 @@ def test_gqa_masks_and_fp64():
     bias = torch.randn(1, 1, 17, 29)
     assert_within_math_error(q[:, :2], k, v, torch.float32, attn_mask=bias)
     keep = torch.rand(17, 29) > 0.3
-    keep[:, 0] = True  # no fully masked row
+    keep[:, 0] = True  # no fully masked row (test_fully_masked_rows_* has them)
     assert_within_math_error(q[:, :2], k, v, torch.bfloat16, attn_mask=keep)
     assert_within_math_error(q[:, :2], k, v, torch.float64)
 
@@ -201,3 +201,22 @@ def test_outputs_take_the_layouts_the_meta_functions_promise():
     for got, promised, want, gold in zip(grads[:3], grads_m[:3], wants, golds):
         assert got.stride() == promised.stride()
         assert compare_tensor(got, want, gold).ok
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fully_masked_rows_give_zero_and_finite_gradients_as_pytorch(dtype):
+    """Note [Fused attention]: a query row whose every key is masked (left padding under a causal mask) gives
+    output 0 and finite gradients, as PyTorch's CPU and CUDA kernels: in the tiled path (boolean and additive
+    -inf masks), and in the decoding path."""
+    q, k, v = _inputs(2, 2, 2, 12, 40, 32)
+    keep = torch.rand(2, 1, 12, 40, generator=torch.Generator().manual_seed(3)) > 0.3
+    keep[0, :, 3] = False
+    keep[1, :, :5] = False
+    assert_within_math_error(q, k, v, dtype, attn_mask=keep)
+    additive = torch.zeros(2, 1, 12, 40).masked_fill(keep.logical_not(), float("-inf"))
+    assert_within_math_error(q, k, v, dtype, attn_mask=additive)
+    qd, kd, vd = _inputs(1, 2, 2, 1, 700, 32)   # decoding: the split path, every key masked
+    assert_within_math_error(qd, kd, vd, dtype, attn_mask=torch.zeros(1, 1, 1, 700, dtype=torch.bool))
+    dev = _sdpa_all(q, k, v, dtype, DEV, attn_mask=keep)
+    assert all(t.isfinite().all() for t in dev)
+    assert dev[0][0, :, 3].abs().max() == 0 and dev[0][1, :, :5].abs().max() == 0

@@ -84,6 +84,15 @@ def run(dev):
         f = lambda a, b_, c: F.scaled_dot_product_attention(a, b_, c, is_causal=causal, enable_gqa=hq != hk)
         for j, val in enumerate(grads(f, qs, ks, vs)):
             out[f"sdpa{lq}x{lk}_{d}_{j}"] = val
+    # fully masked query rows (Note [Fused attention]: output 0, finite gradients): a boolean mask with an empty
+    # row, and a decoding row whose every key is masked (the split path)
+    keep = torch.rand(9, 33, generator=g) > 0.3
+    keep[2] = False
+    for lq, lk, mask in [(9, 33, keep), (1, 300, torch.zeros(1, 300, dtype=torch.bool))]:
+        qs, ks, vs = (torch.randn(1, 2, n, 64, generator=g).to(torch.bfloat16).to(dev) for n in (lq, lk, lk))
+        f = lambda a, b_, c: F.scaled_dot_product_attention(a, b_, c, attn_mask=mask.to(dev))
+        for j, val in enumerate(grads(f, qs, ks, vs)):
+            out[f"sdpa_masked{lq}x{lk}_{j}"] = val
     return out
 """
 

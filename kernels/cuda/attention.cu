@@ -70,9 +70,9 @@ __global__ void forward_kernel(AttentionArgs a) {
 #pragma unroll
     for (int k = 0; k < kMaxPerLane; ++k) {
       const int64_t e = lane + 32 * k;
-      if (e < a.dv) o[e] = static_cast<T>(l > A(0) ? acc[k] / l : A(NAN));
+      if (e < a.dv) o[e] = static_cast<T>(l > A(0) ? acc[k] / l : A(0));  // fully masked: 0
     }
-    if (lane == 0) static_cast<A*>(a.lse)[row] = l > A(0) ? m + log(l) : A(-INFINITY);
+    if (lane == 0) static_cast<A*>(a.lse)[row] = attn::row_lse(m, l);
   }
 }
 
@@ -220,9 +220,9 @@ __global__ void combine_kernel(AttentionArgs a, int64_t chunks) {
 #pragma unroll
     for (int k = 0; k < kMaxPerLane; ++k) {
       const int64_t e = lane + 32 * k;
-      if (e < a.dv) out[e] = static_cast<T>(l > A(0) ? o[k] / l : A(NAN));
+      if (e < a.dv) out[e] = static_cast<T>(l > A(0) ? o[k] / l : A(0));  // fully masked: 0
     }
-    if (lane == 0) static_cast<A*>(a.lse)[row] = l > A(0) ? mx + log(l) : A(-INFINITY);
+    if (lane == 0) static_cast<A*>(a.lse)[row] = attn::row_lse(mx, l);
   }
 }
 

@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward_mma(AttentionArgs a) {
   for (int r = 0; r < 2; ++r) {
     const int64_t row = r == 0 ? r0 : r1;
     if (row >= a.lq) continue;
-    const float inv = l[r] > 0.f ? 1.f / l[r] : NAN;
+    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // fully masked row: 0 (Note [Fused attention])
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
       const int c = n * 8 + tig * 2;
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward_mma(AttentionArgs a) {
     }
     if (tig == 0)
       static_cast<float*>(a.lse)[(b * a.hq + h) * a.lq + row] =
-          l[r] > 0.f ? (m[r] + log2f(l[r])) * 0.6931471805599453f : -INFINITY;
+          l[r] > 0.f ? (m[r] + log2f(l[r])) * 0.6931471805599453f : INFINITY;
   }
 }
 

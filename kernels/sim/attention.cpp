@@ -1,7 +1,6 @@
 // sim fused attention (Note [Fused attention]): the tiled online-softmax algorithm in loops, fp32
 // accumulation — the C++ reference of the attention kernels.
 #include <algorithm>
-#include <limits>
 #include <vector>
 
 #include "mytorch/attention.h"
@@ -46,9 +45,9 @@ void forward(const AttentionArgs& a) {
           m = m_new;
         }
         T* o = static_cast<T*>(a.out.data) + b * a.out.sb + h * a.out.sh + i * a.out.ss;
-        const A inv = 1.f / l;  // 0 keys (all masked): inf * 0 = NaN, as the math path
-        for (int64_t e = 0; e < a.dv; ++e) o[e] = static_cast<T>(l > 0 ? acc[e] * inv : std::numeric_limits<A>::quiet_NaN());
-        static_cast<A*>(a.lse)[(b * a.hq + h) * a.lq + i] = l > 0 ? m + std::log(l) : -INFINITY;
+        const A inv = 1.f / l;  // a fully masked row (l == 0) gives 0 (Note [Fused attention])
+        for (int64_t e = 0; e < a.dv; ++e) o[e] = static_cast<T>(l > 0 ? acc[e] * inv : A(0));
+        static_cast<A*>(a.lse)[(b * a.hq + h) * a.lq + i] = attn::row_lse(m, l);
       }
     }
 }
@@ -143,8 +142,8 @@ void forward_split(const AttentionArgs& a) {
         for (int64_t e = 0; e < a.dv; ++e) o[e] += part[2 + e] * w;
       }
       T* out = static_cast<T*>(a.out.data) + b * a.out.sb + h * a.out.sh;
-      for (int64_t e = 0; e < a.dv; ++e) out[e] = static_cast<T>(l > 0 ? o[e] / l : std::numeric_limits<A>::quiet_NaN());
-      static_cast<A*>(a.lse)[row] = l > 0 ? mx + std::log(l) : -INFINITY;
+      for (int64_t e = 0; e < a.dv; ++e) out[e] = static_cast<T>(l > 0 ? o[e] / l : A(0));
+      static_cast<A*>(a.lse)[row] = attn::row_lse(mx, l);
     }
 }
 

@@ -9,7 +9,10 @@
 // with keys j > i masked when causal (PyTorch's top-left alignment: row i sees keys 0..i). Dropout keeps
 // element (b, h, i, j) when Philox(seed, counter = its flat index, offset) draws u >= p and scales kept
 // probabilities by 1 / (1 - p); the backward regenerates the same mask. The logsumexp excludes dropout.
-// A row whose every key is masked gives NaN, as PyTorch's math path.
+// A row whose every key is masked (a boolean mask all False, or an additive one all -inf: left padding under a
+// causal mask makes such rows) gives output 0 and logsumexp +inf, as PyTorch's kernels (the CPU's and CUDA's
+// flash attention; the math path's safe softmax gives the same 0): the backward's P = exp(s - lse) is then 0
+// on the row and its gradients are 0, not NaN (row_lse below, the one rule for every path).
 // The backward: D_i = dO_i . O_i; P_ij = exp(s_ij - lse_i); dV_j += Z_ij P_ij dO_i; dP_ij = Z_ij dO_i . v_j;
 // dS_ij = P_ij (dP_ij - D_i); dQ_i += scale dS_ij k_j; dK_j += scale dS_ij q_i (Z: the dropout factor).
 // dK/dV of a kv head sum over its query heads in a fixed order: deterministic.
@@ -103,6 +106,14 @@ MT_HOST_DEVICE inline float dropout_factor(const AttentionArgs& a, int64_t b, in
 }
 
 MT_HOST_DEVICE inline int64_t kv_head(const AttentionArgs& a, int64_t h) { return h / (a.hq / a.hkv); }
+
+// The logsumexp of a row from its running max m and sum l (Note [Fused attention]: +inf for a fully masked row,
+// whose output is 0).
+template <typename A>
+MT_HOST_DEVICE inline A row_lse(A m, A l) {
+  using std::log;
+  return l > A(0) ? m + log(l) : A(INFINITY);
+}
 
 } // namespace attn
 
