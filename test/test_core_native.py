@@ -61,6 +61,8 @@ CASES = {
     "repeat": lambda x, y, i, j, b, ix: x.repeat(2, 1, 2), "tril": lambda x, y, i, j, b, ix: x.tril(1),
     "triu": lambda x, y, i, j, b, ix: x.triu(-1), "sort": lambda x, y, i, j, b, ix: x.sort(1, descending=True),
     "topk": lambda x, y, i, j, b, ix: x.topk(3, 1), "unique": lambda x, y, i, j, b, ix: torch.unique(j, return_inverse=True, return_counts=True),
+    "isin": lambda x, y, i, j, b, ix: (torch.isin(i, j), torch.isin(i, ix, invert=True), torch.isin(x, x[2]),
+                                       torch.isin(i, 3), torch.isin(2, j), torch.isin(x.t(), x[1:3].to(torch.float64))),
 }
 
 
@@ -115,3 +117,33 @@ def test_backward_natively(name, forbid_fallback):
             assert d is None
         else:
             torch.testing.assert_close(d.cpu(), r, rtol=1e-9, atol=1e-10)
+
+
+def test_isin_edge_cases_match_the_cpu(forbid_fallback):
+    """isin (every generate() with an EOS token): NaN and signed zero, promotion between the two sides and with
+    Python scalars, empty sides, a large test set, out= on a non-contiguous tensor, and ATen's refusals."""
+    nan, inf = float("nan"), float("inf")
+    cases = [(torch.tensor([nan, 1.0, -0.0, 2.5, inf]), torch.tensor([0.0, nan, inf, 1.0])),
+             (torch.randint(0, 5, (4,), generator=g), torch.tensor([1.5, 2.0])),
+             (torch.randint(0, 5, (0,), generator=g), torch.tensor([1])),
+             (torch.randint(0, 5, (6,), generator=g), torch.tensor([], dtype=torch.long)),
+             (torch.randint(0, 3000, (3000,), generator=g).to(torch.int32), torch.randint(0, 3000, (2500,), generator=g)),
+             (torch.randint(0, 9, (5, 4), generator=g).to(torch.uint8), torch.tensor([3, 300])),
+             (torch.randn(8, generator=g).bfloat16(), torch.randn(8, generator=g).bfloat16()[:4])]
+    for e, t in cases:
+        for invert in (False, True):
+            assert torch.equal(torch.isin(e.to("mytorch"), t.to("mytorch"), invert=invert).cpu(),
+                               torch.isin(e, t, invert=invert))
+    assert torch.equal(torch.isin(torch.tensor([1, 2, 3], device="mytorch"), 2.5).cpu(), torch.isin(torch.tensor([1, 2, 3]), 2.5))
+    out = torch.empty(4, 6, dtype=torch.bool, device="mytorch").t()
+    torch.isin(I[:, :4].t().to("mytorch"), J.to("mytorch"), out=out)
+    assert torch.equal(out.cpu(), torch.isin(I[:, :4].t(), J))
+    for e, t, match in [(torch.tensor([True]), torch.tensor([True]), "Unsupported input type encountered for isin"),
+                        (torch.tensor([1]), torch.tensor([1j]), "Unsupported input type encountered for isin")]:
+        with pytest.raises(RuntimeError, match=match):
+            torch.isin(e.to("mytorch"), t.to("mytorch"))
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype bool"):
+        torch.isin(torch.tensor([1], device="mytorch"), torch.tensor([1], device="mytorch"),
+                   out=torch.empty(1, device="mytorch"))
+    with pytest.raises(RuntimeError, match="on one device"):
+        torch.isin(torch.tensor([1], device="mytorch"), torch.tensor([1, 2]))

@@ -81,6 +81,7 @@ def run(dev):
         "scatter_add": torch.zeros(257, device=dev).scatter_add_(0, ii, torch.ones(300, device=dev)).cpu(),
         "sort": a.sort(1).values.cpu(), "topk": a.topk(5, 1).values.cpu(), "nonzero": (a > 1).nonzero().cpu(),
         "arange": torch.arange(0, 10, 0.25, device=dev).cpu(), "flip": a.flip(0).cpu(),
+        "isin": torch.isin(ii, ii[::7] * 2).cpu(),
     }
 """
 

@@ -1,9 +1,11 @@
 // Op table: sort and what is built on it (topk, unique, randperm), multinomial and the dropout backward,
 // all on native kernels; random draws come from the device's Philox generator.
+#include <ATen/ScalarOps.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/any.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/cat.h>
@@ -66,6 +68,71 @@ std::tuple<Tensor, Tensor> sortAlong(const Tensor& self, int64_t dim, bool desce
     MT_RT_CHECK(kernels::sort(a, nativeHandle(currentStream(self.device().index()))));
   }
   return {values.movedim(-1, dim), indices.movedim(-1, dim)};
+}
+
+// isin (every generate() with an EOS token calls it): the test values sorted once by the sort engine, then a
+// binary search per element (sort.h). ATen's rules: bool and complex inputs are refused, both sides are
+// promoted to their common dtype, the result is bool and shaped like the elements.
+void checkIsinDtype(c10::ScalarType t) {
+  TORCH_CHECK(t != at::kBool && !c10::isComplexType(t) && toKernelDType(t) != DType::Other,
+              "Unsupported input type encountered for isin(): ", t);
+}
+
+Tensor& isinOut(const Tensor& elements, const Tensor& test_elements, bool /*assume_unique*/, bool invert, Tensor& out) {
+  checkIsinDtype(elements.scalar_type());
+  checkIsinDtype(test_elements.scalar_type());
+  TORCH_CHECK(out.scalar_type() == at::kBool, "Expected out tensor to have dtype bool, but got ", out.scalar_type(),
+              " instead");
+  const Tensor& test = test_elements.dim() == 0 && test_elements.is_cpu() ? test_elements.to(elements.device())
+                                                                          : test_elements;
+  TORCH_CHECK(test.device() == elements.device() && out.device() == elements.device(),
+              "isin(): expected elements, test_elements and out on one device, but got ", elements.device(), ", ",
+              test_elements.device(), " and ", out.device());
+  const auto common = at::result_type(elements, test);
+  Tensor el = elements.to(common).contiguous();
+  Tensor sorted = std::get<0>(sortAlong(test.to(common).reshape({-1}), 0, false));
+  at::native::resize_output(out, elements.sizes());
+  Tensor result = out.is_contiguous() ? out : at::empty(elements.sizes(), elements.options().dtype(at::kBool));
+  IsinArgs a;
+  a.dtype = toKernelDType(common);
+  a.elements = el.const_data_ptr();
+  a.n = el.numel();
+  a.sorted = sorted.const_data_ptr();
+  a.m = sorted.numel();
+  a.invert = invert;
+  a.out = result.data_ptr<bool>();
+  if (a.n > 0) {
+    c10::DeviceGuard guard(elements.device());
+    MT_RT_CHECK(kernels::isin(a, nativeHandle(currentStream(elements.device().index()))));
+  }
+  if (!result.is_same(out)) out.copy_(result);
+  return out;
+}
+
+Tensor isinTT(const Tensor& elements, const Tensor& test_elements, bool assume_unique, bool invert) {
+  Tensor out = at::empty({0}, elements.options().dtype(at::kBool));
+  return isinOut(elements, test_elements, assume_unique, invert, out);
+}
+
+Tensor& isinTSOut(const Tensor& elements, const at::Scalar& test_element, bool assume_unique, bool invert, Tensor& out) {
+  checkIsinDtype(test_element.type());
+  return isinOut(elements, at::native::wrapped_scalar_tensor(test_element, elements.device()), assume_unique, invert,
+                 out);
+}
+
+Tensor isinTS(const Tensor& elements, const at::Scalar& test_element, bool assume_unique, bool invert) {
+  Tensor out = at::empty({0}, elements.options().dtype(at::kBool));
+  return isinTSOut(elements, test_element, assume_unique, invert, out);
+}
+
+Tensor& isinSTOut(const at::Scalar& element, const Tensor& test_elements, bool assume_unique, bool invert, Tensor& out) {
+  return isinOut(at::native::wrapped_scalar_tensor(element, test_elements.device()), test_elements, assume_unique,
+                 invert, out);
+}
+
+Tensor isinST(const at::Scalar& element, const Tensor& test_elements, bool assume_unique, bool invert) {
+  Tensor out = at::empty({0}, test_elements.options().dtype(at::kBool));
+  return isinSTOut(element, test_elements, assume_unique, invert, out);
 }
 
 std::tuple<Tensor&, Tensor&> sort_out(const Tensor& self, std::optional<bool>, int64_t dim, bool descending,
@@ -208,6 +275,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sort.values_stable", TORCH_FN(sort_out));
   m.impl("topk.values", TORCH_FN(topk_out));
   m.impl("_unique2", TORCH_FN(unique2));
+  m.impl("isin.Tensor_Tensor", TORCH_FN(isinTT));
+  m.impl("isin.Tensor_Tensor_out", TORCH_FN(isinOut));
+  m.impl("isin.Tensor_Scalar", TORCH_FN(isinTS));
+  m.impl("isin.Tensor_Scalar_out", TORCH_FN(isinTSOut));
+  m.impl("isin.Scalar_Tensor", TORCH_FN(isinST));
+  m.impl("isin.Scalar_Tensor_out", TORCH_FN(isinSTOut));
   m.impl("_unique", TORCH_FN(unique1));
   m.impl("unique_dim", TORCH_FN(unique_dim));
   m.impl("randperm.generator_out", TORCH_FN(randperm_out));

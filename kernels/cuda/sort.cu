@@ -84,7 +84,27 @@ __global__ void merge_kernel(SortArgs a) {
   }
 }
 
+template <typename T>
+__global__ void isin_kernel(IsinArgs a) {
+  using O = ew::opmath_t<T>;
+  const T* el = static_cast<const T*>(a.elements);
+  const T* sorted = static_cast<const T*>(a.sorted);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    a.out[i] = sorted_contains<O>(sorted, a.m, static_cast<O>(el[i])) != a.invert;
+}
+
 } // namespace
+
+rt::Status isin(const IsinArgs& a, rt::Stream stream) {
+  if (a.n == 0) return rt::Status::Success;
+  bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!is_complex_t<T>::value) isin_kernel<T><<<grid_for(a.n), kThreads, 0, native(stream)>>>(a);
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "isin: unsupported dtype");
+  return check_launch("isin");
+}
 
 rt::Status sort(const SortArgs& a, rt::Stream stream) {
   if (a.slices == 0 || a.length == 0) return rt::Status::Success;

@@ -33,4 +33,17 @@ rt::Status sort(const SortArgs& a, rt::Stream) {
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "sort: unsupported dtype");
 }
 
+rt::Status isin(const IsinArgs& a, rt::Stream) {
+  bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!is_complex_t<T>::value) {
+      using O = ew::opmath_t<T>;
+      const T* el = static_cast<const T*>(a.elements);
+      const T* sorted = static_cast<const T*>(a.sorted);
+      for (int64_t i = 0; i < a.n; ++i) a.out[i] = sorted_contains<O>(sorted, a.m, static_cast<O>(el[i])) != a.invert;
+    }
+  });
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "isin: unsupported dtype");
+}
+
 } // namespace mytorch::sim

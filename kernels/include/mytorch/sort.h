@@ -1,4 +1,5 @@
-// Sort family: sorts independent slices of a tensor, producing values and int64 indices.
+// Sort family: sorts independent slices of a tensor, producing values and int64 indices; and membership in a
+// sorted set (isin: a binary search per element).
 //
 // Note [Sort engine]
 // Elements compare as (value, original index) pairs, so the order is stable and the same on both runtimes;
@@ -40,12 +41,39 @@ MT_HOST_DEVICE inline bool sort_before(O av, int64_t ai, O bv, int64_t bi, bool 
   return descending ? av > bv : av < bv;
 }
 
+// isin: out[i] = (elements[i] is one of the m values of `sorted`) != invert. `sorted` is ascending in the sort
+// engine's order (NaN last), elements and sorted share the dtype, both contiguous.
+struct IsinArgs {
+  DType dtype = DType::Float;
+  const void* elements = nullptr;
+  int64_t n = 0;
+  const void* sorted = nullptr;
+  int64_t m = 0;
+  bool invert = false;
+  bool* out = nullptr;
+};
+
+// Whether x is among s[0..m) (ascending): the first position not below x, then equality. NaN equals nothing,
+// as in ATen's isin.
+template <typename O, typename T>
+MT_HOST_DEVICE inline bool sorted_contains(const T* s, int64_t m, O x) {
+  int64_t lo = 0, hi = m;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (static_cast<O>(s[mid]) < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < m && static_cast<O>(s[lo]) == x;
+}
+
 namespace sim {
 rt::Status sort(const SortArgs& a, rt::Stream stream);
+rt::Status isin(const IsinArgs& a, rt::Stream stream);
 }
 #if MYTORCH_WITH_CUDA
 namespace cuda {
 rt::Status sort(const SortArgs& a, rt::Stream stream);
+rt::Status isin(const IsinArgs& a, rt::Stream stream);
 }
 #endif
 
@@ -55,6 +83,12 @@ inline rt::Status sort(const SortArgs& a, rt::Stream stream) {
   if (rt::cuda_kernels()) return cuda::sort(a, stream);
 #endif
   return sim::sort(a, stream);
+}
+inline rt::Status isin(const IsinArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::cuda_kernels()) return cuda::isin(a, stream);
+#endif
+  return sim::isin(a, stream);
 }
 } // namespace kernels
 
