@@ -147,3 +147,34 @@ def test_isin_edge_cases_match_the_cpu(forbid_fallback):
                    out=torch.empty(1, device="mytorch"))
     with pytest.raises(RuntimeError, match="on one device"):
         torch.isin(torch.tensor([1], device="mytorch"), torch.tensor([1, 2]))
+
+
+def test_histc_matches_the_cpu_and_counts_integers_as_cuda(forbid_fallback):
+    """histc (mytorch/histogram.h, Note [histc bins]): float32/float64 bin for bin as the CPU (ranges given, from
+    the data, empty; NaN and out-of-range elements not counted); integer inputs counted, as on CUDA (the CPU
+    refuses them: compared with the CPU on the same values as float); ATen's refusals."""
+    for dt in (torch.float32, torch.float64):
+        x = (torch.randn(1000, generator=g) * 3).to(dt)
+        with_nan = x.clone()
+        with_nan[::97] = float("nan")   # not counted in a given range; a range from NaN data is refused, as on the CPU
+        for x, kw in ((x, dict(bins=10)), (with_nan, dict(bins=7, min=-2, max=2)), (x, dict(bins=1)),
+                      (x, dict(bins=5, min=1, max=1))):
+            want = torch.histc(x, **kw)
+            got = torch.histc(x.to("mytorch"), **kw)
+            assert got.dtype == dt and torch.equal(got.cpu(), want), (dt, kw)
+    assert torch.equal(torch.histc(torch.tensor([2.0, 2.0], device="mytorch"), bins=2).cpu(), torch.tensor([0.0, 2.0]))
+    ids = torch.randint(-1, 9, (500,), generator=g)
+    for dt in (torch.int32, torch.int64, torch.uint8):
+        got = torch.histc(ids.clamp(min=0).to(dt).to("mytorch"), bins=8, min=0, max=7)
+        assert got.dtype == dt
+        assert torch.equal(got.cpu().double(), torch.histc(ids.clamp(min=0).double(), bins=8, min=0, max=7).double())
+    out = torch.empty(3, device="mytorch")
+    torch.histc(torch.tensor([0.5, 1.5, 2.5], device="mytorch"), bins=3, min=0, max=3, out=out)
+    assert torch.equal(out.cpu(), torch.ones(3))
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        torch.histc(torch.ones(2, device="mytorch"), bins=0)
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(torch.ones(2, device="mytorch"), bins=2, min=3, max=1)
+    for data in ([1.0, float("inf")], [1.0, float("nan")]):
+        with pytest.raises(RuntimeError, match="is not finite"):
+            torch.histc(torch.tensor(data, device="mytorch"), bins=2)

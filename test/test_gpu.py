@@ -82,6 +82,7 @@ def run(dev):
         "sort": a.sort(1).values.cpu(), "topk": a.topk(5, 1).values.cpu(), "nonzero": (a > 1).nonzero().cpu(),
         "arange": torch.arange(0, 10, 0.25, device=dev).cpu(), "flip": a.flip(0).cpu(),
         "isin": torch.isin(ii, ii[::7] * 2).cpu(),
+        "histc": torch.histc(a, bins=13, min=-2, max=2).cpu(), "histc_int": torch.histc(ii.int(), bins=9, min=0, max=256).cpu(),
     }
 """
 

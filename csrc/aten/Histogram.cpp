@@ -1,0 +1,75 @@
+// Op table: torch.histc on mytorch (kernels: mytorch/histogram.h, Note [histc bins]). CUDA's semantics: integer
+// inputs are counted too (Hugging Face's mixture-of-experts layers count tokens per expert with histc on int32);
+// the output has the input's dtype; min == max takes the range from the data, widened by 1 when it is empty.
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "csrc/aten/Glue.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+#include "mytorch/histogram.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+
+Tensor& histcOut(const Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max, Tensor& out) {
+  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  const auto t = self.scalar_type();
+  TORCH_CHECK(t != at::kBool && !c10::isComplexType(t) && toKernelDType(t) != DType::Other,
+              "torch.histc: unsupported input dtype ", t);
+  TORCH_CHECK(out.scalar_type() == t, "torch.histc: expected out to have dtype ", t, ", but got ",
+              out.scalar_type());
+  double lo = min.toDouble(), hi = max.toDouble();
+  Tensor in = self.contiguous();
+  if (lo == hi && in.numel() > 0) {
+    lo = at::amin(in).item<double>();
+    hi = at::amax(in).item<double>();
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  TORCH_CHECK(!(std::isinf(lo) || std::isinf(hi) || std::isnan(lo) || std::isnan(hi)), "torch.histc: range of [", lo,
+              ", ", hi, "] is not finite");
+  TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
+  Tensor counts = at::zeros({bins}, self.options().dtype(at::kLong));
+  HistcArgs a;
+  a.dtype = toKernelDType(t);
+  a.in = in.const_data_ptr();
+  a.n = in.numel();
+  a.bins = bins;
+  a.lo = lo;
+  a.hi = hi;
+  a.counts = counts.data_ptr<int64_t>();
+  if (a.n > 0) {
+    c10::DeviceGuard guard(self.device());
+    MT_RT_CHECK(kernels::histc(a, nativeHandle(currentStream(self.device().index()))));
+  }
+  at::native::resize_output(out, {bins});
+  out.copy_(counts);
+  return out;
+}
+
+Tensor histc(const Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
+  Tensor out = at::empty({0}, self.options());
+  return histcOut(self, bins, min, max, out);
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("histc", TORCH_FN(histc));
+  m.impl("histc.out", TORCH_FN(histcOut));
+}
+
+} // namespace mytorch
