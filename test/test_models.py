@@ -1,0 +1,163 @@
+"""A model zoo on mytorch (issue 18): Hugging Face transformers models of many families, built from small configs
+with random weights (no download), trained and run through generate() on mytorch and on the CPU from one seed,
+with the CPU fallback forbidden. Left-padded batches (a fully masked attention row for the padding under the
+causal mask) generate the same tokens as the CPU."""
+import copy
+
+import pytest
+import torch
+
+from mytorch.testing._compare import compare_tensor
+
+transformers = pytest.importorskip("transformers")
+
+SMALL = dict(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=64, head_dim=16, pad_token_id=0, bos_token_id=1,
+             eos_token_id=2)
+MOE = dict(num_local_experts=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+           shared_expert_intermediate_size=64)
+# Family -> the config's own names for what differs from SMALL (dropout off: the two sides draw other numbers).
+DECODERS = {
+    "llama": {}, "mistral": {}, "qwen2": {}, "qwen3": {}, "gemma": {}, "gemma2": {}, "phi3": {}, "gpt_neox": {},
+    "bloom": {}, "olmo": {}, "starcoder2": {}, "granite": {},
+    "gpt2": dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
+    "opt": dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, word_embed_proj_dim=64, ffn_dim=128),
+    # mixture of experts, with transformers' default experts path (grouped GEMM, histc on the device)
+    "mixtral": MOE, "qwen2_moe": MOE, "qwen3_moe": MOE, "gpt_oss": MOE,
+}
+LOSS_RTOL = 1e-4   # the issue's parity rule for training (reduction order)
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    torch.mytorch.reset_fallback_stats()
+    torch.mytorch.set_fallback_mode("error")
+    yield
+    torch.mytorch.set_fallback_mode("silent")
+
+
+def _pair(make):
+    torch.manual_seed(0)
+    model = make().float()
+    return model, copy.deepcopy(model).to("mytorch")
+
+
+def _gold(model):
+    """A float64 copy for the tolerance rule; experts through transformers' eager path (the CPU's grouped GEMM
+    has no float64)."""
+    gold = copy.deepcopy(model).double()
+    if getattr(gold.config, "_experts_implementation", None) not in (None, "eager"):
+        gold.set_experts_implementation("eager")
+    return gold
+
+
+def _train(model, dev, batch, steps=3):
+    """Losses of `steps` AdamW steps on both sides, relative difference checked at each."""
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (model, dev)]
+    for _ in range(steps):
+        losses = []
+        for m, opt, b in ((model, opts[0], batch), (dev, opts[1], {k: v.to("mytorch") for k, v in batch.items()})):
+            loss = m(**b).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        assert abs(losses[1] - losses[0]) <= LOSS_RTOL * abs(losses[0]), losses
+
+
+@pytest.mark.parametrize("family", sorted(DECODERS))
+def test_decoder_trains_and_generates_like_the_cpu(family):
+    cfg = transformers.AutoConfig.for_model(family, **{**SMALL, **DECODERS[family]})
+    model, dev = _pair(lambda: transformers.AutoModelForCausalLM.from_config(cfg))
+    ids = torch.randint(3, 96, (2, 12), generator=torch.Generator().manual_seed(1))
+    _train(model, dev, {"input_ids": ids, "labels": ids})
+    model.eval()
+    dev.eval()
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[0, :4] = 0   # left padding
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        gold = _gold(model)(input_ids=ids, attention_mask=mask).logits
+        got = dev(input_ids=ids.to("mytorch"), attention_mask=mask.to("mytorch")).logits
+    assert torch.isfinite(got).all()
+    e = compare_tensor(got[:, 4:], logits[:, 4:], gold[:, 4:])   # the padded positions' values are arbitrary
+    assert e.ok, e.problems or f"{e.bad} of {e.total} logits out of tolerance"
+    greedy = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+    want = model.generate(input_ids=ids, attention_mask=mask, **greedy)
+    assert torch.equal(dev.generate(input_ids=ids.to("mytorch"), attention_mask=mask.to("mytorch"), **greedy).cpu(), want)
+    sampled = []
+    for _ in range(2):   # seeded sampling: the device's generator, so reproducible on mytorch (not the CPU's draws)
+        torch.mytorch.manual_seed(7)
+        sampled.append(dev.generate(input_ids=ids.to("mytorch"), attention_mask=mask.to("mytorch"), do_sample=True,
+                                    top_k=5, max_new_tokens=6, pad_token_id=0).cpu())
+    assert torch.equal(sampled[0], sampled[1]) and int(sampled[0].max()) < 96
+    assert torch.mytorch.fallback_stats() == {}
+
+
+def test_encoder_trains_like_the_cpu():
+    cfg = transformers.BertConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                  num_attention_heads=4, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                                  attention_probs_dropout_prob=0.0)
+    model, dev = _pair(lambda: transformers.BertForMaskedLM(cfg))
+    ids = torch.randint(3, 96, (2, 12), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[1, 8:] = 0   # right padding
+    _train(model, dev, {"input_ids": ids, "attention_mask": mask, "labels": ids})
+    assert torch.mytorch.fallback_stats() == {}
+
+
+@pytest.mark.parametrize("family", ["t5", "bart"])
+def test_seq2seq_trains_and_beam_searches_like_the_cpu(family):
+    if family == "t5":
+        cfg = transformers.T5Config(vocab_size=96, d_model=64, d_ff=128, d_kv=16, num_layers=2, num_heads=4,
+                                    dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        make = lambda: transformers.T5ForConditionalGeneration(cfg)  # noqa: E731
+    else:
+        cfg = transformers.BartConfig(vocab_size=96, d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                                      encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                                      decoder_attention_heads=4, max_position_embeddings=64, dropout=0.0,
+                                      attention_dropout=0.0, activation_dropout=0.0, pad_token_id=0, bos_token_id=1,
+                                      eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None)
+        make = lambda: transformers.BartForConditionalGeneration(cfg)  # noqa: E731
+    model, dev = _pair(make)
+    src = torch.randint(3, 96, (2, 10), generator=torch.Generator().manual_seed(1))
+    tgt = torch.randint(3, 96, (2, 7), generator=torch.Generator().manual_seed(2))
+    _train(model, dev, {"input_ids": src, "labels": tgt})
+    model.eval()
+    dev.eval()
+    beam = dict(num_beams=3, max_new_tokens=6, do_sample=False, early_stopping=True)
+    want = model.generate(input_ids=src, **beam)
+    assert torch.equal(dev.generate(input_ids=src.to("mytorch"), **beam).cpu(), want)
+    assert torch.mytorch.fallback_stats() == {}
+
+
+def test_vision_transformer_trains_like_the_cpu():
+    cfg = transformers.ViTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=64, intermediate_size=128,
+                                 num_hidden_layers=2, num_attention_heads=4, num_labels=5, hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0)
+    model, dev = _pair(lambda: transformers.ViTForImageClassification(cfg))
+    g = torch.Generator().manual_seed(1)
+    _train(model, dev, {"pixel_values": torch.randn(2, 3, 16, 16, generator=g), "labels": torch.tensor([1, 3])})
+    assert torch.mytorch.fallback_stats() == {}
+
+
+@pytest.mark.parametrize("family", ["llama", "mixtral"])
+@pytest.mark.parametrize("mode", ["bf16", "autocast"])
+def test_low_precision_matches_the_cpu(family, mode):
+    """bf16 weights, or float32 weights under autocast to bf16: the loss against the CPU doing the same, within
+    the tolerance rule at bfloat16 (against the float64 loss)."""
+    cfg = transformers.AutoConfig.for_model(family, **{**SMALL, **DECODERS[family]})
+    model, dev = _pair(lambda: transformers.AutoModelForCausalLM.from_config(cfg))
+    gold = _gold(model)
+    ids = torch.randint(3, 96, (2, 12), generator=torch.Generator().manual_seed(1))
+    if mode == "bf16":
+        model, dev = model.bfloat16(), dev.bfloat16()
+    losses = []
+    for m, device in ((model, "cpu"), (dev, "mytorch")):
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=mode == "autocast"):
+            losses.append(m(input_ids=ids.to(device), labels=ids.to(device)).logits.float())
+    with torch.no_grad():
+        want64 = gold(input_ids=ids, labels=ids).logits
+    e = compare_tensor(losses[1].bfloat16(), losses[0].bfloat16(), want64)
+    assert e.ok, e.problems or f"{e.bad} of {e.total} logits out of tolerance"
+    assert torch.mytorch.fallback_stats() == {}
