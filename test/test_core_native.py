@@ -178,3 +178,15 @@ def test_histc_matches_the_cpu_and_counts_integers_as_cuda(forbid_fallback):
     for data in ([1.0, float("inf")], [1.0, float("nan")]):
         with pytest.raises(RuntimeError, match="is not finite"):
             torch.histc(torch.tensor(data, device="mytorch"), bins=2)
+
+
+def test_eye_natively(forbid_fallback):
+    for args, kw in [((3,), {}), ((2, 4), dict(dtype=torch.int32)), ((4, 2), dict(dtype=torch.bool)), ((0,), {}),
+                     ((3, 0), dict(dtype=torch.bfloat16))]:
+        got, want = torch.eye(*args, device="mytorch", **kw), torch.eye(*args, **kw)
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    out = torch.empty(7, device="mytorch")
+    torch.eye(2, 3, out=out)
+    assert torch.equal(out.cpu(), torch.eye(2, 3))
+    with pytest.raises(RuntimeError, match="n must be greater or equal to 0"):
+        torch.eye(-1, device="mytorch")

@@ -292,3 +292,20 @@ def test_foreach_overloads_match_cpu():
     nc = [torch.randn(4, 6)[:, ::2], torch.randn(3).double()]
     for r, t in zip(torch._foreach_add(nc, 1.0), torch._foreach_add(d(nc), 1.0)):
         torch.testing.assert_close(t.cpu(), r)
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_weight_norm_interface_natively(dim, dtype):
+    """The fused weight norm (nn.utils.weight_norm; wav2vec2's positional convolution) and its backward, for the
+    first and the last dimension."""
+    gen = torch.Generator().manual_seed(0)
+    v = torch.randn(6, 4, 5, generator=gen)
+    g = torch.randn(6, 1, 1, generator=gen) if dim == 0 else torch.randn(1, 1, 5, generator=gen)
+    d = dim % v.dim()
+    assert_fwd_bwd_match_cpu(lambda v_, g_: torch._weight_norm_interface(v_, g_, d)[0], v, g, dtype=dtype,
+                             grad_inputs=(0, 1))
+    norms = torch._weight_norm_interface(v.to(dtype).to(DEV), g.to(dtype).to(DEV), d)[1]
+    assert norms.dtype == torch.float32 and norms.shape == g.shape
+    with pytest.raises(RuntimeError, match="first or the last"):
+        torch._weight_norm_interface(v.to(DEV), torch.randn(1, 4, 1).to(DEV), 1)

@@ -3,6 +3,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/diagonal.h>
+#include <ATen/ops/fill.h>
+#include <ATen/ops/zero.h>
 #include <ATen/ops/alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -128,7 +131,21 @@ bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
 }
 } // namespace
 
+// torch.eye: zeros, then ones on the diagonal (both native kernels), with ATen's argument checks.
+at::Tensor& wrapper_eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  at::native::resize_output(out, {n, m});
+  out.zero_();
+  if (n > 0 && m > 0) out.diagonal().fill_(1);
+  return out;
+}
+
+at::Tensor& wrapper_eye_out(int64_t n, at::Tensor& out) { return wrapper_eye_m_out(n, n, out); }
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("eye.out", TORCH_FN(wrapper_eye_out));
+  m.impl("eye.m_out", TORCH_FN(wrapper_eye_m_out));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
   m.impl("empty.memory_format", TORCH_FN(wrapper_empty_memory_format));
   m.impl("empty_strided", TORCH_FN(wrapper_empty_strided));
