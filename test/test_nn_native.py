@@ -309,3 +309,33 @@ def test_weight_norm_interface_natively(dim, dtype):
     assert norms.dtype == torch.float32 and norms.shape == g.shape
     with pytest.raises(RuntimeError, match="first or the last"):
         torch._weight_norm_interface(v.to(DEV), torch.randn(1, 4, 1).to(DEV), 1)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "LSTMCell", "GRUCell"])
+def test_recurrent_layers_natively(kind):
+    """nn.LSTM / nn.GRU and their cells: torch's RNN code picks the fused cells (_thnn_fused_lstm_cell,
+    _thnn_fused_gru_cell) for a non-CPU device; forward and backward against the CPU."""
+    torch.manual_seed(0)
+    if kind in ("LSTM", "GRU"):
+        ref = getattr(nn, kind)(8, 16, num_layers=2, batch_first=True, bidirectional=True)
+        x = torch.randn(3, 5, 8)
+    else:
+        ref = getattr(nn, kind)(8, 16)
+        x = torch.randn(3, 8)
+    dev = copy.deepcopy(ref).to(DEV)
+    gold = copy.deepcopy(ref).double()
+
+    def loss(model, inp):
+        out = model(inp)
+        out = out[0] if isinstance(out, tuple) else out
+        return (out * torch.linspace(-1, 1, out.shape[-1], dtype=out.dtype, device=out.device)).sum()
+
+    xs = [x.clone().requires_grad_(), x.to(DEV).requires_grad_(), x.double().requires_grad_()]
+    losses = [loss(m, xi) for m, xi in zip((ref, dev, gold), xs)]
+    for l_ in losses:
+        l_.backward()
+    assert compare_tensor(losses[1], losses[0], losses[2]).ok
+    assert compare_tensor(xs[1].grad, xs[0].grad, xs[2].grad).ok
+    for (name, p), pd, pg in zip(ref.named_parameters(), dev.parameters(), gold.parameters()):
+        e = compare_tensor(pd.grad, p.grad, pg.grad)
+        assert e.ok, (name, e.problems or f"{e.bad} of {e.total}")
