@@ -190,3 +190,15 @@ def test_eye_natively(forbid_fallback):
     assert torch.equal(out.cpu(), torch.eye(2, 3))
     with pytest.raises(RuntimeError, match="n must be greater or equal to 0"):
         torch.eye(-1, device="mytorch")
+
+
+def test_is_set_to_and_storage_type(forbid_fallback):
+    """Tensor.is_set_to compares storage, offset, sizes and strides natively; Tensor.storage_type() answers the
+    device's legacy storage class (torch.mytorch.FloatStorage), as on CUDA."""
+    x = torch.arange(12.0, device="mytorch")
+    y = torch.empty(0, device="mytorch").set_(x.untyped_storage(), 0, (12,), (1,))
+    assert y.is_set_to(x) and x.is_set_to(y)
+    assert not x.view(3, 4).is_set_to(x) and not x[1:].is_set_to(x[:-1]) and not x.clone().is_set_to(x)
+    assert x.storage_type() is torch.mytorch.FloatStorage
+    assert torch.ones(2, dtype=torch.bfloat16, device="mytorch").storage_type() is torch.mytorch.BFloat16Storage
+    assert torch.mytorch.LongStorage.dtype == torch.int64

@@ -131,6 +131,12 @@ bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
 }
 } // namespace
 
+// Tensor.is_set_to: the same storage, offset, sizes and strides (ATen's rule), without touching the data.
+bool wrapper_is_set_to(const at::Tensor& self, const at::Tensor& src) {
+  return self.storage().unsafeGetStorageImpl() == src.storage().unsafeGetStorageImpl() &&
+         self.storage_offset() == src.storage_offset() && self.sizes() == src.sizes() && self.strides() == src.strides();
+}
+
 // torch.eye: zeros, then ones on the diagonal (both native kernels), with ATen's argument checks.
 at::Tensor& wrapper_eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
@@ -145,6 +151,7 @@ at::Tensor& wrapper_eye_out(int64_t n, at::Tensor& out) { return wrapper_eye_m_o
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("eye.out", TORCH_FN(wrapper_eye_out));
+  m.impl("is_set_to", TORCH_FN(wrapper_is_set_to));
   m.impl("eye.m_out", TORCH_FN(wrapper_eye_m_out));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
   m.impl("empty.memory_format", TORCH_FN(wrapper_empty_memory_format));

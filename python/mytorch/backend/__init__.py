@@ -17,6 +17,9 @@ from .random import (  # noqa: F401
 )
 from .fallback import fallback_stats, get_fallback_mode, reset_fallback_stats, set_fallback_mode  # noqa: F401
 from .amp import get_amp_supported_dtype  # noqa: F401,E402
+from .storage_types import STORAGE_CLASSES as _STORAGE_CLASSES  # noqa: E402
+
+globals().update(_STORAGE_CLASSES)   # torch.mytorch.FloatStorage, ... (Tensor.storage_type())
 
 
 def __getattr__(name: str):
