@@ -339,3 +339,12 @@ def test_recurrent_layers_natively(kind):
     for (name, p), pd, pg in zip(ref.named_parameters(), dev.parameters(), gold.parameters()):
         e = compare_tensor(pd.grad, p.grad, pg.grad)
         assert e.ok, (name, e.problems or f"{e.bad} of {e.total}")
+
+
+def test_group_norm_over_a_large_group_keeps_the_cpus_accuracy():
+    """Note [Two-level sums]: 8M elements in one group, away from zero (where one float accumulator drifts by
+    about n * eps): forward and backward within the tolerance rule against float64."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 4, 1024, 2048, generator=gen) + 3.0
+    w, b = torch.randn(4, generator=gen), torch.randn(4, generator=gen)
+    assert_fwd_bwd_match_cpu(lambda x_, w_, b_: F.group_norm(x_, 1, w_, b_), x, w, b, grad_inputs=(0, 1, 2))

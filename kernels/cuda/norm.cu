@@ -28,17 +28,13 @@ __device__ inline void block_sum2(A* v1, A* v2) {
 template <typename T, typename P, typename A>
 __global__ void stats_kernel(NormArgs a) {
   __shared__ red::Acc<A> parts[kThreads];
-  const int64_t groups = nrm::group_count(a), len = nrm::group_len(a);
+  const int64_t groups = nrm::group_count(a);
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     if (a.kind == NormKind::Batch && !a.training) {
       if (threadIdx.x == 0) nrm::eval_stats<P, A>(a, g);
       continue;
     }
-    red::Acc<A> acc{A(0), A(0), 0};
-    int64_t ch = 0;
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
-      red::push<RedOp::Var, A>(acc, static_cast<A>(static_cast<const T*>(a.x)[nrm::group_offset(a, g, j, &ch)]), j, 0);
-    parts[threadIdx.x] = acc;
+    parts[threadIdx.x] = nrm::lane_stats<T, A>(a, g, threadIdx.x, blockDim.x);
     __syncthreads();
     for (int k = blockDim.x / 2; k > 0; k /= 2) {
       if (threadIdx.x < k) red::combine<RedOp::Var, A>(parts[threadIdx.x], parts[threadIdx.x + k], 0);
@@ -62,7 +58,7 @@ __global__ void dx_kernel(NormArgs a) {
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     A s1 = 0, s2 = 0;
     if (!eval) {
-      for (int64_t j = threadIdx.x; j < len; j += blockDim.x) nrm::dx_sums<T, P, A>(a, g, j, &s1, &s2);
+      nrm::lane_dx_sums<T, P, A>(a, g, threadIdx.x, blockDim.x, &s1, &s2);
       block_sum2(&s1, &s2);
     }
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x) nrm::dx_element<T, P, A>(a, g, j, s1, s2);
@@ -71,10 +67,9 @@ __global__ void dx_kernel(NormArgs a) {
 
 template <typename T, typename P, typename A>
 __global__ void dw_kernel(NormArgs a) {
-  const int64_t len = nrm::channel_len(a);
   for (int64_t ch = blockIdx.x; ch < a.c; ch += gridDim.x) {
     A dw = 0, db = 0;
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) nrm::dw_terms<T, A>(a, ch, i, &dw, &db);
+    nrm::lane_dw_terms<T, A>(a, ch, threadIdx.x, blockDim.x, &dw, &db);
     block_sum2(&dw, &db);
     if (threadIdx.x == 0) {
       if (a.dweight) static_cast<P*>(a.dweight)[ch] = static_cast<P>(dw);

@@ -13,11 +13,7 @@ void forward(const NormArgs& a) {
       nrm::eval_stats<P, A>(a, g);
       continue;
     }
-    red::Acc<A> acc{A(0), A(0), 0};
-    int64_t ch = 0;
-    for (int64_t j = 0; j < len; ++j)
-      red::push<RedOp::Var, A>(acc, static_cast<A>(static_cast<const T*>(a.x)[nrm::group_offset(a, g, j, &ch)]), j, 0);
-    nrm::finish_stats<T, P, A>(a, g, acc);
+    nrm::finish_stats<T, P, A>(a, g, nrm::lane_stats<T, A>(a, g, 0, 1));
   }
   const int64_t total = groups * len;
   for (int64_t off = 0; off < total; ++off) nrm::apply<T, P, A>(a, off);
@@ -30,16 +26,14 @@ void backward(const NormArgs& a) {
     const int64_t groups = nrm::group_count(a), len = nrm::group_len(a);
     for (int64_t g = 0; g < groups; ++g) {
       A s1 = 0, s2 = 0;
-      if (!(a.kind == NormKind::Batch && !a.training))
-        for (int64_t j = 0; j < len; ++j) nrm::dx_sums<T, P, A>(a, g, j, &s1, &s2);
+      if (!(a.kind == NormKind::Batch && !a.training)) nrm::lane_dx_sums<T, P, A>(a, g, 0, 1, &s1, &s2);
       for (int64_t j = 0; j < len; ++j) nrm::dx_element<T, P, A>(a, g, j, s1, s2);
     }
   }
   if (a.dweight || a.dbias) {
-    const int64_t len = nrm::channel_len(a);
     for (int64_t ch = 0; ch < a.c; ++ch) {
       A dw = 0, db = 0;
-      for (int64_t i = 0; i < len; ++i) nrm::dw_terms<T, A>(a, ch, i, &dw, &db);
+      nrm::lane_dw_terms<T, A>(a, ch, 0, 1, &dw, &db);
       if (a.dweight) static_cast<P*>(a.dweight)[ch] = static_cast<P>(dw);
       if (a.dbias) static_cast<P*>(a.dbias)[ch] = static_cast<P>(db);
     }
