@@ -348,3 +348,27 @@ def test_group_norm_over_a_large_group_keeps_the_cpus_accuracy():
     x = torch.randn(1, 4, 1024, 2048, generator=gen) + 3.0
     w, b = torch.randn(4, generator=gen), torch.randn(4, generator=gen)
     assert_fwd_bwd_match_cpu(lambda x_, w_, b_: F.group_norm(x_, 1, w_, b_), x, w, b, grad_inputs=(0, 1, 2))
+
+
+@pytest.mark.parametrize("norm", ["batch", "group"])
+@pytest.mark.parametrize("training", [True, False])
+def test_norms_keep_channels_last(norm, training):
+    """A channels-last input gets a channels-last output and input gradient, as on the CPU and CUDA, with the
+    CPU's values."""
+    torch.manual_seed(0)
+    ref = (nn.BatchNorm2d(6) if norm == "batch" else nn.GroupNorm(2, 6)).train(training)
+    if norm == "batch":
+        ref.running_mean.uniform_(-1, 1)
+        ref.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 6, 5, 7).to(memory_format=torch.channels_last)
+    outs = []
+    for model, inp in ((copy.deepcopy(ref), x), (copy.deepcopy(ref).to(DEV), x.to(DEV)),
+                       (copy.deepcopy(ref).double(), x.double())):
+        leaf = inp.detach().requires_grad_()
+        y = model(leaf)
+        y.backward(torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y).to(y.device))
+        outs.append((y, leaf.grad))
+    for i in range(2):
+        e = compare_tensor(outs[1][i], outs[0][i], outs[2][i])
+        assert e.ok, e.problems or f"{e.bad} of {e.total}"
+        assert outs[1][i].is_contiguous(memory_format=torch.channels_last)

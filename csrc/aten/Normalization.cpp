@@ -22,6 +22,12 @@ using OptT = std::optional<Tensor>;
 bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
 c10::ScalarType opmath(c10::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
 Tensor def(const OptT& t) { return t.has_value() && t->defined() ? t->contiguous() : Tensor(); }
+
+// The kernels read and write NCHW; a channels-last input gets a channels-last output and input gradient back,
+// as the CPU's and CUDA's norms give (a copy; nothing for contiguous inputs).
+Tensor likeInput(const Tensor& t, const Tensor& input) {
+  return t.defined() ? t.contiguous(input.suggest_memory_format()) : t;
+}
 const void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 // The parameter dtype of an op: the weight's (or bias's, or running stat's), else the input's; it must be
@@ -80,7 +86,7 @@ std::tuple<Tensor, Tensor, Tensor> groupNorm(const Tensor& input, const OptT& we
     a.mean = mean.data_ptr(); a.rstd = rstd.data_ptr();
     runForward(a, x);
   }
-  return {y, mean, rstd};
+  return {likeInput(y, input), mean, rstd};
 }
 
 std::tuple<Tensor, Tensor, Tensor> groupNormBackward(const Tensor& grad_out, const Tensor& input, const Tensor& mean,
@@ -112,7 +118,7 @@ std::tuple<Tensor, Tensor, Tensor> groupNormBackward(const Tensor& grad_out, con
     if (dw.defined()) dw.zero_();
     if (db.defined()) db.zero_();
   }
-  return {dx, dw, db};
+  return {likeInput(dx, input), dw, db};
 }
 
 // --- BatchNorm --------------------------------------------------------------------------------------------
@@ -157,7 +163,7 @@ std::tuple<Tensor, Tensor, Tensor> batchNorm(const Tensor& input, const OptT& we
     mean = at::empty({0}, x.options().dtype(acc));
     rstd = at::empty({0}, x.options().dtype(acc));
   }
-  return {y, mean, rstd};
+  return {likeInput(y, input), mean, rstd};
 }
 
 std::tuple<Tensor, Tensor, Tensor> batchNormBackward(const Tensor& grad_out, const Tensor& input, const OptT& weight,
@@ -196,7 +202,7 @@ std::tuple<Tensor, Tensor, Tensor> batchNormBackward(const Tensor& grad_out, con
     a.dbias = db.defined() ? db.data_ptr() : nullptr;
     runBackward(a, x);
   }
-  return {dx, dw, db};
+  return {likeInput(dx, input), dw, db};
 }
 
 std::tuple<Tensor, Tensor, Tensor> batchNormLegit(const Tensor& input, const OptT& weight, const OptT& bias,
