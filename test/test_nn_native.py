@@ -372,3 +372,17 @@ def test_norms_keep_channels_last(norm, training):
         e = compare_tensor(outs[1][i], outs[0][i], outs[2][i])
         assert e.ok, e.problems or f"{e.bad} of {e.total}"
         assert outs[1][i].is_contiguous(memory_format=torch.channels_last)
+
+
+def test_uint8_upsampling():
+    """Images in uint8: nearest exactly as the CPU; bilinear computed in float32 and rounded, within 1 of the CPU
+    (whose uint8 path uses fixed-point weights; CUDA truncates instead)."""
+    gen = torch.Generator().manual_seed(0)
+    for shape, kw in [((2, 3, 7, 9), dict(scale_factor=2)), ((1, 3, 16, 16), dict(size=(5, 7)))]:
+        x = torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8)
+        got = F.interpolate(x.to(DEV), mode="nearest", **kw)
+        assert got.dtype == torch.uint8 and torch.equal(got.cpu(), F.interpolate(x, mode="nearest", **kw))
+        for align in (False, True):
+            got = F.interpolate(x.to(DEV), mode="bilinear", align_corners=align, **kw).cpu()
+            want = F.interpolate(x, mode="bilinear", align_corners=align, **kw)
+            assert got.dtype == torch.uint8 and (got.int() - want.int()).abs().max() <= 1

@@ -236,6 +236,15 @@ void upsampleSizes(SpatialArgs& a, at::IntArrayRef output_size, const char* op) 
 Tensor& upsampleOut(SpatialOp op, const Tensor& self, at::IntArrayRef output_size, bool align, OptD sh, OptD sw, Tensor& out) {
   const char* name = op == SpatialOp::Nearest ? "upsample_nearest2d" : "upsample_bilinear2d";
   TORCH_CHECK(self.dim() == 4, name, ": expected a 4D input, but got ", self.sizes());
+  if (self.scalar_type() == at::kByte) {  // images: through float32 (exact for nearest), rounded back as the CPU
+    TORCH_CHECK(out.scalar_type() == at::kByte, name, ": expected a uint8 out for a uint8 input, but got ",
+                out.scalar_type());
+    Tensor f = at::empty({0}, self.options().dtype(at::kFloat));
+    upsampleOut(op, self.to(at::kFloat), output_size, align, sh, sw, f);
+    at::native::resize_output(out, f.sizes());
+    out.copy_(op == SpatialOp::Nearest ? f : f.round_().clamp_(0, 255));
+    return out;
+  }
   SpatialArgs a;
   a.op = op;
   planes(a, self, name);
