@@ -202,3 +202,13 @@ def test_is_set_to_and_storage_type(forbid_fallback):
     assert x.storage_type() is torch.mytorch.FloatStorage
     assert torch.ones(2, dtype=torch.bfloat16, device="mytorch").storage_type() is torch.mytorch.BFloat16Storage
     assert torch.mytorch.LongStorage.dtype == torch.int64
+
+
+def test_complex_value_in_addcmul_addcdiv():
+    """A complex `value=` computes as on the CPU (complex arithmetic goes through the fallback) instead of
+    raising while converting it to a real alpha."""
+    a = torch.randn(3, dtype=torch.cfloat, generator=g)
+    b = torch.randn(3, dtype=torch.cfloat, generator=g)
+    for f in (torch.addcmul, torch.addcdiv):
+        got = f(a.to("mytorch"), a.to("mytorch"), b.to("mytorch"), value=2 - 1j).cpu()
+        torch.testing.assert_close(got, f(a, a, b, value=2 - 1j), rtol=1e-6, atol=1e-6)

@@ -254,6 +254,8 @@ Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& wei
              [&]() -> Tensor& { return Fallback<at::_ops::lerp_Tensor_out>::call(self, end, weight, out); });
 }
 Tensor& addcmul_out(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, Tensor& out) {
+  if (value.isComplex())  // complex arithmetic has no native kernels: the fallback computes it (no real alpha)
+    return Fallback<at::_ops::addcmul_out>::call(self, t1, t2, value, out);
   return run(EwOp::Addcmul, false, EwResult::Compute, {self, t1, t2}, out, withAlpha(value),
              [&]() -> Tensor& { return Fallback<at::_ops::addcmul_out>::call(self, t1, t2, value, out); });
 }
@@ -264,6 +266,7 @@ Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
               "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
               "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter "
               "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+  if (value.isComplex()) return Fallback<at::_ops::addcdiv_out>::call(self, t1, t2, value, out);
   return run(EwOp::Addcdiv, false, EwResult::Compute, {self, t1, t2}, out, withAlpha(value),
              [&]() -> Tensor& { return Fallback<at::_ops::addcdiv_out>::call(self, t1, t2, value, out); });
 }
