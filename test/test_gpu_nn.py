@@ -84,6 +84,12 @@ def run(dev):
         f = lambda a, b_, c: F.scaled_dot_product_attention(a, b_, c, is_causal=causal, enable_gqa=hq != hk)
         for j, val in enumerate(grads(f, qs, ks, vs)):
             out[f"sdpa{lq}x{lk}_{d}_{j}"] = val
+    # CTC (Note [CTC]): loss and gradient, padded targets, an empty target
+    lp = torch.randn(40, 3, 20, generator=g).log_softmax(-1).to(dev).requires_grad_()
+    tg = torch.randint(1, 20, (3, 12), generator=g).to(dev)
+    ctc = F.ctc_loss(lp, tg, torch.tensor([40, 33, 20]), torch.tensor([12, 0, 9]), reduction="sum")
+    out["ctc"] = ctc.detach().cpu()
+    out["ctc_grad"] = torch.autograd.grad(ctc, lp)[0].cpu()
     # fully masked query rows (Note [Fused attention]: output 0, finite gradients): a boolean mask with an empty
     # row, and a decoding row whose every key is masked (the split path)
     keep = torch.rand(9, 33, generator=g) > 0.3

@@ -161,3 +161,17 @@ def test_low_precision_matches_the_cpu(family, mode):
     e = compare_tensor(losses[1].bfloat16(), losses[0].bfloat16(), want64)
     assert e.ok, e.problems or f"{e.bad} of {e.total} logits out of tolerance"
     assert torch.mytorch.fallback_stats() == {}
+
+
+def test_wav2vec2_with_ctc_trains_like_the_cpu():
+    """wav2vec2: the weight-normed positional convolution and the CTC loss, natively."""
+    cfg = transformers.Wav2Vec2Config(vocab_size=32, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=128, conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
+                                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, hidden_dropout=0.0,
+                                      attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0,
+                                      layerdrop=0.0, mask_time_prob=0.0, final_dropout=0.0, pad_token_id=0)
+    model, dev = _pair(lambda: transformers.Wav2Vec2ForCTC(cfg))
+    g = torch.Generator().manual_seed(1)
+    _train(model, dev, {"input_values": torch.randn(2, 1600, generator=g),
+                        "labels": torch.randint(1, 32, (2, 5), generator=g)})
+    assert torch.mytorch.fallback_stats() == {}

@@ -386,3 +386,32 @@ def test_uint8_upsampling():
             got = F.interpolate(x.to(DEV), mode="bilinear", align_corners=align, **kw).cpu()
             want = F.interpolate(x, mode="bilinear", align_corners=align, **kw)
             assert got.dtype == torch.uint8 and (got.int() - want.int()).abs().max() <= 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("layout", ["padded", "concatenated"])
+def test_ctc_loss_natively(dtype, layout):
+    """F.ctc_loss (wav2vec2's CTC head), Note [CTC]: the CPU's algorithm step for step, so loss and gradient are
+    the CPU's; every reduction, an empty target, and an impossible alignment (input shorter than its target)
+    with zero_infinity; tensor and list lengths."""
+    gen = torch.Generator().manual_seed(0)
+    T, N, C = 30, 4, 12
+    lp = torch.randn(T, N, C, generator=gen, dtype=dtype).log_softmax(-1)
+    il, tl = torch.tensor([30, 25, 18, 1]), torch.tensor([10, 0, 7, 3])
+    tg = torch.randint(1, C, (N, 10), generator=gen)
+    if layout == "concatenated":
+        tg = torch.cat([tg[b, :tl[b]] for b in range(N)])
+    for reduction in ("mean", "sum", "none"):
+        for lengths in ((il, tl), (il.tolist(), tl.tolist())):
+            results = []
+            for device in ("cpu", DEV):
+                x = lp.to(device).detach().requires_grad_()
+                li, lt = (v.to(device) if torch.is_tensor(v) else v for v in lengths)
+                loss = F.ctc_loss(x, tg.to(device), li, lt, reduction=reduction, zero_infinity=True)
+                loss.sum().backward()
+                results.append((loss.detach().cpu(), x.grad.cpu()))
+            assert torch.equal(results[1][0], results[0][0]) and torch.equal(results[1][1], results[0][1])
+    with pytest.raises(RuntimeError, match="blank must be in label range"):
+        F.ctc_loss(lp.to(DEV), tg.to(DEV), il, tl, blank=C)
+    with pytest.raises(RuntimeError, match="input_lengths"):
+        F.ctc_loss(lp.to(DEV), tg.to(DEV), [31, 1, 1, 1], tl.tolist())
