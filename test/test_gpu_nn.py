@@ -84,6 +84,11 @@ def run(dev):
         f = lambda a, b_, c: F.scaled_dot_product_attention(a, b_, c, is_causal=causal, enable_gqa=hq != hk)
         for j, val in enumerate(grads(f, qs, ks, vs)):
             out[f"sdpa{lq}x{lk}_{d}_{j}"] = val
+    # triangular solve (Note [Triangular solve]): lower and upper, a batch
+    tri = (torch.randn(3, 17, 17, generator=g) + 6 * torch.eye(17)).to(dev)
+    rhs = torch.randn(3, 17, 5, generator=g).to(dev)
+    out["trsm_lower"] = torch.linalg.solve_triangular(tri.tril(), rhs, upper=False).cpu()
+    out["trsm_upper_right"] = torch.linalg.solve_triangular(tri.triu(), rhs.mT, upper=True, left=False).cpu()
     # CTC (Note [CTC]): loss and gradient, padded targets, an empty target
     lp = torch.randn(40, 3, 20, generator=g).log_softmax(-1).to(dev).requires_grad_()
     tg = torch.randint(1, 20, (3, 12), generator=g).to(dev)

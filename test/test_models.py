@@ -16,14 +16,25 @@ SMALL = dict(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_la
              eos_token_id=2)
 MOE = dict(num_local_experts=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
            shared_expert_intermediate_size=64)
-# Family -> the config's own names for what differs from SMALL (dropout off: the two sides draw other numbers).
+# Family -> the config's own names for what differs from SMALL (dropout off: the two sides draw other numbers;
+# None: leave SMALL's key out).
 DECODERS = {
     "llama": {}, "mistral": {}, "qwen2": {}, "qwen3": {}, "gemma": {}, "gemma2": {}, "phi3": {}, "gpt_neox": {},
     "bloom": {}, "olmo": {}, "starcoder2": {}, "granite": {},
     "gpt2": dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
     "opt": dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, word_embed_proj_dim=64, ffn_dim=128),
+    "falcon": dict(hidden_dropout=0.0, attention_dropout=0.0, num_kv_heads=2, head_dim=None),
     # mixture of experts, with transformers' default experts path (grouped GEMM, histc on the device)
     "mixtral": MOE, "qwen2_moe": MOE, "qwen3_moe": MOE, "gpt_oss": MOE,
+    "deepseek_v3": dict(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+                        first_k_dense_replace=1, n_group=1, topk_group=1, kv_lora_rank=16, q_lora_rank=16,
+                        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, head_dim=8,
+                        num_key_value_heads=4),
+    # linear attention (gated delta rule: a triangular solve) and experts
+    "qwen3_next": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                       shared_expert_intermediate_size=32, linear_num_value_heads=4, linear_num_key_heads=2,
+                       linear_key_head_dim=16, linear_value_head_dim=16,
+                       layer_types=["linear_attention", "full_attention"]),
 }
 LOSS_RTOL = 1e-4   # the issue's parity rule for training (reduction order)
 
@@ -34,6 +45,11 @@ def _no_fallback():
     torch.mytorch.set_fallback_mode("error")
     yield
     torch.mytorch.set_fallback_mode("silent")
+
+
+def _config(family):
+    return transformers.AutoConfig.for_model(family, **{k: v for k, v in {**SMALL, **DECODERS[family]}.items()
+                                                        if v is not None})
 
 
 def _pair(make):
@@ -67,7 +83,7 @@ def _train(model, dev, batch, steps=3):
 
 @pytest.mark.parametrize("family", sorted(DECODERS))
 def test_decoder_trains_and_generates_like_the_cpu(family):
-    cfg = transformers.AutoConfig.for_model(family, **{**SMALL, **DECODERS[family]})
+    cfg = _config(family)
     model, dev = _pair(lambda: transformers.AutoModelForCausalLM.from_config(cfg))
     ids = torch.randint(3, 96, (2, 12), generator=torch.Generator().manual_seed(1))
     _train(model, dev, {"input_ids": ids, "labels": ids})
@@ -146,7 +162,7 @@ def test_vision_transformer_trains_like_the_cpu():
 def test_low_precision_matches_the_cpu(family, mode):
     """bf16 weights, or float32 weights under autocast to bf16: the loss against the CPU doing the same, within
     the tolerance rule at bfloat16 (against the float64 loss)."""
-    cfg = transformers.AutoConfig.for_model(family, **{**SMALL, **DECODERS[family]})
+    cfg = _config(family)
     model, dev = _pair(lambda: transformers.AutoModelForCausalLM.from_config(cfg))
     gold = _gold(model)
     ids = torch.randint(3, 96, (2, 12), generator=torch.Generator().manual_seed(1))
@@ -174,4 +190,32 @@ def test_wav2vec2_with_ctc_trains_like_the_cpu():
     g = torch.Generator().manual_seed(1)
     _train(model, dev, {"input_values": torch.randn(2, 1600, generator=g),
                         "labels": torch.randint(1, 32, (2, 5), generator=g)})
+    assert torch.mytorch.fallback_stats() == {}
+
+
+@pytest.mark.parametrize("family", ["clip", "siglip", "whisper"])
+def test_multimodal_and_speech_models_train_like_the_cpu(family):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, 96, (2, 10), generator=g)
+    tower = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
+    if family in ("clip", "siglip"):
+        text = dict(vocab_size=96, max_position_embeddings=16, **tower)
+        vision = dict(image_size=16, patch_size=4, **tower)
+        if family == "clip":
+            make = lambda: transformers.CLIPModel(transformers.CLIPConfig(text_config=text, vision_config=vision,  # noqa: E731
+                                                                          projection_dim=16))
+        else:
+            make = lambda: transformers.SiglipModel(transformers.SiglipConfig(text_config=text, vision_config=vision))  # noqa: E731
+        batch = {"input_ids": ids, "pixel_values": torch.randn(2, 3, 16, 16, generator=g),
+                 "return_loss": torch.tensor(True)}
+    else:
+        cfg = transformers.WhisperConfig(vocab_size=96, d_model=32, encoder_layers=1, decoder_layers=1,
+                                         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                         decoder_ffn_dim=64, num_mel_bins=16, max_source_positions=10,
+                                         max_target_positions=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                         decoder_start_token_id=1, dropout=0.0)
+        make = lambda: transformers.WhisperForConditionalGeneration(cfg)  # noqa: E731
+        batch = {"input_features": torch.randn(2, 16, 20, generator=g), "labels": ids[:, :6]}
+    model, dev = _pair(make)
+    _train(model, dev, batch)
     assert torch.mytorch.fallback_stats() == {}

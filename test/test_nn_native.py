@@ -415,3 +415,23 @@ def test_ctc_loss_natively(dtype, layout):
         F.ctc_loss(lp.to(DEV), tg.to(DEV), il, tl, blank=C)
     with pytest.raises(RuntimeError, match="input_lengths"):
         F.ctc_loss(lp.to(DEV), tg.to(DEV), [31, 1, 1, 1], tl.tolist())
+
+
+def test_linalg_solve_triangular_natively():
+    """torch.linalg.solve_triangular (Qwen3-Next), Note [Triangular solve]: lower and upper, left and right,
+    unitriangular, broadcast batches, float32 and float64, and the gradient; against the CPU with the tolerance
+    rule; ATen's shape checks."""
+    gen = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        for upper in (False, True):
+            for left in (True, False):
+                for unit in (False, True):
+                    A = torch.randn(5, 1, 6, 6, generator=gen, dtype=dtype) + 4 * torch.eye(6, dtype=dtype)
+                    A = A.triu() if upper else A.tril()
+                    B = torch.randn(2, 6, 3, generator=gen, dtype=dtype) if left else torch.randn(2, 3, 6, generator=gen, dtype=dtype)
+                    f = lambda a, b: torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unit)  # noqa: E731
+                    assert_fwd_bwd_match_cpu(f, A, B, dtype=dtype, grad_inputs=(0, 1))
+    with pytest.raises(RuntimeError, match="Incompatible shapes of A and B"):
+        torch.linalg.solve_triangular(torch.eye(3, device=DEV), torch.ones(4, 2, device=DEV), upper=False)
+    with pytest.raises(RuntimeError, match="batches of square matrices"):
+        torch.linalg.solve_triangular(torch.ones(3, 4, device=DEV), torch.ones(3, 2, device=DEV), upper=False)

@@ -1,0 +1,26 @@
+// CUDA linear-algebra family (Note [Triangular solve]): a thread per (batch, column).
+#include "common.cuh"
+#include "mytorch/linalg.h"
+
+namespace mytorch::cuda {
+namespace {
+
+template <typename T>
+__global__ void trsm_kernel(TrsmArgs a) {
+  const int64_t cols = a.batch * a.k;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    linalg::solve_column<T>(a, c / a.k, c % a.k);
+}
+
+} // namespace
+
+rt::Status triangular_solve(const TrsmArgs& a, rt::Stream stream) {
+  if (a.batch == 0 || a.k == 0 || a.n == 0) return rt::Status::Success;
+  if (a.dtype == DType::Float) trsm_kernel<float><<<grid_for(a.batch * a.k), kThreads, 0, native(stream)>>>(a);
+  else if (a.dtype == DType::Double) trsm_kernel<double><<<grid_for(a.batch * a.k), kThreads, 0, native(stream)>>>(a);
+  else return rt::report(rt::Status::InvalidValue, "linalg_solve_triangular: expected float or double");
+  return check_launch("linalg_solve_triangular");
+}
+
+} // namespace mytorch::cuda
