@@ -3,6 +3,8 @@ list runs (forward and, for differentiable ones, backward) and matches the CPU."
 import pytest
 import torch
 
+from mytorch.testing._compare import compare_tensor
+
 g = torch.Generator().manual_seed(0)
 X = torch.randn(6, 7, generator=g)
 Y = torch.randn(6, 7, generator=g).abs() + 0.5
@@ -212,3 +214,21 @@ def test_complex_value_in_addcmul_addcdiv():
     for f in (torch.addcmul, torch.addcdiv):
         got = f(a.to("mytorch"), a.to("mytorch"), b.to("mytorch"), value=2 - 1j).cpu()
         assert torch.equal(got, f(a, a, b, value=2 - 1j))   # the CPU kernel itself, through the fallback
+
+
+def test_bincount_natively(forbid_fallback):
+    x = torch.randint(0, 40, (500,), generator=g)
+    for kw in ({}, dict(minlength=64), dict(weights=torch.rand(500, generator=g)),
+               dict(weights=torch.rand(500, generator=g, dtype=torch.float64)), dict(weights=torch.arange(500))):
+        got = torch.bincount(x.to("mytorch"), **{k: v.to("mytorch") if torch.is_tensor(v) else v for k, v in kw.items()})
+        want = torch.bincount(x, **kw)
+        assert got.dtype == want.dtype
+        if want.dtype == torch.float32:   # sums in double, rounded once (the CPU sums in float32)
+            assert compare_tensor(got, want, torch.bincount(x, weights=kw["weights"].double())).ok
+        else:
+            assert torch.equal(got.cpu(), want)
+    assert torch.equal(torch.bincount(torch.tensor([], dtype=torch.long, device="mytorch"), minlength=3).cpu(),
+                       torch.zeros(3, dtype=torch.long))
+    for bad in (torch.tensor([-1]), torch.tensor([[1]]), torch.tensor([1.0])):
+        with pytest.raises(RuntimeError, match="bincount only supports 1-d non-negative integral inputs"):
+            torch.bincount(bad.to("mytorch"))

@@ -83,6 +83,7 @@ def run(dev):
         "arange": torch.arange(0, 10, 0.25, device=dev).cpu(), "flip": a.flip(0).cpu(),
         "isin": torch.isin(ii, ii[::7] * 2).cpu(),
         "histc": torch.histc(a, bins=13, min=-2, max=2).cpu(), "histc_int": torch.histc(ii.int(), bins=9, min=0, max=256).cpu(),
+        "bincount": torch.bincount(ii).cpu(), "bincount_w": torch.bincount(ii, weights=a[0, :1].expand(300).double()).cpu(),
     }
 """
 

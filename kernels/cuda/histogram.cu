@@ -17,7 +17,21 @@ __global__ void histc_kernel(HistcArgs a) {
   }
 }
 
+__global__ void bincount_kernel(BincountArgs a) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (a.weights) atomicAdd(a.sums + a.in[i], a.weights[i]);
+    else atomicAdd(reinterpret_cast<unsigned long long*>(a.counts + a.in[i]), 1ull);
+  }
+}
+
 } // namespace
+
+rt::Status bincount(const BincountArgs& a, rt::Stream stream) {
+  if (a.n == 0) return rt::Status::Success;
+  bincount_kernel<<<grid_for(a.n), kThreads, 0, native(stream)>>>(a);
+  return check_launch("bincount");
+}
 
 rt::Status histc(const HistcArgs& a, rt::Stream stream) {
   if (a.n == 0) return rt::Status::Success;

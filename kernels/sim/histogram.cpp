@@ -19,4 +19,12 @@ rt::Status histc(const HistcArgs& a, rt::Stream) {
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "histc: unsupported dtype");
 }
 
+rt::Status bincount(const BincountArgs& a, rt::Stream) {
+  for (int64_t i = 0; i < a.n; ++i) {
+    if (a.weights) a.sums[a.in[i]] += a.weights[i];
+    else ++a.counts[a.in[i]];
+  }
+  return rt::Status::Success;
+}
+
 } // namespace mytorch::sim

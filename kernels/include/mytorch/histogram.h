@@ -1,5 +1,6 @@
 // Histogram family: torch.histc (equal-width bins over [lo, hi]) for floating and integer inputs, with CUDA's
-// semantics (integer inputs are counted too; the CPU refuses them).
+// semantics (integer inputs are counted too; the CPU refuses them), and torch.bincount (counts, or sums of
+// weights, per non-negative integer value).
 //
 // Note [histc bins]
 // An element x in [lo, hi] falls in bin (x - lo) * bins / (hi - lo), computed in the input's accumulation type
@@ -39,12 +40,25 @@ MT_HOST_DEVICE inline int64_t histc_bin(A x, A lo, A hi, int64_t bins) {
   return b >= bins ? bins - 1 : b;
 }
 
+// bincount: counts[v] += 1 for every value v of `in`, or sums[v] += weights[i] with weights (in double: the
+// glue casts the sums to the output dtype; on CUDA the weighted sums are atomics, so their order, and the last
+// bits of a float result, depend on the schedule, as CUDA PyTorch's).
+struct BincountArgs {
+  const int64_t* in = nullptr;     // contiguous, n values in [0, bins)
+  int64_t n = 0;
+  const double* weights = nullptr; // optional, contiguous, n
+  int64_t* counts = nullptr;       // bins, zeroed (without weights)
+  double* sums = nullptr;          // bins, zeroed (with weights)
+};
+
 namespace sim {
 rt::Status histc(const HistcArgs& a, rt::Stream stream);
+rt::Status bincount(const BincountArgs& a, rt::Stream stream);
 }
 #if MYTORCH_WITH_CUDA
 namespace cuda {
 rt::Status histc(const HistcArgs& a, rt::Stream stream);
+rt::Status bincount(const BincountArgs& a, rt::Stream stream);
 }
 #endif
 
@@ -54,6 +68,12 @@ inline rt::Status histc(const HistcArgs& a, rt::Stream stream) {
   if (rt::cuda_kernels()) return cuda::histc(a, stream);
 #endif
   return sim::histc(a, stream);
+}
+inline rt::Status bincount(const BincountArgs& a, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::cuda_kernels()) return cuda::bincount(a, stream);
+#endif
+  return sim::bincount(a, stream);
 }
 } // namespace kernels
 
