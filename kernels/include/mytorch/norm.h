@@ -194,15 +194,15 @@ MT_HOST_DEVICE inline red::Acc<A> lane_stats(const NormArgs& a, int64_t g, int64
   return red::Acc<A>{static_cast<A>(total.a), static_cast<A>(total.b), total.n};
 }
 
-// Note [Two-level sums]: the lane's part of the dx sums of group g, added to *s1 and *s2.
-template <typename T, typename P, typename A>
-MT_HOST_DEVICE inline void lane_dx_sums(const NormArgs& a, int64_t g, int64_t first, int64_t step, A* s1, A* s2) {
-  const int64_t len = group_len(a);
+// Note [Two-level sums]: two sums over the lane's indices i < len, term(i, &p1, &p2) adding to the chunk's
+// partials, added to *s1 and *s2.
+template <typename A, typename F>
+MT_HOST_DEVICE inline void lane_sum2(int64_t first, int64_t step, int64_t len, F term, A* s1, A* s2) {
   double t1 = 0, t2 = 0;
   A p1 = 0, p2 = 0;
   int64_t k = 0;
-  for (int64_t j = first; j < len; j += step) {
-    dx_sums<T, P, A>(a, g, j, &p1, &p2);
+  for (int64_t i = first; i < len; i += step) {
+    term(i, &p1, &p2);
     if (++k == kNormChunk) {
       t1 += double(p1);
       t2 += double(p2);
@@ -214,24 +214,16 @@ MT_HOST_DEVICE inline void lane_dx_sums(const NormArgs& a, int64_t g, int64_t fi
   *s2 += static_cast<A>(t2 + double(p2));
 }
 
-// Note [Two-level sums]: the lane's part of the weight and bias gradients of channel ch.
+// The lane's part of the dx sums of group g.
+template <typename T, typename P, typename A>
+MT_HOST_DEVICE inline void lane_dx_sums(const NormArgs& a, int64_t g, int64_t first, int64_t step, A* s1, A* s2) {
+  lane_sum2<A>(first, step, group_len(a), [&](int64_t j, A* x, A* y) { dx_sums<T, P, A>(a, g, j, x, y); }, s1, s2);
+}
+
+// The lane's part of the weight and bias gradients of channel ch.
 template <typename T, typename A>
 MT_HOST_DEVICE inline void lane_dw_terms(const NormArgs& a, int64_t ch, int64_t first, int64_t step, A* dw, A* db) {
-  const int64_t len = channel_len(a);
-  double tw = 0, tb = 0;
-  A pw = 0, pb = 0;
-  int64_t k = 0;
-  for (int64_t i = first; i < len; i += step) {
-    dw_terms<T, A>(a, ch, i, &pw, &pb);
-    if (++k == kNormChunk) {
-      tw += double(pw);
-      tb += double(pb);
-      pw = pb = A(0);
-      k = 0;
-    }
-  }
-  *dw += static_cast<A>(tw + double(pw));
-  *db += static_cast<A>(tb + double(pb));
+  lane_sum2<A>(first, step, channel_len(a), [&](int64_t i, A* x, A* y) { dw_terms<T, A>(a, ch, i, x, y); }, dw, db);
 }
 
 } // namespace nrm
