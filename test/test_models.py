@@ -219,3 +219,47 @@ def test_multimodal_and_speech_models_train_like_the_cpu(family):
     model, dev = _pair(make)
     _train(model, dev, batch)
     assert torch.mytorch.fallback_stats() == {}
+
+
+_ENC = dict(SMALL, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+_DROP = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+_S2S = dict(vocab_size=96, d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128, encoder_layers=1, decoder_layers=1,
+            encoder_attention_heads=4, decoder_attention_heads=4, max_position_embeddings=64, dropout=0.0,
+            attention_dropout=0.0, pad_token_id=0, eos_token_id=2, decoder_start_token_id=2, bos_token_id=1)
+# family -> (task, config): more architectures, trained 3 AdamW steps against the CPU
+MORE = {
+    "roberta": ("mlm", _ENC), "electra": ("mlm", _ENC), "albert": ("mlm", dict(_ENC, embedding_size=32)),
+    "deberta-v2": ("mlm", _ENC), "xlm-roberta": ("mlm", _ENC), "mpnet": ("mlm", _ENC),
+    "distilbert": ("mlm", dict(vocab_size=96, dim=64, hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=64,
+                               dropout=0.0, attention_dropout=0.0, pad_token_id=0)),
+    "gptj": ("clm", dict(vocab_size=96, n_embd=64, n_layer=2, n_head=4, n_positions=64, rotary_dim=8, **_DROP)),
+    "codegen": ("clm", dict(vocab_size=96, n_embd=64, n_layer=2, n_head=4, n_positions=64, rotary_dim=8, **_DROP)),
+    "gpt_bigcode": ("clm", dict(vocab_size=96, n_embd=64, n_layer=2, n_head=4, n_positions=64, **_DROP)),
+    "stablelm": ("clm", dict(SMALL, head_dim=None)), "cohere": ("clm", SMALL), "persimmon": ("clm", dict(SMALL, head_dim=None)),
+    "phi": ("clm", dict(SMALL, head_dim=None, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0)),
+    "mpt": ("clm", dict(vocab_size=96, d_model=64, n_heads=4, n_layers=2, max_seq_len=64)),
+    "mamba": ("clm", dict(vocab_size=96, hidden_size=64, num_hidden_layers=2, state_size=8)),
+    "resnet": ("image", dict(hidden_sizes=[16, 32], depths=[1, 1], embedding_size=16, num_labels=5)),
+    "swin": ("image", dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4,
+                           num_labels=5, drop_path_rate=0.0, hidden_dropout_prob=0.0,
+                           attention_probs_dropout_prob=0.0)),
+    "marian": ("s2s", _S2S), "mbart": ("s2s", _S2S), "pegasus": ("s2s", _S2S),
+    "mt5": ("s2s", dict(vocab_size=96, d_model=64, d_ff=128, d_kv=16, num_layers=1, num_heads=4, dropout_rate=0.0,
+                        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)),
+}
+
+
+@pytest.mark.parametrize("family", sorted(MORE))
+def test_more_families_train_like_the_cpu(family):
+    task, kw = MORE[family]
+    cfg = transformers.AutoConfig.for_model(family, **{k: v for k, v in kw.items() if v is not None})
+    auto = {"mlm": transformers.AutoModelForMaskedLM, "clm": transformers.AutoModelForCausalLM,
+            "image": transformers.AutoModelForImageClassification, "s2s": transformers.AutoModelForSeq2SeqLM}[task]
+    model, dev = _pair(lambda: auto.from_config(cfg))
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, 96, (2, 12), generator=g)
+    batch = {"image": {"pixel_values": torch.randn(2, 3, 32, 32, generator=g), "labels": torch.tensor([1, 3])},
+             "s2s": {"input_ids": ids[:, :10].contiguous(), "labels": ids[:, 2:9].contiguous()}}.get(
+                 task, {"input_ids": ids, "labels": ids})
+    _train(model, dev, batch)
+    assert torch.mytorch.fallback_stats() == {}
