@@ -23,17 +23,20 @@ def test_random_stream_matches_sim_twin():
     torch.mytorch.manual_seed(2024)
     u = torch.rand(4099, device="mytorch").cpu()
     n = torch.randn(4099, device="mytorch", dtype=torch.float64).cpu()
+    e = torch.empty(4099, device="mytorch", dtype=torch.float64).exponential_(3.0).cpu()
     r = run_python("""
         import torch, mytorch
         torch.mytorch.manual_seed(2024)
         u = torch.rand(4099, device="mytorch").cpu()
         n = torch.randn(4099, device="mytorch", dtype=torch.float64).cpu()
-        torch.save((u, n), "/tmp/mytorch_sim_random.pt")
+        e = torch.empty(4099, device="mytorch", dtype=torch.float64).exponential_(3.0).cpu()
+        torch.save((u, n, e), "/tmp/mytorch_sim_random.pt")
     """, env={"MYTORCH_RUNTIME": "sim"})
     assert r.returncode == 0, r.stderr
-    su, sn = torch.load("/tmp/mytorch_sim_random.pt")
+    su, sn, se = torch.load("/tmp/mytorch_sim_random.pt")
     assert torch.equal(u, su)                                  # integer arithmetic: bit-identical
     torch.testing.assert_close(n, sn, rtol=1e-12, atol=1e-12)  # libm vs CUDA math: last-bit differences
+    torch.testing.assert_close(e, se, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA build of torch as the reference")

@@ -75,6 +75,10 @@ def test_distribution_moments(dtype):
     assert abs(u.mean().item() - 0.5) < 5 * 5 / math.sqrt(12 * n) + 0.01
     m = torch.empty(n, device="mytorch", dtype=dtype).normal_(10, 2).cpu().double()
     assert abs(m.mean().item() - 10) < 0.05 and abs(m.std().item() - 2) < 0.05
+    e = torch.empty(n, device="mytorch", dtype=dtype).exponential_(2.0).cpu().double()   # mean 1/2, std 1/2
+    assert e.min() >= 0 and torch.isfinite(e).all()
+    assert abs(e.mean().item() - 0.5) < 5 * 0.5 / math.sqrt(n) + (0.01 if dtype in (torch.float16, torch.bfloat16) else 0)
+    assert abs(e.std().item() - 0.5) < 0.01
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.int8, torch.float32])
@@ -113,6 +117,8 @@ def test_non_contiguous_random_fill():
 
 
 def test_bad_arguments():
+    with pytest.raises(RuntimeError, match="exponential_ expects lambda > 0.0"):
+        torch.empty(3, device="mytorch").exponential_(-1.0)
     with pytest.raises(RuntimeError, match="from=3 > to=1"):
         torch.empty(3, device="mytorch").uniform_(3, 1)
     with pytest.raises(RuntimeError, match="std >= 0"):

@@ -77,6 +77,15 @@ at::Tensor& wrapper_normal_(at::Tensor& self, double mean, double std, std::opti
   return randomFill(self, p, gen);
 }
 
+at::Tensor& wrapper_exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
+  checkFloating(self, "exponential_");
+  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  RandomParams p;
+  p.dist = Distribution::Exponential;
+  p.a = lambd;
+  return randomFill(self, p, gen);
+}
+
 // Largest value random_() draws for a dtype: 2^digits for floating types (so every integer below it is
 // exact), the type's maximum for integers.
 int64_t randomMax(c10::ScalarType t) {
@@ -149,6 +158,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.to", TORCH_FN(wrapper_random_to));
   m.impl("random_", TORCH_FN(wrapper_random_));
   m.impl("bernoulli_.float", TORCH_FN(wrapper_bernoulli_float));
+  m.impl("exponential_", TORCH_FN(wrapper_exponential_));
   m.impl("native_dropout", TORCH_FN(wrapper_native_dropout));
 }
 

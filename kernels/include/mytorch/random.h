@@ -44,7 +44,7 @@ struct Philox4x32 {
   }
 };
 
-enum class Distribution : int { Uniform, Normal, Integer, Bernoulli };
+enum class Distribution : int { Uniform, Normal, Integer, Bernoulli, Exponential };
 
 struct RandomParams {
   void* data = nullptr; // contiguous output
@@ -53,7 +53,7 @@ struct RandomParams {
   uint64_t seed = 0;
   uint64_t offset = 0;
   Distribution dist = Distribution::Uniform;
-  double a = 0, b = 1;  // uniform [a, b); normal mean a, std b; bernoulli p = a
+  double a = 0, b = 1;  // uniform [a, b); normal mean a, std b; bernoulli p = a; exponential rate a
   int64_t low = 0;      // integer: low + (r mod range)
   uint64_t range = 0;
 };
@@ -115,6 +115,17 @@ MT_HOST_DEVICE inline T random_element(const RandomParams& p, int64_t i) {
       Philox4x32 r(p.seed, static_cast<uint64_t>(i / 4), p.offset);
       float u = u32_to_unit_float(r.c[i % 4]);
       return mt_cast<T, int>(static_cast<double>(u) < p.a ? 1 : 0);
+    }
+    case Distribution::Exponential: {  // -log(u) / rate with u in (0, 1]: finite, >= 0
+      if constexpr (std::is_same_v<T, double>) {
+        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 2), p.offset);
+        int w = static_cast<int>(i % 2) * 2;
+        return -std::log(1.0 - u64_to_unit_double(r.c[w], r.c[w + 1])) / p.a;
+      } else {
+        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 4), p.offset);
+        float u = 1.0f - u32_to_unit_float(r.c[i % 4]);
+        return mt_cast<T, float>(-logf(u) / static_cast<float>(p.a));
+      }
     }
   }
   return T{};
