@@ -42,6 +42,7 @@ REQUIREMENTS = [
     "matplotlib",             # benchmark plots and python -m mytorch.tools.memory_plot
     "transformers==5.23.0",   # the fused-attention and compile tests build small Llama / GPT-2 models from configs
     "triton==3.9.0",          # torch.compile's Triton path, tested in Triton's interpreter without a GPU (issue 17)
+    "accelerate==1.15.0",     # Hugging Face Trainer needs it; the model zoo trains with Trainer on mytorch (issue 18)
     "setuptools>=64", "wheel", "cmake>=3.24", "ninja",   # the build
 ]
 TORCH_RANGE = ((2, 11), (2, 13))

@@ -268,3 +268,51 @@ def test_more_families_train_like_the_cpu(family):
                  task, {"input_ids": ids, "labels": ids})
     _train(model, dev, batch)
     assert torch.mytorch.fallback_stats() == {}
+
+
+TRAINER_SCRIPT = """
+import json, sys, torch, mytorch, transformers
+torch.mytorch.set_fallback_mode("error")
+torch.manual_seed(0)
+cfg = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=2, n_positions=32, bos_token_id=0,
+                              eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+model = transformers.GPT2LMHeadModel(cfg)
+class Data(torch.utils.data.Dataset):
+    def __len__(self): return 8
+    def __getitem__(self, i):
+        ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
+        return {"input_ids": ids, "labels": ids}
+args = transformers.TrainingArguments(output_dir=sys.argv[1], per_device_train_batch_size=4, max_steps=2, report_to=[],
+                                      use_cpu=sys.argv[2] == "cpu", save_strategy="no", logging_steps=1,
+                                      disable_tqdm=True, dataloader_pin_memory=False, seed=0)
+trainer = transformers.Trainer(model=model, args=args, train_dataset=Data())
+trainer.train()
+print(json.dumps({"device": str(next(model.parameters()).device),
+                  "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h]}))
+"""
+
+
+def test_trainer_trains_on_mytorch_through_accelerates_device_setting(tmp_path):
+    """Hugging Face Trainer on mytorch through accelerate's own configuration point, ACCELERATE_TORCH_DEVICE
+    (docs/ecosystem.md; accelerate does not detect a PrivateUse1 device by itself): the parameters train on the
+    device, with the losses of a CPU run (use_cpu=True, the variable unset)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("accelerate")
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER_SCRIPT)
+    runs = {}
+    for name, env in (("mytorch", {"ACCELERATE_TORCH_DEVICE": "mytorch"}), ("cpu", {})):
+        full = {k: v for k, v in os.environ.items() if k != "ACCELERATE_TORCH_DEVICE"}
+        full.update(env)
+        r = subprocess.run([sys.executable, str(script), str(tmp_path / name), name], capture_output=True, text=True,
+                           env=full, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs[name] = json.loads(r.stdout.strip().splitlines()[-1])
+    assert runs["mytorch"]["device"] == "mytorch:0" and runs["cpu"]["device"] == "cpu"
+    assert len(runs["mytorch"]["losses"]) == 2
+    for got, want in zip(runs["mytorch"]["losses"], runs["cpu"]["losses"]):
+        assert abs(got - want) <= LOSS_RTOL * abs(want)
