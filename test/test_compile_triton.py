@@ -17,7 +17,8 @@ _ON = torch.mytorch.runtime() == "cuda" or (os.environ.get("MYTORCH_INDUCTOR") =
 pytestmark = pytest.mark.skipif(not _ON, reason="runs in the Triton stage of scripts/test.sh (MYTORCH_INDUCTOR=triton "
                                                 "TRITON_INTERPRET=1), or on the cuda runtime")
 if _ON:   # the C++ path's helpers, and its autouse fixture (Dynamo reset, no fallback allowed)
-    from test_compile import _fresh_and_strict, _mlp, _train_losses, assert_losses_agree, check_against_cpu  # noqa: E402,F401
+    from test_compile import (_fresh_and_strict, _mlp, _train_losses, assert_losses_agree,  # noqa: E402,F401
+                              check_against_cpu, train_cnn)
 
 
 def test_triton_kernels_are_generated_and_launched_on_the_current_stream():
@@ -79,10 +80,4 @@ def test_gpt_from_the_examples_trains():
 
 
 def test_cnn_trains():
-    losses, counts = _train_losses(lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
-                                                               torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-                                                               torch.nn.Linear(4 * 4 * 4, 10)),
-                                   lambda g: (torch.randn(2, 3, 8, 8, generator=g), torch.randint(0, 10, (2,), generator=g)),
-                                   lambda m, x, y: F.cross_entropy(m(x), y), fused=False)
-    assert_losses_agree(losses)
-    assert counts["extern"].get("aten.convolution", 0) >= 1, counts
+    train_cnn(channels=4, size=8, batch=2)

@@ -57,29 +57,25 @@ __global__ void grad_kernel(CtcArgs a) {
     ctc::grad_row<A>(a, r / a.max_t, r % a.max_t);
 }
 
-template <typename F>
-rt::Status run(const CtcArgs& a, F&& body, const char* what, const char* dtype_error) {
-  if (a.dtype == DType::Float) body(float{});
-  else if (a.dtype == DType::Double) body(double{});
-  else return rt::report(rt::Status::InvalidValue, dtype_error);
-  return check_launch(what);
-}
-
 } // namespace
 
 rt::Status ctc_forward(const CtcArgs& a, rt::Stream stream) {
   if (a.n == 0) return rt::Status::Success;
-  return run(a, [&](auto tag) {
+  const bool ok = dispatch_float_double(a.dtype, [&](auto tag) {
     alpha_kernel<decltype(tag)><<<static_cast<unsigned>(a.n), kThreads, 0, native(stream)>>>(a);
-  }, "ctc_loss", "ctc_loss: expected float or double log probabilities");
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "ctc_loss: expected float or double log probabilities");
+  return check_launch("ctc_loss");
 }
 
 rt::Status ctc_backward(const CtcArgs& a, rt::Stream stream) {
   if (a.n == 0) return rt::Status::Success;
-  return run(a, [&](auto tag) {
+  const bool ok = dispatch_float_double(a.dtype, [&](auto tag) {
     beta_kernel<decltype(tag)><<<static_cast<unsigned>(a.n), kThreads, 0, native(stream)>>>(a);
     grad_kernel<decltype(tag)><<<grid_for(a.n * a.max_t), kThreads, 0, native(stream)>>>(a);
-  }, "ctc_loss_backward", "ctc_loss_backward: expected float or double log probabilities");
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "ctc_loss_backward: expected float or double log probabilities");
+  return check_launch("ctc_loss_backward");
 }
 
 } // namespace mytorch::cuda

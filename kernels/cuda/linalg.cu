@@ -17,9 +17,10 @@ __global__ void trsm_kernel(TrsmArgs a) {
 
 rt::Status triangular_solve(const TrsmArgs& a, rt::Stream stream) {
   if (a.batch == 0 || a.k == 0 || a.n == 0) return rt::Status::Success;
-  if (a.dtype == DType::Float) trsm_kernel<float><<<grid_for(a.batch * a.k), kThreads, 0, native(stream)>>>(a);
-  else if (a.dtype == DType::Double) trsm_kernel<double><<<grid_for(a.batch * a.k), kThreads, 0, native(stream)>>>(a);
-  else return rt::report(rt::Status::InvalidValue, "linalg_solve_triangular: expected float or double");
+  const bool ok = dispatch_float_double(a.dtype, [&](auto tag) {
+    trsm_kernel<decltype(tag)><<<grid_for(a.batch * a.k), kThreads, 0, native(stream)>>>(a);
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "linalg_solve_triangular: expected float or double");
   return check_launch("linalg_solve_triangular");
 }
 

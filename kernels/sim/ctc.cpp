@@ -40,22 +40,16 @@ void backward(const CtcArgs& a) {
     for (int64_t t = 0; t < a.max_t; ++t) ctc::grad_row<A>(a, b, t);
 }
 
-template <typename F>
-rt::Status run(const CtcArgs& a, F&& body, const char* dtype_error) {
-  if (a.dtype == DType::Float) body(float{});
-  else if (a.dtype == DType::Double) body(double{});
-  else return rt::report(rt::Status::InvalidValue, dtype_error);
-  return rt::Status::Success;
-}
-
 } // namespace
 
 rt::Status ctc_forward(const CtcArgs& a, rt::Stream) {
-  return run(a, [&](auto tag) { forward<decltype(tag)>(a); }, "ctc_loss: expected float or double log probabilities");
+  if (dispatch_float_double(a.dtype, [&](auto tag) { forward<decltype(tag)>(a); })) return rt::Status::Success;
+  return rt::report(rt::Status::InvalidValue, "ctc_loss: expected float or double log probabilities");
 }
 
 rt::Status ctc_backward(const CtcArgs& a, rt::Stream) {
-  return run(a, [&](auto tag) { backward<decltype(tag)>(a); }, "ctc_loss_backward: expected float or double log probabilities");
+  if (dispatch_float_double(a.dtype, [&](auto tag) { backward<decltype(tag)>(a); })) return rt::Status::Success;
+  return rt::report(rt::Status::InvalidValue, "ctc_loss_backward: expected float or double log probabilities");
 }
 
 } // namespace mytorch::sim

@@ -96,6 +96,16 @@ inline bool dispatch_floating(DType t, F&& f) {
   }
 }
 
+// Calls f(T{}) for float32 and float64 only (families whose math has no half-precision form); false otherwise.
+template <typename F>
+inline bool dispatch_float_double(DType t, F&& f) {
+  switch (t) {
+    case DType::Float: f(float{}); return true;
+    case DType::Double: f(double{}); return true;
+    default: return false;
+  }
+}
+
 // Calls f(T{}, P{}) for a floating activation dtype T and a parameter dtype P that is T or float32 (the
 // mixed-precision norms: half activations with float32 weights); false for any other pair.
 template <typename F>
