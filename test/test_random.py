@@ -92,6 +92,38 @@ def test_integer_ranges(dtype):
     assert r.min().item() >= 0
 
 
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_unsigned_random_fills(dtype):
+    # The CPU fills these from a range; random_() (the whole type) is what CUDA does, and the CPU lacks.
+    t = torch.empty(30_000, device="mytorch", dtype=dtype).random_(3, 10)
+    assert t.dtype == dtype
+    t = t.cpu().long()  # the CPU has few kernels for these dtypes
+    assert t.min().item() == 3 and t.max().item() == 9
+    assert torch.bincount(t - 3).min().item() > 30_000 / 7 * 0.9
+    s = torch.zeros(60, 40, device="mytorch", dtype=dtype)[:, ::2]
+    s.random_(7)
+    base = s._base.cpu().long()
+    assert base[:, 1::2].eq(0).all() and base[:, ::2].lt(7).all() and base[:, ::2].ne(0).any()
+    full = torch.empty(20_000, device="mytorch", dtype=dtype).random_().cpu()
+    top = {torch.uint16: 2 ** 16, torch.uint32: 2 ** 32, torch.uint64: 2 ** 64}[dtype]
+    vals = [v % top for v in full.tolist()]  # uint64 tolist() gives Python ints in [0, 2**64)
+    assert max(vals) > top * 0.99 and min(vals) < top * 0.01
+    with pytest.raises(RuntimeError, match="not implemented for"):
+        torch.empty(3, device="mytorch", dtype=dtype).bernoulli_(0.5)
+
+
+@pytest.mark.parametrize("dtype,args,message", [
+    (torch.uint16, (0, 70_000), "to - 1 is out of bounds for short unsigned int"),
+    (torch.uint16, (-1, 5), "from is out of bounds for short unsigned int"),
+    (torch.int16, (0, 70_000), "to - 1 is out of bounds for short int"),
+    (torch.uint8, (0, 300), "to - 1 is out of bounds for unsigned char"),
+])
+def test_random_range_outside_dtype_raises_like_cpu(dtype, args, message):
+    for device in ("cpu", "mytorch"):
+        with pytest.raises(RuntimeError, match=message):
+            torch.empty(3, dtype=dtype, device=device).random_(*args)
+
+
 def test_bernoulli_and_dropout():
     torch.mytorch.manual_seed(1)
     b = torch.empty(100_000, device="mytorch").bernoulli_(0.3).cpu()

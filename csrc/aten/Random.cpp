@@ -22,8 +22,26 @@
 namespace mytorch {
 namespace {
 
+// uint16/uint32/uint64 have no kernel element type: an integer draw is written through the signed type of
+// the same width, whose bits are the same for every value in the unsigned range.
+at::Tensor unsignedAsSigned(const at::Tensor& self) {
+  switch (self.scalar_type()) {
+    case at::kUInt16: return self.view(at::kShort);
+    case at::kUInt32: return self.view(at::kInt);
+    case at::kUInt64: return self.view(at::kLong);
+    default: return self;
+  }
+}
+
 at::Tensor& randomFill(at::Tensor& self, RandomParams p, const std::optional<at::Generator>& gen) {
   if (self.numel() == 0) return self;
+  if (!unsignedAsSigned(self).is_same(self)) {
+    TORCH_CHECK(p.dist == Distribution::Integer, "mytorch: this random fill is not implemented for ",
+                self.scalar_type(), " (only random_ is, as on the CPU)");
+    at::Tensor as_signed = unsignedAsSigned(self);
+    randomFill(as_signed, p, gen);
+    return self;
+  }
   TORCH_CHECK(!self.is_complex(), "mytorch random fills support real dtypes, but got ", self.scalar_type());
   TORCH_CHECK(toKernelDType(self.scalar_type()) != DType::Other, "mytorch random fills do not support dtype ",
               self.scalar_type());
@@ -99,8 +117,50 @@ int64_t randomMax(c10::ScalarType t) {
     case at::kChar: return std::numeric_limits<int8_t>::max();
     case at::kShort: return std::numeric_limits<int16_t>::max();
     case at::kInt: return std::numeric_limits<int32_t>::max();
+    case at::kUInt16: return std::numeric_limits<uint16_t>::max();
+    case at::kUInt32: return std::numeric_limits<uint32_t>::max();
     default: return std::numeric_limits<int64_t>::max();
   }
+}
+
+// The C++ name ATen's range check prints for an integral dtype, so the messages read the same as the CPU's.
+const char* integralTypeName(c10::ScalarType t) {
+  switch (t) {
+    case at::kBool: return "bool";
+    case at::kByte: return "unsigned char";
+    case at::kChar: return "signed char";
+    case at::kShort: return "short int";
+    case at::kUInt16: return "short unsigned int";
+    case at::kInt: return "int";
+    case at::kUInt32: return "unsigned int";
+    case at::kLong: return "long int";
+    case at::kUInt64: return "long unsigned int";
+    default: return c10::toString(t);
+  }
+}
+
+// [lowest, highest] of an integral dtype as int128-free bounds: highest saturates at INT64_MAX, which is as far
+// as random_'s int64 arguments reach.
+std::pair<int64_t, int64_t> integralBounds(c10::ScalarType t) {
+  switch (t) {
+    case at::kBool: return {0, 1};
+    case at::kByte: return {0, std::numeric_limits<uint8_t>::max()};
+    case at::kChar: return {std::numeric_limits<int8_t>::min(), std::numeric_limits<int8_t>::max()};
+    case at::kShort: return {std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max()};
+    case at::kUInt16: return {0, std::numeric_limits<uint16_t>::max()};
+    case at::kInt: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    case at::kUInt32: return {0, std::numeric_limits<uint32_t>::max()};
+    case at::kUInt64: return {0, std::numeric_limits<int64_t>::max()};
+    default: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+  }
+}
+
+// ATen's check_from_to_in_range for integral dtypes: values outside the dtype would wrap silently.
+void checkIntegralRange(const at::Tensor& self, int64_t from, int64_t last) {
+  if (!c10::isIntegralType(self.scalar_type(), /*includeBool=*/true)) return;
+  auto [lo, hi] = integralBounds(self.scalar_type());
+  TORCH_CHECK(from >= lo && from <= hi, "from is out of bounds for ", integralTypeName(self.scalar_type()));
+  TORCH_CHECK(last >= lo && last <= hi, "to - 1 is out of bounds for ", integralTypeName(self.scalar_type()));
 }
 
 at::Tensor& integerFill(at::Tensor& self, int64_t low, uint64_t range, const std::optional<at::Generator>& gen) {
@@ -114,6 +174,7 @@ at::Tensor& integerFill(at::Tensor& self, int64_t low, uint64_t range, const std
 at::Tensor& wrapper_random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
   if (to.has_value()) {
     TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    checkIntegralRange(self, from, *to - 1);
     return integerFill(self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from), gen);
   }
   const int64_t hi = randomMax(self.scalar_type());
@@ -123,10 +184,12 @@ at::Tensor& wrapper_random_from(at::Tensor& self, int64_t from, std::optional<in
 
 at::Tensor& wrapper_random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
   TORCH_CHECK(0 < to, "random_ expects 'from' to be less than 'to', but got from=0 >= to=", to);
+  checkIntegralRange(self, 0, to - 1);
   return integerFill(self, 0, static_cast<uint64_t>(to), gen);
 }
 
 at::Tensor& wrapper_random_(at::Tensor& self, std::optional<at::Generator> gen) {
+  if (self.scalar_type() == at::kUInt64) return integerFill(self, 0, 0, gen); // all 64 bits
   return integerFill(self, 0, static_cast<uint64_t>(randomMax(self.scalar_type())) + 1, gen);
 }
 
