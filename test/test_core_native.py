@@ -232,3 +232,28 @@ def test_bincount_natively(forbid_fallback):
     for bad in (torch.tensor([-1]), torch.tensor([[1]]), torch.tensor([1.0])):
         with pytest.raises(RuntimeError, match="bincount only supports 1-d non-negative integral inputs"):
             torch.bincount(bad.to("mytorch"))
+
+
+@pytest.mark.parametrize("ndim", [9, 12])
+def test_indexing_with_more_index_tensors_than_the_kernel_takes(ndim, forbid_fallback):
+    """A boolean mask over more than 8 dims (and as many integer indices) folds the leading index tensors into
+    one offset tensor: gathers, writes, accumulation, negative indices and the CPU's out-of-bounds error."""
+    x = torch.randn([2] * ndim + [3], generator=g)
+    mask = x.sum(-1) > 0
+    base = torch.zeros([3] + [2] * ndim + [3]).to("mytorch")
+    xm = base[1].copy_(x.to("mytorch"))   # a view with an offset into a larger tensor
+    assert torch.equal(xm[mask.to("mytorch")].cpu(), x[mask])
+    idx = tuple(torch.randint(-2, 2, (5,), generator=g) for _ in range(ndim))
+    idx_m = tuple(i.to("mytorch") for i in idx)
+    assert torch.equal(xm[idx_m].cpu(), x[idx])
+    assert torch.equal(xm[(idx_m[0], slice(None)) + idx_m[2:]].cpu(), x[(idx[0], slice(None)) + idx[2:]])
+    xm[mask.to("mytorch")] = 7.0
+    x[mask] = 7.0
+    xm.index_put_(idx_m, torch.ones(3, device="mytorch"), accumulate=True)
+    x.index_put_(idx, torch.ones(3), accumulate=True)
+    assert torch.equal(xm.cpu(), x)
+    assert base[0].eq(0).all() and base[2].eq(0).all()   # the rest of the base is untouched
+    bad = (torch.tensor([0, 5, 0, 0, 0]),) + idx[1:]
+    for dev in ("cpu", "mytorch"):
+        with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 2"):
+            x.to(dev)[tuple(i.to(dev) for i in bad)]

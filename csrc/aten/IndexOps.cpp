@@ -415,6 +415,7 @@ struct Advanced {
   int64_t before = 0;
   std::vector<int64_t> shape;      // result shape
   std::vector<int64_t> repl;       // broadcast index shape
+  Tensor keep;                     // folded index offsets (see describe), alive until the launch
 };
 
 Advanced makeAdvanced(const Tensor& self_in, const c10::List<std::optional<Tensor>>& orig) {
@@ -479,18 +480,37 @@ Advanced makeAdvanced(const Tensor& self_in, const c10::List<std::optional<Tenso
 
 // Fills the description of `adv` over its result shape: the target is self restrided, the indices placed
 // at the replacement dims.
-void describe(IndexArgs& a, const Advanced& adv, const Tensor& target) {
+void describe(IndexArgs& a, Advanced& adv, const Tensor& target) {
   setShape(a, adv.shape);
   const int64_t nrepl = static_cast<int64_t>(adv.repl.size()), nidx = static_cast<int64_t>(adv.idx.size());
   int64_t d = 0;
   for (int64_t s = 0; s < adv.before; ++s, ++d) a.target_strides[d] = target.stride(s);
   for (int64_t r = 0; r < nrepl; ++r, ++d) a.target_strides[d] = 0;
   for (int64_t s = adv.before + nidx; s < target.dim(); ++s, ++d) a.target_strides[d] = target.stride(s);
-  for (int64_t k = 0; k < nidx; ++k) {
-    const Tensor& t = adv.idx[static_cast<size_t>(k)];
+  // More index tensors than the kernel takes (a boolean mask over more than kMaxIndices dims): the first ones
+  // are folded into one offset tensor, checked and wrapped here, as they share one broadcast shape.
+  const int64_t nfold = nidx > kMaxIndices ? nidx - kMaxIndices + 1 : 0;
+  if (nfold > 0) {
+    Tensor offset = at::zeros(adv.repl, adv.idx[0].options());
+    for (int64_t k = 0; k < nfold; ++k) {
+      const Tensor& t = adv.idx[static_cast<size_t>(k)];
+      const int64_t size = target.size(adv.before + k);
+      Tensor bad = t.lt(-size).logical_or_(t.ge(size));
+      if (bad.any().item<bool>()) {
+        const int64_t v = t.masked_select(bad).reshape({-1})[0].item<int64_t>();
+        TORCH_CHECK_INDEX(false, "index ", v, " is out of bounds for dimension ", adv.before + k, " with size ", size);
+      }
+      offset.add_(at::where(t.lt(0), t.add(size), t), target.stride(adv.before + k));
+    }
+    adv.keep = offset.contiguous();
+  }
+  for (int64_t k = nfold > 0 ? nfold - 1 : 0; k < nidx; ++k) {
+    const bool folded = nfold > 0 && k == nfold - 1;
+    const Tensor& t = folded ? adv.keep : adv.idx[static_cast<size_t>(k)];
     std::vector<int64_t> st(adv.shape.size(), 0);
     for (int64_t r = 0; r < nrepl; ++r) st[static_cast<size_t>(adv.before + r)] = t.stride(r);
-    addIndex(a, t, st, target.size(adv.before + k), target.stride(adv.before + k));
+    if (folded) addIndex(a, t, st, std::numeric_limits<int64_t>::max(), 1);
+    else addIndex(a, t, st, target.size(adv.before + k), target.stride(adv.before + k));
   }
 }
 
