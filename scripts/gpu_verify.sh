@@ -8,6 +8,7 @@
 #   build      the extension against the installed torch (CUDA build on a GPU; the emulated build without one)
 #   tests      the GPU-marked tests, one process per file (a sticky CUDA error must not hide the other files)
 #   tests_mma  the same with the tensor-core attention (MYTORCH_ATTN_MMA=1)
+#   ipc        torch.multiprocessing with mytorch tensors (test/test_ipc.py) through cudaIpc* (emulated without a GPU)
 #   compile    torch.compile's Triton path (test/test_compile_triton.py): compiled Triton kernels launched on
 #              mytorch streams on a GPU; without one, the same kernels in Triton's interpreter over sim memory
 #   sanitizer  compute-sanitizer memcheck, racecheck and synccheck on the kernel batteries (on a GPU);
@@ -31,7 +32,7 @@ OUT=$(cd "$OUT" && pwd)
 PY=${PYTHON:-python3}
 LIMIT=${GPU_VERIFY_STAGE_TIMEOUT:-570}
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(probe build tests tests_mma compile sanitizer ptxas align bench summary)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(probe build tests tests_mma ipc compile sanitizer ptxas align bench summary)
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0 PYTHONUNBUFFERED=1
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
@@ -118,6 +119,10 @@ run_files() {  # run_files STAGE EXTRA_ENV
 stage_tests() { run_files tests ""; }
 stage_tests_mma() { run_files tests_mma "MYTORCH_ATTN_MMA=1"; }
 
+stage_ipc() {
+  run_stage ipc "env $(test_env) $PY -m pytest -q -ra -p no:cacheprovider test/test_ipc.py --junitxml='$OUT/ipc.xml'"
+}
+
 stage_compile() {
   if [ $GPU -eq 1 ]; then
     run_stage compile "MYTORCH_RUNTIME=cuda $PY -m pytest -q -ra -p no:cacheprovider test/test_compile_triton.py --junitxml='$OUT/compile.xml'"
@@ -196,7 +201,7 @@ PYSUM
 
 for s in "${STAGES[@]}"; do
   case $s in
-    probe|build|tests|tests_mma|compile|sanitizer|ptxas|align|bench|summary) "stage_$s" ;;
+    probe|build|tests|tests_mma|ipc|compile|sanitizer|ptxas|align|bench|summary) "stage_$s" ;;
     *) echo "unknown stage '$s'"; exit 2 ;;
   esac
 done

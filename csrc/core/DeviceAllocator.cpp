@@ -216,6 +216,16 @@ class DeviceCache {
     std::lock_guard<std::mutex> lock(mu_);
     forEachStat([](c10::CachingAllocator::Stat& s) { s.reset_peak(); });
   }
+  // The segment (one runtime allocation) holding ptr: {nullptr, 0} when none does.
+  std::pair<void*, size_t> segmentOf(const void* ptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto addr = reinterpret_cast<uintptr_t>(ptr);
+    auto it = segments_.upper_bound(addr);
+    if (it == segments_.begin()) return {nullptr, 0};
+    --it;
+    if (addr >= it->first + it->second) return {nullptr, 0};
+    return {reinterpret_cast<void*>(it->first), it->second};
+  }
   size_t cachedBlocks() {
     std::lock_guard<std::mutex> lock(mu_);
     return small_.blocks.size() + large_.blocks.size();
@@ -530,6 +540,9 @@ class Allocator final : public MytorchDeviceAllocator {
     return {f, t};
   }
   size_t cachedBlockCount(c10::DeviceIndex device) override { return cache(resolveDevice(device)).cachedBlocks(); }
+  std::pair<void*, size_t> segmentOf(const void* ptr, c10::DeviceIndex device) override {
+    return cache(resolveDevice(device)).segmentOf(ptr);
+  }
   void recordHistory(bool enabled, size_t max_entries) override {
     for (int d = 0; d < rt::device_count(); ++d) cache(static_cast<c10::DeviceIndex>(d)).recordHistory(enabled, max_entries);
   }

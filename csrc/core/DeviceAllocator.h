@@ -4,6 +4,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mytorch {
@@ -41,6 +42,9 @@ struct MemorySnapshot {
 class MytorchDeviceAllocator : public c10::DeviceAllocator {
  public:
   virtual size_t cachedBlockCount(c10::DeviceIndex device) = 0; // free blocks held in the pools (tests)
+  // The runtime allocation (segment) a pointer of this allocator lies in, {nullptr, 0} if none: what an IPC
+  // handle names (cudaIpcGetMemHandle takes an allocation's start).
+  virtual std::pair<void*, size_t> segmentOf(const void* ptr, c10::DeviceIndex device) = 0;
   virtual void setMemoryFraction(double fraction, c10::DeviceIndex device) = 0;
   virtual void recordHistory(bool enabled, size_t max_entries) = 0;
   virtual MemorySnapshot snapshot() = 0;

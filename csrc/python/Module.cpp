@@ -93,6 +93,7 @@ bool primary_context_active(int device);  // kernels/emu/runtime_api.cpp
 
 namespace mytorch {
 void addInductorBindings(PyObject* module);  // csrc/python/Inductor.cpp
+void addIpcBindings(pybind11::module& m);    // csrc/python/Ipc.cpp
 } // namespace mytorch
 
 namespace mytorch::dist {
@@ -104,6 +105,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "mytorch native extension (torch glue over the mytorch device layer)";
 
   addInductorBindings(m.ptr());
+  addIpcBindings(m);
   m.def("_init", [] { check(rt::init(), "init"); });
   m.def("_is_initialized", [] { return rt::initialized(); });
   m.def("_in_bad_fork", [] { return rt::in_bad_fork(); });

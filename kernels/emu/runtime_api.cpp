@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -422,6 +423,34 @@ cudaError_t cudaFree(void* ptr) {
   cudaDeviceSynchronize();
   t_device = saved;
   return set(from_status(mem().device_free(o, ptr)));
+}
+// IPC over the sim memory's own export (Note [Sharing sim memory between processes]); CUDA takes the
+// allocation's start, as here.
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* ptr) {
+  MT_EMU_ENTER();
+  const int o = owner(ptr);
+  if (o < 0) return set(cudaErrorInvalidValue);
+  mytorch::rt::IpcMemHandle h{};
+  const cudaError_t e = set(from_status(mem().ipc_get_mem_handle(o, ptr, &h)));
+  if (e == cudaSuccess) std::memcpy(handle->reserved, h.bytes, sizeof(handle->reserved));
+  return e;
+}
+cudaError_t cudaIpcOpenMemHandle(void** ptr, cudaIpcMemHandle_t handle, unsigned) {
+  MT_EMU_ENTER();
+  touch_context(t_device);
+  mytorch::rt::IpcMemHandle h{};
+  std::memcpy(h.bytes, handle.reserved, sizeof(h.bytes));
+  return set(from_status(mem().ipc_open_mem_handle(t_device, h, ptr)));
+}
+cudaError_t cudaIpcCloseMemHandle(void* ptr) {
+  MT_EMU_ENTER();
+  const int o = owner(ptr);
+  if (o < 0) return set(cudaErrorInvalidValue);
+  const int saved = t_device;
+  t_device = o;
+  cudaDeviceSynchronize();  // as cudaFree: nothing queued may touch the mapping after it goes
+  t_device = saved;
+  return set(from_status(mem().ipc_close_mem_handle(o, ptr)));
 }
 cudaError_t cudaHostAlloc(void** ptr, size_t n, unsigned) {
   MT_EMU_ENTER();

@@ -27,6 +27,9 @@ class Backend {
   virtual Status device_free(int device, void* ptr) = 0;
   virtual Status host_malloc(size_t nbytes, void** ptr) = 0;
   virtual Status host_free(void* ptr) = 0;
+  virtual Status ipc_get_mem_handle(int device, void* base, IpcMemHandle* handle) = 0;
+  virtual Status ipc_open_mem_handle(int device, const IpcMemHandle& handle, void** ptr) = 0;
+  virtual Status ipc_close_mem_handle(int device, void* ptr) = 0;
   virtual Status memcpy_async(void* dst, const void* src, size_t nbytes, CopyKind kind, Stream s) = 0;
   virtual Status memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
                                    size_t nbytes, Stream s) = 0;

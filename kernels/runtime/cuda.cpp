@@ -143,6 +143,24 @@ class CudaBackend final : public Backend {
   Status device_free(int d, void* ptr) override {
     return on_device(d, [&] { return MT_CUDA(cudaFree(ptr)); });
   }
+  Status ipc_get_mem_handle(int d, void* base, IpcMemHandle* h) override {
+    static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(IpcMemHandle::bytes), "cudaIpcMemHandle_t does not fit");
+    cudaIpcMemHandle_t ch{};
+    Status s = on_device(d, [&] { return MT_CUDA(cudaIpcGetMemHandle(&ch, base)); });
+    if (s == Status::Success) {
+      std::memset(h->bytes, 0, sizeof(h->bytes));
+      std::memcpy(h->bytes, &ch, sizeof(ch));
+    }
+    return s;
+  }
+  Status ipc_open_mem_handle(int d, const IpcMemHandle& h, void** ptr) override {
+    cudaIpcMemHandle_t ch{};
+    std::memcpy(&ch, h.bytes, sizeof(ch));
+    return on_device(d, [&] { return MT_CUDA(cudaIpcOpenMemHandle(ptr, ch, cudaIpcMemLazyEnablePeerAccess)); });
+  }
+  Status ipc_close_mem_handle(int d, void* ptr) override {
+    return on_device(d, [&] { return MT_CUDA(cudaIpcCloseMemHandle(ptr)); });
+  }
   Status host_malloc(size_t n, void** ptr) override {
     *ptr = nullptr;
     if (n == 0) return Status::Success;

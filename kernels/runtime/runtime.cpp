@@ -1,8 +1,13 @@
 // Runtime selection (MYTORCH_RUNTIME=auto|cuda|sim), fork detection, per-thread error text, and the
 // forwarding of runtime.h to the chosen backend.
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -170,6 +175,38 @@ Status device_malloc(int device, size_t nbytes, void** ptr) { MT_FORWARD(device_
 Status device_free(int device, void* ptr) { MT_FORWARD(device_free(device, ptr)); }
 Status host_malloc(size_t nbytes, void** ptr) { MT_FORWARD(host_malloc(nbytes, ptr)); }
 Status host_free(void* ptr) { MT_FORWARD(host_free(ptr)); }
+Status ipc_get_mem_handle(int device, void* base, IpcMemHandle* h) { MT_FORWARD(ipc_get_mem_handle(device, base, h)); }
+Status ipc_open_mem_handle(int device, const IpcMemHandle& h, void** ptr) { MT_FORWARD(ipc_open_mem_handle(device, h, ptr)); }
+Status ipc_close_mem_handle(int device, void* ptr) { MT_FORWARD(ipc_close_mem_handle(device, ptr)); }
+Status shared_file_create(const char* name, size_t size, int* fd, uint64_t* inode) {
+  *fd = memfd_create(name, MFD_CLOEXEC);
+  if (*fd < 0) return detail::fail(Status::Unknown, std::string("memfd_create failed: ") + std::strerror(errno));
+  struct stat st {};
+  if (ftruncate(*fd, static_cast<off_t>(size)) != 0 || fstat(*fd, &st) != 0) {
+    const int err = errno;
+    close(*fd);
+    *fd = -1;
+    return detail::fail(Status::OutOfMemory, std::string("sizing a shared memory file failed: ") + std::strerror(err));
+  }
+  *inode = static_cast<uint64_t>(st.st_ino);
+  return Status::Success;
+}
+Status shared_file_open(int pid, int fd, uint64_t inode, int* out_fd, size_t* size) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  *out_fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (*out_fd < 0) {
+    return detail::fail(Status::InvalidValue, "cannot open the exporting process's shared memory (" + path + ": " +
+                                                  std::strerror(errno) + "); it must still be running");
+  }
+  struct stat st {};
+  if (fstat(*out_fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != inode) {
+    close(*out_fd);
+    *out_fd = -1;
+    return detail::fail(Status::InvalidValue, "the exporting process no longer holds that shared memory (" + path + ")");
+  }
+  *size = static_cast<size_t>(st.st_size);
+  return Status::Success;
+}
 Status memcpy_async(void* dst, const void* src, size_t n, CopyKind k, Stream s) {
   MT_FORWARD(memcpy_async(dst, src, n, k, s));
 }

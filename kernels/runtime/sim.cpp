@@ -8,13 +8,27 @@
 //  - a copy or memset whose device range is not inside one live allocation (use after free, overrun);
 //  - a device pointer passed where a host pointer belongs (a host read of device memory);
 //  - allocations beyond the configured capacity (MYTORCH_SIM_MEMORY) fail with OutOfMemory.
+//
+// Note [Sharing sim memory between processes]
+// CUDA lets another process map an allocation (cudaIpcGetMemHandle / cudaIpcOpenMemHandle), which is how
+// torch.multiprocessing shares CUDA tensors. Sim device memory is private anonymous memory (page-mapped, so
+// that it can be moved): the first export of an allocation copies it into a memory file (memfd) and maps the
+// file over the same addresses, so every pointer into it stays valid. The handle carries the exporter's pid,
+// the file's descriptor number and inode; the importer opens /proc/<pid>/fd/<fd> (the exporter must be alive,
+// as with CUDA), checks the inode, and maps it shared. Writes on either side are seen by the other. The move
+// is not atomic with respect to a kernel writing the allocation at that moment from another host thread (sim
+// work runs at submission, so nothing is in flight on a stream): export before handing work to other threads.
+// An imported mapping is a live device allocation of the importer (copies and kernels may use it) that only
+// ipc_close_mem_handle releases.
 // Configuration: MYTORCH_SIM_DEVICES (default 1), MYTORCH_SIM_MEMORY per device (default 8GiB;
 // accepts a byte count or a number with K/M/G/T, optionally followed by B or iB; all binary units).
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -50,7 +64,20 @@ struct Allocation {
   size_t size;
   size_t mapped;
   int device; // -1: pinned host memory
+  int ipc_fd = -1;       // the memory file it lives in once exported
+  uint64_t ipc_inode = 0;
+  bool imported = false; // mapped from another process's export
 };
+
+struct SimIpcHandle {  // the bytes of an IpcMemHandle on sim
+  char magic[8];
+  int32_t pid;
+  int32_t fd;
+  uint64_t inode;
+  uint64_t size;
+};
+static_assert(sizeof(SimIpcHandle) <= sizeof(IpcMemHandle::bytes), "SimIpcHandle does not fit");
+constexpr char kIpcMagic[8] = {'m', 't', 's', 'i', 'm', 'i', 'p', 'c'};
 
 thread_local int t_current_device = 0;
 
@@ -151,7 +178,7 @@ class SimBackend final : public Backend {
                                            std::to_string(nbytes));
     }
     size_t mapped = 0;
-    void* p = raw_alloc(nbytes, &mapped);
+    void* p = raw_alloc(nbytes, &mapped, /*page_mapped=*/true);
     if (p == nullptr) return fail(Status::OutOfMemory, "host memory backing the sim device is exhausted");
     used += nbytes;
     live_[reinterpret_cast<uintptr_t>(p)] = Allocation{nbytes, mapped, device};
@@ -165,12 +192,90 @@ class SimBackend final : public Backend {
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == live_.end() || it->second.device < 0) return bad_free_locked(ptr, "device");
+    if (it->second.imported) {
+      return fail(Status::InvalidPointer, "pointer " + hex(ptr) + " was mapped from another process: release it "
+                                          "with ipc_close_mem_handle, not device_free");
+    }
     if (it->second.device != device) {
       return fail(Status::InvalidPointer, "pointer " + hex(ptr) + " belongs to sim device " +
                                               std::to_string(it->second.device) + ", not device " +
                                               std::to_string(device));
     }
     used_[static_cast<size_t>(device)] -= it->second.size;
+    release_locked(it);
+    return Status::Success;
+  }
+
+  Status ipc_get_mem_handle(int device, void* base, IpcMemHandle* handle) override {
+    if (Status s = check_device(device); s != Status::Success) return s;
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = live_.find(reinterpret_cast<uintptr_t>(base));
+    if (it == live_.end() || it->second.device != device) {
+      return fail(Status::InvalidValue, "ipc_get_mem_handle: " + hex(base) + " is not the start of a device allocation "
+                                        "of sim device " + std::to_string(device));
+    }
+    Allocation& a = it->second;
+    if (a.imported) return fail(Status::InvalidValue, "ipc_get_mem_handle: " + hex(base) + " was itself mapped from another process");
+    if (a.ipc_fd < 0) {
+      int fd = -1;
+      uint64_t inode = 0;
+      if (Status s = shared_file_create("mytorch-sim-ipc", a.mapped, &fd, &inode); s != Status::Success) return s;
+      bool ok = true;
+      for (size_t done = 0; ok && done < a.mapped;) {
+        ssize_t w = pwrite(fd, static_cast<char*>(base) + done, a.mapped - done, static_cast<off_t>(done));
+        ok = w > 0;
+        if (ok) done += static_cast<size_t>(w);
+      }
+      ok = ok && mmap(base, a.mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == base;
+      if (!ok) {
+        const int err = errno;
+        close(fd);
+        return fail(Status::Unknown, std::string("moving sim allocation ") + hex(base) + " to shared memory failed: " + std::strerror(err));
+      }
+      a.ipc_fd = fd;
+      a.ipc_inode = inode;
+    }
+    SimIpcHandle h{};
+    std::memcpy(h.magic, kIpcMagic, sizeof(kIpcMagic));
+    h.pid = static_cast<int32_t>(getpid());
+    h.fd = a.ipc_fd;
+    h.inode = a.ipc_inode;
+    h.size = a.size;
+    std::memset(handle->bytes, 0, sizeof(handle->bytes));
+    std::memcpy(handle->bytes, &h, sizeof(h));
+    return Status::Success;
+  }
+
+  Status ipc_open_mem_handle(int device, const IpcMemHandle& handle, void** ptr) override {
+    if (Status s = check_device(device); s != Status::Success) return s;
+    *ptr = nullptr;
+    SimIpcHandle h{};
+    std::memcpy(&h, handle.bytes, sizeof(h));
+    if (std::memcmp(h.magic, kIpcMagic, sizeof(kIpcMagic)) != 0) {
+      return fail(Status::InvalidValue, "ipc_open_mem_handle: not a sim memory handle");
+    }
+    int fd = -1;
+    size_t mapped = 0;
+    if (Status s = shared_file_open(h.pid, h.fd, h.inode, &fd, &mapped); s != Status::Success) return s;
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return fail(Status::OutOfMemory, std::string("ipc_open_mem_handle: mmap failed: ") + std::strerror(errno));
+    std::lock_guard<std::mutex> g(mu_);
+    Allocation a{static_cast<size_t>(h.size), mapped, device};
+    a.imported = true;
+    live_[reinterpret_cast<uintptr_t>(p)] = a;
+    forget_freed_locked(p);
+    *ptr = p;
+    return Status::Success;
+  }
+
+  Status ipc_close_mem_handle(int device, void* ptr) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == live_.end() || !it->second.imported || it->second.device != device) {
+      return fail(Status::InvalidValue, "ipc_close_mem_handle: " + hex(ptr) + " is not a mapping opened with "
+                                        "ipc_open_mem_handle on sim device " + std::to_string(device));
+    }
     release_locked(it);
     return Status::Success;
   }
@@ -302,8 +407,8 @@ class SimBackend final : public Backend {
     return buf;
   }
 
-  static void* raw_alloc(size_t n, size_t* mapped) {
-    if (n >= kMmapThreshold) {
+  static void* raw_alloc(size_t n, size_t* mapped, bool page_mapped = false) {
+    if (page_mapped || n >= kMmapThreshold) {
       size_t len = (n + 4095) & ~size_t(4095);
       void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) return nullptr;
@@ -318,6 +423,7 @@ class SimBackend final : public Backend {
     void* p = reinterpret_cast<void*>(it->first);
     if (it->second.mapped) munmap(p, it->second.mapped);
     else std::free(p);
+    if (it->second.ipc_fd >= 0) close(it->second.ipc_fd);
     live_.erase(it);
     freed_.insert(p);
     freed_order_.push_back(p);

@@ -58,6 +58,24 @@ Status memcpy_peer_async(void* dst, int dst_device, const void* src, int src_dev
                          Stream stream);
 Status memset_async(void* dst, int value, size_t nbytes, Stream stream);
 
+// --- sharing device memory between processes (CUDA IPC) -------------------------------------------------
+// A handle names one allocation of device_malloc (its start address) for another process on this machine,
+// which maps the same memory with ipc_open_mem_handle while the exporting process keeps the allocation. The
+// bytes are the runtime's own: cudaIpcMemHandle_t on cuda; on sim and emu, the exporter's pid and a memory
+// file the allocation is moved onto at its first export (Note [Sharing sim memory between processes]).
+struct IpcMemHandle {
+  unsigned char bytes[64];
+};
+Status ipc_get_mem_handle(int device, void* base, IpcMemHandle* handle);
+Status ipc_open_mem_handle(int device, const IpcMemHandle& handle, void** ptr);
+Status ipc_close_mem_handle(int device, void* ptr);
+// Host memory files another process on this machine can open (the sim runtime's IPC, and the reference
+// counts of shared tensors): a new memory file of `size` bytes, and another process's descriptor reopened
+// through /proc/<pid>/fd/<fd> after checking it is still the same file (inode). Both give a descriptor
+// (close-on-exec) or fail with last_error set.
+Status shared_file_create(const char* name, size_t size, int* fd, uint64_t* inode);
+Status shared_file_open(int pid, int fd, uint64_t inode, int* out_fd, size_t* size);
+
 // --- streams and events ----------------------------------------------------------------------------------
 Status stream_create(int device, int priority, Stream* stream);
 Status stream_destroy(int device, Stream stream);

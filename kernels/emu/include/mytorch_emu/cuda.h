@@ -137,6 +137,10 @@ enum cudaDriverEntryPointQueryResult { cudaDriverEntryPointSuccess = 0, cudaDriv
 #define cudaEventDefault 0x0
 #define cudaEventDisableTiming 0x2
 #define cudaHostAllocDefault 0x0
+#define cudaIpcMemLazyEnablePeerAccess 0x1
+struct cudaIpcMemHandle_t {
+  char reserved[64];
+};
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -158,6 +162,9 @@ cudaError_t cudaMalloc(void** ptr, size_t n);
 cudaError_t cudaFree(void* ptr);
 cudaError_t cudaHostAlloc(void** ptr, size_t n, unsigned flags);
 cudaError_t cudaFreeHost(void* ptr);
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* ptr);
+cudaError_t cudaIpcOpenMemHandle(void** ptr, cudaIpcMemHandle_t handle, unsigned flags);
+cudaError_t cudaIpcCloseMemHandle(void* ptr);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s = nullptr);
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dd, const void* src, int sd, size_t n, cudaStream_t s = nullptr);
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t n, cudaStream_t s = nullptr);
