@@ -1,0 +1,262 @@
+"""PyTorch's own test suites on mytorch: the device-generic suites (instantiate_device_type_tests, whose
+PrivateUse1 test base gives every template a TestFooPRIVATEUSE1 class next to TestFooCPU) and the test suite
+of upstream's reference PrivateUse1 backend, torch_openreg, translated to mytorch.
+
+    python -m mytorch.testing.suites                          # every suite, in full
+    python -m mytorch.testing.suites --sample 0.05 --seed 1   # a seeded 5% of each device-generic suite
+    python -m mytorch.testing.suites --suite test_indexing --suite openreg
+    python -m mytorch.testing.suites --src ~/pytorch          # a PyTorch checkout instead of the download
+                                                              # (or MYTORCH_PYTORCH_SRC=~/pytorch)
+
+The test files are not in the torch wheel and their code is not the project's to commit, so they are taken
+at run time from one pinned place: PyTorch's repository at the commit the installed torch was built from
+(torch.version.git_version), downloaded once into build/pytorch-tests/<commit>/, or --src. The openreg files
+are translated on the way (the module torch_openreg and the device name openreg become mytorch; nothing else).
+
+The device-generic suites run their CPU and mytorch classes in the same process, so each mytorch test has
+its CPU twin as the reference: a mytorch failure whose twin passes is attributable to mytorch, one whose twin
+fails too is not. The pass rate is mytorch's passes over the twins that pass on the CPU and are not skipped on
+mytorch. Results: a JSON file and a markdown table (--json, --markdown; docs/conformance.md has the figures).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+from ._suite_plugin import device_of, twin_key
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# name -> (file in PyTorch's test/, pytest -k expression or None)
+DEVICE_SUITES = {
+    "test_ops": ("test_ops.py", "TestCommon"),
+    "test_modules": ("test_modules.py", None),
+    "test_nn": ("test_nn.py", None),
+    "test_torch": ("test_torch.py", None),
+    "test_indexing": ("test_indexing.py", None),
+    "test_reductions": ("test_reductions.py", None),
+    "test_view_ops": ("test_view_ops.py", None),
+    "test_binary_ufuncs": ("test_binary_ufuncs.py", None),
+    "test_unary_ufuncs": ("test_unary_ufuncs.py", None),
+    "test_autograd": ("test_autograd.py", None),
+}
+OPENREG_DIR = "test/cpp_extensions/open_registration_extension/torch_openreg/tests"
+OPENREG_FILES = ["test_autocast.py", "test_autograd.py", "test_compile.py", "test_device.py", "test_device_type.py",
+                 "test_event.py", "test_ipc.py", "test_memory.py", "test_misc.py", "test_opinfo.py", "test_ops.py",
+                 "test_profiler.py", "test_rng.py", "test_rnn.py", "test_sdpa.py", "test_storage.py",
+                 "test_streams.py", "test_utils.py"]
+# Tests of openreg's own internals: (nodeid regex, reason). A failure that reaches into the translated
+# extension module's private bindings (mytorch._C has no such attribute) is counted here too, automatically.
+# Filled from a run over the suite at the installed torch's commit (docs/conformance.md); ids are of the
+# translated files (test_mytorch_<name>.py).
+OPENREG_INTERNAL: list[tuple[str, str]] = []
+_INTERNAL_MESSAGE = re.compile(r"module 'mytorch(\._C)?' has no attribute")
+RAW = "https://raw.githubusercontent.com/pytorch/pytorch/{commit}/{path}"
+
+
+def _commit() -> str:
+    import torch
+    return torch.version.git_version
+
+
+def _fetch(path: str, dest: Path, commit: str) -> None:
+    if dest.exists():
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    url = RAW.format(commit=commit, path=path)
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            data = r.read()
+    except Exception as e:  # noqa: BLE001 - reported with what to do instead
+        raise SystemExit(f"cannot download {url}: {e}\nPyTorch's test files are taken from its repository at the "
+                         f"installed torch's commit ({commit}); without network access to GitHub, pass "
+                         f"--src <a PyTorch checkout at that commit>.")
+    tmp = dest.with_suffix(".part")
+    tmp.write_bytes(data)
+    tmp.replace(dest)
+
+
+def translate_openreg(text: str) -> str:
+    """torch_openreg's tests for mytorch: the module and the device name only."""
+    text = text.replace("torch_openreg", "mytorch")
+    text = text.replace("OpenReg", "Mytorch").replace("OPENREG", "PRIVATEUSE1")
+    return re.sub(r"\bopenreg\b", "mytorch", text)
+
+
+def prepare(src: Path | None, suites: list[str], work: Path) -> Path:
+    """The test tree the suites run in: a copy of PyTorch's test/ files (and openreg's, translated)."""
+    commit = _commit()
+    tree = work / commit
+    for name in suites:
+        files = [f"{OPENREG_DIR}/{f}" for f in OPENREG_FILES] if name == "openreg" else [f"test/{DEVICE_SUITES[name][0]}"]
+        for path in files:
+            dest = tree / path
+            if src is not None:
+                if not (src / path).exists():
+                    if name == "openreg":
+                        continue  # a file this version does not have
+                    raise SystemExit(f"{src / path} not found: --src must be a PyTorch source tree")
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src / path, dest)
+            else:
+                try:
+                    _fetch(path, dest, commit)
+                except SystemExit:
+                    if name != "openreg" or path.endswith("test_device.py"):
+                        raise
+                    continue  # a file this version does not have
+            if name == "openreg" and dest.exists():
+                translated = dest.with_name(dest.name.replace("test_", "test_mytorch_", 1))
+                translated.write_text(translate_openreg(dest.read_text()))
+    return tree
+
+
+def run_suite(tree: Path, name: str, sample: float, seed: int, timeout: int, suite_timeout: int) -> list[dict]:
+    results = tree / f"results-{name}.jsonl"
+    results.unlink(missing_ok=True)
+    if name == "openreg":
+        cwd = tree / OPENREG_DIR
+        targets = sorted(str(p.name) for p in cwd.glob("test_mytorch_*.py"))
+        kexpr = None
+        sample = 1.0  # device-specific tests, small: always in full
+    else:
+        cwd = tree / "test"
+        targets = [DEVICE_SUITES[name][0]]
+        kexpr = DEVICE_SUITES[name][1]
+    env = dict(os.environ, MYTORCH_SUITE_RESULTS=str(results), MYTORCH_SUITE_SAMPLE=str(sample),
+               MYTORCH_SUITE_SEED=str(seed), MYTORCH_SUITE_TIMEOUT=str(timeout),
+               MYTORCH_SIM_DEVICES=os.environ.get("MYTORCH_SIM_DEVICES", "2"), PYTHONPATH=str(cwd))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "mytorch.testing._suite_plugin", "-p", "no:cacheprovider",
+           "--continue-on-collection-errors", *targets]
+    if kexpr:
+        cmd += ["-k", kexpr]
+    log = tree / f"log-{name}.txt"
+    with open(log, "w") as out:
+        try:
+            rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                timeout=suite_timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    rows = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    if not rows and rc not in (0, 5):
+        tail = log.read_text()[-2000:]
+        rows.append({"id": f"{name}::<collection>", "outcome": "error", "message": f"pytest exit {rc}: {tail[-300:]}"})
+    return rows
+
+
+def summarize(name: str, rows: list[dict]) -> dict:
+    """Counts per suite. Device-generic: mytorch outcomes, twins' outcomes, attributable failures."""
+    if name == "openreg":
+        internal, counts, failures = [], Counter(), []
+        for r in rows:
+            reason = next((why for pat, why in OPENREG_INTERNAL if re.search(pat, r["id"])), None)
+            if reason is None and r["outcome"] in ("failed", "error") and _INTERNAL_MESSAGE.search(r["message"]):
+                reason = "uses openreg's private extension bindings"
+            if reason is not None:
+                internal.append({"id": r["id"], "outcome": r["outcome"], "reason": reason})
+                continue
+            counts[_bucket(r["outcome"])] += 1
+            if _bucket(r["outcome"]) == "failed":
+                failures.append({"id": r["id"], "message": r["message"]})
+        ran = counts["passed"] + counts["failed"]
+        return {"suite": name, "passed": counts["passed"], "failed": counts["failed"], "skipped": counts["skipped"],
+                "internal": internal, "pass_rate": counts["passed"] / ran if ran else None, "failures": failures}
+    by_twin: dict[str, dict[str, str]] = {}
+    mine = Counter()
+    for r in rows:
+        dev = device_of(r["id"])
+        by_twin.setdefault(twin_key(r["id"]), {})[dev] = r
+        if dev == "mytorch":
+            mine[_bucket(r["outcome"])] += 1
+    reference = attributable = passed = skipped = 0
+    failures = []
+    for key, pair in by_twin.items():
+        cpu, dev = pair.get("cpu"), pair.get("mytorch")
+        if cpu is None or dev is None or _bucket(cpu["outcome"]) != "passed":
+            continue
+        reference += 1
+        b = _bucket(dev["outcome"])
+        if b == "passed":
+            passed += 1
+        elif b == "skipped":
+            skipped += 1
+        else:
+            attributable += 1
+            failures.append({"id": dev["id"], "message": dev["message"]})
+    counted = reference - skipped
+    return {"suite": name, "passed": mine["passed"], "failed": mine["failed"], "skipped": mine["skipped"],
+            "cpu_passing_twins": reference, "twins_passed": passed, "twins_skipped": skipped,
+            "attributable_failures": attributable, "pass_rate": passed / counted if counted else None,
+            "failures": sorted(failures, key=lambda f: f["id"])}
+
+
+def _bucket(outcome: str) -> str:
+    return {"passed": "passed", "xfail": "passed", "skipped": "skipped"}.get(outcome, "failed")
+
+
+def markdown(summaries: list[dict], command: str) -> str:
+    lines = [f"`{command}`", "",
+             "| suite | mytorch passed | failed | skipped | CPU-passing twins | attributable failures | pass rate |",
+             "|---|---|---|---|---|---|---|"]
+    for s in summaries:
+        rate = "—" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
+        if s["suite"] == "openreg":
+            lines.append(f"| torch_openreg (translated) | {s['passed']} | {s['failed']} | {s['skipped']} | — | "
+                         f"{s['failed']} ({len(s['internal'])} openreg-internal excluded) | {rate} |")
+        else:
+            lines.append(f"| {s['suite']} | {s['passed']} | {s['failed']} | {s['skipped']} | {s['cpu_passing_twins']} | "
+                         f"{s['attributable_failures']} | {rate} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", action="append", choices=[*DEVICE_SUITES, "openreg"],
+                   help="a suite to run (repeatable; default: all)")
+    p.add_argument("--src", type=Path, default=os.environ.get("MYTORCH_PYTORCH_SRC") or None,
+                   help="a PyTorch source tree at the installed torch's commit (default: $MYTORCH_PYTORCH_SRC, "
+                        "else downloaded)")
+    p.add_argument("--work", type=Path, default=ROOT / "build" / "pytorch-tests")
+    p.add_argument("--sample", type=float, default=1.0, help="fraction of each device-generic suite (seeded)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=int, default=120, help="seconds per test")
+    p.add_argument("--suite-timeout", type=int, default=4 * 3600, help="seconds per suite")
+    p.add_argument("--json", type=Path)
+    p.add_argument("--markdown", type=Path)
+    args = p.parse_args(argv)
+    if args.src is not None:
+        args.src = Path(args.src)
+    suites = args.suite or [*DEVICE_SUITES, "openreg"]
+    tree = prepare(args.src, suites, args.work)
+    summaries = []
+    for name in suites:
+        start = time.time()
+        rows = run_suite(tree, name, args.sample, args.seed, args.timeout, args.suite_timeout)
+        s = summarize(name, rows)
+        s["seconds"] = round(time.time() - start)
+        summaries.append(s)
+        rate = "—" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
+        print(f"{name}: {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped; pass rate {rate} "
+              f"({s['seconds']} s)", flush=True)
+    command = "python -m mytorch.testing.suites " + " ".join(argv if argv is not None else sys.argv[1:])
+    table = markdown(summaries, command.strip())
+    print(table)
+    if args.json:
+        args.json.write_text(json.dumps({"command": command.strip(), "torch_commit": _commit(),
+                                         "suites": summaries}, indent=1))
+    if args.markdown:
+        args.markdown.write_text(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""The runner of PyTorch's own suites (python -m mytorch.testing.suites) on a small source tree laid out like
+PyTorch's: twins are paired across the CPU and mytorch classes, failures are attributed only where the CPU
+twin passes, the sample is seeded and keeps twins together, a hung test times out, and torch_openreg's
+tests are translated and run with openreg-internal ones set apart."""
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+from mytorch.testing._suite_plugin import device_of, twin_key
+
+DEVICE_SUITE = '''
+import time
+import torch
+from torch.testing._internal.common_utils import TestCase
+from torch.testing._internal.common_device_type import instantiate_device_type_tests, dtypes, onlyCPU
+
+
+class TestMini(TestCase):
+    def test_add(self, device):
+        self.assertEqual(torch.ones(3, device=device) + 1, torch.full((3,), 2.0, device=device))
+
+    @dtypes(torch.float32, torch.int64)
+    def test_sum(self, device, dtype):
+        self.assertEqual(torch.ones(3, device=device, dtype=dtype).sum().item(), 3)
+
+    def test_fails_everywhere(self, device):
+        self.assertEqual(1, 2)
+
+    def test_cpu_passes_mytorch_fails(self, device):
+        self.assertTrue(device.startswith("cpu"))
+
+    def test_hangs_on_mytorch(self, device):
+        if not device.startswith("cpu"):
+            time.sleep(60)
+
+    @onlyCPU
+    def test_cpu_only(self, device):
+        pass
+
+
+instantiate_device_type_tests(TestMini, globals())
+'''
+
+OPENREG_SUITE = '''
+import torch
+import torch_openreg  # noqa: F401
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestDevice(TestCase):
+    def test_device_name(self):
+        self.assertEqual(torch.empty(2, device="openreg").device.type, "openreg")
+        self.assertTrue(torch.openreg.is_available())
+
+    def test_private_binding(self):
+        torch_openreg._C._get_default_generator(0)
+
+    def test_backend_rename(self):
+        torch.utils.rename_privateuse1_backend("openreg")
+'''
+
+
+def test_runner_counts_twins_samples_and_openreg(tmp_path):
+    src = tmp_path / "pytorch"
+    (src / "test").mkdir(parents=True)
+    (src / "test" / "test_indexing.py").write_text(DEVICE_SUITE)
+    openreg = src / "test/cpp_extensions/open_registration_extension/torch_openreg/tests"
+    openreg.mkdir(parents=True)
+    (openreg / "test_device.py").write_text(OPENREG_SUITE)
+
+    def run(*extra):
+        out = tmp_path / "out.json"
+        r = subprocess.run([sys.executable, "-m", "mytorch.testing.suites", "--src", str(src), "--work",
+                            str(tmp_path / "work"), "--timeout", "5", "--json", str(out), *extra],
+                           capture_output=True, text=True, timeout=600, cwd=ROOT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return {s["suite"]: s for s in json.loads(out.read_text())["suites"]}, r.stdout
+
+    got, stdout = run("--suite", "test_indexing", "--suite", "openreg")
+    s = got["test_indexing"]
+    # mytorch: add, sum x2 pass; fails_everywhere, cpu_passes_mytorch_fails, hangs (timed out) fail; cpu_only skips
+    assert (s["passed"], s["failed"], s["skipped"]) == (3, 3, 1)
+    # twins passing on the CPU: add, sum x2, cpu_passes_mytorch_fails, hangs_on_mytorch, cpu_only (skipped on
+    # mytorch, so out of the rate)
+    assert s["cpu_passing_twins"] == 6 and s["twins_skipped"] == 1 and s["attributable_failures"] == 2
+    assert abs(s["pass_rate"] - 3 / 5) < 1e-9
+    ids = {f["id"].split("::")[-1]: f["message"] for f in s["failures"]}
+    assert set(ids) == {"test_cpu_passes_mytorch_fails_mytorch", "test_hangs_on_mytorch_mytorch"}
+    assert "MYTORCH_SUITE_TIMEOUT" in ids["test_hangs_on_mytorch_mytorch"]
+    assert "| test_indexing | 3 | 3 | 1 | 6 | 2 | 60.0% |" in stdout
+
+    o = got["openreg"]
+    assert (o["passed"], o["failed"]) == (2, 0)   # renaming to the name it has is allowed
+    assert [(i["id"].split("::")[-1], i["reason"]) for i in o["internal"]] == [
+        ("test_private_binding", "uses openreg's private extension bindings")]
+    translated = (tmp_path / "work").glob("*/test/cpp_extensions/**/test_mytorch_device.py")
+    assert 'device="mytorch"' in next(translated).read_text()
+
+    # a seeded half keeps CPU and mytorch twins together
+    run("--suite", "test_indexing", "--sample", "0.5", "--seed", "3")
+    rows = [json.loads(line) for line in next((tmp_path / "work").glob("*/results-test_indexing.jsonl")).read_text().splitlines()]
+    kept = {}
+    for r in rows:
+        kept.setdefault(twin_key(r["id"]), set()).add(device_of(r["id"]))
+    assert 0 < len(kept) < 7 and all(devs == {"cpu", "mytorch"} for devs in kept.values())
