@@ -15,6 +15,7 @@ TIMEOUT = 120
 def _worker(inbox, outbox):
     """Serves commands from the test: each gets the tensors it names and answers with results."""
     import torch  # noqa: F811 (spawned)
+    import mytorch  # noqa: F401 (scripts/emu.sh turns torch's autoload off)
     held = []
     while True:
         cmd, args = inbox.get()
@@ -24,7 +25,8 @@ def _worker(inbox, outbox):
             if cmd == "add_":                       # write through the shared memory
                 t, value = args
                 t.add_(value)
-                torch.mytorch.synchronize()
+                if t.device.type == "mytorch":
+                    torch.mytorch.synchronize(t.device)   # the write lands before the answer
                 outbox.put(("ok", None))
             elif cmd == "read":                     # what the receiver sees, as CPU tensors
                 outbox.put(("ok", [(t.device.type, t.device.index, t.dtype, type(t).__name__, t.requires_grad,
@@ -47,6 +49,15 @@ def _worker(inbox, outbox):
                 outbox.put(("ok", None))
         except Exception as e:  # noqa: BLE001 - reported to the test
             outbox.put(("error", f"{type(e).__name__}: {e}"))
+
+
+def _producer(queue, done):
+    import torch  # noqa: F811 (spawned)
+    import mytorch  # noqa: F401 (scripts/emu.sh turns torch's autoload off)
+    t = torch.arange(1.0, 5.0, device="mytorch")[1:]
+    queue.put(t)
+    done.wait(TIMEOUT)
+    del t   # while the receiver still holds it: the send's reference keeps the memory until exit
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +122,19 @@ def test_sender_keeps_memory_until_the_receiver_lets_go(worker):
     worker("drop")
     assert torch.mytorch.ipc_collect() == 0
     del churn
+
+
+def test_sender_exits_cleanly_while_the_receiver_holds_its_tensor():
+    queue, done = CTX.Queue(), CTX.Event()
+    p = CTX.Process(target=_producer, args=(queue, done))
+    p.start()
+    t = queue.get(timeout=TIMEOUT)
+    assert t.device.type == "mytorch" and t.storage_offset() == 1
+    assert t.cpu().tolist() == [2.0, 3.0, 4.0]
+    done.set()
+    p.join(TIMEOUT)
+    assert p.exitcode == 0
+    del t
 
 
 def test_what_cannot_be_shared_is_refused(worker):
