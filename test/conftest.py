@@ -62,3 +62,37 @@ def run_in_threads(work, n: int) -> None:
         t.start()
     for t in threads:
         t.join()
+
+
+def grouped_mm_cases(dtype: torch.dtype) -> dict:
+    """torch._grouped_mm inputs on the CPU for every mode (2-D x 3-D, 3-D x 2-D, 2-D x 2-D, 3-D x 3-D), with an
+    empty group, a transposed operand and offsets that cover the grouped dimension (rows no group reaches are
+    left unwritten, by CUDA and the CPU alike)."""
+    g = torch.Generator().manual_seed(5)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g).to(dtype)
+
+    offs = torch.tensor([8, 8, 24, 40], dtype=torch.int32)
+    return {
+        "rows": (r(40, 32), r(4, 32, 24), offs),
+        "rows_bt": (r(40, 32), r(4, 24, 32).transpose(-2, -1), offs),
+        "cols": (r(4, 16, 32), r(32, 40), offs),
+        "depth": (r(16, 40), r(40, 24), offs),
+        "depth_at": (r(40, 16).t(), r(40, 24), offs),
+        "batched": (r(4, 16, 32), r(4, 32, 24), None),
+    }
+
+
+def grouped_mm_golden(a: torch.Tensor, b: torch.Tensor, offs) -> torch.Tensor:
+    """torch._grouped_mm in float64, group by group (the CPU implementation refuses float64)."""
+    a, b = a.double(), b.double()
+    if offs is None:
+        return a @ b
+    ends = offs.tolist()
+    starts = [0] + ends[:-1]
+    if a.dim() == 2 and b.dim() == 3:
+        return torch.cat([a[s:e] @ b[i] for i, (s, e) in enumerate(zip(starts, ends))])
+    if a.dim() == 3:
+        return torch.cat([a[i] @ b[:, s:e] for i, (s, e) in enumerate(zip(starts, ends))], 1)
+    return torch.stack([a[:, s:e] @ b[s:e] for s, e in zip(starts, ends)])

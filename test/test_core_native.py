@@ -257,3 +257,31 @@ def test_indexing_with_more_index_tensors_than_the_kernel_takes(ndim, forbid_fal
     for dev in ("cpu", "mytorch"):
         with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 2"):
             x.to(dev)[tuple(i.to(dev) for i in bad)]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_grouped_mm_natively(dtype, forbid_fallback):
+    """torch._grouped_mm (the mixture-of-experts GEMM) in every mode, forward and backward, equal to the CPU's;
+    its argument errors are ATen's."""
+    from conftest import grouped_mm_cases
+    for name, (a, b, offs) in grouped_mm_cases(dtype).items():
+        a_d, b_d = a.to("mytorch").requires_grad_(), b.to("mytorch").requires_grad_()
+        a_c, b_c = a.clone().requires_grad_(), b.clone().requires_grad_()
+        o_d = offs.to("mytorch") if offs is not None else None
+        got = torch._grouped_mm(a_d, b_d, o_d)
+        want = torch._grouped_mm(a_c, b_c, offs)
+        assert torch.equal(got.detach().cpu(), want.detach()), name
+        cot = torch.randn(want.shape, generator=g).to(dtype)
+        got.backward(cot.to("mytorch"))
+        want.backward(cot)
+        assert torch.equal(a_d.grad.cpu(), a_c.grad) and torch.equal(b_d.grad.cpu(), b_c.grad), name
+    a, b, offs = grouped_mm_cases(torch.bfloat16)["rows"]
+    a, b, offs = a.to("mytorch"), b.to("mytorch"), offs.to("mytorch")
+    with pytest.raises(RuntimeError, match="Offsets have to be int32"):
+        torch._grouped_mm(a, b, offs.long())
+    with pytest.raises(RuntimeError, match="Have to provide offsets"):
+        torch._grouped_mm(a, b)
+    with pytest.raises(RuntimeError, match="contraction dimension of mat_a and mat_b must match"):
+        torch._grouped_mm(a[:, :16], b, offs)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch._grouped_mm(a, b, offs.cpu())

@@ -218,3 +218,26 @@ def test_cudnn_from_several_threads_on_their_own_streams():
 
     run_in_threads(work, 4)
     assert not errors, errors
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_grouped_mm_kernel_matches_the_cpu(dtype):
+    """The grouped GEMM kernel (kernels/cuda/grouped_gemm.cu) in every mode, forward and backward, within the
+    tolerance rule of the CPU's result against float64 (its float32 accumulation order is not the CPU's)."""
+    from conftest import grouped_mm_cases, grouped_mm_golden
+    from mytorch.testing._compare import compare_tensor
+    for name, (a, b, offs) in grouped_mm_cases(dtype).items():
+        got = torch._grouped_mm(a.to("mytorch"), b.to("mytorch"), offs.to("mytorch") if offs is not None else None)
+        want = torch._grouped_mm(a, b, offs)
+        errors = compare_tensor(got, want, grouped_mm_golden(a, b, offs))
+        assert errors.ok, (name, errors)
+        assert got.stride() == want.stride(), name
+    # backward with a fixed cotangent: grad_a is 2-D x 3-D again (b transposed), grad_b is 2-D x 2-D
+    a, b, offs = grouped_mm_cases(dtype)["rows"]
+    cot = torch.randn(a.shape[0], b.shape[-1], generator=torch.Generator().manual_seed(9)).to(dtype)
+    a_d, b_d = a.to("mytorch").requires_grad_(), b.to("mytorch").requires_grad_()
+    torch._grouped_mm(a_d, b_d, offs.to("mytorch")).backward(cot.to("mytorch"))
+    a_c, b_c = a.clone().requires_grad_(), b.clone().requires_grad_()
+    torch._grouped_mm(a_c, b_c, offs).backward(cot)
+    assert compare_tensor(a_d.grad, a_c.grad, grouped_mm_golden(cot, b.transpose(-2, -1), offs)).ok
+    assert compare_tensor(b_d.grad, b_c.grad, grouped_mm_golden(a.t(), cot, offs)).ok

@@ -46,12 +46,47 @@ rt::Status gemm(const GemmArgs& g, rt::Stream stream);
 }
 #endif
 
+// Grouped GEMM (torch._grouped_mm, the mixture-of-experts GEMM): G products in one launch, the groups' extents
+// read from `offs` on the device (int32 cumulative ends, as ATen's), so the host never waits for them.
+//   Rows  (2-D A x 3-D B): rows [offs[g-1], offs[g]) of A and C use B[g]          C: total_m x n
+//   Cols  (3-D A x 2-D B): columns [offs[g-1], offs[g]) of B and C use A[g]       C: m x total_n
+//   Depth (2-D A x 2-D B): C[g] = A[:, ks:ke] @ B[ks:ke, :] with [ks, ke) from offs  C: G x m x n (zeros if empty)
+// Rows / columns no group reaches are not written (as ATen's kernels); extents are clamped to the operands.
+// Operands are read through any strides (elements); accumulation is float32. The 3-D x 3-D case is a bmm.
+// On sim the glue computes with ATen's CPU implementation on host views (what CPU PyTorch computes), as mm.
+enum class GroupMode : int { Rows, Cols, Depth };
+
+struct GroupedGemmArgs {
+  DType dtype = DType::BFloat16;  // A, B and C
+  GroupMode mode = GroupMode::Rows;
+  int64_t groups = 0, m = 0, n = 0, k = 0;  // full extents of C's rows / columns and of the contraction
+  const int32_t* offs = nullptr;
+  const void* a = nullptr; int64_t a_group = 0, a_row = 0, a_col = 0;  // strides; a_group for 3-D A
+  const void* b = nullptr; int64_t b_group = 0, b_row = 0, b_col = 0;  // b_group for 3-D B
+  void* c = nullptr; int64_t c_group = 0, c_row = 0, c_col = 0;        // c_group for Depth
+};
+
+#if MYTORCH_WITH_CUDA
+namespace cuda {
+rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream);
+}
+#endif
+
 namespace kernels {
 inline rt::Status gemm(const GemmArgs& g, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA
   if (rt::cuda_kernels()) return cuda::gemm(g, stream);
 #endif
   return sim::gemm(g, stream);
+}
+// Only the CUDA kernels have it: on sim the glue computes with ATen's CPU implementation on host views.
+inline rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream) {
+#if MYTORCH_WITH_CUDA
+  if (rt::cuda_kernels()) return cuda::grouped_gemm(g, stream);
+#endif
+  (void)g;
+  (void)stream;
+  return rt::report(rt::Status::InvalidValue, "grouped_gemm has no sim kernel (the glue computes it on the host)");
 }
 } // namespace kernels
 

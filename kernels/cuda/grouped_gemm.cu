@@ -1,0 +1,128 @@
+// Grouped GEMM (torch._grouped_mm; the modes are in gemm.h): every group in one launch. Each block owns a
+// 64 x 64 tile of C; along the grouped dimension the tiles are laid out group by group, and a block finds its
+// group by walking the groups' tile counts from `offs` (a handful of groups, read from the device: the host
+// never learns the group sizes). The grid is sized for the worst case (one partial tile per group) and the
+// blocks past the last tile return at once. 16 x 16 threads compute 4 x 4 outputs each from float32 tiles
+// in shared memory, so any strides and every floating dtype take the same path.
+#include <type_traits>
+
+#include "common.cuh"
+#include "mytorch/gemm.h"
+
+namespace mytorch::cuda {
+namespace {
+
+constexpr int kTile = 64;   // rows and columns of C per block
+constexpr int kDepth = 16;  // contraction slice per shared-memory stage
+constexpr int kSide = 16;   // threads per side of the block; each computes (kTile / kSide)^2 outputs
+constexpr int kPer = kTile / kSide;
+
+// Group g's extent along a dimension of `total`, as ATen's slices give it: [offs[g-1], offs[g]) clamped.
+__device__ inline void group_extent(const int32_t* offs, int64_t g, int64_t total, int64_t* lo, int64_t* hi) {
+  const int64_t start = g == 0 ? 0 : offs[g - 1];
+  *lo = start < 0 ? 0 : (start > total ? total : start);
+  const int64_t end = offs[g];
+  *hi = end < *lo ? *lo : (end > total ? total : end);
+}
+
+// The group and the first index of tile `t` when each group's extent is cut into kTile pieces.
+__device__ inline bool find_tile(const int32_t* offs, int64_t groups, int64_t total, int64_t t, int64_t* g,
+                                 int64_t* first, int64_t* end) {
+  for (int64_t i = 0; i < groups; ++i) {
+    int64_t lo, hi;
+    group_extent(offs, i, total, &lo, &hi);
+    const int64_t tiles = (hi - lo + kTile - 1) / kTile;
+    if (t < tiles) {
+      *g = i;
+      *first = lo + t * kTile;
+      *end = hi;
+      return true;
+    }
+    t -= tiles;
+  }
+  return false;
+}
+
+template <typename T>
+__global__ void grouped_gemm_kernel(GroupedGemmArgs p) {
+  __shared__ float As[kDepth][kTile + 1];
+  __shared__ float Bs[kDepth][kTile + 1];
+  const T* A = static_cast<const T*>(p.a);
+  const T* B = static_cast<const T*>(p.b);
+  T* C = static_cast<T*>(p.c);
+  int64_t row0 = int64_t(blockIdx.y) * kTile, row_end = p.m;
+  int64_t col0 = int64_t(blockIdx.x) * kTile, col_end = p.n;
+  int64_t k_lo = 0, k_hi = p.k, g = 0;
+  if (p.mode == GroupMode::Rows) {
+    if (!find_tile(p.offs, p.groups, p.m, blockIdx.x, &g, &row0, &row_end)) return;
+    col0 = int64_t(blockIdx.y) * kTile;
+    B += g * p.b_group;
+  } else if (p.mode == GroupMode::Cols) {
+    if (!find_tile(p.offs, p.groups, p.n, blockIdx.x, &g, &col0, &col_end)) return;
+    A += g * p.a_group;
+  } else {
+    g = blockIdx.z;
+    group_extent(p.offs, g, p.k, &k_lo, &k_hi);
+    C += g * p.c_group;
+  }
+  if (row0 >= row_end || col0 >= col_end) return;
+  const int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
+  float acc[kPer][kPer] = {};
+  for (int64_t k0 = k_lo; k0 < k_hi; k0 += kDepth) {
+    for (int i = threadIdx.x; i < kTile * kDepth; i += kSide * kSide) {
+      const int r = i / kDepth, kk = i % kDepth;
+      const int64_t row = row0 + r, kidx = k0 + kk;
+      As[kk][r] = row < row_end && kidx < k_hi ? static_cast<float>(A[row * p.a_row + kidx * p.a_col]) : 0.0f;
+      const int kb = i / kTile, c = i % kTile;
+      const int64_t col = col0 + c, kidx_b = k0 + kb;
+      Bs[kb][c] = col < col_end && kidx_b < k_hi ? static_cast<float>(B[kidx_b * p.b_row + col * p.b_col]) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kDepth; ++kk) {
+      float av[kPer], bv[kPer];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) av[i] = As[kk][ty + kSide * i];
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) bv[j] = Bs[kk][tx + kSide * j];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) acc[i][j] += av[i] * bv[j];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int64_t row = row0 + ty + kSide * i;
+    if (row >= row_end) continue;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int64_t col = col0 + tx + kSide * j;
+      if (col < col_end) C[row * p.c_row + col * p.c_col] = mt_cast<T, float>(acc[i][j]);
+    }
+  }
+}
+
+} // namespace
+
+rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream) {
+  if (g.groups == 0 || g.m == 0 || g.n == 0) return rt::Status::Success;
+  auto tiles = [](int64_t n) { return static_cast<unsigned>((n + kTile - 1) / kTile); };
+  dim3 grid;
+  switch (g.mode) {  // the grouped dimension on x (the largest grid extent): worst case one partial tile per group
+    case GroupMode::Rows: grid = dim3(tiles(g.m) + static_cast<unsigned>(g.groups), tiles(g.n)); break;
+    case GroupMode::Cols: grid = dim3(tiles(g.n) + static_cast<unsigned>(g.groups), tiles(g.m)); break;
+    case GroupMode::Depth: grid = dim3(tiles(g.n), tiles(g.m), static_cast<unsigned>(g.groups)); break;
+  }
+  if (grid.y > 65535 || grid.z > 65535) return rt::report(rt::Status::InvalidValue, "grouped_gemm: too many tiles or groups for one launch");
+  bool ok = dispatch_floating(g.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, double>)
+      grouped_gemm_kernel<T><<<grid, kSide * kSide, 0, native(stream)>>>(g);
+  });
+  if (!ok || g.dtype == DType::Double) return rt::report(rt::Status::InvalidValue, "grouped_gemm: unsupported dtype");
+  return check_launch("grouped_gemm");
+}
+
+} // namespace mytorch::cuda
