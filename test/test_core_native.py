@@ -285,3 +285,32 @@ def test_grouped_mm_natively(dtype, forbid_fallback):
         torch._grouped_mm(a[:, :16], b, offs)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         torch._grouped_mm(a, b, offs.cpu())
+
+
+def test_complex_add_sub_mul_conj_polar_natively(forbid_fallback):
+    """Complex arithmetic composed on real views (Complex.cpp): tensors, real tensors, real and complex scalars,
+    broadcasting, in-place, mixed precision, abs/sgn (0 at 0)/neg, sum and mean, and autograd, within the
+    tolerance rule against complex128."""
+    a = torch.randn(3, 4, dtype=torch.cfloat, generator=g)
+    b = torch.randn(4, dtype=torch.cfloat, generator=g)
+    r = torch.randn(3, 1, generator=g)
+    cases = {
+        "mul": lambda x, y, z: x * y, "mul_real": lambda x, y, z: z * x, "mul_scalar": lambda x, y, z: x * 0.5,
+        "mul_complex_scalar": lambda x, y, z: x * (1 - 2j), "add_alpha": lambda x, y, z: torch.add(x, y, alpha=2),
+        "sub_real": lambda x, y, z: x - z, "rsub": lambda x, y, z: z - x, "conj": lambda x, y, z: torch.conj_physical(x),
+        "polar": lambda x, y, z: torch.polar(z.abs(), z), "in_place": lambda x, y, z: x.clone().mul_(y),
+        "to_cdouble": lambda x, y, z: x * y.to(torch.cdouble), "conj_real": lambda x, y, z: torch.conj_physical(z),
+        "abs": lambda x, y, z: x.abs(), "sgn": lambda x, y, z: torch.sgn(x * (z > 0)), "neg": lambda x, y, z: -x,
+        "sum_dim": lambda x, y, z: x.sum(0), "sum_all": lambda x, y, z: x.sum(), "sum_0d": lambda x, y, z: x[0, 0].sum(),
+        "mean_keepdim": lambda x, y, z: x.mean(-1, keepdim=True),
+    }
+    for name, f in cases.items():
+        got, want = f(a.to("mytorch"), b.to("mytorch"), r.to("mytorch")), f(a, b, r)
+        gold = f(a.to(torch.cdouble), b.to(torch.cdouble), r.double())
+        assert got.dtype == want.dtype and compare_tensor(got, want, gold).ok, name
+    x = a.to("mytorch").requires_grad_()
+    y = b.to("mytorch").requires_grad_()
+    (x * y).abs().sum().backward()   # the backward multiplies by conj(): conj_physical and complex mul
+    xc, yc = a.clone().requires_grad_(), b.clone().requires_grad_()
+    (xc * yc).abs().sum().backward()
+    assert compare_tensor(x.grad, xc.grad, None).ok and compare_tensor(y.grad, yc.grad, None).ok

@@ -35,6 +35,10 @@ DECODERS = {
     "dots1": dict(MOE, n_routed_experts=4, n_shared_experts=1, first_k_dense_replace=0, n_group=1, topk_group=1),
     "cohere2_moe": MOE, "exaone_moe": MOE, "nemotron_h": MOE, "granitemoeshared": MOE, "laguna": MOE, "mellum": MOE,
     "solar_open": MOE,
+    # multi-head latent attention with a complex rotary embedding (polar, complex mul; Complex.cpp) and experts
+    "deepseek_v2": dict(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+                        first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8,
+                        qk_nope_head_dim=8, v_head_dim=16, head_dim=8, num_key_value_heads=4),
     # linear attention (gated delta rule: a triangular solve) and experts
     "qwen3_next": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                        shared_expert_intermediate_size=32, linear_num_value_heads=4, linear_num_key_heads=2,

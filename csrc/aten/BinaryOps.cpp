@@ -1,6 +1,6 @@
 // Op table: binary and ternary pointwise ops on the elementwise engine (out= overloads: ATen routes the
-// functional and in-place forms through them). Inputs the kernels do not cover (complex) take the CPU
-// fallback, counted as such.
+// functional and in-place forms through them). Complex add/sub/mul are composed on real views (Complex.cpp);
+// other inputs the kernels do not cover take the CPU fallback, counted as such.
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/add_ops.h>
@@ -68,7 +68,7 @@ EwParams withAlpha(const Scalar& alpha) {
 template <typename F>
 Tensor& run(EwOp op, bool to_float, EwResult result, std::vector<EwInput> in, Tensor& out, const EwParams& p, F fallback) {
   const auto compute = ewComputeType(in, to_float);
-  if (!ewNative(op, compute, in)) return fallback();
+  if (!ewNative(op, compute, in)) return ewComplex(op, compute, in, out, p) ? out : fallback();
   ewRun(op, compute, result, in, out, p);
   return out;
 }

@@ -25,6 +25,13 @@ bool ewNative(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inpu
 void ewRun(EwOp op, c10::ScalarType compute, EwResult result, const std::vector<EwInput>& inputs,
            const at::Tensor& out, const EwParams& params = {});
 
+// Complex add, sub and mul composed from the real kernels on real views (Complex.cpp): false when the call is
+// not one of those (the caller falls back).
+bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs, const at::Tensor& out,
+               const EwParams& params);
+// Complex abs (to a real or complex out), sgn (z / |z|, 0 at 0) and neg, composed the same way.
+bool ewComplexUnary(EwOp op, const at::Tensor& self, const at::Tensor& out);
+
 // Type promotion as ATen's: result_type over tensors and scalars; `to_float` promotes integral/bool results
 // to the default floating dtype.
 c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float);

@@ -42,6 +42,11 @@
 #include "csrc/core/Fallback.h"
 
 namespace mytorch {
+
+// Complex sum and mean over the real view (Complex.cpp): false when the call is not one.
+bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                std::optional<at::ScalarType> dtype, bool mean, const at::Tensor& out);
+
 namespace {
 
 using at::Tensor;
@@ -55,7 +60,10 @@ Tensor castFor(const Tensor& self, std::optional<at::ScalarType> dtype) {
 }
 
 Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
-  if (!native(self, out)) return Fallback<at::_ops::sum_IntList_out>::call(self, dim, keepdim, dtype, out);
+  if (!native(self, out)) {
+    if (complexSum(self, dim, keepdim, dtype, /*mean=*/false, out)) return out;
+    return Fallback<at::_ops::sum_IntList_out>::call(self, dim, keepdim, dtype, out);
+  }
   runReduce(RedOp::Sum, castFor(self, dtype), dim, keepdim, out);
   return out;
 }
@@ -64,7 +72,10 @@ Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, 
   const auto t = dtype.value_or(self.scalar_type());
   TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t),
               "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ", t);
-  if (!native(self, out)) return Fallback<at::_ops::mean_out>::call(self, dim, keepdim, dtype, out);
+  if (!native(self, out)) {
+    if (complexSum(self, dim, keepdim, dtype, /*mean=*/true, out)) return out;
+    return Fallback<at::_ops::mean_out>::call(self, dim, keepdim, dtype, out);
+  }
   runReduce(RedOp::Mean, castFor(self, dtype), dim, keepdim, out);
   return out;
 }

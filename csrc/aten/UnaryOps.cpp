@@ -63,7 +63,7 @@ using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 template <typename F>
 Tensor& runUnary(EwOp op, bool to_float, EwResult result, const Tensor& self, Tensor& out, const EwParams& p, F fallback) {
   const auto compute = ewComputeType({self}, to_float);
-  if (!ewNative(op, compute, {self})) return fallback();
+  if (!ewNative(op, compute, {self})) return ewComplexUnary(op, self, out) ? out : fallback();
   ewRun(op, compute, result, {self}, out, p);
   return out;
 }
@@ -100,7 +100,7 @@ MT_UNARY(trunc_out, trunc_out, Trunc, false)
 MT_UNARY(frac_out, frac_out, Frac, false)
 MT_UNARY(bitwise_not_out, bitwise_not_out, BitNot, false)
 
-// sgn is sign for real dtypes (complex takes the fallback).
+// sgn is sign for real dtypes; for complex, z / |z| (Complex.cpp).
 Tensor& sgn_out(const Tensor& self, Tensor& out) {
   return runUnary(EwOp::Sign, false, EwResult::Compute, self, out, {},
                   [&]() -> Tensor& { return Fallback<at::_ops::sgn_out>::call(self, out); });

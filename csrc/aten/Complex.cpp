@@ -1,0 +1,214 @@
+// Complex arithmetic that real models reach (DeepSeek-V2's rotary embedding: polar, complex mul,
+// conj_physical in the backward; abs, sgn, neg, and sum and mean), composed natively from the real kernels on the tensors' real views
+// (at::view_as_real) instead of running on the CPU through the fallback. The elementwise kernels themselves
+// have no complex dtypes (Pointwise.h); complex division, with the CPU's scaled algorithm, still falls back.
+//
+// Each result's real and imaginary parts are computed into temporaries first and then written, so an output
+// that aliases an input (in-place mul_) reads its inputs before they change.
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/cos.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/hypot.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/view_as_complex.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/sin.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/view_as_real.h>
+#include <ATen/ops/where.h>
+#include <torch/library.h>
+
+#include <optional>
+
+#include "csrc/aten/Pointwise.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+
+// One part (real or imaginary) of an operand: a real tensor, or a constant.
+struct Part {
+  Tensor t;
+  double c = 0;
+  bool tensor() const { return t.defined(); }
+};
+
+Part mulP(const Part& a, const Part& b) {
+  if (a.tensor() && b.tensor()) return {at::mul(a.t, b.t)};
+  if (a.tensor()) return b.c == 1 ? a : Part{at::mul(a.t, b.c)};
+  if (b.tensor()) return a.c == 1 ? b : Part{at::mul(b.t, a.c)};
+  return {Tensor(), a.c * b.c};
+}
+
+Part addP(const Part& a, const Part& b, double alpha) {  // a + alpha * b
+  if (a.tensor() && b.tensor()) return {at::add(a.t, b.t, alpha)};
+  if (a.tensor()) return b.c == 0 ? a : Part{at::add(a.t, b.c * alpha)};
+  if (b.tensor()) return {at::add(at::mul(b.t, alpha), a.c)};
+  return {Tensor(), a.c + alpha * b.c};
+}
+
+struct Operand {
+  Part re, im;
+};
+
+// An input as real and imaginary parts at the compute dtype; nullopt when it is not a mytorch tensor or a
+// scalar (the caller falls back).
+std::optional<Operand> operandOf(const EwInput& in, c10::ScalarType compute, const at::Device& device) {
+  c10::Scalar s;
+  if (std::holds_alternative<c10::Scalar>(in)) {
+    s = std::get<c10::Scalar>(in);
+  } else {
+    const Tensor& t = std::get<Tensor>(in);
+    if (t.dim() == 0 && t.device().is_cpu()) {
+      s = t.item();
+    } else {
+      if (t.device() != device) return std::nullopt;
+      if (!t.is_complex()) return Operand{{t.to(c10::toRealValueType(compute))}, {Tensor(), 0.0}};
+      Tensor r = at::view_as_real(t.scalar_type() == compute ? t : t.to(compute));
+      return Operand{{r.select(-1, 0)}, {r.select(-1, 1)}};
+    }
+  }
+  const c10::complex<double> z = s.toComplexDouble();
+  return Operand{{Tensor(), z.real()}, {Tensor(), z.imag()}};
+}
+
+// Writes the parts into `out` (complex, already sized): constants are broadcast.
+void writeParts(const Tensor& out, const Part& re, const Part& im) {
+  Tensor o = at::view_as_real(out);
+  for (auto [k, p] : {std::pair<int, const Part*>{0, &re}, {1, &im}}) {
+    if (p->tensor()) o.select(-1, k).copy_(p->t);
+    else o.select(-1, k).fill_(p->c);
+  }
+}
+
+} // namespace
+
+bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs, const at::Tensor& out,
+               const EwParams& params) {
+  if (!c10::isComplexType(compute) || (op != EwOp::Add && op != EwOp::Sub && op != EwOp::Mul)) return false;
+  if (!out.is_complex() || inputs.size() != 2) return false;
+  std::vector<Tensor> shapes;
+  for (const EwInput& in : inputs) {
+    if (std::holds_alternative<Tensor>(in)) shapes.push_back(std::get<Tensor>(in));
+  }
+  auto a = operandOf(inputs[0], compute, out.device());
+  auto b = operandOf(inputs[1], compute, out.device());
+  if (!a || !b) return false;
+  TORCH_CHECK(at::canCast(compute, out.scalar_type()), "result type ", compute, " can't be cast to the desired output type ",
+              out.scalar_type());
+  at::DimVector shape;
+  for (const Tensor& t : shapes) shape = at::infer_size_dimvector(shape, t.sizes());
+  Part re, im;
+  if (op == EwOp::Mul) {
+    re = addP(mulP(a->re, b->re), mulP(a->im, b->im), -1.0);
+    im = addP(mulP(a->re, b->im), mulP(a->im, b->re), 1.0);
+  } else {
+    const double alpha = op == EwOp::Sub ? -params.alpha : params.alpha;
+    re = addP(a->re, b->re, alpha);
+    im = addP(a->im, b->im, alpha);
+  }
+  at::native::resize_output(out, shape);
+  if (out.scalar_type() == compute) {
+    writeParts(out, re, im);
+  } else {
+    Tensor tmp = at::empty(shape, out.options().dtype(compute));
+    writeParts(tmp, re, im);
+    out.copy_(tmp);
+  }
+  return true;
+}
+
+bool ewComplexUnary(EwOp op, const at::Tensor& self, const at::Tensor& out) {
+  if (!self.is_complex() || (op != EwOp::Abs && op != EwOp::Sign && op != EwOp::Neg)) return false;
+  if (self.device() != out.device()) return false;
+  Tensor s = at::view_as_real(self);
+  Tensor re = s.select(-1, 0), im = s.select(-1, 1);
+  if (op == EwOp::Neg) {
+    TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ", out.scalar_type());
+    at::native::resize_output(out, self.sizes());
+    writeParts(out, {at::neg(re)}, {at::neg(im)});
+    return true;
+  }
+  Tensor mag = at::hypot(re, im);  // |z| as std::abs(complex), ATen's CPU abs
+  if (op == EwOp::Abs) {
+    at::native::resize_output(out, self.sizes());
+    if (out.is_complex()) writeParts(out, {mag}, {Tensor(), 0.0});
+    else out.copy_(mag);
+    return true;
+  }
+  TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ", out.scalar_type());
+  Tensor zero = mag.eq(0);  // sgn(0) = 0
+  Part pre{at::where(zero, 0.0, at::div(re, mag))}, pim{at::where(zero, 0.0, at::div(im, mag))};
+  at::native::resize_output(out, self.sizes());
+  writeParts(out, pre, pim);
+  return true;
+}
+
+bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                std::optional<at::ScalarType> dtype, bool mean, const at::Tensor& out) {
+  if (!self.is_complex() || !out.is_complex() || (dtype.has_value() && !c10::isComplexType(*dtype))) return false;
+  if (self.device() != out.device()) return false;
+  Tensor x = dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
+  Tensor c;
+  if (x.dim() == 0) {
+    c = x.clone();
+  } else {
+    std::vector<int64_t> dims;  // over the complex dims; the real view's last dim (re, im) stays
+    if (!dim.has_value() || dim->empty()) {
+      for (int64_t d = 0; d < x.dim(); ++d) dims.push_back(d);
+    } else {
+      for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, x.dim()));
+    }
+    Tensor r = mean ? at::mean(at::view_as_real(x), dims, keepdim) : at::sum(at::view_as_real(x), dims, keepdim);
+    c = at::view_as_complex(r.contiguous());
+  }
+  at::native::resize_output(out, c.sizes());
+  out.copy_(c);
+  return true;
+}
+
+namespace {
+
+Tensor& conjPhysicalOut(const Tensor& self, Tensor& out) {
+  at::native::resize_output(out, self.sizes());
+  if (!self.is_complex()) return out.copy_(self);
+  TORCH_CHECK(out.is_complex(), "conj_physical: expected a complex out, but got ", out.scalar_type());
+  Tensor s = at::view_as_real(self);
+  writeParts(out, {s.select(-1, 0).clone()}, {at::neg(s.select(-1, 1))});
+  return out;
+}
+
+Tensor& polarOut(const Tensor& abs, const Tensor& angle, Tensor& out) {
+  TORCH_CHECK(abs.scalar_type() == angle.scalar_type(), "Expected object of scalar type ", abs.scalar_type(),
+              " but got scalar type ", angle.scalar_type(), " for second argument");
+  TORCH_CHECK(abs.scalar_type() == at::kFloat || abs.scalar_type() == at::kDouble,
+              "polar: expected abs and angle of dtype float or double, but got ", abs.scalar_type());
+  TORCH_CHECK(out.scalar_type() == c10::toComplexType(abs.scalar_type()), "Expected object of scalar type ",
+              c10::toComplexType(abs.scalar_type()), " but got scalar type ", out.scalar_type(), " for argument 'out'");
+  TORCH_CHECK(abs.device() == angle.device() && abs.device() == out.device(),
+              "Expected all tensors to be on the same device, but found at least two devices, ", abs.device(), " and ",
+              abs.device() != angle.device() ? angle.device() : out.device(), "!");
+  const at::DimVector shape = at::infer_size_dimvector(abs.sizes(), angle.sizes());
+  Part re{at::mul(abs, at::cos(angle))}, im{at::mul(abs, at::sin(angle))};
+  at::native::resize_output(out, shape);
+  writeParts(out, re, im);
+  return out;
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("conj_physical.out", TORCH_FN(conjPhysicalOut));
+  m.impl("polar.out", TORCH_FN(polarOut));
+}
+
+} // namespace mytorch
