@@ -76,6 +76,9 @@ def worker():
     yield call
     inbox.put(("stop", None))
     p.join(TIMEOUT)
+    assert p.exitcode == 0
+    # every tensor the worker received is released by now, so the sender holds none of their memory
+    assert torch.mytorch.ipc_collect() == 0
 
 
 def test_writes_are_seen_by_both_processes(worker):

@@ -39,6 +39,14 @@ DECODERS = {
     "deepseek_v2": dict(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
                         first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8,
                         qk_nope_head_dim=8, v_head_dim=16, head_dim=8, num_key_value_heads=4),
+    # state-space / convolution layers beside attention, with experts (transformers' PyTorch reference paths)
+    "jamba": dict(MOE, expert_layer_period=2, expert_layer_offset=1, attn_layer_period=2,
+                  attn_layer_offset=1, mamba_d_state=8, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=8),
+    "granitemoehybrid": dict(MOE, layer_types=["mamba", "attention"], mamba_n_heads=4,
+                             mamba_d_head=32, mamba_d_state=8, mamba_n_groups=1, mamba_chunk_size=8),
+    "lfm2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, num_dense_layers=1,
+                     layer_types=["full_attention", "conv"]),
+    "zaya": dict(MOE, num_experts_per_tok=1),
     # linear attention (gated delta rule: a triangular solve) and experts
     "qwen3_next": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                        shared_expert_intermediate_size=32, linear_num_value_heads=4, linear_num_key_heads=2,
