@@ -314,3 +314,55 @@ def test_complex_add_sub_mul_conj_polar_natively(forbid_fallback):
     xc, yc = a.clone().requires_grad_(), b.clone().requires_grad_()
     (xc * yc).abs().sum().backward()
     assert compare_tensor(x.grad, xc.grad, None).ok and compare_tensor(y.grad, yc.grad, None).ok
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_index_writes_change_the_tensor(dtype, forbid_fallback):
+    """Every native index write on complex tensors writes (Note [Complex index writes]): they used to leave the
+    tensor unchanged and report success."""
+    x = torch.randn(5, 4, dtype=dtype, generator=g)
+    v = torch.randn(3, 4, dtype=dtype, generator=g)
+    i = torch.tensor([4, 0, 2])
+    m = torch.tensor([[True, False, True, False]] * 5)
+    cases = {
+        "setitem": lambda t: t.__setitem__(i, v.to(t.device)),
+        "setitem_scalar": lambda t: t.__setitem__((i, 1), 2 - 3j),
+        "index_put_acc": lambda t: t.index_put_((i,), v.to(t.device), accumulate=True),
+        "scatter_": lambda t: t.scatter_(0, i.view(3, 1).expand(3, 4).to(t.device), v.to(t.device)),
+        "scatter_add_": lambda t: t.scatter_add_(0, i.view(3, 1).expand(3, 4).to(t.device), v.to(t.device)),
+        "index_copy_": lambda t: t.index_copy_(0, i.to(t.device), v.to(t.device)),
+        "index_add_": lambda t: t.index_add_(0, i.to(t.device), v.to(t.device), alpha=2),
+        "index_fill_": lambda t: t.index_fill_(0, i[:2].to(t.device), 1j),
+        "put_": lambda t: t.put_(i.to(t.device), v[0, :3].to(t.device), accumulate=True),
+        "masked_scatter_": lambda t: t.masked_scatter_(m.to(t.device), v.repeat(3, 1).to(t.device)),
+    }
+    for name, f in cases.items():
+        want, got = x.clone(), x.to("mytorch")
+        f(want)
+        f(got)
+        assert not torch.equal(want, x), name   # the case writes something
+        assert torch.equal(got.cpu(), want), name
+    with pytest.raises(RuntimeError, match="not supported for complex"):
+        x.to("mytorch").scatter_reduce_(0, i.view(3, 1).expand(3, 4).to("mytorch"), v.to("mytorch"), "prod")
+
+
+def test_complex_ranges_and_solves_match_the_cpu():
+    """Complex linspace is computed (it returned stale memory); complex arange raises as the CPU's and CUDA's;
+    the fallback carries the conjugate bit an out= comes back with (lu_solve(left=False) read conjugated)."""
+    for dtype in (torch.complex64, torch.complex128):
+        for start, end, steps in ((0, 1 + 2j, 5), (-1j, 3, 7), (2 - 1j, 2 - 1j, 1), (0, 1j, 0)):
+            want = torch.linspace(start, end, steps, dtype=dtype)
+            assert torch.equal(torch.linspace(start, end, steps, dtype=dtype, device="mytorch").cpu(), want)
+        for device in ("cpu", "mytorch"):
+            with pytest.raises(NotImplementedError, match="not implemented for 'Complex"):
+                torch.arange(0, 4, dtype=dtype, device=device)
+    a = torch.randn(4, 4, dtype=torch.complex64, generator=g)
+    lu, piv = torch.linalg.lu_factor(a)
+    b = torch.randn(2, 4, dtype=torch.complex64, generator=g)
+    for kw in (dict(left=False), dict(adjoint=True, left=False), dict()):
+        bb = b if kw.get("left", True) is False else b.mT
+        want = torch.linalg.lu_solve(lu, piv, bb, **kw)
+        got = torch.linalg.lu_solve(lu.to("mytorch"), piv.to("mytorch"), bb.to("mytorch"), **kw)
+        assert torch.equal(got.cpu(), want), kw
+    x = torch.linalg.solve(a.to("mytorch"), b.mT.to("mytorch")).cpu()
+    assert torch.equal(x, torch.linalg.solve(a, b.mT))

@@ -15,6 +15,7 @@
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sub.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
@@ -32,9 +33,51 @@ using at::Tensor;
 
 enum class Kind { Gather, Scatter };
 
+// A complex write as a write of real pairs: one more iteration dim of 2 (real, imaginary), strides in real
+// elements, the scalar source as a 2-element tensor. Assign and Add act on the parts separately; the kernels
+// have no complex arithmetic and refuse the rest (Note [Complex index writes]).
+//
+// Note [Complex index writes]
+// The scatter kernels did nothing for complex dtypes and reported success, so x[i] = v, index_put_,
+// scatter_, index_add_, index_fill_, put_ and masked_scatter_ left complex tensors unchanged. Every scatter
+// launch now comes here first, and the kernels report complex dtypes as unsupported instead of skipping.
+Tensor realPairs(IndexArgs& a, const at::Device& device) {
+  TORCH_CHECK(a.op == ScatterOp::Assign || a.op == ScatterOp::Add, "mytorch: this scatter reduction is not supported "
+              "for complex tensors (only assignment and addition are)");
+  TORCH_CHECK(a.ndim < kMaxDims, "mytorch indexing supports at most ", kMaxDims - 1, " dimensions for complex tensors");
+  const bool dbl = a.dtype == DType::ComplexDouble;
+  Tensor scalar_pair;
+  if (a.src_is_scalar) {
+    c10::complex<double> z;
+    if (dbl) z = *reinterpret_cast<const c10::complex<double>*>(a.scalar);
+    else z = static_cast<c10::complex<double>>(*reinterpret_cast<const c10::complex<float>*>(a.scalar));
+    scalar_pair = at::tensor({z.real(), z.imag()}, at::TensorOptions().dtype(dbl ? at::kDouble : at::kFloat)).to(device);
+    a.src_is_scalar = false;
+    a.other = scalar_pair.data_ptr();
+    for (int d = 0; d < a.ndim; ++d) a.other_strides[d] = 0;
+  } else {
+    for (int d = 0; d < a.ndim; ++d) a.other_strides[d] *= 2;
+  }
+  for (int d = 0; d < a.ndim; ++d) a.target_strides[d] *= 2;
+  for (int k = 0; k < a.nidx; ++k) {
+    a.idx_target_stride[k] *= 2;
+    a.idx_strides[k][a.ndim] = 0;
+  }
+  a.sizes[a.ndim] = 2;
+  a.target_strides[a.ndim] = 1;
+  a.other_strides[a.ndim] = 1;
+  a.ndim += 1;
+  a.numel *= 2;
+  a.dtype = dbl ? DType::Double : DType::Float;
+  a.elem_size /= 2;
+  return scalar_pair;
+}
+
 // Launches and turns an out-of-bounds index into IndexError (the kernels never use such an index).
 void launch(Kind kind, IndexArgs& a, const at::Device& device) {
   if (a.numel == 0) return;
+  Tensor keep;
+  if (kind == Kind::Scatter && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble)) keep = realPairs(a, device);
   Tensor err = at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(device));
   a.error_value = err.data_ptr<int64_t>();
   a.error_flag = reinterpret_cast<int*>(err.data_ptr<int64_t>() + 1);

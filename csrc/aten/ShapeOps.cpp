@@ -13,6 +13,7 @@
 #include <ATen/ops/ge.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/sub.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/DeviceGuard.h>
@@ -42,7 +43,18 @@ void runIota(const Tensor& out, IotaParams p) {
   MT_RT_CHECK(kernels::iota(p, streamOf(out)));
 }
 
+// A complex linspace part by part (ATen's is linear in each part): the iota kernel has no complex dtypes,
+// which used to leave the output's memory as it was.
+Tensor& complexRange(const Tensor& re, const Tensor& im, Tensor& out) {
+  Tensor r = at::view_as_real(out);
+  r.select(-1, 0).copy_(re);
+  r.select(-1, 1).copy_(im);
+  return out;
+}
+
 Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, Tensor& out) {
+  // as the CPU's and CUDA's kernels (neither has complex dtypes); the iota kernel used to leave the memory as it was
+  TORCH_CHECK_NOT_IMPLEMENTED(!out.is_complex(), "\"arange_mytorch\" not implemented for '", out.scalar_type(), "'");
   // As ATen: integer outputs take truncated start/step and integer arithmetic; only int64 also sizes the
   // range in integers (the others size it in double).
   const bool integral = at::isIntegralType(out.scalar_type(), false);
@@ -78,6 +90,15 @@ Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::
 
 Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.is_complex()) {
+    if (out.numel() != steps) out.resize_({steps});
+    const auto zs = start.toComplexDouble(), ze = end.toComplexDouble();
+    const auto real = out.options().dtype(c10::toRealValueType(out.scalar_type()));
+    Tensor re = at::empty({steps}, real), im = at::empty({steps}, real);
+    linspace_out(zs.real(), ze.real(), steps, re);
+    linspace_out(zs.imag(), ze.imag(), steps, im);
+    return complexRange(re, im, out);
+  }
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
   if (steps == 1) return out.fill_(start);

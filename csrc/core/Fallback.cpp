@@ -106,6 +106,11 @@ void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& 
       at::Tensor d = device;
       d.set_(device.storage(), host.storage_offset(), host.sizes(), host.strides());
     }
+    // A kernel may also flip the view bits of its out= (linalg_lu_solve with left=False leaves a conjugate
+    // view): the bytes are shared, so the bits must travel too or the values read back conjugated.
+    at::Tensor d = device;
+    if (d.is_conj() != host.is_conj()) d._set_conj(host.is_conj());
+    if (d.is_neg() != host.is_neg()) d._set_neg(host.is_neg());
     return;
   }
   if (!sim && !plan.is_out && !plan.write) return;

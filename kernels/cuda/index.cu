@@ -119,6 +119,7 @@ rt::Status scatter(const IndexArgs& a, rt::Stream stream) {
     using T = decltype(tag);
     if constexpr (!is_complex_t<T>::value) scatter_kernel<T><<<grid_for(a.numel), kThreads, 0, native(stream)>>>(a);
   });
+  if (ok && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble)) ok = false;  // Note [Complex index writes]
   if (!ok) return rt::report(rt::Status::InvalidValue, "scatter: unsupported dtype");
   return check_launch("scatter");
 }

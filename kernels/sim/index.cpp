@@ -59,6 +59,7 @@ rt::Status scatter(const IndexArgs& a, rt::Stream) {
       }
     }
   });
+  if (ok && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble)) ok = false;  // Note [Complex index writes]
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "scatter: unsupported dtype");
 }
 
