@@ -147,7 +147,7 @@ def test_isin_edge_cases_match_the_cpu(forbid_fallback):
     with pytest.raises(RuntimeError, match="Expected out tensor to have dtype bool"):
         torch.isin(torch.tensor([1], device="mytorch"), torch.tensor([1], device="mytorch"),
                    out=torch.empty(1, device="mytorch"))
-    with pytest.raises(RuntimeError, match="on one device"):
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         torch.isin(torch.tensor([1], device="mytorch"), torch.tensor([1, 2]))
 
 

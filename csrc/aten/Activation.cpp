@@ -42,6 +42,7 @@
 #include <ATen/ops/sum.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Pointwise.h"
 #include "csrc/core/Fallback.h"
 
@@ -374,48 +375,48 @@ Tensor bceBackward(const Tensor& grad, const Tensor& self, const Tensor& target,
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("gelu.out", TORCH_FN(geluOut));
-  m.impl("gelu_backward.grad_input", TORCH_FN(geluBackwardOut));
-  m.impl("silu.out", TORCH_FN(siluOut));
-  m.impl("silu_backward.grad_input", TORCH_FN(siluBackwardOut));
-  m.impl("silu_backward", TORCH_FN(siluBackward));
-  m.impl("mish.out", TORCH_FN(mishOut));
-  m.impl("mish_backward", TORCH_FN(mishBackward));
-  m.impl("softplus.out", TORCH_FN(softplusOut));
-  m.impl("softplus_backward.grad_input", TORCH_FN(softplusBackwardOut));
-  m.impl("elu.out", TORCH_FN(eluOut));
-  m.impl("elu_backward.grad_input", TORCH_FN(eluBackwardOut));
-  m.impl("leaky_relu.out", TORCH_FN(leakyReluOut));
-  m.impl("leaky_relu_backward.grad_input", TORCH_FN(leakyReluBackwardOut));
-  m.impl("hardswish.out", TORCH_FN(hardswishOut));
-  m.impl("hardswish", TORCH_FN(hardswish));
-  m.impl("hardswish_", TORCH_FN(hardswish_));
-  m.impl("hardswish_backward", TORCH_FN(hardswishBackward));
-  m.impl("hardsigmoid.out", TORCH_FN(hardsigmoidOut));
-  m.impl("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoidBackwardOut));
-  m.impl("hardtanh.out", TORCH_FN(hardtanhOut));
-  m.impl("hardtanh", TORCH_FN(hardtanh));
-  m.impl("hardtanh_", TORCH_FN(hardtanh_));
-  m.impl("hardtanh_backward.grad_input", TORCH_FN(hardtanhBackwardOut));
-  m.impl("mse_loss.out", TORCH_FN(mseOut));
-  m.impl("mse_loss_backward.grad_input", TORCH_FN(mseBackwardOut));
-  m.impl("smooth_l1_loss.out", TORCH_FN(smoothL1Out));
-  m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(smoothL1BackwardOut));
-  m.impl("binary_cross_entropy.out", TORCH_FN(bceOut));
-  m.impl("binary_cross_entropy_backward.grad_input", TORCH_FN(bceBackwardOut));
-  m.impl("hardtanh_backward", TORCH_FN(hardtanhBackward));
-  m.impl("huber_loss.out", TORCH_FN(huberOut));
-  m.impl("huber_loss", TORCH_FN(huber));
-  m.impl("huber_loss_backward.out", TORCH_FN(huberBackwardOut));
-  m.impl("huber_loss_backward", TORCH_FN(huberBackward));
-  m.impl("log_sigmoid_forward.output", TORCH_FN(logSigmoidOut));
-  m.impl("log_sigmoid_forward", TORCH_FN(logSigmoid));
-  m.impl("log_sigmoid_backward.grad_input", TORCH_FN(logSigmoidBackwardOut));
-  m.impl("log_sigmoid_backward", TORCH_FN(logSigmoidBackward));
-  m.impl("mse_loss_backward", TORCH_FN(mseBackward));
-  m.impl("smooth_l1_loss_backward", TORCH_FN(smoothL1Backward));
-  m.impl("binary_cross_entropy", TORCH_FN(bce));
-  m.impl("binary_cross_entropy_backward", TORCH_FN(bceBackward));
+  MT_IMPL(m, "gelu.out", geluOut);
+  MT_IMPL(m, "gelu_backward.grad_input", geluBackwardOut);
+  MT_IMPL(m, "silu.out", siluOut);
+  MT_IMPL(m, "silu_backward.grad_input", siluBackwardOut);
+  MT_IMPL(m, "silu_backward", siluBackward);
+  MT_IMPL(m, "mish.out", mishOut);
+  MT_IMPL(m, "mish_backward", mishBackward);
+  MT_IMPL(m, "softplus.out", softplusOut);
+  MT_IMPL(m, "softplus_backward.grad_input", softplusBackwardOut);
+  MT_IMPL(m, "elu.out", eluOut);
+  MT_IMPL(m, "elu_backward.grad_input", eluBackwardOut);
+  MT_IMPL(m, "leaky_relu.out", leakyReluOut);
+  MT_IMPL(m, "leaky_relu_backward.grad_input", leakyReluBackwardOut);
+  MT_IMPL(m, "hardswish.out", hardswishOut);
+  MT_IMPL(m, "hardswish", hardswish);
+  MT_IMPL(m, "hardswish_", hardswish_);
+  MT_IMPL(m, "hardswish_backward", hardswishBackward);
+  MT_IMPL(m, "hardsigmoid.out", hardsigmoidOut);
+  MT_IMPL(m, "hardsigmoid_backward.grad_input", hardsigmoidBackwardOut);
+  MT_IMPL(m, "hardtanh.out", hardtanhOut);
+  MT_IMPL(m, "hardtanh", hardtanh);
+  MT_IMPL(m, "hardtanh_", hardtanh_);
+  MT_IMPL(m, "hardtanh_backward.grad_input", hardtanhBackwardOut);
+  MT_IMPL(m, "mse_loss.out", mseOut);
+  MT_IMPL(m, "mse_loss_backward.grad_input", mseBackwardOut);
+  MT_IMPL(m, "smooth_l1_loss.out", smoothL1Out);
+  MT_IMPL(m, "smooth_l1_loss_backward.grad_input", smoothL1BackwardOut);
+  MT_IMPL(m, "binary_cross_entropy.out", bceOut);
+  MT_IMPL(m, "binary_cross_entropy_backward.grad_input", bceBackwardOut);
+  MT_IMPL(m, "hardtanh_backward", hardtanhBackward);
+  MT_IMPL(m, "huber_loss.out", huberOut);
+  MT_IMPL(m, "huber_loss", huber);
+  MT_IMPL(m, "huber_loss_backward.out", huberBackwardOut);
+  MT_IMPL(m, "huber_loss_backward", huberBackward);
+  MT_IMPL(m, "log_sigmoid_forward.output", logSigmoidOut);
+  MT_IMPL(m, "log_sigmoid_forward", logSigmoid);
+  MT_IMPL(m, "log_sigmoid_backward.grad_input", logSigmoidBackwardOut);
+  MT_IMPL(m, "log_sigmoid_backward", logSigmoidBackward);
+  MT_IMPL(m, "mse_loss_backward", mseBackward);
+  MT_IMPL(m, "smooth_l1_loss_backward", smoothL1Backward);
+  MT_IMPL(m, "binary_cross_entropy", bce);
+  MT_IMPL(m, "binary_cross_entropy_backward", bceBackward);
 }
 
 } // namespace mytorch

@@ -4,6 +4,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -63,8 +64,8 @@ at::Tensor& wrapper_update_scale_(at::Tensor& self, at::Tensor& growth_tracker, 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(wrapper_non_finite_check_and_unscale_));
-  m.impl("_amp_update_scale_", TORCH_FN(wrapper_update_scale_));
+  MT_IMPL(m, "_amp_foreach_non_finite_check_and_unscale_", wrapper_non_finite_check_and_unscale_);
+  MT_IMPL(m, "_amp_update_scale_", wrapper_update_scale_);
 }
 
 } // namespace mytorch

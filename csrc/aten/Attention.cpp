@@ -23,6 +23,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Generator.h"
 #include "csrc/core/Runtime.h"
@@ -209,9 +210,9 @@ int64_t fusedSdpChoiceStub(const Tensor& q, const Tensor& k, const Tensor& v, co
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(fusedAttention));
-  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(fusedAttentionBackward));
-  m.impl("_fused_sdp_choice", TORCH_FN(fusedSdpChoice));
+  MT_IMPL(m, "_scaled_dot_product_fused_attention_overrideable", fusedAttention);
+  MT_IMPL(m, "_scaled_dot_product_fused_attention_overrideable_backward", fusedAttentionBackward);
+  MT_IMPL(m, "_fused_sdp_choice", fusedSdpChoice);
 }
 
 } // namespace mytorch

@@ -41,6 +41,7 @@
 #include <ATen/ops/where_ops.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Pointwise.h"
 #include "csrc/core/Fallback.h"
 
@@ -274,62 +275,62 @@ Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("add.out", TORCH_FN(add_out));
-  m.impl("sub.out", TORCH_FN(sub_out));
-  m.impl("mul.out", TORCH_FN(mul_out));
-  m.impl("div.out", TORCH_FN(div_out));
-  m.impl("div.out_mode", TORCH_FN(div_mode_out));
-  m.impl("floor_divide.out", TORCH_FN(floor_divide_out));
-  m.impl("floor_divide", TORCH_FN(floor_divide));
-  m.impl("floor_divide_.Tensor", TORCH_FN(floor_divide_));
-  m.impl("remainder.Tensor_out", TORCH_FN(remainder_out));
-  m.impl("fmod.Tensor_out", TORCH_FN(fmod_out));
-  m.impl("pow.Tensor_Tensor_out", TORCH_FN(pow_tt_out));
-  m.impl("pow.Tensor_Scalar_out", TORCH_FN(pow_ts_out));
-  m.impl("pow.Scalar_out", TORCH_FN(pow_st_out));
-  m.impl("maximum.out", TORCH_FN(maximum_out));
-  m.impl("minimum.out", TORCH_FN(minimum_out));
-  m.impl("atan2.out", TORCH_FN(atan2_out));
-  m.impl("copysign.out", TORCH_FN(copysign_out));
-  m.impl("hypot.out", TORCH_FN(hypot_out));
-  m.impl("bitwise_and.Tensor_out", TORCH_FN(bitwise_and_out));
-  m.impl("bitwise_or.Tensor_out", TORCH_FN(bitwise_or_out));
-  m.impl("bitwise_xor.Tensor_out", TORCH_FN(bitwise_xor_out));
-  m.impl("bitwise_left_shift.Tensor_out", TORCH_FN(lshift_out));
-  m.impl("bitwise_right_shift.Tensor_out", TORCH_FN(rshift_out));
-  m.impl("__lshift__.Scalar", TORCH_FN(lshift_scalar));
-  m.impl("__lshift__.Tensor", TORCH_FN(lshift_tensor));
-  m.impl("__rshift__.Scalar", TORCH_FN(rshift_scalar));
-  m.impl("__rshift__.Tensor", TORCH_FN(rshift_tensor));
-  m.impl("eq.Tensor_out", TORCH_FN(eq_out));
-  m.impl("ne.Tensor_out", TORCH_FN(ne_out));
-  m.impl("lt.Tensor_out", TORCH_FN(lt_out));
-  m.impl("le.Tensor_out", TORCH_FN(le_out));
-  m.impl("gt.Tensor_out", TORCH_FN(gt_out));
-  m.impl("ge.Tensor_out", TORCH_FN(ge_out));
-  m.impl("eq.Scalar_out", TORCH_FN(eq_s_out));
-  m.impl("ne.Scalar_out", TORCH_FN(ne_s_out));
-  m.impl("lt.Scalar_out", TORCH_FN(lt_s_out));
-  m.impl("le.Scalar_out", TORCH_FN(le_s_out));
-  m.impl("gt.Scalar_out", TORCH_FN(gt_s_out));
-  m.impl("ge.Scalar_out", TORCH_FN(ge_s_out));
-  m.impl("logical_and.out", TORCH_FN(logical_and_out));
-  m.impl("logical_or.out", TORCH_FN(logical_or_out));
-  m.impl("logical_xor.out", TORCH_FN(logical_xor_out));
-  m.impl("where.self_out", TORCH_FN(where_out));
-  m.impl("where.self", TORCH_FN(where_self));
-  m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar));
-  m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor));
-  m.impl("clamp.out", TORCH_FN(clamp_out));
-  m.impl("clamp.Tensor_out", TORCH_FN(clamp_tensor_out));
-  m.impl("clamp_min.out", TORCH_FN(clamp_min_out));
-  m.impl("clamp_max.out", TORCH_FN(clamp_max_out));
-  m.impl("clamp_min.Tensor_out", TORCH_FN(clamp_min_t_out));
-  m.impl("clamp_max.Tensor_out", TORCH_FN(clamp_max_t_out));
-  m.impl("lerp.Scalar_out", TORCH_FN(lerp_scalar_out));
-  m.impl("lerp.Tensor_out", TORCH_FN(lerp_tensor_out));
-  m.impl("addcmul.out", TORCH_FN(addcmul_out));
-  m.impl("addcdiv.out", TORCH_FN(addcdiv_out));
+  MT_IMPL(m, "add.out", add_out);
+  MT_IMPL(m, "sub.out", sub_out);
+  MT_IMPL(m, "mul.out", mul_out);
+  MT_IMPL(m, "div.out", div_out);
+  MT_IMPL(m, "div.out_mode", div_mode_out);
+  MT_IMPL(m, "floor_divide.out", floor_divide_out);
+  MT_IMPL(m, "floor_divide", floor_divide);
+  MT_IMPL(m, "floor_divide_.Tensor", floor_divide_);
+  MT_IMPL(m, "remainder.Tensor_out", remainder_out);
+  MT_IMPL(m, "fmod.Tensor_out", fmod_out);
+  MT_IMPL(m, "pow.Tensor_Tensor_out", pow_tt_out);
+  MT_IMPL(m, "pow.Tensor_Scalar_out", pow_ts_out);
+  MT_IMPL(m, "pow.Scalar_out", pow_st_out);
+  MT_IMPL(m, "maximum.out", maximum_out);
+  MT_IMPL(m, "minimum.out", minimum_out);
+  MT_IMPL(m, "atan2.out", atan2_out);
+  MT_IMPL(m, "copysign.out", copysign_out);
+  MT_IMPL(m, "hypot.out", hypot_out);
+  MT_IMPL(m, "bitwise_and.Tensor_out", bitwise_and_out);
+  MT_IMPL(m, "bitwise_or.Tensor_out", bitwise_or_out);
+  MT_IMPL(m, "bitwise_xor.Tensor_out", bitwise_xor_out);
+  MT_IMPL(m, "bitwise_left_shift.Tensor_out", lshift_out);
+  MT_IMPL(m, "bitwise_right_shift.Tensor_out", rshift_out);
+  MT_IMPL(m, "__lshift__.Scalar", lshift_scalar);
+  MT_IMPL(m, "__lshift__.Tensor", lshift_tensor);
+  MT_IMPL(m, "__rshift__.Scalar", rshift_scalar);
+  MT_IMPL(m, "__rshift__.Tensor", rshift_tensor);
+  MT_IMPL(m, "eq.Tensor_out", eq_out);
+  MT_IMPL(m, "ne.Tensor_out", ne_out);
+  MT_IMPL(m, "lt.Tensor_out", lt_out);
+  MT_IMPL(m, "le.Tensor_out", le_out);
+  MT_IMPL(m, "gt.Tensor_out", gt_out);
+  MT_IMPL(m, "ge.Tensor_out", ge_out);
+  MT_IMPL(m, "eq.Scalar_out", eq_s_out);
+  MT_IMPL(m, "ne.Scalar_out", ne_s_out);
+  MT_IMPL(m, "lt.Scalar_out", lt_s_out);
+  MT_IMPL(m, "le.Scalar_out", le_s_out);
+  MT_IMPL(m, "gt.Scalar_out", gt_s_out);
+  MT_IMPL(m, "ge.Scalar_out", ge_s_out);
+  MT_IMPL(m, "logical_and.out", logical_and_out);
+  MT_IMPL(m, "logical_or.out", logical_or_out);
+  MT_IMPL(m, "logical_xor.out", logical_xor_out);
+  MT_IMPL(m, "where.self_out", where_out);
+  MT_IMPL(m, "where.self", where_self);
+  MT_IMPL(m, "masked_fill_.Scalar", masked_fill_scalar);
+  MT_IMPL(m, "masked_fill_.Tensor", masked_fill_tensor);
+  MT_IMPL(m, "clamp.out", clamp_out);
+  MT_IMPL(m, "clamp.Tensor_out", clamp_tensor_out);
+  MT_IMPL(m, "clamp_min.out", clamp_min_out);
+  MT_IMPL(m, "clamp_max.out", clamp_max_out);
+  MT_IMPL(m, "clamp_min.Tensor_out", clamp_min_t_out);
+  MT_IMPL(m, "clamp_max.Tensor_out", clamp_max_t_out);
+  MT_IMPL(m, "lerp.Scalar_out", lerp_scalar_out);
+  MT_IMPL(m, "lerp.Tensor_out", lerp_tensor_out);
+  MT_IMPL(m, "addcmul.out", addcmul_out);
+  MT_IMPL(m, "addcdiv.out", addcdiv_out);
 }
 
 } // namespace mytorch

@@ -26,6 +26,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -45,11 +46,6 @@ bool gemmDtype(c10::ScalarType t) {
 void checkSameDtype(const Tensor& a, const Tensor& b, const char* op) {
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": expected m1 and m2 to have the same dtype, but got: ",
               a.scalar_type(), " != ", b.scalar_type());
-}
-
-void checkOutDtype(const Tensor& out, const Tensor& a, const char* op) {
-  TORCH_CHECK(out.scalar_type() == a.scalar_type(), op, ": expected out to have dtype ", a.scalar_type(),
-              ", but got ", out.scalar_type());
 }
 
 // One matrix operand (the last two dims of `x`) as the GEMM family wants it: row-major with a unit column
@@ -146,7 +142,7 @@ void checkMm(const Tensor& a, const Tensor& b, const char* op) {
 Tensor& mmOut(const Tensor& a, const Tensor& b, Tensor& out) {
   if (!gemmDtype(a.scalar_type())) return Fallback<at::_ops::mm_out>::call(a, b, out);
   checkMm(a, b, "mm");
-  checkOutDtype(out, a, "mm");
+  checkOutDtype(out, a.scalar_type());
   at::native::resize_output(out, {a.size(0), b.size(1)});
   if (onSim()) {
     Tensor ho = hostView(out);
@@ -160,7 +156,7 @@ Tensor& mmOut(const Tensor& a, const Tensor& b, Tensor& out) {
 Tensor& addmmImpl(const Tensor& self, const Tensor& a, const Tensor& b, const c10::Scalar& beta_s,
                   const c10::Scalar& alpha_s, Tensor& out, std::optional<bool> act_gelu) {
   checkMm(a, b, "addmm");
-  checkOutDtype(out, a, "addmm");
+  checkOutDtype(out, a.scalar_type());
   TORCH_CHECK(self.scalar_type() == a.scalar_type(), "addmm: expected self and mat1 to have the same dtype, but got ",
               self.scalar_type(), " != ", a.scalar_type());
   const int64_t m = a.size(0), n = b.size(1);
@@ -217,7 +213,7 @@ void checkBmm(const Tensor& a, const Tensor& b, const char* op) {
 Tensor& bmmOut(const Tensor& a, const Tensor& b, Tensor& out) {
   if (!gemmDtype(a.scalar_type())) return Fallback<at::_ops::bmm_out>::call(a, b, out);
   checkBmm(a, b, "bmm");
-  checkOutDtype(out, a, "bmm");
+  checkOutDtype(out, a.scalar_type());
   at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
   if (onSim()) {
     Tensor ho = hostView(out);
@@ -232,7 +228,7 @@ Tensor& baddbmmOut(const Tensor& self, const Tensor& a, const Tensor& b, const c
                    const c10::Scalar& alpha_s, Tensor& out) {
   if (!gemmDtype(a.scalar_type())) return Fallback<at::_ops::baddbmm_out>::call(self, a, b, beta_s, alpha_s, out);
   checkBmm(a, b, "baddbmm");
-  checkOutDtype(out, a, "baddbmm");
+  checkOutDtype(out, a.scalar_type());
   const std::vector<int64_t> shape{a.size(0), a.size(1), b.size(2)};
   const auto self_exp = self.expand(shape);
   if (onSim()) {
@@ -259,7 +255,7 @@ Tensor& addmvOut(const Tensor& self, const Tensor& mat, const Tensor& vec, const
   TORCH_CHECK(mat.size(1) == vec.size(0), "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x",
               mat.size(1), "), vec (", vec.size(0), ")");
   checkSameDtype(mat, vec, "addmv");
-  checkOutDtype(out, mat, "addmv");
+  checkOutDtype(out, mat.scalar_type());
   const auto self_exp = self.expand({mat.size(0)});
   if (onSim()) {
     const bool in_place = out.is_same(self);
@@ -297,13 +293,13 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mm.out", TORCH_FN(mmOut));
-  m.impl("addmm.out", TORCH_FN(addmmOut));
-  m.impl("_addmm_activation.out", TORCH_FN(addmmActivationOut));
-  m.impl("bmm.out", TORCH_FN(bmmOut));
-  m.impl("baddbmm.out", TORCH_FN(baddbmmOut));
-  m.impl("addmv.out", TORCH_FN(addmvOut));
-  m.impl("dot", TORCH_FN(dot));
+  MT_IMPL(m, "mm.out", mmOut);
+  MT_IMPL(m, "addmm.out", addmmOut);
+  MT_IMPL(m, "_addmm_activation.out", addmmActivationOut);
+  MT_IMPL(m, "bmm.out", bmmOut);
+  MT_IMPL(m, "baddbmm.out", baddbmmOut);
+  MT_IMPL(m, "addmv.out", addmvOut);
+  MT_IMPL(m, "dot", dot);
 }
 
 } // namespace mytorch

@@ -28,6 +28,8 @@
 
 #include <optional>
 
+#include "csrc/aten/Checked.h"
+#include "csrc/aten/Glue.h"
 #include "csrc/aten/Pointwise.h"
 
 namespace mytorch {
@@ -179,6 +181,7 @@ bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdi
 namespace {
 
 Tensor& conjPhysicalOut(const Tensor& self, Tensor& out) {
+  checkOutDtype(out, self.scalar_type());
   at::native::resize_output(out, self.sizes());
   if (!self.is_complex()) return out.copy_(self);
   TORCH_CHECK(out.is_complex(), "conj_physical: expected a complex out, but got ", out.scalar_type());
@@ -207,8 +210,8 @@ Tensor& polarOut(const Tensor& abs, const Tensor& angle, Tensor& out) {
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("conj_physical.out", TORCH_FN(conjPhysicalOut));
-  m.impl("polar.out", TORCH_FN(polarOut));
+  MT_IMPL(m, "conj_physical.out", conjPhysicalOut);
+  MT_IMPL(m, "polar.out", polarOut);
 }
 
 } // namespace mytorch

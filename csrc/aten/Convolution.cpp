@@ -14,6 +14,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -230,8 +231,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward_over
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable", TORCH_FN(wrapper_convolution_overrideable));
-  m.impl("convolution_backward_overrideable", TORCH_FN(wrapper_convolution_backward_overrideable));
+  MT_IMPL(m, "convolution_overrideable", wrapper_convolution_overrideable);
+  MT_IMPL(m, "convolution_backward_overrideable", wrapper_convolution_backward_overrideable);
 }
 
 } // namespace mytorch

@@ -23,6 +23,7 @@
 
 #include <cstring>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/HostAllocator.h"
 #include "csrc/core/Runtime.h"
@@ -179,6 +180,9 @@ at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool
               " cannot be broadcast to the destination's shape ", dst.sizes());
   if (dst.numel() == 0) return dst;
   if (isMytorch(dst)) at::assert_no_internal_overlap(dst);
+  // ATen's copy_ hands PrivateUse1 copies to _copy_from before its own overlap checks: a destination that
+  // partly overlaps its source (a[1:].copy_(a[:-1])) is refused here, with ATen's message.
+  if (isMytorch(dst) && isMytorch(self) && !self.is_same(dst)) at::assert_no_partial_overlap(dst, self);
   // Note [Conjugate and negative bits]: _copy_from falls through the Conjugate and Negative keys, so the
   // bits arrive here. Physical bytes are copied, then the net conjugation/negation (src's bits xor dst's:
   // both are involutions) is applied in place to dst's physical view. Resolving the bits first instead
@@ -268,13 +272,14 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // Copies cross devices by design: they check overlap themselves, outside the one check path.
   m.impl("_copy_from", TORCH_FN(wrapper_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(wrapper_copy_from_and_resize));
-  m.impl("fill_.Scalar", TORCH_FN(wrapper_fill_scalar));
-  m.impl("fill_.Tensor", TORCH_FN(wrapper_fill_tensor));
-  m.impl("zero_", TORCH_FN(wrapper_zero_));
-  m.impl("conj_physical_", TORCH_FN(wrapper_conj_physical_));
-  m.impl("_local_scalar_dense", TORCH_FN(wrapper_local_scalar_dense));
+  MT_IMPL(m, "fill_.Scalar", wrapper_fill_scalar);
+  MT_IMPL(m, "fill_.Tensor", wrapper_fill_tensor);
+  MT_IMPL(m, "zero_", wrapper_zero_);
+  MT_IMPL(m, "conj_physical_", wrapper_conj_physical_);
+  MT_IMPL(m, "_local_scalar_dense", wrapper_local_scalar_dense);
 }
 
 } // namespace mytorch

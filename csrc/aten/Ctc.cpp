@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -149,10 +150,10 @@ Tensor ctcLossBackwardT(const Tensor& grad, const Tensor& log_probs, const Tenso
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_ctc_loss", TORCH_FN(ctcLoss));
-  m.impl("_ctc_loss.Tensor", TORCH_FN(ctcLossT));
-  m.impl("_ctc_loss_backward", TORCH_FN(ctcLossBackward));
-  m.impl("_ctc_loss_backward.Tensor", TORCH_FN(ctcLossBackwardT));
+  MT_IMPL(m, "_ctc_loss", ctcLoss);
+  MT_IMPL(m, "_ctc_loss.Tensor", ctcLossT);
+  MT_IMPL(m, "_ctc_loss_backward", ctcLossBackward);
+  MT_IMPL(m, "_ctc_loss_backward.Tensor", ctcLossBackwardT);
 }
 
 } // namespace mytorch

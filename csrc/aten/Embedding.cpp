@@ -6,6 +6,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/embedding.h"
@@ -57,7 +58,7 @@ Tensor embeddingDenseBackward(const Tensor& grad_output, const Tensor& indices, 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("embedding_dense_backward", TORCH_FN(embeddingDenseBackward));
+  MT_IMPL(m, "embedding_dense_backward", embeddingDenseBackward);
 }
 
 } // namespace mytorch

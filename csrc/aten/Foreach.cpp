@@ -14,6 +14,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/optim.h"
@@ -425,12 +426,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   reg("_foreach_zero_");
   reg("_foreach_copy_");
   reg("_foreach_norm.Scalar");
-  m.impl("_fused_adam_", TORCH_FN(fusedAdam));
-  m.impl("_fused_adam_.tensor_lr", TORCH_FN(fusedAdamTensorLr));
-  m.impl("_fused_adamw_", TORCH_FN(fusedAdamW));
-  m.impl("_fused_adamw_.tensor_lr", TORCH_FN(fusedAdamWTensorLr));
-  m.impl("_fused_sgd_", TORCH_FN(fusedSgd));
-  m.impl("_fused_sgd_.tensor_lr", TORCH_FN(fusedSgdTensorLr));
+  MT_IMPL(m, "_fused_adam_", fusedAdam);
+  MT_IMPL(m, "_fused_adam_.tensor_lr", fusedAdamTensorLr);
+  MT_IMPL(m, "_fused_adamw_", fusedAdamW);
+  MT_IMPL(m, "_fused_adamw_.tensor_lr", fusedAdamWTensorLr);
+  MT_IMPL(m, "_fused_sgd_", fusedSgd);
+  MT_IMPL(m, "_fused_sgd_.tensor_lr", fusedSgdTensorLr);
 }
 
 } // namespace mytorch

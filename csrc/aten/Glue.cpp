@@ -9,6 +9,11 @@ namespace mytorch {
 
 bool onSim() { return rt::kind() == rt::Kind::Sim; }
 
+void checkOutDtype(const at::Tensor& out, c10::ScalarType expected) {
+  TORCH_CHECK(out.scalar_type() == expected, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(expected),
+              ", but got ", out.dtype(), " instead");
+}
+
 at::Tensor hostView(const at::Tensor& t) {
   if (!t.defined()) return t;
   TORCH_INTERNAL_ASSERT(rt::kind() != rt::Kind::Cuda, "hostView: device memory is host memory on sim and emu only");

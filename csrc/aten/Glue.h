@@ -35,6 +35,9 @@ bool onSim();
 // A CPU tensor over the same bytes as device tensor `t` (sim only; same sizes, strides and offset): how the
 // sim glue hands GEMMs to ATen's CPU BLAS (docs/architecture.md, "Kernels").
 at::Tensor hostView(const at::Tensor& t);
+// An out= of the wrong dtype is refused with the message of ATen's structured kernels (their generated
+// resize_out), instead of having the result's bytes written into it.
+void checkOutDtype(const at::Tensor& out, c10::ScalarType expected);
 // The kernel stream of the device `t` lives on.
 rt::Stream streamFor(const at::Tensor& t);
 

@@ -9,6 +9,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/gemm.h"
@@ -65,7 +66,7 @@ Tensor groupedMm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_grouped_mm", TORCH_FN(groupedMm));
+  MT_IMPL(m, "_grouped_mm", groupedMm);
 }
 
 } // namespace mytorch

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -28,8 +29,7 @@ Tensor& histcOut(const Tensor& self, int64_t bins, const at::Scalar& min, const 
   const auto t = self.scalar_type();
   TORCH_CHECK(t != at::kBool && !c10::isComplexType(t) && toKernelDType(t) != DType::Other,
               "torch.histc: unsupported input dtype ", t);
-  TORCH_CHECK(out.scalar_type() == t, "torch.histc: expected out to have dtype ", t, ", but got ",
-              out.scalar_type());
+  checkOutDtype(out, t);
   double lo = min.toDouble(), hi = max.toDouble();
   Tensor in = self.contiguous();
   if (lo == hi && in.numel() > 0) {
@@ -103,9 +103,9 @@ Tensor bincount(const Tensor& self, const std::optional<Tensor>& weights_opt, in
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("bincount", TORCH_FN(bincount));
-  m.impl("histc", TORCH_FN(histc));
-  m.impl("histc.out", TORCH_FN(histcOut));
+  MT_IMPL(m, "bincount", bincount);
+  MT_IMPL(m, "histc", histc);
+  MT_IMPL(m, "histc.out", histcOut);
 }
 
 } // namespace mytorch

@@ -1,6 +1,7 @@
 // Op table: indexing on the index engine (Note [Index engine] in kernels/include/mytorch/index.h), and
 // nonzero / masked_select / masked_scatter composed of native kernels.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
@@ -21,6 +22,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -160,6 +162,7 @@ void checkGatherShapes(const Tensor& self, int64_t dim, const Tensor& index, con
 }
 
 Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index_in, bool, Tensor& out) {
+  checkOutDtype(out, self.scalar_type());
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "gather");
   checkGatherShapes(self, dim, index, nullptr, "gather");
@@ -181,6 +184,9 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index_in, bool
 }
 
 Tensor& take_out(const Tensor& self, const Tensor& index_in, Tensor& out) {
+  checkOutDtype(out, self.scalar_type());
+  at::assert_no_overlap(out, self);   // as ATen's take: not even an out= that is self
+  at::assert_no_overlap(out, index_in);
   Tensor index = longIndex(index_in, self, "take");
   Tensor flat = self.contiguous();
   at::native::resize_output(out, index.sizes());
@@ -254,7 +260,9 @@ ScatterOp reduceOp(c10::string_view reduce, bool two) {
               ", got ", reduce);
 }
 
+// The start of every out= that is self with some elements written (scatter, index_add, index_copy, ...).
 Tensor& prepare(const Tensor& self, Tensor& out) {
+  checkOutDtype(out, self.scalar_type());
   if (!out.is_same(self)) {
     at::native::resize_output(out, self.sizes());
     out.copy_(self);
@@ -410,6 +418,8 @@ Tensor flatNonzero(const Tensor& self) {
 }
 
 Tensor& nonzero_out(const Tensor& self, Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
+              out.scalar_type());
   Tensor lin = flatNonzero(self);
   std::vector<Tensor> coords(static_cast<size_t>(self.dim()));
   Tensor rem = lin;
@@ -591,28 +601,28 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("index_select.out", TORCH_FN(index_select_out));
-  m.impl("gather.out", TORCH_FN(gather_out));
-  m.impl("take.out", TORCH_FN(take_out));
-  m.impl("index_select", TORCH_FN(index_select));
-  m.impl("take", TORCH_FN(take));
-  m.impl("scatter.src_out", TORCH_FN(scatter_src_out));
-  m.impl("scatter.value_out", TORCH_FN(scatter_value_out));
-  m.impl("scatter.reduce_out", TORCH_FN(scatter_reduce_out));
-  m.impl("scatter.value_reduce_out", TORCH_FN(scatter_value_reduce_out));
-  m.impl("scatter_add.out", TORCH_FN(scatter_add_out));
-  m.impl("scatter_reduce.two_out", TORCH_FN(scatter_reduce_two_out));
-  m.impl("index_add.out", TORCH_FN(index_add_out));
-  m.impl("index_copy.out", TORCH_FN(index_copy_out));
-  m.impl("index_fill_.int_Scalar", TORCH_FN(index_fill_));
-  m.impl("put_", TORCH_FN(put_));
-  m.impl("index_fill_.int_Tensor", TORCH_FN(index_fill_tensor_));
-  m.impl("nonzero", TORCH_FN(nonzeroFn));
-  m.impl("nonzero.out", TORCH_FN(nonzero_out));
-  m.impl("masked_select", TORCH_FN(masked_select));
-  m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
-  m.impl("index.Tensor_out", TORCH_FN(index_out));
-  m.impl("_index_put_impl_", TORCH_FN(index_put_impl_));
+  MT_IMPL(m, "index_select.out", index_select_out);
+  MT_IMPL(m, "gather.out", gather_out);
+  MT_IMPL(m, "take.out", take_out);
+  MT_IMPL(m, "index_select", index_select);
+  MT_IMPL(m, "take", take);
+  MT_IMPL(m, "scatter.src_out", scatter_src_out);
+  MT_IMPL(m, "scatter.value_out", scatter_value_out);
+  MT_IMPL(m, "scatter.reduce_out", scatter_reduce_out);
+  MT_IMPL(m, "scatter.value_reduce_out", scatter_value_reduce_out);
+  MT_IMPL(m, "scatter_add.out", scatter_add_out);
+  MT_IMPL(m, "scatter_reduce.two_out", scatter_reduce_two_out);
+  MT_IMPL(m, "index_add.out", index_add_out);
+  MT_IMPL(m, "index_copy.out", index_copy_out);
+  MT_IMPL(m, "index_fill_.int_Scalar", index_fill_);
+  MT_IMPL(m, "put_", put_);
+  MT_IMPL(m, "index_fill_.int_Tensor", index_fill_tensor_);
+  MT_IMPL(m, "nonzero", nonzeroFn);
+  MT_IMPL(m, "nonzero.out", nonzero_out);
+  MT_IMPL(m, "masked_select", masked_select);
+  MT_IMPL(m, "masked_scatter_", masked_scatter_);
+  MT_IMPL(m, "index.Tensor_out", index_out);
+  MT_IMPL(m, "_index_put_impl_", index_put_impl_);
 }
 
 } // namespace mytorch

@@ -15,6 +15,7 @@
 
 #include <limits>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/layernorm.h"
@@ -209,11 +210,11 @@ std::tuple<Tensor, Tensor, Tensor> addRmsNorm(const Tensor& x, const Tensor& res
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_layer_norm", TORCH_FN(nativeLayerNorm));
-  m.impl("native_layer_norm_backward", TORCH_FN(nativeLayerNormBackward));
-  m.impl("_fused_rms_norm", TORCH_FN(fusedRmsNorm));
-  m.impl("_fused_rms_norm_backward", TORCH_FN(fusedRmsNormBackward));
-  m.impl("rms_norm", TORCH_FN(rmsNorm));
+  MT_IMPL(m, "native_layer_norm", nativeLayerNorm);
+  MT_IMPL(m, "native_layer_norm_backward", nativeLayerNormBackward);
+  MT_IMPL(m, "_fused_rms_norm", fusedRmsNorm);
+  MT_IMPL(m, "_fused_rms_norm_backward", fusedRmsNormBackward);
+  MT_IMPL(m, "rms_norm", rmsNorm);
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {

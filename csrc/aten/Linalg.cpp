@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -59,8 +60,7 @@ Tensor& solveTriangularOut(const Tensor& A, const Tensor& B, bool upper, bool le
     MT_RT_CHECK(kernels::triangular_solve(t, nativeHandle(currentStream(A.device().index()))));
   }
   const Tensor result = left ? x : x.mT();
-  TORCH_CHECK(out.scalar_type() == dtype, "linalg.solve_triangular: expected out to have dtype ", dtype, ", but got ",
-              out.scalar_type());
+  checkOutDtype(out, dtype);
   at::native::resize_output(out, result.sizes());
   out.copy_(result);
   return out;
@@ -74,8 +74,8 @@ Tensor solveTriangular(const Tensor& A, const Tensor& B, bool upper, bool left, 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("linalg_solve_triangular", TORCH_FN(solveTriangular));
-  m.impl("linalg_solve_triangular.out", TORCH_FN(solveTriangularOut));
+  MT_IMPL(m, "linalg_solve_triangular", solveTriangular);
+  MT_IMPL(m, "linalg_solve_triangular.out", solveTriangularOut);
 }
 
 } // namespace mytorch

@@ -12,6 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -190,12 +191,12 @@ Tensor nll2dBackward(const Tensor& grad, const Tensor& self, const Tensor& targe
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("nll_loss_forward.output", TORCH_FN(nllForwardOut));
-  m.impl("nll_loss_backward.grad_input", TORCH_FN(nllBackwardOut));
-  m.impl("nll_loss2d_forward.output", TORCH_FN(nll2dForwardOut));
-  m.impl("nll_loss2d_backward.grad_input", TORCH_FN(nll2dBackwardOut));
-  m.impl("nll_loss2d_forward", TORCH_FN(nll2dForward));
-  m.impl("nll_loss2d_backward", TORCH_FN(nll2dBackward));
+  MT_IMPL(m, "nll_loss_forward.output", nllForwardOut);
+  MT_IMPL(m, "nll_loss_backward.grad_input", nllBackwardOut);
+  MT_IMPL(m, "nll_loss2d_forward.output", nll2dForwardOut);
+  MT_IMPL(m, "nll_loss2d_backward.grad_input", nll2dBackwardOut);
+  MT_IMPL(m, "nll_loss2d_forward", nll2dForward);
+  MT_IMPL(m, "nll_loss2d_backward", nll2dBackward);
 }
 
 } // namespace mytorch

@@ -8,6 +8,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -223,13 +224,13 @@ std::tuple<Tensor, Tensor, Tensor> batchNormLegitNoTraining(const Tensor& input,
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_group_norm", TORCH_FN(groupNorm));
-  m.impl("native_group_norm_backward", TORCH_FN(groupNormBackward));
-  m.impl("native_batch_norm", TORCH_FN(batchNorm));
-  m.impl("native_batch_norm_backward", TORCH_FN(batchNormBackward));
-  m.impl("_native_batch_norm_legit", TORCH_FN(batchNormLegit));
-  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(batchNormLegitNoStats));
-  m.impl("_native_batch_norm_legit_no_training", TORCH_FN(batchNormLegitNoTraining));
+  MT_IMPL(m, "native_group_norm", groupNorm);
+  MT_IMPL(m, "native_group_norm_backward", groupNormBackward);
+  MT_IMPL(m, "native_batch_norm", batchNorm);
+  MT_IMPL(m, "native_batch_norm_backward", batchNormBackward);
+  MT_IMPL(m, "_native_batch_norm_legit", batchNormLegit);
+  MT_IMPL(m, "_native_batch_norm_legit.no_stats", batchNormLegitNoStats);
+  MT_IMPL(m, "_native_batch_norm_legit_no_training", batchNormLegitNoTraining);
 }
 
 } // namespace mytorch

@@ -27,6 +27,19 @@ void scalarBytes(const EwInput& in, c10::ScalarType dtype, unsigned char* dst) {
   std::memcpy(dst, v.data_ptr(), v.element_size());
 }
 
+// Ops whose out= must have the result's dtype: the rounding and sign family, bitwise not, clamp with scalar
+// bounds, nan_to_num, where and the NN activations (the floating unary functions may write a wider dtype).
+bool exactOut(EwOp op) {
+  switch (op) {
+    case EwOp::Neg: case EwOp::Abs: case EwOp::Sign: case EwOp::Floor: case EwOp::Ceil: case EwOp::Round:
+    case EwOp::Trunc: case EwOp::Frac: case EwOp::BitNot: case EwOp::ClampScalar: case EwOp::NanToNum:
+    case EwOp::Where:
+      return true;
+    default:
+      return ew_is_nn(op) && ew_arity(op) == 1;
+  }
+}
+
 } // namespace
 
 c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float) {
@@ -61,6 +74,9 @@ void ewRun(EwOp op, c10::ScalarType compute, EwResult result, const std::vector<
   const c10::ScalarType result_dtype = result == EwResult::Bool ? at::kBool : compute;
   TORCH_CHECK(at::canCast(result_dtype, out.scalar_type()), "result type ", result_dtype,
               " can't be cast to the desired output type ", out.scalar_type());
+  // ATen builds these as unary ops with all dtypes equal (its TensorIterator message); the others cast safely.
+  TORCH_CHECK(!exactOut(op) || out.scalar_type() == result_dtype, "Found dtype ", out.scalar_type(), " but expected ",
+              result_dtype);
   ElementwiseArgs a;
   a.op = op;
   a.compute = toKernelDType(compute);

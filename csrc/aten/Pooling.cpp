@@ -12,6 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -306,16 +307,16 @@ Tensor& bilinearBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at:
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("max_pool2d_with_indices.out", TORCH_FN(maxPoolOut));
-  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(maxPoolBackwardOut));
-  m.impl("avg_pool2d.out", TORCH_FN(avgPoolOut));
-  m.impl("avg_pool2d_backward.grad_input", TORCH_FN(avgPoolBackwardOut));
-  m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptiveAvgPool));
-  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptiveAvgPoolBackward));
-  m.impl("upsample_nearest2d.out", TORCH_FN(nearestOut));
-  m.impl("upsample_nearest2d_backward.grad_input", TORCH_FN(nearestBackwardOut));
-  m.impl("upsample_bilinear2d.out", TORCH_FN(bilinearOut));
-  m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN(bilinearBackwardOut));
+  MT_IMPL(m, "max_pool2d_with_indices.out", maxPoolOut);
+  MT_IMPL(m, "max_pool2d_with_indices_backward.grad_input", maxPoolBackwardOut);
+  MT_IMPL(m, "avg_pool2d.out", avgPoolOut);
+  MT_IMPL(m, "avg_pool2d_backward.grad_input", avgPoolBackwardOut);
+  MT_IMPL(m, "_adaptive_avg_pool2d", adaptiveAvgPool);
+  MT_IMPL(m, "_adaptive_avg_pool2d_backward", adaptiveAvgPoolBackward);
+  MT_IMPL(m, "upsample_nearest2d.out", nearestOut);
+  MT_IMPL(m, "upsample_nearest2d_backward.grad_input", nearestBackwardOut);
+  MT_IMPL(m, "upsample_bilinear2d.out", bilinearOut);
+  MT_IMPL(m, "upsample_bilinear2d_backward.grad_input", bilinearBackwardOut);
 }
 
 } // namespace mytorch

@@ -13,6 +13,7 @@
 #include <limits>
 #include <mutex>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Generator.h"
 #include "csrc/core/Runtime.h"
@@ -215,14 +216,14 @@ std::tuple<at::Tensor, at::Tensor> wrapper_native_dropout(const at::Tensor& inpu
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("uniform_", TORCH_FN(wrapper_uniform_));
-  m.impl("normal_", TORCH_FN(wrapper_normal_));
-  m.impl("random_.from", TORCH_FN(wrapper_random_from));
-  m.impl("random_.to", TORCH_FN(wrapper_random_to));
-  m.impl("random_", TORCH_FN(wrapper_random_));
-  m.impl("bernoulli_.float", TORCH_FN(wrapper_bernoulli_float));
-  m.impl("exponential_", TORCH_FN(wrapper_exponential_));
-  m.impl("native_dropout", TORCH_FN(wrapper_native_dropout));
+  MT_IMPL(m, "uniform_", wrapper_uniform_);
+  MT_IMPL(m, "normal_", wrapper_normal_);
+  MT_IMPL(m, "random_.from", wrapper_random_from);
+  MT_IMPL(m, "random_.to", wrapper_random_to);
+  MT_IMPL(m, "random_", wrapper_random_);
+  MT_IMPL(m, "bernoulli_.float", wrapper_bernoulli_float);
+  MT_IMPL(m, "exponential_", wrapper_exponential_);
+  MT_IMPL(m, "native_dropout", wrapper_native_dropout);
 }
 
 } // namespace mytorch

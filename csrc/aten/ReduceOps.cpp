@@ -38,6 +38,8 @@
 
 #include <cmath>
 
+#include "csrc/aten/Checked.h"
+#include "csrc/aten/Glue.h"
 #include "csrc/aten/Reduce.h"
 #include "csrc/core/Fallback.h"
 
@@ -107,6 +109,7 @@ void checkNonEmpty(const Tensor& self, at::OptionalIntArrayRef dims, const char*
 Tensor& amax_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native(self, out)) return Fallback<at::_ops::amax_out>::call(self, dim, keepdim, out);
   checkNonEmpty(self, dim, "amax");
+  checkOutDtype(out, self.scalar_type());
   runReduce(RedOp::Max, self, dim, keepdim, out);
   return out;
 }
@@ -114,6 +117,7 @@ Tensor& amax_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& 
 Tensor& amin_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native(self, out)) return Fallback<at::_ops::amin_out>::call(self, dim, keepdim, out);
   checkNonEmpty(self, dim, "amin");
+  checkOutDtype(out, self.scalar_type());
   runReduce(RedOp::Min, self, dim, keepdim, out);
   return out;
 }
@@ -288,35 +292,35 @@ Tensor& cumprod_out(const Tensor& self, int64_t dim, std::optional<at::ScalarTyp
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sum.IntList_out", TORCH_FN(sum_out));
-  m.impl("mean.out", TORCH_FN(mean_out));
-  m.impl("prod.int_out", TORCH_FN(prod_dim_out));
-  m.impl("prod", TORCH_FN(prod_all));
-  m.impl("amax.out", TORCH_FN(amax_out));
-  m.impl("amin.out", TORCH_FN(amin_out));
-  m.impl("max.dim_max", TORCH_FN(max_dim_out));
-  m.impl("min.dim_min", TORCH_FN(min_dim_out));
-  m.impl("max", TORCH_FN(max_all));
-  m.impl("min", TORCH_FN(min_all));
-  m.impl("argmax.out", TORCH_FN(argmax_out));
-  m.impl("argmin.out", TORCH_FN(argmin_out));
-  m.impl("var.correction_out", TORCH_FN(var_out));
-  m.impl("std.correction_out", TORCH_FN(std_out));
-  m.impl("var.correction", TORCH_FN(var));
-  m.impl("std.correction", TORCH_FN(std_fn));
-  m.impl("var_mean.correction", TORCH_FN(var_mean));
-  m.impl("std_mean.correction", TORCH_FN(std_mean));
-  m.impl("linalg_vector_norm.out", TORCH_FN(vector_norm_out));
-  m.impl("logsumexp.out", TORCH_FN(logsumexp_out));
-  m.impl("all.all_out", TORCH_FN(all_out));
-  m.impl("any.all_out", TORCH_FN(any_out));
-  m.impl("all.dims_out", TORCH_FN(all_dims_out));
-  m.impl("any.dims_out", TORCH_FN(any_dims_out));
-  m.impl("all.out", TORCH_FN(all_dim_out));
-  m.impl("any.out", TORCH_FN(any_dim_out));
-  m.impl("count_nonzero.dim_IntList", TORCH_FN(count_nonzero));
-  m.impl("cumsum.out", TORCH_FN(cumsum_out));
-  m.impl("cumprod.out", TORCH_FN(cumprod_out));
+  MT_IMPL(m, "sum.IntList_out", sum_out);
+  MT_IMPL(m, "mean.out", mean_out);
+  MT_IMPL(m, "prod.int_out", prod_dim_out);
+  MT_IMPL(m, "prod", prod_all);
+  MT_IMPL(m, "amax.out", amax_out);
+  MT_IMPL(m, "amin.out", amin_out);
+  MT_IMPL(m, "max.dim_max", max_dim_out);
+  MT_IMPL(m, "min.dim_min", min_dim_out);
+  MT_IMPL(m, "max", max_all);
+  MT_IMPL(m, "min", min_all);
+  MT_IMPL(m, "argmax.out", argmax_out);
+  MT_IMPL(m, "argmin.out", argmin_out);
+  MT_IMPL(m, "var.correction_out", var_out);
+  MT_IMPL(m, "std.correction_out", std_out);
+  MT_IMPL(m, "var.correction", var);
+  MT_IMPL(m, "std.correction", std_fn);
+  MT_IMPL(m, "var_mean.correction", var_mean);
+  MT_IMPL(m, "std_mean.correction", std_mean);
+  MT_IMPL(m, "linalg_vector_norm.out", vector_norm_out);
+  MT_IMPL(m, "logsumexp.out", logsumexp_out);
+  MT_IMPL(m, "all.all_out", all_out);
+  MT_IMPL(m, "any.all_out", any_out);
+  MT_IMPL(m, "all.dims_out", all_dims_out);
+  MT_IMPL(m, "any.dims_out", any_dims_out);
+  MT_IMPL(m, "all.out", all_dim_out);
+  MT_IMPL(m, "any.out", any_dim_out);
+  MT_IMPL(m, "count_nonzero.dim_IntList", count_nonzero);
+  MT_IMPL(m, "cumsum.out", cumsum_out);
+  MT_IMPL(m, "cumprod.out", cumprod_out);
 }
 
 } // namespace mytorch

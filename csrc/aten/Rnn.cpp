@@ -17,6 +17,8 @@
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
+
 namespace mytorch {
 namespace {
 
@@ -95,10 +97,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> gruCellBackward(const Tensor&
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_thnn_fused_lstm_cell", TORCH_FN(lstmCell));
-  m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstmCellBackward));
-  m.impl("_thnn_fused_gru_cell", TORCH_FN(gruCell));
-  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(gruCellBackward));
+  MT_IMPL(m, "_thnn_fused_lstm_cell", lstmCell);
+  MT_IMPL(m, "_thnn_fused_lstm_cell_backward_impl", lstmCellBackward);
+  MT_IMPL(m, "_thnn_fused_gru_cell", gruCell);
+  MT_IMPL(m, "_thnn_fused_gru_cell_backward", gruCellBackward);
 }
 
 } // namespace mytorch

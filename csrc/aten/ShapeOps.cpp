@@ -21,6 +21,7 @@
 
 #include <cmath>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -239,6 +240,7 @@ Tensor triangleMask(const Tensor& self, int64_t diagonal, bool lower) {
 
 Tensor& tril_out(const Tensor& self, int64_t diagonal, Tensor& out) {
   TORCH_CHECK(self.dim() >= 2, "tril: input tensor must have at least 2 dimensions");
+  checkOutDtype(out, self.scalar_type());
   at::native::resize_output(out, self.sizes());
   Tensor r = at::where(triangleMask(self, diagonal, true), self, at::zeros_like(self));
   return out.copy_(r);
@@ -246,6 +248,7 @@ Tensor& tril_out(const Tensor& self, int64_t diagonal, Tensor& out) {
 
 Tensor& triu_out(const Tensor& self, int64_t diagonal, Tensor& out) {
   TORCH_CHECK(self.dim() >= 2, "triu: input tensor must have at least 2 dimensions");
+  checkOutDtype(out, self.scalar_type());
   at::native::resize_output(out, self.sizes());
   Tensor r = at::where(triangleMask(self, diagonal, false), self, at::zeros_like(self));
   return out.copy_(r);
@@ -254,14 +257,14 @@ Tensor& triu_out(const Tensor& self, int64_t diagonal, Tensor& out) {
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("arange.start_out", TORCH_FN(arange_out));
-  m.impl("linspace.out", TORCH_FN(linspace_out));
-  m.impl("cat.out", TORCH_FN(cat_out));
-  m.impl("flip", TORCH_FN(flip));
-  m.impl("roll", TORCH_FN(roll));
-  m.impl("repeat", TORCH_FN(repeat));
-  m.impl("tril.out", TORCH_FN(tril_out));
-  m.impl("triu.out", TORCH_FN(triu_out));
+  MT_IMPL(m, "arange.start_out", arange_out);
+  MT_IMPL(m, "linspace.out", linspace_out);
+  MT_IMPL(m, "cat.out", cat_out);
+  MT_IMPL(m, "flip", flip);
+  MT_IMPL(m, "roll", roll);
+  MT_IMPL(m, "repeat", repeat);
+  MT_IMPL(m, "tril.out", tril_out);
+  MT_IMPL(m, "triu.out", triu_out);
 }
 
 } // namespace mytorch

@@ -12,6 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -52,8 +53,7 @@ Tensor& forward(bool log, const Tensor& self, int64_t dim, bool half_to_float, T
                 "conversion is supported for Half and BFloat16 inputs only, but got ", self.scalar_type());
   }
   const auto out_type = half_to_float ? at::kFloat : self.scalar_type();
-  TORCH_CHECK(out.scalar_type() == out_type, log ? "log_softmax" : "softmax", ": expected out to have dtype ",
-              out_type, ", but got ", out.scalar_type());
+  checkOutDtype(out, out_type);
   Tensor x = self.contiguous();
   SoftmaxArgs a;
   a.log = log;
@@ -111,10 +111,10 @@ Tensor& logSoftmaxBackwardOut(const Tensor& grad, const Tensor& output, int64_t 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_softmax.out", TORCH_FN(softmaxOut));
-  m.impl("_log_softmax.out", TORCH_FN(logSoftmaxOut));
-  m.impl("_softmax_backward_data.out", TORCH_FN(softmaxBackwardOut));
-  m.impl("_log_softmax_backward_data.out", TORCH_FN(logSoftmaxBackwardOut));
+  MT_IMPL(m, "_softmax.out", softmaxOut);
+  MT_IMPL(m, "_log_softmax.out", logSoftmaxOut);
+  MT_IMPL(m, "_softmax_backward_data.out", softmaxBackwardOut);
+  MT_IMPL(m, "_log_softmax_backward_data.out", logSoftmaxBackwardOut);
 }
 
 } // namespace mytorch

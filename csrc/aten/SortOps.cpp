@@ -32,6 +32,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -137,6 +138,8 @@ Tensor isinST(const at::Scalar& element, const Tensor& test_elements, bool assum
 
 std::tuple<Tensor&, Tensor&> sort_out(const Tensor& self, std::optional<bool>, int64_t dim, bool descending,
                                       Tensor& values, Tensor& indices) {
+  checkOutDtype(values, self.scalar_type());
+  checkOutDtype(indices, at::kLong);
   auto [v, i] = sortAlong(self, dim, descending);
   at::native::resize_output(values, v.sizes());
   at::native::resize_output(indices, i.sizes());
@@ -147,6 +150,8 @@ std::tuple<Tensor&, Tensor&> sort_out(const Tensor& self, std::optional<bool>, i
 
 std::tuple<Tensor&, Tensor&> topk_out(const Tensor& self, int64_t k, int64_t dim, bool largest, bool,
                                       Tensor& values, Tensor& indices) {
+  checkOutDtype(values, self.scalar_type());
+  checkOutDtype(indices, at::kLong);
   const int64_t d = self.dim() ? at::maybe_wrap_dim(dim, self.dim()) : 0;
   const int64_t n = self.dim() ? self.size(d) : 1;
   TORCH_CHECK(k >= 0 && k <= n, "selected index k out of range");
@@ -272,20 +277,20 @@ Tensor native_dropout_backward(const Tensor& grad, const Tensor& mask, double sc
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sort.values_stable", TORCH_FN(sort_out));
-  m.impl("topk.values", TORCH_FN(topk_out));
-  m.impl("_unique2", TORCH_FN(unique2));
-  m.impl("isin.Tensor_Tensor", TORCH_FN(isinTT));
-  m.impl("isin.Tensor_Tensor_out", TORCH_FN(isinOut));
-  m.impl("isin.Tensor_Scalar", TORCH_FN(isinTS));
-  m.impl("isin.Tensor_Scalar_out", TORCH_FN(isinTSOut));
-  m.impl("isin.Scalar_Tensor", TORCH_FN(isinST));
-  m.impl("isin.Scalar_Tensor_out", TORCH_FN(isinSTOut));
-  m.impl("_unique", TORCH_FN(unique1));
-  m.impl("unique_dim", TORCH_FN(unique_dim));
-  m.impl("randperm.generator_out", TORCH_FN(randperm_out));
-  m.impl("multinomial", TORCH_FN(multinomial));
-  m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
+  MT_IMPL(m, "sort.values_stable", sort_out);
+  MT_IMPL(m, "topk.values", topk_out);
+  MT_IMPL(m, "_unique2", unique2);
+  MT_IMPL(m, "isin.Tensor_Tensor", isinTT);
+  MT_IMPL(m, "isin.Tensor_Tensor_out", isinOut);
+  MT_IMPL(m, "isin.Tensor_Scalar", isinTS);
+  MT_IMPL(m, "isin.Tensor_Scalar_out", isinTSOut);
+  MT_IMPL(m, "isin.Scalar_Tensor", isinST);
+  MT_IMPL(m, "isin.Scalar_Tensor_out", isinSTOut);
+  MT_IMPL(m, "_unique", unique1);
+  MT_IMPL(m, "unique_dim", unique_dim);
+  MT_IMPL(m, "randperm.generator_out", randperm_out);
+  MT_IMPL(m, "multinomial", multinomial);
+  MT_IMPL(m, "native_dropout_backward", native_dropout_backward);
 }
 
 } // namespace mytorch

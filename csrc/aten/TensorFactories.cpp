@@ -15,6 +15,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/core/DeviceAllocator.h"
 #include "csrc/core/Stream.h"
 
@@ -69,6 +70,9 @@ void resizeImpl(const at::Tensor& self, c10::IntArrayRef size, at::OptionalIntAr
 const at::Tensor& wrapper_resize_(const at::Tensor& self, c10::IntArrayRef size,
                                   std::optional<at::MemoryFormat> memory_format) {
   for (auto s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
+  // As ATen's resize_: the same sizes keep the tensor's own strides. Restriding it contiguous made out= views
+  // (torch.zeros(..., out=x[:, ::2])) write over their gaps, into memory the user holds elsewhere.
+  if (self.sizes().equals(size) && !memory_format.has_value()) return self;
   resizeImpl(self, size, std::nullopt);
   if (memory_format.has_value()) {
     TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
@@ -150,25 +154,25 @@ at::Tensor& wrapper_eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
 at::Tensor& wrapper_eye_out(int64_t n, at::Tensor& out) { return wrapper_eye_m_out(n, n, out); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("eye.out", TORCH_FN(wrapper_eye_out));
-  m.impl("is_set_to", TORCH_FN(wrapper_is_set_to));
-  m.impl("eye.m_out", TORCH_FN(wrapper_eye_m_out));
-  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
-  m.impl("empty.memory_format", TORCH_FN(wrapper_empty_memory_format));
-  m.impl("empty_strided", TORCH_FN(wrapper_empty_strided));
-  m.impl("resize_", TORCH_FN(wrapper_resize_));
-  m.impl("set_.source_Storage_storage_offset", TORCH_FN(wrapper_set_storage_offset));
-  m.impl("set_.source_Storage", TORCH_FN(wrapper_set_storage));
-  m.impl("set_.source_Tensor", TORCH_FN(wrapper_set_tensor));
-  m.impl("set_", TORCH_FN(wrapper_set_empty));
-  m.impl("as_strided", TORCH_FN(wrapper_as_strided));
-  m.impl("record_stream", TORCH_FN(wrapper_record_stream));
-  m.impl("view", TORCH_FN(at::native::view));
-  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
-  m.impl("alias", TORCH_FN(at::native::alias));
-  m.impl("unfold", TORCH_FN(at::native::unfold));
-  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
-  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  MT_IMPL(m, "eye.out", wrapper_eye_out);
+  MT_IMPL(m, "is_set_to", wrapper_is_set_to);
+  MT_IMPL(m, "eye.m_out", wrapper_eye_m_out);
+  MT_IMPL(m, "_has_compatible_shallow_copy_type", hasCompatibleShallowCopyType);
+  MT_IMPL(m, "empty.memory_format", wrapper_empty_memory_format);
+  MT_IMPL(m, "empty_strided", wrapper_empty_strided);
+  MT_IMPL(m, "resize_", wrapper_resize_);
+  MT_IMPL(m, "set_.source_Storage_storage_offset", wrapper_set_storage_offset);
+  MT_IMPL(m, "set_.source_Storage", wrapper_set_storage);
+  MT_IMPL(m, "set_.source_Tensor", wrapper_set_tensor);
+  MT_IMPL(m, "set_", wrapper_set_empty);
+  MT_IMPL(m, "as_strided", wrapper_as_strided);
+  MT_IMPL(m, "record_stream", wrapper_record_stream);
+  MT_IMPL(m, "view", at::native::view);
+  MT_IMPL(m, "_reshape_alias", at::native::_reshape_alias);
+  MT_IMPL(m, "alias", at::native::alias);
+  MT_IMPL(m, "unfold", at::native::unfold);
+  MT_IMPL(m, "view_as_real", at::native::view_as_real);
+  MT_IMPL(m, "view_as_complex", at::native::view_as_complex);
 }
 
 } // namespace mytorch

@@ -50,6 +50,7 @@
 #include <cmath>
 #include <limits>
 
+#include "csrc/aten/Checked.h"
 #include "csrc/aten/Pointwise.h"
 #include "csrc/core/Fallback.h"
 
@@ -204,46 +205,46 @@ Tensor& tanh_backward_out(const Tensor& grad, const Tensor& output, Tensor& grad
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sigmoid_backward.grad_input", TORCH_FN(sigmoid_backward_out));
-  m.impl("tanh_backward.grad_input", TORCH_FN(tanh_backward_out));
-  m.impl("exp.out", TORCH_FN(exp_out));
-  m.impl("exp2.out", TORCH_FN(exp2_out));
-  m.impl("expm1.out", TORCH_FN(expm1_out));
-  m.impl("log.out", TORCH_FN(log_out));
-  m.impl("log2.out", TORCH_FN(log2_out));
-  m.impl("log10.out", TORCH_FN(log10_out));
-  m.impl("log1p.out", TORCH_FN(log1p_out));
-  m.impl("sqrt.out", TORCH_FN(sqrt_out));
-  m.impl("rsqrt.out", TORCH_FN(rsqrt_out));
-  m.impl("reciprocal.out", TORCH_FN(reciprocal_out));
-  m.impl("sin.out", TORCH_FN(sin_out));
-  m.impl("cos.out", TORCH_FN(cos_out));
-  m.impl("tan.out", TORCH_FN(tan_out));
-  m.impl("tanh.out", TORCH_FN(tanh_out));
-  m.impl("sigmoid.out", TORCH_FN(sigmoid_out));
-  m.impl("erf.out", TORCH_FN(erf_out));
-  m.impl("erfinv.out", TORCH_FN(erfinv_out));
-  m.impl("abs.out", TORCH_FN(abs_out));
-  m.impl("sign.out", TORCH_FN(sign_out));
-  m.impl("floor.out", TORCH_FN(floor_out));
-  m.impl("ceil.out", TORCH_FN(ceil_out));
-  m.impl("round.out", TORCH_FN(round_out));
-  m.impl("trunc.out", TORCH_FN(trunc_out));
-  m.impl("frac.out", TORCH_FN(frac_out));
-  m.impl("bitwise_not.out", TORCH_FN(bitwise_not_out));
-  m.impl("neg.out", TORCH_FN(neg_out));
-  m.impl("sgn.out", TORCH_FN(sgn_out));
-  m.impl("round.decimals_out", TORCH_FN(round_decimals_out));
-  m.impl("relu", TORCH_FN(relu));
-  m.impl("relu_", TORCH_FN(relu_));
-  m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
-  m.impl("logical_not.out", TORCH_FN(logical_not_out));
-  m.impl("nan_to_num.out", TORCH_FN(nan_to_num_out));
-  m.impl("isnan", TORCH_FN(isnan));
-  m.impl("isinf", TORCH_FN(isinf));
-  m.impl("isfinite", TORCH_FN(isfinite));
-  m.impl("isneginf.out", TORCH_FN(isneginfOut));
-  m.impl("isposinf.out", TORCH_FN(isposinfOut));
+  MT_IMPL(m, "sigmoid_backward.grad_input", sigmoid_backward_out);
+  MT_IMPL(m, "tanh_backward.grad_input", tanh_backward_out);
+  MT_IMPL(m, "exp.out", exp_out);
+  MT_IMPL(m, "exp2.out", exp2_out);
+  MT_IMPL(m, "expm1.out", expm1_out);
+  MT_IMPL(m, "log.out", log_out);
+  MT_IMPL(m, "log2.out", log2_out);
+  MT_IMPL(m, "log10.out", log10_out);
+  MT_IMPL(m, "log1p.out", log1p_out);
+  MT_IMPL(m, "sqrt.out", sqrt_out);
+  MT_IMPL(m, "rsqrt.out", rsqrt_out);
+  MT_IMPL(m, "reciprocal.out", reciprocal_out);
+  MT_IMPL(m, "sin.out", sin_out);
+  MT_IMPL(m, "cos.out", cos_out);
+  MT_IMPL(m, "tan.out", tan_out);
+  MT_IMPL(m, "tanh.out", tanh_out);
+  MT_IMPL(m, "sigmoid.out", sigmoid_out);
+  MT_IMPL(m, "erf.out", erf_out);
+  MT_IMPL(m, "erfinv.out", erfinv_out);
+  MT_IMPL(m, "abs.out", abs_out);
+  MT_IMPL(m, "sign.out", sign_out);
+  MT_IMPL(m, "floor.out", floor_out);
+  MT_IMPL(m, "ceil.out", ceil_out);
+  MT_IMPL(m, "round.out", round_out);
+  MT_IMPL(m, "trunc.out", trunc_out);
+  MT_IMPL(m, "frac.out", frac_out);
+  MT_IMPL(m, "bitwise_not.out", bitwise_not_out);
+  MT_IMPL(m, "neg.out", neg_out);
+  MT_IMPL(m, "sgn.out", sgn_out);
+  MT_IMPL(m, "round.decimals_out", round_decimals_out);
+  MT_IMPL(m, "relu", relu);
+  MT_IMPL(m, "relu_", relu_);
+  MT_IMPL(m, "threshold_backward.grad_input", threshold_backward_out);
+  MT_IMPL(m, "logical_not.out", logical_not_out);
+  MT_IMPL(m, "nan_to_num.out", nan_to_num_out);
+  MT_IMPL(m, "isnan", isnan);
+  MT_IMPL(m, "isinf", isinf);
+  MT_IMPL(m, "isfinite", isfinite);
+  MT_IMPL(m, "isneginf.out", isneginfOut);
+  MT_IMPL(m, "isposinf.out", isposinfOut);
 }
 
 } // namespace mytorch

@@ -10,6 +10,8 @@
 #include <ATen/ops/sum.h>
 #include <torch/library.h>
 
+#include "csrc/aten/Checked.h"
+
 #include <vector>
 
 namespace mytorch {
@@ -50,8 +52,8 @@ std::tuple<Tensor, Tensor> weightNormBackward(const Tensor& grad_w, const Tensor
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_weight_norm_interface", TORCH_FN(weightNorm));
-  m.impl("_weight_norm_interface_backward", TORCH_FN(weightNormBackward));
+  MT_IMPL(m, "_weight_norm_interface", weightNorm);
+  MT_IMPL(m, "_weight_norm_interface_backward", weightNormBackward);
 }
 
 } // namespace mytorch

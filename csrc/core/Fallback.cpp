@@ -12,6 +12,9 @@
 // kernel ran.
 #include "csrc/core/Fallback.h"
 
+#include "csrc/aten/Checked.h"
+
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -88,6 +91,9 @@ at::Tensor toHost(const at::Tensor& t, const ArgPlan& plan, bool sim, Moved* mov
     // A contiguous out= alias goes in with zero elements: the kernel sizes it as it needs (contiguous,
     // as it would anyway) without resize warnings, and stays in device memory when the bytes suffice.
     if (plan.is_out && t.is_contiguous()) alias.resize_({0});
+    // A non-contiguous out= goes in as a fresh host tensor and is copied through its strides afterwards:
+    // some CPU kernels write an out= as if it were contiguous, over the view's gaps.
+    if (plan.is_out && !t.is_contiguous() && t.numel() > 0) return at::empty({0}, t.options().device(at::kCPU));
     return alias;
   }
   if (plan.is_out) return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
@@ -119,6 +125,46 @@ void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& 
   moved->to_device += static_cast<int64_t>(host.numel()) * host.element_size();
 }
 
+// The device and out= overlap rules of the one check path (Note [One check path for native ops] in
+// csrc/aten/Checked.h) for operators that take the fallback: every tensor on one device, unless native_functions.yaml says the operator
+// checks its own (TensorIterator ops, which take CPU scalars); an out= is always on the device. ATen would
+// otherwise run the CPU kernel on a CPU out= or on another device's tensors without a word.
+void checkDevices(const std::string& name, const std::vector<c10::Argument>& args, const torch::jit::Stack& stack, size_t base) {
+  const std::string_view op = std::string_view(name).substr(name.rfind("::") == std::string::npos ? 0 : name.rfind("::") + 2);
+  const bool strict = !checked::inList(op);
+  std::optional<c10::Device> device;
+  for (size_t i = 0; i < args.size(); ++i) {  // the mytorch device the call is for
+    const c10::IValue& iv = stack[base + i];
+    if (iv.isTensor() && isDeviceTensor(iv.toTensor())) {
+      device = iv.toTensor().device();
+      break;
+    }
+  }
+  if (!device) return;
+  auto check = [&](const at::Tensor& t, bool out) {
+    if (!t.defined() || t.device() == *device) return;
+    if (!strict && !out && t.device().is_cpu()) return;
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *device, " and ",
+                t.device(), "! (when checking arguments for ", op, ")");
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& iv = stack[base + i];
+    const bool out = args[i].is_out();
+    if (iv.isTensor()) {
+      check(iv.toTensor(), out);
+      // Some CPU kernels write an out= as if it were contiguous (narrow_copy): one whose elements share memory
+      // would take them past its allocation, into whatever the device keeps next to it.
+      if (out && iv.toTensor().defined()) at::assert_no_internal_overlap(iv.toTensor());
+    } else if (iv.isTensorList()) {
+      for (const at::Tensor& t : iv.toTensorList()) check(t, out);
+    } else if (iv.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : iv.toOptionalTensorList()) {
+        if (t.has_value()) check(*t, out);
+      }
+    }
+  }
+}
+
 } // namespace
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -134,6 +180,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   bool returns_view = false;
   for (const auto& r : schema.returns()) returns_view = returns_view || (r.alias_info() && !r.alias_info()->isWrite());
 
+  checkDevices(name, args, *stack, base);
   Moved moved;
   std::optional<c10::Device> target;
   std::vector<c10::IValue> originals(num_args);

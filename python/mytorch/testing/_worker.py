@@ -1,7 +1,7 @@
-"""Alignment worker: a subprocess that runs OpInfos on request (see align.py for the protocol).
+"""Alignment worker: a subprocess that runs OpInfos on request (the protocol is in _pool.py).
 
 It reads one JSON request per line on stdin and answers one JSON line per request on the file descriptor
-named by MYTORCH_ALIGN_FD; fd 1 is pointed at stderr so that nothing a kernel prints can corrupt the protocol.
+named by MYTORCH_WORKER_FD; fd 1 is pointed at stderr so that nothing a kernel prints can corrupt the protocol.
 """
 import importlib
 import json
@@ -11,7 +11,7 @@ import warnings
 
 
 def main() -> None:
-    proto = os.fdopen(int(os.environ["MYTORCH_ALIGN_FD"]), "w", buffering=1)
+    proto = os.fdopen(int(os.environ["MYTORCH_WORKER_FD"]), "w", buffering=1)
     os.dup2(2, 1)
     warnings.filterwarnings("ignore")
     import torch

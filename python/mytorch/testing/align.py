@@ -13,44 +13,14 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import os
-import selectors
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from ._pool import run_pool
+
 DEFAULT_DTYPES = ["float32", "float16", "bfloat16", "float64", "int64", "int32", "bool"]
-
-
-class Worker:
-    def __init__(self, env: dict, log):
-        r, w = os.pipe()
-        env = dict(env, MYTORCH_ALIGN_FD=str(w))
-        self.proc = subprocess.Popen([sys.executable, "-m", "mytorch.testing._worker"], stdin=subprocess.PIPE,
-                                     stdout=log, stderr=log, env=env, pass_fds=(w,), text=True)
-        os.close(w)
-        self.out = os.fdopen(r, "r")
-        self.buf = ""
-        self.task = None       # (index, key, attempt)
-        self.started = 0.0
-        self.ready = False
-
-    def send(self, task, dtypes, max_samples):
-        self.task = task
-        self.started = time.monotonic()
-        req = {"index": task[0], "key": task[1], "dtypes": dtypes, "max_samples": max_samples}
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-
-    def kill(self):
-        try:
-            self.proc.kill()
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-        self.out.close()
 
 
 def _select_ops(op_db, patterns):
@@ -83,82 +53,26 @@ def run(args) -> dict:
     log_path = Path(args.log)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "w")
-    sel = selectors.DefaultSelector()
-    workers: list[Worker] = []
-    results: dict[int, list] = {}
-    pending = list(reversed(tasks))
-    total = len(tasks)
     start = time.monotonic()
 
-    def spawn():
-        w = Worker(env, log)
-        sel.register(w.out, selectors.EVENT_READ, w)
-        workers.append(w)
-        return w
+    def progress(done, total, task):
+        if args.progress:
+            print(f"\r[{done}/{total}] {time.monotonic() - start:6.0f}s {task[1]['key'][:40]:40s}", end="",
+                  file=sys.stderr, flush=True)
 
-    def fail(w: Worker, why: str, retry: bool):
-        index, key, attempt = w.task
-        sel.unregister(w.out)
-        workers.remove(w)
-        w.kill()
-        if retry and attempt == 0:
-            pending.append((index, key, 1))
+    answers = run_pool("mytorch.testing._worker",
+                       [(i, {"key": key, "dtypes": args.dtypes, "max_samples": args.max_samples}) for i, key, _ in tasks],
+                       jobs=args.jobs, timeout=args.op_timeout, env=env, log=log, progress=progress)
+    results = {}
+    for i, key, _ in tasks:
+        a = answers[i]
+        if "failure" in a:
+            why = a["failure"].replace("this task", "this op")
+            results[i] = [{"op": key, "dtype": d, "verdict": "error", "detail": why, "native": False,
+                           "samples": 0, "forward": None, "backward": None, "fallback_ops": [], "native_kernels": []}
+                          for d in _dtypes_for(op_db[i], args.dtypes)]
         else:
-            results[index] = [{"op": key, "dtype": d, "verdict": "error", "detail": why, "native": False,
-                               "samples": 0, "forward": None, "backward": None, "fallback_ops": [], "native_kernels": []}
-                              for d in _dtypes_for(op_db[index], args.dtypes)]
-        if pending or any(x.task for x in workers):
-            spawn()
-
-    def feed(w: Worker):
-        if pending:
-            w.send(pending.pop(), args.dtypes, args.max_samples)
-        else:
-            w.task = None
-
-    for _ in range(max(1, min(args.jobs, len(tasks)))):
-        spawn()
-    done_count = 0
-    while len(results) < total:
-        for key, _ in sel.select(timeout=1.0):
-            w: Worker = key.data
-            chunk = os.read(w.out.fileno(), 1 << 20).decode()
-            if not chunk:   # the worker died
-                if w.task is not None:
-                    code = w.proc.wait()
-                    why = f"worker crashed ({'signal ' + str(-code) if code < 0 else 'exit code ' + str(code)}) " \
-                          f"while running this op"
-                    fail(w, why, retry=True)
-                else:
-                    sel.unregister(w.out)
-                    workers.remove(w)
-                    w.kill()
-                    if pending:
-                        spawn()
-                continue
-            w.buf += chunk
-            while "\n" in w.buf:
-                line, w.buf = w.buf.split("\n", 1)
-                msg = json.loads(line)
-                if msg.get("ready"):
-                    w.ready = True
-                else:
-                    results[msg["index"]] = msg["cases"]
-                    done_count += 1
-                    if args.progress:
-                        elapsed = time.monotonic() - start
-                        print(f"\r[{done_count}/{total}] {elapsed:6.0f}s {w.task[1][:40]:40s}", end="", file=sys.stderr,
-                              flush=True)
-                feed(w)
-        now = time.monotonic()
-        for w in list(workers):
-            if w.task is not None and now - w.started > args.op_timeout:
-                fail(w, f"timed out after {args.op_timeout:.0f} s", retry=False)
-        if not workers and len(results) < total:
-            spawn()
-    for w in list(workers):
-        w.proc.stdin.close()
-        w.kill()
+            results[i] = a["cases"]
     log.close()
     if args.progress:
         print(file=sys.stderr)

@@ -1,0 +1,216 @@
+// The one check path of mytorch's native kernels: every `MT_IMPL(m, "op", fn)` registration calls `fn`
+// through Checked<fn>, which checks what ATen's generated CUDA wrappers and its kernels' common helpers check.
+//
+// Note [One check path for native ops]
+// A kernel registered for PrivateUse1 is called with whatever the user passed; the checks CUDA users rely on
+// live in code that never runs for us (the generated RegisterCUDA wrappers, structured meta functions,
+// TensorIterator). Before this, tensors on the CPU or on another mytorch device reached device kernels,
+// expanded outputs were written through their zero strides, and non-contiguous outputs were written as if
+// contiguous. Checked<fn> reads the C++ signature of the kernel and, before calling it:
+//  - device: every tensor argument (lists and optionals included) must be on one device, unless
+//    native_functions.yaml says the operator does its own (device_check: NoCheck; TensorIterator ops, which
+//    take CPU scalars); the list is generated from the installed torch (scripts/gen_device_checks.py);
+//  - overlap: a written tensor (`at::Tensor&`: the in-place self, or an out=) must not have elements that
+//    share memory (at::assert_no_internal_overlap), nor partly overlap any input
+//    (at::assert_no_partial_overlap); the messages are ATen's;
+//  - strided out=: an out= that is not contiguous is computed into a fresh tensor and copied into it
+//    (resized first with ATen's resize semantics), so kernels only ever write contiguous outputs.
+// Views and metadata ops (resize_, set_, as_strided, ...) skip the overlap and out= steps.
+#pragma once
+
+#include <ATen/core/IListRef.h>
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "mytorch/device_checks.h"
+
+namespace mytorch::checked {
+
+enum : int { kDevice = 1, kOverlap = 2, kStridedOut = 4 };
+
+constexpr bool inList(std::string_view name) {
+  for (std::string_view n : generated::kNoDeviceCheck) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+constexpr bool metadataOp(std::string_view name) {
+  constexpr std::string_view ops[] = {"resize_", "resize_as_", "set_", "set_.source_Storage", "set_.source_Tensor",
+                                      "set_.source_Storage_storage_offset", "as_strided", "as_strided_", "view",
+                                      "_reshape_alias", "unfold", "is_set_to", "alias", "_unsafe_view",
+                                      "_local_scalar_dense", "view.dtype"};
+  for (std::string_view n : ops) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+// Ops that relate tensors on different devices by design (a type query, a storage swap).
+constexpr bool crossDeviceOp(std::string_view name) {
+  return name == "_has_compatible_shallow_copy_type" || name == "set_" || name == "set_.source_Tensor";
+}
+
+constexpr int policyFor(std::string_view name) {
+  return (inList(name) || crossDeviceOp(name) ? 0 : kDevice) | (metadataOp(name) ? 0 : kOverlap | kStridedOut);
+}
+
+struct Scan {
+  bool check_device;
+  const char* op;
+  std::optional<c10::Device> common;
+  c10::SmallVector<at::Tensor, 8> inputs;
+
+  void device(const at::Tensor& t) {
+    if (!check_device || !t.defined()) return;
+    if (!common.has_value()) {
+      common = t.device();
+      return;
+    }
+    TORCH_CHECK(*common == t.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
+                *common, " and ", t.device(), "! (when checking arguments for ", op, ")");
+  }
+  void input(const at::Tensor& t) {
+    if (!t.defined()) return;
+    device(t);
+    inputs.push_back(t);
+  }
+};
+
+// Checked.cpp (kept out of this header, which every op file includes).
+void checkWritten(const Scan& s, at::Tensor* const* written, size_t nwritten);
+at::Tensor stridedOutTemp(const at::Tensor& out);  // undefined when `out` needs none
+void copyBack(at::Tensor& out, const at::Tensor& temp);
+
+template <typename A>
+inline void visitInput(Scan& s, const A& arg) {
+  using T = std::decay_t<A>;
+  if constexpr (std::is_same_v<T, at::Tensor>) {
+    s.input(arg);
+  } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
+    if (arg.has_value()) s.input(*arg);
+  } else if constexpr (std::is_same_v<T, at::TensorList> || std::is_same_v<T, at::ITensorListRef>) {
+    for (const at::Tensor& t : arg) s.input(t);
+  } else if constexpr (std::is_same_v<T, c10::List<std::optional<at::Tensor>>>) {
+    for (const std::optional<at::Tensor>& t : arg) {
+      if (t.has_value()) s.input(*t);
+    }
+  }
+}
+
+template <typename Sig, Sig* F, int Policy>
+struct Checked;
+
+template <typename R, typename... A, R (*F)(A...), int Policy>
+struct Checked<R(A...), F, Policy> {
+  static constexpr size_t N = sizeof...(A);
+  template <size_t I>
+  using Arg = std::tuple_element_t<I, std::tuple<A...>>;
+  // A written tensor: `at::Tensor&`. Parameter 0 is the in-place self (also an input); the rest are out=.
+  template <size_t I>
+  static constexpr bool kWritten = std::is_same_v<Arg<I>, at::Tensor&>;
+  static constexpr bool kReturnsRefs = std::is_same_v<R, at::Tensor&> ||
+                                       std::is_same_v<R, std::tuple<at::Tensor&, at::Tensor&>> ||
+                                       std::is_same_v<R, std::tuple<at::Tensor&, at::Tensor&, at::Tensor&>>;
+
+  static inline const char* op_name = "?";  // set by MT_IMPL, for messages
+
+  static R call(A... args) {
+    Scan s{(Policy & kDevice) != 0, op_name, std::nullopt, {}};
+    at::Tensor* written[N + 1] = {};
+    size_t nwritten = 0;
+    scanArgs(s, written, nwritten, std::index_sequence_for<A...>{}, args...);
+    if constexpr ((Policy & kOverlap) != 0) checkWritten(s, written, nwritten);
+    if constexpr ((Policy & kStridedOut) != 0 && kReturnsRefs) {
+      at::Tensor temps[N + 1];
+      bool any = false;
+      markTemps(temps, any, std::index_sequence_for<A...>{}, args...);
+      if (any) return callWithTemps(temps, std::index_sequence_for<A...>{}, args...);
+    }
+    return F(args...);
+  }
+
+ private:
+  template <size_t... I>
+  static void scanArgs(Scan& s, at::Tensor** written, size_t& nwritten, std::index_sequence<I...>, A&... args) {
+    (scanOne<I>(s, written, nwritten, args), ...);
+  }
+  template <size_t I, typename T>
+  static void scanOne(Scan& s, at::Tensor** written, size_t& nwritten, T& arg) {
+    if constexpr (kWritten<I>) {
+      s.device(arg);
+      written[nwritten++] = &arg;
+      if constexpr (I == 0) {
+        if (arg.defined()) s.inputs.push_back(arg);  // in-place: self is read too
+      }
+    } else {
+      visitInput(s, arg);
+    }
+  }
+
+  template <size_t... I>
+  static void markTemps(at::Tensor* temps, bool& any, std::index_sequence<I...>, A&... args) {
+    (markOne<I>(temps, any, args), ...);
+  }
+  template <size_t I, typename T>
+  static void markOne(at::Tensor* temps, bool& any, T& arg) {
+    if constexpr (I > 0 && kWritten<I>) {
+      temps[I] = stridedOutTemp(arg);
+      any = any || temps[I].defined();
+    }
+  }
+
+  template <size_t I, typename T>
+  static at::Tensor* originalOf(T& arg) {
+    if constexpr (kWritten<I>) return &arg;
+    else return nullptr;
+  }
+
+  template <size_t I, typename T>
+  static decltype(auto) pick(at::Tensor* temps, T& arg) {
+    if constexpr (kWritten<I>) {
+      return temps[I].defined() ? temps[I] : arg;
+    } else {
+      return static_cast<Arg<I>>(arg);
+    }
+  }
+
+  template <size_t... I>
+  static R callWithTemps(at::Tensor* temps, std::index_sequence<I...>, A&... args) {
+    at::Tensor* originals[N + 1] = {originalOf<I>(args)...};
+    R result = F(pick<I>(temps, args)...);
+    for (size_t i = 0; i < N; ++i) {
+      if (!temps[i].defined()) continue;
+      copyBack(*originals[i], temps[i]);
+    }
+    auto back = [&](at::Tensor& r) -> at::Tensor& {
+      for (size_t i = 0; i < N; ++i) {
+        if (temps[i].defined() && &r == &temps[i]) return *originals[i];
+      }
+      return r;
+    };
+    if constexpr (std::is_same_v<R, at::Tensor&>) {
+      return back(result);
+    } else {
+      return std::apply([&](auto&... r) { return R(back(r)...); }, result);
+    }
+  }
+};
+
+} // namespace mytorch::checked
+
+// Registers `fn` for `name` through the one check path (Note [One check path for native ops]).
+#define MT_IMPL(m, name, fn)                                                                                     \
+  do {                                                                                                           \
+    using MtChecked = ::mytorch::checked::Checked<decltype(fn), &fn, ::mytorch::checked::policyFor(name)>;        \
+    MtChecked::op_name = name;                                                                                   \
+    (m).impl(name, TORCH_FN(MtChecked::call));                                                                   \
+  } while (0)

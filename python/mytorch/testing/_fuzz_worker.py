@@ -1,0 +1,244 @@
+"""Fuzzer worker: runs one case per request (fuzz.py makes them; the protocol is in _pool.py) and answers its
+verdict. A case is an OpInfo sample at a dtype in one variant: as given, with a non-contiguous, expanded or
+wrong-dtype out=, with one argument on the CPU or on another mytorch device, or one of the OpInfo's error
+inputs. The CPU is the reference: the same exception class, or the same values. A bystander tensor on the
+device and the case's own inputs are checksummed around the call."""
+import json
+import os
+import sys
+import warnings
+
+VERDICTS = ("ok", "differs", "corruption", "mixed_device", "skipped")
+# OpInfos that fill their input in place (their names lack the trailing underscore)
+RANDOM_FILLS = {"bernoulli", "cauchy", "exponential", "geometric", "log_normal", "normal", "uniform"}
+RANDOM_OPS = {"normal", "multinomial", "bernoulli", "nn.functional.dropout", "nn.functional.alpha_dropout",
+              "nn.functional.feature_alpha_dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
+              "nn.functional.rrelu", "randint", "randperm", "poisson"}
+CPU_ARGS = {"tensor_split"}
+# OpInfos that update running statistics passed as inputs
+RUNNING_STATS = {"nn.functional.batch_norm", "nn.functional.instance_norm", "native_batch_norm",
+                 "_native_batch_norm_legit"}
+# OpInfos whose extra tensor argument is only read for its shape, or must be on the CPU: CUDA accepts them too
+DEVICE_AGNOSTIC = {"broadcast_tensors", "broadcast_to", "expand_as", "reshape_as", "view_as", "tensor_split",
+                   "type_as", "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided"}
+
+
+def main() -> None:
+    proto = os.fdopen(int(os.environ["MYTORCH_WORKER_FD"]), "w", buffering=1)
+    os.dup2(2, 1)
+    warnings.filterwarnings("ignore")
+    import torch
+
+    torch.set_num_threads(1)
+    import mytorch  # noqa: F401
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    proto.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            verdict, detail = run_case(torch, op_db[req["op"]], req)
+        except Exception as e:  # the harness itself: reported, not counted against the device
+            verdict, detail = "skipped", f"harness: {type(e).__name__}: {e}"[:300]
+        proto.write(json.dumps({"index": req["index"], "verdict": verdict, "detail": detail}) + "\n")
+
+
+def _tensors(tree):
+    import torch
+    from torch.utils._pytree import tree_leaves
+    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def _to(tree, device, only=None, memo=None):
+    """The tree's tensors on `device` (only the `only`-th one if given), keeping which tensors share memory:
+    each storage moves once and every tensor is rebuilt as the same view of it (error inputs that alias an
+    out= with an input stay aliased)."""
+    import torch
+    from torch.utils._pytree import tree_map
+    memo = {} if memo is None else memo
+    count = [0]
+
+    def move(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        k = count[0]
+        count[0] += 1
+        if only is not None and k != only:
+            return x
+        src = x.untyped_storage()
+        key = (src.data_ptr(), src.device, src.nbytes())
+        if key not in memo:
+            raw = torch.empty(src.nbytes(), dtype=torch.uint8, device=src.device).set_(src)
+            memo[key] = raw.to(device).untyped_storage()
+        y = torch.empty(0, dtype=x.dtype, device=device).set_(memo[key], x.storage_offset(), x.size(), x.stride())
+        return y.requires_grad_(x.requires_grad) if x.is_leaf and x.requires_grad else y
+    return tree_map(move, tree)
+
+
+def _call(op, args, kwargs):
+    try:
+        return op(*args, **kwargs), None
+    except Exception as e:  # noqa: BLE001 - the outcome under test
+        return None, e
+
+
+def _same_values(torch, got, want) -> bool:
+    from mytorch.testing._compare import compare_tensor
+    g, w = _tensors(got), _tensors(want)
+    if len(g) != len(w):
+        return False
+    for a, b in zip(g, w):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if not compare_tensor(a, b, None).ok:
+            return False
+    return True
+
+
+def run_case(torch, op, req):
+    dtype = getattr(torch, req["dtype"])
+    torch.manual_seed(req["seed"])
+    variant = req["variant"]
+    dev = "mytorch"
+    if variant == "error_inputs":
+        if not hasattr(op, "error_inputs"):
+            return "skipped", "no error inputs"
+        errs = list(op.error_inputs("cpu"))
+        if not errs:
+            return "skipped", "no error inputs"
+        ei = errs[req["sample"] % len(errs)]
+        s = ei.sample_input
+        args, kwargs = (s.input, *s.args), dict(s.kwargs)
+        _, cpu_err = _call(op, args, kwargs)
+        bystander = torch.full((4096,), 3.25, device=dev)
+        shared = {}
+        _, dev_err = _call(op, _to(args, dev, memo=shared), _to(kwargs, dev, memo=shared))
+        if not bool((bystander == 3.25).all()):
+            return "corruption", "a bystander tensor changed"
+        if cpu_err is None:
+            return "skipped", "the CPU accepts this error input"
+        if dev_err is None:
+            return "differs", f"accepted where the CPU raises {type(cpu_err).__name__}: {str(cpu_err)[:120]}"
+        if type(dev_err) is not type(cpu_err) and not isinstance(dev_err, type(cpu_err)):
+            return "differs", f"{type(dev_err).__name__} where the CPU raises {type(cpu_err).__name__}"
+        return "ok", ""
+    samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+    if not samples:
+        return "skipped", "no samples"
+    s = samples[req["sample"] % len(samples)]
+    args, kwargs = (s.input, *s.args), dict(s.kwargs)
+    want, cpu_err = _call(op, args, kwargs)
+    shared = {}
+    dev_args, dev_kwargs = _to(args, dev, memo=shared), _to(kwargs, dev, memo=shared)
+    if op.name in CPU_ARGS:   # the op wants its extra tensor arguments on the CPU, on every device
+        dev_args = (_to(args[0], dev),) + tuple(args[1:])
+    if "device" in dev_kwargs:   # factories: the samples name the CPU
+        dev_kwargs["device"] = dev
+    inputs_before = [t.detach().cpu().clone() for t in _tensors((dev_args, dev_kwargs))]
+    bystander = torch.full((4096,), 3.25, device=dev)
+
+    mutates = (op.name.endswith("_") or "in_place" in (op.variant_test_name or "") or "update" in op.name or
+               op.name in RANDOM_FILLS or op.name in RUNNING_STATS)
+
+    def untouched():
+        if not bool((bystander == 3.25).all()):
+            return "a bystander tensor changed"
+        if mutates:   # an in-place op writes its inputs by design
+            return ""
+        after = [t.detach().cpu() for t in _tensors((dev_args, dev_kwargs))]
+        for b, a in zip(inputs_before, after):
+            if not torch.equal(a, b) and not (a.is_floating_point() and torch.equal(a.isnan(), b.isnan()) and
+                                              torch.equal(a.nan_to_num(), b.nan_to_num())):
+                return "an input changed"
+        return ""
+
+    if variant == "functional":
+        got, dev_err = _call(op, dev_args, dev_kwargs)
+        bad = untouched()
+        if bad:
+            return "corruption", bad
+        if (cpu_err is None) != (dev_err is None):
+            return "differs", f"CPU {type(cpu_err).__name__ if cpu_err else 'ok'}, mytorch " \
+                              f"{type(dev_err).__name__ + ': ' + str(dev_err)[:100] if dev_err else 'ok'}"
+        if cpu_err is not None:
+            return ("ok", "") if type(dev_err) is type(cpu_err) else \
+                ("differs", f"{type(dev_err).__name__} where the CPU raises {type(cpu_err).__name__}")
+        if "empty" in op.name or op.name in RANDOM_FILLS or op.name.startswith("rand") or op.name in RANDOM_OPS:
+            # uninitialized memory, or draws from the device's generator: only the metadata is comparable
+            same = all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(_tensors(got), _tensors(want)))
+            return ("ok", "") if same else ("differs", "shapes or dtypes differ from the CPU's")
+        return ("ok", "") if _same_values(torch, got, want) else ("differs", "values differ from the CPU's")
+    if variant in ("cpu_arg", "other_device"):
+        tensors = _tensors(args)
+        movable = [k for k, t in enumerate(tensors) if k > 0 and t.dim() > 0]
+        if cpu_err is not None or not movable or op.name in DEVICE_AGNOSTIC:
+            return "skipped", "no second tensor argument that CUDA would refuse"
+        k = movable[req["sample"] % len(movable)]
+        if variant == "other_device":
+            if torch.mytorch.device_count() < 2:
+                return "skipped", "one device"
+            mixed = _to(dev_args, "mytorch:1", only=k)
+        else:
+            mixed = _to(dev_args, "cpu", only=k)
+        got, dev_err = _call(op, mixed, dev_kwargs)
+        if dev_err is None:
+            # Ops that only read the argument's shape or dtype (reshape_as, broadcast_tensors, new_*) accept it
+            # on CUDA too: acceptance is wrong only where the result is not the all-on-device result.
+            ref, ref_err = _call(op, dev_args, dev_kwargs)
+            on_device = all(t.device.type == "mytorch" for t in _tensors(got))
+            if ref_err is not None or not on_device or not _same_values(torch, got, ref):
+                return "mixed_device", f"argument {k} on {'the CPU' if variant == 'cpu_arg' else 'mytorch:1'} accepted"
+        return "ok", ""
+    # out= variants
+    if not op.supports_out or cpu_err is not None or not isinstance(want, torch.Tensor) or want.numel() < 2:
+        return "skipped", "no single-tensor out="
+    if variant == "noncontig_out":
+        shape = list(want.shape)
+        if not shape:
+            return "skipped", "0-dim"
+        mark = True if want.dtype == torch.bool else 7
+        sentinel = torch.full(shape[:-1] + [shape[-1] * 2], mark, dtype=want.dtype, device=dev)
+        out = sentinel[..., ::2]
+        _, dev_err = _call(op, dev_args, dict(dev_kwargs, out=out))
+        cpu_sentinel = torch.full(shape[:-1] + [shape[-1] * 2], mark, dtype=want.dtype)
+        _call(op, args, dict(kwargs, out=cpu_sentinel[..., ::2]))
+        cpu_gaps_kept = bool((cpu_sentinel[..., 1::2] == mark).all())
+        if not bool((sentinel[..., 1::2] == mark).all()):
+            if cpu_gaps_kept:
+                return "corruption", "wrote into the gaps of a non-contiguous out="
+            return "ok", ""   # the CPU resizes this out= too (with its deprecation warning) and writes it whole
+        bad = untouched()
+        if bad:
+            return "corruption", bad
+        if dev_err is not None:
+            return "differs", f"non-contiguous out= refused: {type(dev_err).__name__}: {str(dev_err)[:100]}"
+        return ("ok", "") if _same_values(torch, out, want) else ("differs", "values differ from the CPU's")
+    if variant == "expanded_out":
+        # No CPU reference: some CPU kernels write an expanded out= past its one element (narrow_copy corrupts
+        # the CPU heap). On the device every out= whose elements share memory is refused.
+        out = torch.zeros(1, dtype=want.dtype, device=dev).expand(want.shape)
+        _, dev_err = _call(op, dev_args, dict(dev_kwargs, out=out))
+        bad = untouched()
+        if bad:
+            return "corruption", bad
+        if dev_err is None:
+            return "corruption", "an expanded out= accepted"
+        return "ok", ""
+    if variant == "wrong_dtype_out":
+        other = torch.float64 if want.dtype != torch.float64 else torch.float32
+        _, cpu_out_err = _call(op, args, dict(kwargs, out=torch.empty(0, dtype=other)))
+        out = torch.empty(0, dtype=other, device=dev)
+        _, dev_err = _call(op, dev_args, dict(dev_kwargs, out=out))
+        bad = untouched()
+        if bad:
+            return "corruption", bad
+        if cpu_out_err is not None and dev_err is None:
+            return "corruption", f"an out= of dtype {other} accepted where the CPU raises"
+        if cpu_out_err is None and dev_err is not None:
+            return "differs", f"an out= of dtype {other} refused where the CPU accepts it"
+        return "ok", ""
+    return "skipped", f"unknown variant {variant}"
+
+
+if __name__ == "__main__":
+    main()

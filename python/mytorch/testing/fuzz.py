@@ -1,0 +1,121 @@
+"""The robustness fuzzer: PyTorch's OpInfo samples on mytorch as a careless user would pass them, each case in
+a worker process under a time limit, against the CPU (issue 19; docs/robustness.md).
+
+    python -m mytorch.testing.fuzz --cases 300 --seed 1          # a seeded sample (CI runs one)
+    python -m mytorch.testing.fuzz --cases 0 --report docs/robustness.md   # the full campaign
+
+Variants of each OpInfo sample (at float32, int64, complex64, bool and bfloat16, where the CPU supports them):
+functional (values or exception class as the CPU's), non-contiguous out= (written through its strides, its
+gaps untouched), expanded out= and wrong-dtype out= (refused where the CPU refuses them), one argument on the
+CPU or on another mytorch device (refused, as CUDA does), and the OpInfo's error inputs (the CPU's exception
+class). Around every call a bystander tensor on the device and the case's inputs are checksummed.
+
+Verdicts: ok; differs (a documented difference from the CPU); corruption (a bystander, an input, an out='s
+gaps changed, or a wrong-dtype out= accepted); mixed_device (a tensor on another device accepted); crash (the
+worker died, twice); hang (past --timeout).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from ._pool import run_pool
+
+VARIANTS = ["functional", "noncontig_out", "expanded_out", "wrong_dtype_out", "cpu_arg", "other_device",
+            "error_inputs"]
+DTYPES = ["float32", "int64", "complex64", "bool", "bfloat16"]
+BAD = ("corruption", "mixed_device", "crash", "hang")
+
+
+def make_cases(op_db, n: int, seed: int, samples: int) -> list[dict]:
+    import torch
+    cases = []
+    for i, op in enumerate(op_db):
+        allowed = op.supported_dtypes("cpu")
+        for d in DTYPES:
+            if getattr(torch, d) not in allowed:
+                continue
+            for variant in VARIANTS:
+                for k in range(samples):
+                    cases.append({"op": i, "name": op.name + (f".{op.variant_test_name}" if op.variant_test_name else ""),
+                                  "dtype": d, "variant": variant, "sample": k, "seed": seed})
+    rng = random.Random(seed)
+    rng.shuffle(cases)
+    return cases[:n] if n else cases
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mytorch.testing.fuzz", description=__doc__.split("\n")[0])
+    p.add_argument("--cases", type=int, default=300, help="cases to run (0: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples", type=int, default=2, help="samples per OpInfo, dtype and variant")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
+    p.add_argument("--json", default="", help="write every case's verdict here")
+    p.add_argument("--report", default="", help="write the markdown summary here (docs/robustness.md)")
+    p.add_argument("--log", default="build/fuzz-workers.log")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("MYTORCH_FALLBACK", "silent")
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch  # noqa: F401
+    import mytorch  # noqa: F401
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    cases = make_cases(op_db, args.cases, args.seed, args.samples)
+    env = dict(os.environ, MYTORCH_FALLBACK="silent", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    env.setdefault("MYTORCH_SIM_DEVICES", "2")
+    Path(args.log).parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with open(args.log, "w") as log:
+        answers = run_pool("mytorch.testing._fuzz_worker", list(enumerate(cases)), jobs=args.jobs,
+                           timeout=args.timeout, env=env, log=log)
+    rows = []
+    for i, c in enumerate(cases):
+        a = answers[i]
+        if "failure" in a:
+            verdict, detail = ("hang" if a.get("timed_out") else "crash"), a["failure"]
+        else:
+            verdict, detail = a["verdict"], a["detail"]
+        rows.append(dict(c, verdict=verdict, detail=detail))
+    elapsed = time.monotonic() - start
+    command = "python -m mytorch.testing.fuzz " + " ".join(sys.argv[1:] if argv is None else argv)
+    text = summary(rows, command.strip(), elapsed)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": command.strip(), "cases": rows}, indent=0))
+    if args.report:
+        Path(args.report).write_text(text)
+    return 1 if any(r["verdict"] in BAD for r in rows) else 0
+
+
+def summary(rows: list[dict], command: str, elapsed: float) -> str:
+    verdicts = ["ok", "differs", "corruption", "mixed_device", "crash", "hang", "skipped"]
+    by = {v: Counter() for v in VARIANTS}
+    for r in rows:
+        by[r["variant"]][r["verdict"]] += 1
+    lines = [f"`{command}`: {len(rows)} cases in {elapsed:.0f} s", "",
+             "| variant | " + " | ".join(verdicts) + " |", "|---" * (len(verdicts) + 1) + "|"]
+    for v in VARIANTS:
+        lines.append(f"| {v} | " + " | ".join(str(by[v][x]) for x in verdicts) + " |")
+    total = Counter(r["verdict"] for r in rows)
+    lines.append("| all | " + " | ".join(str(total[x]) for x in verdicts) + " |")
+    bad = [r for r in rows if r["verdict"] in BAD]
+    diff = Counter((r["name"], r["variant"], r["detail"][:90]) for r in rows if r["verdict"] == "differs")
+    if bad:
+        lines += ["", "Cases that must not happen:", ""]
+        lines += [f"- {r['name']} {r['dtype']} {r['variant']}: {r['verdict']}: {r['detail']}" for r in bad[:50]]
+    if diff:
+        lines += ["", "Differences from the CPU (op, variant, detail: cases):", ""]
+        lines += [f"- {n} {v}: {d} ({k})" for (n, v, d), k in sorted(diff.items())[:80]]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Nothing a user holds is silently corrupted (issue 19): the one check path of the native kernels (Note [One
+check path for native ops] in csrc/aten/Checked.h) refuses tensors on another device, written tensors whose
+elements share memory or that partly overlap an input, and out= tensors of the wrong dtype, with PyTorch's
+exception and message; non-contiguous out= tensors are written through their strides and nothing else they
+share memory with changes."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+D = "mytorch"
+SAME_DEVICE = "Expected all tensors to be on the same device"
+g = torch.Generator().manual_seed(0)
+
+
+def r(*shape, dtype=torch.float32):
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+A, B = r(4, 4), r(4, 4)
+IMG, W = r(2, 3, 8, 8), r(5, 3, 3, 3)
+IDX = torch.tensor([0, 2, 3])
+
+# (name, f(x on the device, cpu_or_other)) -> must raise "same device"; the first argument is on mytorch.
+MIXED = {
+    "mm": lambda d, o: torch.mm(A.to(d), B.to(o)),
+    "matmul": lambda d, o: A.to(d) @ B.to(o),
+    "bmm": lambda d, o: torch.bmm(A.to(d)[None], B.to(o)[None]),
+    "mv": lambda d, o: torch.mv(A.to(d), B[0].to(o)),
+    "addmm": lambda d, o: torch.addmm(B[0].to(d), A.to(d), B.to(o)),
+    "dot": lambda d, o: torch.dot(A[0].to(d), B[0].to(o)),
+    "linear": lambda d, o: F.linear(A.to(d), B.to(o)),
+    "conv2d": lambda d, o: F.conv2d(IMG.to(d), W.to(o)),
+    "layer_norm": lambda d, o: F.layer_norm(A.to(d), (4,), B[0].to(o)),
+    "rms_norm": lambda d, o: F.rms_norm(A.to(d), (4,), B[0].to(o)),
+    "group_norm": lambda d, o: F.group_norm(IMG.to(d), 3, torch.ones(3).to(o)),
+    "batch_norm": lambda d, o: F.batch_norm(IMG.to(d), torch.zeros(3).to(o), torch.ones(3).to(o)),
+    "cross_entropy": lambda d, o: F.cross_entropy(A.to(d), IDX[:1].expand(4).to(o)),
+    "nll_loss": lambda d, o: F.nll_loss(A.to(d), IDX[:1].expand(4).to(o)),
+    "index_select": lambda d, o: A.to(d).index_select(0, IDX.to(o)),
+    "gather": lambda d, o: A.to(d).gather(0, IDX[None].to(o)),
+    "scatter_src": lambda d, o: A.to(d).scatter_(0, IDX[None].to(d), B[:1, :3].to(o)),
+    "embedding": lambda d, o: F.embedding(IDX.to(d), B.to(o)),
+    "masked_select": lambda d, o: A.to(d).masked_select((B > 0).to(o)),
+    "take": lambda d, o: A.to(d).take(IDX.to(o)),
+    "sort_out": lambda d, o: torch.sort(A.to(d), out=(torch.empty(0).to(o), torch.empty(0, dtype=torch.long).to(d))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MIXED))
+def test_tensors_on_another_device_are_refused(name):
+    with pytest.raises(RuntimeError, match=SAME_DEVICE):
+        MIXED[name](D, "cpu")
+
+
+def test_tensors_on_another_mytorch_device_are_refused(two_devices):
+    d0, d1 = two_devices
+    for name in ("mm", "index_select", "embedding", "layer_norm"):
+        with pytest.raises(RuntimeError, match=SAME_DEVICE):
+            MIXED[name](d0, d1)
+
+
+def test_cpu_scalars_stay_accepted_where_cuda_accepts_them():
+    x = A.to(D)
+    assert torch.equal((x + torch.tensor(2.0)).cpu(), A + 2)
+    assert torch.equal(torch.where(x > 0, x, torch.tensor(0.0)).cpu(), torch.where(A > 0, A, torch.tensor(0.0)))
+    assert torch.equal(x[IDX].cpu(), A[IDX])          # indices may live on the CPU (index and index_put_)
+
+
+EXPANDED = {
+    "cumsum": lambda x, out: torch.cumsum(x, 0, out=out),
+    "softmax": lambda x, out: torch.softmax(x, 0, out=out),
+    "gather": lambda x, out: torch.gather(x, 0, torch.zeros(3, dtype=torch.long, device=x.device), out=out),
+    "index_select": lambda x, out: torch.index_select(x, 0, torch.zeros(3, dtype=torch.long, device=x.device), out=out),
+    "take": lambda x, out: torch.take(x, torch.zeros(3, dtype=torch.long, device=x.device), out=out),
+    "random_": lambda x, out: out.random_(0, 5),
+    "uniform_": lambda x, out: out.uniform_(),
+    "exp": lambda x, out: torch.exp(x, out=out),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPANDED))
+def test_expanded_outputs_are_refused_like_the_cpu(name):
+    for dev in ("cpu", D):
+        x = torch.arange(3.0, device=dev)
+        out = torch.zeros(1, device=dev).expand(3)
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            EXPANDED[name](x, out)
+
+
+def test_partial_overlap_of_output_and_input_is_refused_like_the_cpu():
+    for dev in ("cpu", D):
+        x = torch.arange(8.0, device=dev)
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+            x[1:].copy_(x[:-1])
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+            torch.exp(x[:6], out=x[2:])
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+            torch.index_select(x[:6].view(2, 3), 0, torch.tensor([1, 0], device=dev), out=x[1:7].view(2, 3))
+        assert torch.equal(x.cpu(), torch.arange(8.0))
+
+
+STRIDED_OUT = {
+    "softmax": lambda x, out: torch.softmax(x, 1, out=out),
+    "log_softmax": lambda x, out: torch.log_softmax(x, 1, out=out),
+    "zeros": lambda x, out: torch.zeros(4, 3, out=out),
+    "ones": lambda x, out: torch.ones(4, 3, out=out),
+    "full": lambda x, out: torch.full((4, 3), 7.0, out=out),
+    "mm": lambda x, out: torch.mm(x, x.t() @ x, out=out),
+    "index_select": lambda x, out: torch.index_select(x, 0, torch.tensor([3, 2, 1, 0], device=x.device), out=out),
+    "cumsum": lambda x, out: torch.cumsum(x, 0, out=out),
+    "tril": lambda x, out: torch.tril(x, out=out),
+    "gather": lambda x, out: torch.gather(x, 1, torch.tensor([[2, 1, 0]] * 4, device=x.device), out=out),
+    "sort": lambda x, out: torch.sort(x, 1, out=(out, torch.empty(4, 3, dtype=torch.long, device=x.device))),
+    "amax": lambda x, out: torch.amax(x, 1, keepdim=True, out=out[:, :1]),
+    "add": lambda x, out: torch.add(x, 1, out=out),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRIDED_OUT))
+def test_non_contiguous_outputs_are_written_through_their_strides(name):
+    x = r(4, 3)
+    base_cpu = torch.full((4, 6), -5.0)
+    STRIDED_OUT[name](x, base_cpu[:, ::2])
+    base = torch.full((4, 6), -5.0, device=D)
+    STRIDED_OUT[name](x.to(D), base[:, ::2])
+    assert torch.equal(base.cpu()[:, 1::2], torch.full((4, 3), -5.0))   # the gaps are the user's
+    torch.testing.assert_close(base.cpu(), base_cpu)
+
+
+WRONG_DTYPE = {
+    "gather": lambda x, out: torch.gather(x, 0, torch.zeros(1, 4, dtype=torch.long, device=x.device), out=out),
+    "take": lambda x, out: torch.take(x, torch.tensor([0, 5], device=x.device), out=out),
+    "take_along_dim": lambda x, out: torch.take_along_dim(x, torch.zeros(1, 4, dtype=torch.long, device=x.device), 0, out=out),
+    "sort": lambda x, out: torch.sort(x, out=(out, torch.empty(0, dtype=torch.long, device=x.device))),
+    "topk": lambda x, out: torch.topk(x, 2, out=(out, torch.empty(0, dtype=torch.long, device=x.device))),
+    "amax": lambda x, out: torch.amax(x, 1, out=out),
+    "amin": lambda x, out: torch.amin(x, 1, out=out),
+    "tril": lambda x, out: torch.tril(x, out=out),
+    "index_add": lambda x, out: torch.index_add(x, 0, torch.tensor([0], device=x.device), x[:1], out=out),
+    "mm": lambda x, out: torch.mm(x, x, out=out),
+    "softmax": lambda x, out: torch.softmax(x, 1, out=out),
+    "nonzero": lambda x, out: torch.nonzero(x, out=out.int()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_DTYPE))
+def test_wrong_dtype_outputs_are_refused_like_the_cpu(name):
+    x = A
+    for dev in ("cpu", D):
+        out = torch.empty(0, dtype=torch.float64, device=dev)
+        with pytest.raises(RuntimeError):
+            WRONG_DTYPE[name](x.to(dev), out)
+        assert out.numel() == 0
+
+
+def test_the_check_path_reports_the_operator():
+    with pytest.raises(RuntimeError, match=r"when checking arguments for mm\.out"):
+        torch.mm(A.to(D), B)
