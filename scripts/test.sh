@@ -5,7 +5,8 @@
 #      its own build of the extension, which must load (on the sim runtime here) and pass the device tests;
 #      ptxas's resource usage of every kernel checked against the device's limits;
 #   2. the CUDA kernels on the emulated build under AddressSanitizer, in the natural schedule and in a fuzzed
-#      one with delayed streams, and torch.multiprocessing's sharing through the emulated cudaIpc* calls;
+#      one with delayed streams, torch.multiprocessing's sharing through the emulated cudaIpc* calls, and a
+#      seeded sample of the robustness fuzzer;
 #   3. torch.compile's Triton path: Inductor's Triton kernels for mytorch graphs, run by Triton's interpreter
 #      over sim memory (test/test_compile_triton.py; the path is chosen per process);
 #   4. the main suite on the installed build.
@@ -38,6 +39,7 @@ if [ "$emu" = "1" ]; then
   stage "the CUDA kernels on the emulated build, AddressSanitizer, natural schedule"
   MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh -m gpu test
   MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_ipc.py   # cudaIpc* over the emulated runtime
+  MYTORCH_FUZZ_CASES=600 MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_fuzz.py   # the fuzzer's sample
   stage "the same batteries, fuzzed schedule and delayed streams"
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_FUZZ=20261123 MYTORCH_EMU_STREAM_DELAY_US=50 \
     bash scripts/emu.sh -m gpu test/test_gpu.py test/test_gpu_nn.py test/test_emu.py

@@ -156,3 +156,37 @@ def test_wrong_dtype_outputs_are_refused_like_the_cpu(name):
 def test_the_check_path_reports_the_operator():
     with pytest.raises(RuntimeError, match=r"when checking arguments for mm\.out"):
         torch.mm(A.to(D), B)
+
+
+def test_bad_indices_raise_the_cpus_exception_class():
+    x, bad = torch.zeros(3, 3), torch.tensor([[5, 0, 0]])
+    ops = {
+        "gather": lambda t, b: t.gather(0, b),
+        "scatter_": lambda t, b: t.clone().scatter_(0, b, torch.ones(1, 3, device=t.device)),
+        "scatter_add_": lambda t, b: t.clone().scatter_add_(0, b, torch.ones(1, 3, device=t.device)),
+        "index_add_": lambda t, b: t.clone().index_add_(0, b[0, :1], torch.ones(1, 3, device=t.device)),
+        "index_copy_": lambda t, b: t.clone().index_copy_(0, b[0, :1], torch.ones(1, 3, device=t.device)),
+        "getitem": lambda t, b: t[b[0]],
+        "take": lambda t, b: t.take(b[0] * 3),
+    }
+    for name, f in ops.items():
+        kinds = []
+        for dev in ("cpu", D):
+            try:
+                f(x.to(dev), bad.to(dev))
+                kinds.append(None)
+            except (IndexError, RuntimeError) as e:
+                kinds.append(type(e))
+        assert kinds[0] is not None and kinds[0] is kinds[1], (name, kinds)
+    with pytest.raises(RuntimeError, match="index 5 is out of bounds for dimension 0 with size 3"):
+        x.to(D).gather(0, bad.to(D))
+
+
+def test_put_is_refused_in_deterministic_mode():
+    x = torch.zeros(4, device=D)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="put_ does not have a deterministic implementation"):
+            x.put_(torch.tensor([0, 0], device=D), torch.tensor([1.0, 2.0], device=D))
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -1,5 +1,6 @@
 // Op table: indexing on the index engine (Note [Index engine] in kernels/include/mytorch/index.h), and
 // nonzero / masked_select / masked_scatter composed of native kernels.
+#include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
@@ -21,6 +22,8 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <string>
 
 #include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
@@ -75,8 +78,16 @@ Tensor realPairs(IndexArgs& a, const at::Device& device) {
   return scalar_pair;
 }
 
-// Launches and turns an out-of-bounds index into IndexError (the kernels never use such an index).
-void launch(Kind kind, IndexArgs& a, const at::Device& device) {
+// How an out-of-bounds index is reported: the exception class and the message of the CPU's kernel for the op
+// (the gather/scatter family and index_add raise RuntimeError, indexing and the rest IndexError).
+struct OutOfBounds {
+  bool runtime_error = false;
+  int64_t dim = -1;   // with its size, for "out of bounds for dimension D with size S"
+  int64_t size = -1;
+};
+
+// Launches and turns an out-of-bounds index into the op's exception (the kernels never use such an index).
+void launch(Kind kind, IndexArgs& a, const at::Device& device, const OutOfBounds& oob = {}) {
   if (a.numel == 0) return;
   Tensor keep;
   if (kind == Kind::Scatter && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble)) keep = realPairs(a, device);
@@ -87,8 +98,12 @@ void launch(Kind kind, IndexArgs& a, const at::Device& device) {
   const rt::Stream s = nativeHandle(currentStream(device.index()));
   MT_RT_CHECK(kind == Kind::Gather ? kernels::gather(a, s) : kernels::scatter(a, s));
   Tensor host = err.cpu();
-  TORCH_CHECK_INDEX(host[1].item<int64_t>() == 0, "index ", host[0].item<int64_t>(),
-                    " is out of bounds for the dimension it indexes");
+  if (host[1].item<int64_t>() == 0) return;
+  const int64_t v = host[0].item<int64_t>();
+  const std::string where = oob.dim >= 0 ? "dimension " + std::to_string(oob.dim) + " with size " + std::to_string(oob.size)
+                                         : std::string("the dimension it indexes");
+  if (oob.runtime_error) TORCH_CHECK(false, "index ", v, " is out of bounds for ", where);
+  TORCH_CHECK_INDEX(false, "index ", v, " is out of bounds for ", where);
 }
 
 void setShape(IndexArgs& a, at::IntArrayRef shape) {
@@ -179,7 +194,7 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index_in, bool
     a.other_strides[d] = out.stride(d);
   }
   addIndex(a, index, index.strides(), self.dim() ? self.size(dim) : 1, self.dim() ? self.stride(dim) : 0);
-  launch(Kind::Gather, a, self.device());
+  launch(Kind::Gather, a, self.device(), {true, dim, self.dim() ? self.size(dim) : 1});
   return out;
 }
 
@@ -213,7 +228,8 @@ Tensor take(const Tensor& self, const Tensor& index) {
 }
 
 // dst (already holding self) (op)= src through index along dim, iterating over index's shape.
-void scatterInto(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor* src, const c10::Scalar* value, ScatterOp op) {
+void scatterInto(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor* src, const c10::Scalar* value, ScatterOp op,
+                 const OutOfBounds& oob = {}) {
   if (index.numel() == 0) return;
   IndexArgs a;
   setShape(a, index.sizes());
@@ -235,7 +251,7 @@ void scatterInto(const Tensor& dst, int64_t dim, const Tensor& index, const Tens
     a.other_strides[d] = src ? (src_cast.dim() ? src_cast.stride(d) : 0) : 0;
   }
   addIndex(a, index, index.strides(), dst.dim() ? dst.size(dim) : 1, dst.dim() ? dst.stride(dim) : 0);
-  launch(Kind::Scatter, a, dst.device());
+  launch(Kind::Scatter, a, dst.device(), oob);
 }
 
 // The identity of amax (lowest value) or amin (highest value) in a dtype.
@@ -277,7 +293,7 @@ Tensor& scatterOverload(const Tensor& self, int64_t dim, const Tensor& index_in,
   Tensor index = longIndex(index_in, self, name);
   checkGatherShapes(self, dim, index, src, name);
   prepare(self, out);
-  scatterInto(out, dim, index, src, value, op);
+  scatterInto(out, dim, index, src, value, op, {true, dim, out.dim() ? out.size(dim) : 1});
   return out;
 }
 
@@ -312,7 +328,7 @@ Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& in
     if (op == ScatterOp::Max || op == ScatterOp::Min) identity = extreme(self.scalar_type(), op == ScatterOp::Max);
     scatterInto(out, dim, index, nullptr, &identity, ScatterOp::Assign);
   }
-  scatterInto(out, dim, index, &src, nullptr, op);
+  scatterInto(out, dim, index, &src, nullptr, op, {true, dim, out.dim() ? out.size(dim) : 1});
   if (mean) {
     Tensor counts = include_self ? at::ones_like(out) : at::zeros_like(out);
     Tensor ones = at::ones_like(src);
@@ -325,7 +341,7 @@ Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& in
 }
 
 // index_add / index_copy: iterate over the source; the index picks the position along dim in out.
-void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tensor& source, ScatterOp op) {
+void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tensor& source, ScatterOp op, bool runtime_error) {
   std::vector<int64_t> istr(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 0);
   IndexArgs a;
   setShape(a, source.dim() ? source.sizes() : at::IntArrayRef{1});
@@ -341,14 +357,14 @@ void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tens
   }
   if (source.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
   addIndex(a, index, istr, out.dim() ? out.size(dim) : 1, out.dim() ? out.stride(dim) : 0);
-  launch(Kind::Scatter, a, out.device());
+  launch(Kind::Scatter, a, out.device(), {runtime_error, dim, out.dim() ? out.size(dim) : 1});
 }
 
 Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, const c10::Scalar& alpha, Tensor& out) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "index_add").reshape({-1});
   prepare(self, out);
-  indexIntoAlongDim(out, dim, index, alpha.equal(1) ? source : at::mul(source, alpha), ScatterOp::Add);
+  indexIntoAlongDim(out, dim, index, alpha.equal(1) ? source : at::mul(source, alpha), ScatterOp::Add, /*runtime_error=*/true);
   return out;
 }
 
@@ -358,7 +374,7 @@ Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index_in, 
   TORCH_CHECK(source.dim() == 0 || index.numel() == source.size(dim), "index_copy_(): Number of indices (", index.numel(),
               ") should be equal to source.size(dim) (", source.dim() ? source.size(dim) : 1, ")");
   prepare(self, out);
-  indexIntoAlongDim(out, dim, index, source, ScatterOp::Assign);
+  indexIntoAlongDim(out, dim, index, source, ScatterOp::Assign, /*runtime_error=*/false);
   return out;
 }
 
@@ -390,6 +406,9 @@ Tensor& index_fill_tensor_(Tensor& self, int64_t dim, const Tensor& index, const
 }
 
 Tensor& put_(Tensor& self, const Tensor& index_in, const Tensor& source, bool accumulate) {
+  // As ATen's put_ on a GPU: duplicate indices make the result order-dependent (accumulation is atomic), so
+  // torch.use_deterministic_algorithms(True) refuses it.
+  at::globalContext().alertNotDeterministic("put_");
   Tensor index = longIndex(index_in, self, "put").reshape({-1});
   TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of elements, but got source.numel() = ",
               source.numel(), ", index.numel() = ", index.numel());
