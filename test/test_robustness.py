@@ -190,3 +190,22 @@ def test_put_is_refused_in_deterministic_mode():
             x.put_(torch.tensor([0, 0], device=D), torch.tensor([1.0, 2.0], device=D))
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+def test_refusals_that_match_the_cpu():
+    """Calls the CPU (and CUDA) refuse, which mytorch used to answer with something."""
+    cases = {
+        "arange_bool": (NotImplementedError, lambda d: torch.arange(3, dtype=torch.bool, device=d)),
+        "index_fill_bool_complex": (RuntimeError, lambda d: torch.zeros(3, dtype=torch.bool, device=d).index_fill_(
+            0, torch.tensor([0], device=d), 1j)),
+        "multinomial_categories": (RuntimeError, lambda d: torch.multinomial(torch.ones(2 ** 24 + 1, device=d), 1)),
+        "cat_out_is_an_input": (RuntimeError, lambda d: (lambda x: torch.cat([x, x], out=x))(torch.ones(2, device=d))),
+        "fallback_out_on_the_cpu": (RuntimeError, lambda d: torch.asin(torch.zeros(2, device=d),
+                                                                       out=torch.empty(2, device="cpu" if d == D else "meta"))),
+    }
+    for name, (exc, f) in cases.items():
+        for dev in ("cpu", D):
+            if name == "fallback_out_on_the_cpu" and dev == "cpu":
+                continue   # the CPU takes a CPU out=; the rule is CUDA's: an out= on the call's device
+            with pytest.raises(exc):
+                f(dev)

@@ -197,9 +197,6 @@ Tensor& polarOut(const Tensor& abs, const Tensor& angle, Tensor& out) {
               "polar: expected abs and angle of dtype float or double, but got ", abs.scalar_type());
   TORCH_CHECK(out.scalar_type() == c10::toComplexType(abs.scalar_type()), "Expected object of scalar type ",
               c10::toComplexType(abs.scalar_type()), " but got scalar type ", out.scalar_type(), " for argument 'out'");
-  TORCH_CHECK(abs.device() == angle.device() && abs.device() == out.device(),
-              "Expected all tensors to be on the same device, but found at least two devices, ", abs.device(), " and ",
-              abs.device() != angle.device() ? angle.device() : out.device(), "!");
   const at::DimVector shape = at::infer_size_dimvector(abs.sizes(), angle.sizes());
   Part re{at::mul(abs, at::cos(angle))}, im{at::mul(abs, at::sin(angle))};
   at::native::resize_output(out, shape);

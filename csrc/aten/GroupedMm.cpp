@@ -19,17 +19,8 @@ namespace {
 
 using at::Tensor;
 
-void checkDevices(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs) {
-  for (const Tensor* t : {&b, offs.has_value() ? &*offs : nullptr}) {
-    if (t == nullptr) continue;
-    TORCH_CHECK(t->device() == a.device(), "Expected all tensors to be on the same device, but found at least two "
-                "devices, ", a.device(), " and ", t->device(), "! (when checking argument for _grouped_mm)");
-  }
-}
-
 Tensor groupedMm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs, const std::optional<Tensor>& bias,
                  std::optional<c10::ScalarType> out_dtype) {
-  checkDevices(a, b, offs);
   at::native::_grouped_mm_validate_inputs(a, b, offs, bias, out_dtype);
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "_grouped_mm: expected mat_a and mat_b to have the same dtype, but got ",
               a.scalar_type(), " != ", b.scalar_type());

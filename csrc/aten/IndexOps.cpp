@@ -379,6 +379,8 @@ Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index_in, 
 }
 
 Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value) {
+  TORCH_CHECK(!value.isComplex() || self.is_complex(), "index_fill_(): Converting complex Scalar to non-complex type is "
+              "not supported");
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "index_fill").reshape({-1});
   // Iterate over self's shape with dim replaced by the index's length.

@@ -2,7 +2,9 @@
 // ATen's checks; batch dimensions broadcast, the dtypes promoted, X A = B solved as the transposed A^T X^T = B^T.
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/linalg_solve_triangular_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
@@ -12,6 +14,7 @@
 
 #include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
+#include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 #include "mytorch/linalg.h"
@@ -19,9 +22,14 @@
 namespace mytorch {
 namespace {
 
+template <typename Op>
+using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
+
 using at::Tensor;
 
 Tensor& solveTriangularOut(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular, Tensor& out) {
+  if (A.is_complex() || B.is_complex())   // complex systems: the CPU's solver, counted as a fallback
+    return Fallback<at::_ops::linalg_solve_triangular_out>::call(A, B, upper, left, unitriangular, out);
   TORCH_CHECK(A.dim() >= 2, "linalg.solve_triangular: The input tensor A must have at least 2 dimensions.");
   TORCH_CHECK(B.dim() >= 2, "linalg.solve_triangular: The input tensor B must have at least 2 dimensions.");
   TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.solve_triangular: A must be batches of square matrices, but they are ",
@@ -33,8 +41,6 @@ Tensor& solveTriangularOut(const Tensor& A, const Tensor& B, bool upper, bool le
   const auto dtype = at::result_type(A, B);
   TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble, "linalg.solve_triangular: mytorch solves float32 and "
               "float64 systems, but got ", dtype);
-  TORCH_CHECK(A.device() == B.device(), "linalg.solve_triangular: expected A and B on one device, but got ",
-              A.device(), " and ", B.device());
   // X A = B  <=>  A^T X^T = B^T, with the triangle flipped
   const Tensor a = left ? A : A.mT(), b = left ? B : B.mT();
   const bool up = left ? upper : !upper;

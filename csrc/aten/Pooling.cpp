@@ -142,6 +142,7 @@ Tensor& maxPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayR
 
 Tensor& avgPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor, Tensor& out) {
+  checkOutDtype(out, self.scalar_type());
   if (!floating(self.scalar_type()))
     return Fallback<at::_ops::avg_pool2d_out>::call(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor,
                                                     out);

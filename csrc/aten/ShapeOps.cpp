@@ -2,6 +2,7 @@
 // cat (copies into slices), flip (the copy kernel with negative strides), roll (two copies per dim),
 // repeat (one copy from an expanded view), tril/triu (where over an index mask).
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/core/Tensor.h>
@@ -54,8 +55,10 @@ Tensor& complexRange(const Tensor& re, const Tensor& im, Tensor& out) {
 }
 
 Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, Tensor& out) {
-  // as the CPU's and CUDA's kernels (neither has complex dtypes); the iota kernel used to leave the memory as it was
-  TORCH_CHECK_NOT_IMPLEMENTED(!out.is_complex(), "\"arange_mytorch\" not implemented for '", out.scalar_type(), "'");
+  // as the CPU's and CUDA's kernels (neither has complex or bool dtypes); the iota kernel used to leave complex
+  // memory as it was, and a bool range came out all true
+  TORCH_CHECK_NOT_IMPLEMENTED(!out.is_complex() && out.scalar_type() != at::kBool, "\"arange_mytorch\" not implemented for '",
+                              out.scalar_type(), "'");
   // As ATen: integer outputs take truncated start/step and integer arithmetic; only int64 also sizes the
   // range in integers (the others size it in double).
   const bool integral = at::isIntegralType(out.scalar_type(), false);
@@ -120,6 +123,7 @@ Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t s
 Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
   auto list = tensors.materialize();
   TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  for (const Tensor& t : list) at::assert_no_overlap(out, t);   // as ATen's cat: not even an out= that is an input
   // Legacy behaviour kept by ATen: 1-d empty tensors are skipped.
   std::vector<Tensor> parts;
   for (const Tensor& t : list) {
@@ -140,8 +144,6 @@ Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
       TORCH_CHECK(d == dim || t.size(d) == ref.size(d), "Sizes of tensors must match except in dimension ", dim,
                   ". Expected size ", ref.size(d), " but got size ", t.size(d), " for tensor number ", i, " in the list.");
     }
-    TORCH_CHECK(t.device() == out.device(), "Expected all tensors to be on the same device, but got ", t.device(),
-                " and ", out.device());
     total += t.size(dim);
   }
   shape[static_cast<size_t>(dim)] = total;

@@ -82,13 +82,8 @@ void checkIsinDtype(c10::ScalarType t) {
 Tensor& isinOut(const Tensor& elements, const Tensor& test_elements, bool /*assume_unique*/, bool invert, Tensor& out) {
   checkIsinDtype(elements.scalar_type());
   checkIsinDtype(test_elements.scalar_type());
-  TORCH_CHECK(out.scalar_type() == at::kBool, "Expected out tensor to have dtype bool, but got ", out.scalar_type(),
-              " instead");
-  const Tensor& test = test_elements.dim() == 0 && test_elements.is_cpu() ? test_elements.to(elements.device())
-                                                                          : test_elements;
-  TORCH_CHECK(test.device() == elements.device() && out.device() == elements.device(),
-              "isin(): expected elements, test_elements and out on one device, but got ", elements.device(), ", ",
-              test_elements.device(), " and ", out.device());
+  checkOutDtype(out, at::kBool);
+  const Tensor& test = test_elements;  // on elements' device: the one check path (Checked.h) saw to it
   const auto common = at::result_type(elements, test);
   Tensor el = elements.to(common).contiguous();
   Tensor sorted = std::get<0>(sortAlong(test.to(common).reshape({-1}), 0, false));
@@ -247,6 +242,7 @@ Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement, st
               self.scalar_type());
   TORCH_CHECK(num_samples > 0, "cannot sample n_sample <= 0 samples");
   const int64_t cats = self.size(-1);
+  TORCH_CHECK(cats <= (int64_t(1) << 24), "number of categories cannot exceed 2^24");  // as CPU and CUDA
   TORCH_CHECK(replacement || num_samples <= cats, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   Tensor p = self.dim() == 1 ? self.unsqueeze(0) : self;
   Tensor pf = p.to(at::kFloat);
