@@ -209,3 +209,20 @@ def test_refusals_that_match_the_cpu():
                 continue   # the CPU takes a CPU out=; the rule is CUDA's: an out= on the call's device
             with pytest.raises(exc):
                 f(dev)
+
+
+def test_fallback_applies_the_out_rules():
+    """Ops without a native kernel (asin, kthvalue here) take the CPU fallback, which passes each argument as
+    its own host tensor: it refuses partial overlap itself, computes an out= that is an input into fresh memory,
+    and gives ATen's warning when it resizes a non-empty out=."""
+    torch.mytorch.reset_fallback_stats()
+    z = torch.arange(6.0, device=D) / 10
+    with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+        torch.asin(z[1:], out=z[:-1])
+    assert torch.equal(z.cpu(), torch.arange(6.0) / 10)
+    x = torch.tensor([3.0, 1.0, 2.0, 5.0], device=D)
+    v, i = torch.kthvalue(x, 2, out=(x, torch.empty(0, dtype=torch.long, device=D)))
+    assert v.item() == 2.0 and i.item() == 2
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        torch.asin(torch.zeros(3, device=D), out=torch.empty(5, device=D))
+    assert "aten::asin.out" in torch.mytorch.fallback_stats()

@@ -80,6 +80,7 @@ at::Tensor storageCopyOnHost(const at::Tensor& t, Moved* moved) {
 
 struct ArgPlan {
   bool is_out = false;   // an out= argument: host result copied and resized into it
+  bool fresh = false;    // an out= that is also an input: computed into fresh host memory, then copied
   bool write = false;    // mutated in place
   bool needs_storage = false;
 };
@@ -93,7 +94,9 @@ at::Tensor toHost(const at::Tensor& t, const ArgPlan& plan, bool sim, Moved* mov
     if (plan.is_out && t.is_contiguous()) alias.resize_({0});
     // A non-contiguous out= goes in as a fresh host tensor and is copied through its strides afterwards:
     // some CPU kernels write an out= as if it were contiguous, over the view's gaps.
-    if (plan.is_out && !t.is_contiguous() && t.numel() > 0) return at::empty({0}, t.options().device(at::kCPU));
+    // So does an out= that is also an input: the host aliases are separate tensors, so the CPU kernel could not
+    // tell that it reads what it writes.
+    if (plan.is_out && (plan.fresh || !t.is_contiguous()) && t.numel() > 0) return at::empty({0}, t.options().device(at::kCPU));
     return alias;
   }
   if (plan.is_out) return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
@@ -105,6 +108,13 @@ at::Tensor toHost(const at::Tensor& t, const ArgPlan& plan, bool sim, Moved* mov
 // Makes the device tensor hold a mutated or out= argument's host result, unless it already does.
 void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& plan, bool sim, Moved* moved) {
   if (!isDeviceTensor(device)) return;
+  if (plan.is_out && device.numel() > 0 && !device.sizes().equals(host.sizes())) {
+    // ATen's resize_output warning: the host kernel resized a host tensor, never the user's out=.
+    TORCH_WARN("An output with one or more elements was resized since it had shape ", device.sizes(),
+               ", which does not match the required output shape ", host.sizes(), ". This behavior is deprecated, "
+               "and in a future PyTorch release outputs will not be resized unless they have zero elements. You can "
+               "explicitly reuse an out tensor t by resizing it, inplace, to zero elements with t.resize_(0).");
+  }
   if (sim && host.storage().data_ptr().get() == device.storage().data_ptr().get()) {
     // Still the zero-copy alias; only the metadata may have changed (a resize that did not grow).
     if (!host.sizes().equals(device.sizes()) || !host.strides().equals(device.strides()) ||
@@ -165,6 +175,20 @@ void checkDevices(const std::string& name, const std::vector<c10::Argument>& arg
   }
 }
 
+// Whether an out= shares memory with one of the call's other tensors; a partial overlap is refused with ATen's
+// message (the CPU kernel, given separate host aliases, could not see it).
+bool aliasesAnInput(const at::Tensor& out, const std::vector<c10::Argument>& args, const torch::jit::Stack& stack,
+                    size_t base) {
+  bool any = false;
+  for (size_t j = 0; j < args.size(); ++j) {
+    const c10::IValue& iv = stack[base + j];
+    if (args[j].is_out() || !iv.isTensor() || !iv.toTensor().defined() || !isDeviceTensor(iv.toTensor())) continue;
+    at::assert_no_partial_overlap(out, iv.toTensor());
+    any = any || at::get_overlap_status(out, iv.toTensor()) == at::MemOverlapStatus::Full;
+  }
+  return any;
+}
+
 } // namespace
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -181,6 +205,12 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (const auto& r : schema.returns()) returns_view = returns_view || (r.alias_info() && !r.alias_info()->isWrite());
 
   checkDevices(name, args, *stack, base);
+  // before any argument is replaced by its host alias: which out= share memory with an input
+  std::vector<bool> fresh_out(num_args, false);
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& iv = (*stack)[base + i];
+    if (args[i].is_out() && iv.isTensor() && isDeviceTensor(iv.toTensor())) fresh_out[i] = aliasesAnInput(iv.toTensor(), args, *stack, base);
+  }
   Moved moved;
   std::optional<c10::Device> target;
   std::vector<c10::IValue> originals(num_args);
@@ -189,6 +219,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     c10::IValue& iv = (*stack)[base + i];
     ArgPlan& plan = plans[i];
     plan.is_out = args[i].is_out();
+    plan.fresh = fresh_out[i];
     plan.write = args[i].alias_info() && args[i].alias_info()->isWrite();
     plan.needs_storage = returns_view && args[i].alias_info() != nullptr;
     auto note = [&](const at::Tensor& t) {
