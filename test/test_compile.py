@@ -124,21 +124,22 @@ def test_gpt_from_the_examples_trains_20_steps_compiled_with_cpu_parity():
     assert torch.mytorch.fallback_stats() == {}
 
 
-def train_cnn(channels: int, size: int, batch: int) -> None:
+def train_cnn(channels: int, size: int, batch: int):
     """A conv / batch norm / max pool / linear classifier trained compiled against eager CPU (shared with the
-    Triton path's tests): parity, and the convolution stays mytorch's kernel."""
-    losses, counts = _train_losses(
+    Triton path's tests): the (mytorch, CPU) losses per step and the compiled graphs' kernel counts."""
+    return _train_losses(
         lambda: torch.nn.Sequential(torch.nn.Conv2d(3, channels, 3, padding=1), torch.nn.BatchNorm2d(channels),
                                     torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
                                     torch.nn.Linear(channels * (size // 2) ** 2, 10)),
         lambda g: (torch.randn(batch, 3, size, size, generator=g), torch.randint(0, 10, (batch,), generator=g)),
         lambda m, x, y: F.cross_entropy(m(x), y), fused=False)
-    assert_losses_agree(losses)
-    assert counts["extern"].get("aten.convolution", 0) >= 1, counts
 
 
 def test_cnn_trains_compiled():
-    train_cnn(channels=8, size=16, batch=4)
+    """Parity with eager CPU, and the convolution stays mytorch's kernel inside the graph."""
+    losses, counts = train_cnn(channels=8, size=16, batch=4)
+    assert_losses_agree(losses)
+    assert counts["extern"].get("aten.convolution", 0) >= 1, counts
 
 
 @pytest.mark.parametrize("arch,cpp_wrapper", [("gpt2", False), ("llama", False), ("llama", True)])

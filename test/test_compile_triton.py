@@ -80,4 +80,7 @@ def test_gpt_from_the_examples_trains():
 
 
 def test_cnn_trains():
-    train_cnn(channels=4, size=8, batch=2)
+    """Parity with eager CPU, and the convolution stays mytorch's kernel inside the graph."""
+    losses, counts = train_cnn(channels=4, size=8, batch=2)
+    assert_losses_agree(losses)
+    assert counts["extern"].get("aten.convolution", 0) >= 1, counts

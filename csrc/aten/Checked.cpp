@@ -7,6 +7,11 @@
 
 namespace mytorch::checked {
 
+void deviceMismatch(std::string_view op, const c10::Device& a, const c10::Device& b) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ", b,
+              "! (when checking arguments for ", op, ")");
+}
+
 void checkWritten(const Scan& s, at::Tensor* const* written, size_t nwritten) {
   for (size_t w = 0; w < nwritten; ++w) {
     const at::Tensor& out = *written[w];

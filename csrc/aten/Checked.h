@@ -63,8 +63,12 @@ constexpr int policyFor(std::string_view name) {
   return (inList(name) || crossDeviceOp(name) ? 0 : kDevice) | (metadataOp(name) ? 0 : kOverlap | kStridedOut);
 }
 
+// CUDA's message for tensors on two devices; the fallback raises it too (csrc/core/Fallback.cpp).
+[[noreturn]] void deviceMismatch(std::string_view op, const c10::Device& a, const c10::Device& b);
+
 struct Scan {
   bool check_device;
+  bool keep_inputs;  // only a call that writes a tensor needs its inputs, for the overlap checks
   const char* op;
   std::optional<c10::Device> common;
   c10::SmallVector<at::Tensor, 8> inputs;
@@ -75,13 +79,12 @@ struct Scan {
       common = t.device();
       return;
     }
-    TORCH_CHECK(*common == t.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
-                *common, " and ", t.device(), "! (when checking arguments for ", op, ")");
+    if (*common != t.device()) deviceMismatch(op, *common, t.device());
   }
   void input(const at::Tensor& t) {
     if (!t.defined()) return;
     device(t);
-    inputs.push_back(t);
+    if (keep_inputs) inputs.push_back(t);
   }
 };
 
@@ -123,8 +126,10 @@ struct Checked<R(A...), F, Policy> {
 
   static inline const char* op_name = "?";  // set by MT_IMPL, for messages
 
+  static constexpr bool kWritesAny = (std::is_same_v<A, at::Tensor&> || ...);
+
   static R call(A... args) {
-    Scan s{(Policy & kDevice) != 0, op_name, std::nullopt, {}};
+    Scan s{(Policy & kDevice) != 0, kWritesAny && (Policy & kOverlap) != 0, op_name, std::nullopt, {}};
     at::Tensor* written[N + 1] = {};
     size_t nwritten = 0;
     scanArgs(s, written, nwritten, std::index_sequence_for<A...>{}, args...);
@@ -149,7 +154,7 @@ struct Checked<R(A...), F, Policy> {
       s.device(arg);
       written[nwritten++] = &arg;
       if constexpr (I == 0) {
-        if (arg.defined()) s.inputs.push_back(arg);  // in-place: self is read too
+        if (arg.defined() && s.keep_inputs) s.inputs.push_back(arg);  // in-place: self is read too
       }
     } else {
       visitInput(s, arg);

@@ -154,8 +154,7 @@ void checkDevices(const std::string& name, const std::vector<c10::Argument>& arg
   auto check = [&](const at::Tensor& t, bool out) {
     if (!t.defined() || t.device() == *device) return;
     if (!strict && !out && t.device().is_cpu()) return;
-    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *device, " and ",
-                t.device(), "! (when checking arguments for ", op, ")");
+    checked::deviceMismatch(op, *device, t.device());
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& iv = stack[base + i];
