@@ -162,3 +162,30 @@ def test_bad_input_raises():
         mytorch.ops.add_layer_norm(x, torch.randn(3, 9, device=DEV), (8,))
     with pytest.raises(RuntimeError, match="elements"):
         F.layer_norm(x, (8,), torch.ones(5, device=DEV))
+
+
+@pytest.mark.parametrize("weight", [None, "same", "float32"])
+def test_rms_norm_where_aten_composes_it(weight):
+    """ATen's rms_norm is not the fused op for complex inputs and for a weight of another dtype: it composes
+    pointwise ops, and so does mytorch's (on its own kernels), forward and backward, against complex128/float64."""
+    torch.mytorch.set_fallback_mode("silent")   # complex rsqrt and pow have no native kernel
+    from mytorch.testing._compare import compare_tensor
+    g = torch.Generator().manual_seed(3)
+    for dtype in (torch.complex64, torch.bfloat16):
+        if dtype == torch.bfloat16 and weight is None:
+            continue
+        x = torch.randn(4, 6, dtype=dtype, generator=g)
+        w = None if weight is None else torch.randn(6, dtype=dtype if weight == "same" else torch.float32, generator=g)
+        out = {}
+        for name, dev, up in [("dev", DEV, False), ("cpu", "cpu", False), ("gold", "cpu", True)]:
+            xs = (x.to(torch.complex128 if x.is_complex() else torch.float64) if up else x).to(dev).clone()
+            ws = None if w is None else (w.to(torch.complex128 if w.is_complex() else torch.float64) if up else w)
+            ws = None if ws is None else ws.to(dev).clone().requires_grad_()
+            xs.requires_grad_()
+            y = F.rms_norm(xs, (6,), ws, 1e-6)
+            y.abs().sum().backward()
+            out[name] = [y, xs.grad] + ([] if ws is None else [ws.grad])
+        for d, c, gold in zip(out["dev"], out["cpu"], out["gold"]):
+            assert d.dtype == c.dtype
+            e = compare_tensor(d, c, gold.to(c.dtype) if c.dtype == torch.bfloat16 else gold)
+            assert e.ok, (dtype, weight, e.as_dict(), e.problems)

@@ -341,6 +341,24 @@ def test_recurrent_layers_natively(kind):
         assert e.ok, (name, e.problems or f"{e.bad} of {e.total}")
 
 
+@pytest.mark.parametrize("dtype,param", [(torch.bfloat16, None), (torch.bfloat16, torch.float32),
+                                         (torch.float16, torch.float16), (torch.float32, torch.float32)])
+def test_group_norm_statistics_dtype_and_empty_input(dtype, param):
+    """native_group_norm keeps its statistics in the parameters' dtype on every device (ATen's group norm is
+    shared by the CPU and CUDA), unlike batch and layer norm on CUDA; an input without elements has a mean of 0
+    and an rstd of NaN."""
+    x = torch.randn(2, 4, 3, generator=g0).to(dtype)
+    w = None if param is None else torch.rand(4, generator=g0).to(param)
+    for N, C, HxW, inp in [(2, 4, 3, x), (2, 4, 0, x[..., :0])]:
+        ref = torch.native_group_norm(inp, w, w, N, C, HxW, 2, 1e-5)
+        got = torch.native_group_norm(inp.to(DEV), *(2 * [None if w is None else w.to(DEV)]), N, C, HxW, 2, 1e-5)
+        gold = torch.native_group_norm(inp.double(), *(2 * [None if w is None else w.double()]), N, C, HxW, 2, 1e-5)
+        for r, d, g in zip(ref, got, gold):
+            assert d.dtype == r.dtype and d.shape == r.shape
+            e = compare_tensor(d, r, g)
+            assert e.ok, (e.problems, e.as_dict())
+
+
 def test_group_norm_over_a_large_group_keeps_the_cpus_accuracy():
     """Note [Two-level sums]: 8M elements in one group, away from zero (where one float accumulator drifts by
     about n * eps): forward and backward within the tolerance rule against float64."""

@@ -158,28 +158,54 @@ def test_the_check_path_reports_the_operator():
         torch.mm(A.to(D), B)
 
 
-def test_bad_indices_raise_the_cpus_exception_class():
-    x, bad = torch.zeros(3, 3), torch.tensor([[5, 0, 0]])
-    ops = {
-        "gather": lambda t, b: t.gather(0, b),
-        "scatter_": lambda t, b: t.clone().scatter_(0, b, torch.ones(1, 3, device=t.device)),
-        "scatter_add_": lambda t, b: t.clone().scatter_add_(0, b, torch.ones(1, 3, device=t.device)),
-        "index_add_": lambda t, b: t.clone().index_add_(0, b[0, :1], torch.ones(1, 3, device=t.device)),
-        "index_copy_": lambda t, b: t.clone().index_copy_(0, b[0, :1], torch.ones(1, 3, device=t.device)),
-        "getitem": lambda t, b: t[b[0]],
-        "take": lambda t, b: t.take(b[0] * 3),
-    }
-    for name, f in ops.items():
-        kinds = []
+_INDEX_OPS = {
+    "gather": lambda t, b: t.gather(0, b),
+    "scatter_": lambda t, b: t.clone().scatter_(0, b, torch.ones(1, 3, device=t.device)),
+    "scatter_add_": lambda t, b: t.clone().scatter_add_(0, b, torch.ones(1, 3, device=t.device)),
+    "scatter_reduce_": lambda t, b: t.clone().scatter_reduce_(0, b, torch.ones(1, 3, device=t.device), "amax",
+                                                              include_self=False),
+    "take_along_dim": lambda t, b: torch.take_along_dim(t, b, 0),
+    "index_select": lambda t, b: t.index_select(0, b[0, :1]),
+    "index_add_": lambda t, b: t.clone().index_add_(0, b[0, :1], torch.ones(1, 3, device=t.device)),
+    "index_add_1d": lambda t, b: t[0].clone().index_add_(0, b[0, :1], torch.ones(1, device=t.device)),
+    "index_copy_": lambda t, b: t.clone().index_copy_(0, b[0, :1], torch.ones(1, 3, device=t.device)),
+    "embedding": lambda t, b: torch.nn.functional.embedding(b[0], t),
+    "one_hot": lambda t, b: torch.nn.functional.one_hot(b[0], 3),
+    "getitem": lambda t, b: t[b[0]],
+    "index_put_": lambda t, b: t.clone().index_put_((b[0],), torch.ones(3, device=t.device)),
+    "index_fill_": lambda t, b: t.clone().index_fill_(0, b[0, :1], 1.0),
+    "take": lambda t, b: t.take(b[0] * 3),
+    "put_": lambda t, b: t.clone().put_(b[0] * 3, torch.ones(3, device=t.device)),
+}
+
+
+@pytest.mark.parametrize("index", [5, -1, -4])
+def test_bad_indices_raise_the_cpus_exception_class(index):
+    """An index past the end, a negative one (which the gather/scatter family, index_select, index_add,
+    index_copy, embedding and one_hot refuse, and indexing, take, put and index_fill count from the end) and
+    one before the start: the CPU's result, or its exception class."""
+    x, bad = torch.arange(9.0).reshape(3, 3), torch.tensor([[index, 0, 0]])
+    for name, f in _INDEX_OPS.items():
+        results = []
         for dev in ("cpu", D):
             try:
-                f(x.to(dev), bad.to(dev))
-                kinds.append(None)
+                results.append(f(x.to(dev), bad.to(dev)).cpu())
             except (IndexError, RuntimeError) as e:
-                kinds.append(type(e))
-        assert kinds[0] is not None and kinds[0] is kinds[1], (name, kinds)
+                results.append(type(e))
+        if isinstance(results[0], torch.Tensor):
+            assert isinstance(results[1], torch.Tensor) and torch.equal(results[0], results[1]), (name, results)
+        else:
+            assert results[0] is results[1], (name, index, results)
     with pytest.raises(RuntimeError, match="index 5 is out of bounds for dimension 0 with size 3"):
-        x.to(D).gather(0, bad.to(D))
+        x.to(D).gather(0, torch.tensor([[5, 0, 0]], device=D))
+    after = []   # the CPU writes the elements before the bad index, then raises; so does mytorch
+    for dev in ("cpu", D):
+        y = torch.zeros(3, 3, device=dev)
+        with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 0 with size 3"):
+            y.scatter_reduce_(0, torch.tensor([[0, -1, 0]], device=dev), torch.ones(1, 3, device=dev), "amax",
+                              include_self=False)
+        after.append(y.cpu())
+    assert torch.equal(after[0], after[1])
 
 
 def test_put_is_refused_in_deterministic_mode():
@@ -212,17 +238,29 @@ def test_refusals_that_match_the_cpu():
 
 
 def test_fallback_applies_the_out_rules():
-    """Ops without a native kernel (asin, kthvalue here) take the CPU fallback, which passes each argument as
-    its own host tensor: it refuses partial overlap itself, computes an out= that is an input into fresh memory,
-    and gives ATen's warning when it resizes a non-empty out=."""
+    """Ops without a native kernel (asin, kthvalue, masked_select here) take the CPU fallback. It refuses partial
+    overlap itself, hands an out= that is also an input to the CPU kernel over the input's own host storage, so
+    that the kernel's rule applies (kthvalue and masked_select refuse it, asin computes in place), and gives
+    ATen's warning when it resizes a non-empty out=."""
     torch.mytorch.reset_fallback_stats()
     z = torch.arange(6.0, device=D) / 10
     with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
         torch.asin(z[1:], out=z[:-1])
     assert torch.equal(z.cpu(), torch.arange(6.0) / 10)
-    x = torch.tensor([3.0, 1.0, 2.0, 5.0], device=D)
-    v, i = torch.kthvalue(x, 2, out=(x, torch.empty(0, dtype=torch.long, device=D)))
-    assert v.item() == 2.0 and i.item() == 2
+    for dev in ("cpu", D):
+        x = torch.tensor([3.0, 1.0, 2.0, 5.0], device=dev)
+        with pytest.raises(RuntimeError, match="refer to a single memory location"):
+            torch.kthvalue(x, 2, out=(x, torch.empty(0, dtype=torch.long, device=dev)))
+        with pytest.raises(RuntimeError, match="refer to a single memory location"):
+            torch.masked_select(x, x > 1, out=x)
+        assert x.tolist() == [3.0, 1.0, 2.0, 5.0]
+        y = torch.tensor([0.1, 0.2, 0.3], device=dev)
+        assert torch.asin(y, out=y) is y
+        assert torch.equal(y.cpu(), torch.asin(torch.tensor([0.1, 0.2, 0.3])))
+        w = torch.tensor([[0.1, 0.2], [0.3, 0.4]], device=dev).t()   # a transposed out= that is its input
+        torch.asin(w, out=w)
+        assert torch.equal(w.cpu(), torch.asin(torch.tensor([[0.1, 0.2], [0.3, 0.4]]).t()))
+    assert "aten::asin.out" in torch.mytorch.fallback_stats()
     with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
         torch.asin(torch.zeros(3, device=D), out=torch.empty(5, device=D))
     assert "aten::asin.out" in torch.mytorch.fallback_stats()

@@ -78,13 +78,19 @@ Tensor realPairs(IndexArgs& a, const at::Device& device) {
   return scalar_pair;
 }
 
-// How an out-of-bounds index is reported: the exception class and the message of the CPU's kernel for the op
-// (the gather/scatter family and index_add raise RuntimeError, indexing and the rest IndexError).
+// Which indices are out of bounds and how that is reported, as by the CPU's kernel for the op: the exception class
+// (the gather/scatter family and index_add raise RuntimeError, indexing and the rest IndexError), the message, and
+// whether a negative index counts from the end (indexing, take, put, index_fill) or is out of bounds (the
+// gather/scatter family, index_select, index_add, index_copy; so also embedding, take_along_dim and one_hot).
 struct OutOfBounds {
   bool runtime_error = false;
   int64_t dim = -1;   // with its size, for "out of bounds for dimension D with size S"
   int64_t size = -1;
+  bool negative_wraps = true;
 };
+
+// The gather/scatter family's rule: RuntimeError naming the dimension, negative indices out of bounds.
+OutOfBounds alongDim(const Tensor& t, int64_t dim) { return {true, dim, t.dim() ? t.size(dim) : 1, false}; }
 
 // Launches and turns an out-of-bounds index into the op's exception (the kernels never use such an index).
 void launch(Kind kind, IndexArgs& a, const at::Device& device, const OutOfBounds& oob = {}) {
@@ -92,6 +98,7 @@ void launch(Kind kind, IndexArgs& a, const at::Device& device, const OutOfBounds
   Tensor keep;
   if (kind == Kind::Scatter && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble)) keep = realPairs(a, device);
   Tensor err = at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(device));
+  a.negative_wraps = oob.negative_wraps;
   a.error_value = err.data_ptr<int64_t>();
   a.error_flag = reinterpret_cast<int*>(err.data_ptr<int64_t>() + 1);
   c10::DeviceGuard guard(device);
@@ -159,7 +166,7 @@ Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index_in
     istr[static_cast<size_t>(dim)] = index.stride(0);
     addIndex(a, index, istr, self.size(dim), self.stride(dim));
   }
-  launch(Kind::Gather, a, self.device());
+  launch(Kind::Gather, a, self.device(), {false, dim, self.dim() ? self.size(dim) : 1, false});
   return out;
 }
 
@@ -194,7 +201,7 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index_in, bool
     a.other_strides[d] = out.stride(d);
   }
   addIndex(a, index, index.strides(), self.dim() ? self.size(dim) : 1, self.dim() ? self.stride(dim) : 0);
-  launch(Kind::Gather, a, self.device(), {true, dim, self.dim() ? self.size(dim) : 1});
+  launch(Kind::Gather, a, self.device(), alongDim(self, dim));
   return out;
 }
 
@@ -293,7 +300,7 @@ Tensor& scatterOverload(const Tensor& self, int64_t dim, const Tensor& index_in,
   Tensor index = longIndex(index_in, self, name);
   checkGatherShapes(self, dim, index, src, name);
   prepare(self, out);
-  scatterInto(out, dim, index, src, value, op, {true, dim, out.dim() ? out.size(dim) : 1});
+  scatterInto(out, dim, index, src, value, op, alongDim(out, dim));
   return out;
 }
 
@@ -326,9 +333,9 @@ Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& in
     c10::Scalar identity = 0;
     if (op == ScatterOp::Mul) identity = 1;
     if (op == ScatterOp::Max || op == ScatterOp::Min) identity = extreme(self.scalar_type(), op == ScatterOp::Max);
-    scatterInto(out, dim, index, nullptr, &identity, ScatterOp::Assign);
+    scatterInto(out, dim, index, nullptr, &identity, ScatterOp::Assign, alongDim(out, dim));
   }
-  scatterInto(out, dim, index, &src, nullptr, op, {true, dim, out.dim() ? out.size(dim) : 1});
+  scatterInto(out, dim, index, &src, nullptr, op, alongDim(out, dim));
   if (mean) {
     Tensor counts = include_self ? at::ones_like(out) : at::zeros_like(out);
     Tensor ones = at::ones_like(src);
@@ -357,14 +364,16 @@ void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tens
   }
   if (source.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
   addIndex(a, index, istr, out.dim() ? out.size(dim) : 1, out.dim() ? out.stride(dim) : 0);
-  launch(Kind::Scatter, a, out.device(), {runtime_error, dim, out.dim() ? out.size(dim) : 1});
+  launch(Kind::Scatter, a, out.device(), {runtime_error, dim, out.dim() ? out.size(dim) : 1, false});
 }
 
 Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, const c10::Scalar& alpha, Tensor& out) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "index_add").reshape({-1});
   prepare(self, out);
-  indexIntoAlongDim(out, dim, index, alpha.equal(1) ? source : at::mul(source, alpha), ScatterOp::Add, /*runtime_error=*/true);
+  // The CPU raises IndexError for a bad index into a tensor of at most one dimension, RuntimeError beyond.
+  indexIntoAlongDim(out, dim, index, alpha.equal(1) ? source : at::mul(source, alpha), ScatterOp::Add,
+                    /*runtime_error=*/out.dim() > 1);
   return out;
 }
 

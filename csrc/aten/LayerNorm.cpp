@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_fused_rms_norm.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/rms_norm_compositeimplicitautograd_dispatch.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -187,8 +188,15 @@ std::tuple<Tensor, Tensor> fusedRmsNormBackward(const Tensor& grad_out, const Te
   return {dx, dw};
 }
 
-// rms_norm routed to the fused op (through the dispatcher, so _fused_rms_norm's own autograd applies).
+// rms_norm routed to the fused op (through the dispatcher, so _fused_rms_norm's own autograd applies). Where
+// ATen's rms_norm composes it from pointwise ops instead (complex inputs, a weight of another dtype, channels
+// last), so does this: ATen's own composite runs, on the device's kernels.
 Tensor rmsNorm(const Tensor& input, c10::SymIntArrayRef normalized_shape, const OptT& weight, std::optional<double> eps) {
+  const auto format = input.suggest_memory_format();
+  if (input.is_complex() || (weight && weight->defined() && weight->scalar_type() != input.scalar_type()) ||
+      format == c10::MemoryFormat::ChannelsLast || format == c10::MemoryFormat::ChannelsLast3d) {
+    return at::compositeimplicitautograd::rms_norm_symint(input, normalized_shape, weight, eps);
+  }
   return std::get<0>(at::_fused_rms_norm(input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, eps));
 }
 

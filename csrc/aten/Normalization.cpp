@@ -1,12 +1,15 @@
 // Op table: native_group_norm and native_batch_norm (with the _native_batch_norm_legit forms) and their
 // backwards, on the normalisation family (Note [Normalisation family]); LayerNorm has its own fused kernels
-// (LayerNorm.cpp). Saved statistics are in opmath (float for half types), as CUDA PyTorch keeps them.
+// (LayerNorm.cpp). Batch norm's saved statistics are in opmath (float for half types), as CUDA PyTorch keeps
+// them; group norm's are in the parameters' dtype, as ATen's group norm keeps them on every device.
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <limits>
 
 #include "csrc/aten/Checked.h"
 #include "csrc/aten/Glue.h"
@@ -87,7 +90,13 @@ std::tuple<Tensor, Tensor, Tensor> groupNorm(const Tensor& input, const OptT& we
     a.mean = mean.data_ptr(); a.rstd = rstd.data_ptr();
     runForward(a, x);
   }
-  return {likeInput(y, input), mean, rstd};
+  if (x.numel() == 0) {   // as ATen: no elements have a mean of zero and an undefined rstd
+    mean.zero_();
+    rstd.fill_(std::numeric_limits<double>::quiet_NaN());
+  }
+  // The statistics are in the parameters' dtype (float for a half input with float parameters, else the input's),
+  // as ATen's native_group_norm keeps them on every device; the kernels compute them in opmath.
+  return {likeInput(y, input), mean.to(p), rstd.to(p)};
 }
 
 std::tuple<Tensor, Tensor, Tensor> groupNormBackward(const Tensor& grad_out, const Tensor& input, const Tensor& mean,

@@ -10,6 +10,14 @@
 // it to host memory and the result is copied back. Results that are new tensors are copied to the device
 // of the op's first mytorch argument. Either way the call counts as a fallback: "native" means our
 // kernel ran.
+//
+// Note [Aliased arguments in the fallback]
+// Arguments that share a device storage share one host storage too (on sim a host alias of it, on cuda one
+// copy of it), so a CPU kernel sees the same aliasing as on the CPU. That matters for an out= that is also an
+// input: whether to refuse it (kthvalue, masked_select) or compute it in place (asin) is each CPU kernel's own
+// rule, and it can only apply that rule if it can tell. Such an out= goes in as itself, neither emptied nor
+// replaced by a fresh tensor. A partial overlap of an out= and an input is refused before the call, with
+// ATen's message, as the check path does.
 #include "csrc/core/Fallback.h"
 
 #include "csrc/aten/Checked.h"
@@ -47,15 +55,10 @@ struct Moved {
   int64_t to_device = 0;
 };
 
-// A CPU tensor over the same bytes as device tensor `t` (sim only): same storage offset, sizes, strides.
-at::Tensor aliasOnHost(const at::Tensor& t) {
-  const c10::Storage& storage = t.storage();
-  auto* keep = new c10::Storage(storage);
-  void* base = storage.data_ptr().get();
-  c10::DataPtr ptr(base, keep, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, c10::Device(c10::DeviceType::CPU));
-  // Resizable with the CPU allocator: a kernel that must grow an out= argument moves it to fresh host
-  // memory instead of failing, and writeBack notices the move.
-  c10::Storage host(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr), c10::GetCPUAllocator(), true);
+// One host storage per device storage within a call (Note [Aliased arguments in the fallback]).
+using HostStorages = std::unordered_map<const c10::StorageImpl*, c10::Storage>;
+
+at::Tensor viewOnHost(const at::Tensor& t, const c10::Storage& host) {
   auto out = at::empty({0}, t.options().device(at::kCPU));
   out.set_(host, t.storage_offset(), t.sizes(), t.strides());
   out._set_conj(t.is_conj());
@@ -63,44 +66,59 @@ at::Tensor aliasOnHost(const at::Tensor& t) {
   return out;
 }
 
+// A CPU tensor over the same bytes as device tensor `t` (sim only): same storage offset, sizes, strides.
+at::Tensor aliasOnHost(const at::Tensor& t, HostStorages* storages) {
+  const c10::Storage& storage = t.storage();
+  auto it = storages->find(storage.unsafeGetStorageImpl());
+  if (it == storages->end()) {
+    auto* keep = new c10::Storage(storage);
+    void* base = storage.data_ptr().get();
+    c10::DataPtr ptr(base, keep, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, c10::Device(c10::DeviceType::CPU));
+    // Resizable with the CPU allocator: a kernel that must grow an out= argument moves it to fresh host
+    // memory instead of failing, and writeBack notices the move.
+    c10::Storage host(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr), c10::GetCPUAllocator(), true);
+    it = storages->emplace(storage.unsafeGetStorageImpl(), std::move(host)).first;
+  }
+  return viewOnHost(t, it->second);
+}
+
 // A CPU copy of the device tensor's whole storage, viewed like `t` (cuda: keeps view offsets meaningful).
-at::Tensor storageCopyOnHost(const at::Tensor& t, Moved* moved) {
-  const size_t n = t.storage().nbytes();
-  auto bytes = at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(at::kByte));
-  auto dev_bytes = at::empty({0}, t.options().dtype(at::kByte));
-  dev_bytes.set_(t.storage(), 0, {static_cast<int64_t>(n)}, {1});
-  bytes.copy_(dev_bytes);
-  moved->to_cpu += static_cast<int64_t>(n);
-  auto out = at::empty({0}, t.options().device(at::kCPU));
-  out.set_(bytes.storage(), t.storage_offset(), t.sizes(), t.strides());
-  out._set_conj(t.is_conj());
-  out._set_neg(t.is_neg());
-  return out;
+at::Tensor storageCopyOnHost(const at::Tensor& t, HostStorages* storages, Moved* moved) {
+  auto it = storages->find(t.storage().unsafeGetStorageImpl());
+  if (it == storages->end()) {
+    const size_t n = t.storage().nbytes();
+    auto bytes = at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(at::kByte));
+    auto dev_bytes = at::empty({0}, t.options().dtype(at::kByte));
+    dev_bytes.set_(t.storage(), 0, {static_cast<int64_t>(n)}, {1});
+    bytes.copy_(dev_bytes);
+    moved->to_cpu += static_cast<int64_t>(n);
+    it = storages->emplace(t.storage().unsafeGetStorageImpl(), bytes.storage()).first;
+  }
+  return viewOnHost(t, it->second);
 }
 
 struct ArgPlan {
   bool is_out = false;   // an out= argument: host result copied and resized into it
-  bool fresh = false;    // an out= that is also an input: computed into fresh host memory, then copied
+  bool shared = false;   // shares memory with an out= that is also an input (Note [Aliased arguments in the fallback])
   bool write = false;    // mutated in place
   bool needs_storage = false;
 };
 
-at::Tensor toHost(const at::Tensor& t, const ArgPlan& plan, bool sim, Moved* moved) {
+at::Tensor toHost(const at::Tensor& t, const ArgPlan& plan, bool sim, HostStorages* storages, Moved* moved) {
   if (!isDeviceTensor(t)) return t;
   if (sim) {
-    at::Tensor alias = aliasOnHost(t);
+    at::Tensor alias = aliasOnHost(t, storages);
+    if (!plan.is_out || plan.shared) return alias;
     // A contiguous out= alias goes in with zero elements: the kernel sizes it as it needs (contiguous,
     // as it would anyway) without resize warnings, and stays in device memory when the bytes suffice.
-    if (plan.is_out && t.is_contiguous()) alias.resize_({0});
     // A non-contiguous out= goes in as a fresh host tensor and is copied through its strides afterwards:
     // some CPU kernels write an out= as if it were contiguous, over the view's gaps.
-    // So does an out= that is also an input: the host aliases are separate tensors, so the CPU kernel could not
-    // tell that it reads what it writes.
-    if (plan.is_out && (plan.fresh || !t.is_contiguous()) && t.numel() > 0) return at::empty({0}, t.options().device(at::kCPU));
-    return alias;
+    if (t.is_contiguous()) return alias.resize_({0});
+    return t.numel() > 0 ? at::empty({0}, t.options().device(at::kCPU)) : alias;
   }
+  if (plan.shared) return storageCopyOnHost(t, storages, moved);
   if (plan.is_out) return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
-  if (plan.needs_storage || plan.write) return storageCopyOnHost(t, moved);
+  if (plan.needs_storage || plan.write) return storageCopyOnHost(t, storages, moved);
   moved->to_cpu += static_cast<int64_t>(t.numel()) * t.element_size();
   return t.to(at::kCPU);
 }
@@ -174,18 +192,24 @@ void checkDevices(const std::string& name, const std::vector<c10::Argument>& arg
   }
 }
 
-// Whether an out= shares memory with one of the call's other tensors; a partial overlap is refused with ATen's
-// message (the CPU kernel, given separate host aliases, could not see it).
-bool aliasesAnInput(const at::Tensor& out, const std::vector<c10::Argument>& args, const torch::jit::Stack& stack,
-                    size_t base) {
-  bool any = false;
-  for (size_t j = 0; j < args.size(); ++j) {
-    const c10::IValue& iv = stack[base + j];
-    if (args[j].is_out() || !iv.isTensor() || !iv.toTensor().defined() || !isDeviceTensor(iv.toTensor())) continue;
-    at::assert_no_partial_overlap(out, iv.toTensor());
-    any = any || at::get_overlap_status(out, iv.toTensor()) == at::MemOverlapStatus::Full;
+// The storages of the out= arguments that fully overlap one of the call's inputs; a partial overlap is refused
+// with ATen's message, which the CPU kernel could not give for arguments on separate host storages.
+std::set<const c10::StorageImpl*> outsOverInputs(const std::vector<c10::Argument>& args, const torch::jit::Stack& stack,
+                                                 size_t base) {
+  std::set<const c10::StorageImpl*> shared;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& out = stack[base + i];
+    if (!args[i].is_out() || !out.isTensor() || !isDeviceTensor(out.toTensor())) continue;
+    for (size_t j = 0; j < args.size(); ++j) {
+      const c10::IValue& iv = stack[base + j];
+      if (args[j].is_out() || !iv.isTensor() || !isDeviceTensor(iv.toTensor())) continue;
+      at::assert_no_partial_overlap(out.toTensor(), iv.toTensor());
+      if (at::get_overlap_status(out.toTensor(), iv.toTensor()) == at::MemOverlapStatus::Full) {
+        shared.insert(out.toTensor().storage().unsafeGetStorageImpl());
+      }
+    }
   }
-  return any;
+  return shared;
 }
 
 } // namespace
@@ -204,13 +228,10 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (const auto& r : schema.returns()) returns_view = returns_view || (r.alias_info() && !r.alias_info()->isWrite());
 
   checkDevices(name, args, *stack, base);
-  // before any argument is replaced by its host alias: which out= share memory with an input
-  std::vector<bool> fresh_out(num_args, false);
-  for (size_t i = 0; i < num_args; ++i) {
-    const c10::IValue& iv = (*stack)[base + i];
-    if (args[i].is_out() && iv.isTensor() && isDeviceTensor(iv.toTensor())) fresh_out[i] = aliasesAnInput(iv.toTensor(), args, *stack, base);
-  }
+  // before any argument is replaced by its host alias: which out= are also inputs
+  const std::set<const c10::StorageImpl*> shared = outsOverInputs(args, *stack, base);
   Moved moved;
+  HostStorages storages;
   std::optional<c10::Device> target;
   std::vector<c10::IValue> originals(num_args);
   std::vector<ArgPlan> plans(num_args);
@@ -218,7 +239,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     c10::IValue& iv = (*stack)[base + i];
     ArgPlan& plan = plans[i];
     plan.is_out = args[i].is_out();
-    plan.fresh = fresh_out[i];
+    plan.shared = iv.isTensor() && isDeviceTensor(iv.toTensor()) && shared.count(iv.toTensor().storage().unsafeGetStorageImpl()) > 0;
     plan.write = args[i].alias_info() && args[i].alias_info()->isWrite();
     plan.needs_storage = returns_view && args[i].alias_info() != nullptr;
     auto note = [&](const at::Tensor& t) {
@@ -228,13 +249,13 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       const at::Tensor t = iv.toTensor();
       note(t);
       originals[i] = iv;
-      iv = toHost(t, plan, sim, &moved);
+      iv = toHost(t, plan, sim, &storages, &moved);
     } else if (iv.isTensorList()) {
       originals[i] = iv;
       c10::List<at::Tensor> host;
       for (const at::Tensor& t : iv.toTensorList()) {
         note(t);
-        host.push_back(toHost(t, plan, sim, &moved));
+        host.push_back(toHost(t, plan, sim, &storages, &moved));
       }
       iv = host;
     } else if (iv.isOptionalTensorList()) {
@@ -242,7 +263,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       c10::List<std::optional<at::Tensor>> host;
       for (const std::optional<at::Tensor>& t : iv.toOptionalTensorList()) {
         if (t.has_value()) note(*t);
-        host.push_back(t.has_value() ? std::optional<at::Tensor>(toHost(*t, plan, sim, &moved)) : std::nullopt);
+        host.push_back(t.has_value() ? std::optional<at::Tensor>(toHost(*t, plan, sim, &storages, &moved)) : std::nullopt);
       }
       iv = host;
     } else if (iv.isDevice() && iv.toDevice().type() == c10::DeviceType::PrivateUse1) {

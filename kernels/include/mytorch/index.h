@@ -4,7 +4,7 @@
 // Note [Index engine]
 // The glue describes an iteration shape (row-major, last dimension fastest) and, per operand, element
 // strides over it. Up to kMaxIndices index tensors (int64) add `index * indexed_stride` to the target's
-// offset after wrapping negative values and checking them against `bound`. gather: out[o] = src[at(o)];
+// offset after wrapping negative values (unless the op refuses them) and checking them against `bound`. gather: out[o] = src[at(o)];
 // scatter: dst[at(o)] (op)= src[o] or a scalar. An index out of bounds is not used: the launcher reports
 // the first such value through `error_value` (the glue raises IndexError). Duplicate targets in a scatter
 // accumulate atomically on cuda (compare-and-swap, any dtype) and in order on sim; plain assignment with
@@ -40,6 +40,7 @@ struct IndexArgs {
   int64_t idx_strides[kMaxIndices][kMaxDims] = {};
   int64_t idx_bound[kMaxIndices] = {};
   int64_t idx_target_stride[kMaxIndices] = {};
+  bool negative_wraps = true;               // -1 is the last position (indexing, take, put, index_fill); else out of bounds
   ScatterOp op = ScatterOp::Assign;
   int64_t* error_value = nullptr;           // set to the offending index; the glue resets it
   int* error_flag = nullptr;
@@ -86,7 +87,7 @@ MT_HOST_DEVICE inline bool index_offsets(const IndexArgs& a, int64_t o, int64_t*
   }
   for (int k = 0; k < a.nidx; ++k) {
     int64_t v = a.idx[k][idx_off[k]];
-    if (v < -a.idx_bound[k] || v >= a.idx_bound[k]) {
+    if (v < (a.negative_wraps ? -a.idx_bound[k] : 0) || v >= a.idx_bound[k]) {
       *bad = v;
       return false;
     }

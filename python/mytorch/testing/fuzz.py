@@ -33,10 +33,13 @@ DTYPES = ["float32", "int64", "complex64", "bool", "bfloat16"]
 BAD = ("corruption", "mixed_device", "crash", "hang")
 
 
-def make_cases(op_db, n: int, seed: int, samples: int) -> list[dict]:
+def make_cases(op_db, n: int, seed: int, samples: int, ops: str = "") -> list[dict]:
     import torch
     cases = []
+    only = {o for o in ops.split(",") if o}
     for i, op in enumerate(op_db):
+        if only and op.name not in only:
+            continue
         allowed = op.supported_dtypes("cpu")
         for d in DTYPES:
             if getattr(torch, d) not in allowed:
@@ -60,6 +63,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default="", help="write every case's verdict here")
     p.add_argument("--report", default="", help="write the markdown summary here (docs/robustness.md)")
     p.add_argument("--log", default="build/fuzz-workers.log")
+    p.add_argument("--ops", default="", help="only these OpInfos (comma-separated names), e.g. to re-run differences")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("MYTORCH_FALLBACK", "silent")
     import warnings
@@ -68,7 +72,7 @@ def main(argv=None) -> int:
     import mytorch  # noqa: F401
     from torch.testing._internal.common_methods_invocations import op_db
 
-    cases = make_cases(op_db, args.cases, args.seed, args.samples)
+    cases = make_cases(op_db, args.cases, args.seed, args.samples, args.ops)
     env = dict(os.environ, MYTORCH_FALLBACK="silent", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     env.setdefault("MYTORCH_SIM_DEVICES", "2")
     Path(args.log).parent.mkdir(parents=True, exist_ok=True)
