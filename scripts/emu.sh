@@ -17,10 +17,11 @@ echo "mytorch emu: built ${ext#$PWD/} in $(( $(date +%s) - start )) s${san:+ (sa
 export MYTORCH_EXTENSION="$ext" MYTORCH_RUNTIME=emu
 if [ "$san" = "address" ]; then
   # Python is not instrumented: the runtime must be loaded first, with libstdc++ (ASan's __cxa_throw
-  # interceptor needs it present from the start). Leaks are the interpreter's business.
+  # interceptor needs it present from the start). Leaks are the interpreter's business. An allocation too big
+  # for the machine fails as malloc does (returns null, so torch raises) instead of aborting the process.
   LD_PRELOAD="$(${CXX:-c++} -print-file-name=libasan.so) $(${CXX:-c++} -print-file-name=libstdc++.so)"
   export LD_PRELOAD
-  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_odr_violation=0:${ASAN_OPTIONS:-}"
+  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_odr_violation=0:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
 fi
 if [ $# -eq 0 ]; then
   set -- -m gpu test

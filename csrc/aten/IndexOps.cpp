@@ -166,7 +166,8 @@ Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index_in
     istr[static_cast<size_t>(dim)] = index.stride(0);
     addIndex(a, index, istr, self.size(dim), self.stride(dim));
   }
-  launch(Kind::Gather, a, self.device(), {false, dim, self.dim() ? self.size(dim) : 1, false});
+  // The CPU's exception class: RuntimeError from its kernel for dimension 1 of a tensor with more, else IndexError.
+  launch(Kind::Gather, a, self.device(), {dim == 1 && self.dim() > 1, dim, self.dim() ? self.size(dim) : 1, false});
   return out;
 }
 

@@ -5,7 +5,7 @@
 // that alias the same bytes (same storage offset and strides): in-place ops write straight into device
 // memory and view ops return views of the same storage. On cuda, tensors are copied to the host (the
 // whole storage for ops that return views, so the view's offsets mean the same thing) and mutated
-// arguments are copied back; `out=` arguments get a fresh host tensor whose result is copied (and
+// arguments are copied back; `out=` arguments get a fresh empty host tensor whose result is copied (and
 // resized) into them. On sim an out= argument aliases too; if the kernel has to grow it, the resize moves
 // it to host memory and the result is copied back. Results that are new tensors are copied to the device
 // of the op's first mytorch argument. Either way the call counts as a fallback: "native" means our
@@ -26,7 +26,6 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_strided.h>
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
@@ -117,7 +116,10 @@ at::Tensor toHost(const at::Tensor& t, const ArgPlan& plan, bool sim, HostStorag
     return t.numel() > 0 ? at::empty({0}, t.options().device(at::kCPU)) : alias;
   }
   if (plan.shared) return storageCopyOnHost(t, storages, moved);
-  if (plan.is_out) return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
+  // An out= goes in empty, as on sim: the kernel sizes it (contiguous), and writeBack copies it through the
+  // device tensor's strides. A host copy with the device's strides would meet the kernels that write an out= as
+  // if it were contiguous (narrow_copy).
+  if (plan.is_out) return at::empty({0}, t.options().device(at::kCPU));
   if (plan.needs_storage || plan.write) return storageCopyOnHost(t, storages, moved);
   moved->to_cpu += static_cast<int64_t>(t.numel()) * t.element_size();
   return t.to(at::kCPU);

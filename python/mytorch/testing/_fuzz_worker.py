@@ -39,7 +39,10 @@ def main() -> None:
     for line in sys.stdin:
         req = json.loads(line)
         try:
-            verdict, detail = run_case(torch, op_db[req["op"]], req)
+            if req["variant"] == "bad_input":
+                verdict, detail = run_bad_input(torch, req["name"])
+            else:
+                verdict, detail = run_case(torch, op_db[req["op"]], req)
         except Exception as e:  # the harness itself: reported, not counted against the device
             verdict, detail = "skipped", f"harness: {type(e).__name__}: {e}"[:300]
         proto.write(json.dumps({"index": req["index"], "verdict": verdict, "detail": detail}) + "\n")
@@ -170,6 +173,32 @@ def _draws(op, kwargs) -> bool:
 def _same_metadata(torch, got, want):
     same = all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(_tensors(got), _tensors(want)))
     return ("ok", "") if same else ("differs", "shapes or dtypes differ from the CPU's")
+
+
+def run_bad_input(torch, name):
+    """One hand-written bad input (_fuzz_bad.py) on the CPU and on mytorch: the same exception class, or the same
+    values; a bystander tensor on the device must not change."""
+    from ._fuzz_bad import BAD_INPUTS, DRAWS, MIXED
+    f = BAD_INPUTS[name.removeprefix("bad:")]
+    torch.manual_seed(0)
+    want, cpu_err = _call(f, ("cpu",), {})
+    bystander = torch.full((4096,), 3.25, device="mytorch")
+    got, dev_err = _call(f, ("mytorch",), {})
+    torch.mytorch.synchronize()
+    if not bool((bystander == 3.25).all()):
+        return "corruption", "a bystander tensor changed"
+    if name.removeprefix("bad:") in MIXED:
+        return ("ok", "") if dev_err is not None else ("mixed_device", "a CPU storage or tensor accepted")
+    if (cpu_err is None) != (dev_err is None):
+        return "differs", f"CPU {type(cpu_err).__name__ + ': ' + str(cpu_err)[:80] if cpu_err else 'ok'}, mytorch " \
+                          f"{type(dev_err).__name__ + ': ' + str(dev_err)[:80] if dev_err else 'ok'}"
+    if cpu_err is not None:
+        return ("ok", "") if isinstance(dev_err, type(cpu_err)) else \
+            ("differs", f"{type(dev_err).__name__} where the CPU raises {type(cpu_err).__name__}")
+    if name.removeprefix("bad:") in DRAWS:
+        return _same_metadata(torch, got, want)
+    diff = _difference(torch, got, want)
+    return ("differs", diff) if diff else ("ok", "")
 
 
 def run_case(torch, op, req):
