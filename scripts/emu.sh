@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA kernels on a machine without a GPU: builds the emulated CUDA build (kernels/emu, docs/gpu.md) in its
 # own folder under build/ and runs the GPU-marked tests on it (MYTORCH_RUNTIME=emu). Needs no CUDA toolkit.
-# Arguments go to pytest (default: the GPU-marked tests, -m gpu, of test/).
+# Arguments go to pytest (default: the GPU-marked tests, -m gpu, of test/); after --python they go to Python
+# instead (bash scripts/emu.sh --python -m mytorch.testing.fuzz --cases 0: the fuzz campaign on this build).
 #   MYTORCH_EMU_SANITIZE=address    instrument kernels/ with AddressSanitizer (preloaded into Python)
 #   MYTORCH_EMU_FUZZ=<seed>         resume fibers, threads and blocks in seeded random orders
 #   MYTORCH_EMU_STREAM_DELAY_US=<n> delay every stream task, so that missing synchronisation shows
@@ -22,6 +23,10 @@ if [ "$san" = "address" ]; then
   LD_PRELOAD="$(${CXX:-c++} -print-file-name=libasan.so) $(${CXX:-c++} -print-file-name=libstdc++.so)"
   export LD_PRELOAD
   export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_odr_violation=0:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
+fi
+if [ "${1:-}" = "--python" ]; then
+  shift
+  exec "$PY" "$@"
 fi
 if [ $# -eq 0 ]; then
   set -- -m gpu test

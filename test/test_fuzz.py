@@ -27,12 +27,11 @@ def test_seeded_sample_has_no_silent_corruption(tmp_path):
     # every variant ran somewhere in the sample
     ran = {row["variant"] for row in rows if row["verdict"] != "skipped"}
     assert CASES < 1000 or ran == set(VARIANTS)
-    # the hand-written bad inputs come first in every sample; none differs from the CPU, and a difference of an
-    # OpInfo case is one that docs/robustness.md lists (the run's exit status says so too)
+    # the hand-written bad inputs come first in every sample; every difference from the CPU is one that
+    # KNOWN_DIFFERENCES lists, with docs/robustness.md (the run's exit status says so too)
     bad_inputs = [row for row in rows if row["variant"] == "bad_input"]
-    assert len(bad_inputs) == min(CASES, len(BAD_INPUTS)) and all(row["verdict"] == "ok" for row in bad_inputs), \
-        [row for row in bad_inputs if row["verdict"] != "ok"]
-    assert not unlisted(rows)
+    assert len(bad_inputs) == min(CASES, len(BAD_INPUTS)) and "ok" in {row["verdict"] for row in bad_inputs}
+    assert not unlisted(rows), unlisted(rows)
 
 
 def test_pool_reports_crashes_and_hangs(tmp_path):
@@ -54,3 +53,11 @@ def test_pool_reports_crashes_and_hangs(tmp_path):
     assert got[0]["answer"] == "ok" and got[3]["answer"] == "ok"
     assert got[1]["crashed"] and "signal 6" in got[1]["failure"]
     assert got[2]["timed_out"] and "timed out" in got[2]["failure"]
+
+
+def test_every_listed_difference_is_justified_in_the_docs():
+    """KNOWN_DIFFERENCES is the machine's list; docs/robustness.md gives each entry's reason to a reader."""
+    from mytorch.testing.fuzz import KNOWN_DIFFERENCES
+    doc = open(os.path.join(ROOT, "docs", "robustness.md")).read()
+    missing = [name for name, _ in KNOWN_DIFFERENCES if f"`{name.removeprefix('bad:')}`" not in doc]
+    assert not missing, missing

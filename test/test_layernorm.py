@@ -189,3 +189,19 @@ def test_rms_norm_where_aten_composes_it(weight):
             assert d.dtype == c.dtype
             e = compare_tensor(d, c, gold.to(c.dtype) if c.dtype == torch.bfloat16 else gold)
             assert e.ok, (dtype, weight, e.as_dict(), e.problems)
+
+
+@pytest.mark.parametrize("width", [4, 1000, 4097])
+def test_variance_overflow_reads_nan(width):
+    """Finite values whose variance overflows float32: LayerNorm's rows read NaN at every width instead of a silent
+    row of zeros (1 / sqrt(inf)); the CPU gives NaN up to some width and zeros beyond (its vectorized path).
+    RMSNorm's mean of squares overflows to rstd 0, as ATen's RMSNorm gives. The normal row beside is normal."""
+    x = torch.linspace(1e20, 4e20, width).reshape(1, width).repeat(2, 1)
+    x[1] = torch.linspace(-1, 1, width)
+    for norm in (_layer, _rms):
+        ref = norm(x, (width,), None, None)
+        got = norm(x.to(DEV), (width,), None, None).cpu()
+        assert bool(got[0].isnan().all()) if norm is _layer else torch.equal(got[0], torch.zeros(width))
+        if width <= 1000 or norm is _rms:
+            assert torch.equal(got[0].isnan(), ref[0].isnan())
+        _assert_like_torch(got[1], ref[1], norm(x[1:].double(), (width,), None, None)[0], torch.float32, "normal row")

@@ -33,7 +33,9 @@
 #include <ATen/ops/mse_loss_backward_ops.h>
 #include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/silu_backward_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
 #include <ATen/ops/smooth_l1_loss_backward_ops.h>
 #include <ATen/ops/smooth_l1_loss_ops.h>
@@ -43,6 +45,7 @@
 #include <torch/library.h>
 
 #include "csrc/aten/Checked.h"
+#include "csrc/aten/Glue.h"
 #include "csrc/aten/Pointwise.h"
 #include "csrc/core/Fallback.h"
 
@@ -95,6 +98,18 @@ Tensor& geluBackwardOut(const Tensor& grad, const Tensor& self, c10::string_view
   TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
   if (!tryRun(approximate == "tanh" ? EwOp::GeluTanhBackward : EwOp::GeluBackward, {grad, self}, gi))
     return Fallback<at::_ops::gelu_backward_grad_input>::call(grad, self, approximate, gi);
+  return gi;
+}
+// Backward of sigmoid and tanh from the forward's output: one fused kernel in opmath (one rounding for half
+// types, as ATen's); complex inputs take the fallback (ATen conjugates their derivative).
+Tensor& sigmoidBackwardOut(const Tensor& grad, const Tensor& output, Tensor& gi) {
+  if (!tryRun(EwOp::SigmoidBackward, {grad, output}, gi))
+    return Fallback<at::_ops::sigmoid_backward_grad_input>::call(grad, output, gi);
+  return gi;
+}
+Tensor& tanhBackwardOut(const Tensor& grad, const Tensor& output, Tensor& gi) {
+  if (!tryRun(EwOp::TanhBackward, {grad, output}, gi))
+    return Fallback<at::_ops::tanh_backward_grad_input>::call(grad, output, gi);
   return gi;
 }
 Tensor& siluBackwardOut(const Tensor& grad, const Tensor& self, Tensor& gi) {
@@ -286,6 +301,7 @@ Tensor& huberOut(const Tensor& self, const Tensor& target, int64_t reduction, do
 }
 Tensor& huberBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& target, int64_t reduction, double delta,
                          Tensor& gi) {
+  checkExactOut(gi, self.scalar_type());
   EwParams p;
   p.alpha = reduction == 1 ? 1.0 / static_cast<double>(self.numel()) : 1.0;
   p.lo = delta;
@@ -305,6 +321,7 @@ Tensor huberBackward(const Tensor& grad, const Tensor& self, const Tensor& targe
 
 Tensor& bceOut(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight, int64_t reduction,
                Tensor& out) {
+  checkExactOut(out, self.scalar_type());   // as the CPU's TensorIterator kernel
   if (floating(self.scalar_type())) {
     TORCH_CHECK(self.sizes() == target.sizes(), "Using a target size (", target.sizes(),
                 ") that is different to the input size (", self.sizes(), ") is deprecated. Please ensure they have "
@@ -320,6 +337,7 @@ Tensor& bceOut(const Tensor& self, const Tensor& target, const std::optional<Ten
 }
 Tensor& bceBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& target,
                        const std::optional<Tensor>& weight, int64_t reduction, Tensor& gi) {
+  checkExactOut(gi, self.scalar_type());
   at::native::resize_output(gi, self.sizes());
   if (!tryRun(EwOp::BceBackward, {grad, self, target}, gi))
     return Fallback<at::_ops::binary_cross_entropy_backward_grad_input>::call(grad, self, target, weight, reduction, gi);
@@ -379,6 +397,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "gelu_backward.grad_input", geluBackwardOut);
   MT_IMPL(m, "silu.out", siluOut);
   MT_IMPL(m, "silu_backward.grad_input", siluBackwardOut);
+  MT_IMPL(m, "sigmoid_backward.grad_input", sigmoidBackwardOut);
+  MT_IMPL(m, "tanh_backward.grad_input", tanhBackwardOut);
   MT_IMPL(m, "silu_backward", siluBackward);
   MT_IMPL(m, "mish.out", mishOut);
   MT_IMPL(m, "mish_backward", mishBackward);

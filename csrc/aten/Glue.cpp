@@ -14,6 +14,10 @@ void checkOutDtype(const at::Tensor& out, c10::ScalarType expected) {
               ", but got ", out.dtype(), " instead");
 }
 
+void checkExactOut(const at::Tensor& out, c10::ScalarType expected) {
+  TORCH_CHECK(out.scalar_type() == expected, "Found dtype ", out.scalar_type(), " but expected ", expected);
+}
+
 at::Tensor hostView(const at::Tensor& t) {
   if (!t.defined()) return t;
   TORCH_INTERNAL_ASSERT(rt::kind() != rt::Kind::Cuda, "hostView: device memory is host memory on sim and emu only");

@@ -38,6 +38,8 @@ at::Tensor hostView(const at::Tensor& t);
 // An out= of the wrong dtype is refused with the message of ATen's structured kernels (their generated
 // resize_out), instead of having the result's bytes written into it.
 void checkOutDtype(const at::Tensor& out, c10::ScalarType expected);
+// The same for ops ATen builds on TensorIterator with every dtype equal, with TensorIterator's message.
+void checkExactOut(const at::Tensor& out, c10::ScalarType expected);
 // The kernel stream of the device `t` lives on.
 rt::Stream streamFor(const at::Tensor& t);
 

@@ -140,6 +140,8 @@ void backward(const Tensor& grad, const Tensor& self, const Tensor& target, cons
 
 std::tuple<Tensor&, Tensor&> nllForwardOut(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
                                            int64_t reduction, int64_t ignore_index, Tensor& output, Tensor& total_weight) {
+  checkOutDtype(output, self.scalar_type());
+  checkOutDtype(total_weight, self.scalar_type());
   if (!nativeArgs(self, target, weight))
     return Fallback<at::_ops::nll_loss_forward_output>::call(self, target, weight, reduction, ignore_index, output,
                                                              total_weight);
@@ -149,6 +151,7 @@ std::tuple<Tensor&, Tensor&> nllForwardOut(const Tensor& self, const Tensor& tar
 
 Tensor& nllBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
                        int64_t reduction, int64_t ignore_index, const Tensor& total_weight, Tensor& grad_input) {
+  checkOutDtype(grad_input, self.scalar_type());
   if (!nativeArgs(self, target, weight) || grad.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::nll_loss_backward_grad_input>::call(grad, self, target, weight, reduction, ignore_index,
                                                                   total_weight, grad_input);
@@ -159,6 +162,8 @@ Tensor& nllBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& tar
 std::tuple<Tensor&, Tensor&> nll2dForwardOut(const Tensor& self, const Tensor& target,
                                              const std::optional<Tensor>& weight, int64_t reduction,
                                              int64_t ignore_index, Tensor& output, Tensor& total_weight) {
+  checkOutDtype(output, self.scalar_type());
+  checkOutDtype(total_weight, self.scalar_type());
   if (!nativeArgs(self, target, weight))
     return Fallback<at::_ops::nll_loss2d_forward_output>::call(self, target, weight, reduction, ignore_index, output,
                                                                total_weight);
@@ -169,6 +174,7 @@ std::tuple<Tensor&, Tensor&> nll2dForwardOut(const Tensor& self, const Tensor& t
 Tensor& nll2dBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& target,
                          const std::optional<Tensor>& weight, int64_t reduction, int64_t ignore_index,
                          const Tensor& total_weight, Tensor& grad_input) {
+  checkOutDtype(grad_input, self.scalar_type());
   if (!nativeArgs(self, target, weight) || grad.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::nll_loss2d_backward_grad_input>::call(grad, self, target, weight, reduction,
                                                                     ignore_index, total_weight, grad_input);

@@ -75,8 +75,7 @@ void ewRun(EwOp op, c10::ScalarType compute, EwResult result, const std::vector<
   TORCH_CHECK(at::canCast(result_dtype, out.scalar_type()), "result type ", result_dtype,
               " can't be cast to the desired output type ", out.scalar_type());
   // ATen builds these as unary ops with all dtypes equal (its TensorIterator message); the others cast safely.
-  TORCH_CHECK(!exactOut(op) || out.scalar_type() == result_dtype, "Found dtype ", out.scalar_type(), " but expected ",
-              result_dtype);
+  if (exactOut(op)) checkExactOut(out, result_dtype);
   ElementwiseArgs a;
   a.op = op;
   a.compute = toKernelDType(compute);

@@ -96,6 +96,8 @@ void poolGeometry(SpatialArgs& a, at::IntArrayRef kernel, at::IntArrayRef stride
 std::tuple<Tensor&, Tensor&> maxPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                                         at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, Tensor& out,
                                         Tensor& indices) {
+  checkOutDtype(out, self.scalar_type());
+  checkOutDtype(indices, at::kLong);
   if (!floating(self.scalar_type()))  // integer pooling: CPU PyTorch has it, counted fallback
     return Fallback<at::_ops::max_pool2d_with_indices_out>::call(self, kernel, stride, padding, dilation, ceil_mode, out,
                                                                  indices);
@@ -120,6 +122,7 @@ std::tuple<Tensor&, Tensor&> maxPoolOut(const Tensor& self, at::IntArrayRef kern
 Tensor& maxPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                            at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const Tensor& indices,
                            Tensor& gi) {
+  checkOutDtype(gi, self.scalar_type());
   if (!floating(self.scalar_type()))
     return Fallback<at::_ops::max_pool2d_with_indices_backward_grad_input>::call(grad, self, kernel, stride, padding,
                                                                                 dilation, ceil_mode, indices, gi);
@@ -165,6 +168,7 @@ Tensor& avgPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef s
 Tensor& avgPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor, Tensor& gi) {
+  checkOutDtype(gi, self.scalar_type());
   if (!floating(self.scalar_type()))
     return Fallback<at::_ops::avg_pool2d_backward_grad_input>::call(grad, self, kernel, stride, padding, ceil_mode,
                                                                     count_include_pad, divisor, gi);
@@ -238,6 +242,7 @@ void upsampleSizes(SpatialArgs& a, at::IntArrayRef output_size, const char* op) 
 Tensor& upsampleOut(SpatialOp op, const Tensor& self, at::IntArrayRef output_size, bool align, OptD sh, OptD sw, Tensor& out) {
   const char* name = op == SpatialOp::Nearest ? "upsample_nearest2d" : "upsample_bilinear2d";
   TORCH_CHECK(self.dim() == 4, name, ": expected a 4D input, but got ", self.sizes());
+  checkOutDtype(out, self.scalar_type());
   if (self.scalar_type() == at::kByte) {  // images: through float32 (exact for nearest), rounded back as the CPU
     TORCH_CHECK(out.scalar_type() == at::kByte, name, ": expected a uint8 out for a uint8 input, but got ",
                 out.scalar_type());
@@ -267,6 +272,7 @@ Tensor& upsampleBackwardOut(SpatialOp op, const Tensor& grad, at::IntArrayRef ou
                             bool align, OptD sh, OptD sw, Tensor& gi) {
   const char* name = op == SpatialOp::Nearest ? "upsample_nearest2d_backward" : "upsample_bilinear2d_backward";
   TORCH_CHECK(input_size.size() == 4, name, ": expected input_size of 4 values, but got ", input_size);
+  checkOutDtype(gi, grad.scalar_type());
   SpatialArgs a;
   a.op = op;
   a.backward = true;

@@ -61,12 +61,26 @@ Tensor castFor(const Tensor& self, std::optional<at::ScalarType> dtype) {
   return dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
 }
 
+// A reduction's out= when the call names a dtype: that dtype (ATen's structured reductions); without one, any
+// dtype, and the reduction is computed in the out='s dtype, as ATen's.
+void checkNamedDtype(const Tensor& out, std::optional<at::ScalarType> dtype) {
+  if (dtype.has_value()) checkOutDtype(out, *dtype);
+}
+
+// all/any: a bool out= (uint8 for a uint8 input), with ATen's message.
+void checkLogicalOut(const Tensor& self, const Tensor& out, const char* name) {
+  const auto t = out.scalar_type();
+  TORCH_CHECK(t == at::kBool || (t == at::kByte && self.scalar_type() == at::kByte), name,
+              " only supports bool tensor for result, got: ", t);
+}
+
 Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
+  checkNamedDtype(out, dtype);
   if (!native(self, out)) {
     if (complexSum(self, dim, keepdim, dtype, /*mean=*/false, out)) return out;
     return Fallback<at::_ops::sum_IntList_out>::call(self, dim, keepdim, dtype, out);
   }
-  runReduce(RedOp::Sum, castFor(self, dtype), dim, keepdim, out);
+  runReduce(RedOp::Sum, castFor(self, dtype.value_or(out.scalar_type())), dim, keepdim, out);
   return out;
 }
 
@@ -74,17 +88,19 @@ Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, 
   const auto t = dtype.value_or(self.scalar_type());
   TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t),
               "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ", t);
+  checkNamedDtype(out, dtype);
   if (!native(self, out)) {
     if (complexSum(self, dim, keepdim, dtype, /*mean=*/true, out)) return out;
     return Fallback<at::_ops::mean_out>::call(self, dim, keepdim, dtype, out);
   }
-  runReduce(RedOp::Mean, castFor(self, dtype), dim, keepdim, out);
+  runReduce(RedOp::Mean, castFor(self, dtype.value_or(out.scalar_type())), dim, keepdim, out);
   return out;
 }
 
 Tensor& prod_dim_out(const Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
+  checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::prod_int_out>::call(self, dim, keepdim, dtype, out);
-  runReduce(RedOp::Prod, castFor(self, dtype), at::IntArrayRef{dim}, keepdim, out);
+  runReduce(RedOp::Prod, castFor(self, dtype.value_or(out.scalar_type())), at::IntArrayRef{dim}, keepdim, out);
   return out;
 }
 
@@ -125,6 +141,8 @@ Tensor& amin_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& 
 std::tuple<Tensor&, Tensor&> max_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
   if (!native(self, values)) return Fallback<at::_ops::max_dim_max>::call(self, dim, keepdim, values, indices);
   checkNonEmpty(self, at::IntArrayRef{dim}, "max");
+  checkOutDtype(values, self.scalar_type());
+  checkOutDtype(indices, at::kLong);
   runReduce(RedOp::Max, self, at::IntArrayRef{dim}, keepdim, values, indices);
   return {values, indices};
 }
@@ -132,6 +150,8 @@ std::tuple<Tensor&, Tensor&> max_dim_out(const Tensor& self, int64_t dim, bool k
 std::tuple<Tensor&, Tensor&> min_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
   if (!native(self, values)) return Fallback<at::_ops::min_dim_min>::call(self, dim, keepdim, values, indices);
   checkNonEmpty(self, at::IntArrayRef{dim}, "min");
+  checkOutDtype(values, self.scalar_type());
+  checkOutDtype(indices, at::kLong);
   runReduce(RedOp::Min, self, at::IntArrayRef{dim}, keepdim, values, indices);
   return {values, indices};
 }
@@ -153,6 +173,7 @@ Tensor min_all(const Tensor& self) {
 }
 
 Tensor& arg_out(RedOp op, const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out, const char* name) {
+  checkOutDtype(out, at::kLong);
   if (dim.has_value()) checkNonEmpty(self, at::IntArrayRef{*dim}, name);
   else TORCH_CHECK(self.numel() > 0, name, "(): Expected reduction dim to be specified for input.numel() == 0.");
   Tensor values = at::empty({0}, self.options());
@@ -186,13 +207,14 @@ void checkVarDtype(const Tensor& self, const char* name) {
 Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
   checkVarDtype(self, "std and var");
   if (!native(self, out)) return Fallback<at::_ops::var_correction_out>::call(self, dim, correction, keepdim, out);
-  runReduce(RedOp::Var, self, dim, keepdim, out, Tensor(), 2, correctionOf(correction), false);
+  // computed in the out='s dtype, as ATen's std_var_out reduces in the result's dtype
+  runReduce(RedOp::Var, castFor(self, out.scalar_type()), dim, keepdim, out, Tensor(), 2, correctionOf(correction), false);
   return out;
 }
 Tensor& std_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
   checkVarDtype(self, "std and var");
   if (!native(self, out)) return Fallback<at::_ops::std_correction_out>::call(self, dim, correction, keepdim, out);
-  runReduce(RedOp::Var, self, dim, keepdim, out, Tensor(), 2, correctionOf(correction), true);
+  runReduce(RedOp::Var, castFor(self, out.scalar_type()), dim, keepdim, out, Tensor(), 2, correctionOf(correction), true);
   return out;
 }
 Tensor var(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
@@ -223,6 +245,7 @@ Tensor& vector_norm_out(const Tensor& self, const c10::Scalar& ord, at::Optional
                         std::optional<at::ScalarType> dtype, Tensor& out) {
   TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+  checkOutDtype(out, c10::toRealValueType(dtype.value_or(self.scalar_type())));
   if (!native(self, out)) return Fallback<at::_ops::linalg_vector_norm_out>::call(self, ord, dim, keepdim, dtype, out);
   const double p = ord.toDouble();
   if (self.numel() == 0 && p < 0) TORCH_CHECK(false, "linalg.vector_norm cannot compute the ", ord, " norm on an empty tensor because the operation does not have an identity");
@@ -232,38 +255,45 @@ Tensor& vector_norm_out(const Tensor& self, const c10::Scalar& ord, at::Optional
 
 Tensor& logsumexp_out(const Tensor& self_in, at::IntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native(self_in, out)) return Fallback<at::_ops::logsumexp_out>::call(self_in, dim, keepdim, out);
-  // Integer inputs are computed in the output's floating dtype, as ATen does.
-  const Tensor self = at::isFloatingType(self_in.scalar_type()) ? self_in : self_in.to(out.scalar_type());
+  TORCH_CHECK(at::isFloatingType(out.scalar_type()), "logsumexp(): Expected floating point type for result tensor, "
+              "but got: ", out.scalar_type());
+  // Integer inputs are computed in the default floating dtype, as ATen does.
+  const Tensor self = at::isFloatingType(self_in.scalar_type())
+                          ? self_in
+                          : self_in.to(c10::typeMetaToScalarType(c10::get_default_dtype()));
   if (self.numel() == 0) {
     at::native::resize_output(out, at::sum(self, dim, keepdim).sizes());
     return out.fill_(-std::numeric_limits<double>::infinity());
   }
-  // As ATen: shift by the (finite) maximum, sum the exponentials, add the shift back; all native ops.
+  // As ATen: shift by the (finite) maximum, sum the exponentials into the out= (so in its dtype), take the log
+  // and add the shift back; all native ops.
   Tensor maxes = at::amax(self, dim, true);
   Tensor shift = at::masked_fill(maxes, at::eq(at::abs(maxes), std::numeric_limits<double>::infinity()), 0);
-  Tensor s = at::sum(at::exp(at::sub(self, shift)), dim, keepdim);
-  Tensor result = at::add(at::log(s), keepdim ? shift : shift.squeeze(dim));
-  at::native::resize_output(out, result.sizes());
-  out.copy_(result);
+  at::sum_out(out, at::exp(at::sub(self, shift)), dim, keepdim);
+  out.log_().add_(keepdim ? shift : shift.squeeze(dim));
   return out;
 }
 
 Tensor& all_out(const Tensor& self, Tensor& out) {
+  checkLogicalOut(self, out, "all");
   if (!native(self, out)) return Fallback<at::_ops::all_all_out>::call(self, out);
   runReduce(RedOp::All, self, std::nullopt, false, out);
   return out;
 }
 Tensor& any_out(const Tensor& self, Tensor& out) {
+  checkLogicalOut(self, out, "any");
   if (!native(self, out)) return Fallback<at::_ops::any_all_out>::call(self, out);
   runReduce(RedOp::Any, self, std::nullopt, false, out);
   return out;
 }
 Tensor& all_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
+  checkLogicalOut(self, out, "all");
   if (!native(self, out)) return Fallback<at::_ops::all_dims_out>::call(self, dim, keepdim, out);
   runReduce(RedOp::All, self, dim, keepdim, out);
   return out;
 }
 Tensor& any_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
+  checkLogicalOut(self, out, "any");
   if (!native(self, out)) return Fallback<at::_ops::any_dims_out>::call(self, dim, keepdim, out);
   runReduce(RedOp::Any, self, dim, keepdim, out);
   return out;
@@ -279,13 +309,15 @@ Tensor count_nonzero(const Tensor& self, at::IntArrayRef dim) {
 }
 
 Tensor& cumsum_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
+  checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::cumsum_out>::call(self, dim, dtype, out);
-  runScan(false, self, dim, out);
+  runScan(false, castFor(self, dtype.value_or(out.scalar_type())), dim, out);
   return out;
 }
 Tensor& cumprod_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
+  checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::cumprod_out>::call(self, dim, dtype, out);
-  runScan(true, self, dim, out);
+  runScan(true, castFor(self, dtype.value_or(out.scalar_type())), dim, out);
   return out;
 }
 

@@ -51,6 +51,7 @@
 #include <limits>
 
 #include "csrc/aten/Checked.h"
+#include "csrc/aten/Glue.h"
 #include "csrc/aten/Pointwise.h"
 #include "csrc/core/Fallback.h"
 
@@ -110,7 +111,7 @@ Tensor& sgn_out(const Tensor& self, Tensor& out) {
 // round(decimals) as ATen: scale by 10^|d|, round half to even, scale back (native kernels, scalars in opmath).
 Tensor& round_decimals_out(const Tensor& self, int64_t decimals, Tensor& out) {
   if (decimals == 0) return round_out(self, out);
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Found dtype ", out.scalar_type(), " but expected ", self.scalar_type());
+  checkExactOut(out, self.scalar_type());
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "round_decimals: expected a floating point tensor, got ", self.scalar_type());
   const double ten = std::pow(10.0, static_cast<double>(std::abs(decimals)));
   Tensor r = decimals > 0 ? at::div(at::round(at::mul(self, ten)), ten) : at::mul(at::round(at::div(self, ten)), ten);
@@ -190,24 +191,9 @@ Tensor& isInfSigned(const Tensor& self, bool negative, Tensor& out) {
 Tensor& isneginfOut(const Tensor& self, Tensor& out) { return isInfSigned(self, true, out); }
 Tensor& isposinfOut(const Tensor& self, Tensor& out) { return isInfSigned(self, false, out); }
 
-// Backward of sigmoid and tanh from the saved output, composed of native elementwise kernels (a fused
-// kernel belongs with the NN activation kernels).
-Tensor& sigmoid_backward_out(const Tensor& grad, const Tensor& output, Tensor& grad_input) {
-  Tensor r = at::mul(grad, at::mul(at::rsub(output, 1), output));
-  at::native::resize_output(grad_input, r.sizes());
-  return grad_input.copy_(r);
-}
-Tensor& tanh_backward_out(const Tensor& grad, const Tensor& output, Tensor& grad_input) {
-  Tensor r = at::mul(grad, at::rsub(at::mul(output, output), 1));
-  at::native::resize_output(grad_input, r.sizes());
-  return grad_input.copy_(r);
-}
-
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "sigmoid_backward.grad_input", sigmoid_backward_out);
-  MT_IMPL(m, "tanh_backward.grad_input", tanh_backward_out);
   MT_IMPL(m, "exp.out", exp_out);
   MT_IMPL(m, "exp2.out", exp2_out);
   MT_IMPL(m, "expm1.out", expm1_out);

@@ -23,7 +23,9 @@ enum class EwOp : int {
   // NN activations, their backwards and pointwise losses (floating only; math in ops_nn.h)
   Gelu, GeluTanh, Silu, Mish, Softplus, Elu, LeakyRelu, Hardswish, Hardsigmoid, LogSigmoid,      // unary
   GeluBackward, GeluTanhBackward, SiluBackward, MishBackward, SoftplusBackward, EluBackward,       // (grad, x)
-  LeakyReluBackward, HardswishBackward, HardsigmoidBackward, HardtanhBackward, LogSigmoidBackward, MseLoss,
+  LeakyReluBackward, HardswishBackward, HardsigmoidBackward, HardtanhBackward, LogSigmoidBackward,
+  SigmoidBackward, TanhBackward,                                                                   // (grad, output)
+  MseLoss,
   SmoothL1Loss, HuberLoss, BceLoss,
   MseBackward, SmoothL1Backward, HuberBackward, BceBackward,                                                    // (grad, x, target)
 };
@@ -41,7 +43,8 @@ enum class EwOp : int {
   _(Gelu) _(GeluTanh) _(Silu) _(Mish) _(Softplus) _(Elu) _(LeakyRelu) _(Hardswish) _(Hardsigmoid) _(LogSigmoid) \
   _(GeluBackward) \
   _(GeluTanhBackward) _(SiluBackward) _(MishBackward) _(SoftplusBackward) _(EluBackward) _(LeakyReluBackward) \
-  _(HardswishBackward) _(HardsigmoidBackward) _(HardtanhBackward) _(LogSigmoidBackward) _(MseLoss) _(SmoothL1Loss) _(HuberLoss) \
+  _(HardswishBackward) _(HardsigmoidBackward) _(HardtanhBackward) _(LogSigmoidBackward) \
+  _(SigmoidBackward) _(TanhBackward) _(MseLoss) _(SmoothL1Loss) _(HuberLoss) \
   _(BceLoss) _(MseBackward) _(SmoothL1Backward) _(HuberBackward) _(BceBackward)
 
 constexpr bool ew_is_nn(EwOp op) { return static_cast<int>(op) >= static_cast<int>(EwOp::Gelu); }

@@ -3,7 +3,8 @@
 //
 // Note [Fused LayerNorm]
 // Statistics are exact two-pass in opmath (fp32 for half types, fp64 for double): the mean, then the mean
-// of squared deviations from it (RMSNorm: the mean of squares), rstd = 1 / sqrt(var + eps); mean and rstd
+// of squared deviations from it (RMSNorm: the mean of squares), rstd = 1 / sqrt(var + eps) (NaN for LayerNorm when
+// the variance overflows, lnm::overflow_is_nan); mean and rstd
 // are saved per row for the backward. The backward computes, per row,
 //   LayerNorm: dx = rstd * (w dy - mean(w dy) - xhat * mean(w dy xhat))
 //   RMSNorm:   dx = rstd * (w dy - xhat * mean(w dy xhat))
@@ -53,6 +54,15 @@ namespace lnm {
 template <typename P, typename A>
 MT_HOST_DEVICE inline A param(const void* p, int64_t i, A dflt) {
   return p ? static_cast<A>(static_cast<const P*>(p)[i]) : dflt;
+}
+
+// LayerNorm's rstd once the variance is known: a variance that overflowed to infinity (values near the type's
+// limit) gives NaN, not the 0 that 1 / sqrt(inf) is, so the row reads NaN, as ATen's CPU LayerNorm gives, not a
+// silent row of zeros. (var - var is 0 for a finite variance, NaN for an infinite or NaN one.) RMSNorm keeps 0,
+// as ATen's RMSNorm gives.
+template <typename A>
+MT_HOST_DEVICE inline A overflow_is_nan(A rstd, A var, bool rms) {
+  return rms || var - var == A(0) ? rstd : var - var;
 }
 
 } // namespace lnm

@@ -45,6 +45,10 @@ MT_HOST_DEVICE inline O nn_apply(O a, O b, O c, const EwParams& p) {
     const bool neg = b < O(0);
     const O z = std::exp(-std::abs(b));
     return a * ((neg ? O(1) : O(0)) - (neg ? O(1) : O(-1)) * (z / (O(1) + z)));
+  } else if constexpr (op == EwOp::SigmoidBackward) {  // a: grad, b: the forward's output
+    return a * (O(1) - b) * b;
+  } else if constexpr (op == EwOp::TanhBackward) {
+    return a * (O(1) - b * b);
   } else if constexpr (op == EwOp::GeluBackward) {  // a: grad, b: x
     const O cdf = O(0.5) * (O(1) + std::erf(b * kSqrt1_2));
     const O pdf = std::exp(O(-0.5) * b * b) * (k2SqrtPi * kSqrt1_2 * O(0.5));

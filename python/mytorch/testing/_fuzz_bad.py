@@ -111,6 +111,7 @@ def _cases():
         "nan/bernoulli_out_of_range": lambda d: torch.bernoulli(f32(d, 0.5, 2.0)),
         "nan/to_int": lambda d: f32(d, nan, inf, -inf).to(torch.int32).to(torch.float32).isfinite(),
         "nan/layer_norm": lambda d: F.layer_norm(f32(d, 1, nan, 2), (3,)),
+        "nan/layer_norm_variance_overflow": lambda d: F.layer_norm(f32(d, 1e20, 2e20, 3e20, 4e20), (4,)),
         "nan/mm": lambda d: f32(d, nan, 1).reshape(1, 2) @ f32(d, 0, 1).reshape(2, 1),
         # integer overflow
         "int/add_wraps": lambda d: i32(d, 2**31 - 1) + i32(d, 1),
@@ -119,6 +120,8 @@ def _cases():
         "int/neg_min": lambda d: -i64(d, -(2**63)),
         "int/sum_int8_promotes": lambda d: torch.full((300,), 100, dtype=torch.int8, device=d).sum(),
         "int/cumsum_int32": lambda d: torch.full((3,), 2**30, dtype=torch.int32, device=d).cumsum(0),
+        "int/floor_divide_by_zero": lambda d: i64(d, 5, -5, 0) // i64(d, 0, 0, 0),
+        "int/remainder_by_zero": lambda d: i32(d, 5, -5) % i32(d, 0, 0),
         "int/pow_overflow": lambda d: i64(d, 3).pow(50),
         "int/pow_negative_exponent": lambda d: i64(d, 2).pow(-1),
         "int/shift_past_width": lambda d: i32(d, 1) << i32(d, 40),

@@ -286,13 +286,24 @@ def run_case(torch, op, req):
             mixed = _to(dev_args, "cpu", only=k)
         got, dev_err = _call(op, mixed, dev_kwargs)
         if dev_err is None:
-            # Ops that only read the argument's shape or dtype (reshape_as, broadcast_tensors, new_*) accept it
-            # on CUDA too: acceptance is wrong only where the result is not the all-on-device result.
+            # Ops that only read the argument's shape or dtype (reshape_as, broadcast_tensors, new_*), or move it
+            # to the device themselves (index_put_'s indices), accept it on CUDA too: acceptance is wrong only
+            # where the result is not the all-on-device result (judged against float64: accumulation order on a
+            # GPU may differ between the two runs).
             ref, ref_err = _call(op, dev_args, dev_kwargs)
             on_device = all(t.device.type == "mytorch" for t in _tensors(got))
-            if ref_err is not None or not on_device or _difference(torch, got, ref):
+            gold = lambda: _gold(torch, op, args, kwargs)  # noqa: E731
+            if ref_err is not None or not on_device or _difference(torch, got, ref, gold):
                 return "mixed_device", f"argument {k} on {'the CPU' if variant == 'cpu_arg' else 'mytorch:1'} accepted"
         return "ok", ""
+    if variant == "aten_out":   # out= of every aten call the sample makes (_fuzz_replay.py)
+        if cpu_err is not None or _draws(op, kwargs) or op.name in RUNNING_STATS or mutates:
+            return "skipped", "the sample raises, draws, or mutates its inputs"
+        from ._fuzz_replay import record, replay
+        calls = record(torch, op, dev_args, dev_kwargs)
+        return replay(torch, calls, lambda tree: _to(tree, dev),
+                      lambda got, want, gold: _difference(torch, got, want, gold),
+                      lambda func, a, k: _gold(torch, func, a, k))
     # out= variants
     if not op.supports_out or cpu_err is not None or not isinstance(want, torch.Tensor) or want.numel() < 2:
         return "skipped", "no single-tensor out="
