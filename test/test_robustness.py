@@ -150,6 +150,26 @@ WRONG_DTYPE = {
     "mm": lambda x, out: torch.mm(x, x, out=out),
     "softmax": lambda x, out: torch.softmax(x, 1, out=out),
     "nonzero": lambda x, out: torch.nonzero(x, out=out.int()),
+    # found by the fuzzer's aten_out variant (out= of the aten calls an OpInfo sample makes)
+    "argmax": lambda x, out: torch.argmax(x, 1, out=out),
+    "max.dim": lambda x, out: torch.max(x, 1, out=(out, torch.empty(0, dtype=torch.long, device=x.device))),
+    "min.dim_indices": lambda x, out: torch.min(x, 1, out=(torch.empty(0, device=x.device), out)),
+    "any": lambda x, out: torch.any(x, 1, out=out),
+    "all": lambda x, out: torch.all(x, out=out),
+    "sum_named_dtype": lambda x, out: torch.sum(x, 1, dtype=torch.float32, out=out),
+    "cumsum_named_dtype": lambda x, out: torch.cumsum(x, 1, dtype=torch.float32, out=out),
+    "vector_norm": lambda x, out: torch.linalg.vector_norm(x, out=out),
+    "max_pool2d": lambda x, out: torch.ops.aten.max_pool2d_with_indices.out(
+        x.reshape(1, 1, *x.shape), [2, 2], [2, 2], [0, 0], [1, 1], False, out=out,
+        indices=torch.empty(0, dtype=torch.long, device=x.device)),
+    "upsample_bilinear2d": lambda x, out: torch.ops.aten.upsample_bilinear2d.out(
+        x.reshape(1, 1, *x.shape), [6, 8], False, None, None, out=out),
+    "nll_loss_forward": lambda x, out: torch.ops.aten.nll_loss_forward.output(
+        x, torch.zeros(x.shape[0], dtype=torch.long, device=x.device), None, 1, -100, output=out,
+        total_weight=torch.empty(0, device=x.device)),
+    "binary_cross_entropy_backward": lambda x, out: torch.ops.aten.binary_cross_entropy_backward.grad_input(
+        x.sigmoid(), x.sigmoid(), x.sigmoid(), None, 1, grad_input=out),
+    "huber_loss_backward": lambda x, out: torch.ops.aten.huber_loss_backward.out(x, x, x * 2, 1, 1.0, grad_input=out),
 }
 
 

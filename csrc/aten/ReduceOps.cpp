@@ -61,8 +61,19 @@ Tensor castFor(const Tensor& self, std::optional<at::ScalarType> dtype) {
   return dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
 }
 
+// The input of a reduction or scan as the kernel should read it: cast to the dtype the call names; else, for a
+// float64 out= of a narrower floating input, cast to float64, as ATen computes in the out='s dtype (the kernels
+// accumulate a narrower input in float32). Integral inputs into a wider integral out= are read as they are:
+// the kernels accumulate them in the out='s type without a copy of the input.
+Tensor computeInput(const Tensor& self, std::optional<at::ScalarType> dtype, const Tensor& out) {
+  if (dtype.has_value()) return castFor(self, dtype);
+  const auto o = out.scalar_type();
+  if (at::isFloatingType(self.scalar_type()) && self.scalar_type() != at::kDouble && o == at::kDouble) return self.to(o);
+  return self;
+}
+
 // A reduction's out= when the call names a dtype: that dtype (ATen's structured reductions); without one, any
-// dtype, and the reduction is computed in the out='s dtype, as ATen's.
+// dtype.
 void checkNamedDtype(const Tensor& out, std::optional<at::ScalarType> dtype) {
   if (dtype.has_value()) checkOutDtype(out, *dtype);
 }
@@ -80,7 +91,7 @@ Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, s
     if (complexSum(self, dim, keepdim, dtype, /*mean=*/false, out)) return out;
     return Fallback<at::_ops::sum_IntList_out>::call(self, dim, keepdim, dtype, out);
   }
-  runReduce(RedOp::Sum, castFor(self, dtype.value_or(out.scalar_type())), dim, keepdim, out);
+  runReduce(RedOp::Sum, computeInput(self, dtype, out), dim, keepdim, out);
   return out;
 }
 
@@ -93,14 +104,14 @@ Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, 
     if (complexSum(self, dim, keepdim, dtype, /*mean=*/true, out)) return out;
     return Fallback<at::_ops::mean_out>::call(self, dim, keepdim, dtype, out);
   }
-  runReduce(RedOp::Mean, castFor(self, dtype.value_or(out.scalar_type())), dim, keepdim, out);
+  runReduce(RedOp::Mean, computeInput(self, dtype, out), dim, keepdim, out);
   return out;
 }
 
 Tensor& prod_dim_out(const Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::prod_int_out>::call(self, dim, keepdim, dtype, out);
-  runReduce(RedOp::Prod, castFor(self, dtype.value_or(out.scalar_type())), at::IntArrayRef{dim}, keepdim, out);
+  runReduce(RedOp::Prod, computeInput(self, dtype, out), at::IntArrayRef{dim}, keepdim, out);
   return out;
 }
 
@@ -207,14 +218,13 @@ void checkVarDtype(const Tensor& self, const char* name) {
 Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
   checkVarDtype(self, "std and var");
   if (!native(self, out)) return Fallback<at::_ops::var_correction_out>::call(self, dim, correction, keepdim, out);
-  // computed in the out='s dtype, as ATen's std_var_out reduces in the result's dtype
-  runReduce(RedOp::Var, castFor(self, out.scalar_type()), dim, keepdim, out, Tensor(), 2, correctionOf(correction), false);
+  runReduce(RedOp::Var, computeInput(self, std::nullopt, out), dim, keepdim, out, Tensor(), 2, correctionOf(correction), false);
   return out;
 }
 Tensor& std_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
   checkVarDtype(self, "std and var");
   if (!native(self, out)) return Fallback<at::_ops::std_correction_out>::call(self, dim, correction, keepdim, out);
-  runReduce(RedOp::Var, castFor(self, out.scalar_type()), dim, keepdim, out, Tensor(), 2, correctionOf(correction), true);
+  runReduce(RedOp::Var, computeInput(self, std::nullopt, out), dim, keepdim, out, Tensor(), 2, correctionOf(correction), true);
   return out;
 }
 Tensor var(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
@@ -311,13 +321,13 @@ Tensor count_nonzero(const Tensor& self, at::IntArrayRef dim) {
 Tensor& cumsum_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::cumsum_out>::call(self, dim, dtype, out);
-  runScan(false, castFor(self, dtype.value_or(out.scalar_type())), dim, out);
+  runScan(false, computeInput(self, dtype, out), dim, out);
   return out;
 }
 Tensor& cumprod_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::cumprod_out>::call(self, dim, dtype, out);
-  runScan(true, castFor(self, dtype.value_or(out.scalar_type())), dim, out);
+  runScan(true, computeInput(self, dtype, out), dim, out);
   return out;
 }
 
