@@ -169,6 +169,7 @@ WRONG_DTYPE = {
         total_weight=torch.empty(0, device=x.device)),
     "binary_cross_entropy_backward": lambda x, out: torch.ops.aten.binary_cross_entropy_backward.grad_input(
         x.sigmoid(), x.sigmoid(), x.sigmoid(), None, 1, grad_input=out),
+    "index": lambda x, out: torch.ops.aten.index.Tensor_out(x, [torch.tensor([0, 1], device=x.device)], out=out),
     "huber_loss_backward": lambda x, out: torch.ops.aten.huber_loss_backward.out(x, x, x * 2, 1, 1.0, grad_input=out),
 }
 

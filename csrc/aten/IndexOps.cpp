@@ -599,6 +599,8 @@ void describe(IndexArgs& a, Advanced& adv, const Tensor& target) {
 }
 
 Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& indices, Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index_out: self (", self.scalar_type(), ") and result (",
+              out.scalar_type(), ") must have the same scalar type");
   Advanced adv = makeAdvanced(self, indices);
   at::native::resize_output(out, adv.shape);
   IndexArgs a;

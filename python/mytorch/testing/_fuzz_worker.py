@@ -9,7 +9,7 @@ import os
 import sys
 import warnings
 
-VERDICTS = ("ok", "differs", "corruption", "mixed_device", "skipped")
+VERDICTS = ("ok", "differs", "corruption", "mixed_device", "skipped", "harness")
 # OpInfos that fill their input in place (their names lack the trailing underscore)
 RANDOM_FILLS = {"bernoulli", "cauchy", "exponential", "geometric", "log_normal", "normal", "uniform"}
 RANDOM_OPS = {"normal", "multinomial", "bernoulli", "nn.functional.dropout", "nn.functional.alpha_dropout",
@@ -43,9 +43,17 @@ def main() -> None:
                 verdict, detail = run_bad_input(torch, req["name"])
             else:
                 verdict, detail = run_case(torch, op_db[req["op"]], req)
-        except Exception as e:  # the harness itself: reported, not counted against the device
-            verdict, detail = "skipped", f"harness: {type(e).__name__}: {e}"[:300]
+        except SkipCase as e:
+            verdict, detail = "skipped", str(e)
+        except Exception as e:  # the harness itself: reported as such, and it fails the run
+            import traceback
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            verdict, detail = "harness", f"{type(e).__name__}: {e} ({where.name}:{where.lineno})"[:300]
         proto.write(json.dumps({"index": req["index"], "verdict": verdict, "detail": detail}) + "\n")
+
+
+class SkipCase(Exception):
+    """A case the fuzzer cannot run (not a failure of the device, nor of the harness)."""
 
 
 def _tensors(tree):
@@ -66,6 +74,8 @@ def _to(tree, device, only=None, memo=None):
     def move(x):
         if not isinstance(x, torch.Tensor):
             return x
+        if x.layout != torch.strided:
+            raise SkipCase(f"a {x.layout} sample: sparse layouts are not supported on mytorch")
         k = count[0]
         count[0] += 1
         if only is not None and k != only:
@@ -207,7 +217,7 @@ def run_case(torch, op, req):
     variant = req["variant"]
     dev = "mytorch"
     if variant == "error_inputs":
-        if not hasattr(op, "error_inputs"):
+        if getattr(op, "error_inputs_func", None) is None:
             return "skipped", "no error inputs"
         errs = list(op.error_inputs("cpu"))
         if not errs:

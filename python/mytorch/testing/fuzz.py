@@ -14,7 +14,7 @@ integer overflow, tensors without elements, resize_/set_/as_strided misuse), whi
 Verdicts: ok; differs (a difference from the CPU: one that KNOWN_DIFFERENCES does not list fails the run);
 corruption (a bystander, an input, an out='s
 gaps changed, or a wrong-dtype out= accepted); mixed_device (a tensor on another device accepted); crash (the
-worker died, twice); hang (past --timeout).
+worker died, twice); hang (past --timeout); harness (the fuzzer's own code failed: fails the run too).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from ._pool import run_pool
 VARIANTS = ["functional", "noncontig_out", "expanded_out", "wrong_dtype_out", "aten_out", "cpu_arg",
             "other_device", "error_inputs", "bad_input"]
 DTYPES = ["float32", "int64", "complex64", "bool", "bfloat16"]
-BAD = ("corruption", "mixed_device", "crash", "hang")
+BAD = ("corruption", "mixed_device", "crash", "hang", "harness")
 # The differences from the CPU that are kept on purpose (docs/robustness.md gives the reasons): OpInfo name and
 # variant, to (a text the case's detail contains, the reason). A difference not listed here fails the run like a
 # corruption does.
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
 
 
 def summary(rows: list[dict], command: str, elapsed: float) -> str:
-    verdicts = ["ok", "differs", "corruption", "mixed_device", "crash", "hang", "skipped"]
+    verdicts = ["ok", "differs", "corruption", "mixed_device", "crash", "hang", "harness", "skipped"]
     by = {v: Counter() for v in VARIANTS}
     for r in rows:
         by[r["variant"]][r["verdict"]] += 1
