@@ -358,6 +358,7 @@ std::tuple<Tensor, Tensor> logSigmoid(const Tensor& self) {
   return {out, buffer};
 }
 Tensor& logSigmoidBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& buffer, Tensor& gi) {
+  checkExactOut(gi, self.scalar_type());
   if (!tryRun(EwOp::LogSigmoidBackward, {grad, self}, gi))
     return Fallback<at::_ops::log_sigmoid_backward_grad_input>::call(grad, self, buffer, gi);
   return gi;

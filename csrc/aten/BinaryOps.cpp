@@ -42,6 +42,7 @@
 #include <torch/library.h>
 
 #include "csrc/aten/Checked.h"
+#include "csrc/aten/Glue.h"
 #include "csrc/aten/Pointwise.h"
 #include "csrc/core/Fallback.h"
 
@@ -249,6 +250,7 @@ Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const Scalar& wei
              [&]() -> Tensor& { return Fallback<at::_ops::lerp_Scalar_out>::call(self, end, weight, out); });
 }
 Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& weight, Tensor& out) {
+  checkExactOut(out, self.scalar_type());   // ATen builds lerp.Tensor with every dtype equal (lerp.Scalar casts)
   TORCH_CHECK(self.scalar_type() == end.scalar_type() && self.scalar_type() == weight.scalar_type(), "expected dtype ",
               self.scalar_type(), " for `end` and `weight` but got dtypes ", end.scalar_type(), " and ", weight.scalar_type());
   return run(EwOp::Lerp, false, EwResult::Compute, {self, end, weight}, out, {},

@@ -4,7 +4,8 @@ mytorch and compares the exception class, or the values, as for an OpInfo case.
 
 Families: indices out of range (past the end, negative, before the start, huge) for every indexing op; huge and
 negative sizes; NaN and infinity through the ops that order, reduce or bin; integer overflow; tensors without
-elements; resize_, set_ and as_strided misuse."""
+elements; resize_, set_ and as_strided misuse; out= of another dtype for the out= kernels no OpInfo sample
+reaches."""
 from __future__ import annotations
 
 import torch
@@ -186,7 +187,57 @@ def _cases():
     return cases
 
 
-BAD_INPUTS = _cases()
+def _out_cases():
+    """out= of another dtype (float64, int32) for the native out= kernels that no OpInfo sample reaches, forward
+    or backward (the aten_out variant covers the others)."""
+    def x(d):
+        return torch.arange(12.0, device=d).reshape(3, 4) / 10
+
+    def long(d, *shape):
+        return torch.zeros(*shape, dtype=torch.long, device=d)
+
+    def scalar(d, v):
+        return torch.tensor(v, device=d)
+
+    ops = {
+        "_addmm_activation": lambda d, o: torch.ops.aten._addmm_activation.out(x(d)[:, :3], x(d)[:, :2],
+                                                                                x(d)[:2, :3], out=o),
+        "all.dims_out": lambda d, o: torch.ops.aten.all.dims_out(x(d), [0], False, out=o),
+        "any.dims_out": lambda d, o: torch.ops.aten.any.dims_out(x(d), [0], False, out=o),
+        "arange.start_out": lambda d, o: torch.ops.aten.arange.start_out(0, 5, 1, out=o),
+        "clamp.out": lambda d, o: torch.clamp(x(d), 0.1, 0.5, out=o),
+        "clamp_max.out": lambda d, o: torch.clamp_max(x(d), 0.5, out=o),
+        "clamp_min.out": lambda d, o: torch.clamp_min(x(d), 0.5, out=o),
+        "conj_physical.out": lambda d, o: torch.conj_physical(x(d).to(torch.complex64), out=o),
+        "eye.m_out": lambda d, o: torch.eye(3, 4, out=o),
+        "eye.out": lambda d, o: torch.eye(3, out=o),
+        "isin.Scalar_Tensor_out": lambda d, o: torch.isin(1.0, x(d), out=o),
+        "isin.Tensor_Scalar_out": lambda d, o: torch.isin(x(d), 0.1, out=o),
+        "lerp.Tensor_out": lambda d, o: torch.lerp(x(d), x(d) * 2, x(d), out=o),
+        "linspace.out": lambda d, o: torch.linspace(0, 1, 5, out=o),
+        "log_sigmoid_backward.grad_input": lambda d, o: torch.ops.aten.log_sigmoid_backward.grad_input(
+            x(d), x(d), x(d), grad_input=o),
+        "nll_loss2d_forward.output": lambda d, o: torch.ops.aten.nll_loss2d_forward.output(
+            x(d).reshape(1, 3, 2, 2), long(d, 1, 2, 2), None, 1, -100, output=o, total_weight=torch.empty(0, device=d)),
+        "nll_loss2d_backward.grad_input": lambda d, o: torch.ops.aten.nll_loss2d_backward.grad_input(
+            scalar(d, 1.0), x(d).reshape(1, 3, 2, 2), long(d, 1, 2, 2), None, 1, -100, scalar(d, 4.0), grad_input=o),
+        "scatter.value_reduce_out": lambda d, o: torch.ops.aten.scatter.value_reduce_out(
+            x(d), 0, long(d, 1, 4), 2.0, reduce="add", out=o),
+        "sort.values_stable": lambda d, o: torch.sort(x(d), stable=True, out=(o, long(d, 0))),
+        "upsample_nearest2d.out": lambda d, o: torch.ops.aten.upsample_nearest2d.out(
+            x(d).reshape(1, 1, 3, 4), [6, 8], None, None, out=o),
+        "upsample_nearest2d_backward.grad_input": lambda d, o: torch.ops.aten.upsample_nearest2d_backward.grad_input(
+            torch.ones(1, 1, 6, 8, device=d), [6, 8], [1, 1, 3, 4], None, None, grad_input=o),
+    }
+    cases = {}
+    for name, f in ops.items():
+        for dt in (torch.float64, torch.int32):
+            cases[f"out/{name}/{str(dt).split('.')[-1]}"] = (lambda f, dt: lambda d: f(d, torch.empty(0, dtype=dt,
+                                                                                                      device=d)))(f, dt)
+    return cases
+
+
+BAD_INPUTS = {**_cases(), **_out_cases()}
 # Cases whose accepted result draws from the generator: only shapes and dtypes compare.
 DRAWS = {name for name in BAD_INPUTS if "multinomial" in name or "bernoulli" in name or "randint" in name}
 # Cases that mix a mytorch tensor with a CPU storage: refused on mytorch, as CUDA refuses them, whatever the CPU does.
