@@ -15,6 +15,8 @@
 #              without one, the batteries on the AddressSanitizer emu build, in natural and fuzzed schedules
 #   ptxas      registers, spills and shared memory of every sm_90 kernel against the device limits (nvcc)
 #   align      the operator alignment suite against torch.cuda (needs a GPU and expecttest)
+#   fuzz       the robustness fuzzer's full campaign on the cuda runtime against the CPU (docs/robustness.md);
+#              without a GPU, its 600-case sample on the AddressSanitizer emu build
 #   bench      the benchmarks, ratios to torch.cuda (needs a GPU)
 #   summary    OUT_DIR/summary.json and summary.md from every stage's result
 #
@@ -32,7 +34,7 @@ OUT=$(cd "$OUT" && pwd)
 PY=${PYTHON:-python3}
 LIMIT=${GPU_VERIFY_STAGE_TIMEOUT:-570}
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(probe build tests tests_mma ipc compile sanitizer ptxas align bench summary)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(probe build tests tests_mma ipc compile sanitizer ptxas align fuzz bench summary)
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0 PYTHONUNBUFFERED=1
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
@@ -158,6 +160,14 @@ stage_align() {
     skip align "expecttest is missing: carry its wheel (docs/gpu.md)"; return
   fi
   run_stage align "MYTORCH_RUNTIME=cuda $PY -m mytorch.testing.align --no-write --json '$OUT/alignment_cuda.json' --jobs 4 --log '$OUT/align-workers.log'"
+}
+
+stage_fuzz() {
+  if [ $GPU -eq 1 ]; then
+    run_stage fuzz "MYTORCH_RUNTIME=cuda $PY -m mytorch.testing.fuzz --cases 0 --seed 0 --jobs 8 --json '$OUT/fuzz_cuda.json' --log '$OUT/fuzz-workers.log'"
+  else
+    run_stage fuzz "MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh --python -m mytorch.testing.fuzz --cases 600 --seed 20261124 --jobs 2 --json '$OUT/fuzz_emu.json' --log '$OUT/fuzz-workers.log'"
+  fi
 }
 
 stage_bench() {
