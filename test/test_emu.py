@@ -241,3 +241,13 @@ def test_wrong_mma_fragment_layout_is_caught():
         wrong, sim = torch.load(paths["wrong"]), torch.load(paths["sim"])
     off = [k for k, v in sim.items() if not torch.allclose(wrong[k].float(), v.float(), rtol=2e-2, atol=2e-2)]
     assert len(off) >= len(sim) // 2, off  # forward and gradients alike
+
+
+def test_peer_copy_runs_on_the_destination_stream_whatever_the_current_device():
+    """A peer copy was handed the destination's default stream as a null handle while another device was
+    current, so it ran on that device's default stream: unordered with the destination's work, and not covered
+    by the copy's own synchronization. A kernel on mytorch:1 then read bytes still being copied (found by the
+    fuzzer's emu campaign; 150 of 300 results were wrong with delayed streams)."""
+    out = run_ok(open("scripts/repro/cross_device_copy_race.py").read(), MYTORCH_SIM_DEVICES=2,
+                 MYTORCH_EMU_STREAM_DELAY_US=100)
+    assert "wrong results: 0 of 300" in out, out

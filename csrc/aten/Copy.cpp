@@ -151,7 +151,9 @@ void deviceToDevice(const at::Tensor& dst, const at::Tensor& src_in, bool non_bl
   const bool direct = dst.is_contiguous();
   at::Tensor to = direct ? dst : at::empty(dst.sizes(), dst.options());
   {
-    // The peer copy runs on the destination's stream after the source stream's queued work.
+    // The peer copy runs on the destination's stream after the source stream's queued work (with the
+    // destination current, so that its default stream is the one meant).
+    c10::DeviceGuard guard(dst.device());
     rt::Event ready = nullptr;
     MT_RT_CHECK(rt::event_create(sd, false, &ready));
     MT_RT_CHECK(rt::event_record(sd, ready, streamOn(from)));

@@ -173,7 +173,10 @@ class CudaBackend final : public Backend {
   }
   Status memcpy_peer_async(void* dst, int dd, const void* src, int sd, size_t n, Stream s) override {
     if (n == 0) return Status::Success;
-    return MT_CUDA(cudaMemcpyPeerAsync(dst, dd, src, sd, n, cs(s)));
+    // On the destination device: a null (default) stream handle means the *current* device's default stream,
+    // and the caller's stream is the destination's. From another current device the copy went onto that
+    // device's default stream, unordered with the destination's work and its synchronization.
+    return on_device(dd, [&] { return MT_CUDA(cudaMemcpyPeerAsync(dst, dd, src, sd, n, cs(s))); });
   }
   Status memset_async(void* dst, int v, size_t n, Stream s) override {
     if (n == 0) return Status::Success;

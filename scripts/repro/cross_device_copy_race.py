@@ -1,7 +1,8 @@
-"""Reproducer of an open bug (docs/robustness.md, "Not done yet"): on the emulated CUDA build with two devices, a
-copy from mytorch:1 to mytorch:0 of a tensor that was itself moved to mytorch:1 storage by storage (as the fuzzer
-moves its samples) sometimes holds wrong values, most often after a kernel on mytorch:1 produced it. Counts the
-wrong results out of 300; 0 is the expected answer, and what sim and one device give.
+"""Reproducer of a fixed race (docs/robustness.md; test_emu.py runs it): a peer copy to mytorch:1 made while
+mytorch:0 was current ran on mytorch:0's default stream (the destination's stream was the null handle, which
+means the current device's), unordered with mytorch:1's work. A tensor moved to mytorch:1 storage by storage, as
+the fuzzer moves its samples, was then read by a kernel there before its bytes arrived. Counts the wrong results
+out of 300: 150 on the emulated build with delayed streams before the fix, 0 after, and 0 on sim.
 
     MYTORCH_SIM_DEVICES=2 MYTORCH_EMU_STREAM_DELAY_US=100 bash scripts/emu.sh --python scripts/repro/cross_device_copy_race.py
 """
