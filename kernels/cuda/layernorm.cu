@@ -131,8 +131,7 @@ __global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock) forward_ke
         for (int e = 0; e < VEC; ++e) sq += (v[e] - mean) * (v[e] - mean);
       }
     }
-    const A var = row_sum<TPR>(sq, red) * inv_n;
-    const A rstd = lnm::overflow_is_nan(A(1) / sqrt(var + static_cast<A>(a.eps)), var, a.rms);
+    const A rstd = lnm::overflow_is_nan(A(1) / sqrt(row_sum<TPR>(sq, red) * inv_n + static_cast<A>(a.eps)), a.rms);
     if (lane == 0) {
       if (a.mean) static_cast<A*>(a.mean)[row] = mean;
       static_cast<A*>(a.rstd)[row] = rstd;

@@ -40,8 +40,7 @@ void forward(const RowNormArgs& a) {
     const A mean = a.rms ? A(0) : pairwise(v.data(), a.cols) / static_cast<A>(a.cols);
     for (int64_t j = 0; j < a.cols; ++j) d[j] = (v[j] - mean) * (v[j] - mean);
     const A sq = pairwise(d.data(), a.cols);
-    const A var = sq / static_cast<A>(a.cols);
-    const A rstd = lnm::overflow_is_nan(A(1) / std::sqrt(var + static_cast<A>(a.eps)), var, a.rms);
+    const A rstd = lnm::overflow_is_nan(A(1) / std::sqrt(sq / static_cast<A>(a.cols) + static_cast<A>(a.eps)), a.rms);
     if (a.mean) static_cast<A*>(a.mean)[r] = mean;
     static_cast<A*>(a.rstd)[r] = rstd;
     T* y = static_cast<T*>(a.y) + r * a.cols;

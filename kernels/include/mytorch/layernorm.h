@@ -56,13 +56,13 @@ MT_HOST_DEVICE inline A param(const void* p, int64_t i, A dflt) {
   return p ? static_cast<A>(static_cast<const P*>(p)[i]) : dflt;
 }
 
-// LayerNorm's rstd once the variance is known: a variance that overflowed to infinity (values near the type's
-// limit) gives NaN, not the 0 that 1 / sqrt(inf) is, so the row reads NaN, as ATen's CPU LayerNorm gives, not a
-// silent row of zeros. (var - var is 0 for a finite variance, NaN for an infinite or NaN one.) RMSNorm keeps 0,
-// as ATen's RMSNorm gives.
+// LayerNorm's rstd = 1 / sqrt(var + eps): a variance that overflowed to infinity (values near the type's limit)
+// gives 0, and the row would read a silent row of zeros; it gives NaN instead, as ATen's CPU LayerNorm does. A
+// finite variance never gives 0, so rstd alone tells (0 / 0 is the NaN: no extra register is kept live, which
+// the widest kernels cannot afford). RMSNorm keeps 0, as ATen's RMSNorm gives.
 template <typename A>
-MT_HOST_DEVICE inline A overflow_is_nan(A rstd, A var, bool rms) {
-  return rms || var - var == A(0) ? rstd : var - var;
+MT_HOST_DEVICE inline A overflow_is_nan(A rstd, bool rms) {
+  return rms || rstd != A(0) ? rstd : rstd / rstd;
 }
 
 } // namespace lnm
