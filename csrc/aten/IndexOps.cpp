@@ -89,8 +89,12 @@ struct OutOfBounds {
   bool negative_wraps = true;
 };
 
-// The gather/scatter family's rule: RuntimeError naming the dimension, negative indices out of bounds.
-OutOfBounds alongDim(const Tensor& t, int64_t dim) { return {true, dim, t.dim() ? t.size(dim) : 1, false}; }
+// The rule of the ops that index along one dimension (the gather/scatter family, index_select, index_add,
+// index_copy): negative indices out of bounds, the message naming the dimension; RuntimeError unless the CPU's
+// kernel for the op raises IndexError.
+OutOfBounds alongDim(const Tensor& t, int64_t dim, bool runtime_error = true) {
+  return {runtime_error, dim, t.dim() ? t.size(dim) : 1, false};
+}
 
 // Launches and turns an out-of-bounds index into the op's exception (the kernels never use such an index).
 void launch(Kind kind, IndexArgs& a, const at::Device& device, const OutOfBounds& oob = {}) {
@@ -167,7 +171,7 @@ Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index_in
     addIndex(a, index, istr, self.size(dim), self.stride(dim));
   }
   // The CPU's exception class: RuntimeError from its kernel for dimension 1 of a tensor with more, else IndexError.
-  launch(Kind::Gather, a, self.device(), {dim == 1 && self.dim() > 1, dim, self.dim() ? self.size(dim) : 1, false});
+  launch(Kind::Gather, a, self.device(), alongDim(self, dim, dim == 1 && self.dim() > 1));
   return out;
 }
 
@@ -365,7 +369,7 @@ void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tens
   }
   if (source.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
   addIndex(a, index, istr, out.dim() ? out.size(dim) : 1, out.dim() ? out.stride(dim) : 0);
-  launch(Kind::Scatter, a, out.device(), {runtime_error, dim, out.dim() ? out.size(dim) : 1, false});
+  launch(Kind::Scatter, a, out.device(), alongDim(out, dim, runtime_error));
 }
 
 Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, const c10::Scalar& alpha, Tensor& out) {

@@ -244,8 +244,6 @@ Tensor& upsampleOut(SpatialOp op, const Tensor& self, at::IntArrayRef output_siz
   TORCH_CHECK(self.dim() == 4, name, ": expected a 4D input, but got ", self.sizes());
   checkOutDtype(out, self.scalar_type());
   if (self.scalar_type() == at::kByte) {  // images: through float32 (exact for nearest), rounded back as the CPU
-    TORCH_CHECK(out.scalar_type() == at::kByte, name, ": expected a uint8 out for a uint8 input, but got ",
-                out.scalar_type());
     Tensor f = at::empty({0}, self.options().dtype(at::kFloat));
     upsampleOut(op, self.to(at::kFloat), output_size, align, sh, sw, f);
     at::native::resize_output(out, f.sizes());

@@ -17,7 +17,6 @@
 #include <ATen/ops/div.h>
 #include <ATen/ops/round.h>
 #include <ATen/ops/sgn_ops.h>
-#include <ATen/ops/rsub.h>
 #include <ATen/ops/erf_ops.h>
 #include <ATen/ops/erfinv_ops.h>
 #include <ATen/ops/exp2_ops.h>
