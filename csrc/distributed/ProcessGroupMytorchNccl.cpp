@@ -22,8 +22,8 @@
 namespace mytorch::dist {
 namespace {
 
-using comm::DType;
-using comm::RedOp;
+
+using comm::ReduceOp;
 
 std::optional<DType> ncclType(at::ScalarType t) {
   switch (t) {
@@ -53,14 +53,14 @@ std::pair<at::Tensor, DType> movable(const at::Tensor& t) {
 struct Reduction {
   at::Tensor tensor;
   DType type;
-  RedOp op;
+  ReduceOp op;
   std::optional<double> premul;
 };
 
 Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op) {
   at::Tensor v = t;
   auto kind = op.op_;
-  Reduction r{v, DType::Float, RedOp::Sum, premulFactor(op)};
+  Reduction r{v, DType::Float, ReduceOp::Sum, premulFactor(op)};
   if (v.is_complex()) {
     TORCH_CHECK_VALUE(kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::AVG || r.premul,
                       "mytorch (NCCL): complex tensors reduce only with SUM, AVG or PREMUL_SUM");
@@ -71,15 +71,15 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op) {
   r.type = *d;
   const bool isBool = t.scalar_type() == at::kBool;
   switch (kind) {
-    case c10d::ReduceOp::SUM: r.op = isBool ? RedOp::Max : RedOp::Sum; break; // bool: logical or
-    case c10d::ReduceOp::PRODUCT: r.op = isBool ? RedOp::Min : RedOp::Prod; break;
-    case c10d::ReduceOp::MIN: r.op = RedOp::Min; break;
-    case c10d::ReduceOp::MAX: r.op = RedOp::Max; break;
+    case c10d::ReduceOp::SUM: r.op = isBool ? ReduceOp::Max : ReduceOp::Sum; break; // bool: logical or
+    case c10d::ReduceOp::PRODUCT: r.op = isBool ? ReduceOp::Min : ReduceOp::Prod; break;
+    case c10d::ReduceOp::MIN: r.op = ReduceOp::Min; break;
+    case c10d::ReduceOp::MAX: r.op = ReduceOp::Max; break;
     case c10d::ReduceOp::AVG:
       TORCH_CHECK_VALUE(!isBool, "mytorch (NCCL): AVG of bool tensors is not defined");
-      r.op = RedOp::Avg;
+      r.op = ReduceOp::Avg;
       break;
-    case c10d::ReduceOp::PREMUL_SUM: r.op = RedOp::Sum; break;
+    case c10d::ReduceOp::PREMUL_SUM: r.op = ReduceOp::Sum; break;
     default:
       TORCH_CHECK_VALUE(false, "mytorch (NCCL): NCCL has no ", static_cast<int>(kind), " reduction (bitwise ops)");
   }
@@ -303,7 +303,7 @@ class NcclPath final : public Path {
     at::Tensor flag = at::empty({1}, at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, dev)));
     Tensors ts{flag};
     auto work = enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
-      return comm::all_reduce(flag.data_ptr(), flag.data_ptr(), 1, DType::Float, RedOp::Sum, nullptr, cm, s);
+      return comm::all_reduce(flag.data_ptr(), flag.data_ptr(), 1, DType::Float, ReduceOp::Sum, nullptr, cm, s);
     });
     // A barrier holds the host, as ProcessGroupNCCL's does.
     work->synchronize();

@@ -1,9 +1,8 @@
 // CUDA convolutions through cuDNN (Note [Convolution family]): forward, backward data and backward filter
-// with cuDNN's convolution API. libcudnn.so.9 is opened at first use (torch's CUDA wheel has usually
+// with cuDNN's convolution API. libcudnn.so.9 is opened at first use (dynlib.h; torch's CUDA wheel has usually
 // loaded it already), so the extension does not link cuDNN and a CUDA build imports without it; when it
 // cannot be loaded the launcher reports Unavailable and the glue takes im2col + GEMM.
 #include <cudnn.h>
-#include <dlfcn.h>
 
 #include <mutex>
 #include <vector>
@@ -11,6 +10,7 @@
 
 #include "common.cuh"
 #include "mytorch/conv.h"
+#include "mytorch/dynlib.h"
 
 namespace mytorch::cuda {
 namespace {
@@ -26,34 +26,7 @@ namespace {
   _(cudnnConvolutionBackwardData) _(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                              \
   _(cudnnGetConvolutionBackwardFilterWorkspaceSize) _(cudnnConvolutionBackwardFilter)
 
-struct Dnn {
-#define MT_DNN_MEMBER(f) decltype(&::f) f = nullptr;
-  MT_DNN_FUNCS(MT_DNN_MEMBER)
-#undef MT_DNN_MEMBER
-  std::string error;
-};
-
-const Dnn& dnn() {
-  static Dnn lib = [] {
-    Dnn l;
-    void* h = nullptr;
-    for (const char* name : {"libcudnn.so.9", "libcudnn.so"}) {
-      h = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
-      if (h) break;
-    }
-    if (!h) {
-      l.error = std::string("cannot load cuDNN (libcudnn.so.9): ") + dlerror();
-      return l;
-    }
-#define MT_DNN_LOAD(f)                                                    \
-    l.f = reinterpret_cast<decltype(&::f)>(dlsym(h, #f));                 \
-    if (!l.f && l.error.empty()) l.error = "cuDNN lacks the symbol " #f;
-    MT_DNN_FUNCS(MT_DNN_LOAD)
-#undef MT_DNN_LOAD
-    return l;
-  }();
-  return lib;
-}
+MT_DYNLIB(Dnn, dnn, MT_DNN_FUNCS, "cuDNN", "", "libcudnn.so.9", "libcudnn.so")
 
 rt::Status fail(const char* what, cudnnStatus_t s) {
   std::string msg = std::string("convolution: ") + what + " failed: " + dnn().cudnnGetErrorString(s);

@@ -1,14 +1,14 @@
-// CUDA GEMM through cuBLASLt (Note [GEMM family]). The library is opened with dlopen on first use — torch's
+// CUDA GEMM through cuBLASLt (Note [GEMM family]). The library is opened on first use (dynlib.h) — torch's
 // own CUDA wheel has usually loaded libcublasLt.so.13 already — so the extension links no cuBLAS and a
 // CUDA build still imports where there is none. Handles are per device; algorithms come from cuBLASLt's
 // heuristic for each shape (a cache keyed on shape is the obvious next step once GPU timings ask for it).
 #include <cublasLt.h>
-#include <dlfcn.h>
 
 #include <mutex>
 #include <string>
 
 #include "common.cuh"
+#include "mytorch/dynlib.h"
 #include "mytorch/gemm.h"
 
 namespace mytorch::cuda {
@@ -21,42 +21,26 @@ namespace {
   _(cublasLtMatmulPreferenceSetAttribute) _(cublasLtMatmulAlgoGetHeuristic) _(cublasLtMatmul)             \
   _(cublasLtGetStatusString)
 
+#if defined(MYTORCH_EMU_ACTIVE)
+// The emulated build links the emulator's cuBLASLt (kernels/emu/cublaslt.cpp): its functions, no library.
 struct Lt {
-#define MT_LT_MEMBER(f) decltype(&::f) f = nullptr;
-  MT_LT_FUNCS(MT_LT_MEMBER)
-#undef MT_LT_MEMBER
+  MT_LT_FUNCS(MT_DYNLIB_POINTER)
   std::string error;
 };
-
 const Lt& lt() {
-  static Lt lib = [] {
-    Lt l;
-#if defined(MYTORCH_EMU_ACTIVE)
-    // The emulated build links the emulator's cuBLASLt (kernels/emu/cublaslt.cpp).
-#define MT_LT_BIND(f) l.f = &::f;
+  static const Lt l = [] {
+    Lt t;
+#define MT_LT_BIND(f) t.f = &::f;
     MT_LT_FUNCS(MT_LT_BIND)
 #undef MT_LT_BIND
-    return l;
-#endif
-    void* h = nullptr;
-    for (const char* name : {"libcublasLt.so.13", "libcublasLt.so"}) {
-      h = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
-      if (h) break;
-    }
-    if (!h) {
-      l.error = std::string("cannot load cuBLASLt (libcublasLt.so.13): ") + dlerror() +
-                "; install the CUDA toolkit's cuBLAS or the nvidia-cublas wheel";
-      return l;
-    }
-#define MT_LT_LOAD(f)                                                       \
-    l.f = reinterpret_cast<decltype(&::f)>(dlsym(h, #f));                   \
-    if (!l.f && l.error.empty()) l.error = "cuBLASLt lacks the symbol " #f;
-    MT_LT_FUNCS(MT_LT_LOAD)
-#undef MT_LT_LOAD
-    return l;
+    return t;
   }();
-  return lib;
+  return l;
 }
+#else
+MT_DYNLIB(Lt, lt, MT_LT_FUNCS, "cuBLASLt", "install the CUDA toolkit's cuBLAS or the nvidia-cublas wheel",
+          "libcublasLt.so.13", "libcublasLt.so")
+#endif
 
 rt::Status fail(const char* what, cublasStatus_t s) {
   std::string msg = std::string("gemm: ") + what + " failed: " + (lt().cublasLtGetStatusString ? lt().cublasLtGetStatusString(s) : "?");

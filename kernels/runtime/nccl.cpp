@@ -1,6 +1,5 @@
-// comm.h on the cuda runtime: NCCL, opened with dlopen on first use (the toolkit's copy or the
+// comm.h on the cuda runtime: NCCL, opened on first use (dynlib.h; the toolkit's copy or the
 // nvidia-nccl-cu13 wheel's, which torch's CUDA wheels depend on), so the build needs only nccl.h.
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <cstring>
@@ -8,6 +7,7 @@
 #include <string>
 
 #include "mytorch/comm.h"
+#include "mytorch/dynlib.h"
 #include "mytorch/runtime.h"
 
 namespace mytorch::comm {
@@ -19,35 +19,8 @@ namespace {
   _(ncclReduce) _(ncclAllGather) _(ncclReduceScatter) _(ncclSend) _(ncclRecv) _(ncclGroupStart)           \
   _(ncclGroupEnd) _(ncclRedOpCreatePreMulSum) _(ncclRedOpDestroy)
 
-struct Lib {
-#define MT_NCCL_MEMBER(f) decltype(&::f) f = nullptr;
-  MT_NCCL_FUNCS(MT_NCCL_MEMBER)
-#undef MT_NCCL_MEMBER
-  std::string error;
-};
-
-const Lib& lib() {
-  static Lib l = [] {
-    Lib x;
-    void* h = nullptr;
-    for (const char* name : {"libnccl.so.2", "libnccl.so"}) {
-      h = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
-      if (h) break;
-    }
-    if (!h) {
-      x.error = std::string("cannot load NCCL (libnccl.so.2): ") + dlerror() +
-                "; install the CUDA toolkit's NCCL or the nvidia-nccl-cu13 wheel";
-      return x;
-    }
-#define MT_NCCL_LOAD(f)                                                     \
-    x.f = reinterpret_cast<decltype(&::f)>(dlsym(h, #f));                   \
-    if (!x.f && x.error.empty()) x.error = "NCCL lacks the symbol " #f;
-    MT_NCCL_FUNCS(MT_NCCL_LOAD)
-#undef MT_NCCL_LOAD
-    return x;
-  }();
-  return l;
-}
+MT_DYNLIB(Lib, lib, MT_NCCL_FUNCS, "NCCL", "install the CUDA toolkit's NCCL or the nvidia-nccl-cu13 wheel",
+          "libnccl.so.2", "libnccl.so")
 
 rt::Status unavailable() {
   if (rt::kind() != rt::Kind::Cuda) return rt::report(rt::Status::Unavailable, "NCCL: the cuda runtime is not active");
@@ -86,12 +59,12 @@ ncclDataType_t nccl_type(DType t) {
   }
 }
 
-ncclRedOp_t nccl_op(RedOp op) {
+ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case RedOp::Sum: return ncclSum;
-    case RedOp::Prod: return ncclProd;
-    case RedOp::Max: return ncclMax;
-    case RedOp::Min: return ncclMin;
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Prod: return ncclProd;
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
     default: return ncclAvg;
   }
 }
@@ -102,7 +75,7 @@ struct Op {
   ncclComm_t comm;
   bool custom = false;
   rt::Status status = rt::Status::Success;
-  Op(RedOp o, const double* premul, ncclDataType_t t, ncclComm_t c) : op(nccl_op(o)), comm(c) {
+  Op(ReduceOp o, const double* premul, ncclDataType_t t, ncclComm_t c) : op(nccl_op(o)), comm(c) {
     if (!premul) return;
     // The scalar has the data's type; the process group scales half and bfloat16 data itself.
     if (t == ncclFloat64) {
@@ -126,7 +99,7 @@ struct Op {
 
 // The common part of the reductions: the dtype, the op (a PREMUL_SUM op lives for the call), the status.
 template <typename Call>
-rt::Status reducing(DType t, RedOp op, const double* premul, Comm comm, const char* what, Call&& call) {
+rt::Status reducing(DType t, ReduceOp op, const double* premul, Comm comm, const char* what, Call&& call) {
   if (!ready()) return unavailable();
   MT_NCCL_TYPE(nt, t)
   auto c = static_cast<ncclComm_t>(comm);
@@ -189,7 +162,7 @@ rt::Status async_error(Comm comm) {
   return check(r, "NCCL communicator", comm);
 }
 
-rt::Status all_reduce(const void* send, void* recv, size_t count, DType t, RedOp op, const double* premul,
+rt::Status all_reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul,
                       Comm comm, rt::Stream stream) {
   return reducing(t, op, premul, comm, "ncclAllReduce", [&](ncclDataType_t nt, ncclRedOp_t o, ncclComm_t c) {
     return lib().ncclAllReduce(send, recv, count, nt, o, c, static_cast<cudaStream_t>(stream));
@@ -203,7 +176,7 @@ rt::Status broadcast(const void* send, void* recv, size_t count, DType t, int ro
                                    static_cast<cudaStream_t>(stream)), "ncclBroadcast", comm);
 }
 
-rt::Status reduce(const void* send, void* recv, size_t count, DType t, RedOp op, const double* premul, int root,
+rt::Status reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul, int root,
                   Comm comm, rt::Stream stream) {
   return reducing(t, op, premul, comm, "ncclReduce", [&](ncclDataType_t nt, ncclRedOp_t o, ncclComm_t c) {
     return lib().ncclReduce(send, recv, count, nt, o, root, c, static_cast<cudaStream_t>(stream));
@@ -217,7 +190,7 @@ rt::Status all_gather(const void* send, void* recv, size_t send_count, DType t, 
                                    static_cast<cudaStream_t>(stream)), "ncclAllGather", comm);
 }
 
-rt::Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, RedOp op, const double* premul,
+rt::Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, const double* premul,
                           Comm comm, rt::Stream stream) {
   return reducing(t, op, premul, comm, "ncclReduceScatter", [&](ncclDataType_t nt, ncclRedOp_t o, ncclComm_t c) {
     return lib().ncclReduceScatter(send, recv, recv_count, nt, o, c, static_cast<cudaStream_t>(stream));

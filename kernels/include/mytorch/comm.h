@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mytorch/dtype.h"
 #include "mytorch/launch.h"
 
 namespace mytorch::comm {
@@ -15,10 +16,8 @@ namespace mytorch::comm {
 using Comm = void*;
 constexpr size_t kUniqueIdBytes = 128; // NCCL_UNIQUE_ID_BYTES
 
-enum class DType : int {
-  Int8, UInt8, Int32, UInt32, Int64, UInt64, Half, Float, Double, BFloat16, Float8e4m3, Float8e5m2,
-};
-enum class RedOp : int { Sum, Prod, Max, Min, Avg };
+// Element types are the kernels' DType (dtype.h); the reduction of a collective is its own set (NCCL's).
+enum class ReduceOp : int { Sum, Prod, Max, Min, Avg };
 
 rt::Status available();   // Success when NCCL can be loaded and the cuda runtime is active
 int version();            // NCCL's version code (e.g. 22907), 0 when unavailable
@@ -29,14 +28,14 @@ rt::Status abort(Comm comm);
 rt::Status async_error(Comm comm); // Success while the communicator is healthy, NotReady while it connects
 
 // `premul`: when non-null, a PREMUL_SUM: each input is multiplied by *premul before the sum.
-rt::Status all_reduce(const void* send, void* recv, size_t count, DType t, RedOp op, const double* premul,
+rt::Status all_reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul,
                       Comm comm, rt::Stream stream);
 rt::Status broadcast(const void* send, void* recv, size_t count, DType t, int root, Comm comm,
                      rt::Stream stream);
-rt::Status reduce(const void* send, void* recv, size_t count, DType t, RedOp op, const double* premul,
+rt::Status reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul,
                   int root, Comm comm, rt::Stream stream);
 rt::Status all_gather(const void* send, void* recv, size_t send_count, DType t, Comm comm, rt::Stream stream);
-rt::Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, RedOp op,
+rt::Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op,
                           const double* premul, Comm comm, rt::Stream stream);
 rt::Status send(const void* buf, size_t count, DType t, int peer, Comm comm, rt::Stream stream);
 rt::Status recv(void* buf, size_t count, DType t, int peer, Comm comm, rt::Stream stream);
