@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA kernels on a machine without a GPU: builds the emulated CUDA build (kernels/emu, docs/gpu.md) in its
 # own folder under build/ and runs the GPU-marked tests on it (MYTORCH_RUNTIME=emu). Needs no CUDA toolkit.
-# Arguments go to pytest (default: the GPU-marked tests, -m gpu, of test/); after --python they go to Python
+# Arguments go to pytest (default: the GPU-marked and every-runtime tests of test/); after --python they go to Python
 # instead (bash scripts/emu.sh --python -m mytorch.testing.fuzz --cases 0: the fuzz campaign on this build).
 #   MYTORCH_EMU_SANITIZE=address    instrument kernels/ with AddressSanitizer (preloaded into Python)
 #   MYTORCH_EMU_FUZZ=<seed>         resume fibers, threads and blocks in seeded random orders
@@ -29,6 +29,6 @@ if [ "${1:-}" = "--python" ]; then
   exec "$PY" "$@"
 fi
 if [ $# -eq 0 ]; then
-  set -- -m gpu test
+  set -- -m "gpu or every_runtime" test
 fi
 exec "$PY" -m pytest -q -ra -p no:cacheprovider "$@"

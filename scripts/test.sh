@@ -37,7 +37,7 @@ if [ "$cuda" = "1" ]; then
 fi
 if [ "$emu" = "1" ]; then
   stage "the CUDA kernels on the emulated build, AddressSanitizer, natural schedule"
-  MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh -m gpu test
+  MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh -m "gpu or every_runtime" test
   MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_ipc.py   # cudaIpc* over the emulated runtime
   MYTORCH_FUZZ_CASES=600 MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_fuzz.py   # the fuzzer's sample
   stage "the same batteries, fuzzed schedule and delayed streams"

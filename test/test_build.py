@@ -15,7 +15,8 @@ import build  # noqa: E402  (scripts/build.py)
 
 # Headers every family may include (the shared vocabulary); every other header under kernels/include/mytorch
 # belongs to one family and must reach only that family's files and the glue that launches them.
-VOCABULARY = {"launch.h", "dtype.h", "macros.h", "strided.h", "ew_ops.h", "ops_math.h", "ops_nn.h", "window.h"}
+VOCABULARY = {"launch.h", "dtype.h", "macros.h", "strided.h", "ew_ops.h", "ops_math.h", "ops_nn.h", "window.h",
+              "pointwise.def"}
 MAX_FAMILY_FANOUT = 8
 
 

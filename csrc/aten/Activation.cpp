@@ -1,8 +1,8 @@
-// Op table: NN activations and their backwards, and the pointwise losses (mse, smooth_l1,
-// binary_cross_entropy) with their backwards, on the elementwise engine (math in kernels' ops_nn.h).
-// Reductions of the losses use the native mean/sum. Non-floating inputs take the counted CPU fallback.
+// Op table: the glue of the NN rows marked Hand in the pointwise table (activations with parameters or extra
+// forms, their backwards, and the pointwise losses mse, smooth_l1, huber, binary_cross_entropy and their
+// backwards), on the elementwise engine (math in kernels' ops_nn.h); the losses' reductions use the native
+// mean/sum. Non-floating inputs take the counted CPU fallback. The Table rows register in PointwiseTable.cpp.
 #include <ATen/core/Tensor.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/any.h>
 #include <ATen/ops/binary_cross_entropy_backward_ops.h>
@@ -13,8 +13,6 @@
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/gt.h>
-#include <ATen/ops/hardsigmoid_backward_ops.h>
-#include <ATen/ops/hardsigmoid_ops.h>
 #include <ATen/ops/hardswish_backward_ops.h>
 #include <ATen/ops/hardswish_ops.h>
 #include <ATen/ops/hardtanh_backward_ops.h>
@@ -33,10 +31,7 @@
 #include <ATen/ops/mse_loss_backward_ops.h>
 #include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mul.h>
-#include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/silu_backward_ops.h>
-#include <ATen/ops/tanh_backward_ops.h>
-#include <ATen/ops/silu_ops.h>
 #include <ATen/ops/smooth_l1_loss_backward_ops.h>
 #include <ATen/ops/smooth_l1_loss_ops.h>
 #include <ATen/ops/softplus_backward_ops.h>
@@ -44,98 +39,53 @@
 #include <ATen/ops/sum.h>
 #include <torch/library.h>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/aten/Pointwise.h"
-#include "csrc/core/Fallback.h"
 
 namespace mytorch {
 namespace {
 
 using at::Tensor;
 using c10::Scalar;
-template <typename Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
-
-bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
-
-// out = op(inputs) when the compute dtype is floating; false (the caller falls back) otherwise.
-bool tryRun(EwOp op, const std::vector<EwInput>& inputs, const Tensor& out, const EwParams& p = {}) {
-  const auto compute = ewComputeType(inputs, false);
-  if (!floating(compute) || !ewNative(op, compute, inputs)) return false;
-  ewRun(op, compute, EwResult::Compute, inputs, out, p);
-  return true;
-}
-
-#define MT_FWD(fn, OP, EWOP)                                                               \
-  Tensor& fn(const Tensor& self, Tensor& out) {                                          \
-    if (!tryRun(EwOp::EWOP, {self}, out)) return Fallback<at::_ops::OP>::call(self, out); \
-    return out;                                                                          \
-  }
-MT_FWD(siluOut, silu_out, Silu)
-MT_FWD(mishOut, mish_out, Mish)
-MT_FWD(hardswishOut, hardswish_out, Hardswish)
-MT_FWD(hardsigmoidOut, hardsigmoid_out, Hardsigmoid)
-#undef MT_FWD
 
 Tensor hardswish(const Tensor& self) {
   Tensor out = at::empty({0}, self.options());
-  if (!tryRun(EwOp::Hardswish, {self}, out)) return Fallback<at::_ops::hardswish>::call(self);
+  if (!ewTry(EwOp::Hardswish, {self}, out)) return Fallback<at::_ops::hardswish>::call(self);
   return out;
 }
 Tensor& hardswish_(Tensor& self) {
-  if (!tryRun(EwOp::Hardswish, {self}, self)) return Fallback<at::_ops::hardswish_>::call(self);
+  if (!ewTry(EwOp::Hardswish, {self}, self)) return Fallback<at::_ops::hardswish_>::call(self);
   return self;
 }
 
 Tensor& geluOut(const Tensor& self, c10::string_view approximate, Tensor& out) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
-  if (!tryRun(approximate == "tanh" ? EwOp::GeluTanh : EwOp::Gelu, {self}, out))
+  if (!ewTry(approximate == "tanh" ? EwOp::GeluTanh : EwOp::Gelu, {self}, out))
     return Fallback<at::_ops::gelu_out>::call(self, approximate, out);
   return out;
 }
 Tensor& geluBackwardOut(const Tensor& grad, const Tensor& self, c10::string_view approximate, Tensor& gi) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
-  if (!tryRun(approximate == "tanh" ? EwOp::GeluTanhBackward : EwOp::GeluBackward, {grad, self}, gi))
+  if (!ewTry(approximate == "tanh" ? EwOp::GeluTanhBackward : EwOp::GeluBackward, {grad, self}, gi))
     return Fallback<at::_ops::gelu_backward_grad_input>::call(grad, self, approximate, gi);
-  return gi;
-}
-// Backward of sigmoid and tanh from the forward's output: one fused kernel in opmath (one rounding for half
-// types, as ATen's); complex inputs take the fallback (ATen conjugates their derivative).
-Tensor& sigmoidBackwardOut(const Tensor& grad, const Tensor& output, Tensor& gi) {
-  if (!tryRun(EwOp::SigmoidBackward, {grad, output}, gi))
-    return Fallback<at::_ops::sigmoid_backward_grad_input>::call(grad, output, gi);
-  return gi;
-}
-Tensor& tanhBackwardOut(const Tensor& grad, const Tensor& output, Tensor& gi) {
-  if (!tryRun(EwOp::TanhBackward, {grad, output}, gi))
-    return Fallback<at::_ops::tanh_backward_grad_input>::call(grad, output, gi);
-  return gi;
-}
-Tensor& siluBackwardOut(const Tensor& grad, const Tensor& self, Tensor& gi) {
-  if (!tryRun(EwOp::SiluBackward, {grad, self}, gi)) return Fallback<at::_ops::silu_backward_grad_input>::call(grad, self, gi);
   return gi;
 }
 // silu_backward's functional form has a composite (half-precision arithmetic op by op) that would win on
 // PrivateUse1 over the out= kernel: registered directly.
 Tensor siluBackward(const Tensor& grad, const Tensor& self) {
   Tensor gi = at::empty({0}, grad.options());
-  if (!tryRun(EwOp::SiluBackward, {grad, self}, gi)) return Fallback<at::_ops::silu_backward>::call(grad, self);
+  if (!ewTry(EwOp::SiluBackward, {grad, self}, gi)) return Fallback<at::_ops::silu_backward>::call(grad, self);
   return gi;
 }
 Tensor mishBackward(const Tensor& grad, const Tensor& self) {
   Tensor gi = at::empty({0}, grad.options());
-  if (!tryRun(EwOp::MishBackward, {grad, self}, gi)) return Fallback<at::_ops::mish_backward>::call(grad, self);
+  if (!ewTry(EwOp::MishBackward, {grad, self}, gi)) return Fallback<at::_ops::mish_backward>::call(grad, self);
   return gi;
 }
 Tensor hardswishBackward(const Tensor& grad, const Tensor& self) {
   Tensor gi = at::empty({0}, grad.options());
-  if (!tryRun(EwOp::HardswishBackward, {grad, self}, gi)) return Fallback<at::_ops::hardswish_backward>::call(grad, self);
-  return gi;
-}
-Tensor& hardsigmoidBackwardOut(const Tensor& grad, const Tensor& self, Tensor& gi) {
-  if (!tryRun(EwOp::HardsigmoidBackward, {grad, self}, gi))
-    return Fallback<at::_ops::hardsigmoid_backward_grad_input>::call(grad, self, gi);
+  if (!ewTry(EwOp::HardswishBackward, {grad, self}, gi)) return Fallback<at::_ops::hardswish_backward>::call(grad, self);
   return gi;
 }
 
@@ -143,7 +93,7 @@ Tensor& softplusOut(const Tensor& self, const Scalar& beta, const Scalar& thresh
   EwParams p;
   p.lo = beta.toDouble();
   p.hi = threshold.toDouble();
-  if (!tryRun(EwOp::Softplus, {self}, out, p)) return Fallback<at::_ops::softplus_out>::call(self, beta, threshold, out);
+  if (!ewTry(EwOp::Softplus, {self}, out, p)) return Fallback<at::_ops::softplus_out>::call(self, beta, threshold, out);
   return out;
 }
 Tensor& softplusBackwardOut(const Tensor& grad, const Tensor& self, const Scalar& beta, const Scalar& threshold,
@@ -151,7 +101,7 @@ Tensor& softplusBackwardOut(const Tensor& grad, const Tensor& self, const Scalar
   EwParams p;
   p.lo = beta.toDouble();
   p.hi = threshold.toDouble();
-  if (!tryRun(EwOp::SoftplusBackward, {grad, self}, gi, p))
+  if (!ewTry(EwOp::SoftplusBackward, {grad, self}, gi, p))
     return Fallback<at::_ops::softplus_backward_grad_input>::call(grad, self, beta, threshold, gi);
   return gi;
 }
@@ -164,7 +114,7 @@ EwParams eluParams(const Scalar& alpha, const Scalar& scale, const Scalar& input
   return p;
 }
 Tensor& eluOut(const Tensor& self, const Scalar& alpha, const Scalar& scale, const Scalar& input_scale, Tensor& out) {
-  if (!tryRun(EwOp::Elu, {self}, out, eluParams(alpha, scale, input_scale)))
+  if (!ewTry(EwOp::Elu, {self}, out, eluParams(alpha, scale, input_scale)))
     return Fallback<at::_ops::elu_out>::call(self, alpha, scale, input_scale, out);
   return out;
 }
@@ -177,7 +127,7 @@ Tensor& eluBackwardOut(const Tensor& grad, const Scalar& alpha, const Scalar& sc
   }
   EwParams p = eluParams(alpha, scale, input_scale);
   p.has_lo = is_result;
-  if (!tryRun(EwOp::EluBackward, {grad, self_or_result}, gi, p))
+  if (!ewTry(EwOp::EluBackward, {grad, self_or_result}, gi, p))
     return Fallback<at::_ops::elu_backward_grad_input>::call(grad, alpha, scale, input_scale, is_result,
                                                              self_or_result, gi);
   return gi;
@@ -186,7 +136,7 @@ Tensor& eluBackwardOut(const Tensor& grad, const Scalar& alpha, const Scalar& sc
 Tensor& leakyReluOut(const Tensor& self, const Scalar& slope, Tensor& out) {
   EwParams p;
   p.alpha = slope.toDouble();
-  if (!tryRun(EwOp::LeakyRelu, {self}, out, p)) return Fallback<at::_ops::leaky_relu_out>::call(self, slope, out);
+  if (!ewTry(EwOp::LeakyRelu, {self}, out, p)) return Fallback<at::_ops::leaky_relu_out>::call(self, slope, out);
   return out;
 }
 Tensor& leakyReluBackwardOut(const Tensor& grad, const Tensor& self, const Scalar& slope, bool self_is_result,
@@ -198,7 +148,7 @@ Tensor& leakyReluBackwardOut(const Tensor& grad, const Tensor& self, const Scala
               "in-place leakRelu backward calculation with negative slope");
   EwParams p;
   p.alpha = slope.toDouble();
-  if (!tryRun(EwOp::LeakyReluBackward, {grad, self}, gi, p))
+  if (!ewTry(EwOp::LeakyReluBackward, {grad, self}, gi, p))
     return Fallback<at::_ops::leaky_relu_backward_grad_input>::call(grad, self, slope, self_is_result, gi);
   return gi;
 }
@@ -211,9 +161,7 @@ Tensor& hardtanhOut(const Tensor& self, const Scalar& min, const Scalar& max, Te
   p.ilo = min.toLong();
   p.ihi = max.toLong();
   p.has_lo = p.has_hi = true;
-  const auto compute = self.scalar_type();
-  if (!ewNative(EwOp::ClampScalar, compute, {self})) return Fallback<at::_ops::hardtanh_out>::call(self, min, max, out);
-  ewRun(EwOp::ClampScalar, compute, EwResult::Compute, {self}, out, p);
+  if (!ewTry(EwOp::ClampScalar, {self}, out, p)) return Fallback<at::_ops::hardtanh_out>::call(self, min, max, out);
   return out;
 }
 Tensor hardtanh(const Tensor& self, const Scalar& min, const Scalar& max) {
@@ -226,7 +174,7 @@ Tensor& hardtanhBackwardOut(const Tensor& grad, const Tensor& self, const Scalar
   EwParams p;
   p.lo = min.toDouble();
   p.hi = max.toDouble();
-  if (!tryRun(EwOp::HardtanhBackward, {grad, self}, gi, p))
+  if (!ewTry(EwOp::HardtanhBackward, {grad, self}, gi, p))
     return Fallback<at::_ops::hardtanh_backward_grad_input>::call(grad, self, min, max, gi);
   return gi;
 }
@@ -236,15 +184,15 @@ Tensor& hardtanhBackwardOut(const Tensor& grad, const Tensor& self, const Scalar
 // out = reduce(op(inputs)) for reduction none / mean / sum.
 bool lossInto(EwOp op, const std::vector<EwInput>& inputs, int64_t reduction, Tensor& out, const EwParams& p,
               const Tensor& weight = Tensor()) {
-  const auto compute = ewComputeType(inputs, false);
-  if (!floating(compute) || !ewNative(op, compute, inputs)) return false;
+  const auto compute = ewComputeType(op, inputs);
+  if (!ewNative(op, compute, inputs)) return false;
   TORCH_CHECK(reduction >= 0 && reduction <= 2, "expected reduction 0 (none), 1 (mean) or 2 (sum), but got ", reduction);
   if (reduction == 0 && !weight.defined()) {
-    ewRun(op, compute, EwResult::Compute, inputs, out, p);
+    ewRun(op, compute, inputs, out, p);
     return true;
   }
   Tensor loss = at::empty({0}, out.options().dtype(compute));
-  ewRun(op, compute, EwResult::Compute, inputs, loss, p);
+  ewRun(op, compute, inputs, loss, p);
   if (weight.defined()) loss.mul_(weight);
   if (reduction == 0) {
     at::native::resize_output(out, loss.sizes());
@@ -266,7 +214,7 @@ Tensor& mseBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& tar
   EwParams p;
   p.alpha = reduction == 1 ? 2.0 / static_cast<double>(self.numel()) : 2.0;
   at::native::resize_output(gi, self.sizes());
-  if (!tryRun(EwOp::MseBackward, {grad, self, target}, gi, p))
+  if (!ewTry(EwOp::MseBackward, {grad, self, target}, gi, p))
     return Fallback<at::_ops::mse_loss_backward_grad_input>::call(grad, self, target, reduction, gi);
   return gi;
 }
@@ -286,7 +234,7 @@ Tensor& smoothL1BackwardOut(const Tensor& grad, const Tensor& self, const Tensor
   p.alpha = reduction == 1 ? 1.0 / static_cast<double>(self.numel()) : 1.0;
   p.lo = beta;
   at::native::resize_output(gi, self.sizes());
-  if (!tryRun(EwOp::SmoothL1Backward, {grad, self, target}, gi, p))
+  if (!ewTry(EwOp::SmoothL1Backward, {grad, self, target}, gi, p))
     return Fallback<at::_ops::smooth_l1_loss_backward_grad_input>::call(grad, self, target, reduction, beta, gi);
   return gi;
 }
@@ -306,7 +254,7 @@ Tensor& huberBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& t
   p.alpha = reduction == 1 ? 1.0 / static_cast<double>(self.numel()) : 1.0;
   p.lo = delta;
   at::native::resize_output(gi, self.sizes());
-  if (!tryRun(EwOp::HuberBackward, {grad, self, target}, gi, p))
+  if (!ewTry(EwOp::HuberBackward, {grad, self, target}, gi, p))
     return Fallback<at::_ops::huber_loss_backward_out>::call(grad, self, target, reduction, delta, gi);
   return gi;
 }
@@ -322,7 +270,7 @@ Tensor huberBackward(const Tensor& grad, const Tensor& self, const Tensor& targe
 Tensor& bceOut(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight, int64_t reduction,
                Tensor& out) {
   checkExactOut(out, self.scalar_type());   // as the CPU's TensorIterator kernel
-  if (floating(self.scalar_type())) {
+  if (kernelFloating(self.scalar_type())) {
     TORCH_CHECK(self.sizes() == target.sizes(), "Using a target size (", target.sizes(),
                 ") that is different to the input size (", self.sizes(), ") is deprecated. Please ensure they have "
                 "the same size.");
@@ -339,7 +287,7 @@ Tensor& bceBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& tar
                        const std::optional<Tensor>& weight, int64_t reduction, Tensor& gi) {
   checkExactOut(gi, self.scalar_type());
   at::native::resize_output(gi, self.sizes());
-  if (!tryRun(EwOp::BceBackward, {grad, self, target}, gi))
+  if (!ewTry(EwOp::BceBackward, {grad, self, target}, gi))
     return Fallback<at::_ops::binary_cross_entropy_backward_grad_input>::call(grad, self, target, weight, reduction, gi);
   if (weight.has_value() && weight->defined()) gi.mul_(*weight);
   if (reduction == 1) gi.div_(static_cast<double>(self.numel()));
@@ -348,7 +296,7 @@ Tensor& bceBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& tar
 
 // log_sigmoid: CUDA PyTorch's form, which leaves the buffer empty.
 std::tuple<Tensor&, Tensor&> logSigmoidOut(const Tensor& self, Tensor& out, Tensor& buffer) {
-  if (!tryRun(EwOp::LogSigmoid, {self}, out)) return Fallback<at::_ops::log_sigmoid_forward_output>::call(self, out, buffer);
+  if (!ewTry(EwOp::LogSigmoid, {self}, out)) return Fallback<at::_ops::log_sigmoid_forward_output>::call(self, out, buffer);
   at::native::resize_output(buffer, {0});
   return {out, buffer};
 }
@@ -359,7 +307,7 @@ std::tuple<Tensor, Tensor> logSigmoid(const Tensor& self) {
 }
 Tensor& logSigmoidBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& buffer, Tensor& gi) {
   checkExactOut(gi, self.scalar_type());
-  if (!tryRun(EwOp::LogSigmoidBackward, {grad, self}, gi))
+  if (!ewTry(EwOp::LogSigmoidBackward, {grad, self}, gi))
     return Fallback<at::_ops::log_sigmoid_backward_grad_input>::call(grad, self, buffer, gi);
   return gi;
 }
@@ -396,12 +344,7 @@ Tensor bceBackward(const Tensor& grad, const Tensor& self, const Tensor& target,
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "gelu.out", geluOut);
   MT_IMPL(m, "gelu_backward.grad_input", geluBackwardOut);
-  MT_IMPL(m, "silu.out", siluOut);
-  MT_IMPL(m, "silu_backward.grad_input", siluBackwardOut);
-  MT_IMPL(m, "sigmoid_backward.grad_input", sigmoidBackwardOut);
-  MT_IMPL(m, "tanh_backward.grad_input", tanhBackwardOut);
   MT_IMPL(m, "silu_backward", siluBackward);
-  MT_IMPL(m, "mish.out", mishOut);
   MT_IMPL(m, "mish_backward", mishBackward);
   MT_IMPL(m, "softplus.out", softplusOut);
   MT_IMPL(m, "softplus_backward.grad_input", softplusBackwardOut);
@@ -409,12 +352,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "elu_backward.grad_input", eluBackwardOut);
   MT_IMPL(m, "leaky_relu.out", leakyReluOut);
   MT_IMPL(m, "leaky_relu_backward.grad_input", leakyReluBackwardOut);
-  MT_IMPL(m, "hardswish.out", hardswishOut);
   MT_IMPL(m, "hardswish", hardswish);
   MT_IMPL(m, "hardswish_", hardswish_);
   MT_IMPL(m, "hardswish_backward", hardswishBackward);
-  MT_IMPL(m, "hardsigmoid.out", hardsigmoidOut);
-  MT_IMPL(m, "hardsigmoid_backward.grad_input", hardsigmoidBackwardOut);
   MT_IMPL(m, "hardtanh.out", hardtanhOut);
   MT_IMPL(m, "hardtanh", hardtanh);
   MT_IMPL(m, "hardtanh_", hardtanh_);

@@ -23,7 +23,7 @@
 #include <mutex>
 #include <numeric>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Generator.h"
 #include "csrc/core/Runtime.h"
@@ -35,17 +35,16 @@ namespace {
 using at::Tensor;
 using OptT = std::optional<Tensor>;
 
-bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
 
 bool supported(const Tensor& q, const Tensor& k, const Tensor& v, const OptT& mask, bool is_causal, bool gqa) {
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
-  if (!floating(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) return false;
+  if (!kernelFloating(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) return false;
   if (q.size(-1) > 256 || v.size(-1) > 256 || q.size(-1) != k.size(-1)) return false;
   if (q.size(0) != k.size(0) || q.size(0) != v.size(0) || k.size(1) != v.size(1) || k.size(2) != v.size(2)) return false;
   if (k.size(1) == 0 || (q.size(1) != k.size(1) && !(gqa && q.size(1) % k.size(1) == 0))) return false;
   if (mask.has_value() && mask->defined()) {
     if (is_causal || mask->requires_grad() || mask->dim() > 4) return false;
-    if (!floating(mask->scalar_type()) && mask->scalar_type() != at::kBool) return false;
+    if (!kernelFloating(mask->scalar_type()) && mask->scalar_type() != at::kBool) return false;
   }
   return true;
 }

@@ -1,58 +1,40 @@
-// Op table: binary and ternary pointwise ops on the elementwise engine (out= overloads: ATen routes the
-// functional and in-place forms through them). Complex add/sub/mul are composed on real views (Complex.cpp);
-// other inputs the kernels do not cover take the CPU fallback, counted as such.
+// Op table: the glue of the binary and ternary pointwise rows marked Hand in the pointwise table (alpha, rounding
+// modes, Scalar overloads, clamp bounds, where's mask, lerp/addcmul/addcdiv), on the elementwise engine (out=
+// overloads: ATen routes the functional and in-place forms through them). The Table rows register in
+// PointwiseTable.cpp. Complex add/sub/mul are composed on real views (Complex.cpp); other inputs the kernels do
+// not cover take the CPU fallback, counted as such.
 #include <ATen/core/Tensor.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
-#include <ATen/ops/atan2_ops.h>
-#include <ATen/ops/bitwise_and_ops.h>
-#include <ATen/ops/bitwise_left_shift_ops.h>
-#include <ATen/ops/bitwise_or_ops.h>
-#include <ATen/ops/bitwise_right_shift_ops.h>
-#include <ATen/ops/bitwise_xor_ops.h>
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/clamp_max_ops.h>
 #include <ATen/ops/clamp_min_ops.h>
-#include <ATen/ops/copysign_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/eq_ops.h>
-#include <ATen/ops/floor_divide_ops.h>
-#include <ATen/ops/fmod_ops.h>
+#include <ATen/ops/floor_divide.h>
 #include <ATen/ops/ge_ops.h>
 #include <ATen/ops/gt_ops.h>
-#include <ATen/ops/hypot_ops.h>
 #include <ATen/ops/le_ops.h>
 #include <ATen/ops/lerp_ops.h>
-#include <ATen/ops/logical_and_ops.h>
-#include <ATen/ops/logical_or_ops.h>
-#include <ATen/ops/logical_xor_ops.h>
 #include <ATen/ops/lt_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
-#include <ATen/ops/maximum_ops.h>
-#include <ATen/ops/minimum_ops.h>
-#include <ATen/ops/mul_ops.h>
 #include <ATen/ops/ne_ops.h>
 #include <ATen/ops/pow_ops.h>
-#include <ATen/ops/remainder_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/where_ops.h>
 #include <torch/library.h>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/aten/Pointwise.h"
-#include "csrc/core/Fallback.h"
 
 namespace mytorch {
 namespace {
 
 using at::Tensor;
 using c10::Scalar;
-template <typename Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
 EwParams withAlpha(const Scalar& alpha) {
   EwParams p;
@@ -66,68 +48,31 @@ EwParams withAlpha(const Scalar& alpha) {
   return p;
 }
 
-// out = op(inputs) natively when the kernels cover it, else through `fallback`.
-template <typename F>
-Tensor& run(EwOp op, bool to_float, EwResult result, std::vector<EwInput> in, Tensor& out, const EwParams& p, F fallback) {
-  const auto compute = ewComputeType(in, to_float);
-  if (!ewNative(op, compute, in)) return ewComplex(op, compute, in, out, p) ? out : fallback();
-  ewRun(op, compute, result, in, out, p);
-  return out;
+// The Scalar overloads of the comparisons and of pow (the Tensor ones are Table rows).
+template <EwOp op, typename AtenOp>
+Tensor& scalarOut(const Tensor& self, const Scalar& other, Tensor& out) {
+  return ewOr(op, {self, other}, out, {}, [&]() -> Tensor& { return Fallback<AtenOp>::call(self, other, out); });
+}
+Tensor& eq_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Eq, at::_ops::eq_Scalar_out>(s, o, out); }
+Tensor& ne_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Ne, at::_ops::ne_Scalar_out>(s, o, out); }
+Tensor& lt_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Lt, at::_ops::lt_Scalar_out>(s, o, out); }
+Tensor& le_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Le, at::_ops::le_Scalar_out>(s, o, out); }
+Tensor& gt_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Gt, at::_ops::gt_Scalar_out>(s, o, out); }
+Tensor& ge_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Ge, at::_ops::ge_Scalar_out>(s, o, out); }
+Tensor& pow_ts_out(const Tensor& s, const Scalar& o, Tensor& out) {
+  return scalarOut<EwOp::Pow, at::_ops::pow_Tensor_Scalar_out>(s, o, out);
 }
 
-#define MT_BINARY(fn, OP, EWOP, TO_FLOAT, RESULT)                                                         \
-  Tensor& fn(const Tensor& self, const Tensor& other, Tensor& out) {                                   \
-    return run(EwOp::EWOP, TO_FLOAT, EwResult::RESULT, {self, other}, out, {},                         \
-               [&]() -> Tensor& { return Fallback<at::_ops::OP>::call(self, other, out); });           \
-  }
-#define MT_BINARY_SCALAR(fn, OP, EWOP, RESULT)                                                            \
-  Tensor& fn(const Tensor& self, const Scalar& other, Tensor& out) {                                   \
-    return run(EwOp::EWOP, false, EwResult::RESULT, {self, other}, out, {},                            \
-               [&]() -> Tensor& { return Fallback<at::_ops::OP>::call(self, other, out); });           \
-  }
-
-MT_BINARY(mul_out, mul_out, Mul, false, Compute)
-MT_BINARY(div_out, div_out, Div, true, Compute)
-MT_BINARY(remainder_out, remainder_Tensor_out, Remainder, false, Compute)
-MT_BINARY(fmod_out, fmod_Tensor_out, Fmod, false, Compute)
-MT_BINARY(pow_tt_out, pow_Tensor_Tensor_out, Pow, false, Compute)
-MT_BINARY(maximum_out, maximum_out, Maximum, false, Compute)
-MT_BINARY(minimum_out, minimum_out, Minimum, false, Compute)
-MT_BINARY(atan2_out, atan2_out, Atan2, true, Compute)
-MT_BINARY(copysign_out, copysign_out, Copysign, true, Compute)
-MT_BINARY(hypot_out, hypot_out, Hypot, false, Compute)
-MT_BINARY(bitwise_and_out, bitwise_and_Tensor_out, BitAnd, false, Compute)
-MT_BINARY(bitwise_or_out, bitwise_or_Tensor_out, BitOr, false, Compute)
-MT_BINARY(bitwise_xor_out, bitwise_xor_Tensor_out, BitXor, false, Compute)
-MT_BINARY(lshift_out, bitwise_left_shift_Tensor_out, Lshift, false, Compute)
-MT_BINARY(rshift_out, bitwise_right_shift_Tensor_out, Rshift, false, Compute)
-MT_BINARY(eq_out, eq_Tensor_out, Eq, false, Bool)
-MT_BINARY(ne_out, ne_Tensor_out, Ne, false, Bool)
-MT_BINARY(lt_out, lt_Tensor_out, Lt, false, Bool)
-MT_BINARY(le_out, le_Tensor_out, Le, false, Bool)
-MT_BINARY(gt_out, gt_Tensor_out, Gt, false, Bool)
-MT_BINARY(ge_out, ge_Tensor_out, Ge, false, Bool)
-MT_BINARY(logical_and_out, logical_and_out, LogicalAnd, false, Bool)
-MT_BINARY(logical_or_out, logical_or_out, LogicalOr, false, Bool)
-MT_BINARY(logical_xor_out, logical_xor_out, LogicalXor, false, Bool)
-MT_BINARY_SCALAR(eq_s_out, eq_Scalar_out, Eq, Bool)
-MT_BINARY_SCALAR(ne_s_out, ne_Scalar_out, Ne, Bool)
-MT_BINARY_SCALAR(lt_s_out, lt_Scalar_out, Lt, Bool)
-MT_BINARY_SCALAR(le_s_out, le_Scalar_out, Le, Bool)
-MT_BINARY_SCALAR(gt_s_out, gt_Scalar_out, Gt, Bool)
-MT_BINARY_SCALAR(ge_s_out, ge_Scalar_out, Ge, Bool)
-MT_BINARY_SCALAR(pow_ts_out, pow_Tensor_Scalar_out, Pow, Compute)
-
 Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
-  return run(EwOp::Add, false, EwResult::Compute, {self, other}, out, withAlpha(alpha),
-             [&]() -> Tensor& { return Fallback<at::_ops::add_out>::call(self, other, alpha, out); });
+  return ewOr(EwOp::Add, {self, other}, out, withAlpha(alpha),
+              [&]() -> Tensor& { return Fallback<at::_ops::add_out>::call(self, other, alpha, out); });
 }
 
 Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
   TORCH_CHECK(self.scalar_type() != at::kBool || other.scalar_type() != at::kBool,
               "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.");
-  return run(EwOp::Sub, false, EwResult::Compute, {self, other}, out, withAlpha(alpha),
-             [&]() -> Tensor& { return Fallback<at::_ops::sub_out>::call(self, other, alpha, out); });
+  return ewOr(EwOp::Sub, {self, other}, out, withAlpha(alpha),
+              [&]() -> Tensor& { return Fallback<at::_ops::sub_out>::call(self, other, alpha, out); });
 }
 
 Tensor& div_mode_out(const Tensor& self, const Tensor& other, std::optional<c10::string_view> mode, Tensor& out) {
@@ -137,26 +82,23 @@ Tensor& div_mode_out(const Tensor& self, const Tensor& other, std::optional<c10:
                 "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
     op = *mode == "trunc" ? EwOp::DivTrunc : EwOp::DivFloor;
   }
-  return run(op, !mode.has_value(), EwResult::Compute, {self, other}, out, {},
-             [&]() -> Tensor& { return Fallback<at::_ops::div_out_mode>::call(self, other, mode, out); });
+  return ewOr(op, {self, other}, out, {},
+              [&]() -> Tensor& { return Fallback<at::_ops::div_out_mode>::call(self, other, mode, out); });
 }
 
-MT_BINARY(floor_divide_out, floor_divide_out, DivFloor, false, Compute)
-
+// floor_divide's functional and in-place forms (ATen has no composite for them on PrivateUse1); floor_divide.out
+// is the DivFloor row.
 Tensor floor_divide(const Tensor& self, const Tensor& other) {
-  Tensor out = at::empty({0}, self.options().dtype(ewComputeType({self, other}, false)));
-  return floor_divide_out(self, other, out);
+  Tensor out = at::empty({0}, self.options().dtype(ewComputeType(EwOp::DivFloor, {self, other})));
+  return at::floor_divide_out(out, self, other);
 }
-Tensor& floor_divide_(Tensor& self, const Tensor& other) { return floor_divide_out(self, other, self); }
+Tensor& floor_divide_(Tensor& self, const Tensor& other) { return at::floor_divide_out(self, self, other); }
 
 // The << and >> operators are aten ops of their own (functional only).
 Tensor shift(EwOp op, const Tensor& self, const EwInput& other) {
-  const auto compute = ewComputeType({self, other}, false);
+  const auto compute = ewComputeType(op, {self, other});
   Tensor out = at::empty({0}, self.options().dtype(compute));
-  if (!ewNative(op, compute, {self, other})) {
-    TORCH_CHECK(false, "mytorch: shifts support integer dtypes, but got ", compute);
-  }
-  ewRun(op, compute, EwResult::Compute, {self, other}, out);
+  TORCH_CHECK(ewTry(op, {self, other}, out), "mytorch: shifts support integer dtypes, but got ", compute);
   return out;
 }
 Tensor lshift_scalar(const Tensor& self, const Scalar& other) { return shift(EwOp::Lshift, self, other); }
@@ -165,21 +107,21 @@ Tensor rshift_scalar(const Tensor& self, const Scalar& other) { return shift(EwO
 Tensor rshift_tensor(const Tensor& self, const Tensor& other) { return shift(EwOp::Rshift, self, other); }
 
 Tensor& pow_st_out(const Scalar& self, const Tensor& exponent, Tensor& out) {
-  return run(EwOp::Pow, false, EwResult::Compute, {self, exponent}, out, {},
-             [&]() -> Tensor& { return Fallback<at::_ops::pow_Scalar_out>::call(self, exponent, out); });
+  return ewOr(EwOp::Pow, {self, exponent}, out, {},
+              [&]() -> Tensor& { return Fallback<at::_ops::pow_Scalar_out>::call(self, exponent, out); });
 }
 
 Tensor& where_out(const Tensor& cond, const Tensor& self, const Tensor& other, Tensor& out) {
   TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
-  const auto compute = ewComputeType({self, other}, false);
+  const auto compute = ewComputeType(EwOp::Where, {self, other});  // the mask takes no part in the promotion
   if (!ewNative(EwOp::Where, compute, {self, other})) return Fallback<at::_ops::where_self_out>::call(cond, self, other, out);
-  ewRun(EwOp::Where, compute, EwResult::Compute, {cond, self, other}, out);
+  ewRun(EwOp::Where, compute, {cond, self, other}, out);
   return out;
 }
 
 Tensor where_self(const Tensor& cond, const Tensor& self, const Tensor& other) {
-  Tensor out = at::empty({0}, self.options().dtype(ewComputeType({self, other}, false)));
+  Tensor out = at::empty({0}, self.options().dtype(ewComputeType(EwOp::Where, {self, other})));
   return where_out(cond, self, other, out);
 }
 
@@ -188,7 +130,7 @@ Tensor& masked_fill_scalar(Tensor& self, const Tensor& mask, const Scalar& value
               mask.scalar_type());
   const auto compute = self.scalar_type();
   if (!ewNative(EwOp::Where, compute, {self, value})) return Fallback<at::_ops::masked_fill__Scalar>::call(self, mask, value);
-  ewRun(EwOp::Where, compute, EwResult::Compute, {mask, value, self}, self);
+  ewRun(EwOp::Where, compute, {mask, value, self}, self);
   return self;
 }
 
@@ -218,11 +160,11 @@ Tensor& clamp_out(const Tensor& self, const std::optional<Scalar>& lo, const std
   std::vector<EwInput> types{self};
   if (lo) types.emplace_back(*lo);
   if (hi) types.emplace_back(*hi);
-  const auto compute = ewComputeType(types, false);
+  const auto compute = ewComputeType(EwOp::ClampScalar, types);
   if (!ewNative(EwOp::ClampScalar, compute, types)) return Fallback<at::_ops::clamp_out>::call(self, lo, hi, out);
   // Bounds are rounded into the compute dtype first, as ATen does.
   std::optional<Scalar> l = lo, h = hi;
-  ewRun(EwOp::ClampScalar, compute, EwResult::Compute, {self}, out, clampBounds(l, h));
+  ewRun(EwOp::ClampScalar, compute, {self}, out, clampBounds(l, h));
   return out;
 }
 
@@ -232,12 +174,12 @@ Tensor& clamp_max_out(const Tensor& self, const Scalar& hi, Tensor& out) { retur
 Tensor& clamp_tensor_out(const Tensor& self, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi, Tensor& out) {
   TORCH_CHECK(lo.has_value() || hi.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
   const Tensor l = lo.value_or(Tensor()), h = hi.value_or(Tensor());
-  const auto compute = ewComputeType({self, l, h}, false);
+  const auto compute = ewComputeType(EwOp::ClampTensor, {self, l, h});
   if (!ewNative(EwOp::ClampTensor, compute, {self, l, h})) return Fallback<at::_ops::clamp_Tensor_out>::call(self, lo, hi, out);
   EwParams p;
   p.has_lo = l.defined();
   p.has_hi = h.defined();
-  ewRun(EwOp::ClampTensor, compute, EwResult::Compute, {self, l, h}, out, p);
+  ewRun(EwOp::ClampTensor, compute, {self, l, h}, out, p);
   return out;
 }
 Tensor& clamp_min_t_out(const Tensor& self, const Tensor& lo, Tensor& out) { return clamp_tensor_out(self, lo, std::nullopt, out); }
@@ -246,21 +188,21 @@ Tensor& clamp_max_t_out(const Tensor& self, const Tensor& hi, Tensor& out) { ret
 Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const Scalar& weight, Tensor& out) {
   TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.scalar_type(),
               " for `end` but got dtype ", end.scalar_type());
-  return run(EwOp::Lerp, false, EwResult::Compute, {self, end, weight}, out, {},
-             [&]() -> Tensor& { return Fallback<at::_ops::lerp_Scalar_out>::call(self, end, weight, out); });
+  return ewOr(EwOp::Lerp, {self, end, weight}, out, {},
+              [&]() -> Tensor& { return Fallback<at::_ops::lerp_Scalar_out>::call(self, end, weight, out); });
 }
 Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& weight, Tensor& out) {
   checkExactOut(out, self.scalar_type());   // ATen builds lerp.Tensor with every dtype equal (lerp.Scalar casts)
   TORCH_CHECK(self.scalar_type() == end.scalar_type() && self.scalar_type() == weight.scalar_type(), "expected dtype ",
               self.scalar_type(), " for `end` and `weight` but got dtypes ", end.scalar_type(), " and ", weight.scalar_type());
-  return run(EwOp::Lerp, false, EwResult::Compute, {self, end, weight}, out, {},
-             [&]() -> Tensor& { return Fallback<at::_ops::lerp_Tensor_out>::call(self, end, weight, out); });
+  return ewOr(EwOp::Lerp, {self, end, weight}, out, {},
+              [&]() -> Tensor& { return Fallback<at::_ops::lerp_Tensor_out>::call(self, end, weight, out); });
 }
 Tensor& addcmul_out(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, Tensor& out) {
   if (value.isComplex())  // complex arithmetic has no native kernels: the fallback computes it (no real alpha)
     return Fallback<at::_ops::addcmul_out>::call(self, t1, t2, value, out);
-  return run(EwOp::Addcmul, false, EwResult::Compute, {self, t1, t2}, out, withAlpha(value),
-             [&]() -> Tensor& { return Fallback<at::_ops::addcmul_out>::call(self, t1, t2, value, out); });
+  return ewOr(EwOp::Addcmul, {self, t1, t2}, out, withAlpha(value),
+              [&]() -> Tensor& { return Fallback<at::_ops::addcmul_out>::call(self, t1, t2, value, out); });
 }
 Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, Tensor& out) {
   TORCH_CHECK(!(c10::isIntegralType(t1.scalar_type(), true) && c10::isIntegralType(t2.scalar_type(), true)),
@@ -270,8 +212,8 @@ Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
               "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter "
               "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
   if (value.isComplex()) return Fallback<at::_ops::addcdiv_out>::call(self, t1, t2, value, out);
-  return run(EwOp::Addcdiv, false, EwResult::Compute, {self, t1, t2}, out, withAlpha(value),
-             [&]() -> Tensor& { return Fallback<at::_ops::addcdiv_out>::call(self, t1, t2, value, out); });
+  return ewOr(EwOp::Addcdiv, {self, t1, t2}, out, withAlpha(value),
+              [&]() -> Tensor& { return Fallback<at::_ops::addcdiv_out>::call(self, t1, t2, value, out); });
 }
 
 } // namespace
@@ -279,46 +221,21 @@ Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "add.out", add_out);
   MT_IMPL(m, "sub.out", sub_out);
-  MT_IMPL(m, "mul.out", mul_out);
-  MT_IMPL(m, "div.out", div_out);
   MT_IMPL(m, "div.out_mode", div_mode_out);
-  MT_IMPL(m, "floor_divide.out", floor_divide_out);
   MT_IMPL(m, "floor_divide", floor_divide);
   MT_IMPL(m, "floor_divide_.Tensor", floor_divide_);
-  MT_IMPL(m, "remainder.Tensor_out", remainder_out);
-  MT_IMPL(m, "fmod.Tensor_out", fmod_out);
-  MT_IMPL(m, "pow.Tensor_Tensor_out", pow_tt_out);
   MT_IMPL(m, "pow.Tensor_Scalar_out", pow_ts_out);
   MT_IMPL(m, "pow.Scalar_out", pow_st_out);
-  MT_IMPL(m, "maximum.out", maximum_out);
-  MT_IMPL(m, "minimum.out", minimum_out);
-  MT_IMPL(m, "atan2.out", atan2_out);
-  MT_IMPL(m, "copysign.out", copysign_out);
-  MT_IMPL(m, "hypot.out", hypot_out);
-  MT_IMPL(m, "bitwise_and.Tensor_out", bitwise_and_out);
-  MT_IMPL(m, "bitwise_or.Tensor_out", bitwise_or_out);
-  MT_IMPL(m, "bitwise_xor.Tensor_out", bitwise_xor_out);
-  MT_IMPL(m, "bitwise_left_shift.Tensor_out", lshift_out);
-  MT_IMPL(m, "bitwise_right_shift.Tensor_out", rshift_out);
   MT_IMPL(m, "__lshift__.Scalar", lshift_scalar);
   MT_IMPL(m, "__lshift__.Tensor", lshift_tensor);
   MT_IMPL(m, "__rshift__.Scalar", rshift_scalar);
   MT_IMPL(m, "__rshift__.Tensor", rshift_tensor);
-  MT_IMPL(m, "eq.Tensor_out", eq_out);
-  MT_IMPL(m, "ne.Tensor_out", ne_out);
-  MT_IMPL(m, "lt.Tensor_out", lt_out);
-  MT_IMPL(m, "le.Tensor_out", le_out);
-  MT_IMPL(m, "gt.Tensor_out", gt_out);
-  MT_IMPL(m, "ge.Tensor_out", ge_out);
   MT_IMPL(m, "eq.Scalar_out", eq_s_out);
   MT_IMPL(m, "ne.Scalar_out", ne_s_out);
   MT_IMPL(m, "lt.Scalar_out", lt_s_out);
   MT_IMPL(m, "le.Scalar_out", le_s_out);
   MT_IMPL(m, "gt.Scalar_out", gt_s_out);
   MT_IMPL(m, "ge.Scalar_out", ge_s_out);
-  MT_IMPL(m, "logical_and.out", logical_and_out);
-  MT_IMPL(m, "logical_or.out", logical_or_out);
-  MT_IMPL(m, "logical_xor.out", logical_xor_out);
   MT_IMPL(m, "where.self_out", where_out);
   MT_IMPL(m, "where.self", where_self);
   MT_IMPL(m, "masked_fill_.Scalar", masked_fill_scalar);

@@ -28,7 +28,7 @@
 
 #include <optional>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/aten/Pointwise.h"
 

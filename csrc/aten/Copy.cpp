@@ -23,7 +23,7 @@
 
 #include <cstring>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/HostAllocator.h"
 #include "csrc/core/Runtime.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/optim.h"
@@ -59,21 +59,19 @@ struct ForeachSpec {
   bool has_alpha;  // add/sub: List and Tensor overloads take alpha
 };
 
+// _foreach_<name> for every row of the pointwise table marked Foreach (name: the row's aten column), and
+// clamp_min / clamp_max, which are maximum / minimum with a bound.
 const std::unordered_map<std::string, ForeachSpec>& specs() {
-  static const std::unordered_map<std::string, ForeachSpec> m = {
-      {"add", {EwOp::Add, true}}, {"sub", {EwOp::Sub, true}}, {"mul", {EwOp::Mul, false}},
-      {"div", {EwOp::Div, false}}, {"maximum", {EwOp::Maximum, false}}, {"minimum", {EwOp::Minimum, false}},
-      {"clamp_min", {EwOp::Maximum, false}}, {"clamp_max", {EwOp::Minimum, false}}, {"pow", {EwOp::Pow, false}},
-      {"addcmul", {EwOp::Addcmul, false}}, {"addcdiv", {EwOp::Addcdiv, false}}, {"lerp", {EwOp::Lerp, false}},
-      {"sqrt", {EwOp::Sqrt, false}}, {"rsqrt", {EwOp::Rsqrt, false}}, {"neg", {EwOp::Neg, false}},
-      {"abs", {EwOp::Abs, false}}, {"exp", {EwOp::Exp, false}}, {"expm1", {EwOp::Expm1, false}},
-      {"log", {EwOp::Log, false}}, {"log1p", {EwOp::Log1p, false}}, {"log2", {EwOp::Log2, false}},
-      {"log10", {EwOp::Log10, false}}, {"reciprocal", {EwOp::Reciprocal, false}}, {"sign", {EwOp::Sign, false}},
-      {"sigmoid", {EwOp::Sigmoid, false}}, {"tanh", {EwOp::Tanh, false}}, {"erf", {EwOp::Erf, false}},
-      {"sin", {EwOp::Sin, false}}, {"cos", {EwOp::Cos, false}}, {"tan", {EwOp::Tan, false}},
-      {"floor", {EwOp::Floor, false}}, {"ceil", {EwOp::Ceil, false}}, {"round", {EwOp::Round, false}},
-      {"trunc", {EwOp::Trunc, false}}, {"frac", {EwOp::Frac, false}},
-  };
+  static const std::unordered_map<std::string, ForeachSpec> m = [] {
+    std::unordered_map<std::string, ForeachSpec> r;
+#define MT_POINTWISE(name, arity, dtypes, result, group, glue, aten, overload, foreach)                 \
+  if (ew_table::foreach) r[#aten] = {EwOp::name, EwOp::name == EwOp::Add || EwOp::name == EwOp::Sub};
+#include "mytorch/tables/pointwise.def"
+#undef MT_POINTWISE
+    r["clamp_min"] = {EwOp::Maximum, false};
+    r["clamp_max"] = {EwOp::Minimum, false};
+    return r;
+  }();
   return m;
 }
 
@@ -395,33 +393,15 @@ void fusedSgdTensorLr(at::TensorList self, at::TensorList grads, at::TensorList 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // Every functional and in-place overload (not the out= ones) of the foreach ops above, and zero_, copy_, norm.
   auto reg = [&](const std::string& name) { m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&foreachKernel>()); };
-  for (const char* op : {"add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clamp_max", "pow"}) {
-    for (const char* ov : {"Scalar", "List", "ScalarList"}) {
-      reg(std::string("_foreach_") + op + "." + ov);
-      reg(std::string("_foreach_") + op + "_." + ov);
-    }
-  }
-  for (const char* op : {"add", "mul", "div"}) {
-    reg(std::string("_foreach_") + op + ".Tensor");
-    reg(std::string("_foreach_") + op + "_.Tensor");
-  }
-  reg("_foreach_pow.ScalarAndTensor");
-  for (const char* op : {"addcmul", "addcdiv"}) {
-    for (const char* ov : {"Scalar", "ScalarList", "Tensor"}) {
-      reg(std::string("_foreach_") + op + "." + ov);
-      reg(std::string("_foreach_") + op + "_." + ov);
-    }
-  }
-  for (const char* ov : {"List", "Scalar", "ScalarList"}) {
-    reg(std::string("_foreach_lerp.") + ov);
-    reg(std::string("_foreach_lerp_.") + ov);
-  }
-  for (const char* op : {"sqrt", "rsqrt", "neg", "abs", "exp", "expm1", "log", "log1p", "log2", "log10", "reciprocal",
-                         "sign", "sigmoid", "tanh", "erf", "sin", "cos", "tan", "floor", "ceil", "round", "trunc",
-                         "frac"}) {
-    reg(std::string("_foreach_") + op);
-    reg(std::string("_foreach_") + op + "_");
+  for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (op.name.rfind("aten::_foreach_", 0) != 0) continue;
+    std::string base = op.name.substr(std::string("aten::_foreach_").size());
+    if (!base.empty() && base.back() == '_') base.pop_back();
+    const std::string& ov = op.overload_name;
+    if (specs().count(base) && (ov.size() < 3 || ov.compare(ov.size() - 3, 3, "out") != 0))
+      reg(op.name.substr(std::string("aten::").size()) + (ov.empty() ? "" : "." + ov));
   }
   reg("_foreach_zero_");
   reg("_foreach_copy_");

@@ -7,8 +7,6 @@
 
 namespace mytorch {
 
-bool onSim() { return rt::kind() == rt::Kind::Sim; }
-
 void checkOutDtype(const at::Tensor& out, c10::ScalarType expected) {
   TORCH_CHECK(out.scalar_type() == expected, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(expected),
               ", but got ", out.dtype(), " instead");
@@ -16,12 +14,6 @@ void checkOutDtype(const at::Tensor& out, c10::ScalarType expected) {
 
 void checkExactOut(const at::Tensor& out, c10::ScalarType expected) {
   TORCH_CHECK(out.scalar_type() == expected, "Found dtype ", out.scalar_type(), " but expected ", expected);
-}
-
-at::Tensor hostView(const at::Tensor& t) {
-  if (!t.defined()) return t;
-  TORCH_INTERNAL_ASSERT(rt::kind() != rt::Kind::Cuda, "hostView: device memory is host memory on sim and emu only");
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
 }
 
 rt::Stream streamFor(const at::Tensor& t) { return nativeHandle(currentStream(t.device().index())); }

@@ -4,7 +4,11 @@
 #pragma once
 
 #include <ATen/TensorIterator.h>
+#include <ATen/native/CPUFallback.h>
 #include <c10/core/ScalarType.h>
+
+#include "csrc/core/Fallback.h"
+#include "csrc/core/Runtime.h"
 
 #include "mytorch/strided.h"
 #include "mytorch/dtype.h"
@@ -30,11 +34,28 @@ inline DType toKernelDType(c10::ScalarType t) {
   }
 }
 
-// Whether kernels run on the simulated runtime, where device memory is host memory.
-bool onSim();
-// A CPU tensor over the same bytes as device tensor `t` (sim only; same sizes, strides and offset): how the
-// sim glue hands GEMMs to ATen's CPU BLAS (docs/architecture.md, "Kernels").
-at::Tensor hostView(const at::Tensor& t);
+// Fallback<at::_ops::op>::call(args...): the op through the CPU fallback, counted as a fallback (the op tables'
+// way out for inputs their kernels do not take).
+template <typename Op>
+using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
+
+// The floating dtypes the kernels compute in: half, bfloat16, float and double (not the float8 types).
+inline bool kernelFloating(c10::ScalarType t) {
+  return t == c10::ScalarType::Float || t == c10::ScalarType::Double || t == c10::ScalarType::Half ||
+         t == c10::ScalarType::BFloat16;
+}
+
+// The dtype the kernels accumulate `t` in: float64 for float64, float32 for the rest (half types included).
+inline c10::ScalarType opmathType(c10::ScalarType t) {
+  return t == c10::ScalarType::Double ? c10::ScalarType::Double : c10::ScalarType::Float;
+}
+// An optional tensor argument as the kernels take it: contiguous, or undefined when absent.
+inline at::Tensor contiguousIfDefined(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
+}
+// A tensor's data for a kernel argument, or null for an undefined tensor.
+inline void* dataOrNull(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
 // An out= of the wrong dtype is refused with the message of ATen's structured kernels (their generated
 // resize_out), instead of having the result's bytes written into it.
 void checkOutDtype(const at::Tensor& out, c10::ScalarType expected);

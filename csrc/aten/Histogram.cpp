@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"

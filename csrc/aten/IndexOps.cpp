@@ -25,7 +25,7 @@
 
 #include <string>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"

@@ -16,7 +16,7 @@
 
 #include <limits>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/layernorm.h"
@@ -27,10 +27,6 @@ namespace {
 using at::Tensor;
 using OptT = std::optional<Tensor>;
 
-bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
-c10::ScalarType opmath(c10::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
-Tensor def(const OptT& t) { return t.has_value() && t->defined() ? t->contiguous() : Tensor(); }
-const void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 // Rows and columns of a norm over the trailing `normalized_shape`, with ATen's checks.
 std::pair<int64_t, int64_t> rowsCols(const Tensor& x, at::IntArrayRef normalized_shape, const char* op) {
@@ -40,7 +36,7 @@ std::pair<int64_t, int64_t> rowsCols(const Tensor& x, at::IntArrayRef normalized
   TORCH_CHECK(x.dim() >= nd && x.sizes().slice(x.dim() - nd).equals(normalized_shape), "Given normalized_shape=",
               normalized_shape, ", expected input with shape [*", normalized_shape, "], but got input of size",
               x.sizes());
-  TORCH_CHECK(floating(x.scalar_type()), op, ": expected a floating point input, but got ", x.scalar_type());
+  TORCH_CHECK(kernelFloating(x.scalar_type()), op, ": expected a floating point input, but got ", x.scalar_type());
   int64_t cols = 1;
   for (int64_t s : normalized_shape) cols *= s;
   return {cols == 0 ? 0 : x.numel() / cols, cols};
@@ -74,8 +70,8 @@ RowNormArgs argsFor(bool rms, const Tensor& x, const Tensor& w, const Tensor& b,
   a.rows = rows;
   a.cols = cols;
   a.x = x.data_ptr();
-  a.weight = ptr(w);
-  a.bias = ptr(b);
+  a.weight = dataOrNull(w);
+  a.bias = dataOrNull(b);
   return a;
 }
 
@@ -84,9 +80,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward(bool rms, const Tensor& input
                                                    at::IntArrayRef normalized_shape, const OptT& weight,
                                                    const OptT& bias, double eps, const char* op) {
   auto [rows, cols] = rowsCols(input, normalized_shape, op);
-  Tensor x = input.contiguous(), w = def(weight), b = rms ? Tensor() : def(bias);
+  Tensor x = input.contiguous(), w = contiguousIfDefined(weight), b = rms ? Tensor() : contiguousIfDefined(bias);
   const auto p = paramDtype(x, w, b, cols, op);
-  const auto acc = opmath(x.scalar_type());
+  const auto acc = opmathType(x.scalar_type());
   Tensor r, sum;
   if (residual.defined()) {
     TORCH_CHECK(residual.sizes() == input.sizes() && residual.scalar_type() == input.scalar_type() &&
@@ -102,7 +98,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward(bool rms, const Tensor& input
   if (rows > 0 && cols > 0) {
     RowNormArgs a = argsFor(rms, x, w, b, rows, cols, p);
     a.eps = eps;
-    a.residual = ptr(r);
+    a.residual = dataOrNull(r);
     a.sum = sum.defined() ? sum.data_ptr() : nullptr;
     a.y = y.data_ptr();
     a.mean = mean.defined() ? mean.data_ptr() : nullptr;
@@ -122,12 +118,12 @@ std::tuple<Tensor, Tensor, Tensor> backward(bool rms, const Tensor& grad_out, co
                                             const OptT& weight, const OptT& bias, std::array<bool, 3> mask,
                                             const char* op) {
   auto [rows, cols] = rowsCols(input, normalized_shape, op);
-  Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = def(weight), b = rms ? Tensor() : def(bias);
+  Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = contiguousIfDefined(weight), b = rms ? Tensor() : contiguousIfDefined(bias);
   TORCH_CHECK(dy.sizes() == x.sizes(), op, ": expected grad_out of shape ", x.sizes(), ", but got ", dy.sizes());
   TORCH_CHECK(dy.scalar_type() == x.scalar_type(), op, ": expected grad_out of dtype ", x.scalar_type(), ", but got ",
               dy.scalar_type());
   const auto p = paramDtype(x, w, b, cols, op);
-  const auto acc = opmath(x.scalar_type());
+  const auto acc = opmathType(x.scalar_type());
   Tensor mu = rms ? Tensor() : mean.to(acc).contiguous(), rs = rstd.to(acc).contiguous();
   TORCH_CHECK(rs.numel() == rows && (rms || mu.numel() == rows), op, ": expected statistics with ", rows,
               " elements, but got ", rs.numel());

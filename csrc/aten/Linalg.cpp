@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -22,8 +22,6 @@
 namespace mytorch {
 namespace {
 
-template <typename Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
 using at::Tensor;
 

@@ -12,7 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -22,13 +22,10 @@ namespace mytorch {
 namespace {
 
 using at::Tensor;
-template <typename Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
-bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
 
 bool nativeArgs(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight) {
-  return floating(self.scalar_type()) && target.scalar_type() == at::kLong &&
+  return kernelFloating(self.scalar_type()) && target.scalar_type() == at::kLong &&
          (!weight.has_value() || !weight->defined() || weight->scalar_type() == self.scalar_type());
 }
 

@@ -11,7 +11,7 @@
 
 #include <limits>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -23,16 +23,12 @@ namespace {
 using at::Tensor;
 using OptT = std::optional<Tensor>;
 
-bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
-c10::ScalarType opmath(c10::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
-Tensor def(const OptT& t) { return t.has_value() && t->defined() ? t->contiguous() : Tensor(); }
 
 // The kernels read and write NCHW; a channels-last input gets a channels-last output and input gradient back,
 // as the CPU's and CUDA's norms give (a copy; nothing for contiguous inputs).
 Tensor likeInput(const Tensor& t, const Tensor& input) {
   return t.defined() ? t.contiguous(input.suggest_memory_format()) : t;
 }
-const void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 // The parameter dtype of an op: the weight's (or bias's, or running stat's), else the input's; it must be
 // the input's or float32.
@@ -71,13 +67,13 @@ std::tuple<Tensor, Tensor, Tensor> groupNorm(const Tensor& input, const OptT& we
               "got input of shape ", input.sizes(), " and num_groups=", group);
   TORCH_CHECK(input.numel() == N * C * HxW, "native_group_norm: expected input with N * C * HxW = ", N * C * HxW,
               " elements, but got ", input.numel());
-  TORCH_CHECK(floating(input.scalar_type()), "native_group_norm: expected a floating point input, but got ",
+  TORCH_CHECK(kernelFloating(input.scalar_type()), "native_group_norm: expected a floating point input, but got ",
               input.scalar_type());
-  Tensor x = input.contiguous(), w = def(weight), b = def(bias);
+  Tensor x = input.contiguous(), w = contiguousIfDefined(weight), b = contiguousIfDefined(bias);
   checkParam(w, C, "weight", "native_group_norm");
   checkParam(b, C, "bias", "native_group_norm");
   const auto p = paramDtype(x, {w, b}, "native_group_norm");
-  const auto acc = opmath(x.scalar_type());
+  const auto acc = opmathType(x.scalar_type());
   Tensor y = at::empty(input.sizes(), x.options());
   Tensor mean = at::empty({N, group}, x.options().dtype(acc)), rstd = at::empty({N, group}, x.options().dtype(acc));
   if (N > 0) {
@@ -86,7 +82,7 @@ std::tuple<Tensor, Tensor, Tensor> groupNorm(const Tensor& input, const OptT& we
     a.dtype = toKernelDType(x.scalar_type());
     a.param_dtype = toKernelDType(p);
     a.n = N; a.c = C; a.hw = HxW; a.groups = group; a.eps = eps;
-    a.x = x.data_ptr(); a.y = y.data_ptr(); a.weight = ptr(w); a.bias = ptr(b);
+    a.x = x.data_ptr(); a.y = y.data_ptr(); a.weight = dataOrNull(w); a.bias = dataOrNull(b);
     a.mean = mean.data_ptr(); a.rstd = rstd.data_ptr();
     runForward(a, x);
   }
@@ -104,11 +100,11 @@ std::tuple<Tensor, Tensor, Tensor> groupNormBackward(const Tensor& grad_out, con
                                                     int64_t HxW, int64_t group, std::array<bool, 3> mask) {
   TORCH_CHECK(group > 0 && C % group == 0, "native_group_norm_backward: expected C divisible by group, but got C=", C,
               " and group=", group);
-  Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = def(weight);
+  Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = contiguousIfDefined(weight);
   TORCH_CHECK(dy.sizes() == x.sizes(), "native_group_norm_backward: expected grad_out of shape ", x.sizes(),
               ", but got ", dy.sizes());
   const auto p = paramDtype(x, {w}, "native_group_norm_backward");
-  const auto acc = opmath(x.scalar_type());
+  const auto acc = opmathType(x.scalar_type());
   Tensor mu = mean.to(acc).contiguous(), rs = rstd.to(acc).contiguous();
   Tensor dx = mask[0] ? at::empty(x.sizes(), x.options()) : Tensor();
   Tensor dw = mask[1] ? at::empty({C}, x.options().dtype(p)) : Tensor();
@@ -119,7 +115,7 @@ std::tuple<Tensor, Tensor, Tensor> groupNormBackward(const Tensor& grad_out, con
     a.dtype = toKernelDType(x.scalar_type());
     a.param_dtype = toKernelDType(p);
     a.n = N; a.c = C; a.hw = HxW; a.groups = group;
-    a.x = x.data_ptr(); a.weight = ptr(w); a.mean = mu.data_ptr(); a.rstd = rs.data_ptr();
+    a.x = x.data_ptr(); a.weight = dataOrNull(w); a.mean = mu.data_ptr(); a.rstd = rs.data_ptr();
     a.dy = dy.data_ptr(); a.dx = dx.defined() ? dx.data_ptr() : nullptr;
     a.dweight = dw.defined() ? dw.data_ptr() : nullptr;
     a.dbias = db.defined() ? db.data_ptr() : nullptr;
@@ -138,10 +134,10 @@ std::tuple<Tensor, Tensor, Tensor> batchNorm(const Tensor& input, const OptT& we
                                             double momentum, double eps) {
   TORCH_CHECK(input.dim() >= 2, "native_batch_norm: expected an input with at least 2 dimensions, but got ",
               input.sizes());
-  TORCH_CHECK(floating(input.scalar_type()), "native_batch_norm: expected a floating point input, but got ",
+  TORCH_CHECK(kernelFloating(input.scalar_type()), "native_batch_norm: expected a floating point input, but got ",
               input.scalar_type());
   const int64_t N = input.size(0), C = input.size(1), HW = C == 0 || N == 0 ? 0 : input.numel() / (N * C);
-  Tensor x = input.contiguous(), w = def(weight), b = def(bias);
+  Tensor x = input.contiguous(), w = contiguousIfDefined(weight), b = contiguousIfDefined(bias);
   // Running statistics are updated in place: the caller's tensors, which must be contiguous.
   Tensor rm = running_mean.has_value() && running_mean->defined() ? *running_mean : Tensor();
   Tensor rv = running_var.has_value() && running_var->defined() ? *running_var : Tensor();
@@ -152,7 +148,7 @@ std::tuple<Tensor, Tensor, Tensor> batchNorm(const Tensor& input, const OptT& we
                                 {rv, "running_var"}})
     checkParam(t, C, what, "native_batch_norm");
   const auto p = paramDtype(x, {w, b, rm, rv}, "native_batch_norm");
-  const auto acc = opmath(x.scalar_type());
+  const auto acc = opmathType(x.scalar_type());
   TORCH_CHECK(!training || N * HW > 0 || C == 0, "Expected more than 1 value per channel when training, got input size ",
               input.sizes());
   Tensor y = at::empty(input.sizes(), x.options());
@@ -163,7 +159,7 @@ std::tuple<Tensor, Tensor, Tensor> batchNorm(const Tensor& input, const OptT& we
     a.dtype = toKernelDType(x.scalar_type());
     a.param_dtype = toKernelDType(p);
     a.n = N; a.c = C; a.hw = HW; a.training = training; a.momentum = momentum; a.eps = eps;
-    a.x = x.data_ptr(); a.y = y.data_ptr(); a.weight = ptr(w); a.bias = ptr(b);
+    a.x = x.data_ptr(); a.y = y.data_ptr(); a.weight = dataOrNull(w); a.bias = dataOrNull(b);
     a.running_mean = rm.defined() ? rm.data_ptr() : nullptr;
     a.running_var = rv.defined() ? rv.data_ptr() : nullptr;
     a.mean = mean.data_ptr(); a.rstd = rstd.data_ptr();
@@ -181,10 +177,10 @@ std::tuple<Tensor, Tensor, Tensor> batchNormBackward(const Tensor& grad_out, con
                                                     const OptT& save_mean, const OptT& save_invstd, bool train,
                                                     double eps, std::array<bool, 3> mask) {
   const int64_t N = input.size(0), C = input.size(1), HW = C == 0 || N == 0 ? 0 : input.numel() / (N * C);
-  Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = def(weight);
-  Tensor rm = def(running_mean), rv = def(running_var);
+  Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = contiguousIfDefined(weight);
+  Tensor rm = contiguousIfDefined(running_mean), rv = contiguousIfDefined(running_var);
   const auto p = paramDtype(x, {w, rm, rv}, "native_batch_norm_backward");
-  const auto acc = opmath(x.scalar_type());
+  const auto acc = opmathType(x.scalar_type());
   Tensor mu, rs;
   if (train) {
     TORCH_CHECK(save_mean.has_value() && save_mean->defined() && save_invstd.has_value() && save_invstd->defined(),
@@ -206,7 +202,7 @@ std::tuple<Tensor, Tensor, Tensor> batchNormBackward(const Tensor& grad_out, con
     a.dtype = toKernelDType(x.scalar_type());
     a.param_dtype = toKernelDType(p);
     a.n = N; a.c = C; a.hw = HW; a.training = train;
-    a.x = x.data_ptr(); a.weight = ptr(w); a.mean = mu.data_ptr(); a.rstd = rs.data_ptr();
+    a.x = x.data_ptr(); a.weight = dataOrNull(w); a.mean = mu.data_ptr(); a.rstd = rs.data_ptr();
     a.dy = dy.data_ptr(); a.dx = dx.defined() ? dx.data_ptr() : nullptr;
     a.dweight = dw.defined() ? dw.data_ptr() : nullptr;
     a.dbias = db.defined() ? db.data_ptr() : nullptr;

@@ -27,19 +27,6 @@ void scalarBytes(const EwInput& in, c10::ScalarType dtype, unsigned char* dst) {
   std::memcpy(dst, v.data_ptr(), v.element_size());
 }
 
-// Ops whose out= must have the result's dtype: the rounding and sign family, bitwise not, clamp with scalar
-// bounds, nan_to_num, where and the NN activations (the floating unary functions may write a wider dtype).
-bool exactOut(EwOp op) {
-  switch (op) {
-    case EwOp::Neg: case EwOp::Abs: case EwOp::Sign: case EwOp::Floor: case EwOp::Ceil: case EwOp::Round:
-    case EwOp::Trunc: case EwOp::Frac: case EwOp::BitNot: case EwOp::ClampScalar: case EwOp::NanToNum:
-    case EwOp::Where:
-      return true;
-    default:
-      return ew_is_nn(op) && ew_arity(op) == 1;
-  }
-}
-
 } // namespace
 
 c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float) {
@@ -56,6 +43,10 @@ c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float)
   return t;
 }
 
+c10::ScalarType ewComputeType(EwOp op, const std::vector<EwInput>& inputs) {
+  return ewComputeType(inputs, ew_dtypes(op) == EwDtypes::ToFloat);
+}
+
 bool ewNative(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs) {
   if (!elementwise_supported(op, toKernelDType(compute))) return false;
   for (const EwInput& in : inputs) {
@@ -69,13 +60,13 @@ bool ewNative(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inpu
   return true;
 }
 
-void ewRun(EwOp op, c10::ScalarType compute, EwResult result, const std::vector<EwInput>& inputs,
-           const at::Tensor& out, const EwParams& params) {
-  const c10::ScalarType result_dtype = result == EwResult::Bool ? at::kBool : compute;
+void ewRun(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs, const at::Tensor& out,
+           const EwParams& params) {
+  const c10::ScalarType result_dtype = ew_is_predicate(op) ? at::kBool : compute;
   TORCH_CHECK(at::canCast(result_dtype, out.scalar_type()), "result type ", result_dtype,
               " can't be cast to the desired output type ", out.scalar_type());
-  // ATen builds these as unary ops with all dtypes equal (its TensorIterator message); the others cast safely.
-  if (exactOut(op)) checkExactOut(out, result_dtype);
+  // ATen builds these with all dtypes equal (its TensorIterator message); the others cast safely.
+  if (ew_result(op) == EwResult::Exact) checkExactOut(out, result_dtype);
   ElementwiseArgs a;
   a.op = op;
   a.compute = toKernelDType(compute);
@@ -87,13 +78,13 @@ void ewRun(EwOp op, c10::ScalarType compute, EwResult result, const std::vector<
   std::vector<at::Tensor> operands;
   std::vector<int> slot_of_operand;
   for (int k = 0; k < a.ninputs; ++k) {
-    const bool mask = op == EwOp::Where && k == 0;
+    const bool mask = ew_has_mask(op) && k == 0;
     const c10::ScalarType want = mask ? at::kBool : compute;
     const EwInput& in = inputs[static_cast<size_t>(k)];
     if (std::holds_alternative<c10::Scalar>(in) || isCpuScalar(std::get<at::Tensor>(in))) {
       a.is_scalar[k] = true;
       const bool half = compute == at::kHalf || compute == at::kBFloat16;
-      scalarBytes(in, (op != EwOp::Where && half) ? at::kFloat : want, a.scalar[k]);
+      scalarBytes(in, (!ew_has_mask(op) && half) ? at::kFloat : want, a.scalar[k]);
       continue;
     }
     const at::Tensor& t = std::get<at::Tensor>(in);
@@ -121,6 +112,17 @@ void ewRun(EwOp op, c10::ScalarType compute, EwResult result, const std::vector<
     MT_RT_CHECK(kernels::elementwise(a, nativeHandle(currentStream(target.device().index()))));
   }
   if (!direct) out.copy_(target);
+}
+
+bool ewTry(EwOp op, const std::vector<EwInput>& inputs, const at::Tensor& out, const EwParams& params) {
+  const c10::ScalarType compute = ewComputeType(op, inputs);
+  if (ewNative(op, compute, inputs)) {
+    ewRun(op, compute, inputs, out, params);
+    return true;
+  }
+  if (inputs.size() == 1 && std::holds_alternative<at::Tensor>(inputs[0]))
+    return ewComplexUnary(op, std::get<at::Tensor>(inputs[0]), out);
+  return ewComplex(op, compute, inputs, out, params);
 }
 
 } // namespace mytorch

@@ -1,4 +1,6 @@
-// Glue of the elementwise engine: turns an op's tensors and scalars into ElementwiseArgs.
+// Glue of the elementwise engine: turns an op's tensors and scalars into ElementwiseArgs. The op's facts (the
+// dtypes its kernels take, whether integral inputs compute in floating point, its result and out= rule) come
+// from its row in the pointwise table (kernels/include/mytorch/tables/pointwise.def).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -13,17 +15,33 @@ namespace mytorch {
 
 using EwInput = std::variant<at::Tensor, c10::Scalar>;
 
-enum class EwResult { Compute, Bool }; // the result dtype: the compute dtype, or bool (predicates)
+// Type promotion as ATen's: result_type over tensors and scalars; `to_float` promotes integral/bool results
+// to the default floating dtype.
+c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float);
+// The compute dtype of `op` on these inputs: promoted to floating point for the table's ToFloat rows.
+c10::ScalarType ewComputeType(EwOp op, const std::vector<EwInput>& inputs);
 
 // Whether the kernels take this call: false when an input or the compute dtype is one they do not cover
 // (the caller then runs the CPU fallback).
 bool ewNative(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs);
 
 // out = op(inputs) computed in `compute`. Broadcasting, overlap checks, output resizing and the output
-// cast check are ATen's; inputs of another dtype are cast once; 0-dim CPU tensors and Scalars are passed
-// by value. `out` may alias an input (in-place).
-void ewRun(EwOp op, c10::ScalarType compute, EwResult result, const std::vector<EwInput>& inputs,
-           const at::Tensor& out, const EwParams& params = {});
+// cast check are ATen's; the result dtype and the out= rule are the row's; inputs of another dtype are cast
+// once; 0-dim CPU tensors and Scalars are passed by value. `out` may alias an input (in-place).
+void ewRun(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs, const at::Tensor& out,
+           const EwParams& params = {});
+
+// out = op(inputs) on mytorch's kernels when they take the call (complex add/sub/mul/abs/sgn/neg composed on
+// real views, Complex.cpp); false when they do not, and the caller runs the CPU fallback. The one way an op's
+// glue runs the engine.
+bool ewTry(EwOp op, const std::vector<EwInput>& inputs, const at::Tensor& out, const EwParams& params = {});
+
+// ewTry, else fallback() (which returns the out= the CPU fallback wrote).
+template <typename F>
+at::Tensor& ewOr(EwOp op, const std::vector<EwInput>& inputs, at::Tensor& out, const EwParams& params, F&& fallback) {
+  if (ewTry(op, inputs, out, params)) return out;
+  return fallback();
+}
 
 // Complex add, sub and mul composed from the real kernels on real views (Complex.cpp): false when the call is
 // not one of those (the caller falls back).
@@ -31,9 +49,5 @@ bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inp
                const EwParams& params);
 // Complex abs (to a real or complex out), sgn (z / |z|, 0 at 0) and neg, composed the same way.
 bool ewComplexUnary(EwOp op, const at::Tensor& self, const at::Tensor& out);
-
-// Type promotion as ATen's: result_type over tensors and scalars; `to_float` promotes integral/bool results
-// to the default floating dtype.
-c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float);
 
 } // namespace mytorch

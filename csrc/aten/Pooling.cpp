@@ -12,7 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -23,10 +23,7 @@ namespace {
 
 using at::Tensor;
 using OptD = std::optional<double>;
-template <typename Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
-bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
 
 int pick(at::IntArrayRef v, size_t i, int dflt) {
   if (v.empty()) return dflt;
@@ -44,7 +41,7 @@ int64_t poolOut(int64_t in, int k, int pad, int stride, int dil, bool ceil_mode)
 void planes(SpatialArgs& a, const Tensor& x, const char* op) {
   TORCH_CHECK((x.dim() == 3 || x.dim() == 4) && x.size(-1) > 0 && x.size(-2) > 0, op,
               ": expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: ", x.sizes());
-  TORCH_CHECK(floating(x.scalar_type()), op, ": expected a floating point input, but got ", x.scalar_type());
+  TORCH_CHECK(kernelFloating(x.scalar_type()), op, ": expected a floating point input, but got ", x.scalar_type());
   a.dtype = toKernelDType(x.scalar_type());
   a.planes = x.numel() / (x.size(-1) * x.size(-2));
   a.ih = x.size(-2);
@@ -98,7 +95,7 @@ std::tuple<Tensor&, Tensor&> maxPoolOut(const Tensor& self, at::IntArrayRef kern
                                         Tensor& indices) {
   checkOutDtype(out, self.scalar_type());
   checkOutDtype(indices, at::kLong);
-  if (!floating(self.scalar_type()))  // integer pooling: CPU PyTorch has it, counted fallback
+  if (!kernelFloating(self.scalar_type()))  // integer pooling: CPU PyTorch has it, counted fallback
     return Fallback<at::_ops::max_pool2d_with_indices_out>::call(self, kernel, stride, padding, dilation, ceil_mode, out,
                                                                  indices);
   SpatialArgs a;
@@ -123,7 +120,7 @@ Tensor& maxPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayR
                            at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const Tensor& indices,
                            Tensor& gi) {
   checkOutDtype(gi, self.scalar_type());
-  if (!floating(self.scalar_type()))
+  if (!kernelFloating(self.scalar_type()))
     return Fallback<at::_ops::max_pool2d_with_indices_backward_grad_input>::call(grad, self, kernel, stride, padding,
                                                                                 dilation, ceil_mode, indices, gi);
   SpatialArgs a;
@@ -146,7 +143,7 @@ Tensor& maxPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayR
 Tensor& avgPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor, Tensor& out) {
   checkOutDtype(out, self.scalar_type());
-  if (!floating(self.scalar_type()))
+  if (!kernelFloating(self.scalar_type()))
     return Fallback<at::_ops::avg_pool2d_out>::call(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor,
                                                     out);
   SpatialArgs a;
@@ -169,7 +166,7 @@ Tensor& avgPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayR
                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor, Tensor& gi) {
   checkOutDtype(gi, self.scalar_type());
-  if (!floating(self.scalar_type()))
+  if (!kernelFloating(self.scalar_type()))
     return Fallback<at::_ops::avg_pool2d_backward_grad_input>::call(grad, self, kernel, stride, padding, ceil_mode,
                                                                     count_include_pad, divisor, gi);
   SpatialArgs a;
@@ -274,7 +271,7 @@ Tensor& upsampleBackwardOut(SpatialOp op, const Tensor& grad, at::IntArrayRef ou
   SpatialArgs a;
   a.op = op;
   a.backward = true;
-  TORCH_CHECK(floating(grad.scalar_type()), name, ": expected a floating point gradient, but got ", grad.scalar_type());
+  TORCH_CHECK(kernelFloating(grad.scalar_type()), name, ": expected a floating point gradient, but got ", grad.scalar_type());
   a.dtype = toKernelDType(grad.scalar_type());
   a.planes = input_size[0] * input_size[1];
   a.ih = input_size[2];

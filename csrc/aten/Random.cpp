@@ -13,7 +13,7 @@
 #include <limits>
 #include <mutex>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Generator.h"
 #include "csrc/core/Runtime.h"

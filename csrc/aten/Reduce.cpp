@@ -49,9 +49,9 @@ void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, b
   r.out = out.data_ptr();
   r.out2 = out2.defined() ? out2.data_ptr() : nullptr;
   r.want_values = want_values;
-  r.p = p;
-  r.correction = correction;
-  r.take_sqrt = take_sqrt;
+  r.params.p = p;
+  r.params.correction = correction;
+  r.params.take_sqrt = take_sqrt;
   r.out_numel = 1;
   r.red_numel = 1;
   for (int64_t d = 0; d < ndim; ++d) {
@@ -69,18 +69,19 @@ void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, b
       ++r.out_ndim;
     }
   }
+  r.params.count = r.red_numel;
   TORCH_CHECK(r.out_ndim <= kMaxDims && r.red_ndim <= kMaxDims, "mytorch reductions support at most ", kMaxDims, " dimensions");
   if (r.out_numel == 0) return;
   c10::DeviceGuard guard(self.device());
   MT_RT_CHECK(kernels::reduce(r, nativeHandle(currentStream(self.device().index()))));
 }
 
-void runScan(bool prod, const at::Tensor& self, int64_t dim, const at::Tensor& out) {
+void runScan(ScanOp op, const at::Tensor& self, int64_t dim, const at::Tensor& out) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(out, self.sizes());
   const at::Tensor in = self.scalar_type() == out.scalar_type() ? self : self.to(out.scalar_type());
   ScanArgs s;
-  s.prod = prod;
+  s.op = op;
   s.dtype = toKernelDType(out.scalar_type());
   TORCH_CHECK(s.dtype != DType::Other && s.dtype != DType::Bool && !out.is_complex(),
               "mytorch scans do not support dtype ", out.scalar_type());
@@ -101,6 +102,21 @@ void runScan(bool prod, const at::Tensor& self, int64_t dim, const at::Tensor& o
   if (in.numel() == 0) return;
   c10::DeviceGuard guard(self.device());
   MT_RT_CHECK(kernels::scan(s, nativeHandle(currentStream(self.device().index()))));
+}
+
+at::Tensor castFor(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
+}
+
+at::Tensor computeInput(const at::Tensor& self, std::optional<at::ScalarType> dtype, const at::Tensor& out) {
+  if (dtype.has_value()) return castFor(self, dtype);
+  const auto o = out.scalar_type();
+  if (at::isFloatingType(self.scalar_type()) && self.scalar_type() != at::kDouble && o == at::kDouble) return self.to(o);
+  return self;
+}
+
+void checkNamedDtype(const at::Tensor& out, std::optional<at::ScalarType> dtype) {
+  if (dtype.has_value()) checkOutDtype(out, *dtype);
 }
 
 } // namespace mytorch

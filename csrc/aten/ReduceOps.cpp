@@ -2,7 +2,6 @@
 // take the CPU fallback, counted as such.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
@@ -38,10 +37,9 @@
 
 #include <cmath>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/aten/Reduce.h"
-#include "csrc/core/Fallback.h"
 
 namespace mytorch {
 
@@ -52,31 +50,9 @@ bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdi
 namespace {
 
 using at::Tensor;
-template <typename Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
+// Complex inputs and outputs take the CPU fallback (or the complex glue).
 bool native(const Tensor& self, const Tensor& out) { return !self.is_complex() && !out.is_complex(); }
-
-Tensor castFor(const Tensor& self, std::optional<at::ScalarType> dtype) {
-  return dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
-}
-
-// The input of a reduction or scan as the kernel should read it: cast to the dtype the call names; else, for a
-// float64 out= of a narrower floating input, cast to float64, as ATen computes in the out='s dtype (the kernels
-// accumulate a narrower input in float32). Integral inputs into a wider integral out= are read as they are:
-// the kernels accumulate them in the out='s type without a copy of the input.
-Tensor computeInput(const Tensor& self, std::optional<at::ScalarType> dtype, const Tensor& out) {
-  if (dtype.has_value()) return castFor(self, dtype);
-  const auto o = out.scalar_type();
-  if (at::isFloatingType(self.scalar_type()) && self.scalar_type() != at::kDouble && o == at::kDouble) return self.to(o);
-  return self;
-}
-
-// A reduction's out= when the call names a dtype: that dtype (ATen's structured reductions); without one, any
-// dtype.
-void checkNamedDtype(const Tensor& out, std::optional<at::ScalarType> dtype) {
-  if (dtype.has_value()) checkOutDtype(out, *dtype);
-}
 
 // all/any: a bool out= (uint8 for a uint8 input), with ATen's message.
 void checkLogicalOut(const Tensor& self, const Tensor& out, const char* name) {
@@ -321,13 +297,13 @@ Tensor count_nonzero(const Tensor& self, at::IntArrayRef dim) {
 Tensor& cumsum_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::cumsum_out>::call(self, dim, dtype, out);
-  runScan(false, computeInput(self, dtype, out), dim, out);
+  runScan(ScanOp::CumSum, computeInput(self, dtype, out), dim, out);
   return out;
 }
 Tensor& cumprod_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::cumprod_out>::call(self, dim, dtype, out);
-  runScan(true, computeInput(self, dtype, out), dim, out);
+  runScan(ScanOp::CumProd, computeInput(self, dtype, out), dim, out);
   return out;
 }
 

@@ -17,7 +17,7 @@
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 
 namespace mytorch {
 namespace {

@@ -22,7 +22,7 @@
 
 #include <cmath>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"

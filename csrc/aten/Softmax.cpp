@@ -12,7 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
@@ -22,10 +22,7 @@ namespace mytorch {
 namespace {
 
 using at::Tensor;
-template <typename Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
-bool floating(c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
 
 void setShape(SoftmaxArgs& a, const Tensor& t, int64_t dim) {
   a.outer = 1;
@@ -88,22 +85,22 @@ Tensor& backward(bool log, const Tensor& grad, const Tensor& output, int64_t dim
 }
 
 Tensor& softmaxOut(const Tensor& self, int64_t dim, bool half_to_float, Tensor& out) {
-  if (!floating(self.scalar_type())) return Fallback<at::_ops::_softmax_out>::call(self, dim, half_to_float, out);
+  if (!kernelFloating(self.scalar_type())) return Fallback<at::_ops::_softmax_out>::call(self, dim, half_to_float, out);
   return forward(false, self, dim, half_to_float, out);
 }
 Tensor& logSoftmaxOut(const Tensor& self, int64_t dim, bool half_to_float, Tensor& out) {
-  if (!floating(self.scalar_type())) return Fallback<at::_ops::_log_softmax_out>::call(self, dim, half_to_float, out);
+  if (!kernelFloating(self.scalar_type())) return Fallback<at::_ops::_log_softmax_out>::call(self, dim, half_to_float, out);
   return forward(true, self, dim, half_to_float, out);
 }
 Tensor& softmaxBackwardOut(const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype,
                            Tensor& grad_input) {
-  if (!floating(grad.scalar_type()) || !floating(input_dtype))
+  if (!kernelFloating(grad.scalar_type()) || !kernelFloating(input_dtype))
     return Fallback<at::_ops::_softmax_backward_data_out>::call(grad, output, dim, input_dtype, grad_input);
   return backward(false, grad, output, dim, input_dtype, grad_input);
 }
 Tensor& logSoftmaxBackwardOut(const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype,
                               Tensor& grad_input) {
-  if (!floating(grad.scalar_type()) || !floating(input_dtype))
+  if (!kernelFloating(grad.scalar_type()) || !kernelFloating(input_dtype))
     return Fallback<at::_ops::_log_softmax_backward_data_out>::call(grad, output, dim, input_dtype, grad_input);
   return backward(true, grad, output, dim, input_dtype, grad_input);
 }

@@ -15,7 +15,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 #include "csrc/core/DeviceAllocator.h"
 #include "csrc/core/Stream.h"
 

@@ -10,7 +10,7 @@
 #include <ATen/ops/sum.h>
 #include <torch/library.h>
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 
 #include <vector>
 

@@ -20,7 +20,7 @@
 // ATen's message, as the check path does.
 #include "csrc/core/Fallback.h"
 
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -156,7 +156,7 @@ void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& 
 }
 
 // The device and out= overlap rules of the one check path (Note [One check path for native ops] in
-// csrc/aten/Checked.h) for operators that take the fallback: every tensor on one device, unless native_functions.yaml says the operator
+// csrc/core/Checked.h) for operators that take the fallback: every tensor on one device, unless native_functions.yaml says the operator
 // checks its own (TensorIterator ops, which take CPU scalars); an out= is always on the device. ATen would
 // otherwise run the CPU kernel on a CPU out= or on another device's tensors without a word.
 void checkDevices(const std::string& name, const std::vector<c10::Argument>& args, const torch::jit::Stack& stack, size_t base) {

@@ -10,7 +10,7 @@
 
 #include <thread>
 
-#include "csrc/aten/Glue.h"
+#include "csrc/core/Runtime.h"
 #include "csrc/distributed/Paths.h"
 
 namespace mytorch::dist {

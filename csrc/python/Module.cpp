@@ -5,6 +5,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "csrc/aten/OpTables.h"
 #include "csrc/core/DeviceAllocator.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Generator.h"
@@ -249,6 +250,24 @@ PYBIND11_MODULE(_C, m) {
   // The process group's classes derive from torch's c10d bindings, which exist once torch.distributed is
   // imported: python/mytorch/distributed.py calls this then.
   m.def("_init_distributed", [m]() mutable { dist::initDistributedBindings(m); });
+  m.def("_op_tables", [] {  // the op tables' rows (kernels/include/mytorch/tables/*.def), for their test
+    py::list rows;
+    for (const OpTableRow& r : opTableRows()) {
+      py::dict d;
+      d["table"] = r.table;
+      d["name"] = r.name;
+      d["arity"] = r.arity;
+      d["dtypes"] = r.dtypes;
+      d["result"] = r.result;
+      d["group"] = r.group;
+      d["glue"] = r.glue;
+      d["aten"] = r.aten;
+      d["overload"] = r.overload;
+      d["foreach"] = r.foreach;
+      rows.append(d);
+    }
+    return rows;
+  });
   m.def("_op_trace_start", &startOpTrace);
   m.def("_op_trace_stop", &stopOpTrace);
   m.def("_fallback_totals", [] {

@@ -12,13 +12,6 @@ namespace {
 
 constexpr int kMaxPerLane = 8;  // head dims up to 256
 
-template <typename A>
-__device__ inline A warp_sum(A v) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
 template <typename T, typename A>
 __device__ inline void load_row(const AttnTensor& t, int64_t b, int64_t h, int64_t s, int64_t n, int lane, A* r) {
 #pragma unroll
@@ -226,10 +219,8 @@ __global__ void combine_kernel(AttentionArgs a, int64_t chunks) {
   }
 }
 
-unsigned warps_grid(int64_t rows) {
-  const int64_t blocks = (rows * 32 + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
-}
+// A warp per row.
+unsigned warps_grid(int64_t rows) { return grid_blocks(rows, kThreads / 32); }
 
 } // namespace
 

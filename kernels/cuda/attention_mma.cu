@@ -100,8 +100,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward_mma(AttentionArgs a) {
     float corr[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      tile_max[r] = warp_reduce<4>(tile_max[r], [](float x, float y) { return fmaxf(x, y); });
       const float m_new = fmaxf(m[r], tile_max[r]);
       corr[r] = m_new == -INFINITY ? 1.f : exp2f(m[r] - m_new);
       m[r] = m_new;
@@ -120,8 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward_mma(AttentionArgs a) {
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
-      row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
+      row_sum[r] = warp_reduce<4>(row_sum[r], SumOp{});
       l[r] += row_sum[r];
     }
 #pragma unroll

@@ -69,8 +69,7 @@ __global__ void delta_kernel(AttentionArgs a) {
     const int64_t i = row % a.lq, h = (row / a.lq) % a.hq, b = row / (a.lq * a.hq);
     float s = 0.f;
     for (int64_t e = lane; e < a.dv; e += 32) s += attn::ld<T, float>(a.dout, b, h, i, e) * attn::ld<T, float>(a.out, b, h, i, e);
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    s = warp_sum(s);
     if (lane == 0) static_cast<float*>(a.delta)[row] = s;
   }
 }

@@ -1,4 +1,5 @@
-// Launch helpers shared by the CUDA kernel families.
+// Device primitives and launch helpers shared by every CUDA kernel family (and by the emulated build, which
+// compiles the same code): grid sizing, warp and block reductions, launch checks. One copy of each.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,11 +15,66 @@ namespace mytorch::cuda {
 
 constexpr int kThreads = 256;
 
-inline unsigned grid_for(int64_t n, int per_thread = 1) {
-  int64_t blocks = (n + int64_t(kThreads) * per_thread - 1) / (int64_t(kThreads) * per_thread);
+// ---- grid sizing ----------------------------------------------------------------------------------------------
+// Kernels loop grid-stride over their work, so a launch caps its grid here (far below gridDim.x's 2^31 - 1).
+constexpr int64_t kMaxGridBlocks = 65536;
+// The device's limit on gridDim.y and gridDim.z.
+constexpr int64_t kMaxGridYZ = 65535;
+
+// Blocks for `units` units of work, `per_block` units a block (at least 1, at most kMaxGridBlocks).
+inline unsigned grid_blocks(int64_t units, int64_t per_block = 1) {
+  int64_t blocks = (units + per_block - 1) / per_block;
   if (blocks < 1) blocks = 1;
-  if (blocks > 65536) blocks = 65536; // kernels loop grid-stride past this
+  if (blocks > kMaxGridBlocks) blocks = kMaxGridBlocks;
   return static_cast<unsigned>(blocks);
+}
+// Blocks of kThreads threads for n items, per_thread items a thread.
+inline unsigned grid_for(int64_t n, int per_thread = 1) { return grid_blocks(n, int64_t(kThreads) * per_thread); }
+
+// ---- warp and block reductions --------------------------------------------------------------------------------
+struct SumOp {
+  template <typename A>
+  __device__ A operator()(A a, A b) const { return a + b; }
+};
+// Maximum with NaN propagating (a NaN operand wins), as ATen's reductions.
+struct MaxOp {
+  template <typename A>
+  __device__ A operator()(A a, A b) const { return (b != b || b > a) ? b : a; }
+};
+
+// Butterfly reduction over groups of kWidth lanes (32: the warp; 4: the quad of lanes that share a row of an
+// mma.sync fragment); every lane of a group gets the group's result.
+template <int kWidth = 32, typename A, typename Op = SumOp>
+__device__ inline A warp_reduce(A v, Op op = {}) {
+#pragma unroll
+  for (int off = kWidth / 2; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+template <typename A>
+__device__ inline A warp_sum(A v) { return warp_reduce(v, SumOp{}); }
+
+// Block-wide reduction of one value per thread; every thread gets the result. `smem` holds one value per warp
+// (blockDim.x <= 1024). It starts with a barrier, so `smem` may be reused by the next call at once.
+template <typename A, typename Op>
+__device__ inline A block_reduce(A v, A* smem, Op op, A identity) {
+  v = warp_reduce(v, op);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x / 32) ? smem[lane] : identity;
+  return warp_reduce(v, op);
+}
+
+// Tree combine of one value per thread held in shared memory (parts[blockDim.x], blockDim.x a power of two):
+// parts[0] ends with the block's total, combine(parts[i], parts[i + s]) in a fixed order (deterministic).
+template <typename V, typename Combine>
+__device__ inline void block_tree(V* parts, Combine combine) {
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) combine(parts[threadIdx.x], parts[threadIdx.x + s]);
+    __syncthreads();
+  }
 }
 
 inline rt::Status check_launch(const char* what) {
@@ -55,5 +111,21 @@ inline void ignore_error(cudaError_t err) {
 }
 
 inline cudaStream_t native(rt::Stream s) { return static_cast<cudaStream_t>(s); }
+
+// Blocks for n work items of kThreads threads: enough to cover them, capped at what the device keeps resident
+// at once for `kernel` (its occupancy; grid-stride loops cover the rest).
+template <typename Kernel>
+unsigned grid_resident(Kernel kernel, int64_t items) {
+  static int resident = 0;  // per instantiation: blocks per SM x SMs
+  if (resident == 0) {
+    int dev = 0, sms = 1, per_sm = 1;
+    ignore_error(cudaGetDevice(&dev));
+    ignore_error(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    ignore_error(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+    resident = sms * (per_sm > 0 ? per_sm : 1);
+  }
+  const unsigned blocks = grid_for(items);
+  return blocks < static_cast<unsigned>(resident) ? blocks : static_cast<unsigned>(resident);
+}
 
 } // namespace mytorch::cuda

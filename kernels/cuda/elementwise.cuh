@@ -19,26 +19,32 @@ struct EwTraits {
   using O = ew::opmath_t<T>;
   using Out = std::conditional_t<ew_is_predicate(op), bool, T>;
   static constexpr int n = ew_arity(op);
+  static constexpr bool masked = ew_has_mask(op);  // operand 0 is a bool mask
   static constexpr int vec = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
 };
 
 template <EwOp op, typename T>
-__device__ inline typename EwTraits<op, T>::Out ew_compute(const typename EwTraits<op, T>::O* v, bool mask,
-                                                            const EwParams& p) {
-  using Out = typename EwTraits<op, T>::Out;
-  if constexpr (op == EwOp::Where) return static_cast<Out>(mask ? v[1] : v[2]);
-  else return static_cast<Out>(ew::apply<op, T>(v[0], v[1], v[2], p));
+__device__ inline typename EwTraits<op, T>::Out ew_compute(const typename EwTraits<op, T>::O* v, const EwParams& p) {
+  return static_cast<typename EwTraits<op, T>::Out>(ew::apply<op, T>(v[0], v[1], v[2], p));
+}
+
+// Operand k of a tensor: a bool mask (where's operand 0, passed to the functor as 0 or 1) or a value of T.
+template <EwOp op, typename T>
+__device__ inline typename EwTraits<op, T>::O ew_load(const void* base, int k, int64_t i) {
+  using O = typename EwTraits<op, T>::O;
+  if (EwTraits<op, T>::masked && k == 0) return static_cast<O>(static_cast<const bool*>(base)[i]);
+  return static_cast<O>(static_cast<const T*>(base)[i]);
 }
 
 template <EwOp op, typename T>
-__device__ inline void ew_scalars(const ElementwiseArgs& a, typename EwTraits<op, T>::O* s, bool* smask) {
+__device__ inline void ew_scalars(const ElementwiseArgs& a, typename EwTraits<op, T>::O* s) {
   using O = typename EwTraits<op, T>::O;
 #pragma unroll
   for (int k = 0; k < EwTraits<op, T>::n; ++k) {
     s[k] = O(0);
     if (!a.is_scalar[k]) continue;
-    if (op == EwOp::Where && k == 0) *smask = *reinterpret_cast<const bool*>(a.scalar[0]);
-    else if (op == EwOp::Where) s[k] = static_cast<O>(*reinterpret_cast<const T*>(a.scalar[k]));
+    if (EwTraits<op, T>::masked && k == 0) s[k] = static_cast<O>(*reinterpret_cast<const bool*>(a.scalar[0]));
+    else if (EwTraits<op, T>::masked) s[k] = static_cast<O>(*reinterpret_cast<const T*>(a.scalar[k]));  // compute dtype
     else s[k] = *reinterpret_cast<const O*>(a.scalar[k]);  // arithmetic scalars stay in opmath precision
   }
 }
@@ -49,26 +55,21 @@ __global__ void ew_contiguous(ElementwiseArgs a) {
   using O = typename Tr::O;
   using Out = typename Tr::Out;
   O s[3];
-  bool smask = false;
-  ew_scalars<op, T>(a, s, &smask);
+  ew_scalars<op, T>(a, s);
   const int64_t n = a.shape.numel;
   for (int64_t base = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * VEC; base < n;
        base += int64_t(gridDim.x) * blockDim.x * VEC) {
     if (base + VEC <= n) {
       O v[VEC][3];
-      bool m[VEC];
 #pragma unroll
       for (int k = 0; k < Tr::n; ++k) {
         if (a.is_scalar[k]) {
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) {
-            v[j][k] = s[k];
-            if (op == EwOp::Where && k == 0) m[j] = smask;  // only the mask operand sets the mask
-          }
-        } else if (op == EwOp::Where && k == 0) {
+          for (int j = 0; j < VEC; ++j) v[j][k] = s[k];
+        } else if (Tr::masked && k == 0) {
           const Vec<bool, VEC> mv = *reinterpret_cast<const Vec<bool, VEC>*>(static_cast<const bool*>(a.in[0].data) + base);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) m[j] = mv.v[j];
+          for (int j = 0; j < VEC; ++j) v[j][0] = static_cast<O>(mv.v[j]);
         } else {
           const Vec<T, VEC> iv = *reinterpret_cast<const Vec<T, VEC>*>(static_cast<const T*>(a.in[k].data) + base);
 #pragma unroll
@@ -77,19 +78,16 @@ __global__ void ew_contiguous(ElementwiseArgs a) {
       }
       Vec<Out, VEC> ov;
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) ov.v[j] = ew_compute<op, T>(v[j], m[j], a.p);
+      for (int j = 0; j < VEC; ++j) ov.v[j] = ew_compute<op, T>(v[j], a.p);
       *reinterpret_cast<Vec<Out, VEC>*>(static_cast<Out*>(a.out.data) + base) = ov;
     } else {
       for (int64_t i = base; i < n; ++i) {
         O v[3] = {s[0], s[1], s[2]};
-        bool m = smask;
 #pragma unroll
         for (int k = 0; k < Tr::n; ++k) {
-          if (a.is_scalar[k]) continue;
-          if (op == EwOp::Where && k == 0) m = static_cast<const bool*>(a.in[0].data)[i];
-          else v[k] = static_cast<O>(static_cast<const T*>(a.in[k].data)[i]);
+          if (!a.is_scalar[k]) v[k] = ew_load<op, T>(a.in[k].data, k, i);
         }
-        static_cast<Out*>(a.out.data)[i] = ew_compute<op, T>(v, m, a.p);
+        static_cast<Out*>(a.out.data)[i] = ew_compute<op, T>(v, a.p);
       }
     }
   }
@@ -101,8 +99,7 @@ __global__ void ew_strided(ElementwiseArgs a) {
   using O = typename Tr::O;
   using Out = typename Tr::Out;
   O s[3];
-  bool smask = false;
-  ew_scalars<op, T>(a, s, &smask);
+  ew_scalars<op, T>(a, s);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.shape.numel; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[4] = {0, 0, 0, 0};
     int64_t rem = i;
@@ -114,32 +111,12 @@ __global__ void ew_strided(ElementwiseArgs a) {
       for (int k = 0; k < Tr::n; ++k) off[k + 1] += idx * a.in[k].strides[d];
     }
     O v[3] = {s[0], s[1], s[2]};
-    bool m = smask;
 #pragma unroll
     for (int k = 0; k < Tr::n; ++k) {
-      if (a.is_scalar[k]) continue;
-      const char* p = static_cast<const char*>(a.in[k].data) + off[k + 1];
-      if (op == EwOp::Where && k == 0) m = *reinterpret_cast<const bool*>(p);
-      else v[k] = static_cast<O>(*reinterpret_cast<const T*>(p));
+      if (!a.is_scalar[k]) v[k] = ew_load<op, T>(static_cast<const char*>(a.in[k].data) + off[k + 1], k, 0);
     }
-    *reinterpret_cast<Out*>(static_cast<char*>(a.out.data) + off[0]) = ew_compute<op, T>(v, m, a.p);
+    *reinterpret_cast<Out*>(static_cast<char*>(a.out.data) + off[0]) = ew_compute<op, T>(v, a.p);
   }
-}
-
-// Blocks for n work items: enough to cover them, capped at what the device keeps resident at once.
-template <typename Kernel>
-unsigned ew_grid(Kernel kernel, int64_t items) {
-  static int resident = 0; // per instantiation: blocks per SM x SMs
-  if (resident == 0) {
-    int dev = 0, sms = 1, per_sm = 1;
-    ignore_error(cudaGetDevice(&dev));
-    ignore_error(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    ignore_error(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-    resident = sms * (per_sm > 0 ? per_sm : 1);
-  }
-  int64_t blocks = (items + kThreads - 1) / kThreads;
-  if (blocks < 1) blocks = 1;
-  return static_cast<unsigned>(blocks < resident ? blocks : resident);
 }
 
 inline bool ew_contiguous_ok(const ElementwiseArgs& a, int n, int out_size, int in_size, bool where) {
@@ -167,19 +144,18 @@ rt::Status ew_launch(const ElementwiseArgs& a, rt::Stream stream) {
   using Tr = EwTraits<op, T>;
   if (a.shape.numel == 0) return rt::Status::Success;
   cudaStream_t st = native(stream);
-  const bool where = op == EwOp::Where;
-  if (ew_contiguous_ok(a, Tr::n, sizeof(typename Tr::Out), sizeof(T), where)) {
+  if (ew_contiguous_ok(a, Tr::n, sizeof(typename Tr::Out), sizeof(T), Tr::masked)) {
     constexpr int V = Tr::vec;
     if (ew_aligned16(a, Tr::n)) {
       auto k = ew_contiguous<op, T, V>;
-      k<<<ew_grid(k, (a.shape.numel + V - 1) / V), kThreads, 0, st>>>(a);
+      k<<<grid_resident(k, (a.shape.numel + V - 1) / V), kThreads, 0, st>>>(a);
     } else {
       auto k = ew_contiguous<op, T, 1>;
-      k<<<ew_grid(k, a.shape.numel), kThreads, 0, st>>>(a);
+      k<<<grid_resident(k, a.shape.numel), kThreads, 0, st>>>(a);
     }
   } else {
     auto k = ew_strided<op, T>;
-    k<<<ew_grid(k, a.shape.numel), kThreads, 0, st>>>(a);
+    k<<<grid_resident(k, a.shape.numel), kThreads, 0, st>>>(a);
   }
   return check_launch("elementwise");
 }
@@ -196,12 +172,21 @@ rt::Status ew_dispatch(const ElementwiseArgs& a, rt::Stream stream) {
   return st;
 }
 
-// One translation unit per op group keeps nvcc's units small (see elementwise_*.cu).
-rt::Status ew_binary_arith(const ElementwiseArgs& a, rt::Stream s);
-rt::Status ew_binary_logic(const ElementwiseArgs& a, rt::Stream s);
-rt::Status ew_ternary(const ElementwiseArgs& a, rt::Stream s);
-rt::Status ew_unary_float(const ElementwiseArgs& a, rt::Stream s);
-rt::Status ew_unary_other(const ElementwiseArgs& a, rt::Stream s);
-rt::Status ew_nn(const ElementwiseArgs& a, rt::Stream s);
+// The ops of one CUDA group (the table's group column): one translation unit per group keeps nvcc's units small.
+// elementwise_<group>.cu instantiates its group's (MT_EW_GROUP_UNIT); the router in elementwise.cu calls them.
+template <EwGroup G>
+rt::Status ew_group_launch(const ElementwiseArgs& a, rt::Stream stream) {
+  return ew_visit(
+      a.op,
+      [&](auto op) {
+        if constexpr (ew_group(decltype(op)::value) == G) return ew_dispatch<decltype(op)::value>(a, stream);
+        else return rt::report(rt::Status::InvalidValue, "elementwise: op routed to the wrong group");
+      },
+      [] { return rt::report(rt::Status::InvalidValue, "elementwise: unknown op"); });
+}
+#define MT_EW_GROUP_EXTERN(g) extern template rt::Status ew_group_launch<EwGroup::g>(const ElementwiseArgs&, rt::Stream);
+MT_EW_GROUPS(MT_EW_GROUP_EXTERN)
+#undef MT_EW_GROUP_EXTERN
+#define MT_EW_GROUP_UNIT(g) template rt::Status ew_group_launch<EwGroup::g>(const ElementwiseArgs&, rt::Stream);
 
 } // namespace mytorch::cuda

@@ -17,7 +17,7 @@ __global__ void kernel(EmbeddingBackwardArgs a) {
 
 rt::Status embedding_backward(const EmbeddingBackwardArgs& a, rt::Stream stream) {
   if (a.n == 0 || a.dim == 0) return rt::Status::Success;
-  const unsigned grid = static_cast<unsigned>(a.n < 65535 ? a.n : 65535);
+  const unsigned grid = grid_blocks(a.n);
   const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
     kernel<decltype(tag)><<<grid, kThreads, 0, native(stream)>>>(a);
   });

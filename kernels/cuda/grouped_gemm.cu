@@ -115,7 +115,7 @@ rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream) {
     case GroupMode::Cols: grid = dim3(tiles(g.n) + static_cast<unsigned>(g.groups), tiles(g.m)); break;
     case GroupMode::Depth: grid = dim3(tiles(g.n), tiles(g.m), static_cast<unsigned>(g.groups)); break;
   }
-  if (grid.y > 65535 || grid.z > 65535) return rt::report(rt::Status::InvalidValue, "grouped_gemm: too many tiles or groups for one launch");
+  if (grid.y > kMaxGridYZ || grid.z > kMaxGridYZ) return rt::report(rt::Status::InvalidValue, "grouped_gemm: too many tiles or groups for one launch");
   bool ok = dispatch_floating(g.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, double>)

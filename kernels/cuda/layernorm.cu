@@ -50,20 +50,8 @@ __device__ inline void store(T* p, const A* v) {
 // Sum over the threads of one row: the warp (TPR == 32) or the whole block.
 template <int TPR, typename A>
 __device__ inline A row_sum(A v, A* red) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  if constexpr (TPR == 32) {
-    return v;
-  } else {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    v = lane < static_cast<int>(blockDim.x / 32) ? red[lane] : A(0);
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
-  }
+  if constexpr (TPR == 32) return warp_sum(v);
+  else return block_reduce(v, red, SumOp{}, A(0));
 }
 
 // The normalised input value(s) at column j: x (+ residual, rounded like the stored sum, which is written).

@@ -7,21 +7,21 @@ namespace mytorch::cuda {
 namespace {
 
 template <typename A>
+struct Sum2 {
+  A a, b;
+};
+
+// Two block-wide sums at once; every thread gets both.
+template <typename A>
 __device__ inline void block_sum2(A* v1, A* v2) {
-  __shared__ A s1[kThreads];
-  __shared__ A s2[kThreads];
-  s1[threadIdx.x] = *v1;
-  s2[threadIdx.x] = *v2;
-  __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k /= 2) {
-    if (threadIdx.x < k) {
-      s1[threadIdx.x] += s1[threadIdx.x + k];
-      s2[threadIdx.x] += s2[threadIdx.x + k];
-    }
-    __syncthreads();
-  }
-  *v1 = s1[0];
-  *v2 = s2[0];
+  __shared__ Sum2<A> parts[kThreads];
+  parts[threadIdx.x] = {*v1, *v2};
+  block_tree(parts, [](Sum2<A>& x, const Sum2<A>& y) {
+    x.a += y.a;
+    x.b += y.b;
+  });
+  *v1 = parts[0].a;
+  *v2 = parts[0].b;
   __syncthreads();
 }
 
@@ -35,11 +35,7 @@ __global__ void stats_kernel(NormArgs a) {
       continue;
     }
     parts[threadIdx.x] = nrm::lane_stats<T, A>(a, g, threadIdx.x, blockDim.x);
-    __syncthreads();
-    for (int k = blockDim.x / 2; k > 0; k /= 2) {
-      if (threadIdx.x < k) red::combine<RedOp::Var, A>(parts[threadIdx.x], parts[threadIdx.x + k], 0);
-      __syncthreads();
-    }
+    block_tree(parts, [](red::Acc<A>& x, const red::Acc<A>& y) { red::Reduction<RedOp::Var>::combine(x, y, {}); });
     if (threadIdx.x == 0) nrm::finish_stats<T, P, A>(a, g, parts[0]);
     __syncthreads();
   }
@@ -78,21 +74,20 @@ __global__ void dw_kernel(NormArgs a) {
   }
 }
 
-unsigned blocks(int64_t n) { return static_cast<unsigned>(n < 1 ? 1 : (n < 65535 ? n : 65535)); }
 
 template <typename T, typename P>
 void forward(const NormArgs& a, cudaStream_t s) {
   using A = ew::opmath_t<T>;
   const int64_t groups = nrm::group_count(a), total = groups * nrm::group_len(a);
-  stats_kernel<T, P, A><<<blocks(groups), kThreads, 0, s>>>(a);
+  stats_kernel<T, P, A><<<grid_blocks(groups), kThreads, 0, s>>>(a);
   if (total > 0) apply_kernel<T, P, A><<<grid_for(total), kThreads, 0, s>>>(a, total);
 }
 
 template <typename T, typename P>
 void backward(const NormArgs& a, cudaStream_t s) {
   using A = ew::opmath_t<T>;
-  if (a.dx) dx_kernel<T, P, A><<<blocks(nrm::group_count(a)), kThreads, 0, s>>>(a);
-  if (a.dweight || a.dbias) dw_kernel<T, P, A><<<blocks(a.c), kThreads, 0, s>>>(a);
+  if (a.dx) dx_kernel<T, P, A><<<grid_blocks(nrm::group_count(a)), kThreads, 0, s>>>(a);
+  if (a.dweight || a.dbias) dw_kernel<T, P, A><<<grid_blocks(a.c), kThreads, 0, s>>>(a);
 }
 
 template <bool fwd>

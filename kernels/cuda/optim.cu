@@ -127,12 +127,13 @@ rt::Status run(const MultiTensorArgs& a, cudaStream_t s) {
 template <typename T>
 rt::Status dispatch_op(const MultiTensorArgs& a, cudaStream_t s) {
   if (a.kind != MtKind::Elementwise) return run<T, EwOp::Add, false>(a, s);
-  switch (a.op) {
-#define MT_CASE(name) case EwOp::name: return run<T, EwOp::name, true>(a, s);
-    MT_FOREACH_OPS(MT_CASE)
-#undef MT_CASE
-    default: return rt::report(rt::Status::InvalidValue, "multi_tensor: unsupported op");
-  }
+  return ew_visit(
+      a.op,
+      [&](auto op) {
+        if constexpr (ew_foreach(decltype(op)::value)) return run<T, decltype(op)::value, true>(a, s);
+        else return rt::report(rt::Status::InvalidValue, "multi_tensor: the op is not on the multi-tensor path");
+      },
+      [] { return rt::report(rt::Status::InvalidValue, "multi_tensor: unsupported op"); });
 }
 
 } // namespace

@@ -30,37 +30,28 @@ __device__ inline void store_any(DType t, void* base, int64_t off, A v) {
 
 template <RedOp op, typename T>
 __global__ void reduce_kernel(ReduceArgs r) {
+  using R = red::Reduction<op>;
   using A = red::acc_t<op, T>;
   extern __shared__ unsigned char smem[];
   auto* parts = reinterpret_cast<red::Acc<A>*>(smem);
   const T* in = static_cast<const T*>(r.in);
   for (int64_t o = blockIdx.x; o < r.out_numel; o += gridDim.x) {
-    int64_t rem = o, in_base = 0, out_off = 0, out2_off = 0;
-    for (int d = r.out_ndim - 1; d >= 0; --d) {
-      const int64_t i = rem % r.out_sizes[d];
-      rem /= r.out_sizes[d];
-      in_base += i * r.out_in_strides[d];
-      out_off += i * r.out_strides[d];
-      out2_off += i * r.out2_strides[d];
-    }
-    red::Acc<A> acc = red::init<op, A>(r.p);
+    const red::RedOffsets at = red::red_output_offsets(r, o);
+    const int64_t in_base = at.in_base, out_off = at.out, out2_off = at.out2;
+    red::Acc<A> acc = R::template init<A>(r.params);
     for (int64_t j = threadIdx.x; j < r.red_numel; j += blockDim.x) {
-      red::push<op, A>(acc, static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.p);
+      R::push(acc, static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.params);
     }
     parts[threadIdx.x] = acc;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s /= 2) {
-      if (threadIdx.x < s) red::combine<op, A>(parts[threadIdx.x], parts[threadIdx.x + s], r.p);
-      __syncthreads();
-    }
+    block_tree(parts, [&](red::Acc<A>& x, const red::Acc<A>& y) { R::combine(x, y, r.params); });
     if (threadIdx.x == 0) {
       A mean = A(0);
-      const A v = red::finish<op, A>(parts[0], r, &mean);
+      const A v = R::project(parts[0], r.params, &mean);
       if (r.want_values) store_any(r.out_dtype, r.out, out_off, v);
       if (r.out2 != nullptr) {
-        if constexpr (op == RedOp::ArgMax || op == RedOp::ArgMin || op == RedOp::Max || op == RedOp::Min) {
+        if constexpr (R::kOut2 == red::Out2::Index) {
           static_cast<int64_t*>(r.out2)[out2_off] = parts[0].n < 0 ? 0 : parts[0].n;
-        } else if constexpr (op == RedOp::Var) {
+        } else if constexpr (R::kOut2 == red::Out2::Mean) {
           store_any(r.out_dtype, r.out2, out2_off, mean);
         }
       }
@@ -74,23 +65,20 @@ rt::Status launch(const ReduceArgs& r, rt::Stream stream) {
   rt::Status st = rt::report(rt::Status::InvalidValue, "reduce: unsupported input dtype");
   dispatch_dtype(r.in_dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!is_complex_t<T>::value) {
-      constexpr bool floating = !std::is_integral_v<T>;
-      if constexpr ((op != RedOp::Norm && op != RedOp::Var && op != RedOp::Mean) || floating) {
-        using A = red::acc_t<op, T>;
-        const unsigned grid = static_cast<unsigned>(r.out_numel < 65535 ? r.out_numel : 65535);
-        reduce_kernel<op, T><<<grid, kThreads, kThreads * sizeof(red::Acc<A>), native(stream)>>>(r);
-        st = check_launch("reduce");
-      }
+    if constexpr (red::supported<op, T>()) {
+      using A = red::acc_t<op, T>;
+      const unsigned grid = grid_blocks(r.out_numel);  // a block per output
+      reduce_kernel<op, T><<<grid, kThreads, kThreads * sizeof(red::Acc<A>), native(stream)>>>(r);
+      st = check_launch("reduce");
     }
   });
   return st;
 }
 
-template <typename T>
+template <ScanOp op, typename T>
 __global__ void scan_kernel(ScanArgs s) {
   for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < s.lines; l += int64_t(gridDim.x) * blockDim.x) {
-    red::scan_line<T>(s, l);
+    red::scan_line<op, T>(s, l);
   }
 }
 
@@ -98,33 +86,28 @@ __global__ void scan_kernel(ScanArgs s) {
 
 rt::Status reduce(const ReduceArgs& r, rt::Stream stream) {
   if (r.out_numel == 0) return rt::Status::Success;
-  switch (r.op) {
-    case RedOp::Sum: return launch<RedOp::Sum>(r, stream);
-    case RedOp::Mean: return launch<RedOp::Mean>(r, stream);
-    case RedOp::Prod: return launch<RedOp::Prod>(r, stream);
-    case RedOp::Max: return launch<RedOp::Max>(r, stream);
-    case RedOp::Min: return launch<RedOp::Min>(r, stream);
-    case RedOp::ArgMax: return launch<RedOp::ArgMax>(r, stream);
-    case RedOp::ArgMin: return launch<RedOp::ArgMin>(r, stream);
-    case RedOp::All: return launch<RedOp::All>(r, stream);
-    case RedOp::Any: return launch<RedOp::Any>(r, stream);
-    case RedOp::CountNonzero: return launch<RedOp::CountNonzero>(r, stream);
-    case RedOp::Norm: return launch<RedOp::Norm>(r, stream);
-    case RedOp::Var: return launch<RedOp::Var>(r, stream);
-  }
-  return rt::report(rt::Status::InvalidValue, "reduce: unknown op");
+  return red_visit(
+      r.op, [&](auto op) { return launch<decltype(op)::value>(r, stream); },
+      [] { return rt::report(rt::Status::InvalidValue, "reduce: unknown op"); });
 }
 
 rt::Status scan(const ScanArgs& s, rt::Stream stream) {
   if (s.lines == 0 || s.length == 0) return rt::Status::Success;
-  bool ok = dispatch_dtype(s.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!is_complex_t<T>::value && !std::is_same_v<T, bool>) {
-      scan_kernel<T><<<grid_for(s.lines), kThreads, 0, native(stream)>>>(s);
-    }
-  });
-  if (!ok) return rt::report(rt::Status::InvalidValue, "scan: unsupported dtype");
-  return check_launch("scan");
+  return scan_visit(
+      s.op,
+      [&](auto op) {
+        bool ok = false;
+        dispatch_dtype(s.dtype, [&](auto tag) {
+          using T = decltype(tag);
+          if constexpr (red::scan_supported<decltype(op)::value, T>()) {
+            scan_kernel<decltype(op)::value, T><<<grid_for(s.lines), kThreads, 0, native(stream)>>>(s);
+            ok = true;
+          }
+        });
+        if (!ok) return rt::report(rt::Status::InvalidValue, "scan: unsupported dtype");
+        return check_launch("scan");
+      },
+      [] { return rt::report(rt::Status::InvalidValue, "scan: unknown op"); });
 }
 
 } // namespace mytorch::cuda

@@ -12,29 +12,6 @@ namespace {
 constexpr int kRowThreads = 256;
 constexpr size_t kStageBytes = 40 * 1024;  // dynamic shared memory without an opt-in (48 KB) less the reductions'
 
-// Block-wide reduction of one value (max or sum) through shared memory; every thread gets the result.
-template <bool is_max, typename A>
-__device__ inline A block_reduce(A v, A* smem) {
-  for (int off = 16; off > 0; off /= 2) {
-    const A o = __shfl_xor_sync(0xffffffffu, v, off);
-    v = is_max ? ((o != o || o > v) ? o : v) : v + o;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();  // smem may still be read from a previous reduction
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < static_cast<int>(blockDim.x / 32) ? smem[lane] : (is_max ? A(-INFINITY) : A(0));
-    for (int off = 16; off > 0; off /= 2) {
-      const A o = __shfl_xor_sync(0xffffffffu, v, off);
-      v = is_max ? ((o != o || o > v) ? o : v) : v + o;
-    }
-    if (lane == 0) smem[0] = v;
-  }
-  __syncthreads();
-  return smem[0];
-}
-
 // Rows that fit in shared memory are read from device memory once (`staged`): loaded into shared memory in
 // opmath, then the max, the sum and the write all read the staged copy.
 template <typename I, typename O, typename A, bool staged>
@@ -52,10 +29,10 @@ __global__ void forward_rows(SoftmaxArgs s) {
       if (staged) rowbuf[j] = v;
       mx = (v != v || v > mx) ? v : mx;
     }
-    mx = block_reduce<true>(mx, smem);
+    mx = block_reduce(mx, smem, MaxOp{}, A(-INFINITY));
     A sum = 0;
     for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) sum += exp(val(j) - mx);
-    sum = block_reduce<false>(sum, smem);
+    sum = block_reduce(sum, smem, SumOp{}, A(0));
     const A lse = log(sum);
     for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
       const A v = val(j) - mx;
@@ -81,7 +58,7 @@ __global__ void backward_rows(SoftmaxArgs s) {
       if (staged) { gbuf[j] = gv; ybuf[j] = yv; }
       sum += s.log ? gv : gv * yv;
     }
-    sum = block_reduce<false>(sum, smem);
+    sum = block_reduce(sum, smem, SumOp{}, A(0));
     for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
       const A gv = staged ? gbuf[j] : static_cast<A>(g[j]), yv = staged ? ybuf[j] : static_cast<A>(y[j]);
       gi[j] = static_cast<O>(s.log ? gv - exp(yv) * sum : yv * (gv - sum));
@@ -103,7 +80,7 @@ template <typename I, typename O>
 void launch(const SoftmaxArgs& s, cudaStream_t st) {
   using A = ew::opmath_t<I>;
   if (s.inner == 1) {
-    const unsigned grid = static_cast<unsigned>(s.outer < 65535 ? s.outer : 65535);
+    const unsigned grid = grid_blocks(s.outer);  // a block per row
     const size_t row_bytes = static_cast<size_t>(s.dim) * sizeof(A) * (s.backward ? 2 : 1);
     const bool staged = row_bytes <= kStageBytes;
     if (s.backward) {

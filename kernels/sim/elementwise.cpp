@@ -1,5 +1,5 @@
-// Sim twin of cuda/elementwise*.cu: the shared op math (ops_math.h) in plain loops over the strided
-// description, with a typed fast loop for contiguous aligned runs.
+// Sim twin of cuda/elementwise*.cu: each op's functor (ops_math.h) in plain loops over the strided description,
+// for every row of the pointwise table (Note [Op tables] in ew_ops.h).
 #include <cstring>
 
 #include "mytorch/elementwise.h"
@@ -38,18 +38,20 @@ rt::Status run(const ElementwiseArgs& a) {
   using O = ew::opmath_t<T>;
   using Out = std::conditional_t<ew_is_predicate(op), bool, T>;
   constexpr int n = ew_arity(op);
+  constexpr bool masked = ew_has_mask(op);
   char* out = static_cast<char*>(a.out.data);
   const char* in[3] = {static_cast<const char*>(a.in[0].data), static_cast<const char*>(a.in[1].data),
                        static_cast<const char*>(a.in[2].data)};
   O sval[3] = {O(0), O(0), O(0)};
-  bool smask = false;
   for (int k = 0; k < n; ++k) {
     if (!a.is_scalar[k]) continue;
-    if (op == EwOp::Where && k == 0) {
-      std::memcpy(&smask, a.scalar[0], 1);
-    } else if (op == EwOp::Where) {
+    if (masked && k == 0) {
+      bool m = false;
+      std::memcpy(&m, a.scalar[0], 1);
+      sval[0] = static_cast<O>(m);
+    } else if (masked) {
       T v;
-      std::memcpy(&v, a.scalar[k], sizeof(T));
+      std::memcpy(&v, a.scalar[k], sizeof(T));  // where's values are in the compute dtype
       sval[k] = static_cast<O>(v);
     } else {
       std::memcpy(&sval[k], a.scalar[k], sizeof(O));  // arithmetic scalars stay in opmath precision
@@ -61,20 +63,13 @@ rt::Status run(const ElementwiseArgs& a) {
   for_each_run(a.shape, st, 1 + n, [&](const int64_t* off, int64_t cnt, const int64_t* s) {
     for (int64_t i = 0; i < cnt; ++i) {
       O v[3] = {sval[0], sval[1], sval[2]};
-      bool mask = smask;
       for (int k = 0; k < n; ++k) {
         if (a.is_scalar[k]) continue;
         const char* p = in[k] + off[k + 1] + i * s[k + 1];
-        if (op == EwOp::Where && k == 0) {
-          mask = *reinterpret_cast<const bool*>(p);
-        } else {
-          v[k] = static_cast<O>(*reinterpret_cast<const T*>(p));
-        }
+        if (masked && k == 0) v[0] = static_cast<O>(*reinterpret_cast<const bool*>(p));
+        else v[k] = static_cast<O>(*reinterpret_cast<const T*>(p));
       }
-      Out r;
-      if constexpr (op == EwOp::Where) r = static_cast<Out>(mask ? v[1] : v[2]);
-      else r = static_cast<Out>(ew::apply<op, T>(v[0], v[1], v[2], a.p));
-      *reinterpret_cast<Out*>(out + off[0] + i * s[0]) = r;
+      *reinterpret_cast<Out*>(out + off[0] + i * s[0]) = static_cast<Out>(ew::apply<op, T>(v[0], v[1], v[2], a.p));
     }
   });
   return rt::Status::Success;
@@ -95,13 +90,9 @@ rt::Status run_dtype(const ElementwiseArgs& a) {
 } // namespace
 
 rt::Status elementwise(const ElementwiseArgs& a, rt::Stream) {
-  switch (a.op) {
-#define MT_CASE(name) \
-  case EwOp::name: return run_dtype<EwOp::name>(a);
-    MT_EW_FORALL(MT_CASE)
-#undef MT_CASE
-  }
-  return rt::report(rt::Status::InvalidValue, "elementwise: unknown op");
+  return ew_visit(
+      a.op, [&](auto op) { return run_dtype<decltype(op)::value>(a); },
+      [] { return rt::report(rt::Status::InvalidValue, "elementwise: unknown op"); });
 }
 
 } // namespace mytorch::sim
@@ -109,20 +100,17 @@ rt::Status elementwise(const ElementwiseArgs& a, rt::Stream) {
 namespace mytorch {
 
 bool elementwise_supported(EwOp op, DType t) {
-  bool ok = false;
-  auto check = [&](auto op_tag) {
-    dispatch_dtype(t, [&](auto tag) {
-      using T = decltype(tag);
-      if constexpr (!is_complex_t<T>::value) ok = ew::supported<decltype(op_tag)::value, T>();
-    });
-  };
-  switch (op) {
-#define MT_CASE(name) \
-  case EwOp::name: check(std::integral_constant<EwOp, EwOp::name>{}); break;
-    MT_EW_FORALL(MT_CASE)
-#undef MT_CASE
-  }
-  return ok;
+  return ew_visit(
+      op,
+      [&](auto op_tag) {
+        bool ok = false;
+        dispatch_dtype(t, [&](auto tag) {
+          using T = decltype(tag);
+          if constexpr (!is_complex_t<T>::value) ok = ew::supported<decltype(op_tag)::value, T>();
+        });
+        return ok;
+      },
+      [] { return false; });
 }
 
 } // namespace mytorch

@@ -5,13 +5,7 @@ namespace mytorch {
 
 bool multi_tensor_supported(EwOp op, DType t) {
   if (t != DType::Half && t != DType::BFloat16 && t != DType::Float && t != DType::Double) return false;
-  switch (op) {
-#define MT_CASE(name) case EwOp::name:
-    MT_FOREACH_OPS(MT_CASE)
-#undef MT_CASE
-      return true;
-    default: return false;
-  }
+  return ew_foreach(op);
 }
 
 namespace sim {
@@ -19,16 +13,15 @@ namespace {
 
 template <typename T>
 void run_elementwise(const MultiTensorArgs& a) {
-  switch (a.op) {
-#define MT_CASE(name)                                                                       \
-    case EwOp::name:                                                                        \
-      for (int64_t t = 0; t < a.ntensors; ++t)                                             \
-        for (int64_t i = 0; i < a.tensors[t].numel; ++i) mt::elementwise<EwOp::name, T>(a, a.tensors[t], i); \
-      break;
-    MT_FOREACH_OPS(MT_CASE)
-#undef MT_CASE
-    default: break;
-  }
+  ew_visit(
+      a.op,
+      [&](auto op) {
+        if constexpr (ew_foreach(decltype(op)::value)) {
+          for (int64_t t = 0; t < a.ntensors; ++t)
+            for (int64_t i = 0; i < a.tensors[t].numel; ++i) mt::elementwise<decltype(op)::value, T>(a, a.tensors[t], i);
+        }
+      },
+      [] {});
 }
 
 template <typename T>

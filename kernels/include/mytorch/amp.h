@@ -44,30 +44,7 @@ MT_HOST_DEVICE inline void update_scale_step(const UpdateScaleParams& p) {
   }
 }
 
-namespace sim {
-rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream stream);
-rt::Status update_scale(const UpdateScaleParams& p, rt::Stream stream);
-} // namespace sim
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream stream);
-rt::Status update_scale(const UpdateScaleParams& p, rt::Stream stream);
-} // namespace cuda
-#endif
-
-namespace kernels {
-inline rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::non_finite_check_and_unscale(p, stream);
-#endif
-  return sim::non_finite_check_and_unscale(p, stream);
-}
-inline rt::Status update_scale(const UpdateScaleParams& p, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::update_scale(p, stream);
-#endif
-  return sim::update_scale(p, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(non_finite_check_and_unscale, (const UnscaleParams& p, rt::Stream stream), (p, stream))
+MT_LAUNCHER(update_scale, (const UpdateScaleParams& p, rt::Stream stream), (p, stream))
 
 } // namespace mytorch

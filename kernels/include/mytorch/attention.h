@@ -117,30 +117,7 @@ MT_HOST_DEVICE inline A row_lse(A m, A l) {
 
 } // namespace attn
 
-namespace sim {
-rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream);
-rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream);
-} // namespace sim
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream);
-rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream);
-} // namespace cuda
-#endif
-
-namespace kernels {
-inline rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::attention_forward(a, stream);
-#endif
-  return sim::attention_forward(a, stream);
-}
-inline rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::attention_backward(a, stream);
-#endif
-  return sim::attention_backward(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(attention_forward, (const AttentionArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER(attention_backward, (const AttentionArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

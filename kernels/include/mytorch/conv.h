@@ -74,31 +74,8 @@ struct ConvArgs {
   size_t workspace_bytes = 0;
 };
 
-namespace sim {
-rt::Status im2col(const Im2ColArgs& a, rt::Stream stream);
-rt::Status convolution(const ConvArgs& a, size_t* workspace_bytes, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status im2col(const Im2ColArgs& a, rt::Stream stream);
+MT_LAUNCHER(im2col, (const Im2ColArgs& a, rt::Stream stream), (a, stream))
 // With workspace_bytes non-null: only report the workspace the pass needs (no launch).
-rt::Status convolution(const ConvArgs& a, size_t* workspace_bytes, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status im2col(const Im2ColArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::im2col(a, stream);
-#endif
-  return sim::im2col(a, stream);
-}
-inline rt::Status convolution(const ConvArgs& a, size_t* workspace_bytes, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::convolution(a, workspace_bytes, stream);
-#endif
-  return sim::convolution(a, workspace_bytes, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(convolution, (const ConvArgs& a, size_t* workspace_bytes, rt::Stream stream), (a, workspace_bytes, stream))
 
 } // namespace mytorch

@@ -58,41 +58,10 @@ MT_HOST_DEVICE inline T iota_value(const IotaParams& p, int64_t i) {
   return static_cast<T>(p.start + static_cast<double>(i) * p.step);
 }
 
-namespace sim {
-rt::Status copy(const CopyParams& p, rt::Stream stream);
-rt::Status fill(const FillParams& p, rt::Stream stream);
-rt::Status iota(const IotaParams& p, rt::Stream stream);
-} // namespace sim
-
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status copy(const CopyParams& p, rt::Stream stream);
-rt::Status fill(const FillParams& p, rt::Stream stream);
-rt::Status iota(const IotaParams& p, rt::Stream stream);
-} // namespace cuda
-#endif
-
-namespace kernels {
 // dst[i] = cast(src[i]) for every element of the shape. Equal dtypes copy bytes (any element type);
 // different dtypes need both to be one of the DType values other than Other.
-inline rt::Status copy(const CopyParams& p, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::copy(p, stream);
-#endif
-  return sim::copy(p, stream);
-}
-inline rt::Status fill(const FillParams& p, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::fill(p, stream);
-#endif
-  return sim::fill(p, stream);
-}
-inline rt::Status iota(const IotaParams& p, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::iota(p, stream);
-#endif
-  return sim::iota(p, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(copy, (const CopyParams& p, rt::Stream stream), (p, stream))
+MT_LAUNCHER(fill, (const FillParams& p, rt::Stream stream), (p, stream))
+MT_LAUNCHER(iota, (const IotaParams& p, rt::Stream stream), (p, stream))
 
 } // namespace mytorch

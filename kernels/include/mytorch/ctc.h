@@ -147,30 +147,7 @@ MT_HOST_DEVICE inline void grad_row(const CtcArgs& a, int64_t b, int64_t t) {
 }
 } // namespace ctc
 
-namespace sim {
-rt::Status ctc_forward(const CtcArgs& a, rt::Stream stream);
-rt::Status ctc_backward(const CtcArgs& a, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status ctc_forward(const CtcArgs& a, rt::Stream stream);
-rt::Status ctc_backward(const CtcArgs& a, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status ctc_forward(const CtcArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::ctc_forward(a, stream);
-#endif
-  return sim::ctc_forward(a, stream);
-}
-inline rt::Status ctc_backward(const CtcArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::ctc_backward(a, stream);
-#endif
-  return sim::ctc_backward(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(ctc_forward, (const CtcArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER(ctc_backward, (const CtcArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

@@ -37,22 +37,6 @@ struct ElementwiseArgs {
 // Whether the kernels implement `op` for compute dtype `t` (the same on both runtimes).
 bool elementwise_supported(EwOp op, DType t);
 
-namespace sim {
-rt::Status elementwise(const ElementwiseArgs& a, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status elementwise(const ElementwiseArgs& a, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status elementwise(const ElementwiseArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::elementwise(a, stream);
-#endif
-  return sim::elementwise(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(elementwise, (const ElementwiseArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

@@ -59,22 +59,6 @@ MT_HOST_DEVICE inline void run(const EmbeddingBackwardArgs& a, int64_t s, int64_
 
 } // namespace emb
 
-namespace sim {
-rt::Status embedding_backward(const EmbeddingBackwardArgs& a, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status embedding_backward(const EmbeddingBackwardArgs& a, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status embedding_backward(const EmbeddingBackwardArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::embedding_backward(a, stream);
-#endif
-  return sim::embedding_backward(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(embedding_backward, (const EmbeddingBackwardArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

@@ -1,74 +1,89 @@
-// The list of elementwise ops (Note [Elementwise engine] in elementwise.h): the enum the op math (ops_math.h,
-// ops_nn.h) is keyed by, its classification and the per-op constants. Adding an op starts here; the launcher interface is in
-// elementwise.h, so families that only use the op math do not depend on it.
+// The elementwise ops: the EwOp enum and each op's traits, all derived from the pointwise op table
+// (tables/pointwise.def), and the per-op constants. The op math is one functor per op (ops_math.h); the
+// launcher interface is in elementwise.h, so families that only use the op math do not depend on it.
+//
+// Note [Op tables]
+// An operator's facts live in one row of a table (X-macro .def files in tables/): its name, arity, the dtypes
+// the kernels take, its result, the CUDA translation unit it compiles in, the aten operator it implements and
+// whether the multi-tensor kernels run it. Each consumer includes the table with its own definition of the row
+// macro and takes the columns it needs, as PyTorch's codegen reads native_functions.yaml:
+//   - here: the enum and constexpr traits (ew_arity, ew_dtypes, ew_result, ew_group, ew_foreach);
+//   - the sim loops and the CUDA launchers: a switch over every row (sim/elementwise.cpp, cuda/elementwise*.cu);
+//   - csrc/aten/PointwiseTable.cpp: the aten registration of `Table` rows; Foreach.cpp: the `_foreach_*` ops;
+//   - mytorch._C._op_tables(): the rows as data, for the test that checks each reaches a native kernel on the
+//     runtime under test (test/test_op_tables.py).
+// Adding an op is a row and a functor (docs/contributing.md); a row without a functor does not compile.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace mytorch {
 
 enum class EwOp : int {
-  // binary arithmetic (compute dtype -> compute dtype)
-  Add, Sub, Mul, Div, DivTrunc, DivFloor, Remainder, Fmod, Pow, Maximum, Minimum, Atan2, Copysign, Hypot,
-  BitAnd, BitOr, BitXor, Lshift, Rshift,
-  // binary predicates (-> bool)
-  Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, LogicalXor,
-  // ternary
-  Where, Lerp, Addcmul, Addcdiv, ClampTensor,
-  // unary (compute dtype -> compute dtype)
-  Neg, Abs, Sign, Exp, Exp2, Expm1, Log, Log2, Log10, Log1p, Sqrt, Rsqrt, Reciprocal, Sin, Cos, Tan, Tanh,
-  Sigmoid, Erf, Erfinv, Floor, Ceil, Round, Trunc, Frac, NanToNum, BitNot, ClampScalar,
-  // unary predicates (-> bool)
-  IsNan, IsInf, IsFinite, LogicalNot,
-  // NN activations, their backwards and pointwise losses (floating only; math in ops_nn.h)
-  Gelu, GeluTanh, Silu, Mish, Softplus, Elu, LeakyRelu, Hardswish, Hardsigmoid, LogSigmoid,      // unary
-  GeluBackward, GeluTanhBackward, SiluBackward, MishBackward, SoftplusBackward, EluBackward,       // (grad, x)
-  LeakyReluBackward, HardswishBackward, HardsigmoidBackward, HardtanhBackward, LogSigmoidBackward,
-  SigmoidBackward, TanhBackward,                                                                   // (grad, output)
-  MseLoss,
-  SmoothL1Loss, HuberLoss, BceLoss,
-  MseBackward, SmoothL1Backward, HuberBackward, BceBackward,                                                    // (grad, x, target)
+#define MT_POINTWISE(name, ...) name,
+#include "mytorch/tables/pointwise.def"
+#undef MT_POINTWISE
 };
 
-// Every op, for the launchers' dispatch (same order as EwOp).
-#define MT_EW_FORALL(_) \
-  _(Add) _(Sub) _(Mul) _(Div) _(DivTrunc) _(DivFloor) _(Remainder) _(Fmod) _(Pow) _(Maximum) _(Minimum) \
-  _(Atan2) _(Copysign) _(Hypot) _(BitAnd) _(BitOr) _(BitXor) _(Lshift) _(Rshift) _(Eq) _(Ne) _(Lt) _(Le) \
-  _(Gt) _(Ge) _(LogicalAnd) _(LogicalOr) _(LogicalXor) _(Where) _(Lerp) _(Addcmul) _(Addcdiv) _(ClampTensor) \
-  _(Neg) _(Abs) _(Sign) _(Exp) _(Exp2) _(Expm1) _(Log) _(Log2) _(Log10) _(Log1p) _(Sqrt) _(Rsqrt) \
-  _(Reciprocal) _(Sin) _(Cos) _(Tan) _(Tanh) _(Sigmoid) _(Erf) _(Erfinv) _(Floor) _(Ceil) _(Round) _(Trunc) \
-  _(Frac) _(NanToNum) _(BitNot) _(ClampScalar) _(IsNan) _(IsInf) _(IsFinite) _(LogicalNot) MT_EW_NN_FORALL(_)
+// The column values (tables/pointwise.def explains each).
+enum class EwDtypes : int { All, Num, Int, IntBool, Float, ToFloat, Mask };
+enum class EwResult : int { Cast, Exact, Bool };
+// The CUDA translation units (kernels/cuda/elementwise_<group>.cu), one per value.
+#define MT_EW_GROUPS(_) _(Arith) _(Logic) _(Ternary) _(UnaryFloat) _(Unary) _(Nn)
+enum class EwGroup : int {
+#define MT_EW_GROUP_ENUM(g) g,
+  MT_EW_GROUPS(MT_EW_GROUP_ENUM)
+#undef MT_EW_GROUP_ENUM
+};
+enum class EwGlue : int { Table, Hand };
 
-#define MT_EW_NN_FORALL(_) \
-  _(Gelu) _(GeluTanh) _(Silu) _(Mish) _(Softplus) _(Elu) _(LeakyRelu) _(Hardswish) _(Hardsigmoid) _(LogSigmoid) \
-  _(GeluBackward) \
-  _(GeluTanhBackward) _(SiluBackward) _(MishBackward) _(SoftplusBackward) _(EluBackward) _(LeakyReluBackward) \
-  _(HardswishBackward) _(HardsigmoidBackward) _(HardtanhBackward) _(LogSigmoidBackward) \
-  _(SigmoidBackward) _(TanhBackward) _(MseLoss) _(SmoothL1Loss) _(HuberLoss) \
-  _(BceLoss) _(MseBackward) _(SmoothL1Backward) _(HuberBackward) _(BceBackward)
+namespace ew_table {
+constexpr bool Foreach = true, No = false;
+struct Row {
+  int arity;
+  EwDtypes dtypes;
+  EwResult result;
+  EwGroup group;
+  EwGlue glue;
+  bool foreach;
+};
+constexpr Row kRows[] = {
+#define MT_POINTWISE(name, arity, dtypes, result, group, glue, aten, overload, foreach) \
+  {arity, EwDtypes::dtypes, EwResult::result, EwGroup::group, EwGlue::glue, foreach},
+#include "mytorch/tables/pointwise.def"
+#undef MT_POINTWISE
+};
+constexpr const char* kNames[] = {
+#define MT_POINTWISE(name, ...) #name,
+#include "mytorch/tables/pointwise.def"
+#undef MT_POINTWISE
+};
+constexpr int kCount = static_cast<int>(sizeof(kRows) / sizeof(kRows[0]));
+} // namespace ew_table
 
-constexpr bool ew_is_nn(EwOp op) { return static_cast<int>(op) >= static_cast<int>(EwOp::Gelu); }
+constexpr const ew_table::Row& ew_row(EwOp op) { return ew_table::kRows[static_cast<int>(op)]; }
+constexpr int ew_arity(EwOp op) { return ew_row(op).arity; }
+constexpr EwDtypes ew_dtypes(EwOp op) { return ew_row(op).dtypes; }
+constexpr EwResult ew_result(EwOp op) { return ew_row(op).result; }
+constexpr EwGroup ew_group(EwOp op) { return ew_row(op).group; }
+constexpr bool ew_foreach(EwOp op) { return ew_row(op).foreach; }
+constexpr bool ew_is_predicate(EwOp op) { return ew_result(op) == EwResult::Bool; }
+// Operand 0 is a bool mask (where): the loops read it as bool, whatever the compute dtype.
+constexpr bool ew_has_mask(EwOp op) { return ew_dtypes(op) == EwDtypes::Mask; }
+constexpr const char* ew_name(EwOp op) { return ew_table::kNames[static_cast<int>(op)]; }
 
-constexpr bool ew_is_predicate(EwOp op) {
-  return op == EwOp::Eq || op == EwOp::Ne || op == EwOp::Lt || op == EwOp::Le || op == EwOp::Gt || op == EwOp::Ge ||
-         op == EwOp::LogicalAnd || op == EwOp::LogicalOr || op == EwOp::LogicalXor || op == EwOp::IsNan ||
-         op == EwOp::IsInf || op == EwOp::IsFinite || op == EwOp::LogicalNot;
-}
-
-constexpr int ew_arity(EwOp op) {
+// ew_visit(op, f, otherwise): f(std::integral_constant<EwOp, op>{}) for a runtime `op`, a switch over every row;
+// otherwise() for a value outside the table. How the loops turn the op of a call into the op they instantiate.
+template <typename F, typename G>
+inline auto ew_visit(EwOp op, F&& f, G&& otherwise) {
   switch (op) {
-    case EwOp::Gelu: case EwOp::GeluTanh: case EwOp::Silu: case EwOp::Mish: case EwOp::Softplus: case EwOp::Elu:
-    case EwOp::LeakyRelu: case EwOp::Hardswish: case EwOp::Hardsigmoid: case EwOp::LogSigmoid: return 1;
-    case EwOp::MseBackward: case EwOp::SmoothL1Backward: case EwOp::HuberBackward: case EwOp::BceBackward: return 3;
-    case EwOp::Where: case EwOp::Lerp: case EwOp::Addcmul: case EwOp::Addcdiv: case EwOp::ClampTensor: return 3;
-    case EwOp::Neg: case EwOp::Abs: case EwOp::Sign: case EwOp::Exp: case EwOp::Exp2: case EwOp::Expm1:
-    case EwOp::Log: case EwOp::Log2: case EwOp::Log10: case EwOp::Log1p: case EwOp::Sqrt: case EwOp::Rsqrt:
-    case EwOp::Reciprocal: case EwOp::Sin: case EwOp::Cos: case EwOp::Tan: case EwOp::Tanh: case EwOp::Sigmoid:
-    case EwOp::Erf: case EwOp::Erfinv: case EwOp::Floor: case EwOp::Ceil: case EwOp::Round: case EwOp::Trunc:
-    case EwOp::Frac: case EwOp::NanToNum: case EwOp::BitNot: case EwOp::ClampScalar: case EwOp::IsNan:
-    case EwOp::IsInf: case EwOp::IsFinite: case EwOp::LogicalNot: return 1;
-    default: return 2;
+#define MT_POINTWISE(name, ...) \
+  case EwOp::name: return f(std::integral_constant<EwOp, EwOp::name>{});
+#include "mytorch/tables/pointwise.def"
+#undef MT_POINTWISE
   }
+  return otherwise();
 }
 
 // Per-op constants. NN ops: LeakyRelu slope = alpha; Softplus beta = lo, threshold = hi; Elu alpha = alpha,

@@ -37,14 +37,7 @@ struct GemmArgs {
 // Scratch bytes the cuda launcher wants (the glue allocates them from the caching allocator).
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
 
-namespace sim {
-rt::Status gemm(const GemmArgs& g, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status gemm(const GemmArgs& g, rt::Stream stream);
-}
-#endif
+MT_LAUNCHER(gemm, (const GemmArgs& g, rt::Stream stream), (g, stream))
 
 // Grouped GEMM (torch._grouped_mm, the mixture-of-experts GEMM): G products in one launch, the groups' extents
 // read from `offs` on the device (int32 cumulative ends, as ATen's), so the host never waits for them.
@@ -73,12 +66,6 @@ rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream);
 #endif
 
 namespace kernels {
-inline rt::Status gemm(const GemmArgs& g, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::gemm(g, stream);
-#endif
-  return sim::gemm(g, stream);
-}
 // Only the CUDA kernels have it: on sim the glue computes with ATen's CPU implementation on host views.
 inline rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream) {
 #if MYTORCH_WITH_CUDA

@@ -51,30 +51,7 @@ struct BincountArgs {
   double* sums = nullptr;          // bins, zeroed (with weights)
 };
 
-namespace sim {
-rt::Status histc(const HistcArgs& a, rt::Stream stream);
-rt::Status bincount(const BincountArgs& a, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status histc(const HistcArgs& a, rt::Stream stream);
-rt::Status bincount(const BincountArgs& a, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status histc(const HistcArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::histc(a, stream);
-#endif
-  return sim::histc(a, stream);
-}
-inline rt::Status bincount(const BincountArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::bincount(a, stream);
-#endif
-  return sim::bincount(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(histc, (const HistcArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER(bincount, (const BincountArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

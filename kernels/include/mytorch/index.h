@@ -46,31 +46,8 @@ struct IndexArgs {
   int* error_flag = nullptr;
 };
 
-namespace sim {
-rt::Status gather(const IndexArgs& a, rt::Stream stream);
-rt::Status scatter(const IndexArgs& a, rt::Stream stream);
-} // namespace sim
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status gather(const IndexArgs& a, rt::Stream stream);
-rt::Status scatter(const IndexArgs& a, rt::Stream stream);
-} // namespace cuda
-#endif
-
-namespace kernels {
-inline rt::Status gather(const IndexArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::gather(a, stream);
-#endif
-  return sim::gather(a, stream);
-}
-inline rt::Status scatter(const IndexArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::scatter(a, stream);
-#endif
-  return sim::scatter(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(gather, (const IndexArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER(scatter, (const IndexArgs& a, rt::Stream stream), (a, stream))
 
 // Offsets of iteration element `o` (shared by both runtimes): target offset including the indices (false
 // when an index is out of bounds, with *bad set to it) and the other operand's offset.

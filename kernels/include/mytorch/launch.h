@@ -36,3 +36,32 @@ const char* last_error();      // message of the calling thread's last failed ca
 Status report(Status s, const char* message); // lets kernel launchers set the thread's error text
 
 } // namespace mytorch::rt
+
+// MT_LAUNCHER(name, (params), (args)): a kernel family's launcher, declared once for its three homes:
+// sim::name (the CPU twin, kernels/sim/<family>.cpp), cuda::name (kernels/cuda/<family>.cu, in builds with the
+// CUDA kernels or their emulation) and kernels::name, which the glue calls and which picks cuda:: when the
+// cuda or emu runtime is live (rt::cuda_kernels()), else sim::. MT_LAUNCHER_RETURNING is the same for a launcher
+// that returns R instead of a status (a workspace size).
+#if MYTORCH_WITH_CUDA
+#define MT_LAUNCHER_CUDA_DECL(R, name, params) \
+  namespace cuda {                              \
+  R name params;                                \
+  }
+#define MT_LAUNCHER_CUDA_CALL(name, args) \
+  if (::mytorch::rt::cuda_kernels()) return cuda::name args;
+#else
+#define MT_LAUNCHER_CUDA_DECL(R, name, params)
+#define MT_LAUNCHER_CUDA_CALL(name, args)
+#endif
+#define MT_LAUNCHER_RETURNING(R, name, params, args) \
+  namespace sim {                                     \
+  R name params;                                      \
+  }                                                   \
+  MT_LAUNCHER_CUDA_DECL(R, name, params)              \
+  namespace kernels {                                 \
+  inline R name params {                              \
+    MT_LAUNCHER_CUDA_CALL(name, args)                 \
+    return sim::name args;                            \
+  }                                                   \
+  }
+#define MT_LAUNCHER(name, params, args) MT_LAUNCHER_RETURNING(::mytorch::rt::Status, name, params, args)

@@ -67,38 +67,8 @@ MT_HOST_DEVICE inline A overflow_is_nan(A rstd, bool rms) {
 
 } // namespace lnm
 
-namespace sim {
-rt::Status layernorm_forward(const RowNormArgs& a, rt::Stream stream);
-rt::Status layernorm_backward(const RowNormArgs& a, rt::Stream stream);
-size_t layernorm_workspace_bytes(const RowNormArgs& a);
-} // namespace sim
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status layernorm_forward(const RowNormArgs& a, rt::Stream stream);
-rt::Status layernorm_backward(const RowNormArgs& a, rt::Stream stream);
-size_t layernorm_workspace_bytes(const RowNormArgs& a);
-} // namespace cuda
-#endif
-
-namespace kernels {
-inline rt::Status layernorm_forward(const RowNormArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::layernorm_forward(a, stream);
-#endif
-  return sim::layernorm_forward(a, stream);
-}
-inline rt::Status layernorm_backward(const RowNormArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::layernorm_backward(a, stream);
-#endif
-  return sim::layernorm_backward(a, stream);
-}
-inline size_t layernorm_workspace_bytes(const RowNormArgs& a) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::layernorm_workspace_bytes(a);
-#endif
-  return sim::layernorm_workspace_bytes(a);
-}
-} // namespace kernels
+MT_LAUNCHER(layernorm_forward, (const RowNormArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER(layernorm_backward, (const RowNormArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER_RETURNING(size_t, layernorm_workspace_bytes, (const RowNormArgs& a), (a))
 
 } // namespace mytorch

@@ -41,22 +41,6 @@ MT_HOST_DEVICE inline void solve_column(const TrsmArgs& t, int64_t m, int64_t j)
 }
 } // namespace linalg
 
-namespace sim {
-rt::Status triangular_solve(const TrsmArgs& a, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status triangular_solve(const TrsmArgs& a, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status triangular_solve(const TrsmArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::triangular_solve(a, stream);
-#endif
-  return sim::triangular_solve(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(triangular_solve, (const TrsmArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

@@ -63,22 +63,6 @@ MT_HOST_DEVICE inline int64_t offset(const NllArgs& a, int64_t e, int64_t t) {
 
 } // namespace nll
 
-namespace sim {
-rt::Status nll_loss(const NllArgs& a, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status nll_loss(const NllArgs& a, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status nll_loss(const NllArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::nll_loss(a, stream);
-#endif
-  return sim::nll_loss(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(nll_loss, (const NllArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

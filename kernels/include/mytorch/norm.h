@@ -184,9 +184,9 @@ MT_HOST_DEVICE inline red::Acc<A> lane_stats(const NormArgs& a, int64_t g, int64
   red::Acc<A> part{A(0), A(0), 0};
   int64_t ch = 0, k = 0;
   for (int64_t j = first; j < len; j += step) {
-    red::push<RedOp::Var, A>(part, static_cast<A>(static_cast<const T*>(a.x)[group_offset(a, g, j, &ch)]), j, 0);
+    red::Reduction<RedOp::Var>::push(part, static_cast<A>(static_cast<const T*>(a.x)[group_offset(a, g, j, &ch)]), j, {});
     if (++k == kNormChunk || j + step >= len) {
-      red::combine<RedOp::Var, double>(total, red::Acc<double>{double(part.a), double(part.b), part.n}, 0);
+      red::Reduction<RedOp::Var>::combine(total, red::Acc<double>{double(part.a), double(part.b), part.n}, {});
       part = red::Acc<A>{A(0), A(0), 0};
       k = 0;
     }
@@ -229,30 +229,7 @@ MT_HOST_DEVICE inline void lane_dw_terms(const NormArgs& a, int64_t ch, int64_t 
 } // namespace nrm
 
 // Phases: forward (stats + apply) and backward (dx when set, dweight/dbias when set).
-namespace sim {
-rt::Status norm_forward(const NormArgs& a, rt::Stream stream);
-rt::Status norm_backward(const NormArgs& a, rt::Stream stream);
-} // namespace sim
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status norm_forward(const NormArgs& a, rt::Stream stream);
-rt::Status norm_backward(const NormArgs& a, rt::Stream stream);
-} // namespace cuda
-#endif
-
-namespace kernels {
-inline rt::Status norm_forward(const NormArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::norm_forward(a, stream);
-#endif
-  return sim::norm_forward(a, stream);
-}
-inline rt::Status norm_backward(const NormArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::norm_backward(a, stream);
-#endif
-  return sim::norm_backward(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(norm_forward, (const NormArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER(norm_backward, (const NormArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

@@ -1,5 +1,6 @@
-// The math of every elementwise op, shared by the sim loops and the CUDA kernels (Note [Elementwise
-// engine] in elementwise.h). Semantics follow ATen's CPU kernels: Python-style floor division and
+// The math of the elementwise ops: one functor per row of tables/pointwise.def (Note [Op tables] in
+// ew_ops.h), shared by the sim loops, the CUDA kernels and the multi-tensor kernels; the NN group's functors are
+// in ops_nn.h. Semantics follow ATen's CPU kernels: Python-style floor division and
 // remainder, NaN-propagating maximum/minimum/clamp, shifts past the bit width, integer pow by squaring.
 // Integer division by zero and INT_MIN / -1 give 0 and INT_MIN (wrapping) instead of trapping: ATen's CPU
 // raises for the former and CUDA returns an unspecified value; the device must not crash.
@@ -13,7 +14,6 @@
 #include "mytorch/dtype.h"
 #include "mytorch/ew_ops.h"
 #include "mytorch/macros.h"
-#include "mytorch/ops_nn.h"
 
 namespace mytorch::ew {
 
@@ -107,26 +107,45 @@ MT_HOST_DEVICE inline double erfinv_d(double y) {
   return x;
 }
 
-// apply<op, T>(a, b, c, p): a, b, c in opmath_t<T>; returns opmath_t<T>, or bool for predicates.
-template <EwOp op, typename T>
-MT_HOST_DEVICE inline auto apply(opmath_t<T> a, opmath_t<T> b, opmath_t<T> c, const EwParams& p) {
-  using O = opmath_t<T>;
-  if constexpr (op == EwOp::Add) {
+// Fn<op>::f<T, O>(a[, b[, c]], p): the op on operands in O = opmath_t<T> (T is the stored dtype); returns O, or
+// bool for the predicates. The primary template has no definition: a table row without its functor is a compile
+// error. MT_EW_FN spells the signature once.
+template <EwOp op>
+struct Fn;
+#define MT_EW_FN template <typename T, typename O> MT_HOST_DEVICE static O f
+#define MT_EW_PRED template <typename T, typename O> MT_HOST_DEVICE static bool f
+
+// ---- binary arithmetic ---------------------------------------------------------------------------------------
+template <> struct Fn<EwOp::Add> {
+  MT_EW_FN(O a, O b, const EwParams& p) {
     if constexpr (std::is_same_v<T, bool>) return static_cast<O>(a || (p.ialpha && b));
     else if constexpr (is_int_v<T>) return static_cast<O>(a + static_cast<O>(p.ialpha) * b);
     else return static_cast<O>(a + static_cast<O>(p.alpha) * b);
-  } else if constexpr (op == EwOp::Sub) {
+  }
+};
+template <> struct Fn<EwOp::Sub> {
+  MT_EW_FN(O a, O b, const EwParams& p) {
     if constexpr (is_int_v<T>) return static_cast<O>(a - static_cast<O>(p.ialpha) * b);
     else return static_cast<O>(a - static_cast<O>(p.alpha) * b);
-  } else if constexpr (op == EwOp::Mul) {
+  }
+};
+template <> struct Fn<EwOp::Mul> {
+  MT_EW_FN(O a, O b, const EwParams&) {
     if constexpr (std::is_same_v<T, bool>) return static_cast<O>(a && b);
     else return static_cast<O>(a * b);
-  } else if constexpr (op == EwOp::Div) {
-    return static_cast<O>(a / b);
-  } else if constexpr (op == EwOp::DivTrunc) {
+  }
+};
+template <> struct Fn<EwOp::Div> {
+  MT_EW_FN(O a, O b, const EwParams&) { return static_cast<O>(a / b); }
+};
+template <> struct Fn<EwOp::DivTrunc> {
+  MT_EW_FN(O a, O b, const EwParams&) {
     if constexpr (is_int_v<T>) return int_div(a, b);
     else return static_cast<O>(std::trunc(a / b));
-  } else if constexpr (op == EwOp::DivFloor) {
+  }
+};
+template <> struct Fn<EwOp::DivFloor> {
+  MT_EW_FN(O a, O b, const EwParams&) {
     if constexpr (is_int_v<T>) {
       O q = int_div(a, b);
       if constexpr (std::is_signed_v<T>) {
@@ -136,7 +155,10 @@ MT_HOST_DEVICE inline auto apply(opmath_t<T> a, opmath_t<T> b, opmath_t<T> c, co
     } else {
       return floor_div_float(a, b);
     }
-  } else if constexpr (op == EwOp::Remainder) {
+  }
+};
+template <> struct Fn<EwOp::Remainder> {
+  MT_EW_FN(O a, O b, const EwParams&) {
     if constexpr (is_int_v<T>) {
       O r = int_mod(a, b);
       if constexpr (std::is_signed_v<T>) {
@@ -148,40 +170,68 @@ MT_HOST_DEVICE inline auto apply(opmath_t<T> a, opmath_t<T> b, opmath_t<T> c, co
       if (m != 0 && ((b < 0) != (m < 0))) m += b;
       return m;
     }
-  } else if constexpr (op == EwOp::Fmod) {
+  }
+};
+template <> struct Fn<EwOp::Fmod> {
+  MT_EW_FN(O a, O b, const EwParams&) {
     if constexpr (is_int_v<T>) return int_mod(a, b);
     else return static_cast<O>(std::fmod(a, b));
-  } else if constexpr (op == EwOp::Pow) {
+  }
+};
+template <> struct Fn<EwOp::Pow> {
+  MT_EW_FN(O a, O b, const EwParams&) {
     if constexpr (is_int_v<T>) return int_pow(a, b);
     else return static_cast<O>(std::pow(a, b));
-  } else if constexpr (op == EwOp::Maximum || op == EwOp::Minimum) {
-    if constexpr (std::is_same_v<T, bool>) return static_cast<O>(op == EwOp::Maximum ? (a || b) : (a && b));
-    else if constexpr (is_int_v<T>) return op == EwOp::Maximum ? (a > b ? a : b) : (a < b ? a : b);
+  }
+};
+// maximum / minimum: NaN wins (floating), or / and for bool.
+template <bool kMax>
+struct MaxMin {
+  MT_EW_FN(O a, O b, const EwParams&) {
+    if constexpr (std::is_same_v<T, bool>) return static_cast<O>(kMax ? (a || b) : (a && b));
+    else if constexpr (is_int_v<T>) return kMax ? (a > b ? a : b) : (a < b ? a : b);
     else {
       if (a != a) return a;
       if (b != b) return b;
-      return op == EwOp::Maximum ? (a > b ? a : b) : (a < b ? a : b);
+      return kMax ? (a > b ? a : b) : (a < b ? a : b);
     }
-  } else if constexpr (op == EwOp::Atan2) {
-    return static_cast<O>(std::atan2(a, b));
-  } else if constexpr (op == EwOp::Copysign) {
-    return static_cast<O>(std::copysign(a, b));
-  } else if constexpr (op == EwOp::Hypot) {
-    return static_cast<O>(std::hypot(a, b));
-  } else if constexpr (op == EwOp::BitAnd) {
-    return static_cast<O>(a & b);
-  } else if constexpr (op == EwOp::BitOr) {
-    return static_cast<O>(a | b);
-  } else if constexpr (op == EwOp::BitXor) {
-    return static_cast<O>(a ^ b);
-  } else if constexpr (op == EwOp::Lshift) {
+  }
+};
+template <> struct Fn<EwOp::Maximum> : MaxMin<true> {};
+template <> struct Fn<EwOp::Minimum> : MaxMin<false> {};
+template <> struct Fn<EwOp::Atan2> {
+  MT_EW_FN(O a, O b, const EwParams&) { return static_cast<O>(std::atan2(a, b)); }
+};
+template <> struct Fn<EwOp::Copysign> {
+  MT_EW_FN(O a, O b, const EwParams&) { return static_cast<O>(std::copysign(a, b)); }
+};
+template <> struct Fn<EwOp::Hypot> {
+  MT_EW_FN(O a, O b, const EwParams&) { return static_cast<O>(std::hypot(a, b)); }
+};
+
+// ---- binary bitwise, comparisons and logic -------------------------------------------------------------------
+template <> struct Fn<EwOp::BitAnd> {
+  MT_EW_FN(O a, O b, const EwParams&) { return static_cast<O>(a & b); }
+};
+template <> struct Fn<EwOp::BitOr> {
+  MT_EW_FN(O a, O b, const EwParams&) { return static_cast<O>(a | b); }
+};
+template <> struct Fn<EwOp::BitXor> {
+  MT_EW_FN(O a, O b, const EwParams&) { return static_cast<O>(a ^ b); }
+};
+// Shifts by a negative amount or past the bit width give 0 (or -1 for a negative value shifted right), as ATen.
+template <> struct Fn<EwOp::Lshift> {
+  MT_EW_FN(O a, O b, const EwParams&) {
     constexpr O bits = static_cast<O>(sizeof(T) * 8);
     if constexpr (std::is_signed_v<O>) {
       if (b < 0) return O(0);
     }
     if (b >= bits) return O(0);
     return static_cast<O>(static_cast<std::make_unsigned_t<T>>(a) << b);
-  } else if constexpr (op == EwOp::Rshift) {
+  }
+};
+template <> struct Fn<EwOp::Rshift> {
+  MT_EW_FN(O a, O b, const EwParams&) {
     constexpr O bits = static_cast<O>(sizeof(T) * 8);
     bool out_of_range = b >= bits;
     if constexpr (std::is_signed_v<O>) out_of_range = out_of_range || b < 0;
@@ -190,137 +240,253 @@ MT_HOST_DEVICE inline auto apply(opmath_t<T> a, opmath_t<T> b, opmath_t<T> c, co
       else return O(0);
     }
     return static_cast<O>(a >> b);
-  } else if constexpr (op == EwOp::Eq) {
-    return a == b;
-  } else if constexpr (op == EwOp::Ne) {
-    return a != b;
-  } else if constexpr (op == EwOp::Lt) {
-    return a < b;
-  } else if constexpr (op == EwOp::Le) {
-    return a <= b;
-  } else if constexpr (op == EwOp::Gt) {
-    return a > b;
-  } else if constexpr (op == EwOp::Ge) {
-    return a >= b;
-  } else if constexpr (op == EwOp::LogicalAnd) {
-    return (a != O(0)) && (b != O(0));
-  } else if constexpr (op == EwOp::LogicalOr) {
-    return (a != O(0)) || (b != O(0));
-  } else if constexpr (op == EwOp::LogicalXor) {
-    return (a != O(0)) != (b != O(0));
-  } else if constexpr (op == EwOp::Lerp) {  // a: self, b: end, c: weight
-    if constexpr (is_float_v<O>) {
-      const O diff = b - a;
-      return std::abs(c) < O(0.5) ? a + c * diff : b - diff * (O(1) - c);
-    } else {
-      return a;
-    }
-  } else if constexpr (op == EwOp::Addcmul) {
+  }
+};
+template <> struct Fn<EwOp::Eq> {
+  MT_EW_PRED(O a, O b, const EwParams&) { return a == b; }
+};
+template <> struct Fn<EwOp::Ne> {
+  MT_EW_PRED(O a, O b, const EwParams&) { return a != b; }
+};
+template <> struct Fn<EwOp::Lt> {
+  MT_EW_PRED(O a, O b, const EwParams&) { return a < b; }
+};
+template <> struct Fn<EwOp::Le> {
+  MT_EW_PRED(O a, O b, const EwParams&) { return a <= b; }
+};
+template <> struct Fn<EwOp::Gt> {
+  MT_EW_PRED(O a, O b, const EwParams&) { return a > b; }
+};
+template <> struct Fn<EwOp::Ge> {
+  MT_EW_PRED(O a, O b, const EwParams&) { return a >= b; }
+};
+template <> struct Fn<EwOp::LogicalAnd> {
+  MT_EW_PRED(O a, O b, const EwParams&) { return (a != O(0)) && (b != O(0)); }
+};
+template <> struct Fn<EwOp::LogicalOr> {
+  MT_EW_PRED(O a, O b, const EwParams&) { return (a != O(0)) || (b != O(0)); }
+};
+template <> struct Fn<EwOp::LogicalXor> {
+  MT_EW_PRED(O a, O b, const EwParams&) { return (a != O(0)) != (b != O(0)); }
+};
+
+// ---- ternary ---------------------------------------------------------------------------------------------------
+// where(mask, a, b): the loops read the mask operand as bool (ew_has_mask) and pass it as 0 or 1.
+template <> struct Fn<EwOp::Where> {
+  MT_EW_FN(O mask, O a, O b, const EwParams&) { return mask != O(0) ? a : b; }
+};
+// lerp(self, end, weight), in ATen's two-sided form (exact at both ends).
+template <> struct Fn<EwOp::Lerp> {
+  MT_EW_FN(O a, O b, O c, const EwParams&) {
+    const O diff = b - a;
+    return std::abs(c) < O(0.5) ? a + c * diff : b - diff * (O(1) - c);
+  }
+};
+template <> struct Fn<EwOp::Addcmul> {
+  MT_EW_FN(O a, O b, O c, const EwParams& p) {
     if constexpr (is_int_v<T>) return static_cast<O>(a + static_cast<O>(p.ialpha) * b * c);
     else if constexpr (std::is_same_v<T, bool>) return static_cast<O>(a || (b && c));
     else return static_cast<O>(a + static_cast<O>(p.alpha) * b * c);
-  } else if constexpr (op == EwOp::Addcdiv) {
-    if constexpr (is_float_v<O>) return static_cast<O>(a + static_cast<O>(p.alpha) * (b / c));
-    else return a;
-  } else if constexpr (op == EwOp::ClampTensor || op == EwOp::ClampScalar) {
-    O lo = op == EwOp::ClampTensor ? b : (is_int_v<T> ? static_cast<O>(p.ilo) : static_cast<O>(p.lo));
-    O hi = op == EwOp::ClampTensor ? c : (is_int_v<T> ? static_cast<O>(p.ihi) : static_cast<O>(p.hi));
-    O r = a;
-    if constexpr (is_float_v<O>) {
-      if (a != a) return a;
-      if (p.has_lo) r = (lo != lo) ? lo : (r < lo ? lo : r);
-      if (p.has_hi) r = (hi != hi) ? hi : (r > hi ? hi : r);
-    } else {
-      if (p.has_lo) r = r < lo ? lo : r;
-      if (p.has_hi) r = r > hi ? hi : r;
-    }
-    return r;
-  } else if constexpr (op == EwOp::Neg) {
+  }
+};
+template <> struct Fn<EwOp::Addcdiv> {
+  MT_EW_FN(O a, O b, O c, const EwParams& p) { return static_cast<O>(a + static_cast<O>(p.alpha) * (b / c)); }
+};
+// clamp(a, lo, hi) with NaN propagating from a and from the bounds (floating), bounds present per has_lo/has_hi.
+template <typename T, typename O>
+MT_HOST_DEVICE inline O clamp_to(O a, O lo, O hi, const EwParams& p) {
+  O r = a;
+  if constexpr (is_float_v<O>) {
+    if (a != a) return a;
+    if (p.has_lo) r = (lo != lo) ? lo : (r < lo ? lo : r);
+    if (p.has_hi) r = (hi != hi) ? hi : (r > hi ? hi : r);
+  } else {
+    if (p.has_lo) r = r < lo ? lo : r;
+    if (p.has_hi) r = r > hi ? hi : r;
+  }
+  return r;
+}
+template <> struct Fn<EwOp::ClampTensor> {
+  MT_EW_FN(O a, O lo, O hi, const EwParams& p) { return clamp_to<T, O>(a, lo, hi, p); }
+};
+template <> struct Fn<EwOp::ClampScalar> {
+  MT_EW_FN(O a, const EwParams& p) {
+    if constexpr (is_int_v<T>) return clamp_to<T, O>(a, static_cast<O>(p.ilo), static_cast<O>(p.ihi), p);
+    else return clamp_to<T, O>(a, static_cast<O>(p.lo), static_cast<O>(p.hi), p);
+  }
+};
+
+// ---- unary floating functions ----------------------------------------------------------------------------------
+template <> struct Fn<EwOp::Exp> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::exp(a)); }
+};
+template <> struct Fn<EwOp::Exp2> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::exp2(a)); }
+};
+template <> struct Fn<EwOp::Expm1> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::expm1(a)); }
+};
+template <> struct Fn<EwOp::Log> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::log(a)); }
+};
+template <> struct Fn<EwOp::Log2> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::log2(a)); }
+};
+template <> struct Fn<EwOp::Log10> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::log10(a)); }
+};
+template <> struct Fn<EwOp::Log1p> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::log1p(a)); }
+};
+template <> struct Fn<EwOp::Sqrt> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::sqrt(a)); }
+};
+template <> struct Fn<EwOp::Rsqrt> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(O(1) / std::sqrt(a)); }
+};
+template <> struct Fn<EwOp::Reciprocal> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(O(1) / a); }
+};
+template <> struct Fn<EwOp::Sin> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::sin(a)); }
+};
+template <> struct Fn<EwOp::Cos> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::cos(a)); }
+};
+template <> struct Fn<EwOp::Tan> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::tan(a)); }
+};
+template <> struct Fn<EwOp::Tanh> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::tanh(a)); }
+};
+template <> struct Fn<EwOp::Sigmoid> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(O(1) / (O(1) + std::exp(-a))); }
+};
+template <> struct Fn<EwOp::Erf> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::erf(a)); }
+};
+template <> struct Fn<EwOp::Erfinv> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(erfinv_d(static_cast<double>(a))); }
+};
+
+// ---- other unary ops -------------------------------------------------------------------------------------------
+template <> struct Fn<EwOp::Neg> {
+  MT_EW_FN(O a, const EwParams&) {
     if constexpr (std::is_signed_v<O> && is_int_v<O>) return static_cast<O>(-static_cast<std::make_unsigned_t<O>>(a));
     else return static_cast<O>(-a);
-  } else if constexpr (op == EwOp::Abs) {
+  }
+};
+template <> struct Fn<EwOp::Abs> {
+  MT_EW_FN(O a, const EwParams&) {
     if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<T>) return a;
     else if constexpr (is_int_v<T>) return a < 0 ? static_cast<O>(-static_cast<std::make_unsigned_t<O>>(a)) : a;
     else return static_cast<O>(std::abs(a));
-  } else if constexpr (op == EwOp::Sign) {
+  }
+};
+template <> struct Fn<EwOp::Sign> {
+  MT_EW_FN(O a, const EwParams&) {
     if constexpr (std::is_same_v<T, bool>) return a;
     else if constexpr (std::is_unsigned_v<T>) return static_cast<O>(a > 0);
     else return static_cast<O>((O(0) < a) - (a < O(0)));
-  } else if constexpr (op == EwOp::Exp) { return static_cast<O>(std::exp(a));
-  } else if constexpr (op == EwOp::Exp2) { return static_cast<O>(std::exp2(a));
-  } else if constexpr (op == EwOp::Expm1) { return static_cast<O>(std::expm1(a));
-  } else if constexpr (op == EwOp::Log) { return static_cast<O>(std::log(a));
-  } else if constexpr (op == EwOp::Log2) { return static_cast<O>(std::log2(a));
-  } else if constexpr (op == EwOp::Log10) { return static_cast<O>(std::log10(a));
-  } else if constexpr (op == EwOp::Log1p) { return static_cast<O>(std::log1p(a));
-  } else if constexpr (op == EwOp::Sqrt) { return static_cast<O>(std::sqrt(a));
-  } else if constexpr (op == EwOp::Rsqrt) { return static_cast<O>(O(1) / std::sqrt(a));
-  } else if constexpr (op == EwOp::Reciprocal) { return static_cast<O>(O(1) / a);
-  } else if constexpr (op == EwOp::Sin) { return static_cast<O>(std::sin(a));
-  } else if constexpr (op == EwOp::Cos) { return static_cast<O>(std::cos(a));
-  } else if constexpr (op == EwOp::Tan) { return static_cast<O>(std::tan(a));
-  } else if constexpr (op == EwOp::Tanh) { return static_cast<O>(std::tanh(a));
-  } else if constexpr (op == EwOp::Sigmoid) { return static_cast<O>(O(1) / (O(1) + std::exp(-a)));
-  } else if constexpr (op == EwOp::Erf) { return static_cast<O>(std::erf(a));
-  } else if constexpr (op == EwOp::Erfinv) { return static_cast<O>(erfinv_d(static_cast<double>(a)));
-  } else if constexpr (op == EwOp::Floor || op == EwOp::Ceil || op == EwOp::Round || op == EwOp::Trunc) {
-    if constexpr (!is_float_v<O>) return a;
-    else if constexpr (op == EwOp::Floor) return static_cast<O>(std::floor(a));
-    else if constexpr (op == EwOp::Ceil) return static_cast<O>(std::ceil(a));
-    else if constexpr (op == EwOp::Round) return static_cast<O>(std::nearbyint(a));
-    else return static_cast<O>(std::trunc(a));
-  } else if constexpr (op == EwOp::Frac) {
-    return static_cast<O>(a - std::trunc(a));
-  } else if constexpr (op == EwOp::NanToNum) {
+  }
+};
+// The rounding family leaves integers as they are.
+template <> struct Fn<EwOp::Floor> {
+  MT_EW_FN(O a, const EwParams&) {
+    if constexpr (is_float_v<O>) return static_cast<O>(std::floor(a));
+    else return a;
+  }
+};
+template <> struct Fn<EwOp::Ceil> {
+  MT_EW_FN(O a, const EwParams&) {
+    if constexpr (is_float_v<O>) return static_cast<O>(std::ceil(a));
+    else return a;
+  }
+};
+template <> struct Fn<EwOp::Round> {  // half to even
+  MT_EW_FN(O a, const EwParams&) {
+    if constexpr (is_float_v<O>) return static_cast<O>(std::nearbyint(a));
+    else return a;
+  }
+};
+template <> struct Fn<EwOp::Trunc> {
+  MT_EW_FN(O a, const EwParams&) {
+    if constexpr (is_float_v<O>) return static_cast<O>(std::trunc(a));
+    else return a;
+  }
+};
+template <> struct Fn<EwOp::Frac> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(a - std::trunc(a)); }
+};
+template <> struct Fn<EwOp::NanToNum> {
+  MT_EW_FN(O a, const EwParams& p) {
     if constexpr (is_float_v<O>) {
       if (a != a) return static_cast<O>(p.nan);
       if (a == std::numeric_limits<O>::infinity()) return static_cast<O>(p.posinf);
       if (a == -std::numeric_limits<O>::infinity()) return static_cast<O>(p.neginf);
     }
     return a;
-  } else if constexpr (op == EwOp::BitNot) {
+  }
+};
+template <> struct Fn<EwOp::BitNot> {
+  MT_EW_FN(O a, const EwParams&) {
     if constexpr (std::is_same_v<T, bool>) return static_cast<O>(!a);
     else return static_cast<O>(~a);
-  } else if constexpr (op == EwOp::IsNan) {
-    if constexpr (is_float_v<O>) return a != a; else return false;
-  } else if constexpr (op == EwOp::IsInf) {
+  }
+};
+template <> struct Fn<EwOp::IsNan> {
+  MT_EW_PRED(O a, const EwParams&) {
+    if constexpr (is_float_v<O>) return a != a;
+    else return false;
+  }
+};
+template <> struct Fn<EwOp::IsInf> {
+  MT_EW_PRED(O a, const EwParams&) {
     if constexpr (is_float_v<O>) return a == std::numeric_limits<O>::infinity() || a == -std::numeric_limits<O>::infinity();
     else return false;
-  } else if constexpr (op == EwOp::IsFinite) {
-    if constexpr (is_float_v<O>) return a == a && a - a == O(0); else return true;
-  } else if constexpr (op == EwOp::LogicalNot) {
-    return !(a != O(0));
-  } else if constexpr (ew_is_nn(op)) {
-    if constexpr (is_float_v<O>) return nn_apply<op, O>(a, b, c, p);
-    else return a;
-  } else {
-    return a;  // Where and FillMasked are handled by the loops (their first operand is a bool mask)
   }
+};
+template <> struct Fn<EwOp::IsFinite> {
+  MT_EW_PRED(O a, const EwParams&) {
+    if constexpr (is_float_v<O>) return a == a && a - a == O(0);
+    else return true;
+  }
+};
+template <> struct Fn<EwOp::LogicalNot> {
+  MT_EW_PRED(O a, const EwParams&) { return !(a != O(0)); }
+};
+
+} // namespace mytorch::ew
+
+// The NN group's functors.
+#include "mytorch/ops_nn.h"
+
+namespace mytorch::ew {
+
+// apply<op, T>(a, b, c, p): op's functor on its first ew_arity(op) operands (in opmath_t<T>).
+template <EwOp op, typename T>
+MT_HOST_DEVICE inline auto apply(opmath_t<T> a, opmath_t<T> b, opmath_t<T> c, const EwParams& p) {
+  using O = opmath_t<T>;
+  if constexpr (ew_arity(op) == 1) return Fn<op>::template f<T, O>(a, p);
+  else if constexpr (ew_arity(op) == 2) return Fn<op>::template f<T, O>(a, b, p);
+  else return Fn<op>::template f<T, O>(a, b, c, p);
 }
 
-// Which ops a compute dtype supports (what the loops instantiate; the glue checks the same table).
+// Whether the kernels take compute dtype T for `op`: the row's dtypes column (what the loops instantiate; the
+// glue asks elementwise_supported, which reads the same).
 template <EwOp op, typename T>
 constexpr bool supported() {
   constexpr bool fl = std::is_floating_point_v<T> || std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>;
   constexpr bool in = std::is_integral_v<T> && !std::is_same_v<T, bool>;
   constexpr bool bo = std::is_same_v<T, bool>;
-  if (ew_is_nn(op)) return fl;
-  switch (op) {
-    case EwOp::Div: case EwOp::Atan2: case EwOp::Copysign: case EwOp::Hypot: case EwOp::Addcdiv: case EwOp::Lerp:
-    case EwOp::Exp: case EwOp::Exp2: case EwOp::Expm1: case EwOp::Log: case EwOp::Log2: case EwOp::Log10:
-    case EwOp::Log1p: case EwOp::Sqrt: case EwOp::Rsqrt: case EwOp::Reciprocal: case EwOp::Sin: case EwOp::Cos:
-    case EwOp::Tan: case EwOp::Tanh: case EwOp::Sigmoid: case EwOp::Erf: case EwOp::Erfinv: case EwOp::Frac:
-      return fl;
-    case EwOp::BitAnd: case EwOp::BitOr: case EwOp::BitXor: case EwOp::BitNot:
-      return in || bo;
-    case EwOp::Lshift: case EwOp::Rshift:
-      return in;
-    case EwOp::Sub: case EwOp::Neg: case EwOp::DivTrunc: case EwOp::DivFloor: case EwOp::Remainder: case EwOp::Fmod:
-    case EwOp::Pow:
-      return fl || in;
-    default:
-      return true;
+  switch (ew_dtypes(op)) {
+    case EwDtypes::All: case EwDtypes::Mask: return fl || in || bo;
+    case EwDtypes::Num: return fl || in;
+    case EwDtypes::Int: return in;
+    case EwDtypes::IntBool: return in || bo;
+    case EwDtypes::Float: case EwDtypes::ToFloat: return fl;
   }
+  return false;
 }
 
 } // namespace mytorch::ew

@@ -5,9 +5,10 @@
 // The glue takes the fast path only when every tensor of every list is dense, of one dtype, on one device,
 // and the i-th tensors of the lists have the same number of elements; anything else goes to ATen's
 // per-tensor composite (which runs the native single-tensor kernels). Each tensor i has up to kMtSlots
-// pointers (slot 0 is the output of an elementwise op) and a per-tensor scalar. Elementwise ops reuse the
-// elementwise engine's math (ew::apply), with operand k taken from slot k + 1, a constant, the tensor's own
-// scalar (a ScalarList), or a device scalar (the `Tensor` overloads; read on the device, no sync).
+// pointers (slot 0 is the output of an elementwise op) and a per-tensor scalar. Elementwise ops are the
+// pointwise table's rows marked Foreach, run through their functors (ew::apply), with operand k taken from
+// slot k + 1, a constant, the tensor's own scalar (a ScalarList), or a device scalar (the `Tensor` overloads;
+// read on the device, no sync).
 // cuda/ splits every tensor into chunks of kMtChunk elements and packs up to kMtTensors tensors and
 // kMtBlocks chunks into each launch's by-value metadata; norms write one partial per chunk and a second
 // kernel sums each tensor's partials in order (deterministic). sim/ runs the same element functions.
@@ -17,7 +18,6 @@
 #include <cstdint>
 
 #include "mytorch/dtype.h"
-#include "mytorch/elementwise.h"
 #include "mytorch/macros.h"
 #include "mytorch/ops_math.h"
 #include "mytorch/launch.h"
@@ -201,31 +201,10 @@ MT_HOST_DEVICE inline double norm_finish(double acc, double ord) { return ord ==
 
 } // namespace mt
 
-// The elementwise ops the multi-tensor kernels instantiate (floating dtypes only).
-#define MT_FOREACH_OPS(_) \
-  _(Add) _(Sub) _(Mul) _(Div) _(Maximum) _(Minimum) _(Pow) _(Addcmul) _(Addcdiv) _(Lerp) _(Sqrt) _(Rsqrt) _(Neg) \
-  _(Abs) _(Exp) _(Expm1) _(Log) _(Log1p) _(Log2) _(Log10) _(Reciprocal) _(Sign) _(Sigmoid) _(Tanh) _(Erf) _(Sin) \
-  _(Cos) _(Tan) _(Floor) _(Ceil) _(Round) _(Trunc) _(Frac)
-
-// Whether the kernels implement this elementwise op for dtype t (the glue falls back otherwise).
+// Whether the kernels implement this elementwise op for dtype t: the rows of tables/pointwise.def marked Foreach,
+// at floating dtypes (the glue falls back otherwise).
 bool multi_tensor_supported(EwOp op, DType t);
 
-namespace sim {
-rt::Status multi_tensor(const MultiTensorArgs& a, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status multi_tensor(const MultiTensorArgs& a, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status multi_tensor(const MultiTensorArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::multi_tensor(a, stream);
-#endif
-  return sim::multi_tensor(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(multi_tensor, (const MultiTensorArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

@@ -202,22 +202,6 @@ MT_HOST_DEVICE inline void backward(const SpatialArgs& a, int64_t e) {
 
 } // namespace sp
 
-namespace sim {
-rt::Status spatial(const SpatialArgs& a, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status spatial(const SpatialArgs& a, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status spatial(const SpatialArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::spatial(a, stream);
-#endif
-  return sim::spatial(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(spatial, (const SpatialArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

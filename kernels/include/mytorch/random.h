@@ -131,23 +131,7 @@ MT_HOST_DEVICE inline T random_element(const RandomParams& p, int64_t i) {
   return T{};
 }
 
-namespace sim {
-rt::Status random(const RandomParams& p, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status random(const RandomParams& p, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
 // Fills a contiguous buffer with p.numel values of p.dtype (real types only).
-inline rt::Status random(const RandomParams& p, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::random(p, stream);
-#endif
-  return sim::random(p, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(random, (const RandomParams& p, rt::Stream stream), (p, stream))
 
 } // namespace mytorch

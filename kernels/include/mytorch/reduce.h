@@ -1,10 +1,13 @@
 // Reduction family: reduce an input over some dimensions into an output (plus an index or mean output
-// for max/min/var_mean), and inclusive scans along one dimension (cumsum, cumprod).
+// for max/min/var_mean), and inclusive scans along one dimension. The reductions and scans are the rows of
+// tables/reductions.def; each one's math is one struct below.
 //
 // Note [Reduction engine]
 // The glue splits the input's dimensions into output dims (each with the input stride and the output
 // stride) and reduced dims (input stride only). Each output element is the combination of per-thread
-// accumulators: sums accumulate in opmath (float for half types, double for double, int64 for
+// accumulators. A reduction is a struct, as ATen's reduce ops: the accumulator type for an input type
+// (acc_t), init, push (one element, with its index), combine (two partial accumulators) and project (the
+// result, and Var's mean), each reading the call's RedParams. Sums accumulate in opmath (float for half types, double for double, int64 for
 // integers), variance with Welford's update and Chan's combine, arg-reductions keep the first index of
 // the extreme value (NaN counts as the extreme, as in ATen). cuda/ gives each output element a block whose
 // threads stride over the reduced elements and combine in shared memory; sim/ does the same work as
@@ -17,13 +20,45 @@
 #include <type_traits>
 
 #include "mytorch/dtype.h"
+#include "mytorch/launch.h"
 #include "mytorch/macros.h"
 #include "mytorch/ops_math.h"
-#include "mytorch/launch.h"
 
 namespace mytorch {
 
-enum class RedOp : int { Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, All, Any, CountNonzero, Norm, Var };
+enum class RedOp : int {
+#define MT_REDUCTION(name, ...) name,
+#include "mytorch/tables/reductions.def"
+};
+enum class ScanOp : int {
+#define MT_SCAN(name, ...) name,
+#include "mytorch/tables/reductions.def"
+};
+// The dtypes column: every real dtype (scans: but bool), or floating only.
+enum class RedDtypes : int { All, Float };
+
+constexpr RedDtypes red_dtypes(RedOp op) {
+  constexpr RedDtypes rows[] = {
+#define MT_REDUCTION(name, dtypes, ...) RedDtypes::dtypes,
+#include "mytorch/tables/reductions.def"
+  };
+  return rows[static_cast<int>(op)];
+}
+constexpr RedDtypes scan_dtypes(ScanOp op) {
+  constexpr RedDtypes rows[] = {
+#define MT_SCAN(name, dtypes, ...) RedDtypes::dtypes,
+#include "mytorch/tables/reductions.def"
+  };
+  return rows[static_cast<int>(op)];
+}
+
+// A reduction's parameters, what its struct's functions read (besides the accumulators).
+struct RedParams {
+  double p = 2;                  // Norm order
+  double correction = 1;         // Var: divisor is N - correction
+  bool take_sqrt = false;        // Var -> std
+  int64_t count = 0;             // reduced elements per output (Mean's divisor)
+};
 
 struct ReduceArgs {
   RedOp op = RedOp::Sum;
@@ -43,13 +78,11 @@ struct ReduceArgs {
   int64_t red_in_strides[kMaxDims] = {};   // elements
   int64_t out_numel = 0;
   int64_t red_numel = 0;
-  double p = 2;                  // Norm order
-  double correction = 1;         // Var: divisor is N - correction
-  bool take_sqrt = false;        // Var -> std
+  RedParams params;              // params.count == red_numel
 };
 
 struct ScanArgs {
-  bool prod = false;             // cumprod, else cumsum
+  ScanOp op = ScanOp::CumSum;
   DType dtype = DType::Float;    // input and output (the glue casts)
   const void* in = nullptr;
   void* out = nullptr;
@@ -62,14 +95,39 @@ struct ScanArgs {
   int64_t in_stride = 1, out_stride = 1;   // along the scanned dimension (elements)
 };
 
+// red_visit(op, f, otherwise) / scan_visit: f(std::integral_constant<RedOp, op>{}) for a runtime op, a switch
+// over every row (as ew_visit).
+template <typename F, typename G>
+inline auto red_visit(RedOp op, F&& f, G&& otherwise) {
+  switch (op) {
+#define MT_REDUCTION(name, ...) \
+  case RedOp::name: return f(std::integral_constant<RedOp, RedOp::name>{});
+#include "mytorch/tables/reductions.def"
+  }
+  return otherwise();
+}
+template <typename F, typename G>
+inline auto scan_visit(ScanOp op, F&& f, G&& otherwise) {
+  switch (op) {
+#define MT_SCAN(name, ...) \
+  case ScanOp::name: return f(std::integral_constant<ScanOp, ScanOp::name>{});
+#include "mytorch/tables/reductions.def"
+  }
+  return otherwise();
+}
+
 namespace red {
 
-// Integer sums and products accumulate in int64; predicates and counts in double (exact for counts up to
-// 2^53 and for comparisons with zero in every dtype); everything else in opmath.
+// Whether the kernels take input dtype T (the row's dtypes column; complex never).
+template <typename T> constexpr bool real_v = !is_complex_t<T>::value;
 template <RedOp op, typename T>
-using acc_t = std::conditional_t<
-    (op == RedOp::Sum || op == RedOp::Prod) && std::is_integral_v<T>, int64_t,
-    std::conditional_t<op == RedOp::All || op == RedOp::Any || op == RedOp::CountNonzero, double, ew::opmath_t<T>>>;
+constexpr bool supported() {
+  return real_v<T> && (red_dtypes(op) == RedDtypes::All || !std::is_integral_v<T>);
+}
+template <ScanOp op, typename T>
+constexpr bool scan_supported() {
+  return real_v<T> && !std::is_same_v<T, bool> && (scan_dtypes(op) == RedDtypes::All || !std::is_integral_v<T>);
+}
 
 // Offset of reduced element j (row-major over the reduced dims: the last one moves fastest).
 MT_HOST_DEVICE inline int64_t red_offset(const ReduceArgs& r, int64_t j) {
@@ -82,28 +140,23 @@ MT_HOST_DEVICE inline int64_t red_offset(const ReduceArgs& r, int64_t j) {
   return off;
 }
 
-// Scan line l (row-major over the outer dims), accumulated in int64 for integers and opmath otherwise.
-template <typename T>
-MT_HOST_DEVICE inline void scan_line(const ScanArgs& s, int64_t l) {
-  int64_t in_off = 0, out_off = 0;
-  for (int d = s.outer_ndim - 1; d >= 0; --d) {
-    const int64_t i = l % s.outer_sizes[d];
-    l /= s.outer_sizes[d];
-    in_off += i * s.outer_in_strides[d];
-    out_off += i * s.outer_out_strides[d];
+// Where output element o reads its input and writes its results (row-major over the output dims).
+struct RedOffsets {
+  int64_t in_base = 0, out = 0, out2 = 0;
+};
+MT_HOST_DEVICE inline RedOffsets red_output_offsets(const ReduceArgs& r, int64_t o) {
+  RedOffsets off;
+  for (int d = r.out_ndim - 1; d >= 0; --d) {
+    const int64_t i = o % r.out_sizes[d];
+    o /= r.out_sizes[d];
+    off.in_base += i * r.out_in_strides[d];
+    off.out += i * r.out_strides[d];
+    off.out2 += i * r.out2_strides[d];
   }
-  const T* in = static_cast<const T*>(s.in) + in_off;
-  T* out = static_cast<T*>(s.out) + out_off;
-  using A = std::conditional_t<std::is_integral_v<T>, int64_t, ew::opmath_t<T>>;
-  A acc = s.prod ? A(1) : A(0);
-  for (int64_t i = 0; i < s.length; ++i) {
-    const A v = static_cast<A>(in[i * s.in_stride]);
-    acc = s.prod ? acc * v : acc + v;
-    out[i * s.out_stride] = static_cast<T>(acc);
-  }
+  return off;
 }
 
-// The accumulator of every reduction: value (a), second moment or count-like (b), index or count (n).
+// The accumulator of every reduction: value (a), second moment (b), index or count (n).
 template <typename A>
 struct Acc {
   A a;
@@ -114,136 +167,208 @@ struct Acc {
 template <typename T>
 MT_HOST_DEVICE inline bool is_nan(T v) { return v != v; }
 
-template <RedOp op, typename A>
-MT_HOST_DEVICE inline Acc<A> init(double p) {
-  switch (op) {
-    case RedOp::Prod: case RedOp::All: return {A(1), A(0), 0};
-    case RedOp::Max: case RedOp::ArgMax: return {std::numeric_limits<A>::lowest(), A(0), -1};
-    case RedOp::Min: case RedOp::ArgMin: return {std::numeric_limits<A>::max(), A(0), -1};
-    case RedOp::Norm:  // (Norm reads floating types only: the -inf norm's identity is +inf)
-      if (p == -INFINITY) return {static_cast<A>(INFINITY), A(0), 0};
-      return {A(0), A(0), 0};
-    default: return {A(0), A(0), 0};
-  }
-}
+// Integral sums and products accumulate in int64, the rest in opmath.
+template <typename T>
+using sum_acc_t = std::conditional_t<std::is_integral_v<T>, int64_t, ew::opmath_t<T>>;
 
-template <RedOp op, typename A>
-MT_HOST_DEVICE inline void push(Acc<A>& s, A v, int64_t idx, double p) {
-  if constexpr (op == RedOp::Sum || op == RedOp::Mean) {
-    s.a += v;
-  } else if constexpr (op == RedOp::Prod) {
-    s.a *= v;
-  } else if constexpr (op == RedOp::All) {
-    s.a = (s.a != A(0) && v != A(0)) ? A(1) : A(0);
-  } else if constexpr (op == RedOp::Any) {
-    s.a = (s.a != A(0) || v != A(0)) ? A(1) : A(0);
-  } else if constexpr (op == RedOp::CountNonzero) {
-    s.n += v != A(0);
-  } else if constexpr (op == RedOp::Max || op == RedOp::ArgMax) {
-    // NaN wins, and among equal values (or NaNs) the first index.
-    if (s.n < 0 || (!is_nan(s.a) && (is_nan(v) || v > s.a))) { s.a = v; s.n = idx; }
-  } else if constexpr (op == RedOp::Min || op == RedOp::ArgMin) {
-    if (s.n < 0 || (!is_nan(s.a) && (is_nan(v) || v < s.a))) { s.a = v; s.n = idx; }
-  } else if constexpr (op == RedOp::Norm) {
-    using std::abs;
+// What a reduction writes to out2 besides its value: nothing, the index of the value (max/min/argmax/argmin),
+// or the mean (var/std with their mean).
+enum class Out2 : int { None, Index, Mean };
+
+// Reduction<op>: one specialization per row of tables/reductions.def; a row without one does not compile.
+template <RedOp op>
+struct Reduction;
+
+#define MT_RED_INIT template <typename A> MT_HOST_DEVICE static Acc<A> init
+#define MT_RED_PUSH template <typename A> MT_HOST_DEVICE static void push
+#define MT_RED_COMBINE template <typename A> MT_HOST_DEVICE static void combine
+#define MT_RED_PROJECT template <typename A> MT_HOST_DEVICE static A project
+
+template <> struct Reduction<RedOp::Sum> {
+  static constexpr Out2 kOut2 = Out2::None;
+  template <typename T> using acc_t = sum_acc_t<T>;
+  MT_RED_INIT(const RedParams&) { return {A(0), A(0), 0}; }
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a += v; }
+  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) { s.a += o.a; }
+  MT_RED_PROJECT(const Acc<A>& s, const RedParams&, A*) { return s.a; }
+};
+template <> struct Reduction<RedOp::Mean> : Reduction<RedOp::Sum> {
+  template <typename T> using acc_t = ew::opmath_t<T>;
+  MT_RED_PROJECT(const Acc<A>& s, const RedParams& r, A*) { return s.a / static_cast<A>(r.count); }
+};
+template <> struct Reduction<RedOp::Prod> {
+  static constexpr Out2 kOut2 = Out2::None;
+  template <typename T> using acc_t = sum_acc_t<T>;
+  MT_RED_INIT(const RedParams&) { return {A(1), A(0), 0}; }
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a *= v; }
+  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) { s.a *= o.a; }
+  MT_RED_PROJECT(const Acc<A>& s, const RedParams&, A*) { return s.a; }
+};
+// The extreme value and the index of its first occurrence; NaN wins, and among equal values (or NaNs) the
+// first index. n < 0: nothing pushed yet.
+template <bool kMax>
+struct Extreme {
+  static constexpr Out2 kOut2 = Out2::Index;
+  template <typename T> using acc_t = ew::opmath_t<T>;
+  MT_RED_INIT(const RedParams&) {
+    return {kMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max(), A(0), -1};
+  }
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t idx, const RedParams&) {
+    if (s.n < 0 || (!is_nan(s.a) && (is_nan(v) || (kMax ? v > s.a : v < s.a)))) {
+      s.a = v;
+      s.n = idx;
+    }
+  }
+  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) {
+    if (o.n < 0) return;
+    if (s.n < 0) {
+      s = o;
+      return;
+    }
+    const bool better = is_nan(o.a) ? !is_nan(s.a) || o.n < s.n : (!is_nan(s.a) && (kMax ? o.a > s.a : o.a < s.a));
+    const bool tie = !is_nan(o.a) && !is_nan(s.a) && o.a == s.a && o.n < s.n;
+    if (better || tie) s = o;
+  }
+  MT_RED_PROJECT(const Acc<A>& s, const RedParams&, A*) { return s.a; }
+};
+template <> struct Reduction<RedOp::Max> : Extreme<true> {};
+template <> struct Reduction<RedOp::Min> : Extreme<false> {};
+template <> struct Reduction<RedOp::ArgMax> : Extreme<true> {};
+template <> struct Reduction<RedOp::ArgMin> : Extreme<false> {};
+// all / any / count_nonzero accumulate in double: exact for counts up to 2^53 and for comparisons with zero in
+// every dtype.
+template <> struct Reduction<RedOp::All> {
+  static constexpr Out2 kOut2 = Out2::None;
+  template <typename T> using acc_t = double;
+  MT_RED_INIT(const RedParams&) { return {A(1), A(0), 0}; }
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a = (s.a != A(0) && v != A(0)) ? A(1) : A(0); }
+  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) { s.a = (s.a != A(0) && o.a != A(0)) ? A(1) : A(0); }
+  MT_RED_PROJECT(const Acc<A>& s, const RedParams&, A*) { return s.a; }
+};
+template <> struct Reduction<RedOp::Any> {
+  static constexpr Out2 kOut2 = Out2::None;
+  template <typename T> using acc_t = double;
+  MT_RED_INIT(const RedParams&) { return {A(0), A(0), 0}; }
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a = (s.a != A(0) || v != A(0)) ? A(1) : A(0); }
+  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) { s.a = (s.a != A(0) || o.a != A(0)) ? A(1) : A(0); }
+  MT_RED_PROJECT(const Acc<A>& s, const RedParams&, A*) { return s.a; }
+};
+template <> struct Reduction<RedOp::CountNonzero> {
+  static constexpr Out2 kOut2 = Out2::None;
+  template <typename T> using acc_t = double;
+  MT_RED_INIT(const RedParams&) { return {A(0), A(0), 0}; }
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.n += v != A(0); }
+  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) { s.n += o.n; }
+  MT_RED_PROJECT(const Acc<A>& s, const RedParams&, A*) { return static_cast<A>(s.n); }
+};
+// The vector p-norm (floating inputs only): sum |x|^p, then ^(1/p); max / min |x| for +-inf; the count of
+// non-zeros for p = 0.
+template <> struct Reduction<RedOp::Norm> {
+  static constexpr Out2 kOut2 = Out2::None;
+  template <typename T> using acc_t = ew::opmath_t<T>;
+  MT_RED_INIT(const RedParams& r) {
+    if (r.p == -INFINITY) return {static_cast<A>(INFINITY), A(0), 0};  // the -inf norm's identity
+    return {A(0), A(0), 0};
+  }
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams& r) {
     const A x = v < A(0) ? -v : v;
-    if (p == 2) s.a += x * x;
-    else if (p == 1) s.a += x;
-    else if (p == INFINITY) s.a = (is_nan(x) || x > s.a) ? x : s.a;
-    else if (p == -INFINITY) s.a = (is_nan(x) || x < s.a) ? x : s.a;
-    else if (p == 0) s.a += x != A(0) ? A(1) : A(0);
-    else s.a += static_cast<A>(std::pow(x, static_cast<A>(p)));
-  } else if constexpr (op == RedOp::Var) {  // Welford
+    if (r.p == 2) s.a += x * x;
+    else if (r.p == 1) s.a += x;
+    else if (r.p == INFINITY) s.a = (is_nan(x) || x > s.a) ? x : s.a;
+    else if (r.p == -INFINITY) s.a = (is_nan(x) || x < s.a) ? x : s.a;
+    else if (r.p == 0) s.a += x != A(0) ? A(1) : A(0);
+    else s.a += static_cast<A>(std::pow(x, static_cast<A>(r.p)));
+  }
+  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams& r) {
+    if (r.p == INFINITY) s.a = (is_nan(o.a) || o.a > s.a) ? o.a : s.a;
+    else if (r.p == -INFINITY) s.a = (is_nan(o.a) || o.a < s.a) ? o.a : s.a;
+    else s.a += o.a;
+  }
+  MT_RED_PROJECT(const Acc<A>& s, const RedParams& r, A*) {
+    if (r.p == 2) return static_cast<A>(std::sqrt(s.a));
+    if (r.p == 1 || r.p == 0 || r.p == INFINITY || r.p == -INFINITY) return s.a;
+    return static_cast<A>(std::pow(s.a, static_cast<A>(1.0 / r.p)));
+  }
+};
+// Variance (std with take_sqrt) by Welford's update and Chan et al.'s combine; project also gives the mean.
+template <> struct Reduction<RedOp::Var> {
+  static constexpr Out2 kOut2 = Out2::Mean;
+  template <typename T> using acc_t = ew::opmath_t<T>;
+  MT_RED_INIT(const RedParams&) { return {A(0), A(0), 0}; }
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) {
     s.n += 1;
     const A delta = v - s.a;
     s.a += delta / static_cast<A>(s.n);
     s.b += delta * (v - s.a);
   }
-}
-
-template <RedOp op, typename A>
-MT_HOST_DEVICE inline void combine(Acc<A>& s, const Acc<A>& o, double p) {
-  if constexpr (op == RedOp::Sum || op == RedOp::Mean) {
-    s.a += o.a;
-  } else if constexpr (op == RedOp::Prod) {
-    s.a *= o.a;
-  } else if constexpr (op == RedOp::All) {
-    s.a = (s.a != A(0) && o.a != A(0)) ? A(1) : A(0);
-  } else if constexpr (op == RedOp::Any) {
-    s.a = (s.a != A(0) || o.a != A(0)) ? A(1) : A(0);
-  } else if constexpr (op == RedOp::CountNonzero) {
-    s.n += o.n;
-  } else if constexpr (op == RedOp::Max || op == RedOp::ArgMax || op == RedOp::Min || op == RedOp::ArgMin) {
-    if (o.n < 0) return;
-    if (s.n < 0) { s = o; return; }
-    const bool take_max = op == RedOp::Max || op == RedOp::ArgMax;
-    const bool better = is_nan(o.a) ? !is_nan(s.a) || o.n < s.n
-                        : (!is_nan(s.a) && (take_max ? o.a > s.a : o.a < s.a));
-    const bool tie = !is_nan(o.a) && !is_nan(s.a) && o.a == s.a && o.n < s.n;
-    if (better || tie) s = o;
-  } else if constexpr (op == RedOp::Norm) {
-    if (p == INFINITY) s.a = (is_nan(o.a) || o.a > s.a) ? o.a : s.a;
-    else if (p == -INFINITY) s.a = (is_nan(o.a) || o.a < s.a) ? o.a : s.a;
-    else s.a += o.a;
-  } else if constexpr (op == RedOp::Var) {  // Chan et al.
+  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) {
     if (o.n == 0) return;
-    if (s.n == 0) { s = o; return; }
+    if (s.n == 0) {
+      s = o;
+      return;
+    }
     const int64_t n = s.n + o.n;
     const A delta = o.a - s.a;
     s.a += delta * static_cast<A>(o.n) / static_cast<A>(n);
     s.b += o.b + delta * delta * static_cast<A>(s.n) * static_cast<A>(o.n) / static_cast<A>(n);
     s.n = n;
   }
-}
-
-// The reduced value (before the cast to the output dtype); `mean` receives Var's mean.
-template <RedOp op, typename A>
-MT_HOST_DEVICE inline A finish(const Acc<A>& s, const ReduceArgs& r, A* mean) {
-  if constexpr (op == RedOp::Mean) {
-    return s.a / static_cast<A>(r.red_numel);
-  } else if constexpr (op == RedOp::CountNonzero) {
-    return static_cast<A>(s.n);
-  } else if constexpr (op == RedOp::Norm) {
-    if (r.p == 2) return static_cast<A>(std::sqrt(s.a));
-    if (r.p == 1 || r.p == 0 || r.p == INFINITY || r.p == -INFINITY) return s.a;
-    return static_cast<A>(std::pow(s.a, static_cast<A>(1.0 / r.p)));
-  } else if constexpr (op == RedOp::Var) {
+  MT_RED_PROJECT(const Acc<A>& s, const RedParams& r, A* mean) {
     if (mean) *mean = s.n ? s.a : static_cast<A>(NAN);
     A div = static_cast<A>(s.n) - static_cast<A>(r.correction);
     if (div < A(0)) div = A(0);
     const A v = s.b / div;  // 0/0 -> NaN, m2/0 -> inf, as ATen
     return r.take_sqrt ? static_cast<A>(std::sqrt(v)) : v;
-  } else {
-    return s.a;
+  }
+};
+
+#undef MT_RED_INIT
+#undef MT_RED_PUSH
+#undef MT_RED_COMBINE
+#undef MT_RED_PROJECT
+
+template <RedOp op, typename T>
+using acc_t = typename Reduction<op>::template acc_t<T>;
+
+// Scan<op>: one specialization per MT_SCAN row: the identity and the combine, in int64 for integers and opmath
+// otherwise.
+template <ScanOp op>
+struct Scan;
+template <> struct Scan<ScanOp::CumSum> {
+  template <typename A> MT_HOST_DEVICE static A init() { return A(0); }
+  template <typename A> MT_HOST_DEVICE static A combine(A acc, A v) { return acc + v; }
+};
+template <> struct Scan<ScanOp::CumProd> {
+  template <typename A> MT_HOST_DEVICE static A init() { return A(1); }
+  template <typename A> MT_HOST_DEVICE static A combine(A acc, A v) { return acc * v; }
+};
+
+// Scan line l (row-major over the outer dims).
+template <ScanOp op, typename T>
+MT_HOST_DEVICE inline void scan_line(const ScanArgs& s, int64_t l) {
+  int64_t in_off = 0, out_off = 0;
+  for (int d = s.outer_ndim - 1; d >= 0; --d) {
+    const int64_t i = l % s.outer_sizes[d];
+    l /= s.outer_sizes[d];
+    in_off += i * s.outer_in_strides[d];
+    out_off += i * s.outer_out_strides[d];
+  }
+  const T* in = static_cast<const T*>(s.in) + in_off;
+  T* out = static_cast<T*>(s.out) + out_off;
+  using A = sum_acc_t<T>;
+  A acc = Scan<op>::template init<A>();
+  for (int64_t i = 0; i < s.length; ++i) {
+    acc = Scan<op>::combine(acc, static_cast<A>(in[i * s.in_stride]));
+    out[i * s.out_stride] = static_cast<T>(acc);
   }
 }
 
 } // namespace red
 
-namespace sim {
-rt::Status reduce(const ReduceArgs& r, rt::Stream stream);
-rt::Status scan(const ScanArgs& s, rt::Stream stream);
-} // namespace sim
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status reduce(const ReduceArgs& r, rt::Stream stream);
-rt::Status scan(const ScanArgs& s, rt::Stream stream);
-} // namespace cuda
-#endif
+// Whether the kernels take input dtype t for `op` (the row's dtypes column; the same on both runtimes).
+bool reduce_supported(RedOp op, DType t);
 
-namespace kernels {
-inline rt::Status reduce(const ReduceArgs& r, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::reduce(r, stream);
-#endif
-  return sim::reduce(r, stream);
-}
-inline rt::Status scan(const ScanArgs& s, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::scan(s, stream);
-#endif
-  return sim::scan(s, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(reduce, (const ReduceArgs& r, rt::Stream stream), (r, stream))
+MT_LAUNCHER(scan, (const ScanArgs& s, rt::Stream stream), (s, stream))
 
 } // namespace mytorch

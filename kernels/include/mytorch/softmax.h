@@ -73,22 +73,6 @@ MT_HOST_DEVICE inline void backward_line(const SoftmaxArgs& s, int64_t l) {
 
 } // namespace smx
 
-namespace sim {
-rt::Status softmax(const SoftmaxArgs& s, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status softmax(const SoftmaxArgs& s, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status softmax(const SoftmaxArgs& s, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::softmax(s, stream);
-#endif
-  return sim::softmax(s, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(softmax, (const SoftmaxArgs& s, rt::Stream stream), (s, stream))
 
 } // namespace mytorch

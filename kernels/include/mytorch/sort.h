@@ -66,30 +66,7 @@ MT_HOST_DEVICE inline bool sorted_contains(const T* s, int64_t m, O x) {
   return lo < m && static_cast<O>(s[lo]) == x;
 }
 
-namespace sim {
-rt::Status sort(const SortArgs& a, rt::Stream stream);
-rt::Status isin(const IsinArgs& a, rt::Stream stream);
-}
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status sort(const SortArgs& a, rt::Stream stream);
-rt::Status isin(const IsinArgs& a, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
-inline rt::Status sort(const SortArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::sort(a, stream);
-#endif
-  return sim::sort(a, stream);
-}
-inline rt::Status isin(const IsinArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::isin(a, stream);
-#endif
-  return sim::isin(a, stream);
-}
-} // namespace kernels
+MT_LAUNCHER(sort, (const SortArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER(isin, (const IsinArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

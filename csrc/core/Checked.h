@@ -212,10 +212,12 @@ struct Checked<R(A...), F, Policy> {
 
 } // namespace mytorch::checked
 
-// Registers `fn` for `name` through the one check path (Note [One check path for native ops]).
+// Registers `fn` for `name` through the one check path (Note [One check path for native ops]). `fn` is a
+// function, or a parenthesized template specialization: MT_IMPL(m, "x.out", (kernel<A, B>)).
 #define MT_IMPL(m, name, fn)                                                                                     \
   do {                                                                                                           \
-    using MtChecked = ::mytorch::checked::Checked<decltype(fn), &fn, ::mytorch::checked::policyFor(name)>;        \
+    using MtChecked = ::mytorch::checked::Checked<std::remove_reference_t<decltype(fn)>, &fn,                     \
+                                                  ::mytorch::checked::policyFor(name)>;                          \
     MtChecked::op_name = name;                                                                                   \
     (m).impl(name, TORCH_FN(MtChecked::call));                                                                   \
   } while (0)

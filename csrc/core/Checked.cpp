@@ -1,5 +1,5 @@
 // The non-template half of the one check path (Checked.h, Note [One check path for native ops]).
-#include "csrc/aten/Checked.h"
+#include "csrc/core/Checked.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>

@@ -1,0 +1,50 @@
+// Op table: the aten registrations derived from the reduction table (kernels/include/mytorch/tables/
+// reductions.def). A reduction row whose glue is `Table` registers aten::<aten>.<overload>, an out= overload
+// with sum's signature (self, dim?, keepdim, dtype?, out), here; `Hand` rows have their own glue (ReduceOps.cpp).
+// Also the reduction and scan rows as data for mytorch._C._op_tables() (OpTables.h).
+#include <ATen/Operators.h>
+#include <torch/library.h>
+
+#include "csrc/core/Checked.h"
+#include "csrc/aten/Glue.h"
+#include "csrc/aten/OpTables.h"
+#include "csrc/aten/Reduce.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+
+// out = op(self cast to dtype) over dim, as sum.IntList_out; complex inputs and dtypes the kernels do not take go
+// through the CPU fallback.
+template <RedOp op, typename AtenOp>
+Tensor& dimDtypeOut(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                    Tensor& out) {
+  checkNamedDtype(out, dtype);
+  const Tensor in = computeInput(self, dtype, out);
+  if (in.is_complex() || out.is_complex() || !reduce_supported(op, toKernelDType(in.scalar_type())))
+    return Fallback<AtenOp>::call(self, dim, keepdim, dtype, out);
+  runReduce(op, in, dim, keepdim, out);
+  return out;
+}
+
+#define MT_REGISTER_Hand(name, aten, overload)
+#define MT_REGISTER_Table(name, aten, overload) \
+  MT_IMPL(m, #aten "." #overload, (dimDtypeOut<RedOp::name, at::_ops::aten##_##overload>));
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define MT_REDUCTION(name, dtypes, glue, aten, overload) MT_REGISTER_##glue(name, aten, overload)
+#include "mytorch/tables/reductions.def"
+}
+
+void appendReductionRows(std::vector<OpTableRow>& rows) {
+#define MT_REDUCTION(name, dtypes, glue, aten, overload) \
+  rows.push_back({"reduction", #name, 1, #dtypes, "", "", #glue, #aten, #overload, false});
+#define MT_SCAN(name, dtypes, glue, aten, overload) \
+  rows.push_back({"scan", #name, 1, #dtypes, "", "", #glue, #aten, #overload, false});
+#include "mytorch/tables/reductions.def"
+}
+
+} // namespace mytorch

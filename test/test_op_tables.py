@@ -1,0 +1,155 @@
+"""The op tables (kernels/include/mytorch/tables/*.def, Note [Op tables] in ew_ops.h): every row is registered for
+the aten operator it names and runs on mytorch's kernels on the runtime under test, matching the CPU by the
+alignment rule, with the fallback forbidden; the multi-tensor (`_foreach_*`) ops are the rows marked Foreach. The
+main suite runs this on sim; scripts/test.sh runs it again on the emulated CUDA build (the `every_runtime` marker),
+and scripts/gpu_verify.sh on a GPU, so each row's CUDA kernel runs too. A row without a functor does not compile
+(test_build.py has that negative control)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mytorch
+from mytorch.testing._compare import assert_aligned
+
+pytestmark = [pytest.mark.native, pytest.mark.every_runtime]
+
+ROWS = mytorch._C._op_tables()
+
+
+def _vjp(fn):
+    """The backward row of `fn`, reached through autograd: (grad, x) -> d fn(x) / dx * grad."""
+    def call(g, x):
+        x = x.detach().requires_grad_()
+        return torch.autograd.grad(fn(x), x, g)[0]
+    return call
+
+
+def _vjp_loss(loss):
+    """A loss's backward row: (grad, input, target) -> the input's gradient."""
+    def call(g, a, b):
+        a = a.detach().requires_grad_()
+        return torch.autograd.grad(loss(a, b), a, g.sum())[0]
+    return call
+
+
+def _probs(loss):
+    return lambda a, b, *_: loss(torch.sigmoid(a), torch.sigmoid(b))
+
+
+# The call of each row whose glue is Hand (csrc/aten has its own glue, with extra arguments); a Table row is called
+# through its aten out= overload with the row's arity. Adding a Hand row adds a line here.
+HAND = {
+    "Add": lambda a, b: torch.add(a, b, alpha=2),
+    "Sub": lambda a, b: torch.sub(a, b, alpha=0.5),
+    "DivTrunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "Where": lambda a, b, c: torch.where(a > 0, b, c),
+    "Lerp": lambda a, b, c: torch.lerp(a, b, 0.3),
+    "Addcmul": lambda a, b, c: torch.addcmul(a, b, c, value=0.5),
+    "Addcdiv": lambda a, b, c: torch.addcdiv(a, b, c.abs() + 0.5, value=0.5),
+    "ClampTensor": lambda a, b, c: torch.clamp(a, min=-b.abs(), max=c.abs()),
+    "ClampScalar": lambda a: a.clamp(-0.5, 0.5),
+    "Neg": torch.neg,
+    "NanToNum": lambda a: torch.nan_to_num(a / (a > 0), posinf=3.0),
+    "IsNan": lambda a: torch.isnan(a.log()),
+    "IsInf": lambda a: torch.isinf(a / (a > 0)),
+    "IsFinite": lambda a: torch.isfinite(a / (a > 0)),
+    "Gelu": F.gelu,
+    "GeluTanh": lambda a: F.gelu(a, approximate="tanh"),
+    "Softplus": lambda a: F.softplus(a, beta=2, threshold=1),
+    "Elu": lambda a: F.elu(a, 0.7),
+    "LeakyRelu": lambda a: F.leaky_relu(a, 0.1),
+    "LogSigmoid": F.logsigmoid,
+    "GeluBackward": _vjp(F.gelu),
+    "GeluTanhBackward": _vjp(lambda x: F.gelu(x, approximate="tanh")),
+    "MishBackward": _vjp(F.mish),
+    "SoftplusBackward": _vjp(lambda x: F.softplus(x, beta=2, threshold=1)),
+    "EluBackward": _vjp(lambda x: F.elu(x, 0.7)),
+    "LeakyReluBackward": _vjp(lambda x: F.leaky_relu(x, 0.1)),
+    "HardswishBackward": _vjp(F.hardswish),
+    "HardtanhBackward": _vjp(lambda x: F.hardtanh(x, -0.5, 0.5)),
+    "LogSigmoidBackward": _vjp(F.logsigmoid),
+    "MseLoss": lambda a, b: F.mse_loss(a, b, reduction="none"),
+    "SmoothL1Loss": lambda a, b: F.smooth_l1_loss(a, b, reduction="none", beta=0.5),
+    "HuberLoss": lambda a, b: F.huber_loss(a, b, reduction="none", delta=0.5),
+    "BceLoss": _probs(lambda a, b: F.binary_cross_entropy(a, b, reduction="none")),
+    "MseBackward": _vjp_loss(F.mse_loss),
+    "SmoothL1Backward": _vjp_loss(lambda a, b: F.smooth_l1_loss(a, b, beta=0.5)),
+    "HuberBackward": _vjp_loss(lambda a, b: F.huber_loss(a, b, delta=0.5)),
+    "BceBackward": lambda g, a, b: _vjp_loss(F.binary_cross_entropy)(g, torch.sigmoid(a), torch.sigmoid(b)),
+    # reductions and scans
+    "Sum": lambda a: a.sum(1),
+    "Mean": lambda a: a.mean(0),
+    "Prod": lambda a: a.prod(1),
+    "Max": lambda a: a.amax(1),
+    "Min": lambda a: a.amin(0),
+    "ArgMax": lambda a: a.argmax(1),
+    "ArgMin": lambda a: a.argmin(0),
+    "All": lambda a: (a > -1).all(1),
+    "Any": lambda a: (a > 1).any(0),
+    "CountNonzero": lambda a: torch.count_nonzero(a > 0, 1),
+    "Norm": lambda a: torch.linalg.vector_norm(a, 3, 1),
+    "Var": lambda a: a.var(1),
+    "CumSum": lambda a: a.cumsum(1),
+    "CumProd": lambda a: a.cumprod(1),
+}
+
+
+def _inputs(row):
+    """Operands of the row's dtype class on the CPU (integral for the integer-only classes)."""
+    g = torch.Generator().manual_seed(len(row["name"]))
+    if row["dtypes"] in ("Int", "IntBool"):
+        return [torch.randint(0, 40, (5, 7), generator=g) for _ in range(row["arity"])]
+    return [torch.randn(5, 7, generator=g) for _ in range(row["arity"])]
+
+
+def _aten(row):
+    return f"aten::{row['aten']}" + (f".{row['overload']}" if row["overload"] else "")
+
+
+def _call(row, args):
+    if row["glue"] == "Hand":
+        return HAND[row["name"]](*args)
+    op = getattr(getattr(torch.ops.aten, row["aten"]), row["overload"])
+    out = torch.empty(0, dtype=torch.bool if row["result"] == "Bool" else args[0].dtype, device=args[0].device)
+    return op(*args, **{op._schema.arguments[-1].name: out})  # out=, grad_input=, ...
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['table']}-{r['name']}")
+def test_row_is_registered_and_runs_natively(row):
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(_aten(row), "PrivateUse1"), f"{_aten(row)} is not registered"
+    assert row["glue"] == "Table" or row["name"] in HAND, f"{row['name']}: a Hand row needs its call in HAND"
+    args = _inputs(row)
+    ref = _call(row, args)
+    got = _call(row, [a.to("mytorch") for a in args])  # fallback mode error: a CPU fallback raises
+    assert got.device.type == "mytorch"
+    gold = _call(row, [a.double() if a.is_floating_point() else a for a in args]) if ref.is_floating_point() else None
+    assert_aligned(got, ref, gold, row["name"])
+
+
+def test_every_hand_call_belongs_to_a_row():
+    assert set(HAND) <= {r["name"] for r in ROWS}, set(HAND) - {r["name"] for r in ROWS}
+
+
+def test_foreach_ops_are_the_rows_marked_foreach():
+    """Every functional and in-place overload of _foreach_<aten> for the rows marked Foreach (and clamp_min /
+    clamp_max, maximum / minimum with a bound) is registered for the multi-tensor kernels, and no other."""
+    bases = {r["aten"] for r in ROWS if r["foreach"]} | {"clamp_min", "clamp_max"}
+    registered = set()
+    for name in torch._C._dispatch_get_all_op_names():
+        if name.startswith("aten::_foreach_") and torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"):
+            registered.add(name)
+    expected = set()
+    for name in torch._C._dispatch_get_all_op_names():
+        op, _, overload = name.partition(".")
+        base = op[len("aten::_foreach_"):].rstrip("_")
+        if op.startswith("aten::_foreach_") and base in bases and not overload.endswith("out"):
+            expected.add(name)
+    expected |= {"aten::_foreach_zero_", "aten::_foreach_copy_", "aten::_foreach_norm.Scalar"}
+    assert registered == expected, (sorted(registered - expected), sorted(expected - registered))
+    xs = [torch.randn(4, 3), torch.randn(70)]
+    for base in sorted(bases - {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "clamp_min", "clamp_max",
+                                "lerp", "addcmul", "addcdiv"}):  # the unary ones, on the fast path
+        fn = getattr(torch, f"_foreach_{base}")
+        for r, t, g in zip(fn([x.abs() + 0.5 for x in xs]), fn([x.abs().to("mytorch") + 0.5 for x in xs]),
+                           fn([x.abs().double() + 0.5 for x in xs])):
+            assert_aligned(t, r, g, f"_foreach_{base}")
