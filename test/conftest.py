@@ -33,8 +33,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def _fallback_silent():
-    torch.mytorch.set_fallback_mode("silent")
+def _fallback_mode(request):
+    """Quiet fallback by default; a test marked `native` (or a module with pytestmark = pytest.mark.native) runs
+    with the fallback forbidden (MYTORCH_FALLBACK=error) and its counters reset, so an op that leaves mytorch's
+    kernels fails it."""
+    if request.node.get_closest_marker("native"):
+        torch.mytorch.reset_fallback_stats()
+        torch.mytorch.set_fallback_mode("error")
+    else:
+        torch.mytorch.set_fallback_mode("silent")
     yield
     torch.mytorch.set_fallback_mode("silent")
 

@@ -2,6 +2,7 @@
 mytorch's fused kernel through PyTorch's PrivateUse1 hook, and its output and all three input gradients
 stay within twice PyTorch's own math-path error against an fp64 reference (the FlashAttention test rule),
 for odd lengths, q_len != kv_len, causal masking, GQA, head dims 32..256, masks and dropout."""
+import copy
 import math
 
 import pytest
@@ -10,18 +11,13 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import mytorch
-from mytorch.testing._compare import compare_tensor
+from mytorch.testing._compare import assert_aligned
 
 DEV = "mytorch"
-FLOOR = {torch.float32: 1e-5, torch.float64: 1e-10, torch.bfloat16: 1e-2, torch.float16: 2e-3}
 FUSED = "aten::_scaled_dot_product_fused_attention_overrideable"
 
 
-@pytest.fixture(autouse=True)
-def _no_fallback():
-    torch.mytorch.set_fallback_mode("error")
-    yield
-    torch.mytorch.set_fallback_mode("silent")
+pytestmark = pytest.mark.native
 
 
 def _inputs(b, hq, hkv, lq, lk, d, dv=None, seed=0):
@@ -56,9 +52,7 @@ def assert_within_math_error(q, k, v, dtype, **kw):
     math_ = _sdpa_all(q, k, v, dtype, "cpu", **kw)
     gold = _sdpa_all(q, k, v, torch.float64, "cpu", **kw)
     for name, a, m, g in zip(["out", "dq", "dk", "dv"], dev, math_, gold):
-        err, torch_err = (a.double() - g).abs().max().item(), (m.double() - g).abs().max().item()
-        assert err <= 2 * torch_err + FLOOR[dtype] * (1 + g.abs().max().item()), \
-            f"{name}: error {err:.3e} vs the math path's {torch_err:.3e}"
+        assert_aligned(a, m, g, name)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
@@ -131,12 +125,14 @@ def test_dropout_statistics_reproducibility_and_backward():
     probe = F.scaled_dot_product_attention(q, k, v, dropout_p=p).detach().cpu() * s * (1 - p)
     keep = probe.round()[..., :s] if probe.shape[-1] >= s else probe.round()
     grads = torch.autograd.grad(o, (qr, kr, vr), g.to(DEV))
-    qc, kc, vc = (t.detach().cpu().double().requires_grad_() for t in (qr, kr, vr))
-    att = torch.softmax(qc @ kc.transpose(-1, -2) / math.sqrt(d), -1) * keep.double() / (1 - p)
-    ref = att @ vc
-    torch.testing.assert_close(o.detach().cpu().double(), ref, rtol=1e-4, atol=1e-5)
-    for got, want in zip(grads, torch.autograd.grad(ref, (qc, kc, vc), g.double())):
-        torch.testing.assert_close(got.cpu().double(), want, rtol=1e-4, atol=1e-5)
+    refs = {}
+    for dt in (torch.float32, torch.float64):  # the explicit-mask math on the CPU, and its golden values
+        qc, kc, vc = (t.detach().cpu().to(dt).requires_grad_() for t in (qr, kr, vr))
+        att = torch.softmax(qc @ kc.transpose(-1, -2) / math.sqrt(d), -1) * keep.to(dt) / (1 - p)
+        refs[dt] = [(att @ vc).detach()] + list(torch.autograd.grad(att @ vc, (qc, kc, vc), g.to(dt)))
+    for name, got, want, gold in zip(["out", "dq", "dk", "dv"], [o.detach(), *grads], refs[torch.float32],
+                                     refs[torch.float64]):
+        assert_aligned(got, want, gold, name)
 
 
 def test_gradcheck_float64():
@@ -158,17 +154,20 @@ def test_hugging_face_model_uses_the_fused_kernel(arch):
         make = transformers.GPT2LMHeadModel
     cfg._attn_implementation = "sdpa"
     cpu = make(cfg).eval()
+    gold = copy.deepcopy(cpu).double()  # the golden values: the same model in float64
     dev = make(cfg).eval().to(DEV)
     dev.load_state_dict(cpu.state_dict())
     ids = torch.randint(0, 128, (2, 19))
     ref = cpu(ids, labels=ids)
     ref.loss.backward()
+    gold_out = gold(ids, labels=ids)
+    gold_out.loss.backward()
     box = {}
     report = mytorch.audit(lambda: box.setdefault("out", dev(ids.to(DEV), labels=ids.to(DEV))).loss.backward())
     assert FUSED in report.ops and FUSED + "_backward" in report.ops
-    torch.testing.assert_close(box["out"].loss.cpu(), ref.loss, rtol=1e-5, atol=1e-5)
-    for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
-        torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    assert_aligned(box["out"].loss.detach(), ref.loss.detach(), gold_out.loss.detach(), "loss")
+    for (name, p), q, p64 in zip(cpu.named_parameters(), dev.parameters(), gold.parameters()):
+        assert_aligned(q.grad, p.grad, p64.grad, name)
 
 
 def test_decoding_splits_a_long_kv_cache():
@@ -190,7 +189,7 @@ def test_outputs_take_the_layouts_the_meta_functions_promise():
     out_m, lse_m, *_ = op(*meta, is_causal=True)
     assert out.stride() == out_m.stride() and out.stride() != out.contiguous().stride()
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    assert compare_tensor(out, ref, F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)).ok
+    assert_aligned(out, ref, F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True), "out")
     grad = torch.randn_like(ref).transpose(1, 2).contiguous().transpose(1, 2)
     grads = bwd(grad.to("mytorch"), *dev, None, [True, True, True, False], out, lse, rest[0], rest[1], rest[2], rest[3],
                 0.0, True, rest[4], rest[5])
@@ -200,7 +199,7 @@ def test_outputs_take_the_layouts_the_meta_functions_promise():
                      for ts in [[t.to(dt).requires_grad_() for t in (q, k, v)]]][0] for dt in (torch.float32, torch.float64))
     for got, promised, want, gold in zip(grads[:3], grads_m[:3], wants, golds):
         assert got.stride() == promised.stride()
-        assert compare_tensor(got, want, gold).ok
+        assert_aligned(got, want, gold, "gradient")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -59,19 +59,21 @@ def test_matmul_of_sliced_and_offset_operands():
     run_ok("""
         import torch, mytorch
         torch.manual_seed(0)
-        for dt, tol in ((torch.float32, 1e-4), (torch.float16, 2e-2), (torch.bfloat16, 5e-2), (torch.float64, 1e-10)):
+        from mytorch.testing._compare import assert_aligned
+        for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
             x = torch.randn(67, 45, dtype=dt); w = torch.randn(45, 33, dtype=dt); b = torch.randn(37, dtype=dt)
             X, W, B = x.to("mytorch"), w.to("mytorch"), b.to("mytorch")
-            ref = (x[1:, 1:].double() @ w[1:, 3:].double())
-            torch.testing.assert_close((X[1:, 1:] @ W[1:, 3:]).cpu().double(), ref, rtol=tol, atol=tol)
+            ref, gold = x[1:, 1:] @ w[1:, 3:], x[1:, 1:].double() @ w[1:, 3:].double()
+            assert_aligned(X[1:, 1:] @ W[1:, 3:], ref, gold, f"mm {dt}")
             out = torch.zeros(69, 31, dtype=dt, device="mytorch")
             torch.mm(X[1:, 1:], W[1:, 3:], out=out[3:, 1:])
-            torch.testing.assert_close(out[3:, 1:].cpu().double(), ref, rtol=tol, atol=tol)
-            bias_ref = torch.addmm(b[7:].double(), x[1:, 1:].double(), w[1:, 3:].double())
-            torch.testing.assert_close(torch.addmm(B[7:], X[1:, 1:], W[1:, 3:]).cpu().double(), bias_ref, rtol=tol, atol=tol)
+            assert_aligned(out[3:, 1:], ref, gold, f"mm into an offset out= {dt}")
+            assert_aligned(torch.addmm(B[7:], X[1:, 1:], W[1:, 3:]), torch.addmm(b[7:], x[1:, 1:], w[1:, 3:]),
+                           torch.addmm(b[7:].double(), x[1:, 1:].double(), w[1:, 3:].double()), f"addmm {dt}")
             xb = torch.randn(5, 9, 7, dtype=dt); wb = torch.randn(5, 7, 3, dtype=dt)
-            got = torch.bmm(xb.to("mytorch")[:, 1:, 1:], wb.to("mytorch")[:, 1:, :]).cpu().double()
-            torch.testing.assert_close(got, xb[:, 1:, 1:].double() @ wb[:, 1:, :].double(), rtol=tol, atol=tol)
+            got = torch.bmm(xb.to("mytorch")[:, 1:, 1:], wb.to("mytorch")[:, 1:, :])
+            assert_aligned(got, torch.bmm(xb[:, 1:, 1:], wb[:, 1:, :]), xb[:, 1:, 1:].double() @ wb[:, 1:, :].double(),
+                           f"bmm {dt}")
     """)
 
 
@@ -89,11 +91,13 @@ def test_matmul_on_the_second_device_with_the_first_current():
         # C++ callers, torch.compile's generated code and torch.ops do not)
         # (the out= overloads are what mytorch registers; the functional ones guard in torch's wrappers)
         y = torch.empty(33, 33, device="mytorch:1")
+        from mytorch.testing._compare import assert_aligned
         torch.ops.aten.mm.out(a, b, out=y)
-        torch.testing.assert_close(y.cpu(), x @ x.t(), rtol=1e-4, atol=1e-4)
+        assert_aligned(y, x @ x.t(), x.double() @ x.double().t(), "mm")
         z = torch.empty(33, 17, device="mytorch:1")
         torch.ops.aten.addmm.out(a[0, :17], a, a[:17].t().contiguous(), out=z)
-        torch.testing.assert_close(z.cpu(), torch.addmm(x[0, :17], x, x[:17].t()), rtol=1e-4, atol=1e-4)
+        x64 = x.double()
+        assert_aligned(z, torch.addmm(x[0, :17], x, x[:17].t()), torch.addmm(x64[0, :17], x64, x64[:17].t()), "addmm")
     """, MYTORCH_SIM_DEVICES=2)
 
 
@@ -231,7 +235,8 @@ def test_wrong_mma_fragment_layout_is_caught():
         pytest.skip("the emulator's mma.sync")
     import os
     import tempfile
-    from test_gpu_nn import MMA_BATTERY
+    from test_gpu_nn import MMA_BATTERY, battery
+    from mytorch.testing._compare import compare_tensor
     with tempfile.TemporaryDirectory() as d:
         paths = {}
         for name, env in (("wrong", {"MYTORCH_ATTN_MMA": "1", "MYTORCH_EMU_MMA_LAYOUT": "wrong"}),
@@ -239,7 +244,8 @@ def test_wrong_mma_fragment_layout_is_caught():
             paths[name] = os.path.join(d, name + ".pt")
             run_ok(MMA_BATTERY + f"\ntorch.save(run('mytorch'), {paths[name]!r})\n", **env)
         wrong, sim = torch.load(paths["wrong"]), torch.load(paths["sim"])
-    off = [k for k, v in sim.items() if not torch.allclose(wrong[k].float(), v.float(), rtol=2e-2, atol=2e-2)]
+    cpu = battery(MMA_BATTERY, "cpu")  # the rule test_gpu_nn's positive comparison applies
+    off = [k for k, v in sim.items() if not compare_tensor(wrong[k], v, None, (cpu[k],)).ok]
     assert len(off) >= len(sim) // 2, off  # forward and gradients alike
 
 

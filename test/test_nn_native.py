@@ -8,27 +8,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mytorch.testing._compare import compare_tensor
+from mytorch.testing._compare import assert_aligned
 
 DEV = "mytorch"
 
 
-@pytest.fixture(autouse=True)
-def _no_fallback():
-    torch.mytorch.set_fallback_mode("error")
-    yield
-    torch.mytorch.set_fallback_mode("silent")
-
-
-def _tol(dtype):
-    # PyTorch's own error at the dtype, against fp64: the bar for "the same result".
-    return {torch.float32: (2e-5, 1e-5), torch.float64: (1e-10, 1e-12), torch.bfloat16: (3e-2, 3e-2),
-            torch.float16: (4e-3, 4e-3)}[dtype]
-
-
-def _check(dev, ref, dtype=torch.float32):
-    rtol, atol = _tol(dtype)
-    torch.testing.assert_close(dev.cpu(), ref, rtol=rtol, atol=atol)
+pytestmark = pytest.mark.native
 
 
 def assert_fwd_bwd_match_cpu(fn, *inputs, dtype=torch.float32, grad_inputs=(0,)):
@@ -41,19 +26,13 @@ def assert_fwd_bwd_match_cpu(fn, *inputs, dtype=torch.float32, grad_inputs=(0,))
                 else t.clone().to(device) for i, t in enumerate(inputs)]
     cpu, dev, gold = leaves(dtype, "cpu"), leaves(dtype, DEV), leaves(torch.float64, "cpu")
     y, yd, yg = fn(*cpu), fn(*dev), fn(*gold)
-    _check_against_gold(yd, y, yg)
+    assert_aligned(yd, y.detach(), yg.detach(), "output")
     g = torch.randn_like(y, dtype=torch.float32)
     y.backward(g.to(dtype))
     yd.backward(g.to(dtype).to(DEV))
     yg.backward(g.to(dtype).double())
     for i in grad_inputs:
-        _check_against_gold(dev[i].grad, cpu[i].grad, gold[i].grad)
-
-
-def _check_against_gold(dev, ref, gold):
-    e = compare_tensor(dev, ref.detach(), gold.detach())
-    assert e.ok, f"{e.bad} of {e.total} elements out of tolerance (max abs error {e.max_abs:.3g}, " \
-                 f"PyTorch's own {e.torch_err:.3g}) {e.problems}"
+        assert_aligned(dev[i].grad, cpu[i].grad, gold[i].grad, f"gradient of input {i}")
 
 
 g0 = torch.Generator().manual_seed(0)
@@ -81,7 +60,7 @@ def test_softmax_half_to_float_and_wide_rows():
     assert_fwd_bwd_match_cpu(lambda t: F.softmax(t, -1), x)
     h = torch.randn(4, 33).half()
     ref = torch._softmax(h.float(), -1, False)
-    _check(torch._softmax(h.to(DEV), -1, True), ref)
+    assert_aligned(torch._softmax(h.to(DEV), -1, True), ref, torch._softmax(h.double(), -1, False), "half to float")
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -167,12 +146,12 @@ def test_norm_layers(dtype):
 
 
 def test_batch_norm_running_stats_and_eval():
-    bn, bnd = nn.BatchNorm2d(4), nn.BatchNorm2d(4).to(DEV)
+    bn, bnd, bn64 = nn.BatchNorm2d(4), nn.BatchNorm2d(4).to(DEV), nn.BatchNorm2d(4).double()
     x = torch.randn(5, 4, 3, 3, generator=g0) * 2 + 1
     for _ in range(3):
-        bn(x), bnd(x.to(DEV))
-    _check(bnd.running_mean, bn.running_mean)
-    _check(bnd.running_var, bn.running_var)
+        bn(x), bnd(x.to(DEV)), bn64(x.double())
+    assert_aligned(bnd.running_mean, bn.running_mean, bn64.running_mean, "running_mean")
+    assert_aligned(bnd.running_var, bn.running_var, bn64.running_var, "running_var")
     assert bnd.num_batches_tracked.item() == 3
     bn.eval(), bnd.eval()
     bng = copy.deepcopy(bn).double()  # the float64 reference of the same module
@@ -240,19 +219,21 @@ def test_optimizers_match_cpu(opt):
     }[opt]
     pc = [p.clone().requires_grad_() for p in _params()]
     pd = [p.to(DEV).requires_grad_() for p in _params()]
-    oc, od = make(pc), make(pd)
+    pg = [p.double().requires_grad_() for p in _params()]  # the golden run, in float64 on the CPU
+    oc, od, og = make(pc), make(pd), make(pg)
     g = torch.Generator().manual_seed(1)
     for _ in range(4):
-        for a, b in zip(pc, pd):
+        for a, b, c in zip(pc, pd, pg):
             grad = torch.randn(a.shape, generator=g)
-            a.grad, b.grad = grad.clone(), grad.to(DEV)
+            a.grad, b.grad, c.grad = grad.clone(), grad.to(DEV), grad.double()
         nc = torch.nn.utils.clip_grad_norm_(pc, 1.0)
         nd = torch.nn.utils.clip_grad_norm_(pd, 1.0)
-        _check(nd, nc)
+        assert_aligned(nd, nc, torch.nn.utils.clip_grad_norm_(pg, 1.0), "clip_grad_norm_")
         oc.step()
         od.step()
-    for a, b in zip(pc, pd):
-        torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=1e-5, atol=1e-6)
+        og.step()
+    for i, (a, b, c) in enumerate(zip(pc, pd, pg)):
+        assert_aligned(b.detach(), a.detach(), c.detach(), f"parameter {i}")
 
 
 def test_foreach_overloads_match_cpu():
@@ -277,10 +258,11 @@ def test_foreach_overloads_match_cpu():
         lambda a, b, c: torch._foreach_norm(a), lambda a, b, c: torch._foreach_norm(a[:2], float("inf")),
         lambda a, b, c: torch._foreach_norm(a, 1),
     ]
+    f64 = lambda ts: [t.double() for t in ts]  # noqa: E731
     for i, fn in enumerate(calls):
-        ref, got = fn(xs, ys, zs), fn(d(xs), d(ys), d(zs))
-        for r, t in zip(ref, got):
-            torch.testing.assert_close(t.cpu(), r, rtol=1e-5, atol=1e-5, msg=lambda m: f"call {i}: {m}")
+        ref, got, gold = fn(xs, ys, zs), fn(d(xs), d(ys), d(zs)), fn(f64(xs), f64(ys), f64(zs))
+        for r, t, g in zip(ref, got, gold):
+            assert_aligned(t, r, g, f"call {i}")
     # in place, and the non-contiguous / mixed-dtype slow path (per-tensor native kernels)
     a, ad = [t.clone() for t in xs], d(xs)
     torch._foreach_mul_(a, 3.0), torch._foreach_mul_(ad, 3.0)
@@ -334,11 +316,10 @@ def test_recurrent_layers_natively(kind):
     losses = [loss(m, xi) for m, xi in zip((ref, dev, gold), xs)]
     for l_ in losses:
         l_.backward()
-    assert compare_tensor(losses[1], losses[0], losses[2]).ok
-    assert compare_tensor(xs[1].grad, xs[0].grad, xs[2].grad).ok
+    assert_aligned(losses[1], losses[0], losses[2], "loss")
+    assert_aligned(xs[1].grad, xs[0].grad, xs[2].grad, "input gradient")
     for (name, p), pd, pg in zip(ref.named_parameters(), dev.parameters(), gold.parameters()):
-        e = compare_tensor(pd.grad, p.grad, pg.grad)
-        assert e.ok, (name, e.problems or f"{e.bad} of {e.total}")
+        assert_aligned(pd.grad, p.grad, pg.grad, name)
 
 
 @pytest.mark.parametrize("dtype,param", [(torch.bfloat16, None), (torch.bfloat16, torch.float32),
@@ -355,8 +336,7 @@ def test_group_norm_statistics_dtype_and_empty_input(dtype, param):
         gold = torch.native_group_norm(inp.double(), *(2 * [None if w is None else w.double()]), N, C, HxW, 2, 1e-5)
         for r, d, g in zip(ref, got, gold):
             assert d.dtype == r.dtype and d.shape == r.shape
-            e = compare_tensor(d, r, g)
-            assert e.ok, (e.problems, e.as_dict())
+            assert_aligned(d, r, g, "group norm output")
 
 
 def test_group_norm_over_a_large_group_keeps_the_cpus_accuracy():
@@ -387,8 +367,7 @@ def test_norms_keep_channels_last(norm, training):
         y.backward(torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y).to(y.device))
         outs.append((y, leaf.grad))
     for i in range(2):
-        e = compare_tensor(outs[1][i], outs[0][i], outs[2][i])
-        assert e.ok, e.problems or f"{e.bad} of {e.total}"
+        assert_aligned(outs[1][i], outs[0][i], outs[2][i], ["output", "gradient"][i])
         assert outs[1][i].is_contiguous(memory_format=torch.channels_last)
 
 
@@ -464,7 +443,6 @@ def test_sigmoid_and_tanh_backward_round_once(op, dtype):
     g, y = torch.randn(4096, generator=gen).to(dtype), torch.rand(4096, generator=gen).to(dtype)
     f = getattr(torch.ops.aten, op)
     got, ref, gold = f(g.to(DEV), y.to(DEV)), f(g, y), f(g.double(), y.double())
-    e = compare_tensor(got, ref, gold)
-    assert e.ok, (e.problems, e.as_dict())
+    assert_aligned(got, ref, gold, op)
     if dtype == torch.bfloat16:   # the CPU computes bf16 in float and rounds once: the same bits
         assert torch.equal(got.cpu(), ref)

@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.nn as nn
 
+from mytorch.testing._compare import assert_aligned
+
 
 def make_problem(seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -36,10 +38,12 @@ def test_mlp_50_steps_matches_cpu(opt_name):
     model, x, y = make_problem()
     cpu_loss, cpu_model = train(model, x, y, "cpu", opt_name)
     dev_loss, dev_model = train(model, x, y, "mytorch", opt_name)
+    _, gold_model = train(copy.deepcopy(model).double(), x.double(), y.double(), "cpu", opt_name)  # golden values
     assert abs(dev_loss - cpu_loss) / abs(cpu_loss) < 1e-5, (dev_loss, cpu_loss)
-    for p_cpu, p_dev in zip(cpu_model.parameters(), dev_model.parameters()):
+    for i, (p_cpu, p_dev, p_gold) in enumerate(zip(cpu_model.parameters(), dev_model.parameters(),
+                                                    gold_model.parameters())):
         assert p_dev.device.type == "mytorch"
-        torch.testing.assert_close(p_dev.cpu(), p_cpu, rtol=1e-5, atol=1e-6)
+        assert_aligned(p_dev.detach(), p_cpu.detach(), p_gold.detach(), f"parameter {i}")
 
 
 def test_gradients_match_cpu():
@@ -82,11 +86,14 @@ def test_convolution_native_and_transposed_counted_as_fallback():
     x = torch.randn(2, 3, 8, 8)
     torch.mytorch.reset_fallback_stats()
     out, out_d = ref(x), dev(x.to("mytorch"))
-    torch.testing.assert_close(out_d.cpu(), out, rtol=1e-5, atol=1e-6)
+    gold = copy.deepcopy(ref).double()
+    out_g = gold(x.double())
+    assert_aligned(out_d.detach(), out.detach(), out_g.detach(), "output")
     out.square().sum().backward()
     out_d.square().sum().backward()
-    for p, q in zip(ref.parameters(), dev.parameters()):
-        torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5)
+    out_g.square().sum().backward()
+    for (name, p), q, pg in zip(ref.named_parameters(), dev.parameters(), gold.parameters()):
+        assert_aligned(q.grad, p.grad, pg.grad, name)
     stats = torch.mytorch.fallback_stats()
     assert stats["aten::convolution_overrideable"]["calls"] == 1
     assert stats["aten::convolution_backward_overrideable"]["calls"] == 1

@@ -381,12 +381,15 @@ def _optimizer(params):
     return torch.optim.SGD(params, lr=0.05, momentum=0.9)
 
 
-def reference_training(examples: str, steps: int, per_rank: int, world: int, device: str = "mytorch"):
-    """One process, the whole batch: the parameters after `steps` optimizer steps."""
+def reference_training(examples: str, steps: int, per_rank: int, world: int, device: str = "mytorch", dtype=None):
+    """One process, the whole batch: the parameters after `steps` optimizer steps (in `dtype`, float64 for the
+    golden values)."""
     import torch
 
     torch.manual_seed(0)
     model = _gpt(examples).to(device)
+    if dtype is not None:
+        model = model.to(dtype)
     opt = _optimizer(model.parameters())
     for batch in _batches(steps, per_rank, world):
         batch = batch.to(device)
@@ -474,11 +477,11 @@ def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeat
                 big = torch.ones(n, device=dev)
                 part = torch.ones(n // world, device=dev)
                 if coll == "all_reduce":
-                    fn = lambda big=big, g=group: dist.all_reduce(big, group=g)
+                    fn = lambda big=big, g=group: dist.all_reduce(big, group=g)  # noqa: E731
                 elif coll == "all_gather":
-                    fn = lambda big=big, part=part, g=group: dist.all_gather_into_tensor(big, part, group=g)
+                    fn = lambda big=big, part=part, g=group: dist.all_gather_into_tensor(big, part, group=g)  # noqa: E731
                 else:
-                    fn = lambda big=big, part=part, g=group: dist.reduce_scatter_tensor(part, big, group=g)
+                    fn = lambda big=big, part=part, g=group: dist.reduce_scatter_tensor(part, big, group=g)  # noqa: E731
                 calls[label] = (fn, syncs[dev])
             stats = measure(calls, repeats, warmup=2, inner=max(1, min(64, (4 << 20) // (n * 4))))
             results.append({"bytes": n * 4, "collective": coll, "reference": reference,
