@@ -16,7 +16,6 @@ mytorch time.
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import sys
 

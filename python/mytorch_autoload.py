@@ -9,6 +9,6 @@ import warnings
 def load():
     try:
         import mytorch  # noqa: F401
-    except Exception as exc:  # pragma: no cover - depends on the installation
+    except Exception as exc:  # noqa: BLE001 - depends on the installation; never break `import torch`
         warnings.warn(f"mytorch is installed but could not be loaded, so the 'mytorch' device is unavailable "
-                      f"(torch will answer 'Expected one of cpu, cuda, ... device type' for it): {exc}")
+                      f"(torch will answer 'Expected one of cpu, cuda, ... device type' for it): {exc}", stacklevel=2)

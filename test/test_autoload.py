@@ -1,7 +1,6 @@
 """PyTorch's backend autoload: `import torch` alone brings the device; it can be disabled; a plugin that
 cannot initialise never breaks `import torch`."""
 import os
-import textwrap
 
 from conftest import run_python
 

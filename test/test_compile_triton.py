@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mytorch.testing._compare import compare_tensor
 
 _ON = torch.mytorch.runtime() == "cuda" or (os.environ.get("MYTORCH_INDUCTOR") == "triton"
                                             and os.environ.get("TRITON_INTERPRET") == "1")

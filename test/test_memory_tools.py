@@ -1,7 +1,5 @@
 """memory_summary, memory history and snapshots, the snapshot plot, MYTORCH_ALLOC_CONF, and pinned memory
 under stream changes."""
-import os
-import pickle
 import subprocess
 import sys
 
@@ -17,7 +15,7 @@ def test_memory_summary_shape():
     x = torch.empty(3 * MiB, dtype=torch.uint8, device="mytorch")
     text = torch.mytorch.memory_summary()
     lines = text.splitlines()
-    assert {len(l) for l in lines} == {77}                      # torch.cuda.memory_summary's width
+    assert {len(line) for line in lines} == {77}                      # torch.cuda.memory_summary's width
     assert "| Allocated memory      |" in text and "Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed" in text
     assert "      from large pool" in text and "  3.00 MiB" in text
     assert "from small pool" not in torch.mytorch.memory_summary(abbreviated=True)

@@ -75,6 +75,6 @@ def test_truncated_and_corrupted_files_raise_and_process_stays_healthy():
         torch.load(io.BytesIO(raw[: len(raw) // 2]))
     bad = bytearray(raw)
     bad[100:160] = b"\x00" * 60
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - any error will do: what matters is no crash and no garbage
         torch.load(io.BytesIO(bytes(bad)))
     assert torch.ones(2, device="mytorch").sum().item() == 2

@@ -71,7 +71,7 @@ def _drain_autograd_threads() -> None:
     backward on mytorch may abort at interpreter exit."""
     try:
         _C._drain_autograd_threads()
-    except Exception:  # never let an exit handler turn a clean exit into an error
+    except Exception:  # noqa: BLE001 - never let an exit handler turn a clean exit into an error
         pass
 
 

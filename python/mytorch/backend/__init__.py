@@ -18,7 +18,7 @@ from .random import (  # noqa: F401
 from .fallback import fallback_stats, get_fallback_mode, reset_fallback_stats, set_fallback_mode  # noqa: F401
 from .amp import get_amp_supported_dtype  # noqa: F401,E402
 from .storage_types import STORAGE_CLASSES as _STORAGE_CLASSES  # noqa: E402
-from .ipc import ipc_collect, register as _register_ipc  # noqa: E402
+from .ipc import ipc_collect, register as _register_ipc  # noqa: E402,F401
 
 _register_ipc()   # torch.multiprocessing shares mytorch tensors (ipc.py)
 

@@ -8,7 +8,6 @@ tolerance.
 """
 from __future__ import annotations
 
-import collections
 import itertools
 import zlib
 

@@ -79,7 +79,7 @@ def _fetch(path: str, dest: Path, commit: str) -> None:
     except Exception as e:  # noqa: BLE001 - reported with what to do instead
         raise SystemExit(f"cannot download {url}: {e}\nPyTorch's test files are taken from its repository at the "
                          f"installed torch's commit ({commit}); without network access to GitHub, pass "
-                         f"--src <a PyTorch checkout at that commit>.")
+                         f"--src <a PyTorch checkout at that commit>.") from e
     tmp = dest.with_suffix(".part")
     tmp.write_bytes(data)
     tmp.replace(dest)
@@ -179,7 +179,7 @@ def summarize(name: str, rows: list[dict]) -> dict:
             mine[_bucket(r["outcome"])] += 1
     reference = attributable = passed = skipped = 0
     failures = []
-    for key, pair in by_twin.items():
+    for pair in by_twin.values():
         cpu, dev = pair.get("cpu"), pair.get("mytorch")
         if cpu is None or dev is None or _bucket(cpu["outcome"]) != "passed":
             continue
