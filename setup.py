@@ -1,6 +1,7 @@
 """pip's entry to the build: setuptools hands the extension to scripts/build.py (CMake, CMakeLists.txt), which
 picks the flavour (sim, or cuda where nvcc and a GPU are present; MYTORCH_CUDA=0|1 decides otherwise) and says
 why. scripts/setup.sh is the usual way in; `python scripts/build.py --help` lists the settings."""
+
 import importlib.util
 import sys
 from pathlib import Path
@@ -8,7 +9,9 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-_spec = importlib.util.spec_from_file_location("mytorch_build", Path(__file__).resolve().parent / "scripts" / "build.py")
+_spec = importlib.util.spec_from_file_location(
+    "mytorch_build", Path(__file__).resolve().parent / "scripts" / "build.py"
+)
 mytorch_build = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mytorch_build)
 

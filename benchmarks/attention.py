@@ -9,6 +9,7 @@ torch.cuda, the CPU's flash-attention kernel or MATH on sim. MATH is also report
     python benchmarks/attention.py                 # a reduced grid on sim, the full grid on a GPU
     python benchmarks/attention.py --seqs 1024,4096 --dims 128 --dtypes bfloat16 --docs
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,15 @@ from mytorch.testing.bench import Bench, add_args, parse_args
 
 
 def variants(gpu: bool) -> dict:
-    fast = ({"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-             "efficient": SDPBackend.EFFICIENT_ATTENTION} if gpu else {"flash": SDPBackend.FLASH_ATTENTION})
+    fast = (
+        {
+            "flash": SDPBackend.FLASH_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        }
+        if gpu
+        else {"flash": SDPBackend.FLASH_ATTENTION}
+    )
     return {**fast, "math": SDPBackend.MATH}
 
 
@@ -38,6 +46,7 @@ def with_backend(backend, fn):
     def call():
         with sdpa_kernel([backend]):
             return fn()
+
     return call
 
 
@@ -65,7 +74,9 @@ def main():
                     flops = 4 * bsz * h * s * s * d / (2 if causal else 1)
                     fns = {}
                     for dev in ("mytorch", b.ref):
-                        q, k, v = (torch.randn(bsz, h, s, d, dtype=dtype, device=dev, requires_grad=True) for _ in range(3))
+                        q, k, v = (
+                            torch.randn(bsz, h, s, d, dtype=dtype, device=dev, requires_grad=True) for _ in range(3)
+                        )
                         g = torch.randn(bsz, h, s, d, dtype=dtype, device=dev)
                         fwd = lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
                         fb = lambda q=q, k=k, v=v, g=g, fwd=fwd: torch.autograd.grad(fwd(), (q, k, v), g)  # noqa: E731
@@ -75,8 +86,13 @@ def main():
                     for i, what in enumerate(("fwd", "fwd+bwd")):
                         refs = {name: with_backend(be, fns[b.ref][i]) for name, be in variants(gpu).items()}
                         refs = {name: fn for name, fn in refs.items() if runnable(fn)}
-                        out[what] = b.compare(f"{what} {label}", fns["mytorch"][i], refs,
-                                              work=flops * (1 if i == 0 else 3.5) / 1e12, unit="TFLOP/s")
+                        out[what] = b.compare(
+                            f"{what} {label}",
+                            fns["mytorch"][i],
+                            refs,
+                            work=flops * (1 if i == 0 else 3.5) / 1e12,
+                            unit="TFLOP/s",
+                        )
                     rows.append((dtype, d, s, causal, out))
     cache = [8192, 32768, 131072] if gpu else [2048]
     for n in cache:
@@ -86,8 +102,11 @@ def main():
             k, v = (torch.randn(1, 32, n, 128, dtype=torch.bfloat16, device=dev) for _ in range(2))
             fns[dev] = lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v)
         refs = {name: with_backend(be, fns[b.ref]) for name, be in variants(gpu).items()}
-        b.compare(f"decode: 1 query, KV cache {n}, 32x128 bf16", fns["mytorch"],
-                  {name: fn for name, fn in refs.items() if runnable(fn)})
+        b.compare(
+            f"decode: 1 query, KV cache {n}, 32x128 bf16",
+            fns["mytorch"],
+            {name: fn for name, fn in refs.items() if runnable(fn)},
+        )
     plot(b, rows, dtypes, dims)
     b.finish()
 
@@ -95,6 +114,7 @@ def main():
 def plot(b: Bench, rows, dtypes, dims) -> None:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -107,9 +127,15 @@ def plot(b: Bench, rows, dtypes, dims) -> None:
                 for causal in (False, True):
                     pts = [r for r in rows if r[0] == dtype and r[1] == d and r[3] == causal]
                     lab = f"{str(dtype)[6:]} d={d}{' causal' if causal else ''}"
-                    ax.plot([r[2] for r in pts], [r[4][what].mytorch_rate for r in pts], marker="o", label=f"mytorch {lab}")
-                    ax.plot([r[2] for r in pts], [r[4][what].reference_rate for r in pts], linestyle="--",
-                            label=f"{b.ref} fastest {lab}")
+                    ax.plot(
+                        [r[2] for r in pts], [r[4][what].mytorch_rate for r in pts], marker="o", label=f"mytorch {lab}"
+                    )
+                    ax.plot(
+                        [r[2] for r in pts],
+                        [r[4][what].reference_rate for r in pts],
+                        linestyle="--",
+                        label=f"{b.ref} fastest {lab}",
+                    )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length")
         ax.set_ylabel("TFLOP/s")

@@ -5,6 +5,7 @@ is a plain host copy of the same bytes.
 
     python benchmarks/copy_bandwidth.py [--mib 64] [--repeat 11] [--threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,7 @@ from mytorch.testing.bench import Bench, add_args, parse_args
 
 
 def cases(dev: str, n: int, host: torch.Tensor, pinned: torch.Tensor) -> dict:
-    side = int(n ** 0.5)
+    side = int(n**0.5)
     d = host.to(dev)
     sq = d[: side * side].view(side, side)
     out = torch.empty_like(d)
@@ -24,8 +25,10 @@ def cases(dev: str, n: int, host: torch.Tensor, pinned: torch.Tensor) -> dict:
     back = torch.empty_like(pinned)
     nbytes = n * 4
     return {
-        "host->device (pinned)": ((lambda: d.copy_(pinned, non_blocking=True)) if dev != "cpu"
-                                  else (lambda: d.copy_(pinned)), 2 * nbytes),
+        "host->device (pinned)": (
+            (lambda: d.copy_(pinned, non_blocking=True)) if dev != "cpu" else (lambda: d.copy_(pinned)),
+            2 * nbytes,
+        ),
         "device->host (pinned)": (lambda: back.copy_(d), 2 * nbytes),
         "device->device": (lambda: out.copy_(d), 2 * nbytes),
         "device transpose": (lambda: out_sq.copy_(sq.t()), 2 * side * side * 4),

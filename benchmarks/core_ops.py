@@ -7,6 +7,7 @@ tiny tensors.
     python benchmarks/core_ops.py                         # sizes 1e3, 1e5, 1e6 on sim; up to 1e8 on a GPU
     python benchmarks/core_ops.py --sizes 1e4,1e6 --repeat 21 --threads 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,7 @@ def cases(n: int, dev: str):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(n, generator=g).to(dev)
     y = torch.randn(n, generator=g).to(dev)
-    side = max(1, int(n ** 0.5))
+    side = max(1, int(n**0.5))
     sq = x[: side * side].view(side, side)
     idx = torch.randint(0, n, (n,), generator=g).to(dev)
     rows = torch.randint(0, side, (side,), generator=g).to(dev)
@@ -48,16 +49,23 @@ def main():
     p.add_argument("--sizes", default="")
     args = parse_args(p)
     b = Bench("core_ops", args, "elementwise, reductions, index ops, float32; rate = GB/s")
-    sizes = [int(float(s)) for s in args.sizes.split(",") if s] or \
-        ([10**3, 10**5, 10**6] if not b.gpu else [10**3, 10**5, 10**6, 10**7, 10**8])
+    sizes = [int(float(s)) for s in args.sizes.split(",") if s] or (
+        [10**3, 10**5, 10**6] if not b.gpu else [10**3, 10**5, 10**6, 10**7, 10**8]
+    )
     for n in sizes:
         for (name, f, nbytes), (_, g, _) in zip(cases(n, "mytorch"), cases(n, b.ref)):
             b.compare(f"{name} n={n:.0e}", f, g, work=nbytes / 1e9, unit="GB/s")
     b.note("\nhost overhead per call on tiny tensors (8 elements): the ms columns are per call")
-    for name, make in (("add", lambda d: (lambda a=torch.ones(8, device=d): a + a)),
-                       ("sum", lambda d: (lambda a=torch.ones(8, device=d): a.sum())),
-                       ("index_select", lambda d: (lambda a=torch.ones(8, device=d),
-                                                   i=torch.zeros(2, dtype=torch.long, device=d): a.index_select(0, i)))):
+    for name, make in (
+        ("add", lambda d: lambda a=torch.ones(8, device=d): a + a),
+        ("sum", lambda d: lambda a=torch.ones(8, device=d): a.sum()),
+        (
+            "index_select",
+            lambda d: (
+                lambda a=torch.ones(8, device=d), i=torch.zeros(2, dtype=torch.long, device=d): a.index_select(0, i)
+            ),
+        ),
+    ):
         b.compare(f"tiny {name}", make("mytorch"), make(b.ref))
     b.finish()
 

@@ -12,6 +12,7 @@ ranks must make the same calls). With ranks sharing 2 cores, expect wide spreads
     python benchmarks/distributed.py --ranks 2 --max-mib 16 --docs
     python benchmarks/distributed.py --nccl                # GPU: against ProcessGroupNCCL, world size 1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,12 @@ def per_call_overhead(b: Bench, calls: int = 200) -> None:
     dist.init_process_group("cpu:gloo,mytorch:mytorch", store=dist.HashStore(), rank=0, world_size=1)
     try:
         c, d = torch.ones(16), torch.ones(16, device="mytorch")
-        b.compare("world size 1: 16-element all_reduce (no network)", lambda: dist.all_reduce(d),
-                  lambda: dist.all_reduce(c), repeat=args_repeat(b, 21))
+        b.compare(
+            "world size 1: 16-element all_reduce (no network)",
+            lambda: dist.all_reduce(d),
+            lambda: dist.all_reduce(c),
+            repeat=args_repeat(b, 21),
+        )
     finally:
         dist.destroy_process_group()
 
@@ -54,8 +59,15 @@ def args_repeat(b: Bench, default: int) -> int:
 
 def row_of(r: dict, label: str, ref: str) -> Row:
     t = {k: Stats(v["wall"], v["cpu"]) for k, v in r["times"].items()}
-    return make_row(f"{r['collective']} {human(r['bytes'])}{'' if label == 'mytorch' else ' (no check)'}",
-                    t[label], t[ref], ref, r["bytes"] / 2**20, "MiB/s", {"bytes": r["bytes"]})
+    return make_row(
+        f"{r['collective']} {human(r['bytes'])}{'' if label == 'mytorch' else ' (no check)'}",
+        t[label],
+        t[ref],
+        ref,
+        r["bytes"] / 2**20,
+        "MiB/s",
+        {"bytes": r["bytes"]},
+    )
 
 
 def main():
@@ -63,14 +75,18 @@ def main():
     p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     p.add_argument("--min-kib", type=int, default=1)
     p.add_argument("--max-mib", type=int, default=256)
-    p.add_argument("--nccl", action="store_true",
-                   help="GPU: compare with ProcessGroupNCCL on CUDA tensors at world size 1 (cuda runtime)")
+    p.add_argument(
+        "--nccl",
+        action="store_true",
+        help="GPU: compare with ProcessGroupNCCL on CUDA tensors at world size 1 (cuda runtime)",
+    )
     args = parse_args(p)
     ref = "nccl" if args.nccl else "gloo"
     if args.nccl:
         args.ranks = [1]
-    b = Bench("distributed", args, f"all_reduce / all_gather / reduce_scatter, float32, against {ref}; "
-              f"--repeat 0 = by size")
+    b = Bench(
+        "distributed", args, f"all_reduce / all_gather / reduce_scatter, float32, against {ref}; --repeat 0 = by size"
+    )
     sizes = []
     s = args.min_kib * 1024
     while s <= args.max_mib * 1024 * 1024:
@@ -105,6 +121,7 @@ def main():
 def plot(b: Bench, all_rows: dict, ref: str) -> None:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -115,8 +132,9 @@ def plot(b: Bench, all_rows: dict, ref: str) -> None:
         for coll, style in (("all_reduce", "o-"), ("all_gather", "s-"), ("reduce_scatter", "^-")):
             for label, alpha, suffix in (("mytorch", 1.0, ""), ("mytorch_nocheck", 0.35, " (no check)")):
                 pts = [row for c, lab, row in rows if c == coll and lab == label]
-                ax.plot([r.extra["bytes"] for r in pts], [r.ratio for r in pts], style, alpha=alpha,
-                        label=coll + suffix)
+                ax.plot(
+                    [r.extra["bytes"] for r in pts], [r.ratio for r in pts], style, alpha=alpha, label=coll + suffix
+                )
         ax.axhline(1.0, color="k", lw=0.8)
         ax.axhline(1 / 1.05, color="r", lw=0.8, ls="--")
         ax.set_xscale("log", base=2)

@@ -10,6 +10,7 @@ copy of the same bytes), and the ratio reference time / mytorch time, then plots
     python benchmarks/layernorm.py                     # reduced grid on sim, full grid on a GPU
     python benchmarks/layernorm.py --rows 4096 --widths 1024,4096 --dtypes bfloat16 --docs
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,9 @@ from mytorch.testing.bench import Bench, add_args, measure, parse_args
 def copy_bandwidth(b: Bench, nbytes: int) -> float:
     src = torch.empty(nbytes // 4, dtype=torch.float32, device="mytorch")
     dst = torch.empty_like(src)
-    stats = measure({"copy": (lambda: dst.copy_(src), b.sync["mytorch"])}, b.args.repeat, b.args.warmup,
-                    b.args.min_sample_ms / 1e3)
+    stats = measure(
+        {"copy": (lambda: dst.copy_(src), b.sync["mytorch"])}, b.args.repeat, b.args.warmup, b.args.min_sample_ms / 1e3
+    )
     return 2 * nbytes / stats["copy"].median / 1e9
 
 
@@ -37,7 +39,9 @@ def main():
     b = Bench("layernorm", args, "F.layer_norm / F.rms_norm forward and backward; rate = GB/s")
     gpu = b.gpu
     rows = [int(r) for r in args.rows.split(",") if r] or ([4096, 16384, 65536] if gpu else [1024])
-    widths = [int(w) for w in args.widths.split(",") if w] or ([512, 1024, 2048, 4096, 8192, 16384] if gpu else [512, 2048, 8192])
+    widths = [int(w) for w in args.widths.split(",") if w] or (
+        [512, 1024, 2048, 4096, 8192, 16384] if gpu else [512, 2048, 8192]
+    )
     dtypes = [getattr(torch, d) for d in args.dtypes.split(",") if d] or [torch.float32, torch.bfloat16, torch.float16]
     bw = copy_bandwidth(b, 256 << 20 if gpu else 64 << 20)
     b.note(f"measured device copy bandwidth {bw:.1f} GB/s (the roof of these memory-bound kernels)")
@@ -52,8 +56,11 @@ def main():
                         wt = torch.ones(w, dtype=dtype, device=dev, requires_grad=True)
                         bias = torch.zeros(w, dtype=dtype, device=dev, requires_grad=True)
                         dy = torch.randn(r, w, dtype=dtype, device=dev)
-                        fwd = ((lambda x=x, wt=wt, bias=bias: F.layer_norm(x, (w,), wt, bias)) if norm == "layer"
-                               else (lambda x=x, wt=wt: F.rms_norm(x, (w,), wt)))
+                        fwd = (
+                            (lambda x=x, wt=wt, bias=bias: F.layer_norm(x, (w,), wt, bias))
+                            if norm == "layer"
+                            else (lambda x=x, wt=wt: F.rms_norm(x, (w,), wt))
+                        )
                         y = fwd()
                         bwd = lambda y=y, x=x, wt=wt, dy=dy: torch.autograd.grad(y, (x, wt), dy, retain_graph=True)  # noqa: E731
                         fns[dev] = (fwd, bwd)
@@ -69,6 +76,7 @@ def main():
 def plot(b: Bench, results, dtypes, rows, bw) -> None:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -81,7 +89,9 @@ def plot(b: Bench, results, dtypes, rows, bw) -> None:
                 pts = [x for x in results if x[0] == norm and x[1] == dtype and x[2] == r]
                 ws = [x[3] for x in pts]
                 ax.plot(ws, [x[4] / bw for x in pts], marker="o", label=f"fwd {str(dtype)[6:]} rows={r}")
-                ax.plot(ws, [x[5] / bw for x in pts], marker="x", linestyle="--", label=f"bwd {str(dtype)[6:]} rows={r}")
+                ax.plot(
+                    ws, [x[5] / bw for x in pts], marker="x", linestyle="--", label=f"bwd {str(dtype)[6:]} rows={r}"
+                )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("width")
         ax.set_ylabel("fraction of device copy bandwidth")

@@ -13,6 +13,7 @@ mytorch time.
     python benchmarks/nn_ops.py --full            # the full shapes everywhere (slow on sim)
     python benchmarks/nn_ops.py --threads 2       # the CPU side (and mytorch's CPU BLAS on sim) at 2 threads
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,27 +46,42 @@ def main():
     b.note(f"{'full' if full else 'reduced'} shapes")
 
     def both(name, make, flops=None, nbytes=None, per=None):
-        work, unit = ((flops / 1e12, "TFLOP/s") if flops else (nbytes / 1e9, "GB/s") if nbytes
-                      else (per, "tok/s") if per else (None, ""))
+        work, unit = (
+            (flops / 1e12, "TFLOP/s")
+            if flops
+            else (nbytes / 1e9, "GB/s")
+            if nbytes
+            else (per, "tok/s")
+            if per
+            else (None, "")
+        )
         b.compare(name, make("mytorch"), make(b.ref), work=work, unit=unit)
 
     tokens = 8192 if full else 1024
     for dtype in (torch.float32, torch.bfloat16):
-        for (m, k, n, what) in [(tokens, 768, 2304, "qkv"), (tokens, 768, 3072, "mlp up"), (tokens, 3072, 768, "mlp down")]:
+        for m, k, n, what in [
+            (tokens, 768, 2304, "qkv"),
+            (tokens, 768, 3072, "mlp up"),
+            (tokens, 3072, 768, "mlp down"),
+        ]:
+
             def make(dev, m=m, k=k, n=n, dtype=dtype):
                 a = torch.randn(m, k, dtype=dtype).to(dev)
                 b = torch.randn(k, n, dtype=dtype).to(dev)
                 return lambda: a @ b
+
             both(f"gemm {what} {m}x{k}x{n} {str(dtype)[6:]}", make, flops=2 * m * k * n)
 
     rows, width = (4096, 50304) if full else (256, 8192)
     for name, fn in [("softmax", lambda x, t: F.softmax(x, -1)), ("cross_entropy fwd+bwd", None)]:
+
         def make(dev, fn=fn):
             x = torch.randn(rows, width).to(dev).requires_grad_(fn is None)
             t = torch.randint(0, width, (rows,)).to(dev)
             if fn is not None:
                 return lambda: fn(x, t)
             return lambda: F.cross_entropy(x, t).backward()
+
         both(f"{name} {rows}x{width} fp32", make, nbytes=(2 if fn else 4) * rows * width * 4)
 
     layers = 12 if full else 2
@@ -79,16 +95,23 @@ def main():
             q.grad = torch.randn_like(q)
         opt = torch.optim.AdamW(ps, lr=1e-4, fused=True)
         return opt.step
+
     both(f"fused AdamW step, {nparams / 1e6:.0f}M params", make_adamw, nbytes=nparams * 4 * 7)
 
     c, hw, batch = (64, 56, 32) if full else (32, 16, 8)
 
     def make_block(dev):
         torch.manual_seed(0)
-        blk = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
-                            nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)).to(dev)
+        blk = nn.Sequential(
+            nn.Conv2d(c, c, 3, padding=1, bias=False),
+            nn.BatchNorm2d(c),
+            nn.ReLU(),
+            nn.Conv2d(c, c, 3, padding=1, bias=False),
+            nn.BatchNorm2d(c),
+        ).to(dev)
         x = torch.randn(batch, c, hw, hw).to(dev).requires_grad_()
         return lambda: F.relu(blk(x) + x).sum().backward()
+
     both(f"ResNet block fwd+bwd {batch}x{c}x{hw}x{hw}", make_block)
 
     bsz, seq, gl, gd, gh = (8, 1024, 12, 768, 12) if full else (2, 128, 2, 192, 4)
@@ -105,7 +128,9 @@ def main():
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+
         return step
+
     both(f"GPT step {gl}L d{gd} seq{seq} batch{bsz}", make_gpt, per=bsz * seq)
     stats = torch.mytorch.fallback_stats()
     b.note(f"fallbacks during the benchmark: {sorted(stats) if stats else 'none'}")

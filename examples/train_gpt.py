@@ -9,6 +9,7 @@ same batches, and the two loss curves are compared step by step.
     python examples/train_gpt.py --steps 30     # a short run (a tenth of the time), still checked
     python examples/train_gpt.py --compile      # the model compiled with torch.compile (Inductor) on mytorch
 """
+
 from __future__ import annotations
 
 import argparse
@@ -93,8 +94,8 @@ def batches(data: torch.Tensor, steps: int, batch: int, block: int, seed: int):
     g = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         ix = torch.randint(len(data) - block - 1, (batch,), generator=g)
-        x = torch.stack([data[i:i + block] for i in ix.tolist()])
-        y = torch.stack([data[i + 1:i + 1 + block] for i in ix.tolist()])
+        x = torch.stack([data[i : i + block] for i in ix.tolist()])
+        y = torch.stack([data[i + 1 : i + 1 + block] for i in ix.tolist()])
         yield x, y
 
 
@@ -110,8 +111,10 @@ def progress(step: int, total: int, loss: float, tok_s: float, label: str, elaps
     done = int(width * step / total)
     bar = "#" * done + "-" * (width - done)
     left = elapsed / step * (total - step) + after
-    line = (f"{label:>8} [{bar}] {step:4d}/{total} loss {loss:.4f} {tok_s:8.0f} tok/s  "
-            f"{fmt_time(elapsed)} elapsed, ETA {fmt_time(left)}")
+    line = (
+        f"{label:>8} [{bar}] {step:4d}/{total} loss {loss:.4f} {tok_s:8.0f} tok/s  "
+        f"{fmt_time(elapsed)} elapsed, ETA {fmt_time(left)}"
+    )
     if sys.stdout.isatty():
         print("\r" + line, end="\n" if step == total else "", flush=True)
     elif step == total or step % max(1, total // 10) == 0:  # a log gets ten lines, not a carriage-return smear
@@ -127,6 +130,7 @@ def step_fn(model: nn.Module, opt: torch.optim.Optimizer, compiled: bool = False
         loss.backward()
         opt.step()
         return loss
+
     return step
 
 
@@ -162,10 +166,14 @@ def train(model: nn.Module, device: str, args, data: torch.Tensor, after: float 
             losses.append(loss)
             args.compile_seconds = time.perf_counter() - start
             counts = kernel_counts(codes)
-            print(f"torch.compile (Inductor, {path()[0]} path): the first step, with compilation, took "
-                  f"{args.compile_seconds:.1f} s; the graphs run {counts['generated']} generated kernels and "
-                  f"{sum(counts['extern'].values())} calls to mytorch's kernels ("
-                  + ", ".join(f"{k} {v}" for k, v in sorted(counts["extern"].items())) + ")", flush=True)
+            print(
+                f"torch.compile (Inductor, {path()[0]} path): the first step, with compilation, took "
+                f"{args.compile_seconds:.1f} s; the graphs run {counts['generated']} generated kernels and "
+                f"{sum(counts['extern'].values())} calls to mytorch's kernels ("
+                + ", ".join(f"{k} {v}" for k, v in sorted(counts["extern"].items()))
+                + ")",
+                flush=True,
+            )
             start = time.perf_counter()
             continue
         losses.append(step(x, y).item())
@@ -188,8 +196,11 @@ def main(argv=None) -> int:
     p.add_argument("--corpus-bytes", type=int, default=4 << 20)
     p.add_argument("--tolerance", type=float, default=1e-4, help="largest allowed relative loss difference")
     p.add_argument("--skip-cpu", action="store_true", help="train on mytorch only (no agreement check)")
-    p.add_argument("--compile", action="store_true",
-                   help="compile the model with torch.compile (Inductor) on mytorch; the CPU reference stays eager")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile the model with torch.compile (Inductor) on mytorch; the CPU reference stays eager",
+    )
     args = p.parse_args(argv)
 
     os.environ.setdefault("MYTORCH_FALLBACK", "silent")
@@ -198,18 +209,25 @@ def main(argv=None) -> int:
     torch.manual_seed(args.seed)
     model = GPT(block_size=args.block, n_layer=args.layers, n_head=args.heads, n_embd=args.embd)
     nparams = sum(p.numel() for p in model.parameters())
-    print(f"mytorch main job: GPT with {nparams / 1e6:.2f}M parameters, {len(data) / 1e6:.1f}M bytes of torch's own "
-          f"source as corpus; runtime={torch.mytorch.runtime()}, device={torch.mytorch.get_device_name()}, "
-          f"torch {torch.__version__}")
+    print(
+        f"mytorch main job: GPT with {nparams / 1e6:.2f}M parameters, {len(data) / 1e6:.1f}M bytes of torch's own "
+        f"source as corpus; runtime={torch.mytorch.runtime()}, device={torch.mytorch.get_device_name()}, "
+        f"torch {torch.__version__}"
+    )
 
-    pace = {dev: seconds_per_step(model, dev, args, data) for dev in (["mytorch"] if args.skip_cpu else ["mytorch", "cpu"])}
+    pace = {
+        dev: seconds_per_step(model, dev, args, data) for dev in (["mytorch"] if args.skip_cpu else ["mytorch", "cpu"])
+    }
     expected = {dev: pace[dev] * args.steps for dev in pace}
-    print(f"expected duration: about {fmt_time(sum(expected.values()))} ("
-          + ", then ".join(f"{dev} {fmt_time(t)}" for dev, t in expected.items())
-          + f", from {pace['mytorch'] * 1e3:.0f} ms per step on mytorch"
-          + (f" and {pace['cpu'] * 1e3:.0f} ms on the CPU" if "cpu" in pace else "")
-          + "); --steps N shortens it in proportion"
-          + ("; --compile adds the compilation of the first step" if args.compile else ""), flush=True)
+    print(
+        f"expected duration: about {fmt_time(sum(expected.values()))} ("
+        + ", then ".join(f"{dev} {fmt_time(t)}" for dev, t in expected.items())
+        + f", from {pace['mytorch'] * 1e3:.0f} ms per step on mytorch"
+        + (f" and {pace['cpu'] * 1e3:.0f} ms on the CPU" if "cpu" in pace else "")
+        + "); --steps N shortens it in proportion"
+        + ("; --compile adds the compilation of the first step" if args.compile else ""),
+        flush=True,
+    )
 
     torch.mytorch.reset_fallback_stats()
     torch.mytorch.reset_peak_memory_stats()
@@ -218,12 +236,16 @@ def main(argv=None) -> int:
     stats = torch.mytorch.fallback_stats()
 
     mode = f" (compiled: Inductor, first step with compilation {args.compile_seconds:.1f} s)" if args.compile else ""
-    print(f"\nmytorch{mode}: final loss {dev_losses[-1]:.4f}, {dev_tok_s:.0f} tokens/s, peak device memory "
-          f"{peak / 2**20:.1f} MiB (reserved peak {torch.mytorch.max_memory_reserved() / 2**20:.1f} MiB)")
+    print(
+        f"\nmytorch{mode}: final loss {dev_losses[-1]:.4f}, {dev_tok_s:.0f} tokens/s, peak device memory "
+        f"{peak / 2**20:.1f} MiB (reserved peak {torch.mytorch.max_memory_reserved() / 2**20:.1f} MiB)"
+    )
     calls = sum(s["calls"] for s in stats.values())
     moved = sum(s["bytes_to_cpu"] + s["bytes_to_device"] for s in stats.values())
-    print(f"fallback summary: {len(stats)} operators ran on the CPU fallback, {calls} calls, "
-          f"{moved / 2**20:.1f} MiB moved (top 10 by calls):")
+    print(
+        f"fallback summary: {len(stats)} operators ran on the CPU fallback, {calls} calls, "
+        f"{moved / 2**20:.1f} MiB moved (top 10 by calls):"
+    )
     for name, s in sorted(stats.items(), key=lambda kv: -kv[1]["calls"])[:10]:
         print(f"  {name:45s} {s['calls']:7d} calls {(s['bytes_to_cpu'] + s['bytes_to_device']) / 2**20:9.1f} MiB")
 
@@ -232,8 +254,10 @@ def main(argv=None) -> int:
     cpu_losses, cpu_tok_s = train(copy.deepcopy(model), "cpu", args, data)
     rel = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(dev_losses, cpu_losses))
     print(f"\ncpu:     final loss {cpu_losses[-1]:.4f}, {cpu_tok_s:.0f} tokens/s")
-    print(f"loss agreement over {args.steps} steps: max relative difference {rel:.3e} (tolerance {args.tolerance:g}); "
-          f"mytorch/cpu throughput ratio {dev_tok_s / cpu_tok_s:.2f}")
+    print(
+        f"loss agreement over {args.steps} steps: max relative difference {rel:.3e} (tolerance {args.tolerance:g}); "
+        f"mytorch/cpu throughput ratio {dev_tok_s / cpu_tok_s:.2f}"
+    )
     if not rel <= args.tolerance:
         print("FAILED: the mytorch and CPU loss curves disagree", file=sys.stderr)
         return 1

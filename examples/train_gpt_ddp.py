@@ -6,6 +6,7 @@ whole batches and checks that the two loss curves agree.
 
     torchrun --nproc-per-node 2 examples/train_gpt_ddp.py --steps 50
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ def run(model, args, data, rank: int, world: int, ddp: bool):
     for x, y in batches(data, args.steps, args.batch, args.block, args.seed):
         if ddp:
             per = args.batch // world
-            x, y = x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
+            x, y = x[rank * per : (rank + 1) * per], y[rank * per : (rank + 1) * per]
         x, y = x.to("mytorch"), y.to("mytorch")
         loss = wrapped(x, y)
         opt.zero_grad(set_to_none=True)
@@ -68,13 +69,16 @@ def main(argv=None) -> int:
     ddp_losses, ddp_tok_s = run(copy.deepcopy(model), args, data, rank, world, ddp=True)
     status = 0
     if rank == 0:
-        print(f"DDP on {world} ranks ({torch.mytorch.runtime()} runtime): final loss {ddp_losses[-1]:.4f}, "
-              f"{ddp_tok_s:.0f} tokens/s")
+        print(
+            f"DDP on {world} ranks ({torch.mytorch.runtime()} runtime): final loss {ddp_losses[-1]:.4f}, "
+            f"{ddp_tok_s:.0f} tokens/s"
+        )
         one_losses, one_tok_s = run(copy.deepcopy(model), args, data, 0, 1, ddp=False)
         rel = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(ddp_losses, one_losses))
         print(f"one process, whole batches: final loss {one_losses[-1]:.4f}, {one_tok_s:.0f} tokens/s")
-        print(f"loss agreement over {args.steps} steps: max relative difference {rel:.3e} "
-              f"(tolerance {args.tolerance:g})")
+        print(
+            f"loss agreement over {args.steps} steps: max relative difference {rel:.3e} (tolerance {args.tolerance:g})"
+        )
         status = 0 if rel <= args.tolerance else 1
         print("OK: data-parallel and single-process training agree" if status == 0 else "FAILED: the curves disagree")
     dist.destroy_process_group()

@@ -21,6 +21,7 @@ Environment:
   MAX_JOBS=N                parallel compile jobs (default: CPU count)
   MYTORCH_BUILD_TYPE=...    CMake build type (default Release)
 """
+
 from __future__ import annotations
 
 import glob
@@ -37,13 +38,17 @@ BUILD = ROOT / "build"
 STAMP = BUILD / f"setup-state-{sys.implementation.cache_tag}.json"
 # What the set-up installs beside torch, and why (README, "Dependencies").
 REQUIREMENTS = [
-    "pytest",                 # the tests
-    "expecttest", "numpy",    # imported by torch.testing._internal (the OpInfo database the alignment suite runs)
-    "matplotlib",             # benchmark plots and python -m mytorch.tools.memory_plot
-    "transformers==5.23.0",   # the fused-attention and compile tests build small Llama / GPT-2 models from configs
-    "triton==3.9.0",          # torch.compile's Triton path, tested in Triton's interpreter without a GPU (issue 17)
-    "accelerate==1.15.0",     # Hugging Face Trainer needs it; the model zoo trains with Trainer on mytorch (issue 18)
-    "setuptools>=64", "wheel", "cmake>=3.24", "ninja",   # the build
+    "pytest",  # the tests
+    "expecttest",
+    "numpy",  # imported by torch.testing._internal (the OpInfo database the alignment suite runs)
+    "matplotlib",  # benchmark plots and python -m mytorch.tools.memory_plot
+    "transformers==5.23.0",  # the fused-attention and compile tests build small Llama / GPT-2 models from configs
+    "triton==3.9.0",  # torch.compile's Triton path, tested in Triton's interpreter without a GPU (issue 17)
+    "accelerate==1.15.0",  # Hugging Face Trainer needs it; the model zoo trains with Trainer on mytorch (issue 18)
+    "setuptools>=64",
+    "wheel",
+    "cmake>=3.24",
+    "ninja",  # the build
 ]
 TORCH_RANGE = ((2, 11), (2, 13))
 # Inputs of the compiled extension: a change to any of these needs a rebuild (Python files are live in an
@@ -53,8 +58,11 @@ CONFIG_ENV = ("MYTORCH_CUDA_ARCHS", "MYTORCH_BUILD_TYPE")  # MYTORCH_CUDA acts t
 
 
 def find_nvcc() -> str | None:
-    for cand in (os.environ.get("CUDACXX"), shutil.which("nvcc"),
-                 os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
+    for cand in (
+        os.environ.get("CUDACXX"),
+        shutil.which("nvcc"),
+        os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
+    ):
         if cand and os.path.exists(cand):
             return cand
     return None
@@ -95,6 +103,7 @@ def nvidia_wheel_includes() -> list[str]:
     """Header folders of NVIDIA's library wheels (nvidia-cublas, nvidia-cudnn-cu13, nvidia-nccl-cu13): where
     cuBLASLt's, cuDNN's and NCCL's headers live when the toolkit under CUDA_HOME has no copy of its own."""
     import importlib.util
+
     spec = importlib.util.find_spec("nvidia")
     found = []
     for root in (spec.submodule_search_locations or []) if spec else []:
@@ -107,7 +116,7 @@ def nvidia_wheel_includes() -> list[str]:
 
 def cmake_build(flavour: str) -> Path:
     """Configures and builds flavour (sim, cuda, emu, emu-<sanitizer>) in its own folder; returns the _C."""
-    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"   # an older installed mytorch must not load into the build
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # an older installed mytorch must not load into the build
     import torch
     import torch.utils.cpp_extension as cpp
 
@@ -136,13 +145,18 @@ def cmake_build(flavour: str) -> Path:
         f"-DMYTORCH_SANITIZE={sanitize}",
     ]
     if with_cuda:
-        cfg += [f"-DCMAKE_CUDA_COMPILER={nvcc}",
-                f"-DMYTORCH_CUDA_ARCHS={os.environ.get('MYTORCH_CUDA_ARCHS', '90')}",
-                f"-DMYTORCH_NVIDIA_INCLUDE={';'.join(nvidia_wheel_includes())}"]
+        cfg += [
+            f"-DCMAKE_CUDA_COMPILER={nvcc}",
+            f"-DMYTORCH_CUDA_ARCHS={os.environ.get('MYTORCH_CUDA_ARCHS', '90')}",
+            f"-DMYTORCH_NVIDIA_INCLUDE={';'.join(nvidia_wheel_includes())}",
+        ]
     if shutil.which("ninja"):
         cfg += ["-G", "Ninja"]
-    print(f"mytorch: building the {flavour} flavour against torch {torch.__version__} in "
-          f"{build_dir.relative_to(ROOT)}", file=sys.stderr, flush=True)
+    print(
+        f"mytorch: building the {flavour} flavour against torch {torch.__version__} in {build_dir.relative_to(ROOT)}",
+        file=sys.stderr,
+        flush=True,
+    )
     subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build_dir)] + cfg, stdout=sys.stderr)
     jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 2)
     targets = ["_C", "mytorch_emu_selftest"] if emu else ["_C"]
@@ -163,6 +177,7 @@ def install_extension(built: Path, dest: Path) -> None:
 
 
 # ---- the installed build's state ----------------------------------------------------------------------------
+
 
 def _torch_version() -> str | None:
     try:
@@ -223,8 +238,12 @@ def _installed_here() -> bool:
 
 
 def _state(flavour: str) -> dict:
-    return {"python": [sys.prefix, os.path.realpath(sys.executable)], "torch": _torch_version(), "flavour": flavour,
-            "env": {k: os.environ.get(k, "") for k in CONFIG_ENV}}
+    return {
+        "python": [sys.prefix, os.path.realpath(sys.executable)],
+        "torch": _torch_version(),
+        "flavour": flavour,
+        "env": {k: os.environ.get(k, "") for k in CONFIG_ENV},
+    }
 
 
 def status() -> tuple[bool, str]:

@@ -5,6 +5,7 @@ NoCheck`, read from the installed torch's torchgen), for the one check path of m
     python scripts/gen_device_checks.py OUT.h        # writes the header
     python scripts/gen_device_checks.py --yaml-path   # prints the YAML it reads (CMake's dependency)
 """
+
 import os
 import re
 import sys
@@ -12,6 +13,7 @@ import sys
 
 def yaml_path() -> str:
     import torchgen
+
     return os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "native_functions.yaml")
 
 

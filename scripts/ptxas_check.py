@@ -11,6 +11,7 @@ threads, kThreads, for kernels without __launch_bounds__) — or spills (a spill
 traffic in the inner loop: a performance cliff that must be a decision, listed in ALLOWED_SPILLS with why).
 Needs nvcc and a configured CUDA build (scripts/setup.sh makes one where nvcc is present).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,14 +50,15 @@ def find_build_dir() -> str:
 
 
 def nvcc_commands(build_dir: str) -> dict[str, list[str]]:
-    text = subprocess.run(["ninja", "-C", build_dir, "-t", "commands", "mytorch_kernels"], capture_output=True,
-                          text=True, check=True).stdout
+    text = subprocess.run(
+        ["ninja", "-C", build_dir, "-t", "commands", "mytorch_kernels"], capture_output=True, text=True, check=True
+    ).stdout
     cmds = {}
     for line in text.splitlines():
         if "nvcc" not in line or " -x cu " not in line:
             continue
         argv = shlex.split(line)
-        argv = argv[argv.index(next(a for a in argv if a.endswith("nvcc"))):]  # drop a ccache launcher
+        argv = argv[argv.index(next(a for a in argv if a.endswith("nvcc"))) :]  # drop a ccache launcher
         src = argv[argv.index("-c") + 1]
         cmds[src] = argv
     return cmds
@@ -157,7 +159,9 @@ def main() -> None:
             if k["smem"] > MAX_STATIC_SMEM:
                 problems.append(f"{where}: {k['smem']} bytes of static shared memory > {MAX_STATIC_SMEM}")
             if k["registers"] * k["max_threads"] > REGISTERS_PER_SM:
-                problems.append(f"{where}: {k['registers']} registers x {k['max_threads']} threads > {REGISTERS_PER_SM}")
+                problems.append(
+                    f"{where}: {k['registers']} registers x {k['max_threads']} threads > {REGISTERS_PER_SM}"
+                )
             if (k["spill_stores"] or k["spill_loads"]) and not any(s in k["kernel"] for s in ALLOWED_SPILLS):
                 problems.append(f"{where}: spills ({k['spill_stores']} bytes stored, {k['spill_loads']} loaded)")
             rows.append(k)
@@ -165,9 +169,13 @@ def main() -> None:
     print(f"{len(rows)} kernels in {len(results)} files (sm_90); the ten with the most registers:")
     print(f"{'regs':>5} {'smem':>7} {'stack':>6} {'spill':>6}  kernel")
     for k in rows[:10]:
-        print(f"{k['registers']:>5} {k['smem']:>7} {k['stack']:>6} {k['spill_stores']:>6}  {k['source']}: {k['kernel'][:100]}")
-    print(f"most registers {max(k['registers'] for k in rows)}, most static shared memory "
-          f"{max(k['smem'] for k in rows)} bytes, kernels that spill: {sum(1 for k in rows if k['spill_stores'])}")
+        print(
+            f"{k['registers']:>5} {k['smem']:>7} {k['stack']:>6} {k['spill_stores']:>6}  {k['source']}: {k['kernel'][:100]}"
+        )
+    print(
+        f"most registers {max(k['registers'] for k in rows)}, most static shared memory "
+        f"{max(k['smem'] for k in rows)} bytes, kernels that spill: {sum(1 for k in rows if k['spill_stores'])}"
+    )
     shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         with open(args.json, "w") as f:

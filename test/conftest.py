@@ -3,6 +3,7 @@
 The environment is set before mytorch is imported; on the cuda runtime the sim settings have no effect
 and the multi-device tests skip unless two GPUs are visible.
 """
+
 import os
 import subprocess
 import sys
@@ -57,13 +58,20 @@ def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subpro
     """Runs `code` in a fresh interpreter (for process-wide settings: capacity, runtime choice, fork)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=full_env, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def run_in_threads(work, n: int) -> None:
     """Runs work(0) .. work(n - 1) on n threads at once and waits for them all."""
     import threading
+
     threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()

@@ -1,6 +1,7 @@
 """The alignment suite: its comparison rule, its robustness (broken, crashing and hanging kernels), the
 audit tool, and the fast subset that runs in the normal suite: every OpInfo that runs on native mytorch
 kernels, at float32 and bfloat16, a few samples each, must align."""
+
 import json
 import math
 import os
@@ -17,9 +18,23 @@ from conftest import ROOT
 def run_align(tmp_path, *args, env=None, timeout=900):
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "mytorch.testing.align", "--no-write", "--no-progress",
-                           "--log", str(tmp_path / "workers.log"), *args],
-                          capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mytorch.testing.align",
+            "--no-write",
+            "--no-progress",
+            "--log",
+            str(tmp_path / "workers.log"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=ROOT,
+    )
 
 
 def cases_by_op(path):
@@ -35,8 +50,8 @@ def test_tolerance_rule():
     ok = compare_tensor(gold.to(torch.float16), ref, gold)
     assert ok.ok and ok.max_abs == 0
     # Twice PyTorch's own error at the dtype is allowed, more is not.
-    ref = torch.tensor([1.0, 2.0, 3.0 + 2 ** -9 * 2], dtype=torch.float16)       # torch's error: 0.0039
-    within = torch.tensor([1.0, 2.0, 3.0 + 2 ** -9 * 4], dtype=torch.float16)    # 0.0078 <= 2 * 0.0039
+    ref = torch.tensor([1.0, 2.0, 3.0 + 2**-9 * 2], dtype=torch.float16)  # torch's error: 0.0039
+    within = torch.tensor([1.0, 2.0, 3.0 + 2**-9 * 4], dtype=torch.float16)  # 0.0078 <= 2 * 0.0039
     beyond = torch.tensor([1.0, 2.0, 3.5], dtype=torch.float16)
     assert compare_tensor(within, ref, gold).ok
     bad = compare_tensor(beyond, ref, gold)
@@ -54,16 +69,29 @@ def test_tolerance_rule():
 
 def test_broken_crashing_and_hanging_kernels_are_reported(tmp_path):
     out = tmp_path / "hooked.json"
-    r = run_align(tmp_path, "--ops", "neg,sin,cos,abs", "--dtypes", "float32", "--op-timeout", "10", "--jobs", "2",
-                  "--preload", "align_hooks", "--json", str(out),
-                  env={"PYTHONPATH": os.path.join(ROOT, "test") + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    r = run_align(
+        tmp_path,
+        "--ops",
+        "neg,sin,cos,abs",
+        "--dtypes",
+        "float32",
+        "--op-timeout",
+        "10",
+        "--jobs",
+        "2",
+        "--preload",
+        "align_hooks",
+        "--json",
+        str(out),
+        env={"PYTHONPATH": os.path.join(ROOT, "test") + os.pathsep + os.environ.get("PYTHONPATH", "")},
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     cases = cases_by_op(out)
     neg, sin, cos, abs_ = cases["neg"][0], cases["sin"][0], cases["cos"][0], cases["abs"][0]
-    assert neg["verdict"] == "mismatch" and neg["native"], neg          # a wrong native kernel is caught
+    assert neg["verdict"] == "mismatch" and neg["native"], neg  # a wrong native kernel is caught
     assert sin["verdict"] == "error" and "crashed" in sin["detail"], sin  # the crash did not end the run
     assert cos["verdict"] == "error" and "timed out" in cos["detail"], cos
-    assert abs_["verdict"] == "aligned", abs_                           # and the run went on
+    assert abs_["verdict"] == "aligned", abs_  # and the run went on
 
 
 def _native_opinfos():
@@ -73,9 +101,12 @@ def _native_opinfos():
     names = set()
     if os.path.exists(path):
         names = {c["op"] for c in json.load(open(path))["cases"] if c.get("native") and c["verdict"] == "aligned"}
-    registered = {n.split("::")[1].split(".")[0].rstrip("_")
-                  for n in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")}
+    registered = {
+        n.split("::")[1].split(".")[0].rstrip("_")
+        for n in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
+    }
     from torch.testing._internal.common_methods_invocations import op_db
+
     names |= {o.name for o in op_db if o.name in registered}
     return sorted(names)
 
@@ -84,11 +115,16 @@ def test_native_subset_aligns(tmp_path):
     ops = _native_opinfos()
     assert len(ops) >= 10, ops
     out = tmp_path / "native.json"
-    r = run_align(tmp_path, "--ops", ",".join(ops), "--dtypes", "float32,bfloat16", "--max-samples", "3", "--json", str(out))
+    r = run_align(
+        tmp_path, "--ops", ",".join(ops), "--dtypes", "float32,bfloat16", "--max-samples", "3", "--json", str(out)
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.load(open(out))
-    bad = [f"{c['op']}[{c['dtype']}]: {c['verdict']} {c['detail']}" for c in report["cases"]
-           if c["verdict"] in ("mismatch", "error")]
+    bad = [
+        f"{c['op']}[{c['dtype']}]: {c['verdict']} {c['detail']}"
+        for c in report["cases"]
+        if c["verdict"] in ("mismatch", "error")
+    ]
     assert not bad, "\n".join(bad)
     assert report["summary"]["aligned"] > 0
 
@@ -100,7 +136,7 @@ def test_audit_reports_native_and_fallback_ops():
     ops = report.ops
     assert ops["aten::i0"] == "fallback"
     assert ops["aten::addmm"] == "native" and ops["aten::t"] == "native"
-    assert "aten::threshold_backward" in ops          # backward ops are seen too
+    assert "aten::threshold_backward" in ops  # backward ops are seen too
     rows = {r["op"]: r for r in report.rows}
     assert rows["aten::i0"]["calls"] == 1 and rows["aten::i0"]["fallback_ops"] == ["aten::i0.out"]
     assert abs(sum(r["time_share"] for r in report.rows) - 1) < 1e-6

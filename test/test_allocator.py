@@ -23,20 +23,20 @@ def test_allocated_returns_to_baseline_and_empty_cache_releases():
     assert torch.mytorch.memory_allocated() >= base + 4 * (10 + 1000 + 300_000 + 5_000_000)
     del xs
     assert torch.mytorch.memory_allocated() == base
-    assert torch.mytorch.memory_reserved() > 0          # still cached
+    assert torch.mytorch.memory_reserved() > 0  # still cached
     torch.mytorch.empty_cache()
     assert torch.mytorch.memory_reserved() == 0
 
 
 def test_block_reuse_and_rounding():
-    a = torch.empty(100, device="mytorch")                    # 400 B -> one 512 B block of a 2 MiB segment
+    a = torch.empty(100, device="mytorch")  # 400 B -> one 512 B block of a 2 MiB segment
     ptr = a.data_ptr()
     stats = torch.mytorch.memory_stats()
     assert stats["allocated_bytes.all.current"] == 512
     assert stats["requested_bytes.all.current"] == 400
     assert stats["reserved_bytes.small_pool.current"] == 2 * MiB
     del a
-    b = torch.empty(120, device="mytorch")                    # same rounded size: same block again
+    b = torch.empty(120, device="mytorch")  # same rounded size: same block again
     assert b.data_ptr() == ptr
     assert torch.mytorch.memory_stats()["num_device_alloc"] == stats["num_device_alloc"]
 
@@ -44,17 +44,17 @@ def test_block_reuse_and_rounding():
 def test_split_and_coalesce():
     a = torch.empty(MiB // 4, dtype=torch.uint8, device="mytorch")
     b = torch.empty(MiB // 4, dtype=torch.uint8, device="mytorch")
-    assert b.data_ptr() == a.data_ptr() + MiB // 4            # carved from the same segment
+    assert b.data_ptr() == a.data_ptr() + MiB // 4  # carved from the same segment
     s = torch.mytorch.memory_stats()
     assert s["segment.small_pool.current"] == 1
-    assert s["inactive_split.small_pool.current"] == 1         # the free tail
+    assert s["inactive_split.small_pool.current"] == 1  # the free tail
     del a
     assert torch.mytorch.memory_stats()["inactive_split.small_pool.current"] == 2
-    del b                                                      # all three merge back into one block
+    del b  # all three merge back into one block
     s = torch.mytorch.memory_stats()
     assert s["inactive_split.all.current"] == 0
     assert __import__("mytorch")._C._cached_block_count(0) == 1
-    whole = torch.empty(MiB, dtype=torch.uint8, device="mytorch")   # the largest small request: same segment
+    whole = torch.empty(MiB, dtype=torch.uint8, device="mytorch")  # the largest small request: same segment
     s2 = torch.mytorch.memory_stats()
     assert s2["segment.all.current"] == 1 and s2["num_device_alloc"] == s["num_device_alloc"]
     del whole
@@ -77,18 +77,29 @@ def test_large_pool_and_peaks():
 def test_stats_keys_match_cuda_names():
     torch.ones(1, device="mytorch")
     keys = set(torch.mytorch.memory_stats())
-    for k in ("allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
-              "reserved_bytes.all.peak", "active_bytes.all.current", "active_bytes.all.peak",
-              "allocation.all.allocated", "allocation.all.freed", "num_alloc_retries", "num_ooms",
-              "segment.large_pool.current", "inactive_split_bytes.small_pool.current",
-              "requested_bytes.all.current"):
+    for k in (
+        "allocated_bytes.all.current",
+        "allocated_bytes.all.peak",
+        "reserved_bytes.all.current",
+        "reserved_bytes.all.peak",
+        "active_bytes.all.current",
+        "active_bytes.all.peak",
+        "allocation.all.allocated",
+        "allocation.all.freed",
+        "num_alloc_retries",
+        "num_ooms",
+        "segment.large_pool.current",
+        "inactive_split_bytes.small_pool.current",
+        "requested_bytes.all.current",
+    ):
         assert k in keys, k
     torch.mytorch.reset_accumulated_memory_stats()
     assert torch.mytorch.memory_stats()["allocation.all.allocated"] == 0
 
 
 def test_out_of_memory_raises_with_figures_and_recovers():
-    r = run_python("""
+    r = run_python(
+        """
         import torch, mytorch
         MiB = 1 << 20
         keep = torch.empty(20 * MiB, dtype=torch.uint8, device="mytorch")
@@ -105,7 +116,9 @@ def test_out_of_memory_raises_with_figures_and_recovers():
         # The cache was flushed by the retry, so 40 MiB fits now; the process keeps working.
         y = torch.ones(40 * MiB, dtype=torch.uint8, device="mytorch")
         print("after", int(y.sum().item()) == 40 * MiB, keep.shape[0] == 20 * MiB)
-    """, env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_MEMORY": "64MiB", "MYTORCH_FALLBACK": "silent"})
+    """,
+        env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_MEMORY": "64MiB", "MYTORCH_FALLBACK": "silent"},
+    )
     assert r.returncode == 0, r.stderr
     assert "OOM True True True True" in r.stdout, r.stdout
     assert "stats 1 1 20" in r.stdout, r.stdout
@@ -113,14 +126,17 @@ def test_out_of_memory_raises_with_figures_and_recovers():
 
 
 def test_retry_after_cache_flush_succeeds():
-    r = run_python("""
+    r = run_python(
+        """
         import torch, mytorch
         MiB = 1 << 20
         a = torch.empty(40 * MiB, dtype=torch.uint8, device="mytorch"); del a    # 40 MiB cached
         b = torch.empty(50 * MiB, dtype=torch.uint8, device="mytorch")           # needs the cache back
         s = torch.mytorch.memory_stats()
         print(s["num_alloc_retries"], s["num_ooms"], torch.mytorch.memory_reserved() // MiB)
-    """, env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_MEMORY": "64MiB"})
+    """,
+        env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_MEMORY": "64MiB"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "0", "50"]
 
@@ -139,7 +155,7 @@ def test_memory_fraction():
 
 def test_record_stream_delays_reuse_across_streams():
     s = torch.mytorch.Stream()
-    x = torch.empty(1000, device="mytorch")                 # allocated on the default stream
+    x = torch.empty(1000, device="mytorch")  # allocated on the default stream
     ptr = x.data_ptr()
     x.record_stream(s)
     del x
@@ -147,7 +163,7 @@ def test_record_stream_delays_reuse_across_streams():
     y = torch.empty(1000, device="mytorch")
     assert y.data_ptr() == ptr
     with torch.mytorch.stream(s):
-        z = torch.empty(1000, device="mytorch")             # a block cached for stream s is separate
+        z = torch.empty(1000, device="mytorch")  # a block cached for stream s is separate
     assert z.data_ptr() != y.data_ptr()
 
 
@@ -157,7 +173,7 @@ def test_blocks_cached_per_stream():
         a = torch.empty(256, device="mytorch")
         pa = a.data_ptr()
         del a
-    b = torch.empty(256, device="mytorch")                   # default stream: must not take s's block
+    b = torch.empty(256, device="mytorch")  # default stream: must not take s's block
     assert b.data_ptr() != pa
     with torch.mytorch.stream(s):
         c = torch.empty(256, device="mytorch")
@@ -192,4 +208,4 @@ def test_runtime_detects_double_and_unknown_free():
         C._runtime_free(0, p)
     with pytest.raises(RuntimeError, match="unknown"):
         C._runtime_free(0, 0x1234560)
-    assert torch.ones(3, device="mytorch").sum().item() == 3      # still healthy
+    assert torch.ones(3, device="mytorch").sum().item() == 3  # still healthy

@@ -1,5 +1,6 @@
 """Autocast with CUDA's policy on mytorch, and torch.amp.GradScaler with native unscale/update kernels,
 checked against the same loop on the CPU under torch.autocast("cpu")."""
+
 import copy
 
 import pytest
@@ -16,14 +17,32 @@ def test_autocast_policy(dtype):
     w = torch.randn(3, 2, 3, 3, device="mytorch")
     with torch.autocast("mytorch", dtype=dtype):
         assert torch.is_autocast_enabled("mytorch")
-        lower = [a @ b, torch.mm(a, b), F.linear(a, b), torch.bmm(a[None], b[None]), torch.addmm(a, a, b),
-                 F.conv2d(img, w)]
-        fp32 = [torch.softmax(a, -1), torch.log_softmax(a, -1), F.layer_norm(a, (8,)), F.mse_loss(a, a),
-                torch.exp(a), torch.log(a.abs() + 1), torch.pow(a, 2), torch.sum(a.to(dtype)),
-                F.cross_entropy(a, torch.zeros(4, dtype=torch.long, device="mytorch"))]
+        lower = [
+            a @ b,
+            torch.mm(a, b),
+            F.linear(a, b),
+            torch.bmm(a[None], b[None]),
+            torch.addmm(a, a, b),
+            F.conv2d(img, w),
+        ]
+        fp32 = [
+            torch.softmax(a, -1),
+            torch.log_softmax(a, -1),
+            F.layer_norm(a, (8,)),
+            F.mse_loss(a, a),
+            torch.exp(a),
+            torch.log(a.abs() + 1),
+            torch.pow(a, 2),
+            torch.sum(a.to(dtype)),
+            F.cross_entropy(a, torch.zeros(4, dtype=torch.long, device="mytorch")),
+        ]
         half = a.to(dtype)
-        promoted = [torch.cat([half, a]), torch.stack([half, a]), torch.addcmul(a, half, half),
-                    torch.index_copy(a, 0, torch.tensor([0], device="mytorch"), half[:1])]
+        promoted = [
+            torch.cat([half, a]),
+            torch.stack([half, a]),
+            torch.addcmul(a, half, half),
+            torch.index_copy(a, 0, torch.tensor([0], device="mytorch"), half[:1]),
+        ]
     assert all(t.dtype == dtype for t in lower), [t.dtype for t in lower]
     assert all(t.dtype == torch.float32 for t in fp32), [t.dtype for t in fp32]
     assert all(t.dtype == torch.float32 for t in promoted), [t.dtype for t in promoted]
@@ -43,7 +62,7 @@ def run_loop(device, inject_at=3, steps=8):
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
     model = copy.deepcopy(model).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 10, growth_interval=2)
+    scaler = torch.amp.GradScaler(device, init_scale=2.0**10, growth_interval=2)
     g = torch.Generator().manual_seed(1)
     losses, scales, skipped = [], [], []
     for step in range(steps):
@@ -71,17 +90,17 @@ def test_gradscaler_loop_matches_cpu_and_skips_injected_inf():
     # bf16 tolerance: relative 2^-7 per step
     for a, b in zip(dev[0], cpu[0]):
         assert abs(a - b) <= 1e-2 * max(1.0, abs(b)), (dev[0], cpu[0])
-    assert dev[1] == cpu[1]              # identical scale history: grow, back off on the inf, grow again
-    assert dev[2] == cpu[2]              # the same steps were skipped
-    assert dev[2][3] and not dev[2][2]   # the injected step, and only it, was skipped
-    assert not [k for k in torch.mytorch.fallback_stats() if "_amp_" in k]   # GradScaler ops ran natively
+    assert dev[1] == cpu[1]  # identical scale history: grow, back off on the inf, grow again
+    assert dev[2] == cpu[2]  # the same steps were skipped
+    assert dev[2][3] and not dev[2][2]  # the injected step, and only it, was skipped
+    assert not [k for k in torch.mytorch.fallback_stats() if "_amp_" in k]  # GradScaler ops ran natively
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_unscale_kernel_matches_cpu(dtype):
     g = torch.Generator().manual_seed(3)
     grads = [torch.randn(5, 7, generator=g).to(dtype), torch.randn(6, generator=g).to(dtype)]
-    grads.append(torch.randn(4, 6, generator=g).to(dtype).t())          # non-contiguous
+    grads.append(torch.randn(4, 6, generator=g).to(dtype).t())  # non-contiguous
     for found_expected, poison in ((0.0, None), (1.0, float("nan")), (1.0, float("-inf"))):
         cpu = [t.clone() for t in grads]
         if poison is not None:

@@ -2,6 +2,7 @@
 mytorch's fused kernel through PyTorch's PrivateUse1 hook, and its output and all three input gradients
 stay within twice PyTorch's own math-path error against an fp64 reference (the FlashAttention test rule),
 for odd lengths, q_len != kv_len, causal masking, GQA, head dims 32..256, masks and dropout."""
+
 import copy
 import math
 
@@ -22,8 +23,11 @@ pytestmark = pytest.mark.native
 
 def _inputs(b, hq, hkv, lq, lk, d, dv=None, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(b, hq, lq, d, generator=g), torch.randn(b, hkv, lk, d, generator=g),
-            torch.randn(b, hkv, lk, dv or d, generator=g))
+    return (
+        torch.randn(b, hq, lq, d, generator=g),
+        torch.randn(b, hkv, lk, d, generator=g),
+        torch.randn(b, hkv, lk, dv or d, generator=g),
+    )
 
 
 def _sdpa_all(q, k, v, dtype, device, **kw):
@@ -56,8 +60,9 @@ def assert_within_math_error(q, k, v, dtype, **kw):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("shape", [(1, 2, 2, 37, 53, 64), (2, 3, 3, 64, 64, 32), (1, 2, 2, 100, 7, 128),
-                                   (1, 1, 1, 1, 300, 80)])
+@pytest.mark.parametrize(
+    "shape", [(1, 2, 2, 37, 53, 64), (2, 3, 3, 64, 64, 32), (1, 2, 2, 100, 7, 128), (1, 1, 1, 1, 300, 80)]
+)
 @pytest.mark.parametrize("causal", [False, True])
 def test_matches_math_path_error_bound(dtype, shape, causal):
     b, hq, hkv, lq, lk, d = shape
@@ -130,15 +135,17 @@ def test_dropout_statistics_reproducibility_and_backward():
         qc, kc, vc = (t.detach().cpu().to(dt).requires_grad_() for t in (qr, kr, vr))
         att = torch.softmax(qc @ kc.transpose(-1, -2) / math.sqrt(d), -1) * keep.to(dt) / (1 - p)
         refs[dt] = [(att @ vc).detach()] + list(torch.autograd.grad(att @ vc, (qc, kc, vc), g.to(dt)))
-    for name, got, want, gold in zip(["out", "dq", "dk", "dv"], [o.detach(), *grads], refs[torch.float32],
-                                     refs[torch.float64]):
+    for name, got, want, gold in zip(
+        ["out", "dq", "dk", "dv"], [o.detach(), *grads], refs[torch.float32], refs[torch.float64]
+    ):
         assert_aligned(got, want, gold, name)
 
 
 def test_gradcheck_float64():
     q, k, v = (t.double().to(DEV).requires_grad_() for t in _inputs(1, 2, 1, 5, 7, 8))
-    assert torch.autograd.gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True,
-                                                                                    enable_gqa=True), (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True, enable_gqa=True), (q, k, v)
+    )
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
@@ -146,8 +153,15 @@ def test_hugging_face_model_uses_the_fused_kernel(arch):
     transformers = pytest.importorskip("transformers")  # installed by scripts/setup.sh
     torch.manual_seed(0)
     if arch == "llama":  # grouped-query attention, causal
-        cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+        cfg = transformers.LlamaConfig(
+            vocab_size=128,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+        )
         make = transformers.LlamaForCausalLM
     else:
         cfg = transformers.GPT2Config(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=64)
@@ -175,7 +189,9 @@ def test_decoding_splits_a_long_kv_cache():
     q, k, v = _inputs(2, 8, 2, 1, 3000, 64)
     assert_within_math_error(q, k, v, torch.bfloat16, enable_gqa=True)
     assert_within_math_error(q[:, :2], k, v, torch.float32, attn_mask=torch.randn(1, 1, 1, 3000))
-    assert_within_math_error(q[:, :2], k, v, torch.float16, is_causal=True)  # causal decoding: top-left, key 0 only (not split)
+    assert_within_math_error(
+        q[:, :2], k, v, torch.float16, is_causal=True
+    )  # causal decoding: top-left, key 0 only (not split)
 
 
 def test_outputs_take_the_layouts_the_meta_functions_promise():
@@ -191,12 +207,45 @@ def test_outputs_take_the_layouts_the_meta_functions_promise():
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert_aligned(out, ref, F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True), "out")
     grad = torch.randn_like(ref).transpose(1, 2).contiguous().transpose(1, 2)
-    grads = bwd(grad.to("mytorch"), *dev, None, [True, True, True, False], out, lse, rest[0], rest[1], rest[2], rest[3],
-                0.0, True, rest[4], rest[5])
-    grads_m = bwd(grad.to("meta"), *meta, None, [True, True, True, False], out_m, lse_m, None, None, 16, 16, 0.0, True,
-                  torch.empty((), dtype=torch.long, device="meta"), torch.empty((), dtype=torch.long, device="meta"))
-    wants, golds = ([torch.autograd.grad(F.scaled_dot_product_attention(*ts, is_causal=True), ts, grad.to(dt))
-                     for ts in [[t.to(dt).requires_grad_() for t in (q, k, v)]]][0] for dt in (torch.float32, torch.float64))
+    grads = bwd(
+        grad.to("mytorch"),
+        *dev,
+        None,
+        [True, True, True, False],
+        out,
+        lse,
+        rest[0],
+        rest[1],
+        rest[2],
+        rest[3],
+        0.0,
+        True,
+        rest[4],
+        rest[5],
+    )
+    grads_m = bwd(
+        grad.to("meta"),
+        *meta,
+        None,
+        [True, True, True, False],
+        out_m,
+        lse_m,
+        None,
+        None,
+        16,
+        16,
+        0.0,
+        True,
+        torch.empty((), dtype=torch.long, device="meta"),
+        torch.empty((), dtype=torch.long, device="meta"),
+    )
+    wants, golds = (
+        [
+            torch.autograd.grad(F.scaled_dot_product_attention(*ts, is_causal=True), ts, grad.to(dt))
+            for ts in [[t.to(dt).requires_grad_() for t in (q, k, v)]]
+        ][0]
+        for dt in (torch.float32, torch.float64)
+    )
     for got, promised, want, gold in zip(grads[:3], grads_m[:3], wants, golds):
         assert got.stride() == promised.stride()
         assert_aligned(got, want, gold, "gradient")
@@ -214,7 +263,7 @@ def test_fully_masked_rows_give_zero_and_finite_gradients_as_pytorch(dtype):
     assert_within_math_error(q, k, v, dtype, attn_mask=keep)
     additive = torch.zeros(2, 1, 12, 40).masked_fill(keep.logical_not(), float("-inf"))
     assert_within_math_error(q, k, v, dtype, attn_mask=additive)
-    qd, kd, vd = _inputs(1, 2, 2, 1, 700, 32)   # decoding: the split path, every key masked
+    qd, kd, vd = _inputs(1, 2, 2, 1, 700, 32)  # decoding: the split path, every key masked
     assert_within_math_error(qd, kd, vd, dtype, attn_mask=torch.zeros(1, 1, 1, 700, dtype=torch.bool))
     dev = _sdpa_all(q, k, v, dtype, DEV, attn_mask=keep)
     assert all(t.isfinite().all() for t in dev)

@@ -1,5 +1,6 @@
 """The benchmark harness (mytorch.testing.bench) on a fake clock: interleaving, sample sizing, the ratio's
 direction, the reference's fastest variant, and where results go. No real timing is asserted."""
+
 import argparse
 import json
 import os
@@ -22,6 +23,7 @@ class FakeClock:
             self.log.append(label)
             self.now += seconds
             self.cpu += seconds * cpu_fraction
+
         return run
 
 
@@ -40,8 +42,9 @@ def test_rounds_interleave_in_rotating_order(clock):
 
 
 def test_samples_are_sized_to_the_minimum_and_reported_per_call(clock):
-    stats = bench.measure({"fast": (clock.kernel("fast", 1e-5, 0.5), lambda: None)}, repeat=4, warmup=1,
-                          min_sample_s=0.02)
+    stats = bench.measure(
+        {"fast": (clock.kernel("fast", 1e-5, 0.5), lambda: None)}, repeat=4, warmup=1, min_sample_s=0.02
+    )
     s = stats["fast"]
     assert len(s.wall) == 4
     assert s.median == pytest.approx(1e-5)
@@ -53,13 +56,18 @@ def test_samples_are_sized_to_the_minimum_and_reported_per_call(clock):
 
 def test_ratio_is_reference_over_mytorch_and_the_fastest_variant_is_the_reference(clock, tmp_path, monkeypatch):
     args = bench.add_args(argparse.ArgumentParser()).parse_args(
-        ["--repeat", "5", "--warmup", "0", "--min-sample-ms", "0", "--out", str(tmp_path)])
+        ["--repeat", "5", "--warmup", "0", "--min-sample-ms", "0", "--out", str(tmp_path)]
+    )
     b = bench.Bench("fake", args, "fake clock")
-    row = b.compare("case", clock.kernel("mine", 0.002),
-                    {"slow": clock.kernel("slow", 0.008), "fast": clock.kernel("fast", 0.004)},
-                    work=0.004, unit="GB/s")
+    row = b.compare(
+        "case",
+        clock.kernel("mine", 0.002),
+        {"slow": clock.kernel("slow", 0.008), "fast": clock.kernel("fast", 0.004)},
+        work=0.004,
+        unit="GB/s",
+    )
     assert row.reference_variant == "fast"
-    assert row.ratio == pytest.approx(2.0)            # 4 ms reference / 2 ms mytorch: mytorch is faster
+    assert row.ratio == pytest.approx(2.0)  # 4 ms reference / 2 ms mytorch: mytorch is faster
     assert row.extra["slow_ratio"] == pytest.approx(4.0)
     assert row.mytorch_rate == pytest.approx(2.0) and row.reference_rate == pytest.approx(1.0)
     out = b.finish()
@@ -73,6 +81,7 @@ def test_ratio_is_reference_over_mytorch_and_the_fastest_variant_is_the_referenc
 
 def test_threads_are_set_and_docs_are_written_only_when_asked(clock, tmp_path, monkeypatch):
     import torch
+
     before = torch.get_num_threads()
     docs = tmp_path / "docs"
     monkeypatch.setattr(bench, "ROOT", str(tmp_path))

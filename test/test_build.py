@@ -1,4 +1,5 @@
 """The set-up and the build: the up-to-date check, the flavour choice, header fan-out, the environment report."""
+
 import glob
 import os
 import subprocess
@@ -15,8 +16,17 @@ import build  # noqa: E402  (scripts/build.py)
 
 # Headers every family may include (the shared vocabulary); every other header under kernels/include/mytorch
 # belongs to one family and must reach only that family's files and the glue that launches them.
-VOCABULARY = {"launch.h", "dtype.h", "macros.h", "strided.h", "ew_ops.h", "ops_math.h", "ops_nn.h", "window.h",
-              "pointwise.def"}
+VOCABULARY = {
+    "launch.h",
+    "dtype.h",
+    "macros.h",
+    "strided.h",
+    "ew_ops.h",
+    "ops_math.h",
+    "ops_nn.h",
+    "window.h",
+    "pointwise.def",
+}
 MAX_FAMILY_FANOUT = 8
 
 
@@ -55,8 +65,7 @@ def test_touching_a_family_header_rebuilds_that_family_only():
 def test_setup_recorded_an_up_to_date_build():
     ok, why = build.status()
     assert ok, why
-    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "setup.sh")], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "setup.sh")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "nothing to do" in r.stdout, r.stdout
 
@@ -109,11 +118,15 @@ def test_environment_report_names_the_runtime_and_why():
 def test_unbuilt_extension_gives_an_actionable_error(tmp_path):
     """A copy of the package without its native extension, as in a fresh clone that was never built."""
     import shutil
+
     pkg = tmp_path / "mytorch"
-    shutil.copytree(os.path.join(ROOT, "python", "mytorch"), pkg,
-                    ignore=shutil.ignore_patterns("_C*.so", "__pycache__"))
+    shutil.copytree(
+        os.path.join(ROOT, "python", "mytorch"), pkg, ignore=shutil.ignore_patterns("_C*.so", "__pycache__")
+    )
     assert not glob.glob(str(pkg / "_C*.so"))
-    r = run_python("import mytorch", env={"PYTHONPATH": str(tmp_path), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
-                                          "MYTORCH_EXTENSION": ""})
+    r = run_python(
+        "import mytorch",
+        env={"PYTHONPATH": str(tmp_path), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "MYTORCH_EXTENSION": ""},
+    )
     assert r.returncode != 0
     assert "native extension could not be loaded" in r.stderr and "scripts/setup.sh" in r.stderr, r.stderr[-800:]

@@ -1,6 +1,7 @@
 """torch.compile with its default backend (Inductor) on mytorch: the sim runtime's C++ path
 (Note [Inductor on mytorch] in python/mytorch/backend/inductor.py). Compared with eager on the CPU; no CPU
 fallback allowed inside the compiled graphs."""
+
 import os
 import tempfile
 
@@ -13,8 +14,10 @@ from mytorch.testing._compare import compare_tensor
 
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mytorch-inductor-"))
 
-pytestmark = pytest.mark.skipif(torch.mytorch.runtime() != "sim",
-                                reason="Inductor on mytorch runs on the sim runtime (the Triton path is not built)")
+pytestmark = pytest.mark.skipif(
+    torch.mytorch.runtime() != "sim",
+    reason="Inductor on mytorch runs on the sim runtime (the Triton path is not built)",
+)
 
 
 def check_against_cpu(compiled_out: torch.Tensor, f, args) -> None:
@@ -86,6 +89,7 @@ def _train_losses(make, batch, loss_fn, steps=2, fused=True):
             opt_dev.zero_grad()
             loss.backward()
             return loss
+
         if i == 0:
             loss_dev, codes = run_and_get_code(dev_step)
         else:
@@ -111,13 +115,16 @@ def test_gpt_from_the_examples_trains_20_steps_compiled_with_cpu_parity():
     1e-4 relative; the graphs hold generated kernels and mytorch's GEMMs as extern calls, and nothing falls back
     (the fallback mode is "error")."""
     import sys
+
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
     from train_gpt import GPT
 
-    losses, counts = _train_losses(lambda: GPT(vocab=256, block_size=32, n_layer=1, n_head=2, n_embd=64),
-                                   lambda g: (torch.randint(0, 256, (2, 32), generator=g),
-                                              torch.randint(0, 256, (2, 32), generator=g)),
-                                   lambda m, x, y: m(x, y), steps=20)
+    losses, counts = _train_losses(
+        lambda: GPT(vocab=256, block_size=32, n_layer=1, n_head=2, n_embd=64),
+        lambda g: (torch.randint(0, 256, (2, 32), generator=g), torch.randint(0, 256, (2, 32), generator=g)),
+        lambda m, x, y: m(x, y),
+        steps=20,
+    )
     assert_losses_agree(losses)
     assert counts["generated"] >= 10, counts
     assert counts["extern"].get("aten.mm", 0) >= 6 and counts["extern"].get("aten.bmm", 0) >= 4, counts
@@ -128,11 +135,18 @@ def train_cnn(channels: int, size: int, batch: int):
     """A conv / batch norm / max pool / linear classifier trained compiled against eager CPU (shared with the
     Triton path's tests): the (mytorch, CPU) losses per step and the compiled graphs' kernel counts."""
     return _train_losses(
-        lambda: torch.nn.Sequential(torch.nn.Conv2d(3, channels, 3, padding=1), torch.nn.BatchNorm2d(channels),
-                                    torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-                                    torch.nn.Linear(channels * (size // 2) ** 2, 10)),
+        lambda: torch.nn.Sequential(
+            torch.nn.Conv2d(3, channels, 3, padding=1),
+            torch.nn.BatchNorm2d(channels),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(),
+            torch.nn.Linear(channels * (size // 2) ** 2, 10),
+        ),
         lambda g: (torch.randn(batch, 3, size, size, generator=g), torch.randint(0, 10, (batch,), generator=g)),
-        lambda m, x, y: F.cross_entropy(m(x), y), fused=False)
+        lambda m, x, y: F.cross_entropy(m(x), y),
+        fused=False,
+    )
 
 
 def test_cnn_trains_compiled():
@@ -150,18 +164,38 @@ def test_hugging_face_model_trains_compiled(arch, cpp_wrapper):
     shims and the other ATen ops through the dispatcher."""
     transformers = pytest.importorskip("transformers")
     if arch == "llama":
-        cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                       attn_implementation="sdpa")
+        cfg = transformers.LlamaConfig(
+            vocab_size=128,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            attn_implementation="sdpa",
+        )
         make = lambda: transformers.LlamaForCausalLM(cfg)  # noqa: E731
     else:
-        cfg = transformers.GPT2Config(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=64,
-                                      bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                                      attn_implementation="sdpa")  # no dropout: the CPU draws other numbers
+        cfg = transformers.GPT2Config(
+            vocab_size=128,
+            n_embd=64,
+            n_layer=2,
+            n_head=4,
+            n_positions=64,
+            bos_token_id=0,
+            eos_token_id=0,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            attn_implementation="sdpa",
+        )  # no dropout: the CPU draws other numbers
         make = lambda: transformers.GPT2LMHeadModel(cfg)  # noqa: E731
     with torch._inductor.config.patch(cpp_wrapper=cpp_wrapper):
-        losses, counts = _train_losses(make, lambda g: (torch.randint(0, 128, (2, 16), generator=g),) * 2,
-                                       lambda m, x, y: m(input_ids=x, labels=y).loss)
+        losses, counts = _train_losses(
+            make,
+            lambda g: (torch.randint(0, 128, (2, 16), generator=g),) * 2,
+            lambda m, x, y: m(input_ids=x, labels=y).loss,
+        )
     assert_losses_agree(losses)
     assert counts["generated"] >= 4, counts
     if cpp_wrapper:
@@ -199,19 +233,24 @@ def test_adaptation_is_still_needed_by_this_torch():
 
 
 def test_import_mytorch_does_not_import_inductor():
-    r = run_python("import sys, torch, mytorch; print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)")
+    r = run_python(
+        "import sys, torch, mytorch; print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)"
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "False"]
 
 
 def _mlp():
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64), torch.nn.Linear(64, 10))
+    return torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64), torch.nn.Linear(64, 10)
+    )
 
 
 def _at_any_dtype(model):
     """model as a function of its input that check_against_cpu can also call with float64 inputs."""
     import copy
+
     model64 = copy.deepcopy(model).double()
     return lambda x: (model64 if x.dtype == torch.float64 else model)(x)
 
@@ -231,7 +270,7 @@ def test_fullgraph_and_dynamic_shapes_without_a_recompilation_per_length():
             xd = x.to("mytorch")
             torch._dynamo.mark_dynamic(xd, 0)
             check_against_cpu(f_marked(xd), ref, (x,))
-    assert automatic.frame_count == 2   # static first, then one dynamic graph for every other length
+    assert automatic.frame_count == 2  # static first, then one dynamic graph for every other length
     assert marked.frame_count == 1
 
 
@@ -276,6 +315,7 @@ def test_autocast_inside_a_compiled_region():
     def f(model, x, device_type):
         with torch.autocast(device_type, dtype=torch.bfloat16):
             return model(x)
+
     x = torch.randn(16, 32)
     got = torch.compile(f)(dev, x.to("mytorch"), "mytorch")
     assert got.dtype == torch.bfloat16
@@ -292,6 +332,7 @@ def test_buffers_come_from_the_fast_path_and_follow_the_current_stream():
 
     def f(a, b):
         return (a @ b).relu().sum(1) + b.mean()
+
     a, b = torch.randn(32, 16), torch.randn(16, 16)
     compiled = torch.compile(f)
     side = torch.mytorch.Stream()
@@ -306,14 +347,16 @@ def test_buffers_come_from_the_fast_path_and_follow_the_current_stream():
 
 
 def test_a_graph_on_the_second_device_allocates_there():
-    r = run_python("import torch, mytorch\n"
-                   "torch.mytorch.set_fallback_mode('error')\n"
-                   "f = torch.compile(lambda a, b: torch.softmax(a @ b + 1, -1).sum(0))\n"
-                   "a, b = torch.randn(8, 16), torch.randn(16, 4)\n"
-                   "out = f(a.to('mytorch:1'), b.to('mytorch:1'))\n"
-                   "print(out.device, torch.mytorch.memory_allocated(1) > 0, torch.mytorch.memory_allocated(0))\n"
-                   "print(((out.cpu() - (torch.softmax(a @ b + 1, -1).sum(0))).abs().max() < 1e-5).item())",
-                   env={"MYTORCH_SIM_DEVICES": "2"})
+    r = run_python(
+        "import torch, mytorch\n"
+        "torch.mytorch.set_fallback_mode('error')\n"
+        "f = torch.compile(lambda a, b: torch.softmax(a @ b + 1, -1).sum(0))\n"
+        "a, b = torch.randn(8, 16), torch.randn(16, 4)\n"
+        "out = f(a.to('mytorch:1'), b.to('mytorch:1'))\n"
+        "print(out.device, torch.mytorch.memory_allocated(1) > 0, torch.mytorch.memory_allocated(0))\n"
+        "print(((out.cpu() - (torch.softmax(a @ b + 1, -1).sum(0))).abs().max() < 1e-5).item())",
+        env={"MYTORCH_SIM_DEVICES": "2"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["mytorch:1", "True", "0", "True"]
 
@@ -334,7 +377,7 @@ def test_aot_inductor_package_is_built_loaded_and_run_on_mytorch():
         assert got.device.type == "mytorch"
         with torch.no_grad():
             check_against_cpu(got, _at_any_dtype(ref), (x,))
-        without_weights = torch._inductor.aoti_load_package(path)   # torch's loader does not load them
+        without_weights = torch._inductor.aoti_load_package(path)  # torch's loader does not load them
         with pytest.raises(RuntimeError, match="has no weight .* loaded"):
             without_weights(x.to("mytorch"))
         default = torch._inductor.aoti_compile_and_package(exported, package_path=os.path.join(tmp, "default.pt2"))
@@ -343,11 +386,13 @@ def test_aot_inductor_package_is_built_loaded_and_run_on_mytorch():
 
 
 def test_the_triton_path_on_sim_without_the_interpreter_is_refused_with_the_reason():
-    r = run_python("import torch, mytorch\n"
-                   "try:\n"
-                   "    torch.compile(lambda x: x.sin() + 1)(torch.randn(4, device='mytorch'))\n"
-                   "except Exception as e:\n"
-                   "    print(type(e).__name__, e)\n",
-                   env={"MYTORCH_INDUCTOR": "triton", "TRITON_INTERPRET": "0"})
+    r = run_python(
+        "import torch, mytorch\n"
+        "try:\n"
+        "    torch.compile(lambda x: x.sin() + 1)(torch.randn(4, device='mytorch'))\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__, e)\n",
+        env={"MYTORCH_INDUCTOR": "triton", "TRITON_INTERPRET": "0"},
+    )
     assert r.returncode == 0, r.stderr
     assert "the Triton path is not available here" in r.stdout and "TRITON_INTERPRET=1" in r.stdout, r.stdout

@@ -3,6 +3,7 @@ proven without a GPU: Inductor generates Triton kernels for the mytorch graphs a
 over sim memory. The path is chosen once per process, so these tests run in their own stage of scripts/test.sh
 (MYTORCH_INDUCTOR=triton TRITON_INTERPRET=1); on a GPU (cuda runtime) the same tests run compiled Triton kernels
 (scripts/gpu_verify.sh). The interpreter is slow: small models, two steps."""
+
 import os
 import sys
 
@@ -11,13 +12,22 @@ import torch
 import torch.nn.functional as F
 
 
-_ON = torch.mytorch.runtime() == "cuda" or (os.environ.get("MYTORCH_INDUCTOR") == "triton"
-                                            and os.environ.get("TRITON_INTERPRET") == "1")
-pytestmark = pytest.mark.skipif(not _ON, reason="runs in the Triton stage of scripts/test.sh (MYTORCH_INDUCTOR=triton "
-                                                "TRITON_INTERPRET=1), or on the cuda runtime")
-if _ON:   # the C++ path's helpers, and its autouse fixture (Dynamo reset, no fallback allowed)
-    from test_compile import (_fresh_and_strict, _mlp, _train_losses, assert_losses_agree,  # noqa: E402,F401
-                              check_against_cpu, train_cnn)
+_ON = torch.mytorch.runtime() == "cuda" or (
+    os.environ.get("MYTORCH_INDUCTOR") == "triton" and os.environ.get("TRITON_INTERPRET") == "1"
+)
+pytestmark = pytest.mark.skipif(
+    not _ON,
+    reason="runs in the Triton stage of scripts/test.sh (MYTORCH_INDUCTOR=triton "
+    "TRITON_INTERPRET=1), or on the cuda runtime",
+)
+if _ON:  # the C++ path's helpers, and its autouse fixture (Dynamo reset, no fallback allowed)
+    from test_compile import (
+        _mlp,
+        _train_losses,
+        assert_losses_agree,  # noqa: E402,F401
+        check_against_cpu,
+        train_cnn,
+    )
 
 
 def test_triton_kernels_are_generated_and_launched_on_the_current_stream():
@@ -26,6 +36,7 @@ def test_triton_kernels_are_generated_and_launched_on_the_current_stream():
 
     def f(a, b):
         return torch.softmax(a * b + 1, -1).sum(0) + a.amax(1).mean()
+
     a, b = torch.randn(64, 33), torch.randn(64, 33)
     side = torch.mytorch.Stream()
     with torch.mytorch.stream(side):
@@ -42,8 +53,18 @@ def test_triton_kernels_are_generated_and_launched_on_the_current_stream():
 
 def test_libdevice_math_matches_the_cpu():
     def f(x):
-        return (torch.tanh(x) + torch.log1p(x.abs()) + torch.erf(x) + torch.expm1(x * 0.1) + x.abs().pow(1.5)
-                + torch.atan(x) + torch.nan_to_num(x / (x - x)) + torch.rsqrt(x.abs() + 1) + torch.sigmoid(x))
+        return (
+            torch.tanh(x)
+            + torch.log1p(x.abs())
+            + torch.erf(x)
+            + torch.expm1(x * 0.1)
+            + x.abs().pow(1.5)
+            + torch.atan(x)
+            + torch.nan_to_num(x / (x - x))
+            + torch.rsqrt(x.abs() + 1)
+            + torch.sigmoid(x)
+        )
+
     from torch._inductor.utils import run_and_get_code
 
     x = torch.randn(33, 17)
@@ -58,10 +79,14 @@ def test_mlp_and_add_layer_norm():
     def f(x, r, w, b):
         h, s = mytorch.ops.add_layer_norm(x, r, (x.shape[-1],), w, b)
         return (h.relu() * 2).sum(-1) + s.mean(-1)
+
     args = [torch.randn(8, 64), torch.randn(8, 64), torch.randn(64), torch.randn(64)]
     check_against_cpu(torch.compile(f)(*[a.to("mytorch") for a in args]), f, args)
-    losses, counts = _train_losses(_mlp, lambda g: (torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)),
-                                   lambda m, x, y: F.cross_entropy(m(x), y))
+    losses, counts = _train_losses(
+        _mlp,
+        lambda g: (torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)),
+        lambda m, x, y: F.cross_entropy(m(x), y),
+    )
     assert_losses_agree(losses)
     assert counts["generated"] >= 2 and counts["extern"].get("aten.addmm", 0) >= 1, counts
 
@@ -70,10 +95,11 @@ def test_gpt_from_the_examples_trains():
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
     from train_gpt import GPT
 
-    losses, counts = _train_losses(lambda: GPT(vocab=64, block_size=16, n_layer=1, n_head=2, n_embd=32),
-                                   lambda g: (torch.randint(0, 64, (1, 16), generator=g),
-                                              torch.randint(0, 64, (1, 16), generator=g)),
-                                   lambda m, x, y: m(x, y))
+    losses, counts = _train_losses(
+        lambda: GPT(vocab=64, block_size=16, n_layer=1, n_head=2, n_embd=32),
+        lambda g: (torch.randint(0, 64, (1, 16), generator=g), torch.randint(0, 64, (1, 16), generator=g)),
+        lambda m, x, y: m(x, y),
+    )
     assert_losses_agree(losses)
     assert counts["generated"] >= 6 and counts["extern"].get("aten.bmm", 0) >= 2, counts
 

@@ -1,5 +1,6 @@
 """The core tensor ops run on mytorch's own kernels: with the fallback forbidden, each op of the core-kernel
 list runs (forward and, for differentiable ones, backward) and matches the CPU."""
+
 import pytest
 import torch
 
@@ -15,56 +16,119 @@ IDX = torch.tensor([0, 2, 5])
 
 CASES = {
     # binary / ternary
-    "add": lambda x, y, i, j, b, ix: torch.add(x, y, alpha=2), "sub": lambda x, y, i, j, b, ix: torch.sub(x, y, alpha=0.5),
-    "mul": lambda x, y, i, j, b, ix: x * y, "div": lambda x, y, i, j, b, ix: x / y,
+    "add": lambda x, y, i, j, b, ix: torch.add(x, y, alpha=2),
+    "sub": lambda x, y, i, j, b, ix: torch.sub(x, y, alpha=0.5),
+    "mul": lambda x, y, i, j, b, ix: x * y,
+    "div": lambda x, y, i, j, b, ix: x / y,
     "div_trunc": lambda x, y, i, j, b, ix: torch.div(i, j, rounding_mode="trunc"),
     "div_floor": lambda x, y, i, j, b, ix: torch.div(x, y, rounding_mode="floor"),
-    "remainder": lambda x, y, i, j, b, ix: torch.remainder(i, j), "fmod": lambda x, y, i, j, b, ix: torch.fmod(x, y),
-    "pow": lambda x, y, i, j, b, ix: torch.pow(y, x), "maximum": lambda x, y, i, j, b, ix: torch.maximum(x, y),
-    "minimum": lambda x, y, i, j, b, ix: torch.minimum(x, y), "atan2": lambda x, y, i, j, b, ix: torch.atan2(x, y),
-    "copysign": lambda x, y, i, j, b, ix: torch.copysign(y, x), "eq": lambda x, y, i, j, b, ix: i == j,
-    "lt": lambda x, y, i, j, b, ix: x < y, "ge": lambda x, y, i, j, b, ix: x >= 0.1,
+    "remainder": lambda x, y, i, j, b, ix: torch.remainder(i, j),
+    "fmod": lambda x, y, i, j, b, ix: torch.fmod(x, y),
+    "pow": lambda x, y, i, j, b, ix: torch.pow(y, x),
+    "maximum": lambda x, y, i, j, b, ix: torch.maximum(x, y),
+    "minimum": lambda x, y, i, j, b, ix: torch.minimum(x, y),
+    "atan2": lambda x, y, i, j, b, ix: torch.atan2(x, y),
+    "copysign": lambda x, y, i, j, b, ix: torch.copysign(y, x),
+    "eq": lambda x, y, i, j, b, ix: i == j,
+    "lt": lambda x, y, i, j, b, ix: x < y,
+    "ge": lambda x, y, i, j, b, ix: x >= 0.1,
     "logical": lambda x, y, i, j, b, ix: torch.logical_xor(b, torch.logical_or(b, ~b)),
-    "bitwise": lambda x, y, i, j, b, ix: (i & j) | (i ^ 3), "shift": lambda x, y, i, j, b, ix: (i << 2) >> j,
-    "where": lambda x, y, i, j, b, ix: torch.where(b, x, y), "clamp": lambda x, y, i, j, b, ix: x.clamp(-0.3, 0.4),
-    "clamp_t": lambda x, y, i, j, b, ix: x.clamp(min=-y, max=y), "lerp": lambda x, y, i, j, b, ix: torch.lerp(x, y, 0.3),
+    "bitwise": lambda x, y, i, j, b, ix: (i & j) | (i ^ 3),
+    "shift": lambda x, y, i, j, b, ix: (i << 2) >> j,
+    "where": lambda x, y, i, j, b, ix: torch.where(b, x, y),
+    "clamp": lambda x, y, i, j, b, ix: x.clamp(-0.3, 0.4),
+    "clamp_t": lambda x, y, i, j, b, ix: x.clamp(min=-y, max=y),
+    "lerp": lambda x, y, i, j, b, ix: torch.lerp(x, y, 0.3),
     "addcmul": lambda x, y, i, j, b, ix: torch.addcmul(x, x, y, value=0.5),
     "addcdiv": lambda x, y, i, j, b, ix: torch.addcdiv(x, x, y, value=0.5),
-    "masked_fill": lambda x, y, i, j, b, ix: x.masked_fill(b, 1.5), "hypot": lambda x, y, i, j, b, ix: torch.hypot(x, y),
+    "masked_fill": lambda x, y, i, j, b, ix: x.masked_fill(b, 1.5),
+    "hypot": lambda x, y, i, j, b, ix: torch.hypot(x, y),
     # unary
-    **{f"u_{n}": (lambda n: lambda x, y, i, j, b, ix: getattr(torch, n)(x))(n)
-       for n in ["neg", "abs", "sign", "exp", "exp2", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
-                 "floor", "ceil", "round", "trunc", "frac", "isnan", "isinf", "isfinite"]},
-    **{f"u_{n}": (lambda n: lambda x, y, i, j, b, ix: getattr(torch, n)(y))(n)
-       for n in ["log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal"]},
-    "erfinv": lambda x, y, i, j, b, ix: torch.erfinv(x * 0.4), "nan_to_num": lambda x, y, i, j, b, ix: torch.nan_to_num(x / 0),
-    "logical_not": lambda x, y, i, j, b, ix: torch.logical_not(i), "to_half": lambda x, y, i, j, b, ix: x.half(),
+    **{
+        f"u_{n}": (lambda n: lambda x, y, i, j, b, ix: getattr(torch, n)(x))(n)
+        for n in [
+            "neg",
+            "abs",
+            "sign",
+            "exp",
+            "exp2",
+            "expm1",
+            "sin",
+            "cos",
+            "tan",
+            "tanh",
+            "sigmoid",
+            "erf",
+            "floor",
+            "ceil",
+            "round",
+            "trunc",
+            "frac",
+            "isnan",
+            "isinf",
+            "isfinite",
+        ]
+    },
+    **{
+        f"u_{n}": (lambda n: lambda x, y, i, j, b, ix: getattr(torch, n)(y))(n)
+        for n in ["log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal"]
+    },
+    "erfinv": lambda x, y, i, j, b, ix: torch.erfinv(x * 0.4),
+    "nan_to_num": lambda x, y, i, j, b, ix: torch.nan_to_num(x / 0),
+    "logical_not": lambda x, y, i, j, b, ix: torch.logical_not(i),
+    "to_half": lambda x, y, i, j, b, ix: x.half(),
     # reductions
-    "sum": lambda x, y, i, j, b, ix: x.sum(1), "mean": lambda x, y, i, j, b, ix: x.mean(0, keepdim=True),
-    "prod": lambda x, y, i, j, b, ix: y.prod(1), "amax": lambda x, y, i, j, b, ix: x.amax(1),
-    "amin": lambda x, y, i, j, b, ix: x.amin(), "max_dim": lambda x, y, i, j, b, ix: x.max(1),
-    "min_dim": lambda x, y, i, j, b, ix: x.min(0), "argmax": lambda x, y, i, j, b, ix: x.argmax(),
-    "argmin": lambda x, y, i, j, b, ix: x.argmin(1), "var": lambda x, y, i, j, b, ix: x.var(1),
-    "std": lambda x, y, i, j, b, ix: x.std(0), "var_mean": lambda x, y, i, j, b, ix: torch.var_mean(x, 1),
-    "std_mean": lambda x, y, i, j, b, ix: torch.std_mean(x), "norm": lambda x, y, i, j, b, ix: torch.linalg.vector_norm(x, 3, 1),
-    "logsumexp": lambda x, y, i, j, b, ix: torch.logsumexp(x, 1), "all": lambda x, y, i, j, b, ix: b.all(1),
-    "any": lambda x, y, i, j, b, ix: b.any(), "cumsum": lambda x, y, i, j, b, ix: x.cumsum(1),
-    "cumprod": lambda x, y, i, j, b, ix: y.cumprod(0), "count_nonzero": lambda x, y, i, j, b, ix: torch.count_nonzero(i, 1),
+    "sum": lambda x, y, i, j, b, ix: x.sum(1),
+    "mean": lambda x, y, i, j, b, ix: x.mean(0, keepdim=True),
+    "prod": lambda x, y, i, j, b, ix: y.prod(1),
+    "amax": lambda x, y, i, j, b, ix: x.amax(1),
+    "amin": lambda x, y, i, j, b, ix: x.amin(),
+    "max_dim": lambda x, y, i, j, b, ix: x.max(1),
+    "min_dim": lambda x, y, i, j, b, ix: x.min(0),
+    "argmax": lambda x, y, i, j, b, ix: x.argmax(),
+    "argmin": lambda x, y, i, j, b, ix: x.argmin(1),
+    "var": lambda x, y, i, j, b, ix: x.var(1),
+    "std": lambda x, y, i, j, b, ix: x.std(0),
+    "var_mean": lambda x, y, i, j, b, ix: torch.var_mean(x, 1),
+    "std_mean": lambda x, y, i, j, b, ix: torch.std_mean(x),
+    "norm": lambda x, y, i, j, b, ix: torch.linalg.vector_norm(x, 3, 1),
+    "logsumexp": lambda x, y, i, j, b, ix: torch.logsumexp(x, 1),
+    "all": lambda x, y, i, j, b, ix: b.all(1),
+    "any": lambda x, y, i, j, b, ix: b.any(),
+    "cumsum": lambda x, y, i, j, b, ix: x.cumsum(1),
+    "cumprod": lambda x, y, i, j, b, ix: y.cumprod(0),
+    "count_nonzero": lambda x, y, i, j, b, ix: torch.count_nonzero(i, 1),
     # indexing and data movement
-    "cat": lambda x, y, i, j, b, ix: torch.cat([x, y], 1), "index_select": lambda x, y, i, j, b, ix: x.index_select(0, ix),
-    "gather": lambda x, y, i, j, b, ix: x.gather(1, j), "scatter": lambda x, y, i, j, b, ix: torch.zeros_like(x).scatter(1, j, y),
+    "cat": lambda x, y, i, j, b, ix: torch.cat([x, y], 1),
+    "index_select": lambda x, y, i, j, b, ix: x.index_select(0, ix),
+    "gather": lambda x, y, i, j, b, ix: x.gather(1, j),
+    "scatter": lambda x, y, i, j, b, ix: torch.zeros_like(x).scatter(1, j, y),
     "scatter_add": lambda x, y, i, j, b, ix: torch.zeros_like(x).scatter_add(1, j, y),
     "scatter_reduce": lambda x, y, i, j, b, ix: x.scatter_reduce(1, j, y, "amax", include_self=False),
-    "index": lambda x, y, i, j, b, ix: x[ix, 1:], "index_put": lambda x, y, i, j, b, ix: x.index_put((ix,), y[:3], accumulate=True),
-    "index_add": lambda x, y, i, j, b, ix: x.index_add(0, ix, y[:3]), "index_copy": lambda x, y, i, j, b, ix: x.index_copy(0, ix, y[:3]),
-    "masked_select": lambda x, y, i, j, b, ix: x.masked_select(b), "masked_scatter": lambda x, y, i, j, b, ix: x.masked_scatter(b, y),
-    "nonzero": lambda x, y, i, j, b, ix: b.nonzero(), "take": lambda x, y, i, j, b, ix: x.take(ix),
-    "flip": lambda x, y, i, j, b, ix: x.flip(0, 1), "roll": lambda x, y, i, j, b, ix: x.roll(2, 1),
-    "repeat": lambda x, y, i, j, b, ix: x.repeat(2, 1, 2), "tril": lambda x, y, i, j, b, ix: x.tril(1),
-    "triu": lambda x, y, i, j, b, ix: x.triu(-1), "sort": lambda x, y, i, j, b, ix: x.sort(1, descending=True),
-    "topk": lambda x, y, i, j, b, ix: x.topk(3, 1), "unique": lambda x, y, i, j, b, ix: torch.unique(j, return_inverse=True, return_counts=True),
-    "isin": lambda x, y, i, j, b, ix: (torch.isin(i, j), torch.isin(i, ix, invert=True), torch.isin(x, x[2]),
-                                       torch.isin(i, 3), torch.isin(2, j), torch.isin(x.t(), x[1:3].to(torch.float64))),
+    "index": lambda x, y, i, j, b, ix: x[ix, 1:],
+    "index_put": lambda x, y, i, j, b, ix: x.index_put((ix,), y[:3], accumulate=True),
+    "index_add": lambda x, y, i, j, b, ix: x.index_add(0, ix, y[:3]),
+    "index_copy": lambda x, y, i, j, b, ix: x.index_copy(0, ix, y[:3]),
+    "masked_select": lambda x, y, i, j, b, ix: x.masked_select(b),
+    "masked_scatter": lambda x, y, i, j, b, ix: x.masked_scatter(b, y),
+    "nonzero": lambda x, y, i, j, b, ix: b.nonzero(),
+    "take": lambda x, y, i, j, b, ix: x.take(ix),
+    "flip": lambda x, y, i, j, b, ix: x.flip(0, 1),
+    "roll": lambda x, y, i, j, b, ix: x.roll(2, 1),
+    "repeat": lambda x, y, i, j, b, ix: x.repeat(2, 1, 2),
+    "tril": lambda x, y, i, j, b, ix: x.tril(1),
+    "triu": lambda x, y, i, j, b, ix: x.triu(-1),
+    "sort": lambda x, y, i, j, b, ix: x.sort(1, descending=True),
+    "topk": lambda x, y, i, j, b, ix: x.topk(3, 1),
+    "unique": lambda x, y, i, j, b, ix: torch.unique(j, return_inverse=True, return_counts=True),
+    "isin": lambda x, y, i, j, b, ix: (
+        torch.isin(i, j),
+        torch.isin(i, ix, invert=True),
+        torch.isin(x, x[2]),
+        torch.isin(i, 3),
+        torch.isin(2, j),
+        torch.isin(x.t(), x[1:3].to(torch.float64)),
+    ),
 }
 
 
@@ -100,13 +164,36 @@ def test_factories_and_random_natively():
     assert set(x.grad.cpu().unique().tolist()) <= {0.0, torch.tensor(1 / 0.7).item()}
 
 
-@pytest.mark.parametrize("name", ["add", "mul", "div", "u_exp", "u_tanh", "u_sigmoid", "where", "clamp", "sum", "mean",
-                                  "var", "amax", "logsumexp", "index_select", "gather", "cat", "flip", "cumsum"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "add",
+        "mul",
+        "div",
+        "u_exp",
+        "u_tanh",
+        "u_sigmoid",
+        "where",
+        "clamp",
+        "sum",
+        "mean",
+        "var",
+        "amax",
+        "logsumexp",
+        "index_select",
+        "gather",
+        "cat",
+        "flip",
+        "cumsum",
+    ],
+)
 @pytest.mark.native
 def test_backward_natively(name):
     fn = CASES[name]
     leaves = [t.double().requires_grad_() if t.is_floating_point() else t for t in (X, Y, I, J, B, IDX)]
-    dev_leaves = [t.detach().to("mytorch").requires_grad_() if t.is_floating_point() else t.to("mytorch") for t in leaves]
+    dev_leaves = [
+        t.detach().to("mytorch").requires_grad_() if t.is_floating_point() else t.to("mytorch") for t in leaves
+    ]
     ref, dev = fn(*leaves), fn(*dev_leaves)
     ref = ref[0] if isinstance(ref, tuple) else ref
     dev = dev[0] if isinstance(dev, tuple) else dev
@@ -125,28 +212,38 @@ def test_isin_edge_cases_match_the_cpu():
     """isin (every generate() with an EOS token): NaN and signed zero, promotion between the two sides and with
     Python scalars, empty sides, a large test set, out= on a non-contiguous tensor, and ATen's refusals."""
     nan, inf = float("nan"), float("inf")
-    cases = [(torch.tensor([nan, 1.0, -0.0, 2.5, inf]), torch.tensor([0.0, nan, inf, 1.0])),
-             (torch.randint(0, 5, (4,), generator=g), torch.tensor([1.5, 2.0])),
-             (torch.randint(0, 5, (0,), generator=g), torch.tensor([1])),
-             (torch.randint(0, 5, (6,), generator=g), torch.tensor([], dtype=torch.long)),
-             (torch.randint(0, 3000, (3000,), generator=g).to(torch.int32), torch.randint(0, 3000, (2500,), generator=g)),
-             (torch.randint(0, 9, (5, 4), generator=g).to(torch.uint8), torch.tensor([3, 300])),
-             (torch.randn(8, generator=g).bfloat16(), torch.randn(8, generator=g).bfloat16()[:4])]
+    cases = [
+        (torch.tensor([nan, 1.0, -0.0, 2.5, inf]), torch.tensor([0.0, nan, inf, 1.0])),
+        (torch.randint(0, 5, (4,), generator=g), torch.tensor([1.5, 2.0])),
+        (torch.randint(0, 5, (0,), generator=g), torch.tensor([1])),
+        (torch.randint(0, 5, (6,), generator=g), torch.tensor([], dtype=torch.long)),
+        (torch.randint(0, 3000, (3000,), generator=g).to(torch.int32), torch.randint(0, 3000, (2500,), generator=g)),
+        (torch.randint(0, 9, (5, 4), generator=g).to(torch.uint8), torch.tensor([3, 300])),
+        (torch.randn(8, generator=g).bfloat16(), torch.randn(8, generator=g).bfloat16()[:4]),
+    ]
     for e, t in cases:
         for invert in (False, True):
-            assert torch.equal(torch.isin(e.to("mytorch"), t.to("mytorch"), invert=invert).cpu(),
-                               torch.isin(e, t, invert=invert))
-    assert torch.equal(torch.isin(torch.tensor([1, 2, 3], device="mytorch"), 2.5).cpu(), torch.isin(torch.tensor([1, 2, 3]), 2.5))
+            assert torch.equal(
+                torch.isin(e.to("mytorch"), t.to("mytorch"), invert=invert).cpu(), torch.isin(e, t, invert=invert)
+            )
+    assert torch.equal(
+        torch.isin(torch.tensor([1, 2, 3], device="mytorch"), 2.5).cpu(), torch.isin(torch.tensor([1, 2, 3]), 2.5)
+    )
     out = torch.empty(4, 6, dtype=torch.bool, device="mytorch").t()
     torch.isin(I[:, :4].t().to("mytorch"), J.to("mytorch"), out=out)
     assert torch.equal(out.cpu(), torch.isin(I[:, :4].t(), J))
-    for e, t, match in [(torch.tensor([True]), torch.tensor([True]), "Unsupported input type encountered for isin"),
-                        (torch.tensor([1]), torch.tensor([1j]), "Unsupported input type encountered for isin")]:
+    for e, t, match in [
+        (torch.tensor([True]), torch.tensor([True]), "Unsupported input type encountered for isin"),
+        (torch.tensor([1]), torch.tensor([1j]), "Unsupported input type encountered for isin"),
+    ]:
         with pytest.raises(RuntimeError, match=match):
             torch.isin(e.to("mytorch"), t.to("mytorch"))
     with pytest.raises(RuntimeError, match="Expected out tensor to have dtype bool"):
-        torch.isin(torch.tensor([1], device="mytorch"), torch.tensor([1], device="mytorch"),
-                   out=torch.empty(1, device="mytorch"))
+        torch.isin(
+            torch.tensor([1], device="mytorch"),
+            torch.tensor([1], device="mytorch"),
+            out=torch.empty(1, device="mytorch"),
+        )
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         torch.isin(torch.tensor([1], device="mytorch"), torch.tensor([1, 2]))
 
@@ -159,9 +256,13 @@ def test_histc_matches_the_cpu_and_counts_integers_as_cuda():
     for dt in (torch.float32, torch.float64):
         x = (torch.randn(1000, generator=g) * 3).to(dt)
         with_nan = x.clone()
-        with_nan[::97] = float("nan")   # not counted in a given range; a range from NaN data is refused, as on the CPU
-        for data, kw in ((x, dict(bins=10)), (with_nan, dict(bins=7, min=-2, max=2)), (x, dict(bins=1)),
-                         (x, dict(bins=5, min=1, max=1))):
+        with_nan[::97] = float("nan")  # not counted in a given range; a range from NaN data is refused, as on the CPU
+        for data, kw in (
+            (x, dict(bins=10)),
+            (with_nan, dict(bins=7, min=-2, max=2)),
+            (x, dict(bins=1)),
+            (x, dict(bins=5, min=1, max=1)),
+        ):
             want = torch.histc(data, **kw)
             got = torch.histc(data.to("mytorch"), **kw)
             assert got.dtype == dt and torch.equal(got.cpu(), want), (dt, kw)
@@ -185,8 +286,13 @@ def test_histc_matches_the_cpu_and_counts_integers_as_cuda():
 
 @pytest.mark.native
 def test_eye_natively():
-    for args, kw in [((3,), {}), ((2, 4), dict(dtype=torch.int32)), ((4, 2), dict(dtype=torch.bool)), ((0,), {}),
-                     ((3, 0), dict(dtype=torch.bfloat16))]:
+    for args, kw in [
+        ((3,), {}),
+        ((2, 4), dict(dtype=torch.int32)),
+        ((4, 2), dict(dtype=torch.bool)),
+        ((0,), {}),
+        ((3, 0), dict(dtype=torch.bfloat16)),
+    ]:
         got, want = torch.eye(*args, device="mytorch", **kw), torch.eye(*args, **kw)
         assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
     out = torch.empty(0, device="mytorch")
@@ -216,23 +322,32 @@ def test_complex_value_in_addcmul_addcdiv():
     b = torch.randn(3, dtype=torch.cfloat, generator=g)
     for f in (torch.addcmul, torch.addcdiv):
         got = f(a.to("mytorch"), a.to("mytorch"), b.to("mytorch"), value=2 - 1j).cpu()
-        assert torch.equal(got, f(a, a, b, value=2 - 1j))   # the CPU kernel itself, through the fallback
+        assert torch.equal(got, f(a, a, b, value=2 - 1j))  # the CPU kernel itself, through the fallback
 
 
 @pytest.mark.native
 def test_bincount_natively():
     x = torch.randint(0, 40, (500,), generator=g)
-    for kw in ({}, dict(minlength=64), dict(weights=torch.rand(500, generator=g)),
-               dict(weights=torch.rand(500, generator=g, dtype=torch.float64)), dict(weights=torch.arange(500))):
-        got = torch.bincount(x.to("mytorch"), **{k: v.to("mytorch") if torch.is_tensor(v) else v for k, v in kw.items()})
+    for kw in (
+        {},
+        dict(minlength=64),
+        dict(weights=torch.rand(500, generator=g)),
+        dict(weights=torch.rand(500, generator=g, dtype=torch.float64)),
+        dict(weights=torch.arange(500)),
+    ):
+        got = torch.bincount(
+            x.to("mytorch"), **{k: v.to("mytorch") if torch.is_tensor(v) else v for k, v in kw.items()}
+        )
         want = torch.bincount(x, **kw)
         assert got.dtype == want.dtype
-        if want.dtype == torch.float32:   # sums in double, rounded once (the CPU sums in float32)
+        if want.dtype == torch.float32:  # sums in double, rounded once (the CPU sums in float32)
             assert compare_tensor(got, want, torch.bincount(x, weights=kw["weights"].double())).ok
         else:
             assert torch.equal(got.cpu(), want)
-    assert torch.equal(torch.bincount(torch.tensor([], dtype=torch.long, device="mytorch"), minlength=3).cpu(),
-                       torch.zeros(3, dtype=torch.long))
+    assert torch.equal(
+        torch.bincount(torch.tensor([], dtype=torch.long, device="mytorch"), minlength=3).cpu(),
+        torch.zeros(3, dtype=torch.long),
+    )
     for bad in (torch.tensor([-1]), torch.tensor([[1]]), torch.tensor([1.0])):
         with pytest.raises(RuntimeError, match="bincount only supports 1-d non-negative integral inputs"):
             torch.bincount(bad.to("mytorch"))
@@ -246,7 +361,7 @@ def test_indexing_with_more_index_tensors_than_the_kernel_takes(ndim):
     x = torch.randn([2] * ndim + [3], generator=g)
     mask = x.sum(-1) > 0
     base = torch.zeros([3] + [2] * ndim + [3]).to("mytorch")
-    xm = base[1].copy_(x.to("mytorch"))   # a view with an offset into a larger tensor
+    xm = base[1].copy_(x.to("mytorch"))  # a view with an offset into a larger tensor
     assert torch.equal(xm[mask.to("mytorch")].cpu(), x[mask])
     idx = tuple(torch.randint(-2, 2, (5,), generator=g) for _ in range(ndim))
     idx_m = tuple(i.to("mytorch") for i in idx)
@@ -257,7 +372,7 @@ def test_indexing_with_more_index_tensors_than_the_kernel_takes(ndim):
     xm.index_put_(idx_m, torch.ones(3, device="mytorch"), accumulate=True)
     x.index_put_(idx, torch.ones(3), accumulate=True)
     assert torch.equal(xm.cpu(), x)
-    assert base[0].eq(0).all() and base[2].eq(0).all()   # the rest of the base is untouched
+    assert base[0].eq(0).all() and base[2].eq(0).all()  # the rest of the base is untouched
     bad = (torch.tensor([0, 5, 0, 0, 0]),) + idx[1:]
     for dev in ("cpu", "mytorch"):
         with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 2"):
@@ -270,6 +385,7 @@ def test_grouped_mm_natively(dtype):
     """torch._grouped_mm (the mixture-of-experts GEMM) in every mode, forward and backward, equal to the CPU's;
     its argument errors are ATen's."""
     from conftest import grouped_mm_cases
+
     for name, (a, b, offs) in grouped_mm_cases(dtype).items():
         a_d, b_d = a.to("mytorch").requires_grad_(), b.to("mytorch").requires_grad_()
         a_c, b_c = a.clone().requires_grad_(), b.clone().requires_grad_()
@@ -302,13 +418,24 @@ def test_complex_add_sub_mul_conj_polar_natively():
     b = torch.randn(4, dtype=torch.cfloat, generator=g)
     r = torch.randn(3, 1, generator=g)
     cases = {
-        "mul": lambda x, y, z: x * y, "mul_real": lambda x, y, z: z * x, "mul_scalar": lambda x, y, z: x * 0.5,
-        "mul_complex_scalar": lambda x, y, z: x * (1 - 2j), "add_alpha": lambda x, y, z: torch.add(x, y, alpha=2),
-        "sub_real": lambda x, y, z: x - z, "rsub": lambda x, y, z: z - x, "conj": lambda x, y, z: torch.conj_physical(x),
-        "polar": lambda x, y, z: torch.polar(z.abs(), z), "in_place": lambda x, y, z: x.clone().mul_(y),
-        "to_cdouble": lambda x, y, z: x * y.to(torch.cdouble), "conj_real": lambda x, y, z: torch.conj_physical(z),
-        "abs": lambda x, y, z: x.abs(), "sgn": lambda x, y, z: torch.sgn(x * (z > 0)), "neg": lambda x, y, z: -x,
-        "sum_dim": lambda x, y, z: x.sum(0), "sum_all": lambda x, y, z: x.sum(), "sum_0d": lambda x, y, z: x[0, 0].sum(),
+        "mul": lambda x, y, z: x * y,
+        "mul_real": lambda x, y, z: z * x,
+        "mul_scalar": lambda x, y, z: x * 0.5,
+        "mul_complex_scalar": lambda x, y, z: x * (1 - 2j),
+        "add_alpha": lambda x, y, z: torch.add(x, y, alpha=2),
+        "sub_real": lambda x, y, z: x - z,
+        "rsub": lambda x, y, z: z - x,
+        "conj": lambda x, y, z: torch.conj_physical(x),
+        "polar": lambda x, y, z: torch.polar(z.abs(), z),
+        "in_place": lambda x, y, z: x.clone().mul_(y),
+        "to_cdouble": lambda x, y, z: x * y.to(torch.cdouble),
+        "conj_real": lambda x, y, z: torch.conj_physical(z),
+        "abs": lambda x, y, z: x.abs(),
+        "sgn": lambda x, y, z: torch.sgn(x * (z > 0)),
+        "neg": lambda x, y, z: -x,
+        "sum_dim": lambda x, y, z: x.sum(0),
+        "sum_all": lambda x, y, z: x.sum(),
+        "sum_0d": lambda x, y, z: x[0, 0].sum(),
         "mean_keepdim": lambda x, y, z: x.mean(-1, keepdim=True),
     }
     for name, f in cases.items():
@@ -317,7 +444,7 @@ def test_complex_add_sub_mul_conj_polar_natively():
         assert got.dtype == want.dtype and compare_tensor(got, want, gold).ok, name
     x = a.to("mytorch").requires_grad_()
     y = b.to("mytorch").requires_grad_()
-    (x * y).abs().sum().backward()   # the backward multiplies by conj(): conj_physical and complex mul
+    (x * y).abs().sum().backward()  # the backward multiplies by conj(): conj_physical and complex mul
     xc, yc = a.clone().requires_grad_(), b.clone().requires_grad_()
     (xc * yc).abs().sum().backward()
     assert compare_tensor(x.grad, xc.grad, None).ok and compare_tensor(y.grad, yc.grad, None).ok
@@ -348,7 +475,7 @@ def test_complex_index_writes_change_the_tensor(dtype):
         want, got = x.clone(), x.to("mytorch")
         f(want)
         f(got)
-        assert not torch.equal(want, x), name   # the case writes something
+        assert not torch.equal(want, x), name  # the case writes something
         assert torch.equal(got.cpu(), want), name
     with pytest.raises(RuntimeError, match="not supported for complex"):
         x.to("mytorch").scatter_reduce_(0, i.view(3, 1).expand(3, 4).to("mytorch"), v.to("mytorch"), "prod")

@@ -1,4 +1,5 @@
 """Device discovery, selection, properties, torch.accelerator, lazy init and bad device indices."""
+
 import pytest
 import torch
 
@@ -104,31 +105,42 @@ def test_lazy_init_in_fresh_process():
     assert r.stdout.startswith("ok")
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_MEMORY": "lots"}, "MYTORCH_SIM_MEMORY"),
-    ({"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "zero"}, "MYTORCH_SIM_DEVICES must be an integer"),
-    ({"MYTORCH_RUNTIME": "tpu"}, "MYTORCH_RUNTIME must be one of"),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_MEMORY": "lots"}, "MYTORCH_SIM_MEMORY"),
+        ({"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "zero"}, "MYTORCH_SIM_DEVICES must be an integer"),
+        ({"MYTORCH_RUNTIME": "tpu"}, "MYTORCH_RUNTIME must be one of"),
+    ],
+)
 def test_configuration_errors(env, expected):
-    r = run_python("""
+    r = run_python(
+        """
         import torch, mytorch
         try:
             torch.ones(1, device="mytorch")
         except RuntimeError as e:
             print("ERR", e)
-    """, env=env)
+    """,
+        env=env,
+    )
     assert "ERR" in r.stdout and expected in r.stdout, r.stdout + r.stderr
 
 
 def test_runtime_selection_without_gpu():
-    r = run_python("""
+    r = run_python(
+        """
         import torch, mytorch
         print(torch.mytorch.runtime())
-    """, env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "3"})
+    """,
+        env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "3"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "sim"
-    r = run_python("import torch, mytorch; print(torch.mytorch.device_count())",
-                   env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "3"})
+    r = run_python(
+        "import torch, mytorch; print(torch.mytorch.device_count())",
+        env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "3"},
+    )
     assert r.stdout.strip() == "3"
 
 
@@ -139,8 +151,10 @@ def test_invalid_fallback_env_rejected():
 
 
 def test_autoload_entry_point():
-    r = run_python("import torch; print(hasattr(torch, 'mytorch'), torch._C._get_privateuse1_backend_name())",
-                   env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "1"})
+    r = run_python(
+        "import torch; print(hasattr(torch, 'mytorch'), torch._C._get_privateuse1_backend_name())",
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "1"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "mytorch"]
 
@@ -179,16 +193,17 @@ def test_fork_before_init_is_fine():
 def test_cuda_runtime_requested_without_gpu():
     if torch.mytorch.runtime() == "cuda":
         pytest.skip("a GPU is present")
-    r = run_python("""
+    r = run_python(
+        """
         import torch, mytorch
         print("count", torch.mytorch.device_count())
         try:
             torch.ones(1, device="mytorch")
         except RuntimeError as e:
             print("ERR", e)
-    """, env={"MYTORCH_RUNTIME": "cuda"})
+    """,
+        env={"MYTORCH_RUNTIME": "cuda"},
+    )
     assert r.returncode == 0, r.stderr
     assert "count 0" in r.stdout
     assert "MYTORCH_RUNTIME=cuda" in r.stdout and "sim runtime" not in r.stdout, r.stdout
-
-

@@ -3,6 +3,7 @@
 Each test spawns its ranks (python/mytorch/testing/_dist_workers.py), which write what they saw to JSON;
 assertions happen here against the mathematically expected results and single-process training.
 """
+
 import functools
 import json
 import os
@@ -48,7 +49,9 @@ def test_mismatches_raise_clear_errors_on_every_rank(tmp_path):
     W.launch(W.mismatch_worker, 2, str(tmp_path), W.free_port())
     for res in results(tmp_path, 2):
         seen = res["seen"]
-        assert "element counts differ" in seen["shape"] and "Float[4]" in seen["shape"] and "Float[8]" in seen["shape"], seen["shape"]
+        assert (
+            "element counts differ" in seen["shape"] and "Float[4]" in seen["shape"] and "Float[8]" in seen["shape"]
+        ), seen["shape"]
         assert "dtypes differ" in seen["dtype"], seen["dtype"]
         assert "not every rank called" in seen["collective"], seen["collective"]
         assert "roots differ" in seen["root"], seen["root"]
@@ -75,7 +78,9 @@ def test_functional_collectives_and_dtensor(tmp_path):
 def test_ranks_must_agree_on_checking(tmp_path):
     W.launch(W.check_setting_worker, 2, str(tmp_path), W.free_port())
     for res in results(tmp_path, 2):
-        assert res["error"] and "MYTORCH_DIST_CHECK is" in res["error"] and "same way on every rank" in res["error"], res
+        assert res["error"] and "MYTORCH_DIST_CHECK is" in res["error"] and "same way on every rank" in res["error"], (
+            res
+        )
 
 
 def test_torch_debug_detail_wraps_the_backend(tmp_path, monkeypatch):
@@ -147,7 +152,8 @@ def test_data_parallel_training_matches_one_process(kind, world, tmp_path):
 
 def test_torchrun_launch(tmp_path):
     script = tmp_path / "job.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import os, torch, torch.distributed as dist
         import mytorch
         dist.init_process_group("mytorch")
@@ -157,18 +163,46 @@ def test_torchrun_launch(tmp_path):
         assert t.cpu().tolist() == [world * (world + 1) / 2] * 4, t
         open(os.path.join(os.environ["OUT_DIR"], f"ok{rank}"), "w").close()
         dist.destroy_process_group()
-    """))
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "--master-port", str(W.free_port()), str(script)],
-                          capture_output=True, text=True, timeout=180, env={**os.environ, "OUT_DIR": str(tmp_path)})
+    """)
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(W.free_port()),
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "OUT_DIR": str(tmp_path)},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "ok0").exists() and (tmp_path / "ok1").exists()
 
 
 def test_ddp_example_job():
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "--master-port", str(W.free_port()), str(Path(EXAMPLES) / "train_gpt_ddp.py"),
-                           "--steps", "5"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(W.free_port()),
+            str(Path(EXAMPLES) / "train_gpt_ddp.py"),
+            "--steps",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "OK: data-parallel and single-process training agree" in proc.stdout, proc.stdout
 

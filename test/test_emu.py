@@ -3,6 +3,7 @@
 Each test is a finding of the review of kernels/cuda and runtime/cuda.cpp, written so that it fails without
 its fix. Faults are sticky (they lose the context, as on a GPU), so every case runs in its own process.
 """
+
 import pytest
 import torch
 
@@ -37,7 +38,8 @@ def test_sort_of_short_slices_keeps_shared_memory_aligned():
 def test_not_ready_from_queries_does_not_fail_the_next_launch():
     """cudaErrorNotReady from an event or stream query is also the thread's last error: left there, the next
     launch check reported it as the launch's failure."""
-    out = run_ok("""
+    out = run_ok(
+        """
         import torch, mytorch
         x = torch.randn(512, 512, device="mytorch")
         e = torch.mytorch.Event()
@@ -48,7 +50,9 @@ def test_not_ready_from_queries_does_not_fail_the_next_launch():
         torch.mytorch.synchronize()
         assert torch.equal(z.cpu(), x.cpu() + 1)
         print("pending", pending)
-    """, MYTORCH_EMU_STREAM_DELAY_US=20000)
+    """,
+        MYTORCH_EMU_STREAM_DELAY_US=20000,
+    )
     if torch.mytorch.runtime() == "emu":
         assert "pending True" in out  # the queries really saw unfinished work
 
@@ -80,7 +84,8 @@ def test_matmul_of_sliced_and_offset_operands():
 def test_matmul_on_the_second_device_with_the_first_current():
     """Blas had no device guard: a matmul on mytorch:1 with device 0 current used device 0's cuBLASLt handle
     on device 1's stream."""
-    run_ok("""
+    run_ok(
+        """
         import torch, mytorch
         if torch.mytorch.device_count() < 2:
             raise SystemExit(0)
@@ -98,13 +103,16 @@ def test_matmul_on_the_second_device_with_the_first_current():
         torch.ops.aten.addmm.out(a[0, :17], a, a[:17].t().contiguous(), out=z)
         x64 = x.double()
         assert_aligned(z, torch.addmm(x[0, :17], x, x[:17].t()), torch.addmm(x64[0, :17], x64, x64[:17].t()), "addmm")
-    """, MYTORCH_SIM_DEVICES=2)
+    """,
+        MYTORCH_SIM_DEVICES=2,
+    )
 
 
 def test_tensor_core_backward_opts_in_on_every_device():
     """The > 48 KiB dynamic shared memory opt-in of the attention backward was done once per process: on a
     second device the launch failed. Its status was ignored as well."""
-    run_ok("""
+    run_ok(
+        """
         import torch, torch.nn.functional as F, mytorch
         if torch.mytorch.device_count() < 2:
             raise SystemExit(0)
@@ -117,13 +125,17 @@ def test_tensor_core_backward_opts_in_on_every_device():
             grads.append([t.cpu() for t in torch.autograd.grad(y.float().sum(), (qs, ks, vs))])
         for a, b in zip(*grads):
             assert torch.equal(a, b)
-    """, MYTORCH_SIM_DEVICES=2, MYTORCH_ATTN_MMA=1)
+    """,
+        MYTORCH_SIM_DEVICES=2,
+        MYTORCH_ATTN_MMA=1,
+    )
 
 
 def test_guard_restore_creates_no_context_on_device_zero():
     """Restoring device 0 in a thread that never used it created a CUDA context there (CUDA >= 12): every
     rank's side threads would hold memory on GPU 0. Restores follow torch.cuda's MaybeSetDevice."""
-    out = run_ok("""
+    out = run_ok(
+        """
         import threading, torch, mytorch
         if torch.mytorch.device_count() < 2 or torch.mytorch.runtime() != "emu":
             raise SystemExit(0)
@@ -138,18 +150,22 @@ def test_guard_restore_creates_no_context_on_device_zero():
         x = torch.arange(4.0, device="mytorch:1") + 1
         assert x.cpu().tolist() == [1, 2, 3, 4]
         print("ctx0", mytorch._C._emu_primary_context_active(0), "ctx1", mytorch._C._emu_primary_context_active(1))
-    """, MYTORCH_SIM_DEVICES=2)
+    """,
+        MYTORCH_SIM_DEVICES=2,
+    )
     if torch.mytorch.runtime() == "emu":
         assert "ctx0 False ctx1 True" in out, out
 
 
 # ---- the emulator itself (test/emu_selftest.cu): it must compute right and catch what a GPU punishes ----------
 
+
 def selftest(case: str, **env):
     if torch.mytorch.runtime() != "emu":
         pytest.skip("the emulator's own self-test (emu build)")
     import os
     import subprocess
+
     exe = os.path.join(os.path.dirname(os.environ["MYTORCH_EXTENSION"]), "mytorch_emu_selftest")
     full = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # the executable links its sanitizer itself
     full.update({k: str(v) for k, v in env.items()})
@@ -158,6 +174,7 @@ def selftest(case: str, **env):
 
 def asan_build() -> bool:
     import os
+
     return "-address" in os.environ.get("MYTORCH_EXTENSION", "")
 
 
@@ -167,11 +184,17 @@ def test_emulator_runs_barriers_and_shuffles(case):
     assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("case,what", [
-    ("partial_barrier", "__syncthreads reached by part of the block in early_exit_then_barrier (launched at emu_selftest.cu:"),
-    ("partial_shuffle", "__shfl_xor_sync reached by part of the warp in shuffle_after_divergence (launched at"),
-    ("misaligned", "cudaErrorMisalignedAddress: misaligned_store"),
-])
+@pytest.mark.parametrize(
+    "case,what",
+    [
+        (
+            "partial_barrier",
+            "__syncthreads reached by part of the block in early_exit_then_barrier (launched at emu_selftest.cu:",
+        ),
+        ("partial_shuffle", "__shfl_xor_sync reached by part of the warp in shuffle_after_divergence (launched at"),
+        ("misaligned", "cudaErrorMisalignedAddress: misaligned_store"),
+    ],
+)
 def test_emulator_reports_kernel_faults_with_their_place(case, what):
     r = selftest(case)
     assert r.returncode == 1 and what in r.stdout, r.stdout + r.stderr
@@ -179,12 +202,15 @@ def test_emulator_reports_kernel_faults_with_their_place(case, what):
 
 def test_emulator_enforces_launch_limits_and_error_semantics():
     r = selftest("launch_limits")
-    assert ("block=cudaErrorInvalidConfiguration grid=cudaErrorInvalidConfiguration smem=cudaErrorInvalidValue "
-            "cleared=cudaSuccess optin=cudaSuccess after=cudaSuccess too_big=cudaErrorInvalidValue "
-            "sync=cudaSuccess") in r.stdout, r.stdout + r.stderr
+    assert (
+        "block=cudaErrorInvalidConfiguration grid=cudaErrorInvalidConfiguration smem=cudaErrorInvalidValue "
+        "cleared=cudaSuccess optin=cudaSuccess after=cudaSuccess too_big=cudaErrorInvalidValue "
+        "sync=cudaSuccess"
+    ) in r.stdout, r.stdout + r.stderr
     r = selftest("sticky")  # a fault inside a kernel is sticky: not cleared, and every later call returns it
-    assert ("first=cudaErrorMisalignedAddress second=cudaErrorMisalignedAddress "
-            "malloc=cudaErrorMisalignedAddress") in r.stdout, r.stdout + r.stderr
+    assert (
+        "first=cudaErrorMisalignedAddress second=cudaErrorMisalignedAddress malloc=cudaErrorMisalignedAddress"
+    ) in r.stdout, r.stdout + r.stderr
 
 
 def test_schedule_fuzzing_exposes_a_shared_memory_race():
@@ -223,6 +249,7 @@ def test_missing_record_stream_gives_a_wrong_result_on_emu():
         print("bad", int(y.cpu().isnan().sum()))
     """
     import textwrap
+
     bad = run_ok("RECORD = False\n" + textwrap.dedent(code), MYTORCH_EMU_STREAM_DELAY_US=20000)
     good = run_ok("RECORD = True\n" + textwrap.dedent(code), MYTORCH_EMU_STREAM_DELAY_US=20000)
     assert "bad 16384" in bad and "bad 0" in good, (bad, good)
@@ -237,10 +264,13 @@ def test_wrong_mma_fragment_layout_is_caught():
     import tempfile
     from test_gpu_nn import MMA_BATTERY, battery
     from mytorch.testing._compare import compare_tensor
+
     with tempfile.TemporaryDirectory() as d:
         paths = {}
-        for name, env in (("wrong", {"MYTORCH_ATTN_MMA": "1", "MYTORCH_EMU_MMA_LAYOUT": "wrong"}),
-                          ("sim", {"MYTORCH_RUNTIME": "sim"})):
+        for name, env in (
+            ("wrong", {"MYTORCH_ATTN_MMA": "1", "MYTORCH_EMU_MMA_LAYOUT": "wrong"}),
+            ("sim", {"MYTORCH_RUNTIME": "sim"}),
+        ):
             paths[name] = os.path.join(d, name + ".pt")
             run_ok(MMA_BATTERY + f"\ntorch.save(run('mytorch'), {paths[name]!r})\n", **env)
         wrong, sim = torch.load(paths["wrong"]), torch.load(paths["sim"])
@@ -254,6 +284,7 @@ def test_peer_copy_runs_on_the_destination_stream_whatever_the_current_device():
     current, so it ran on that device's default stream: unordered with the destination's work, and not covered
     by the copy's own synchronization. A kernel on mytorch:1 then read bytes still being copied (found by the
     fuzzer's emu campaign; 150 of 300 results were wrong with delayed streams)."""
-    out = run_ok(open("scripts/repro/cross_device_copy_race.py").read(), MYTORCH_SIM_DEVICES=2,
-                 MYTORCH_EMU_STREAM_DELAY_US=100)
+    out = run_ok(
+        open("scripts/repro/cross_device_copy_race.py").read(), MYTORCH_SIM_DEVICES=2, MYTORCH_EMU_STREAM_DELAY_US=100
+    )
     assert "wrong results: 0 of 300" in out, out

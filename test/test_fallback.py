@@ -1,4 +1,5 @@
 """The CPU fallback: modes, counters, warn-once, errors naming the op, and results that match the CPU."""
+
 import warnings
 
 import pytest
@@ -11,7 +12,7 @@ def test_counters_and_reset():
     torch.mytorch.reset_fallback_stats()
     x = torch.randn(8, 8)
     d = x.to("mytorch")
-    y = torch.asinh(d)                       # no native kernel yet: runs the CPU's, so results are equal
+    y = torch.asinh(d)  # no native kernel yet: runs the CPU's, so results are equal
     assert torch.equal(y.cpu(), torch.asinh(x))
     stats = torch.mytorch.fallback_stats()
     assert stats["aten::asinh.out"]["calls"] == 1
@@ -39,7 +40,7 @@ def test_bytes_moved_are_counted():
     s = torch.mytorch.fallback_stats()["aten::digamma.out"]
     assert s["calls"] == 1
     if torch.mytorch.runtime() == "sim":
-        assert s["bytes_to_cpu"] == 0               # zero-copy view of the device memory
+        assert s["bytes_to_cpu"] == 0  # zero-copy view of the device memory
     else:
         assert s["bytes_to_cpu"] >= 4000
     assert s["bytes_to_cpu"] + s["bytes_to_device"] >= 0
@@ -51,20 +52,23 @@ def test_error_mode_names_the_op():
     d = torch.ones(3, device="mytorch")
     with pytest.raises(NotImplementedError, match=r"aten::acos\.out.*MYTORCH_FALLBACK=error"):
         torch.acos(d)
-    assert torch.cos(d).device.type == "mytorch"     # a native kernel is unaffected
-    d.fill_(2.0)                                     # native ops still work
+    assert torch.cos(d).device.type == "mytorch"  # a native kernel is unaffected
+    d.fill_(2.0)  # native ops still work
     assert d.cpu().tolist() == [2.0, 2.0, 2.0]
 
 
 def test_error_mode_from_environment():
-    r = run_python("""
+    r = run_python(
+        """
         import torch, mytorch
         try:
             torch.ones(2, device="mytorch").digamma()
             print("no error")
         except NotImplementedError as e:
             print("raised", "aten::digamma" in str(e))
-    """, env={"MYTORCH_FALLBACK": "error"})
+    """,
+        env={"MYTORCH_FALLBACK": "error"},
+    )
     assert "raised True" in r.stdout, r.stdout + r.stderr
 
 
@@ -100,7 +104,7 @@ def test_bad_mode():
 def test_no_cpu_kernel_either():
     d = torch.ones(4, 4, device="mytorch")
     with pytest.raises(NotImplementedError, match=r"aten::_cslt_compress.*CPU fallback has no CPU kernel"):
-        torch.ops.aten._cslt_compress(d)               # cuSPARSELt: CUDA only
+        torch.ops.aten._cslt_compress(d)  # cuSPARSELt: CUDA only
 
 
 def test_fallback_semantics_match_cpu():
@@ -109,10 +113,16 @@ def test_fallback_semantics_match_cpu():
     idx = torch.tensor([0, 2, 5])
     d = x.to("mytorch")
     checks = [
-        (lambda t: t.sum(1), None), (lambda t: t.max(0), None), (lambda t: t[idx.to(t.device)], None),
-        (lambda t: torch.cat([t, t], 0), None), (lambda t: t.sort(1).values, None),
-        (lambda t: t.unbind(1)[3], None), (lambda t: t.split(3, 1)[1], None), (lambda t: t.diagonal(), None),
-        (lambda t: torch.where(t > 0, t, -t), None), (lambda t: t.masked_fill(t < 0, 0), None),
+        (lambda t: t.sum(1), None),
+        (lambda t: t.max(0), None),
+        (lambda t: t[idx.to(t.device)], None),
+        (lambda t: torch.cat([t, t], 0), None),
+        (lambda t: t.sort(1).values, None),
+        (lambda t: t.unbind(1)[3], None),
+        (lambda t: t.split(3, 1)[1], None),
+        (lambda t: t.diagonal(), None),
+        (lambda t: torch.where(t > 0, t, -t), None),
+        (lambda t: t.masked_fill(t < 0, 0), None),
     ]
     for f, _ in checks:
         ref, out = f(x), f(d)
@@ -127,7 +137,7 @@ def test_fallback_semantics_match_cpu():
 
 def test_views_from_fallback_alias_device_memory():
     d = torch.zeros(4, 6, device="mytorch")
-    parts = d.split(2, 1)                           # views returned by a fallback op
+    parts = d.split(2, 1)  # views returned by a fallback op
     parts[1].fill_(1.0)
     assert d.cpu()[:, 2:4].eq(1).all() and d.cpu()[:, :2].eq(0).all()
 

@@ -1,6 +1,7 @@
 """The robustness fuzzer (python -m mytorch.testing.fuzz): a seeded sample of its cases finds no silent
 corruption, no mixed-device acceptance, no crash, no hang and no difference from the CPU that is not listed; the harness itself tells a crash and a hang
 from an answer. The full campaign's figures are in docs/robustness.md."""
+
 import json
 import os
 import subprocess
@@ -11,14 +12,32 @@ from mytorch.testing._fuzz_bad import BAD_INPUTS
 from mytorch.testing.fuzz import VARIANTS, unlisted
 
 
-CASES = int(os.environ.get("MYTORCH_FUZZ_CASES", "8000"))   # scripts/test.sh runs fewer on the emulated build
+CASES = int(os.environ.get("MYTORCH_FUZZ_CASES", "8000"))  # scripts/test.sh runs fewer on the emulated build
 
 
 def test_seeded_sample_has_no_silent_corruption(tmp_path):
     out = tmp_path / "fuzz.json"
-    r = subprocess.run([sys.executable, "-m", "mytorch.testing.fuzz", "--cases", str(CASES), "--seed", "20261124",
-                        "--jobs", "2", "--json", str(out), "--log", str(tmp_path / "workers.log")],
-                       capture_output=True, text=True, timeout=900, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mytorch.testing.fuzz",
+            "--cases",
+            str(CASES),
+            "--seed",
+            "20261124",
+            "--jobs",
+            "2",
+            "--json",
+            str(out),
+            "--log",
+            str(tmp_path / "workers.log"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     rows = json.loads(out.read_text())["cases"]
     verdicts = {row["verdict"] for row in rows}
@@ -36,6 +55,7 @@ def test_seeded_sample_has_no_silent_corruption(tmp_path):
 
 def test_pool_reports_crashes_and_hangs(tmp_path):
     from mytorch.testing._pool import run_pool
+
     worker = tmp_path / "toy_worker.py"
     worker.write_text(
         "import json, os, sys, time\n"
@@ -45,11 +65,18 @@ def test_pool_reports_crashes_and_hangs(tmp_path):
         "    req = json.loads(line)\n"
         "    if req['do'] == 'crash': os.abort()\n"
         "    if req['do'] == 'hang': time.sleep(60)\n"
-        "    out.write(json.dumps({'index': req['index'], 'answer': req['do']}) + '\\n')\n")
+        "    out.write(json.dumps({'index': req['index'], 'answer': req['do']}) + '\\n')\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     with open(tmp_path / "log", "w") as log:
-        got = run_pool("toy_worker", [(0, {"do": "ok"}), (1, {"do": "crash"}), (2, {"do": "hang"}), (3, {"do": "ok"})],
-                       jobs=2, timeout=3, env=env, log=log)
+        got = run_pool(
+            "toy_worker",
+            [(0, {"do": "ok"}), (1, {"do": "crash"}), (2, {"do": "hang"}), (3, {"do": "ok"})],
+            jobs=2,
+            timeout=3,
+            env=env,
+            log=log,
+        )
     assert got[0]["answer"] == "ok" and got[3]["answer"] == "ok"
     assert got[1]["crashed"] and "signal 6" in got[1]["failure"]
     assert got[2]["timed_out"] and "timed out" in got[2]["failure"]
@@ -58,6 +85,7 @@ def test_pool_reports_crashes_and_hangs(tmp_path):
 def test_every_listed_difference_is_justified_in_the_docs():
     """KNOWN_DIFFERENCES is the machine's list; docs/robustness.md gives each entry's reason to a reader."""
     from mytorch.testing.fuzz import KNOWN_DIFFERENCES
+
     doc = open(os.path.join(ROOT, "docs", "robustness.md")).read()
     missing = [name for name, _ in KNOWN_DIFFERENCES if f"`{name.removeprefix('bad:')}`" not in doc]
     assert not missing, missing

@@ -1,5 +1,6 @@
 """GPU-only checks (marked `gpu`; they skip unless the cuda runtime is live): the CUDA kernels against their
 sim twins and against stock torch.cuda."""
+
 import pytest
 import torch
 
@@ -8,8 +9,20 @@ from mytorch.testing._compare import assert_aligned, assert_sum_within_bound
 
 pytestmark = pytest.mark.gpu
 
-KERNEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-                 torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+KERNEL_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+]
 
 
 @pytest.mark.hardware
@@ -24,17 +37,20 @@ def test_random_stream_matches_sim_twin():
     u = torch.rand(4099, device="mytorch").cpu()
     n = torch.randn(4099, device="mytorch", dtype=torch.float64).cpu()
     e = torch.empty(4099, device="mytorch", dtype=torch.float64).exponential_(3.0).cpu()
-    r = run_python("""
+    r = run_python(
+        """
         import torch, mytorch
         torch.mytorch.manual_seed(2024)
         u = torch.rand(4099, device="mytorch").cpu()
         n = torch.randn(4099, device="mytorch", dtype=torch.float64).cpu()
         e = torch.empty(4099, device="mytorch", dtype=torch.float64).exponential_(3.0).cpu()
         torch.save((u, n, e), "/tmp/mytorch_sim_random.pt")
-    """, env={"MYTORCH_RUNTIME": "sim"})
+    """,
+        env={"MYTORCH_RUNTIME": "sim"},
+    )
     assert r.returncode == 0, r.stderr
     su, sn, se = torch.load("/tmp/mytorch_sim_random.pt")
-    assert torch.equal(u, su)                                  # integer arithmetic: bit-identical
+    assert torch.equal(u, su)  # integer arithmetic: bit-identical
     assert_aligned(n, sn, None, "normal")  # libm vs CUDA math: last-bit differences
     assert_aligned(e, se, None, "exponential")
 

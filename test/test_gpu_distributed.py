@@ -1,5 +1,6 @@
 """The NCCL path of the mytorch process group on one GPU (world size 1: NCCL cannot put two ranks on one
 device), against the same collectives of stock ProcessGroupNCCL on torch.cuda. Marked `gpu`."""
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -13,8 +14,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.hardware]  # NCCL: nothing to emulate
 @pytest.fixture
 def groups():
     port = W.free_port()
-    dist.init_process_group("cuda:nccl,mytorch:mytorch", init_method=f"tcp://127.0.0.1:{port}", rank=0,
-                            world_size=1)
+    dist.init_process_group("cuda:nccl,mytorch:mytorch", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
         yield dist.distributed_c10d._get_default_group()
     finally:
@@ -27,13 +27,15 @@ def test_nccl_path_is_live(groups):
     assert mytorch.distributed.nccl_version() > 0
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64,
-                                   torch.uint8, torch.bool])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.uint8, torch.bool]
+)
 def test_collectives_match_process_group_nccl(groups, dtype):
     g = torch.Generator().manual_seed(0)
     base = (torch.randint(0, 4, (4097,), generator=g)).to(dtype)
-    for op in ([dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.MIN] +
-               ([dist.ReduceOp.AVG, dist.ReduceOp.PRODUCT] if dtype != torch.bool else [])):
+    for op in [dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.MIN] + (
+        [dist.ReduceOp.AVG, dist.ReduceOp.PRODUCT] if dtype != torch.bool else []
+    ):
         a, b = base.to("mytorch"), base.cuda()
         dist.all_reduce(a, op=op)
         dist.all_reduce(b, op=op)
@@ -56,9 +58,9 @@ def test_stream_order_and_future(groups):
     x = torch.ones(1 << 20, device="mytorch")
     s = torch.mytorch.Stream()
     with torch.mytorch.stream(s):
-        x.mul_(3)                       # queued on a side stream
+        x.mul_(3)  # queued on a side stream
         w = dist.all_reduce(x, async_op=True)
-        w.wait()                        # orders this stream after the collective
+        w.wait()  # orders this stream after the collective
         y = x + 1
     assert torch.equal(y.cpu(), torch.full((1 << 20,), 4.0))
     fut = dist.all_reduce(torch.ones(8, device="mytorch"), async_op=True).get_future()
@@ -81,6 +83,7 @@ def test_a_rank_that_never_arrives_raises_after_the_timeout():
     import sys
     import textwrap
     import time
+
     port = W.free_port()
     code = textwrap.dedent(f"""
         import sys, time, datetime, torch, torch.distributed as dist, mytorch
@@ -99,8 +102,12 @@ def test_a_rank_that_never_arrives_raises_after_the_timeout():
         print("no error")
     """)
     env = dict(__import__("os").environ, MYTORCH_RUNTIME="cuda")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(r)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(r)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for r in (0, 1)
+    ]
     start = time.time()
     out, err = procs[0].communicate(timeout=60)
     procs[1].kill()

@@ -1,6 +1,7 @@
 """GPU-only checks of the NN kernel families (marked `gpu`; they skip unless the cuda runtime is live): the
 CUDA kernels (cuBLASLt, cuDNN and our own) against their sim twins on the same inputs, and against stock
 torch.cuda."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -127,8 +128,9 @@ def test_nn_families_match_sim_twins(tmp_path):
     exec(NN_BATTERY, ns)
     mine = ns["run"]("mytorch")
     path = tmp_path / "sim.pt"
-    r = run_python(NN_BATTERY + f"\ntorch.save(run('mytorch'), {str(path)!r})\n", env={"MYTORCH_RUNTIME": "sim"},
-                   timeout=600)
+    r = run_python(
+        NN_BATTERY + f"\ntorch.save(run('mytorch'), {str(path)!r})\n", env={"MYTORCH_RUNTIME": "sim"}, timeout=600
+    )
     assert r.returncode == 0, r.stderr
     sim = torch.load(path)
     cpu = battery(NN_BATTERY, "cpu")
@@ -136,8 +138,9 @@ def test_nn_families_match_sim_twins(tmp_path):
     # kernel, which the sim twin calls, uses erf. Each is checked against its own definition in float64.
     x, w = ns["x"], ns["w"]
     pre, pre32 = torch.addmm(w[0].double(), x.double(), w.double()), torch.addmm(w[0], x, w)
-    assert_aligned(mine.pop("addmm_gelu"), F.gelu(pre32, approximate="tanh"), F.gelu(pre, approximate="tanh"),
-                   "addmm_gelu (tanh)")
+    assert_aligned(
+        mine.pop("addmm_gelu"), F.gelu(pre32, approximate="tanh"), F.gelu(pre, approximate="tanh"), "addmm_gelu (tanh)"
+    )
     assert_aligned(sim.pop("addmm_gelu"), F.gelu(pre32), F.gelu(pre), "addmm_gelu (erf, sim)")
     cpu.pop("addmm_gelu")
     for k, v in sim.items():
@@ -237,6 +240,7 @@ def test_grouped_mm_kernel_matches_the_cpu(dtype):
     """The grouped GEMM kernel (kernels/cuda/grouped_gemm.cu) in every mode, forward and backward, within the
     tolerance rule of the CPU's result against float64 (its float32 accumulation order is not the CPU's)."""
     from conftest import grouped_mm_cases, grouped_mm_golden
+
     for name, (a, b, offs) in grouped_mm_cases(dtype).items():
         got = torch._grouped_mm(a.to("mytorch"), b.to("mytorch"), offs.to("mytorch") if offs is not None else None)
         want = torch._grouped_mm(a, b, offs)

@@ -1,6 +1,7 @@
 """torch.multiprocessing with mytorch tensors (python/mytorch/backend/ipc.py): a tensor sent to another process
 is a view of the same device memory, in both directions, as CUDA IPC gives torch.cuda; the sender keeps the
 memory until the receiver lets it go; what cannot be shared is refused with an exception."""
+
 import pickle
 
 import pytest
@@ -16,22 +17,37 @@ def _worker(inbox, outbox):
     """Serves commands from the test: each gets the tensors it names and answers with results."""
     import torch  # noqa: F811 (spawned)
     import mytorch  # noqa: F401 (scripts/emu.sh turns torch's autoload off)
+
     held = []
     while True:
         cmd, args = inbox.get()
         try:
             if cmd == "stop":
                 return
-            if cmd == "add_":                       # write through the shared memory
+            if cmd == "add_":  # write through the shared memory
                 t, value = args
                 t.add_(value)
                 if t.device.type == "mytorch":
-                    torch.mytorch.synchronize(t.device)   # the write lands before the answer
+                    torch.mytorch.synchronize(t.device)  # the write lands before the answer
                 outbox.put(("ok", None))
-            elif cmd == "read":                     # what the receiver sees, as CPU tensors
-                outbox.put(("ok", [(t.device.type, t.device.index, t.dtype, type(t).__name__, t.requires_grad,
-                                    t.detach().cpu()) for t in args]))
-            elif cmd == "hold":                     # keep a received tensor past its message
+            elif cmd == "read":  # what the receiver sees, as CPU tensors
+                outbox.put(
+                    (
+                        "ok",
+                        [
+                            (
+                                t.device.type,
+                                t.device.index,
+                                t.dtype,
+                                type(t).__name__,
+                                t.requires_grad,
+                                t.detach().cpu(),
+                            )
+                            for t in args
+                        ],
+                    )
+                )
+            elif cmd == "hold":  # keep a received tensor past its message
                 held.append(args)
                 outbox.put(("ok", None))
             elif cmd == "read_held":
@@ -39,12 +55,13 @@ def _worker(inbox, outbox):
             elif cmd == "drop":
                 held.clear()
                 outbox.put(("ok", None))
-            elif cmd == "make":                     # a tensor the receiver allocates, sent back
+            elif cmd == "make":  # a tensor the receiver allocates, sent back
                 t = torch.arange(6.0, device="mytorch").reshape(2, 3) * 10
                 outbox.put(("ok", t))
                 held.append(t)
-            elif cmd == "forward":                  # a received tensor sent on (pickled here: a queue
+            elif cmd == "forward":  # a received tensor sent on (pickled here: a queue
                 from multiprocessing.reduction import ForkingPickler  # pickles in its feeder thread)
+
                 ForkingPickler.dumps(args)
                 outbox.put(("ok", None))
         except Exception as e:  # noqa: BLE001 - reported to the test
@@ -54,10 +71,11 @@ def _worker(inbox, outbox):
 def _producer(queue, done):
     import torch  # noqa: F811 (spawned)
     import mytorch  # noqa: F401 (scripts/emu.sh turns torch's autoload off)
+
     t = torch.arange(1.0, 5.0, device="mytorch")[1:]
     queue.put(t)
     done.wait(TIMEOUT)
-    del t   # while the receiver still holds it: the send's reference keeps the memory until exit
+    del t  # while the receiver still holds it: the send's reference keeps the memory until exit
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +101,12 @@ def worker():
 
 def test_writes_are_seen_by_both_processes(worker):
     x = torch.arange(12.0, device="mytorch")
-    view = x.view(3, 4)[:, 1::2]                    # a strided view with an offset
+    view = x.view(3, 4)[:, 1::2]  # a strided view with an offset
     worker("add_", (view, 100.0))
     want = torch.arange(12.0).view(3, 4)
     want[:, 1::2] += 100
     assert torch.equal(x.cpu(), want.view(-1))
-    got = worker("make")                            # and from the child to the parent
+    got = worker("make")  # and from the child to the parent
     assert got.device == torch.device("mytorch", 0)
     assert torch.equal(got.cpu(), torch.arange(6.0).reshape(2, 3) * 10)
     got.mul_(2)
@@ -97,10 +115,15 @@ def test_writes_are_seen_by_both_processes(worker):
 
 
 def test_dtypes_parameters_and_empty_tensors_arrive_as_sent(worker):
-    sent = [torch.randn(4, 5, device="mytorch").t(), torch.arange(7, dtype=torch.int64, device="mytorch")[2:],
-            torch.tensor([True, False], device="mytorch"), torch.randn(3, dtype=torch.bfloat16, device="mytorch"),
-            torch.nn.Parameter(torch.ones(2, device="mytorch")), torch.empty(0, 3, device="mytorch"),
-            torch.ones(3, device="mytorch", requires_grad=True)]
+    sent = [
+        torch.randn(4, 5, device="mytorch").t(),
+        torch.arange(7, dtype=torch.int64, device="mytorch")[2:],
+        torch.tensor([True, False], device="mytorch"),
+        torch.randn(3, dtype=torch.bfloat16, device="mytorch"),
+        torch.nn.Parameter(torch.ones(2, device="mytorch")),
+        torch.empty(0, 3, device="mytorch"),
+        torch.ones(3, device="mytorch", requires_grad=True),
+    ]
     got = worker("read", sent)
     for s, (dev, index, dtype, cls, requires_grad, value) in zip(sent, got):
         assert (dev, index, dtype, requires_grad) == ("mytorch", 0, s.dtype, s.requires_grad)
@@ -110,7 +133,7 @@ def test_dtypes_parameters_and_empty_tensors_arrive_as_sent(worker):
 
 def test_cpu_tensors_still_take_torchs_path(worker):
     c = torch.zeros(3)
-    worker("add_", (c, 1.0))          # torch moves it to shared memory; the child's write is seen here
+    worker("add_", (c, 1.0))  # torch moves it to shared memory; the child's write is seen here
     assert torch.equal(c, torch.ones(3))
 
 

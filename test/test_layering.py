@@ -2,6 +2,7 @@
 against the torch headers its layer allows and no others, csrc's layers point downward (python -> distributed,
 aten -> core), and the op tables cannot hold a row without its functor. Each rule has its negative control: the
 violation really fails to compile."""
+
 import json
 import os
 import shutil
@@ -86,7 +87,11 @@ def test_a_kernel_that_includes_aten_does_not_compile(tmp_path):
     compiles and ATen / c10/core do not."""
     cmd = _kernel_command(_build_dir(), "kernels/sim/elementwise.cpp")
     results = {}
-    for name, include in [("allowed", "c10/util/Half.h"), ("aten", "ATen/core/Tensor.h"), ("core", "c10/core/Device.h")]:
+    for name, include in [
+        ("allowed", "c10/util/Half.h"),
+        ("aten", "ATen/core/Tensor.h"),
+        ("core", "c10/core/Device.h"),
+    ]:
         src = tmp_path / f"{name}.cpp"
         src.write_text(f"#include <{include}>\nint main() {{ return 0; }}\n")
         r = subprocess.run(cmd + ["-fsyntax-only", str(src)], capture_output=True, text=True, cwd=_build_dir())
@@ -99,8 +104,11 @@ def test_a_kernel_that_includes_aten_does_not_compile(tmp_path):
 def test_csrc_layers_point_downward():
     """core includes nothing of aten, distributed or python; distributed takes the runtime from core, not from the
     op glue; aten does not reach up into distributed or python."""
-    forbidden = {"core": ("aten", "distributed", "python"), "distributed": ("aten", "python"),
-                 "aten": ("distributed", "python")}
+    forbidden = {
+        "core": ("aten", "distributed", "python"),
+        "distributed": ("aten", "python"),
+        "aten": ("distributed", "python"),
+    }
     csrc = os.path.realpath(os.path.join(ROOT, "csrc"))
     bad = []
     for obj, headers in _deps(_build_dir()).items():
@@ -135,12 +143,14 @@ def test_a_pointwise_row_without_a_functor_does_not_compile(tmp_path):
     shutil.copytree(os.path.join(ROOT, "kernels", "include"), include)
     src = tmp_path / "probe.cpp"
     src.write_text(ROW_PROBE)
-    as_is = subprocess.run(cmd + ["-I", str(include), "-fsyntax-only", str(src)], capture_output=True, text=True,
-                           cwd=_build_dir())
+    as_is = subprocess.run(
+        cmd + ["-I", str(include), "-fsyntax-only", str(src)], capture_output=True, text=True, cwd=_build_dir()
+    )
     assert as_is.returncode == 0, as_is.stderr[-2000:]
     table = include / "mytorch" / "tables" / "pointwise.def"
     table.write_text(table.read_text() + "MT_POINTWISE(NoFunctor, 1, Float, Cast, Unary, Hand, abs, out, No)\n")
     cmd = [a for a in cmd if not a.endswith(os.path.join("kernels", "include"))]  # the copy, not the tree's
-    extra = subprocess.run(cmd + ["-I", str(include), "-fsyntax-only", str(src)], capture_output=True, text=True,
-                           cwd=_build_dir())
+    extra = subprocess.run(
+        cmd + ["-I", str(include), "-fsyntax-only", str(src)], capture_output=True, text=True, cwd=_build_dir()
+    )
     assert extra.returncode != 0 and "Fn<mytorch::EwOp::NoFunctor>" in extra.stderr, extra.stderr[-2000:]

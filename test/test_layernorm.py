@@ -2,6 +2,7 @@
 reference with tolerances relative to PyTorch's own error at the dtype, the odd and extreme shapes the
 width-specialised kernels must survive, gradcheck in float64, the fused residual-add custom ops, and that
 nn.LayerNorm / nn.RMSNorm reach our kernels without a fallback."""
+
 import copy
 
 import pytest
@@ -57,7 +58,9 @@ def test_one_row_no_affine_multi_dim_and_non_contiguous(norm):
     fn = _layer if norm == "layer" else _rms
     assert_norm_like_torch(fn, torch.randn(1, 64), None, None, torch.float32, (64,))
     x = torch.randn(3, 4, 6, 10)
-    assert_norm_like_torch(fn, x, torch.rand(6, 10) + 0.5, torch.randn(6, 10) if norm == "layer" else None, torch.float32, (6, 10))
+    assert_norm_like_torch(
+        fn, x, torch.rand(6, 10) + 0.5, torch.randn(6, 10) if norm == "layer" else None, torch.float32, (6, 10)
+    )
     t = torch.randn(12, 40).t()  # non-contiguous: made contiguous once by the glue
     assert_norm_like_torch(fn, t, torch.rand(12) + 0.5, None, torch.float32, (12,))
 
@@ -78,7 +81,9 @@ def test_mixed_precision_parameters():
     y = F.layer_norm(x.bfloat16().to(DEV), (96,), w.to(DEV), b.to(DEV))
     ref = F.layer_norm(x.bfloat16(), (96,), w, b)
     assert y.dtype == torch.bfloat16
-    assert_aligned(y, ref, F.layer_norm(x.bfloat16().double(), (96,), w.double(), b.double()), "bf16 with fp32 parameters")
+    assert_aligned(
+        y, ref, F.layer_norm(x.bfloat16().double(), (96,), w.double(), b.double()), "bf16 with fp32 parameters"
+    )
 
 
 def test_modules_and_autocast_run_native():
@@ -104,12 +109,15 @@ def test_gradcheck_float64(norm):
     b = torch.randn(9, dtype=torch.float64, device=DEV, requires_grad=True)
     if norm == "layer":
         assert torch.autograd.gradcheck(lambda a, c, d: F.layer_norm(a, (9,), c, d), (x, w, b))
-        assert torch.autograd.gradcheck(lambda a, r, c, d: mytorch.ops.add_layer_norm(a, r, (9,), c, d),
-                                        (x, torch.randn_like(x).requires_grad_(), w, b))
+        assert torch.autograd.gradcheck(
+            lambda a, r, c, d: mytorch.ops.add_layer_norm(a, r, (9,), c, d),
+            (x, torch.randn_like(x).requires_grad_(), w, b),
+        )
     else:
         assert torch.autograd.gradcheck(lambda a, c: F.rms_norm(a, (9,), c, 1e-6), (x, w))
-        assert torch.autograd.gradcheck(lambda a, r, c: mytorch.ops.add_rms_norm(a, r, (9,), c, 1e-6),
-                                        (x, torch.randn_like(x).requires_grad_(), w))
+        assert torch.autograd.gradcheck(
+            lambda a, r, c: mytorch.ops.add_rms_norm(a, r, (9,), c, 1e-6), (x, torch.randn_like(x).requires_grad_(), w)
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -119,8 +127,12 @@ def test_fused_add_norm_matches_unfused(dtype):
     y, s = mytorch.ops.add_layer_norm(x.to(DEV), r.to(DEV), (130,), w.to(DEV), b.to(DEV), 1e-5)
     assert torch.equal(s.cpu(), x + r)  # the sum, rounded as the unfused add
     s64 = (x + r).double()  # the rounded sum, normalised in float64: the golden values
-    assert_aligned(y, F.layer_norm(x + r, (130,), w, b, 1e-5), F.layer_norm(s64, (130,), w.double(), b.double(), 1e-5),
-                   "add_layer_norm")
+    assert_aligned(
+        y,
+        F.layer_norm(x + r, (130,), w, b, 1e-5),
+        F.layer_norm(s64, (130,), w.double(), b.double(), 1e-5),
+        "add_layer_norm",
+    )
     y2, s2 = mytorch.ops.add_rms_norm(x.to(DEV), r.to(DEV), (130,), w.to(DEV), 1e-6)
     assert_aligned(y2, F.rms_norm(x + r, (130,), w, 1e-6), F.rms_norm(s64, (130,), w.double(), 1e-6), "add_rms_norm")
     # the CPU implementation of the custom ops (the reference) agrees
@@ -156,8 +168,9 @@ def test_bad_input_raises():
 def test_rms_norm_where_aten_composes_it(weight):
     """ATen's rms_norm is not the fused op for complex inputs and for a weight of another dtype: it composes
     pointwise ops, and so does mytorch's (on its own kernels), forward and backward, against complex128/float64."""
-    torch.mytorch.set_fallback_mode("silent")   # complex rsqrt and pow have no native kernel
+    torch.mytorch.set_fallback_mode("silent")  # complex rsqrt and pow have no native kernel
     from mytorch.testing._compare import compare_tensor
+
     g = torch.Generator().manual_seed(3)
     for dtype in (torch.complex64, torch.bfloat16):
         if dtype == torch.bfloat16 and weight is None:

@@ -2,6 +2,7 @@
 with random weights (no download), trained and run through generate() on mytorch and on the CPU from one seed,
 with the CPU fallback forbidden. Left-padded batches (a fully masked attention row for the padding under the
 causal mask) generate the same tokens as the CPU."""
+
 import copy
 
 import pytest
@@ -11,57 +12,147 @@ from mytorch.testing._compare import compare_tensor
 
 transformers = pytest.importorskip("transformers")
 
-SMALL = dict(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, max_position_embeddings=64, head_dim=16, pad_token_id=0, bos_token_id=1,
-             eos_token_id=2)
-MOE = dict(num_local_experts=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
-           shared_expert_intermediate_size=64)
+SMALL = dict(
+    vocab_size=96,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    head_dim=16,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
+)
+MOE = dict(
+    num_local_experts=4,
+    num_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=64,
+    shared_expert_intermediate_size=64,
+)
 # Family -> the config's own names for what differs from SMALL (dropout off: the two sides draw other numbers;
 # None: leave SMALL's key out).
 DECODERS = {
-    "llama": {}, "mistral": {}, "qwen2": {}, "qwen3": {}, "gemma": {}, "gemma2": {}, "phi3": {}, "gpt_neox": {},
-    "bloom": {}, "olmo": {}, "starcoder2": {}, "granite": {},
+    "llama": {},
+    "mistral": {},
+    "qwen2": {},
+    "qwen3": {},
+    "gemma": {},
+    "gemma2": {},
+    "phi3": {},
+    "gpt_neox": {},
+    "bloom": {},
+    "olmo": {},
+    "starcoder2": {},
+    "granite": {},
     "gpt2": dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
     "opt": dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, word_embed_proj_dim=64, ffn_dim=128),
     "falcon": dict(hidden_dropout=0.0, attention_dropout=0.0, num_kv_heads=2, head_dim=None),
     # mixture of experts, with transformers' default experts path (grouped GEMM, histc on the device)
-    "mixtral": MOE, "qwen2_moe": MOE, "qwen3_moe": MOE, "gpt_oss": MOE,
-    "deepseek_v3": dict(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
-                        first_k_dense_replace=1, n_group=1, topk_group=1, kv_lora_rank=16, q_lora_rank=16,
-                        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, head_dim=8,
-                        num_key_value_heads=4),
-    "olmoe": MOE, "granitemoe": MOE, "minimax": MOE, "ernie4_5_moe": MOE, "glm4_moe": dict(MOE, n_routed_experts=4,
-    n_shared_experts=1, first_k_dense_replace=0, n_group=1, topk_group=1), "hunyuan_v1_moe": MOE, "flex_olmo": MOE,
+    "mixtral": MOE,
+    "qwen2_moe": MOE,
+    "qwen3_moe": MOE,
+    "gpt_oss": MOE,
+    "deepseek_v3": dict(
+        moe_intermediate_size=32,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        first_k_dense_replace=1,
+        n_group=1,
+        topk_group=1,
+        kv_lora_rank=16,
+        q_lora_rank=16,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=8,
+        v_head_dim=16,
+        head_dim=8,
+        num_key_value_heads=4,
+    ),
+    "olmoe": MOE,
+    "granitemoe": MOE,
+    "minimax": MOE,
+    "ernie4_5_moe": MOE,
+    "glm4_moe": dict(MOE, n_routed_experts=4, n_shared_experts=1, first_k_dense_replace=0, n_group=1, topk_group=1),
+    "hunyuan_v1_moe": MOE,
+    "flex_olmo": MOE,
     "dots1": dict(MOE, n_routed_experts=4, n_shared_experts=1, first_k_dense_replace=0, n_group=1, topk_group=1),
-    "cohere2_moe": MOE, "exaone_moe": MOE, "nemotron_h": MOE, "granitemoeshared": MOE, "laguna": MOE, "mellum": MOE,
+    "cohere2_moe": MOE,
+    "exaone_moe": MOE,
+    "nemotron_h": MOE,
+    "granitemoeshared": MOE,
+    "laguna": MOE,
+    "mellum": MOE,
     "solar_open": MOE,
     # multi-head latent attention with a complex rotary embedding (polar, complex mul; Complex.cpp) and experts
-    "deepseek_v2": dict(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
-                        first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8,
-                        qk_nope_head_dim=8, v_head_dim=16, head_dim=8, num_key_value_heads=4),
+    "deepseek_v2": dict(
+        moe_intermediate_size=32,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        first_k_dense_replace=1,
+        kv_lora_rank=16,
+        q_lora_rank=None,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=8,
+        v_head_dim=16,
+        head_dim=8,
+        num_key_value_heads=4,
+    ),
     # state-space / convolution layers beside attention, with experts (transformers' PyTorch reference paths)
-    "jamba": dict(MOE, expert_layer_period=2, expert_layer_offset=1, attn_layer_period=2,
-                  attn_layer_offset=1, mamba_d_state=8, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=8),
-    "granitemoehybrid": dict(MOE, layer_types=["mamba", "attention"], mamba_n_heads=4,
-                             mamba_d_head=32, mamba_d_state=8, mamba_n_groups=1, mamba_chunk_size=8),
-    "lfm2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, num_dense_layers=1,
-                     layer_types=["full_attention", "conv"]),
+    "jamba": dict(
+        MOE,
+        expert_layer_period=2,
+        expert_layer_offset=1,
+        attn_layer_period=2,
+        attn_layer_offset=1,
+        mamba_d_state=8,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_dt_rank=8,
+    ),
+    "granitemoehybrid": dict(
+        MOE,
+        layer_types=["mamba", "attention"],
+        mamba_n_heads=4,
+        mamba_d_head=32,
+        mamba_d_state=8,
+        mamba_n_groups=1,
+        mamba_chunk_size=8,
+    ),
+    "lfm2_moe": dict(
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        num_dense_layers=1,
+        layer_types=["full_attention", "conv"],
+    ),
     "zaya": dict(MOE, num_experts_per_tok=1),
     # linear attention (gated delta rule: a triangular solve) and experts
-    "qwen3_next": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
-                       shared_expert_intermediate_size=32, linear_num_value_heads=4, linear_num_key_heads=2,
-                       linear_key_head_dim=16, linear_value_head_dim=16,
-                       layer_types=["linear_attention", "full_attention"]),
+    "qwen3_next": dict(
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=32,
+        linear_num_value_heads=4,
+        linear_num_key_heads=2,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        layer_types=["linear_attention", "full_attention"],
+    ),
 }
-LOSS_RTOL = 1e-4   # the issue's parity rule for training (reduction order)
+LOSS_RTOL = 1e-4  # the issue's parity rule for training (reduction order)
 
 
 pytestmark = pytest.mark.native
 
 
 def _config(family):
-    return transformers.AutoConfig.for_model(family, **{k: v for k, v in {**SMALL, **DECODERS[family]}.items()
-                                                        if v is not None})
+    return transformers.AutoConfig.for_model(
+        family, **{k: v for k, v in {**SMALL, **DECODERS[family]}.items() if v is not None}
+    )
 
 
 def _pair(make):
@@ -107,34 +198,51 @@ def test_decoder_trains_and_generates_like_the_cpu(family):
     model.eval()
     dev.eval()
     mask = torch.ones(2, 12, dtype=torch.long)
-    mask[0, :4] = 0   # left padding
+    mask[0, :4] = 0  # left padding
     with torch.no_grad():
         logits = model(input_ids=ids, attention_mask=mask).logits
         gold = _gold(model)(input_ids=ids, attention_mask=mask).logits
         got = dev(input_ids=ids.to("mytorch"), attention_mask=mask.to("mytorch")).logits
     assert torch.isfinite(got).all()
-    e = compare_tensor(got[:, 4:], logits[:, 4:], gold[:, 4:])   # the padded positions' values are arbitrary
+    e = compare_tensor(got[:, 4:], logits[:, 4:], gold[:, 4:])  # the padded positions' values are arbitrary
     assert e.ok, e.problems or f"{e.bad} of {e.total} logits out of tolerance"
     greedy = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
     want = model.generate(input_ids=ids, attention_mask=mask, **greedy)
-    assert torch.equal(dev.generate(input_ids=ids.to("mytorch"), attention_mask=mask.to("mytorch"), **greedy).cpu(), want)
+    assert torch.equal(
+        dev.generate(input_ids=ids.to("mytorch"), attention_mask=mask.to("mytorch"), **greedy).cpu(), want
+    )
     sampled = []
-    for _ in range(2):   # seeded sampling: the device's generator, so reproducible on mytorch (not the CPU's draws)
+    for _ in range(2):  # seeded sampling: the device's generator, so reproducible on mytorch (not the CPU's draws)
         torch.mytorch.manual_seed(7)
-        sampled.append(dev.generate(input_ids=ids.to("mytorch"), attention_mask=mask.to("mytorch"), do_sample=True,
-                                    top_k=5, max_new_tokens=6, pad_token_id=0).cpu())
+        sampled.append(
+            dev.generate(
+                input_ids=ids.to("mytorch"),
+                attention_mask=mask.to("mytorch"),
+                do_sample=True,
+                top_k=5,
+                max_new_tokens=6,
+                pad_token_id=0,
+            ).cpu()
+        )
     assert torch.equal(sampled[0], sampled[1]) and int(sampled[0].max()) < 96
     assert torch.mytorch.fallback_stats() == {}
 
 
 def test_encoder_trains_like_the_cpu():
-    cfg = transformers.BertConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                  num_attention_heads=4, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                                  attention_probs_dropout_prob=0.0)
+    cfg = transformers.BertConfig(
+        vocab_size=96,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     model, dev = _pair(lambda: transformers.BertForMaskedLM(cfg))
     ids = torch.randint(3, 96, (2, 12), generator=torch.Generator().manual_seed(1))
     mask = torch.ones(2, 12, dtype=torch.long)
-    mask[1, 8:] = 0   # right padding
+    mask[1, 8:] = 0  # right padding
     _train(model, dev, {"input_ids": ids, "attention_mask": mask, "labels": ids})
     assert torch.mytorch.fallback_stats() == {}
 
@@ -142,15 +250,39 @@ def test_encoder_trains_like_the_cpu():
 @pytest.mark.parametrize("family", ["t5", "bart"])
 def test_seq2seq_trains_and_beam_searches_like_the_cpu(family):
     if family == "t5":
-        cfg = transformers.T5Config(vocab_size=96, d_model=64, d_ff=128, d_kv=16, num_layers=2, num_heads=4,
-                                    dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        cfg = transformers.T5Config(
+            vocab_size=96,
+            d_model=64,
+            d_ff=128,
+            d_kv=16,
+            num_layers=2,
+            num_heads=4,
+            dropout_rate=0.0,
+            decoder_start_token_id=0,
+            pad_token_id=0,
+            eos_token_id=1,
+        )
         make = lambda: transformers.T5ForConditionalGeneration(cfg)  # noqa: E731
     else:
-        cfg = transformers.BartConfig(vocab_size=96, d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128,
-                                      encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                                      decoder_attention_heads=4, max_position_embeddings=64, dropout=0.0,
-                                      attention_dropout=0.0, activation_dropout=0.0, pad_token_id=0, bos_token_id=1,
-                                      eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None)
+        cfg = transformers.BartConfig(
+            vocab_size=96,
+            d_model=64,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            max_position_embeddings=64,
+            dropout=0.0,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+            decoder_start_token_id=2,
+            forced_eos_token_id=None,
+        )
         make = lambda: transformers.BartForConditionalGeneration(cfg)  # noqa: E731
     model, dev = _pair(make)
     src = torch.randint(3, 96, (2, 10), generator=torch.Generator().manual_seed(1))
@@ -165,9 +297,18 @@ def test_seq2seq_trains_and_beam_searches_like_the_cpu(family):
 
 
 def test_vision_transformer_trains_like_the_cpu():
-    cfg = transformers.ViTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=64, intermediate_size=128,
-                                 num_hidden_layers=2, num_attention_heads=4, num_labels=5, hidden_dropout_prob=0.0,
-                                 attention_probs_dropout_prob=0.0)
+    cfg = transformers.ViTConfig(
+        image_size=16,
+        patch_size=4,
+        num_channels=3,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_labels=5,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     model, dev = _pair(lambda: transformers.ViTForImageClassification(cfg))
     g = torch.Generator().manual_seed(1)
     _train(model, dev, {"pixel_values": torch.randn(2, 3, 16, 16, generator=g), "labels": torch.tensor([1, 3])})
@@ -198,15 +339,33 @@ def test_low_precision_matches_the_cpu(family, mode):
 
 def test_wav2vec2_with_ctc_trains_like_the_cpu():
     """wav2vec2: the weight-normed positional convolution and the CTC loss, natively."""
-    cfg = transformers.Wav2Vec2Config(vocab_size=32, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                      intermediate_size=128, conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
-                                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, hidden_dropout=0.0,
-                                      attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0,
-                                      layerdrop=0.0, mask_time_prob=0.0, final_dropout=0.0, pad_token_id=0)
+    cfg = transformers.Wav2Vec2Config(
+        vocab_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        conv_dim=(32, 32),
+        conv_stride=(5, 2),
+        conv_kernel=(10, 3),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        feat_proj_dropout=0.0,
+        layerdrop=0.0,
+        mask_time_prob=0.0,
+        final_dropout=0.0,
+        pad_token_id=0,
+    )
     model, dev = _pair(lambda: transformers.Wav2Vec2ForCTC(cfg))
     g = torch.Generator().manual_seed(1)
-    _train(model, dev, {"input_values": torch.randn(2, 1600, generator=g),
-                        "labels": torch.randint(1, 32, (2, 5), generator=g)})
+    _train(
+        model,
+        dev,
+        {"input_values": torch.randn(2, 1600, generator=g), "labels": torch.randint(1, 32, (2, 5), generator=g)},
+    )
     assert torch.mytorch.fallback_stats() == {}
 
 
@@ -219,18 +378,40 @@ def test_multimodal_and_speech_models_train_like_the_cpu(family):
         text = dict(vocab_size=96, max_position_embeddings=16, **tower)
         vision = dict(image_size=16, patch_size=4, **tower)
         if family == "clip":
-            make = lambda: transformers.CLIPModel(transformers.CLIPConfig(text_config=text, vision_config=vision,  # noqa: E731
-                                                                          projection_dim=16))
+
+            def make():
+                return transformers.CLIPModel(
+                    transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+                )
         else:
-            make = lambda: transformers.SiglipModel(transformers.SiglipConfig(text_config=text, vision_config=vision))  # noqa: E731
-        batch = {"input_ids": ids, "pixel_values": torch.randn(2, 3, 16, 16, generator=g),
-                 "return_loss": torch.tensor(True)}
+
+            def make():
+                return transformers.SiglipModel(transformers.SiglipConfig(text_config=text, vision_config=vision))
+
+        batch = {
+            "input_ids": ids,
+            "pixel_values": torch.randn(2, 3, 16, 16, generator=g),
+            "return_loss": torch.tensor(True),
+        }
     else:
-        cfg = transformers.WhisperConfig(vocab_size=96, d_model=32, encoder_layers=1, decoder_layers=1,
-                                         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                                         decoder_ffn_dim=64, num_mel_bins=16, max_source_positions=10,
-                                         max_target_positions=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                                         decoder_start_token_id=1, dropout=0.0)
+        cfg = transformers.WhisperConfig(
+            vocab_size=96,
+            d_model=32,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            num_mel_bins=16,
+            max_source_positions=10,
+            max_target_positions=16,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+            decoder_start_token_id=1,
+            dropout=0.0,
+        )
         make = lambda: transformers.WhisperForConditionalGeneration(cfg)  # noqa: E731
         batch = {"input_features": torch.randn(2, 16, 20, generator=g), "labels": ids[:, :6]}
     model, dev = _pair(make)
@@ -240,29 +421,88 @@ def test_multimodal_and_speech_models_train_like_the_cpu(family):
 
 _ENC = dict(SMALL, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 _DROP = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-_S2S = dict(vocab_size=96, d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128, encoder_layers=1, decoder_layers=1,
-            encoder_attention_heads=4, decoder_attention_heads=4, max_position_embeddings=64, dropout=0.0,
-            attention_dropout=0.0, pad_token_id=0, eos_token_id=2, decoder_start_token_id=2, bos_token_id=1)
+_S2S = dict(
+    vocab_size=96,
+    d_model=64,
+    encoder_ffn_dim=128,
+    decoder_ffn_dim=128,
+    encoder_layers=1,
+    decoder_layers=1,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    max_position_embeddings=64,
+    dropout=0.0,
+    attention_dropout=0.0,
+    pad_token_id=0,
+    eos_token_id=2,
+    decoder_start_token_id=2,
+    bos_token_id=1,
+)
 # family -> (task, config): more architectures, trained 3 AdamW steps against the CPU
 MORE = {
-    "roberta": ("mlm", _ENC), "electra": ("mlm", _ENC), "albert": ("mlm", dict(_ENC, embedding_size=32)),
-    "deberta-v2": ("mlm", _ENC), "xlm-roberta": ("mlm", _ENC), "mpnet": ("mlm", _ENC),
-    "distilbert": ("mlm", dict(vocab_size=96, dim=64, hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=64,
-                               dropout=0.0, attention_dropout=0.0, pad_token_id=0)),
+    "roberta": ("mlm", _ENC),
+    "electra": ("mlm", _ENC),
+    "albert": ("mlm", dict(_ENC, embedding_size=32)),
+    "deberta-v2": ("mlm", _ENC),
+    "xlm-roberta": ("mlm", _ENC),
+    "mpnet": ("mlm", _ENC),
+    "distilbert": (
+        "mlm",
+        dict(
+            vocab_size=96,
+            dim=64,
+            hidden_dim=128,
+            n_layers=2,
+            n_heads=4,
+            max_position_embeddings=64,
+            dropout=0.0,
+            attention_dropout=0.0,
+            pad_token_id=0,
+        ),
+    ),
     "gptj": ("clm", dict(vocab_size=96, n_embd=64, n_layer=2, n_head=4, n_positions=64, rotary_dim=8, **_DROP)),
     "codegen": ("clm", dict(vocab_size=96, n_embd=64, n_layer=2, n_head=4, n_positions=64, rotary_dim=8, **_DROP)),
     "gpt_bigcode": ("clm", dict(vocab_size=96, n_embd=64, n_layer=2, n_head=4, n_positions=64, **_DROP)),
-    "stablelm": ("clm", dict(SMALL, head_dim=None)), "cohere": ("clm", SMALL), "persimmon": ("clm", dict(SMALL, head_dim=None)),
+    "stablelm": ("clm", dict(SMALL, head_dim=None)),
+    "cohere": ("clm", SMALL),
+    "persimmon": ("clm", dict(SMALL, head_dim=None)),
     "phi": ("clm", dict(SMALL, head_dim=None, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0)),
     "mpt": ("clm", dict(vocab_size=96, d_model=64, n_heads=4, n_layers=2, max_seq_len=64)),
     "mamba": ("clm", dict(vocab_size=96, hidden_size=64, num_hidden_layers=2, state_size=8)),
     "resnet": ("image", dict(hidden_sizes=[16, 32], depths=[1, 1], embedding_size=16, num_labels=5)),
-    "swin": ("image", dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4,
-                           num_labels=5, drop_path_rate=0.0, hidden_dropout_prob=0.0,
-                           attention_probs_dropout_prob=0.0)),
-    "marian": ("s2s", _S2S), "mbart": ("s2s", _S2S), "pegasus": ("s2s", _S2S),
-    "mt5": ("s2s", dict(vocab_size=96, d_model=64, d_ff=128, d_kv=16, num_layers=1, num_heads=4, dropout_rate=0.0,
-                        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)),
+    "swin": (
+        "image",
+        dict(
+            image_size=32,
+            patch_size=4,
+            embed_dim=16,
+            depths=[1, 1],
+            num_heads=[2, 2],
+            window_size=4,
+            num_labels=5,
+            drop_path_rate=0.0,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        ),
+    ),
+    "marian": ("s2s", _S2S),
+    "mbart": ("s2s", _S2S),
+    "pegasus": ("s2s", _S2S),
+    "mt5": (
+        "s2s",
+        dict(
+            vocab_size=96,
+            d_model=64,
+            d_ff=128,
+            d_kv=16,
+            num_layers=1,
+            num_heads=4,
+            dropout_rate=0.0,
+            decoder_start_token_id=0,
+            pad_token_id=0,
+            eos_token_id=1,
+        ),
+    ),
 }
 
 
@@ -270,14 +510,19 @@ MORE = {
 def test_more_families_train_like_the_cpu(family):
     task, kw = MORE[family]
     cfg = transformers.AutoConfig.for_model(family, **{k: v for k, v in kw.items() if v is not None})
-    auto = {"mlm": transformers.AutoModelForMaskedLM, "clm": transformers.AutoModelForCausalLM,
-            "image": transformers.AutoModelForImageClassification, "s2s": transformers.AutoModelForSeq2SeqLM}[task]
+    auto = {
+        "mlm": transformers.AutoModelForMaskedLM,
+        "clm": transformers.AutoModelForCausalLM,
+        "image": transformers.AutoModelForImageClassification,
+        "s2s": transformers.AutoModelForSeq2SeqLM,
+    }[task]
     model, dev = _pair(lambda: auto.from_config(cfg))
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(3, 96, (2, 12), generator=g)
-    batch = {"image": {"pixel_values": torch.randn(2, 3, 32, 32, generator=g), "labels": torch.tensor([1, 3])},
-             "s2s": {"input_ids": ids[:, :10].contiguous(), "labels": ids[:, 2:9].contiguous()}}.get(
-                 task, {"input_ids": ids, "labels": ids})
+    batch = {
+        "image": {"pixel_values": torch.randn(2, 3, 32, 32, generator=g), "labels": torch.tensor([1, 3])},
+        "s2s": {"input_ids": ids[:, :10].contiguous(), "labels": ids[:, 2:9].contiguous()},
+    }.get(task, {"input_ids": ids, "labels": ids})
     _train(model, dev, batch)
     assert torch.mytorch.fallback_stats() == {}
 
@@ -320,8 +565,13 @@ def test_trainer_trains_on_mytorch_through_accelerates_device_setting(tmp_path):
     for name, env in (("mytorch", {"ACCELERATE_TORCH_DEVICE": "mytorch"}), ("cpu", {})):
         full = {k: v for k, v in os.environ.items() if k != "ACCELERATE_TORCH_DEVICE"}
         full.update(env)
-        r = subprocess.run([sys.executable, str(script), str(tmp_path / name), name], capture_output=True, text=True,
-                           env=full, timeout=300)
+        r = subprocess.run(
+            [sys.executable, str(script), str(tmp_path / name), name],
+            capture_output=True,
+            text=True,
+            env=full,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         runs[name] = json.loads(r.stdout.strip().splitlines()[-1])
     assert runs["mytorch"]["device"] == "mytorch:0" and runs["cpu"]["device"] == "cpu"

@@ -1,4 +1,5 @@
 """Two devices under the guard: placement, cross-device copies, and errors on mixing devices."""
+
 import pytest
 import torch
 
@@ -6,7 +7,7 @@ import torch
 def test_tensors_land_on_requested_device(two_devices):
     a = torch.ones(4, device="mytorch:1")
     assert a.device == torch.device("mytorch", 1)
-    b = a * 2                                    # results stay on the input's device
+    b = a * 2  # results stay on the input's device
     assert b.device.index == 1
     with torch.mytorch.device(1):
         c = torch.zeros(3, device="mytorch")
@@ -20,10 +21,10 @@ def test_cross_device_copies(two_devices, dtype):
     a = x.to("mytorch:0")
     b = a.to("mytorch:1")
     assert b.device.index == 1 and torch.equal(b.cpu(), x)
-    c = a.transpose(0, 2).to("mytorch:1")       # strided source
+    c = a.transpose(0, 2).to("mytorch:1")  # strided source
     assert torch.equal(c.cpu(), x.transpose(0, 2))
     d = torch.empty(5, 4, 3, device="mytorch:1", dtype=torch.float64).transpose(0, 2)
-    d.copy_(a)                                  # strided destination with conversion
+    d.copy_(a)  # strided destination with conversion
     assert torch.equal(d.cpu(), x.double())
     e = torch.empty(4, 5, device="mytorch:1", dtype=dtype)
     e.copy_(a[1])

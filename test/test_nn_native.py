@@ -1,6 +1,7 @@
 """The NN training kernels run on mytorch's own kernels: with the fallback forbidden, each op of the
 NN-kernel list (GEMM family, softmax, losses, activations, embedding, optimizers, convolution and friends)
 runs forward and backward and matches the CPU; bad input raises instead of crashing."""
+
 import copy
 
 import pytest
@@ -21,9 +22,15 @@ def assert_fwd_bwd_match_cpu(fn, *inputs, dtype=torch.float32, grad_inputs=(0,))
     rule (Note [Alignment tolerance]): against float64, within twice PyTorch's own error at the dtype or the
     dtype's floor. Reductions inside (norm statistics, weight gradients) cancel, so a fixed tolerance would
     compare two roundings' noise."""
+
     def leaves(dt, device):
-        return [t.clone().to(dt).to(device).requires_grad_(i in grad_inputs) if t.is_floating_point()
-                else t.clone().to(device) for i, t in enumerate(inputs)]
+        return [
+            t.clone().to(dt).to(device).requires_grad_(i in grad_inputs)
+            if t.is_floating_point()
+            else t.clone().to(device)
+            for i, t in enumerate(inputs)
+        ]
+
     cpu, dev, gold = leaves(dtype, "cpu"), leaves(dtype, DEV), leaves(torch.float64, "cpu")
     y, yd, yg = fn(*cpu), fn(*dev), fn(*gold)
     assert_aligned(yd, y.detach(), yg.detach(), "output")
@@ -39,13 +46,27 @@ g0 = torch.Generator().manual_seed(0)
 X = torch.randn(6, 10, generator=g0)
 
 ACTIVATIONS = {
-    "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu,
-    "mish": F.mish, "elu": lambda t: F.elu(t, 0.7), "selu": F.selu, "celu": lambda t: F.celu(t, 1.3),
-    "leaky_relu": lambda t: F.leaky_relu(t, 0.05), "hardtanh": lambda t: F.hardtanh(t, -0.5, 0.7),
-    "relu6": F.relu6, "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid,
-    "softplus": lambda t: F.softplus(t, beta=2, threshold=1), "sigmoid": torch.sigmoid, "tanh": torch.tanh,
-    "logsigmoid": F.logsigmoid, "softmax": lambda t: F.softmax(t, -1), "softmax0": lambda t: F.softmax(t, 0),
-    "log_softmax": lambda t: F.log_softmax(t, -1), "log_softmax0": lambda t: F.log_softmax(t, 0),
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    "silu": F.silu,
+    "mish": F.mish,
+    "elu": lambda t: F.elu(t, 0.7),
+    "selu": F.selu,
+    "celu": lambda t: F.celu(t, 1.3),
+    "leaky_relu": lambda t: F.leaky_relu(t, 0.05),
+    "hardtanh": lambda t: F.hardtanh(t, -0.5, 0.7),
+    "relu6": F.relu6,
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "softplus": lambda t: F.softplus(t, beta=2, threshold=1),
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "logsigmoid": F.logsigmoid,
+    "softmax": lambda t: F.softmax(t, -1),
+    "softmax0": lambda t: F.softmax(t, 0),
+    "log_softmax": lambda t: F.log_softmax(t, -1),
+    "log_softmax0": lambda t: F.log_softmax(t, 0),
 }
 
 
@@ -68,7 +89,9 @@ def test_cross_entropy_weight_ignore_smoothing(reduction):
     t = torch.randint(0, 10, (6,), generator=g0)
     t[1] = -100
     w = torch.rand(10, generator=g0)
-    assert_fwd_bwd_match_cpu(lambda x, tt, ww: F.cross_entropy(x, tt, weight=ww, reduction=reduction, label_smoothing=0.1), X, t, w)
+    assert_fwd_bwd_match_cpu(
+        lambda x, tt, ww: F.cross_entropy(x, tt, weight=ww, reduction=reduction, label_smoothing=0.1), X, t, w
+    )
 
 
 def test_nll_loss2d_and_1d_input():
@@ -90,7 +113,9 @@ def test_pointwise_losses(name, reduction):
         "l1": lambda x, t: F.l1_loss(x, t, reduction=reduction),
         "huber": lambda x, t: F.huber_loss(x, t, reduction=reduction, delta=0.7),
         "bce": lambda x, t: F.binary_cross_entropy(torch.sigmoid(x), t, weight=w.to(x.device), reduction=reduction),
-        "bce_logits": lambda x, t: F.binary_cross_entropy_with_logits(x, t, pos_weight=w.to(x.device), reduction=reduction),
+        "bce_logits": lambda x, t: F.binary_cross_entropy_with_logits(
+            x, t, pos_weight=w.to(x.device), reduction=reduction
+        ),
     }
     assert_fwd_bwd_match_cpu(fns[name], X, target)
 
@@ -100,15 +125,29 @@ def test_gemm_family(dtype):
     a, b = torch.randn(5, 7, generator=g0), torch.randn(7, 3, generator=g0)
     bias, v = torch.randn(3, generator=g0), torch.randn(7, generator=g0)
     assert_fwd_bwd_match_cpu(lambda x, y: x @ y, a, b, dtype=dtype, grad_inputs=(0, 1))
-    assert_fwd_bwd_match_cpu(lambda x, y: x.t() @ y.t(), a.t().contiguous(), b.t().contiguous(), dtype=dtype, grad_inputs=(0, 1))
-    assert_fwd_bwd_match_cpu(lambda x, y, z: torch.addmm(z, x, y, beta=0.5, alpha=2), a, b, bias, dtype=dtype, grad_inputs=(0, 1, 2))
+    assert_fwd_bwd_match_cpu(
+        lambda x, y: x.t() @ y.t(), a.t().contiguous(), b.t().contiguous(), dtype=dtype, grad_inputs=(0, 1)
+    )
+    assert_fwd_bwd_match_cpu(
+        lambda x, y, z: torch.addmm(z, x, y, beta=0.5, alpha=2), a, b, bias, dtype=dtype, grad_inputs=(0, 1, 2)
+    )
     assert_fwd_bwd_match_cpu(lambda x, y, z: F.linear(x, y.t(), z), a, b, bias, dtype=dtype, grad_inputs=(0, 1, 2))
-    assert_fwd_bwd_match_cpu(lambda x, y: torch.bmm(x, y), torch.randn(3, 4, 5), torch.randn(3, 5, 2), dtype=dtype, grad_inputs=(0, 1))
-    assert_fwd_bwd_match_cpu(lambda x, y, z: torch.baddbmm(z, x, y, alpha=0.5), torch.randn(3, 4, 5), torch.randn(3, 5, 2),
-             torch.randn(4, 2), dtype=dtype, grad_inputs=(0, 1, 2))
+    assert_fwd_bwd_match_cpu(
+        lambda x, y: torch.bmm(x, y), torch.randn(3, 4, 5), torch.randn(3, 5, 2), dtype=dtype, grad_inputs=(0, 1)
+    )
+    assert_fwd_bwd_match_cpu(
+        lambda x, y, z: torch.baddbmm(z, x, y, alpha=0.5),
+        torch.randn(3, 4, 5),
+        torch.randn(3, 5, 2),
+        torch.randn(4, 2),
+        dtype=dtype,
+        grad_inputs=(0, 1, 2),
+    )
     assert_fwd_bwd_match_cpu(lambda x, y: torch.mv(x, y), a, v, dtype=dtype, grad_inputs=(0, 1))
     assert_fwd_bwd_match_cpu(lambda x, y: torch.dot(x, y), v, v * 2, dtype=dtype, grad_inputs=(0, 1))
-    assert_fwd_bwd_match_cpu(lambda x, y: torch.matmul(x, y), torch.randn(2, 3, 4, 5), torch.randn(5, 6), dtype=dtype, grad_inputs=(0, 1))
+    assert_fwd_bwd_match_cpu(
+        lambda x, y: torch.matmul(x, y), torch.randn(2, 3, 4, 5), torch.randn(5, 6), dtype=dtype, grad_inputs=(0, 1)
+    )
 
 
 def test_gemm_errors_and_empty():
@@ -137,12 +176,22 @@ def test_embedding_backward_deterministic_padding_and_freq():
 def test_norm_layers(dtype):
     x = torch.randn(3, 4, 5, 6, generator=g0) * 3 + 1
     w, b = torch.rand(6, generator=g0) + 0.5, torch.randn(6, generator=g0)
-    assert_fwd_bwd_match_cpu(lambda t, ww, bb: F.layer_norm(t, (6,), ww, bb), x, w, b, dtype=dtype, grad_inputs=(0, 1, 2))
+    assert_fwd_bwd_match_cpu(
+        lambda t, ww, bb: F.layer_norm(t, (6,), ww, bb), x, w, b, dtype=dtype, grad_inputs=(0, 1, 2)
+    )
     assert_fwd_bwd_match_cpu(lambda t: F.layer_norm(t, (5, 6)), x, dtype=dtype)
     wc, bc = torch.rand(4, generator=g0) + 0.5, torch.randn(4, generator=g0)
-    assert_fwd_bwd_match_cpu(lambda t, ww, bb: F.group_norm(t, 2, ww, bb), x, wc, bc, dtype=dtype, grad_inputs=(0, 1, 2))
-    assert_fwd_bwd_match_cpu(lambda t, ww, bb: F.batch_norm(t, None, None, ww, bb, training=True), x, wc, bc, dtype=dtype,
-             grad_inputs=(0, 1, 2))
+    assert_fwd_bwd_match_cpu(
+        lambda t, ww, bb: F.group_norm(t, 2, ww, bb), x, wc, bc, dtype=dtype, grad_inputs=(0, 1, 2)
+    )
+    assert_fwd_bwd_match_cpu(
+        lambda t, ww, bb: F.batch_norm(t, None, None, ww, bb, training=True),
+        x,
+        wc,
+        bc,
+        dtype=dtype,
+        grad_inputs=(0, 1, 2),
+    )
 
 
 def test_batch_norm_running_stats_and_eval():
@@ -155,14 +204,20 @@ def test_batch_norm_running_stats_and_eval():
     assert bnd.num_batches_tracked.item() == 3
     bn.eval(), bnd.eval()
     bng = copy.deepcopy(bn).double()  # the float64 reference of the same module
-    assert_fwd_bwd_match_cpu(lambda t: bnd(t) if t.device.type != "cpu" else (bng(t) if t.dtype == torch.float64 else bn(t)), x)
+    assert_fwd_bwd_match_cpu(
+        lambda t: bnd(t) if t.device.type != "cpu" else (bng(t) if t.dtype == torch.float64 else bn(t)), x
+    )
 
 
 POOLS = {
-    "max": lambda t: F.max_pool2d(t, 3, 2, 1), "max_dil_ceil": lambda t: F.max_pool2d(t, 2, 2, 0, 2, ceil_mode=True),
-    "avg": lambda t: F.avg_pool2d(t, 3, 2, 1), "avg_nopad_ceil": lambda t: F.avg_pool2d(t, 3, 2, 1, True, False),
-    "avg_div": lambda t: F.avg_pool2d(t, 2, divisor_override=3), "adaptive": lambda t: F.adaptive_avg_pool2d(t, (3, 5)),
-    "global": lambda t: F.adaptive_avg_pool2d(t, 1), "nearest2x": lambda t: F.interpolate(t, scale_factor=2),
+    "max": lambda t: F.max_pool2d(t, 3, 2, 1),
+    "max_dil_ceil": lambda t: F.max_pool2d(t, 2, 2, 0, 2, ceil_mode=True),
+    "avg": lambda t: F.avg_pool2d(t, 3, 2, 1),
+    "avg_nopad_ceil": lambda t: F.avg_pool2d(t, 3, 2, 1, True, False),
+    "avg_div": lambda t: F.avg_pool2d(t, 2, divisor_override=3),
+    "adaptive": lambda t: F.adaptive_avg_pool2d(t, (3, 5)),
+    "global": lambda t: F.adaptive_avg_pool2d(t, 1),
+    "nearest2x": lambda t: F.interpolate(t, scale_factor=2),
     "nearest": lambda t: F.interpolate(t, size=(5, 11)),
     "bilinear": lambda t: F.interpolate(t, size=(13, 7), mode="bilinear"),
     "bilinear_ac": lambda t: F.interpolate(t, scale_factor=1.7, mode="bilinear", align_corners=True),
@@ -174,18 +229,35 @@ def test_pool_and_upsample(name):
     assert_fwd_bwd_match_cpu(POOLS[name], torch.randn(2, 3, 7, 9, generator=g0))
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(stride=2, padding=1), dict(dilation=2, padding=2, groups=3),
-                                    dict(padding="same", bias=False)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(), dict(stride=2, padding=1), dict(dilation=2, padding=2, groups=3), dict(padding="same", bias=False)],
+)
 def test_conv2d(kwargs):
     conv = nn.Conv2d(3, 6, 3, **kwargs)
-    assert_fwd_bwd_match_cpu(lambda t, w: F.conv2d(t, w, conv.bias.to(t.device, t.dtype) if conv.bias is not None else None,
-                                   conv.stride, conv.padding, conv.dilation, conv.groups),
-             torch.randn(2, 3, 8, 9, generator=g0), conv.weight.detach(), grad_inputs=(0, 1))
+    assert_fwd_bwd_match_cpu(
+        lambda t, w: F.conv2d(
+            t,
+            w,
+            conv.bias.to(t.device, t.dtype) if conv.bias is not None else None,
+            conv.stride,
+            conv.padding,
+            conv.dilation,
+            conv.groups,
+        ),
+        torch.randn(2, 3, 8, 9, generator=g0),
+        conv.weight.detach(),
+        grad_inputs=(0, 1),
+    )
 
 
 def test_conv1d_and_errors():
-    assert_fwd_bwd_match_cpu(lambda t, w: F.conv1d(t, w, padding=1, stride=2), torch.randn(2, 4, 11), torch.randn(5, 4, 3),
-             grad_inputs=(0, 1))
+    assert_fwd_bwd_match_cpu(
+        lambda t, w: F.conv1d(t, w, padding=1, stride=2),
+        torch.randn(2, 4, 11),
+        torch.randn(5, 4, 3),
+        grad_inputs=(0, 1),
+    )
     with pytest.raises(RuntimeError, match="channels"):
         F.conv2d(torch.randn(1, 3, 5, 5, device=DEV), torch.randn(4, 2, 3, 3, device=DEV))
 
@@ -204,8 +276,19 @@ def _params(seed=0):
     return [torch.randn(5, 3, generator=g), torch.randn(7, generator=g), torch.randn(70000, generator=g)]
 
 
-@pytest.mark.parametrize("opt", ["sgd_momentum", "sgd_nesterov_fused", "adamw_foreach", "adamw_fused",
-                                 "adam_amsgrad_fused", "adam_foreach_wd", "rmsprop", "adagrad"])
+@pytest.mark.parametrize(
+    "opt",
+    [
+        "sgd_momentum",
+        "sgd_nesterov_fused",
+        "adamw_foreach",
+        "adamw_fused",
+        "adam_amsgrad_fused",
+        "adam_foreach_wd",
+        "rmsprop",
+        "adagrad",
+    ],
+)
 def test_optimizers_match_cpu(opt):
     make = {
         "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01, foreach=True),
@@ -243,19 +326,27 @@ def test_foreach_overloads_match_cpu():
     d = lambda ts: [t.to(DEV) for t in ts]  # noqa: E731
     s = torch.tensor(0.75)
     calls = [
-        lambda a, b, c: torch._foreach_add(a, b, alpha=0.5), lambda a, b, c: torch._foreach_add(a, 2.0),
+        lambda a, b, c: torch._foreach_add(a, b, alpha=0.5),
+        lambda a, b, c: torch._foreach_add(a, 2.0),
         lambda a, b, c: torch._foreach_add(a, [1.0, 2.0, 3.0]),
         lambda a, b, c: torch._foreach_add(a, s.to(a[0].device), alpha=2),
-        lambda a, b, c: torch._foreach_sub(a, b), lambda a, b, c: torch._foreach_mul(a, s.to(a[0].device)),
-        lambda a, b, c: torch._foreach_div(a, c), lambda a, b, c: torch._foreach_maximum(a, b),
-        lambda a, b, c: torch._foreach_clamp_min(a, 0.1), lambda a, b, c: torch._foreach_pow(c, 1.5),
+        lambda a, b, c: torch._foreach_sub(a, b),
+        lambda a, b, c: torch._foreach_mul(a, s.to(a[0].device)),
+        lambda a, b, c: torch._foreach_div(a, c),
+        lambda a, b, c: torch._foreach_maximum(a, b),
+        lambda a, b, c: torch._foreach_clamp_min(a, 0.1),
+        lambda a, b, c: torch._foreach_pow(c, 1.5),
         lambda a, b, c: torch._foreach_pow(2.0, a),
         lambda a, b, c: torch._foreach_addcmul(a, b, c, 0.3),
         lambda a, b, c: torch._foreach_addcdiv(a, b, c, [0.1, 0.2, 0.3]),
         lambda a, b, c: torch._foreach_addcdiv(a, b, c, torch.tensor([0.1, 0.2, 0.3])),
-        lambda a, b, c: torch._foreach_lerp(a, b, 0.3), lambda a, b, c: torch._foreach_lerp(a, b, c),
-        lambda a, b, c: torch._foreach_sqrt(c), lambda a, b, c: torch._foreach_exp(a), lambda a, b, c: torch._foreach_neg(a),
-        lambda a, b, c: torch._foreach_norm(a), lambda a, b, c: torch._foreach_norm(a[:2], float("inf")),
+        lambda a, b, c: torch._foreach_lerp(a, b, 0.3),
+        lambda a, b, c: torch._foreach_lerp(a, b, c),
+        lambda a, b, c: torch._foreach_sqrt(c),
+        lambda a, b, c: torch._foreach_exp(a),
+        lambda a, b, c: torch._foreach_neg(a),
+        lambda a, b, c: torch._foreach_norm(a),
+        lambda a, b, c: torch._foreach_norm(a[:2], float("inf")),
         lambda a, b, c: torch._foreach_norm(a, 1),
     ]
     f64 = lambda ts: [t.double() for t in ts]  # noqa: E731
@@ -285,8 +376,9 @@ def test_weight_norm_interface_natively(dim, dtype):
     v = torch.randn(6, 4, 5, generator=gen)
     g = torch.randn(6, 1, 1, generator=gen) if dim == 0 else torch.randn(1, 1, 5, generator=gen)
     d = dim % v.dim()
-    assert_fwd_bwd_match_cpu(lambda v_, g_: torch._weight_norm_interface(v_, g_, d)[0], v, g, dtype=dtype,
-                             grad_inputs=(0, 1))
+    assert_fwd_bwd_match_cpu(
+        lambda v_, g_: torch._weight_norm_interface(v_, g_, d)[0], v, g, dtype=dtype, grad_inputs=(0, 1)
+    )
     norms = torch._weight_norm_interface(v.to(dtype).to(DEV), g.to(dtype).to(DEV), d)[1]
     assert norms.dtype == torch.float32 and norms.shape == g.shape
     with pytest.raises(RuntimeError, match="first or the last"):
@@ -322,8 +414,15 @@ def test_recurrent_layers_natively(kind):
         assert_aligned(pd.grad, p.grad, pg.grad, name)
 
 
-@pytest.mark.parametrize("dtype,param", [(torch.bfloat16, None), (torch.bfloat16, torch.float32),
-                                         (torch.float16, torch.float16), (torch.float32, torch.float32)])
+@pytest.mark.parametrize(
+    "dtype,param",
+    [
+        (torch.bfloat16, None),
+        (torch.bfloat16, torch.float32),
+        (torch.float16, torch.float16),
+        (torch.float32, torch.float32),
+    ],
+)
 def test_group_norm_statistics_dtype_and_empty_input(dtype, param):
     """native_group_norm keeps its statistics in the parameters' dtype on every device (ATen's group norm is
     shared by the CPU and CUDA), unlike batch and layer norm on CUDA; an input without elements has a mean of 0
@@ -360,8 +459,11 @@ def test_norms_keep_channels_last(norm, training):
         ref.running_var.uniform_(0.5, 2)
     x = torch.randn(2, 6, 5, 7).to(memory_format=torch.channels_last)
     outs = []
-    for model, inp in ((copy.deepcopy(ref), x), (copy.deepcopy(ref).to(DEV), x.to(DEV)),
-                       (copy.deepcopy(ref).double(), x.double())):
+    for model, inp in (
+        (copy.deepcopy(ref), x),
+        (copy.deepcopy(ref).to(DEV), x.to(DEV)),
+        (copy.deepcopy(ref).double(), x.double()),
+    ):
         leaf = inp.detach().requires_grad_()
         y = model(leaf)
         y.backward(torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y).to(y.device))
@@ -397,7 +499,7 @@ def test_ctc_loss_natively(dtype, layout):
     il, tl = torch.tensor([30, 25, 18, 1]), torch.tensor([10, 0, 7, 3])
     tg = torch.randint(1, C, (N, 10), generator=gen)
     if layout == "concatenated":
-        tg = torch.cat([tg[b, :tl[b]] for b in range(N)])
+        tg = torch.cat([tg[b, : tl[b]] for b in range(N)])
     for reduction in ("mean", "sum", "none"):
         for lengths in ((il, tl), (il.tolist(), tl.tolist())):
             results = []
@@ -425,7 +527,11 @@ def test_linalg_solve_triangular_natively():
                 for unit in (False, True):
                     A = torch.randn(5, 1, 6, 6, generator=gen, dtype=dtype) + 4 * torch.eye(6, dtype=dtype)
                     A = A.triu() if upper else A.tril()
-                    B = torch.randn(2, 6, 3, generator=gen, dtype=dtype) if left else torch.randn(2, 3, 6, generator=gen, dtype=dtype)
+                    B = (
+                        torch.randn(2, 6, 3, generator=gen, dtype=dtype)
+                        if left
+                        else torch.randn(2, 3, 6, generator=gen, dtype=dtype)
+                    )
                     f = lambda a, b: torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unit)  # noqa: E731
                     assert_fwd_bwd_match_cpu(f, A, B, dtype=dtype, grad_inputs=(0, 1))
     with pytest.raises(RuntimeError, match="Incompatible shapes of A and B"):
@@ -444,5 +550,5 @@ def test_sigmoid_and_tanh_backward_round_once(op, dtype):
     f = getattr(torch.ops.aten, op)
     got, ref, gold = f(g.to(DEV), y.to(DEV)), f(g, y), f(g.double(), y.double())
     assert_aligned(got, ref, gold, op)
-    if dtype == torch.bfloat16:   # the CPU computes bf16 in float and rounds once: the same bits
+    if dtype == torch.bfloat16:  # the CPU computes bf16 in float and rounds once: the same bits
         assert torch.equal(got.cpu(), ref)

@@ -1,6 +1,7 @@
 """Training without a single CPU fallback: an MLP, the GPT-style example model and a small ResNet-style CNN
 each train for 20 steps on mytorch (SGD with momentum, AdamW foreach, AdamW fused) with MYTORCH_FALLBACK=error
 and follow the CPU run's losses (fp32: 1e-4 relative; bf16 autocast: bf16 tolerance)."""
+
 import copy
 import os
 import sys
@@ -19,8 +20,16 @@ STEPS = 20
 class MLP(nn.Module):
     def __init__(self):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.GELU(), nn.Dropout(0.0),
-                                 nn.Linear(64, 64), nn.SiLU(), nn.Linear(64, 10))
+        self.net = nn.Sequential(
+            nn.Linear(32, 64),
+            nn.ReLU(),
+            nn.Linear(64, 64),
+            nn.GELU(),
+            nn.Dropout(0.0),
+            nn.Linear(64, 64),
+            nn.SiLU(),
+            nn.Linear(64, 10),
+        )
 
     def forward(self, x, y):
         return F.cross_entropy(self.net(x), y)
@@ -51,7 +60,9 @@ class CNN(nn.Module):
         x = F.max_pool2d(F.relu(self.bn(self.stem(x))), 2)
         x = self.res2(self.res1(x))
         x = F.leaky_relu(self.gn(self.down(x)), 0.1)
-        x = F.interpolate(x, scale_factor=2, mode="nearest") + F.avg_pool2d(F.interpolate(x, scale_factor=4, mode="bilinear"), 2)
+        x = F.interpolate(x, scale_factor=2, mode="nearest") + F.avg_pool2d(
+            F.interpolate(x, scale_factor=4, mode="bilinear"), 2
+        )
         return F.cross_entropy(self.head(F.adaptive_avg_pool2d(x, 1).flatten(1)), y)
 
 
@@ -63,7 +74,9 @@ def _data(kind, seed):
     elif kind == "cnn":
         batches = [(torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 10, (4,), generator=g)) for _ in range(2)]
     else:
-        batches = [(torch.randint(0, 256, (4, 32), generator=g), torch.randint(0, 256, (4, 32), generator=g)) for _ in range(2)]
+        batches = [
+            (torch.randint(0, 256, (4, 32), generator=g), torch.randint(0, 256, (4, 32), generator=g)) for _ in range(2)
+        ]
     return [batches[i % 2] for i in range(STEPS)]
 
 

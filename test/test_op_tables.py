@@ -4,6 +4,7 @@ alignment rule, with the fallback forbidden; the multi-tensor (`_foreach_*`) ops
 main suite runs this on sim; scripts/test.sh runs it again on the emulated CUDA build (the `every_runtime` marker),
 and scripts/gpu_verify.sh on a GPU, so each row's CUDA kernel runs too. A row without a functor does not compile
 (test_build.py has that negative control)."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,17 +19,21 @@ ROWS = mytorch._C._op_tables()
 
 def _vjp(fn):
     """The backward row of `fn`, reached through autograd: (grad, x) -> d fn(x) / dx * grad."""
+
     def call(g, x):
         x = x.detach().requires_grad_()
         return torch.autograd.grad(fn(x), x, g)[0]
+
     return call
 
 
 def _vjp_loss(loss):
     """A loss's backward row: (grad, input, target) -> the input's gradient."""
+
     def call(g, a, b):
         a = a.detach().requires_grad_()
         return torch.autograd.grad(loss(a, b), a, g.sum())[0]
+
     return call
 
 
@@ -141,15 +146,33 @@ def test_foreach_ops_are_the_rows_marked_foreach():
     expected = set()
     for name in torch._C._dispatch_get_all_op_names():
         op, _, overload = name.partition(".")
-        base = op[len("aten::_foreach_"):].rstrip("_")
+        base = op[len("aten::_foreach_") :].rstrip("_")
         if op.startswith("aten::_foreach_") and base in bases and not overload.endswith("out"):
             expected.add(name)
     expected |= {"aten::_foreach_zero_", "aten::_foreach_copy_", "aten::_foreach_norm.Scalar"}
     assert registered == expected, (sorted(registered - expected), sorted(expected - registered))
     xs = [torch.randn(4, 3), torch.randn(70)]
-    for base in sorted(bases - {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "clamp_min", "clamp_max",
-                                "lerp", "addcmul", "addcdiv"}):  # the unary ones, on the fast path
+    for base in sorted(
+        bases
+        - {
+            "add",
+            "sub",
+            "mul",
+            "div",
+            "maximum",
+            "minimum",
+            "pow",
+            "clamp_min",
+            "clamp_max",
+            "lerp",
+            "addcmul",
+            "addcdiv",
+        }
+    ):  # the unary ones, on the fast path
         fn = getattr(torch, f"_foreach_{base}")
-        for r, t, g in zip(fn([x.abs() + 0.5 for x in xs]), fn([x.abs().to("mytorch") + 0.5 for x in xs]),
-                           fn([x.abs().double() + 0.5 for x in xs])):
+        for r, t, g in zip(
+            fn([x.abs() + 0.5 for x in xs]),
+            fn([x.abs().to("mytorch") + 0.5 for x in xs]),
+            fn([x.abs().double() + 0.5 for x in xs]),
+        ):
             assert_aligned(t, r, g, f"_foreach_{base}")

@@ -1,5 +1,6 @@
 """The profiler records mytorch device time per op and device events in the Chrome trace; CPU-fallback work
 shows as mytorch::fallback::* ranges."""
+
 import json
 
 import torch
@@ -23,7 +24,7 @@ def test_torch_profiler_records_device_time_and_trace(tmp_path):
     # Device rows (as CUDA kernel rows) carry each op's mytorch device time.
     device_time = {e.key: e.self_device_time_total for e in averages if e.self_device_time_total > 0}
     assert {"aten::matmul", "aten::relu", "aten::clone", "aten::fill_"} <= set(device_time), device_time
-    assert any(e.key.startswith("mytorch::fallback::aten::i0") for e in averages)   # fallback work is named
+    assert any(e.key.startswith("mytorch::fallback::aten::i0") for e in averages)  # fallback work is named
     path = tmp_path / "trace.json"
     prof.export_chrome_trace(str(path))
     events = json.loads(path.read_text())["traceEvents"]

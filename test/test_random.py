@@ -1,4 +1,5 @@
 """The per-device Philox generator: seeding, state, reproducibility across seeds and devices, distributions."""
+
 import math
 
 import pytest
@@ -46,7 +47,7 @@ def test_devices_have_their_own_generators(two_devices):
     torch.mytorch.manual_seed_all(5)
     a0 = draw(device="mytorch:0")
     a1 = draw(device="mytorch:1")
-    assert torch.equal(a0, a1)                 # same seed, same stream of numbers
+    assert torch.equal(a0, a1)  # same seed, same stream of numbers
     torch.mytorch.manual_seed_all(5)
     with torch.mytorch.device(1):
         torch.mytorch.manual_seed(6)
@@ -69,15 +70,19 @@ def test_distribution_moments(dtype):
     n = 200_000
     z = torch.randn(n, device="mytorch", dtype=dtype).cpu().double()
     tol = 5 / math.sqrt(n)
-    assert abs(z.mean().item()) < tol and abs(z.std().item() - 1) < tol + (0.01 if dtype in (torch.float16, torch.bfloat16) else 0)
+    assert abs(z.mean().item()) < tol and abs(z.std().item() - 1) < tol + (
+        0.01 if dtype in (torch.float16, torch.bfloat16) else 0
+    )
     u = torch.empty(n, device="mytorch", dtype=dtype).uniform_(-2, 3).cpu().double()
     assert u.min() >= -2 and u.max() <= 3
     assert abs(u.mean().item() - 0.5) < 5 * 5 / math.sqrt(12 * n) + 0.01
     m = torch.empty(n, device="mytorch", dtype=dtype).normal_(10, 2).cpu().double()
     assert abs(m.mean().item() - 10) < 0.05 and abs(m.std().item() - 2) < 0.05
-    e = torch.empty(n, device="mytorch", dtype=dtype).exponential_(2.0).cpu().double()   # mean 1/2, std 1/2
+    e = torch.empty(n, device="mytorch", dtype=dtype).exponential_(2.0).cpu().double()  # mean 1/2, std 1/2
     assert e.min() >= 0 and torch.isfinite(e).all()
-    assert abs(e.mean().item() - 0.5) < 5 * 0.5 / math.sqrt(n) + (0.01 if dtype in (torch.float16, torch.bfloat16) else 0)
+    assert abs(e.mean().item() - 0.5) < 5 * 0.5 / math.sqrt(n) + (
+        0.01 if dtype in (torch.float16, torch.bfloat16) else 0
+    )
     assert abs(e.std().item() - 0.5) < 0.01
 
 
@@ -105,19 +110,22 @@ def test_unsigned_random_fills(dtype):
     base = s._base.cpu().long()
     assert base[:, 1::2].eq(0).all() and base[:, ::2].lt(7).all() and base[:, ::2].ne(0).any()
     full = torch.empty(20_000, device="mytorch", dtype=dtype).random_().cpu()
-    top = {torch.uint16: 2 ** 16, torch.uint32: 2 ** 32, torch.uint64: 2 ** 64}[dtype]
+    top = {torch.uint16: 2**16, torch.uint32: 2**32, torch.uint64: 2**64}[dtype]
     vals = [v % top for v in full.tolist()]  # uint64 tolist() gives Python ints in [0, 2**64)
     assert max(vals) > top * 0.99 and min(vals) < top * 0.01
     with pytest.raises(RuntimeError, match="not implemented for"):
         torch.empty(3, device="mytorch", dtype=dtype).bernoulli_(0.5)
 
 
-@pytest.mark.parametrize("dtype,args,message", [
-    (torch.uint16, (0, 70_000), "to - 1 is out of bounds for short unsigned int"),
-    (torch.uint16, (-1, 5), "from is out of bounds for short unsigned int"),
-    (torch.int16, (0, 70_000), "to - 1 is out of bounds for short int"),
-    (torch.uint8, (0, 300), "to - 1 is out of bounds for unsigned char"),
-])
+@pytest.mark.parametrize(
+    "dtype,args,message",
+    [
+        (torch.uint16, (0, 70_000), "to - 1 is out of bounds for short unsigned int"),
+        (torch.uint16, (-1, 5), "from is out of bounds for short unsigned int"),
+        (torch.int16, (0, 70_000), "to - 1 is out of bounds for short int"),
+        (torch.uint8, (0, 300), "to - 1 is out of bounds for unsigned char"),
+    ],
+)
 def test_random_range_outside_dtype_raises_like_cpu(dtype, args, message):
     for device in ("cpu", "mytorch"):
         with pytest.raises(RuntimeError, match=message):
@@ -166,6 +174,6 @@ def test_bad_arguments():
 def test_complex_normal_and_unsupported_dtype():
     torch.mytorch.manual_seed(4)
     z = torch.randn(100_000, dtype=torch.complex64, device="mytorch").cpu()
-    assert abs(z.real.std().item() - 2 ** -0.5) < 0.01 and abs(z.imag.std().item() - 2 ** -0.5) < 0.01
+    assert abs(z.real.std().item() - 2**-0.5) < 0.01 and abs(z.imag.std().item() - 2**-0.5) < 0.01
     with pytest.raises(RuntimeError, match="Float8_e4m3fn"):
         torch.empty(3, dtype=torch.float8_e4m3fn, device="mytorch").normal_()

@@ -3,6 +3,7 @@ check path for native ops] in csrc/aten/Checked.h) refuses tensors on another de
 elements share memory or that partly overlap an input, and out= tensors of the wrong dtype, with PyTorch's
 exception and message; non-contiguous out= tensors are written through their strides and nothing else they
 share memory with changes."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -63,7 +64,7 @@ def test_cpu_scalars_stay_accepted_where_cuda_accepts_them():
     x = A.to(D)
     assert torch.equal((x + torch.tensor(2.0)).cpu(), A + 2)
     assert torch.equal(torch.where(x > 0, x, torch.tensor(0.0)).cpu(), torch.where(A > 0, A, torch.tensor(0.0)))
-    assert torch.equal(x[IDX].cpu(), A[IDX])          # indices may live on the CPU (index and index_put_)
+    assert torch.equal(x[IDX].cpu(), A[IDX])  # indices may live on the CPU (index and index_put_)
 
 
 EXPANDED = {
@@ -123,7 +124,7 @@ def test_non_contiguous_outputs_are_written_through_their_strides(name):
     STRIDED_OUT[name](x, base_cpu[:, ::2])
     base = torch.full((4, 6), -5.0, device=D)
     STRIDED_OUT[name](x.to(D), base[:, ::2])
-    assert torch.equal(base.cpu()[:, 1::2], torch.full((4, 3), -5.0))   # the gaps are the user's
+    assert torch.equal(base.cpu()[:, 1::2], torch.full((4, 3), -5.0))  # the gaps are the user's
     torch.testing.assert_close(base.cpu(), base_cpu)
 
 
@@ -134,13 +135,17 @@ def test_fallback_writes_a_strided_out_through_its_strides():
     base = torch.full((4, 6), -5.0, device=D)
     torch.narrow_copy(x.to(D), 0, 1, 2, out=base[:2, ::2])
     assert torch.equal(base.cpu()[:2, ::2], x[1:3])
-    assert torch.equal(base.cpu()[:, 1::2], torch.full((4, 3), -5.0)) and torch.equal(base.cpu()[2:], torch.full((2, 6), -5.0))
+    assert torch.equal(base.cpu()[:, 1::2], torch.full((4, 3), -5.0)) and torch.equal(
+        base.cpu()[2:], torch.full((2, 6), -5.0)
+    )
 
 
 WRONG_DTYPE = {
     "gather": lambda x, out: torch.gather(x, 0, torch.zeros(1, 4, dtype=torch.long, device=x.device), out=out),
     "take": lambda x, out: torch.take(x, torch.tensor([0, 5], device=x.device), out=out),
-    "take_along_dim": lambda x, out: torch.take_along_dim(x, torch.zeros(1, 4, dtype=torch.long, device=x.device), 0, out=out),
+    "take_along_dim": lambda x, out: torch.take_along_dim(
+        x, torch.zeros(1, 4, dtype=torch.long, device=x.device), 0, out=out
+    ),
     "sort": lambda x, out: torch.sort(x, out=(out, torch.empty(0, dtype=torch.long, device=x.device))),
     "topk": lambda x, out: torch.topk(x, 2, out=(out, torch.empty(0, dtype=torch.long, device=x.device))),
     "amax": lambda x, out: torch.amax(x, 1, out=out),
@@ -160,15 +165,30 @@ WRONG_DTYPE = {
     "cumsum_named_dtype": lambda x, out: torch.cumsum(x, 1, dtype=torch.float32, out=out),
     "vector_norm": lambda x, out: torch.linalg.vector_norm(x, out=out),
     "max_pool2d": lambda x, out: torch.ops.aten.max_pool2d_with_indices.out(
-        x.reshape(1, 1, *x.shape), [2, 2], [2, 2], [0, 0], [1, 1], False, out=out,
-        indices=torch.empty(0, dtype=torch.long, device=x.device)),
+        x.reshape(1, 1, *x.shape),
+        [2, 2],
+        [2, 2],
+        [0, 0],
+        [1, 1],
+        False,
+        out=out,
+        indices=torch.empty(0, dtype=torch.long, device=x.device),
+    ),
     "upsample_bilinear2d": lambda x, out: torch.ops.aten.upsample_bilinear2d.out(
-        x.reshape(1, 1, *x.shape), [6, 8], False, None, None, out=out),
+        x.reshape(1, 1, *x.shape), [6, 8], False, None, None, out=out
+    ),
     "nll_loss_forward": lambda x, out: torch.ops.aten.nll_loss_forward.output(
-        x, torch.zeros(x.shape[0], dtype=torch.long, device=x.device), None, 1, -100, output=out,
-        total_weight=torch.empty(0, device=x.device)),
+        x,
+        torch.zeros(x.shape[0], dtype=torch.long, device=x.device),
+        None,
+        1,
+        -100,
+        output=out,
+        total_weight=torch.empty(0, device=x.device),
+    ),
     "binary_cross_entropy_backward": lambda x, out: torch.ops.aten.binary_cross_entropy_backward.grad_input(
-        x.sigmoid(), x.sigmoid(), x.sigmoid(), None, 1, grad_input=out),
+        x.sigmoid(), x.sigmoid(), x.sigmoid(), None, 1, grad_input=out
+    ),
     "index": lambda x, out: torch.ops.aten.index.Tensor_out(x, [torch.tensor([0, 1], device=x.device)], out=out),
     "huber_loss_backward": lambda x, out: torch.ops.aten.huber_loss_backward.out(x, x, x * 2, 1, 1.0, grad_input=out),
 }
@@ -193,8 +213,9 @@ _INDEX_OPS = {
     "gather": lambda t, b: t.gather(0, b),
     "scatter_": lambda t, b: t.clone().scatter_(0, b, torch.ones(1, 3, device=t.device)),
     "scatter_add_": lambda t, b: t.clone().scatter_add_(0, b, torch.ones(1, 3, device=t.device)),
-    "scatter_reduce_": lambda t, b: t.clone().scatter_reduce_(0, b, torch.ones(1, 3, device=t.device), "amax",
-                                                              include_self=False),
+    "scatter_reduce_": lambda t, b: t.clone().scatter_reduce_(
+        0, b, torch.ones(1, 3, device=t.device), "amax", include_self=False
+    ),
     "take_along_dim": lambda t, b: torch.take_along_dim(t, b, 0),
     "index_select": lambda t, b: t.index_select(0, b[0, :1]),
     "index_add_": lambda t, b: t.clone().index_add_(0, b[0, :1], torch.ones(1, 3, device=t.device)),
@@ -233,8 +254,9 @@ def test_bad_indices_raise_the_cpus_exception_class(index):
     # is unspecified (the CPU writes those before the bad index; a GPU's threads may write any of them).
     for dev in ("cpu", D):
         with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 0 with size 3"):
-            torch.zeros(3, 3, device=dev).scatter_reduce_(0, torch.tensor([[0, -1, 0]], device=dev),
-                                                          torch.ones(1, 3, device=dev), "amax", include_self=False)
+            torch.zeros(3, 3, device=dev).scatter_reduce_(
+                0, torch.tensor([[0, -1, 0]], device=dev), torch.ones(1, 3, device=dev), "amax", include_self=False
+            )
 
 
 def test_put_is_refused_in_deterministic_mode():
@@ -251,17 +273,21 @@ def test_refusals_that_match_the_cpu():
     """Calls the CPU (and CUDA) refuse, which mytorch used to answer with something."""
     cases = {
         "arange_bool": (NotImplementedError, lambda d: torch.arange(3, dtype=torch.bool, device=d)),
-        "index_fill_bool_complex": (RuntimeError, lambda d: torch.zeros(3, dtype=torch.bool, device=d).index_fill_(
-            0, torch.tensor([0], device=d), 1j)),
-        "multinomial_categories": (RuntimeError, lambda d: torch.multinomial(torch.ones(2 ** 24 + 1, device=d), 1)),
+        "index_fill_bool_complex": (
+            RuntimeError,
+            lambda d: torch.zeros(3, dtype=torch.bool, device=d).index_fill_(0, torch.tensor([0], device=d), 1j),
+        ),
+        "multinomial_categories": (RuntimeError, lambda d: torch.multinomial(torch.ones(2**24 + 1, device=d), 1)),
         "cat_out_is_an_input": (RuntimeError, lambda d: (lambda x: torch.cat([x, x], out=x))(torch.ones(2, device=d))),
-        "fallback_out_on_the_cpu": (RuntimeError, lambda d: torch.asin(torch.zeros(2, device=d),
-                                                                       out=torch.empty(2, device="cpu" if d == D else "meta"))),
+        "fallback_out_on_the_cpu": (
+            RuntimeError,
+            lambda d: torch.asin(torch.zeros(2, device=d), out=torch.empty(2, device="cpu" if d == D else "meta")),
+        ),
     }
     for name, (exc, f) in cases.items():
         for dev in ("cpu", D):
             if name == "fallback_out_on_the_cpu" and dev == "cpu":
-                continue   # the CPU takes a CPU out=; the rule is CUDA's: an out= on the call's device
+                continue  # the CPU takes a CPU out=; the rule is CUDA's: an out= on the call's device
             with pytest.raises(exc):
                 f(dev)
 
@@ -286,7 +312,7 @@ def test_fallback_applies_the_out_rules():
         y = torch.tensor([0.1, 0.2, 0.3], device=dev)
         assert torch.asin(y, out=y) is y
         assert torch.equal(y.cpu(), torch.asin(torch.tensor([0.1, 0.2, 0.3])))
-        w = torch.tensor([[0.1, 0.2], [0.3, 0.4]], device=dev).t()   # a transposed out= that is its input
+        w = torch.tensor([[0.1, 0.2], [0.3, 0.4]], device=dev).t()  # a transposed out= that is its input
         torch.asin(w, out=w)
         assert torch.equal(w.cpu(), torch.asin(torch.tensor([[0.1, 0.2], [0.3, 0.4]]).t()))
     assert "aten::asin.out" in torch.mytorch.fallback_stats()

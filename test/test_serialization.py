@@ -1,5 +1,6 @@
 """torch.save / torch.load of mytorch tensors, modules and optimizers; map_location; across processes and
 runtimes (the file records only "mytorch:N"); corrupted files raise."""
+
 import io
 
 import pytest
@@ -15,14 +16,15 @@ def roundtrip(obj, **kw):
     return torch.load(buf, **kw), buf.getvalue()
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool,
-                                   torch.complex64, torch.uint8])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64, torch.uint8]
+)
 def test_tensor_roundtrip_bit_exact(dtype):
     x = (torch.randn(5, 6) * 10).to(dtype).to("mytorch")
     back, _ = roundtrip({"x": x, "view": x[1:, ::2]})
     assert back["x"].device == torch.device("mytorch", 0)
     assert torch.equal(back["x"].cpu().view(torch.uint8), x.cpu().view(torch.uint8))
-    assert back["view"].untyped_storage().data_ptr() == back["x"].untyped_storage().data_ptr()   # sharing kept
+    assert back["view"].untyped_storage().data_ptr() == back["x"].untyped_storage().data_ptr()  # sharing kept
     assert torch.equal(back["view"].cpu(), x[1:, ::2].cpu())
 
 
@@ -56,12 +58,15 @@ def test_module_and_optimizer_state():
 
 def test_file_from_another_process_and_runtime_configuration(tmp_path):
     path = tmp_path / "saved.pt"
-    r = run_python(f"""
+    r = run_python(
+        f"""
         import torch, mytorch
         torch.manual_seed(5)
         torch.save({{"w": torch.randn(4, 4).to("mytorch")}}, {str(path)!r})
         print(torch.mytorch.runtime())
-    """, env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "1"})
+    """,
+        env={"MYTORCH_RUNTIME": "sim", "MYTORCH_SIM_DEVICES": "1"},
+    )
     assert r.returncode == 0, r.stderr
     torch.manual_seed(5)
     expected = torch.randn(4, 4)

@@ -9,6 +9,7 @@ MYTORCH_SHUTDOWN_RUNS sets the number of runs (the issue's acceptance figure is 
 Not covered, because stock torch aborts the same way on the CPU: a daemon thread still inside torch work
 when the interpreter finalizes (docs/troubleshooting.md).
 """
+
 import os
 import subprocess
 import sys
@@ -71,8 +72,14 @@ def _run_many(runs: int, parallel: int = 4) -> list[tuple[str, int, str]]:
 
     def one(i: int):
         name = names[i % len(names)]
-        r = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPTS[name])], capture_output=True, text=True,
-                           env=env, cwd=ROOT, timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(SCRIPTS[name])],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=300,
+        )
         return name, r.returncode, r.stderr[-400:]
 
     with ThreadPoolExecutor(parallel) as pool:

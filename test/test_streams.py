@@ -1,4 +1,5 @@
 """Streams, events, elapsed time, stream contexts and non_blocking copies with pinned memory."""
+
 import time
 
 import pytest
@@ -45,7 +46,7 @@ def test_events_and_elapsed_time():
     assert start.query() and end.query()
     assert isinstance(start, torch.mytorch.Event) and not isinstance(torch.Event("cpu"), torch.mytorch.Event)
     ms = start.elapsed_time(end)
-    assert ms >= 15.0                      # the sleep happened between the two records
+    assert ms >= 15.0  # the sleep happened between the two records
     assert y.shape == (256, 256)
     plain = torch.mytorch.Event()
     plain.record()
@@ -101,5 +102,6 @@ def test_dataloader_pin_memory():
     dl = torch.utils.data.DataLoader(ds, batch_size=4, pin_memory=True, pin_memory_device="mytorch")
     batches = [b[0] for b in dl]
     assert all(b.is_pinned() for b in batches)
-    assert torch.equal(torch.cat([b.to("mytorch", non_blocking=True) for b in batches]).cpu(),
-                       torch.arange(32.0).view(16, 2))
+    assert torch.equal(
+        torch.cat([b.to("mytorch", non_blocking=True) for b in batches]).cpu(), torch.arange(32.0).view(16, 2)
+    )

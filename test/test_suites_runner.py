@@ -2,6 +2,7 @@
 PyTorch's: twins are paired across the CPU and mytorch classes, failures are attributed only where the CPU
 twin passes, the sample is seeded and keeps twins together, a hung test times out, and torch_openreg's
 tests are translated and run with openreg-internal ones set apart."""
+
 import json
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import sys
 from conftest import ROOT
 from mytorch.testing._suite_plugin import device_of, twin_key
 
-DEVICE_SUITE = '''
+DEVICE_SUITE = """
 import time
 import torch
 from torch.testing._internal.common_utils import TestCase
@@ -41,9 +42,9 @@ class TestMini(TestCase):
 
 
 instantiate_device_type_tests(TestMini, globals())
-'''
+"""
 
-OPENREG_SUITE = '''
+OPENREG_SUITE = """
 import torch
 import torch_openreg  # noqa: F401
 from torch.testing._internal.common_utils import TestCase
@@ -60,7 +61,7 @@ class TestDevice(TestCase):
     def test_backend_rename(self):
         torch.utils.rename_privateuse1_backend("openreg")
         self.assertEqual(torch._C._get_privateuse1_backend_name(), "openreg")
-'''
+"""
 
 
 def test_runner_counts_twins_samples_and_openreg(tmp_path):
@@ -73,9 +74,26 @@ def test_runner_counts_twins_samples_and_openreg(tmp_path):
 
     def run(*extra):
         out = tmp_path / "out.json"
-        r = subprocess.run([sys.executable, "-m", "mytorch.testing.suites", "--src", str(src), "--work",
-                            str(tmp_path / "work"), "--timeout", "5", "--json", str(out), *extra],
-                           capture_output=True, text=True, timeout=600, cwd=ROOT)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mytorch.testing.suites",
+                "--src",
+                str(src),
+                "--work",
+                str(tmp_path / "work"),
+                "--timeout",
+                "5",
+                "--json",
+                str(out),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         return {s["suite"]: s for s in json.loads(out.read_text())["suites"]}, r.stdout
 
@@ -93,15 +111,19 @@ def test_runner_counts_twins_samples_and_openreg(tmp_path):
     assert "| test_indexing | 3 | 3 | 1 | 6 | 2 | 60.0% |" in stdout
 
     o = got["openreg"]
-    assert (o["passed"], o["failed"]) == (2, 0)   # renaming to the name it has is allowed
+    assert (o["passed"], o["failed"]) == (2, 0)  # renaming to the name it has is allowed
     assert [(i["id"].split("::")[-1], i["reason"]) for i in o["internal"]] == [
-        ("test_private_binding", "uses openreg's private extension bindings")]
+        ("test_private_binding", "uses openreg's private extension bindings")
+    ]
     translated = (tmp_path / "work").glob("*/test/cpp_extensions/**/test_mytorch_device.py")
     assert 'device="mytorch"' in next(translated).read_text()
 
     # a seeded half keeps CPU and mytorch twins together
     run("--suite", "test_indexing", "--sample", "0.5", "--seed", "3")
-    rows = [json.loads(line) for line in next((tmp_path / "work").glob("*/results-test_indexing.jsonl")).read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for line in next((tmp_path / "work").glob("*/results-test_indexing.jsonl")).read_text().splitlines()
+    ]
     kept = {}
     for r in rows:
         kept.setdefault(twin_key(r["id"]), set()).add(device_of(r["id"]))

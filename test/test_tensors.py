@@ -1,15 +1,43 @@
 """Creation, round trips for every CPU dtype, copies with conversion and layouts, views, in-place ops,
 printing, scalars, resize and set_ on the mytorch device. References are CPU results."""
+
 import pytest
 import torch
 
 ALL_DTYPES = [
-    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32,
-    torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
-    torch.float8_e4m3fn, torch.float8_e5m2, torch.complex32,
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+    torch.float8_e4m3fn,
+    torch.float8_e5m2,
+    torch.complex32,
 ]
-KERNEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-                 torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+KERNEL_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+]
 
 
 def sample(dtype, shape=(5, 7), seed=0):
@@ -48,7 +76,7 @@ def test_round_trip_every_dtype(dtype):
 def test_device_cast_matches_cpu(src, dst):
     x = sample(src, (3, 11))
     ref = x.to(dst)
-    out = x.to("mytorch").to(dst)      # cast kernel on the device
+    out = x.to("mytorch").to(dst)  # cast kernel on the device
     assert same(out.cpu(), ref)
 
 
@@ -72,13 +100,18 @@ def test_conversion_on_upload_and_download():
 def test_non_contiguous_layouts_all_directions():
     x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
     d = x.to("mytorch")
-    for view in (lambda t: t.transpose(1, 3), lambda t: t[:, 1:, ::2], lambda t: t.permute(3, 1, 0, 2),
-                 lambda t: t[..., 2], lambda t: t.expand(2, 2, 3, 4, 5)[1]):
-        assert same(view(d).cpu(), view(x))                       # device (strided) -> host
+    for view in (
+        lambda t: t.transpose(1, 3),
+        lambda t: t[:, 1:, ::2],
+        lambda t: t.permute(3, 1, 0, 2),
+        lambda t: t[..., 2],
+        lambda t: t.expand(2, 2, 3, 4, 5)[1],
+    ):
+        assert same(view(d).cpu(), view(x))  # device (strided) -> host
         assert same(view(d).contiguous().cpu(), view(x).contiguous())
         h = torch.zeros_like(view(x).contiguous())
         dd = torch.zeros(view(x).shape, device="mytorch").transpose(0, -1).contiguous().transpose(0, -1)
-        dd.copy_(view(x))                                          # host (strided) -> device (strided)
+        dd.copy_(view(x))  # host (strided) -> device (strided)
         assert same(dd.cpu(), view(x))
         h.copy_(view(d))
         assert same(h, view(x))
@@ -100,7 +133,7 @@ def test_overlapping_copy_on_device():
     d[1:].copy_(d[:-1].clone())
     x[1:] = x[:-1].clone()
     assert same(d.cpu(), x)
-    for dev in ("cpu", "mytorch"):   # partial overlap is refused, as by ATen (it used to be accepted)
+    for dev in ("cpu", "mytorch"):  # partial overlap is refused, as by ATen (it used to be accepted)
         d2 = torch.arange(10.0, device=dev)
         with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
             d2[1:].copy_(d2[:-1])
@@ -119,7 +152,7 @@ def test_fill_and_zero(dtype):
     ref = torch.full((6, 5), value, dtype=dtype)
     ref[:, 1::2] = 0
     assert same(d.cpu(), ref)
-    d.t().fill_(torch.tensor(1, dtype=dtype))   # 0-dim tensor value, strided destination
+    d.t().fill_(torch.tensor(1, dtype=dtype))  # 0-dim tensor value, strided destination
     assert same(d.cpu(), torch.ones(6, 5, dtype=dtype))
 
 
@@ -143,8 +176,13 @@ def test_factories():
 
 
 def test_item_and_scalars():
-    for dtype, v in ((torch.float32, 2.5), (torch.int64, -7), (torch.bool, True), (torch.float16, 0.5),
-                     (torch.complex64, 1 - 2j)):
+    for dtype, v in (
+        (torch.float32, 2.5),
+        (torch.int64, -7),
+        (torch.bool, True),
+        (torch.float16, 0.5),
+        (torch.complex64, 1 - 2j),
+    ):
         t = torch.tensor(v, dtype=dtype).to("mytorch")
         assert t.item() == v
     with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
@@ -192,7 +230,7 @@ def test_resize_and_set():
     d = torch.arange(6.0, device="mytorch")
     d.resize_(2, 3)
     assert same(d.cpu(), torch.arange(6.0).view(2, 3))
-    d.resize_(4, 4)                                   # grows the storage, keeps the old bytes
+    d.resize_(4, 4)  # grows the storage, keeps the old bytes
     assert same(d.flatten()[:6].cpu(), torch.arange(6.0))
     d.resize_(0)
     assert d.numel() == 0
@@ -205,7 +243,7 @@ def test_resize_and_set():
     f = torch.empty(0, device="mytorch").set_(src)
     assert f.data_ptr() == src.data_ptr()
     g = torch.empty(0, device="mytorch").set_(src.untyped_storage(), 0, (10,), (1,))
-    assert src.untyped_storage().nbytes() == 40   # grows a resizable storage, as on the CPU
+    assert src.untyped_storage().nbytes() == 40  # grows a resizable storage, as on the CPU
     assert same(g[:8].cpu(), torch.arange(8.0))
     with pytest.raises(RuntimeError, match="device"):
         torch.empty(0, device="mytorch").set_(torch.ones(3).untyped_storage())
@@ -236,7 +274,7 @@ def test_conjugate_and_negative_views_copy():
     assert same(torch.empty_like(d).copy_(z.conj()).cpu(), z.conj().resolve_conj())
     assert same(d._neg_view().clone().cpu(), -z)
     e = torch.empty_like(d)
-    e.conj().copy_(z)                          # a conjugate destination
+    e.conj().copy_(z)  # a conjugate destination
     assert same(e.cpu(), z.conj().resolve_conj())
     f = d.clone()
     f.conj_physical_()

@@ -1,5 +1,6 @@
 """Autograd and optimizers through the fallback: an MLP trained 50 steps on mytorch ends with the same loss
 as on the CPU (fp32, relative difference under 1e-5), and gradients match."""
+
 import copy
 
 import pytest
@@ -40,8 +41,9 @@ def test_mlp_50_steps_matches_cpu(opt_name):
     dev_loss, dev_model = train(model, x, y, "mytorch", opt_name)
     _, gold_model = train(copy.deepcopy(model).double(), x.double(), y.double(), "cpu", opt_name)  # golden values
     assert abs(dev_loss - cpu_loss) / abs(cpu_loss) < 1e-5, (dev_loss, cpu_loss)
-    for i, (p_cpu, p_dev, p_gold) in enumerate(zip(cpu_model.parameters(), dev_model.parameters(),
-                                                    gold_model.parameters())):
+    for i, (p_cpu, p_dev, p_gold) in enumerate(
+        zip(cpu_model.parameters(), dev_model.parameters(), gold_model.parameters())
+    ):
         assert p_dev.device.type == "mytorch"
         assert_aligned(p_dev.detach(), p_cpu.detach(), p_gold.detach(), f"parameter {i}")
 
@@ -53,7 +55,7 @@ def test_gradients_match_cpu():
     ad = a.to("mytorch").requires_grad_()
     bd = b.to("mytorch").requires_grad_()
     ac, bc = a.clone().requires_grad_(), b.clone().requires_grad_()
-    for (p, q) in ((ad, bd), (ac, bc)):
+    for p, q in ((ad, bd), (ac, bc)):
         ((p @ q).sin() * 3).sum().backward()
     torch.testing.assert_close(ad.grad.cpu(), ac.grad, rtol=0, atol=0)
     torch.testing.assert_close(bd.grad.cpu(), bc.grad, rtol=0, atol=0)
@@ -73,7 +75,7 @@ def test_state_dict_moves_between_devices():
         assert torch.equal(sd[k], v)
     back = nn.Sequential(*[copy.deepcopy(m) for m in model]).to("mytorch")
     back.load_state_dict(dev.state_dict())
-    torch.testing.assert_close(back(x.to("mytorch")).cpu(), model(x))   # native tanh: last-bit differences
+    torch.testing.assert_close(back(x.to("mytorch")).cpu(), model(x))  # native tanh: last-bit differences
 
 
 def test_convolution_native_and_transposed_counted_as_fallback():

@@ -85,7 +85,8 @@ Tensor mishBackward(const Tensor& grad, const Tensor& self) {
 }
 Tensor hardswishBackward(const Tensor& grad, const Tensor& self) {
   Tensor gi = at::empty({0}, grad.options());
-  if (!ewTry(EwOp::HardswishBackward, {grad, self}, gi)) return Fallback<at::_ops::hardswish_backward>::call(grad, self);
+  if (!ewTry(EwOp::HardswishBackward, {grad, self}, gi))
+    return Fallback<at::_ops::hardswish_backward>::call(grad, self);
   return gi;
 }
 
@@ -121,15 +122,16 @@ Tensor& eluOut(const Tensor& self, const Scalar& alpha, const Scalar& scale, con
 Tensor& eluBackwardOut(const Tensor& grad, const Scalar& alpha, const Scalar& scale, const Scalar& input_scale,
                        bool is_result, const Tensor& self_or_result, Tensor& gi) {
   if (is_result) {
-    TORCH_CHECK(alpha.toDouble() >= 0, "In-place elu backward calculation is triggered with a negative slope which is "
+    TORCH_CHECK(alpha.toDouble() >= 0,
+                "In-place elu backward calculation is triggered with a negative slope which is "
                 "not supported. This is caused by calling in-place forward function with a negative slope, please "
                 "call out-of-place version instead.");
   }
   EwParams p = eluParams(alpha, scale, input_scale);
   p.has_lo = is_result;
   if (!ewTry(EwOp::EluBackward, {grad, self_or_result}, gi, p))
-    return Fallback<at::_ops::elu_backward_grad_input>::call(grad, alpha, scale, input_scale, is_result,
-                                                             self_or_result, gi);
+    return Fallback<at::_ops::elu_backward_grad_input>::call(grad, alpha, scale, input_scale, is_result, self_or_result,
+                                                             gi);
   return gi;
 }
 
@@ -186,7 +188,8 @@ bool lossInto(EwOp op, const std::vector<EwInput>& inputs, int64_t reduction, Te
               const Tensor& weight = Tensor()) {
   const auto compute = ewComputeType(op, inputs);
   if (!ewNative(op, compute, inputs)) return false;
-  TORCH_CHECK(reduction >= 0 && reduction <= 2, "expected reduction 0 (none), 1 (mean) or 2 (sum), but got ", reduction);
+  TORCH_CHECK(reduction >= 0 && reduction <= 2, "expected reduction 0 (none), 1 (mean) or 2 (sum), but got ",
+              reduction);
   if (reduction == 0 && !weight.defined()) {
     ewRun(op, compute, inputs, out, p);
     return true;
@@ -272,7 +275,8 @@ Tensor& bceOut(const Tensor& self, const Tensor& target, const std::optional<Ten
   checkExactOut(out, self.scalar_type());   // as the CPU's TensorIterator kernel
   if (kernelFloating(self.scalar_type())) {
     TORCH_CHECK(self.sizes() == target.sizes(), "Using a target size (", target.sizes(),
-                ") that is different to the input size (", self.sizes(), ") is deprecated. Please ensure they have "
+                ") that is different to the input size (", self.sizes(),
+                ") is deprecated. Please ensure they have "
                 "the same size.");
     // CPU PyTorch raises for probabilities outside [0, 1] (CUDA PyTorch asserts on the device).
     TORCH_CHECK(!at::logical_or(at::lt(self, 0), at::gt(self, 1)).any().item<bool>(),
@@ -288,7 +292,8 @@ Tensor& bceBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& tar
   checkExactOut(gi, self.scalar_type());
   at::native::resize_output(gi, self.sizes());
   if (!ewTry(EwOp::BceBackward, {grad, self, target}, gi))
-    return Fallback<at::_ops::binary_cross_entropy_backward_grad_input>::call(grad, self, target, weight, reduction, gi);
+    return Fallback<at::_ops::binary_cross_entropy_backward_grad_input>::call(grad, self, target, weight, reduction,
+                                                                              gi);
   if (weight.has_value() && weight->defined()) gi.mul_(*weight);
   if (reduction == 1) gi.div_(static_cast<double>(self.numel()));
   return gi;
@@ -296,7 +301,8 @@ Tensor& bceBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& tar
 
 // log_sigmoid: CUDA PyTorch's form, which leaves the buffer empty.
 std::tuple<Tensor&, Tensor&> logSigmoidOut(const Tensor& self, Tensor& out, Tensor& buffer) {
-  if (!ewTry(EwOp::LogSigmoid, {self}, out)) return Fallback<at::_ops::log_sigmoid_forward_output>::call(self, out, buffer);
+  if (!ewTry(EwOp::LogSigmoid, {self}, out))
+    return Fallback<at::_ops::log_sigmoid_forward_output>::call(self, out, buffer);
   at::native::resize_output(buffer, {0});
   return {out, buffer};
 }

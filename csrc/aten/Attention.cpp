@@ -35,12 +35,13 @@ namespace {
 using at::Tensor;
 using OptT = std::optional<Tensor>;
 
-
 bool supported(const Tensor& q, const Tensor& k, const Tensor& v, const OptT& mask, bool is_causal, bool gqa) {
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
-  if (!kernelFloating(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) return false;
+  if (!kernelFloating(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())
+    return false;
   if (q.size(-1) > 256 || v.size(-1) > 256 || q.size(-1) != k.size(-1)) return false;
-  if (q.size(0) != k.size(0) || q.size(0) != v.size(0) || k.size(1) != v.size(1) || k.size(2) != v.size(2)) return false;
+  if (q.size(0) != k.size(0) || q.size(0) != v.size(0) || k.size(1) != v.size(1) || k.size(2) != v.size(2))
+    return false;
   if (k.size(1) == 0 || (q.size(1) != k.size(1) && !(gqa && q.size(1) % k.size(1) == 0))) return false;
   if (mask.has_value() && mask->defined()) {
     if (is_causal || mask->requires_grad() || mask->dim() > 4) return false;
@@ -54,7 +55,8 @@ int64_t fusedSdpChoice(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const auto& ctx = at::globalContext();
   if (ctx.userEnabledOverrideableSDP() && supported(q, k, v, mask, is_causal, enable_gqa))
     return static_cast<int64_t>(at::SDPBackend::overrideable);
-  TORCH_CHECK(ctx.userEnabledMathSDP(), "No available kernel. Aborting execution. (mytorch's fused attention does not "
+  TORCH_CHECK(ctx.userEnabledMathSDP(),
+              "No available kernel. Aborting execution. (mytorch's fused attention does not "
               "support these inputs and the math backend is disabled)");
   return static_cast<int64_t>(at::SDPBackend::math);
 }
@@ -89,15 +91,18 @@ Tensor likeLayout(const Tensor& like, at::IntArrayRef shape) {
 }
 
 // Where a promised layout is not row-contiguous, the kernel writes a row-contiguous buffer that is then copied.
-Tensor rowsBuffer(const Tensor& target) { return target.stride(-1) == 1 ? target : at::empty(target.sizes(), target.options()); }
+Tensor rowsBuffer(const Tensor& target) {
+  return target.stride(-1) == 1 ? target : at::empty(target.sizes(), target.options());
+}
 void settle(Tensor& target, const Tensor& written) {
   if (!written.is_same(target)) target.copy_(written);
 }
 
 AttentionArgs argsFor(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal,
                       std::optional<double> scale) {
-  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "fused attention: expected 4-D query, key and value, but got ",
-              q.sizes(), ", ", k.sizes(), " and ", v.sizes());
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+              "fused attention: expected 4-D query, key and value, but got ", q.sizes(), ", ", k.sizes(), " and ",
+              v.sizes());
   TORCH_CHECK(q.size(1) % k.size(1) == 0, "fused attention: expected query heads (", q.size(1),
               ") to be a multiple of key/value heads (", k.size(1), ")");
   AttentionArgs a;
@@ -141,7 +146,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
   Tensor lse = at::empty({a.b, a.hq, a.lq}, q.options().dtype(acc));
   a.out = view(out_rows);
   a.lse = lse.data_ptr();
-  Tensor seed_t = at::zeros({}, at::TensorOptions().dtype(at::kLong)), offset_t = at::zeros({}, at::TensorOptions().dtype(at::kLong));
+  Tensor seed_t = at::zeros({}, at::TensorOptions().dtype(at::kLong)),
+         offset_t = at::zeros({}, at::TensorOptions().dtype(at::kLong));
   if (dropout_p > 0) {
     auto* g = at::get_generator_or_default<MytorchGeneratorImpl>(std::nullopt, defaultGenerator(q.device().index()));
     std::lock_guard<std::mutex> lock(g->mutex_);
@@ -152,8 +158,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
   }
   Tensor split_ws;
   if (attention_use_split(a.lq, a.lk, a.causal)) {  // decoding: split the keys (flash decoding)
-    split_ws = at::empty({static_cast<int64_t>(attention_split_workspace_bytes(a.b * a.hq, a.lk, a.dv, acc == at::kDouble))},
-                         q.options().dtype(at::kByte));
+    split_ws =
+        at::empty({static_cast<int64_t>(attention_split_workspace_bytes(a.b * a.hq, a.lk, a.dv, acc == at::kDouble))},
+                  q.options().dtype(at::kByte));
     a.split_ws = split_ws.data_ptr();
     a.split_chunk = kAttnSplitChunk;
   }

@@ -8,10 +8,10 @@
 namespace mytorch {
 namespace {
 
-using at::Tensor;
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
+using at::Tensor;
 using namespace at::autocast;
 
 #define ADD_NS(RAW_OP) at::RAW_OP
@@ -32,9 +32,7 @@ Tensor binaryCrossEntropyBanned(const Tensor&, const Tensor&, const std::optiona
 
 } // namespace
 
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFallthrough());
-}
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_LOWER_PRECISION_FP(MT_LOWER_PRECISION)

@@ -53,12 +53,24 @@ template <EwOp op, typename AtenOp>
 Tensor& scalarOut(const Tensor& self, const Scalar& other, Tensor& out) {
   return ewOr(op, {self, other}, out, {}, [&]() -> Tensor& { return Fallback<AtenOp>::call(self, other, out); });
 }
-Tensor& eq_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Eq, at::_ops::eq_Scalar_out>(s, o, out); }
-Tensor& ne_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Ne, at::_ops::ne_Scalar_out>(s, o, out); }
-Tensor& lt_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Lt, at::_ops::lt_Scalar_out>(s, o, out); }
-Tensor& le_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Le, at::_ops::le_Scalar_out>(s, o, out); }
-Tensor& gt_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Gt, at::_ops::gt_Scalar_out>(s, o, out); }
-Tensor& ge_s_out(const Tensor& s, const Scalar& o, Tensor& out) { return scalarOut<EwOp::Ge, at::_ops::ge_Scalar_out>(s, o, out); }
+Tensor& eq_s_out(const Tensor& s, const Scalar& o, Tensor& out) {
+  return scalarOut<EwOp::Eq, at::_ops::eq_Scalar_out>(s, o, out);
+}
+Tensor& ne_s_out(const Tensor& s, const Scalar& o, Tensor& out) {
+  return scalarOut<EwOp::Ne, at::_ops::ne_Scalar_out>(s, o, out);
+}
+Tensor& lt_s_out(const Tensor& s, const Scalar& o, Tensor& out) {
+  return scalarOut<EwOp::Lt, at::_ops::lt_Scalar_out>(s, o, out);
+}
+Tensor& le_s_out(const Tensor& s, const Scalar& o, Tensor& out) {
+  return scalarOut<EwOp::Le, at::_ops::le_Scalar_out>(s, o, out);
+}
+Tensor& gt_s_out(const Tensor& s, const Scalar& o, Tensor& out) {
+  return scalarOut<EwOp::Gt, at::_ops::gt_Scalar_out>(s, o, out);
+}
+Tensor& ge_s_out(const Tensor& s, const Scalar& o, Tensor& out) {
+  return scalarOut<EwOp::Ge, at::_ops::ge_Scalar_out>(s, o, out);
+}
 Tensor& pow_ts_out(const Tensor& s, const Scalar& o, Tensor& out) {
   return scalarOut<EwOp::Pow, at::_ops::pow_Tensor_Scalar_out>(s, o, out);
 }
@@ -70,7 +82,8 @@ Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
 
 Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
   TORCH_CHECK(self.scalar_type() != at::kBool || other.scalar_type() != at::kBool,
-              "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.");
+              "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
+              "operator instead.");
   return ewOr(EwOp::Sub, {self, other}, out, withAlpha(alpha),
               [&]() -> Tensor& { return Fallback<at::_ops::sub_out>::call(self, other, alpha, out); });
 }
@@ -115,7 +128,8 @@ Tensor& where_out(const Tensor& cond, const Tensor& self, const Tensor& other, T
   TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
   const auto compute = ewComputeType(EwOp::Where, {self, other});  // the mask takes no part in the promotion
-  if (!ewNative(EwOp::Where, compute, {self, other})) return Fallback<at::_ops::where_self_out>::call(cond, self, other, out);
+  if (!ewNative(EwOp::Where, compute, {self, other}))
+    return Fallback<at::_ops::where_self_out>::call(cond, self, other, out);
   ewRun(EwOp::Where, compute, {cond, self, other}, out);
   return out;
 }
@@ -129,7 +143,8 @@ Tensor& masked_fill_scalar(Tensor& self, const Tensor& mask, const Scalar& value
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
   const auto compute = self.scalar_type();
-  if (!ewNative(EwOp::Where, compute, {self, value})) return Fallback<at::_ops::masked_fill__Scalar>::call(self, mask, value);
+  if (!ewNative(EwOp::Where, compute, {self, value}))
+    return Fallback<at::_ops::masked_fill__Scalar>::call(self, mask, value);
   ewRun(EwOp::Where, compute, {mask, value, self}, self);
   return self;
 }
@@ -168,22 +183,32 @@ Tensor& clamp_out(const Tensor& self, const std::optional<Scalar>& lo, const std
   return out;
 }
 
-Tensor& clamp_min_out(const Tensor& self, const Scalar& lo, Tensor& out) { return clamp_out(self, lo, std::nullopt, out); }
-Tensor& clamp_max_out(const Tensor& self, const Scalar& hi, Tensor& out) { return clamp_out(self, std::nullopt, hi, out); }
+Tensor& clamp_min_out(const Tensor& self, const Scalar& lo, Tensor& out) {
+  return clamp_out(self, lo, std::nullopt, out);
+}
+Tensor& clamp_max_out(const Tensor& self, const Scalar& hi, Tensor& out) {
+  return clamp_out(self, std::nullopt, hi, out);
+}
 
-Tensor& clamp_tensor_out(const Tensor& self, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi, Tensor& out) {
+Tensor& clamp_tensor_out(const Tensor& self, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi,
+                         Tensor& out) {
   TORCH_CHECK(lo.has_value() || hi.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
   const Tensor l = lo.value_or(Tensor()), h = hi.value_or(Tensor());
   const auto compute = ewComputeType(EwOp::ClampTensor, {self, l, h});
-  if (!ewNative(EwOp::ClampTensor, compute, {self, l, h})) return Fallback<at::_ops::clamp_Tensor_out>::call(self, lo, hi, out);
+  if (!ewNative(EwOp::ClampTensor, compute, {self, l, h}))
+    return Fallback<at::_ops::clamp_Tensor_out>::call(self, lo, hi, out);
   EwParams p;
   p.has_lo = l.defined();
   p.has_hi = h.defined();
   ewRun(EwOp::ClampTensor, compute, {self, l, h}, out, p);
   return out;
 }
-Tensor& clamp_min_t_out(const Tensor& self, const Tensor& lo, Tensor& out) { return clamp_tensor_out(self, lo, std::nullopt, out); }
-Tensor& clamp_max_t_out(const Tensor& self, const Tensor& hi, Tensor& out) { return clamp_tensor_out(self, std::nullopt, hi, out); }
+Tensor& clamp_min_t_out(const Tensor& self, const Tensor& lo, Tensor& out) {
+  return clamp_tensor_out(self, lo, std::nullopt, out);
+}
+Tensor& clamp_max_t_out(const Tensor& self, const Tensor& hi, Tensor& out) {
+  return clamp_tensor_out(self, std::nullopt, hi, out);
+}
 
 Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const Scalar& weight, Tensor& out) {
   TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.scalar_type(),
@@ -194,7 +219,8 @@ Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const Scalar& wei
 Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& weight, Tensor& out) {
   checkExactOut(out, self.scalar_type());   // ATen builds lerp.Tensor with every dtype equal (lerp.Scalar casts)
   TORCH_CHECK(self.scalar_type() == end.scalar_type() && self.scalar_type() == weight.scalar_type(), "expected dtype ",
-              self.scalar_type(), " for `end` and `weight` but got dtypes ", end.scalar_type(), " and ", weight.scalar_type());
+              self.scalar_type(), " for `end` and `weight` but got dtypes ", end.scalar_type(), " and ",
+              weight.scalar_type());
   return ewOr(EwOp::Lerp, {self, end, weight}, out, {},
               [&]() -> Tensor& { return Fallback<at::_ops::lerp_Tensor_out>::call(self, end, weight, out); });
 }

@@ -42,8 +42,8 @@ bool gemmDtype(c10::ScalarType t) {
 }
 
 void checkSameDtype(const Tensor& a, const Tensor& b, const char* op) {
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": expected m1 and m2 to have the same dtype, but got: ",
-              a.scalar_type(), " != ", b.scalar_type());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op,
+              ": expected m1 and m2 to have the same dtype, but got: ", a.scalar_type(), " != ", b.scalar_type());
 }
 
 // One matrix operand (the last two dims of `x`) as the GEMM family wants it: row-major with a unit column
@@ -99,9 +99,16 @@ void cudaGemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
   g.m = out.size(-2);
   g.n = out.size(-1);
   g.k = a.size(-1);
-  g.a = ma.t.data_ptr(); g.lda = ma.ld; g.trans_a = ma.trans; g.stride_a = ma.batch_stride;
-  g.b = mb.t.data_ptr(); g.ldb = mb.ld; g.trans_b = mb.trans; g.stride_b = mb.batch_stride;
-  g.c = out.data_ptr(); g.ldc = out.size(-2) == 1 ? std::max<int64_t>(1, g.n) : out.stride(-2);
+  g.a = ma.t.data_ptr();
+  g.lda = ma.ld;
+  g.trans_a = ma.trans;
+  g.stride_a = ma.batch_stride;
+  g.b = mb.t.data_ptr();
+  g.ldb = mb.ld;
+  g.trans_b = mb.trans;
+  g.stride_b = mb.batch_stride;
+  g.c = out.data_ptr();
+  g.ldc = out.size(-2) == 1 ? std::max<int64_t>(1, g.n) : out.stride(-2);
   g.stride_c = batched ? out.stride(0) : 0;
   Tensor bias_c;
   if (bias.defined()) {
@@ -116,7 +123,8 @@ void cudaGemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
   g.workspace = ws.data_ptr();
   g.workspace_bytes = kGemmWorkspaceBytes;
   if (g.k == 0) {  // an empty product: out = beta * out (cuBLASLt wants k >= 1)
-    if (beta == 0) out.zero_(); else out.mul_(beta);
+    if (beta == 0) out.zero_();
+    else out.mul_(beta);
     if (bias.defined()) out.add_(bias);
     return;
   }
@@ -132,8 +140,8 @@ bool isColumnBias(const Tensor& self, int64_t m, int64_t n) {
 void checkMm(const Tensor& a, const Tensor& b, const char* op) {
   TORCH_CHECK(a.dim() == 2, op, ": self must be a matrix, but got a ", a.dim(), "-D tensor");
   TORCH_CHECK(b.dim() == 2, op, ": mat2 must be a matrix, but got a ", b.dim(), "-D tensor");
-  TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
-              " and ", b.size(0), "x", b.size(1), ")");
+  TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1), " and ",
+              b.size(0), "x", b.size(1), ")");
   checkSameDtype(a, b, op);
 }
 
@@ -169,7 +177,9 @@ Tensor& addmmImpl(const Tensor& self, const Tensor& a, const Tensor& b, const c1
     return out;
   }
   const double alpha = alpha_s.toDouble(), beta = beta_s.toDouble();
-  const GemmEpilogue epi = !act_gelu.has_value() ? GemmEpilogue::None : *act_gelu ? GemmEpilogue::Gelu : GemmEpilogue::Relu;
+  const GemmEpilogue epi = !act_gelu.has_value() ? GemmEpilogue::None
+                           : *act_gelu           ? GemmEpilogue::Gelu
+                                                 : GemmEpilogue::Relu;
   if (!out.is_same(self) && beta == 1.0 && isColumnBias(self, m, n)) {
     at::native::resize_output(out, {m, n});
     cudaGemm(out, a, b, alpha, 0.0, self.dim() == 1 ? self : self.select(0, 0), epi);
@@ -201,8 +211,8 @@ Tensor& addmmActivationOut(const Tensor& self, const Tensor& a, const Tensor& b,
 void checkBmm(const Tensor& a, const Tensor& b, const char* op) {
   TORCH_CHECK(a.dim() == 3, op, ": batch1 must be a 3D tensor, but got a ", a.dim(), "-D tensor");
   TORCH_CHECK(b.dim() == 3, op, ": batch2 must be a 3D tensor, but got a ", b.dim(), "-D tensor");
-  TORCH_CHECK(a.size(0) == b.size(0), op, ": batch1 and batch2 must have the same number of batches, got ",
-              a.size(0), " and ", b.size(0));
+  TORCH_CHECK(a.size(0) == b.size(0), op, ": batch1 and batch2 must have the same number of batches, got ", a.size(0),
+              " and ", b.size(0));
   TORCH_CHECK(a.size(2) == b.size(1), "Expected size for first two dimensions of batch2 tensor to be: [", a.size(0),
               ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
   checkSameDtype(a, b, op);
@@ -248,8 +258,8 @@ Tensor& baddbmmOut(const Tensor& self, const Tensor& a, const Tensor& b, const c
 Tensor& addmvOut(const Tensor& self, const Tensor& mat, const Tensor& vec, const c10::Scalar& beta_s,
                  const c10::Scalar& alpha_s, Tensor& out) {
   if (!gemmDtype(mat.scalar_type())) return Fallback<at::_ops::addmv_out>::call(self, mat, vec, beta_s, alpha_s, out);
-  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got ", self.dim(), ", ",
-              mat.dim(), ", ", vec.dim());
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got ", self.dim(), ", ", mat.dim(),
+              ", ", vec.dim());
   TORCH_CHECK(mat.size(1) == vec.size(0), "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x",
               mat.size(1), "), vec (", vec.size(0), ")");
   checkSameDtype(mat, vec, "addmv");
@@ -276,9 +286,9 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
               a.scalar_type(), " and ", b.scalar_type());
-  TORCH_CHECK(a.numel() == b.numel(), "inconsistent tensor size, expected tensor [", a.numel(),
-              "] and src [", b.numel(), "] to have the same number of elements, but got ", a.numel(), " and ",
-              b.numel(), " elements respectively");
+  TORCH_CHECK(a.numel() == b.numel(), "inconsistent tensor size, expected tensor [", a.numel(), "] and src [",
+              b.numel(), "] to have the same number of elements, but got ", a.numel(), " and ", b.numel(),
+              " elements respectively");
   Tensor out = at::empty({}, a.options());
   if (onSim()) {
     hostView(out).copy_(at::dot(hostView(a), hostView(b)));

@@ -51,16 +51,14 @@ Part mulP(const Part& a, const Part& b) {
   return {Tensor(), a.c * b.c};
 }
 
-Part addP(const Part& a, const Part& b, double alpha) {  // a + alpha * b
+Part addP(const Part& a, const Part& b, double alpha) { // a + alpha * b
   if (a.tensor() && b.tensor()) return {at::add(a.t, b.t, alpha)};
   if (a.tensor()) return b.c == 0 ? a : Part{at::add(a.t, b.c * alpha)};
   if (b.tensor()) return {at::add(at::mul(b.t, alpha), a.c)};
   return {Tensor(), a.c + alpha * b.c};
 }
 
-struct Operand {
-  Part re, im;
-};
+struct Operand { Part re, im; };
 
 // An input as real and imaginary parts at the compute dtype; nullopt when it is not a mytorch tensor or a
 // scalar (the caller falls back).
@@ -105,8 +103,8 @@ bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inp
   auto a = operandOf(inputs[0], compute, out.device());
   auto b = operandOf(inputs[1], compute, out.device());
   if (!a || !b) return false;
-  TORCH_CHECK(at::canCast(compute, out.scalar_type()), "result type ", compute, " can't be cast to the desired output type ",
-              out.scalar_type());
+  TORCH_CHECK(at::canCast(compute, out.scalar_type()), "result type ", compute,
+              " can't be cast to the desired output type ", out.scalar_type());
   at::DimVector shape;
   for (const Tensor& t : shapes) shape = at::infer_size_dimvector(shape, t.sizes());
   Part re, im;
@@ -135,28 +133,30 @@ bool ewComplexUnary(EwOp op, const at::Tensor& self, const at::Tensor& out) {
   Tensor s = at::view_as_real(self);
   Tensor re = s.select(-1, 0), im = s.select(-1, 1);
   if (op == EwOp::Neg) {
-    TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ", out.scalar_type());
+    TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ",
+                out.scalar_type());
     at::native::resize_output(out, self.sizes());
     writeParts(out, {at::neg(re)}, {at::neg(im)});
     return true;
   }
-  Tensor mag = at::hypot(re, im);  // |z| as std::abs(complex), ATen's CPU abs
+  Tensor mag = at::hypot(re, im); // |z| as std::abs(complex), ATen's CPU abs
   if (op == EwOp::Abs) {
     at::native::resize_output(out, self.sizes());
     if (out.is_complex()) writeParts(out, {mag}, {Tensor(), 0.0});
     else out.copy_(mag);
     return true;
   }
-  TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ", out.scalar_type());
-  Tensor zero = mag.eq(0);  // sgn(0) = 0
+  TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ",
+              out.scalar_type());
+  Tensor zero = mag.eq(0); // sgn(0) = 0
   Part pre{at::where(zero, 0.0, at::div(re, mag))}, pim{at::where(zero, 0.0, at::div(im, mag))};
   at::native::resize_output(out, self.sizes());
   writeParts(out, pre, pim);
   return true;
 }
 
-bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                std::optional<at::ScalarType> dtype, bool mean, const at::Tensor& out) {
+bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                bool mean, const at::Tensor& out) {
   if (!self.is_complex() || !out.is_complex() || (dtype.has_value() && !c10::isComplexType(*dtype))) return false;
   if (self.device() != out.device()) return false;
   Tensor x = dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
@@ -164,7 +164,7 @@ bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdi
   if (x.dim() == 0) {
     c = x.clone();
   } else {
-    std::vector<int64_t> dims;  // over the complex dims; the real view's last dim (re, im) stays
+    std::vector<int64_t> dims; // over the complex dims; the real view's last dim (re, im) stays
     if (!dim.has_value() || dim->empty()) {
       for (int64_t d = 0; d < x.dim(); ++d) dims.push_back(d);
     } else {

@@ -150,9 +150,9 @@ at::Tensor convForward(const at::Tensor& input, const at::Tensor& weight, const 
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convBackward(const at::Tensor& grad_output, const at::Tensor& input,
-                                                             const at::Tensor& weight, at::IntArrayRef stride,
-                                                             at::IntArrayRef padding, at::IntArrayRef dilation,
-                                                             int64_t groups, std::array<bool, 3> mask) {
+                                                            const at::Tensor& weight, at::IntArrayRef stride,
+                                                            at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                            int64_t groups, std::array<bool, 3> mask) {
   Geometry g = geometry(input, weight, stride, padding, dilation, groups);
   Im2ColArgs a = g.a;
   const int64_t k = (a.c / groups) * a.kh * a.kw, cg = g.cout / groups, l = a.oh * a.ow;
@@ -219,9 +219,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward_over
   int64_t to_cpu = 0, to_dev = 0;
   // The bias has one value per output channel: weight is (out, in/groups, ...) or, transposed, (in, out/groups, ...).
   const std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
-  auto [gi, gw, gb] = at::convolution_backward(toHost(grad_output, &to_cpu), toHost(input, &to_cpu),
-                                               toHost(weight, &to_cpu), bias_sizes, stride, padding, dilation,
-                                               transposed, output_padding, groups, output_mask);
+  auto [gi, gw, gb] =
+      at::convolution_backward(toHost(grad_output, &to_cpu), toHost(input, &to_cpu), toHost(weight, &to_cpu),
+                               bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask);
   const at::Device d = input.device();
   auto result = std::make_tuple(toDevice(gi, d, &to_dev), toDevice(gw, d, &to_dev), toDevice(gb, d, &to_dev));
   countFallback(name, to_cpu, to_dev);

@@ -45,9 +45,7 @@ bool blockCopyable(const at::Tensor& dst, const at::Tensor& src) {
          src.is_non_overlapping_and_dense();
 }
 
-void syncStream(const at::Tensor& t) {
-  MT_RT_CHECK(rt::stream_synchronize(t.device().index(), streamOn(t)));
-}
+void syncStream(const at::Tensor& t) { MT_RT_CHECK(rt::stream_synchronize(t.device().index(), streamOn(t))); }
 
 // dst (mytorch) <- src on the same device: cast kernel over TensorIterator's description.
 void deviceCopy(const at::Tensor& dst, const at::Tensor& src) {
@@ -60,7 +58,8 @@ void deviceCopy(const at::Tensor& dst, const at::Tensor& src) {
                   .set_check_mem_overlap(false)
                   .build();
   if (iter.numel() == 0) return;
-  const bool castable = toKernelDType(dst.scalar_type()) != DType::Other && toKernelDType(src.scalar_type()) != DType::Other;
+  const bool castable =
+      toKernelDType(dst.scalar_type()) != DType::Other && toKernelDType(src.scalar_type()) != DType::Other;
   if (dst.scalar_type() != src.scalar_type() && !castable) {
     // Types the kernel cannot convert (float8, bits, quantized...): let the CPU convert.
     auto host = at::empty(src.sizes(), src.options().device(at::kCPU));
@@ -81,7 +80,8 @@ void hostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   if (blockCopyable(dst, src)) {
     MT_RT_CHECK(rt::memcpy_async(dst.data_ptr(), src.data_ptr(), nbytes(dst), rt::CopyKind::HostToDevice, stream));
     if (non_blocking && hostAllocator()->isPinned(src.data_ptr())) {
-      hostAllocator()->record_event(src.data_ptr(), src.storage().data_ptr().get_context(), currentStream(dst.device().index()));
+      hostAllocator()->record_event(src.data_ptr(), src.storage().data_ptr().get_context(),
+                                    currentStream(dst.device().index()));
     } else {
       syncStream(dst);
     }
@@ -95,7 +95,8 @@ void hostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
     MT_RT_CHECK(rt::memcpy_async(dst.data_ptr(), staging.data_ptr(), nbytes(dst), rt::CopyKind::HostToDevice, stream));
   } else {
     auto dense_dst = at::empty(dst.sizes(), dst.options());
-    MT_RT_CHECK(rt::memcpy_async(dense_dst.data_ptr(), staging.data_ptr(), nbytes(dst), rt::CopyKind::HostToDevice, stream));
+    MT_RT_CHECK(
+        rt::memcpy_async(dense_dst.data_ptr(), staging.data_ptr(), nbytes(dst), rt::CopyKind::HostToDevice, stream));
     deviceCopy(dst, dense_dst);
   }
   syncStream(dst); // staging is pageable and dies at return
@@ -107,7 +108,8 @@ void deviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   if (blockCopyable(dst, src)) {
     MT_RT_CHECK(rt::memcpy_async(dst.data_ptr(), src.data_ptr(), nbytes(dst), rt::CopyKind::DeviceToHost, stream));
     if (non_blocking && hostAllocator()->isPinned(dst.data_ptr())) {
-      hostAllocator()->record_event(dst.data_ptr(), dst.storage().data_ptr().get_context(), currentStream(src.device().index()));
+      hostAllocator()->record_event(dst.data_ptr(), dst.storage().data_ptr().get_context(),
+                                    currentStream(src.device().index()));
     } else {
       syncStream(src);
     }
@@ -119,7 +121,8 @@ void deviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
     deviceCopy(dense_src, src);
   }
   auto staging = at::empty_strided(dense_src.sizes(), dense_src.strides(), dense_src.options().device(at::kCPU));
-  MT_RT_CHECK(rt::memcpy_async(staging.data_ptr(), dense_src.data_ptr(), nbytes(dense_src), rt::CopyKind::DeviceToHost, stream));
+  MT_RT_CHECK(rt::memcpy_async(staging.data_ptr(), dense_src.data_ptr(), nbytes(dense_src), rt::CopyKind::DeviceToHost,
+                               stream));
   syncStream(src);
   dst.copy_(staging);
 }
@@ -132,11 +135,8 @@ void deviceToDevice(const at::Tensor& dst, const at::Tensor& src_in, bool non_bl
         if (blockCopyable(dst, src)) return; // copying a tensor onto itself
         src = src.clone();
         break;
-      case at::MemOverlapStatus::Partial:
-        src = src.clone();
-        break;
-      default:
-        break;
+      case at::MemOverlapStatus::Partial: src = src.clone(); break;
+      default: break;
     }
     deviceCopy(dst, src);
     return;
@@ -256,7 +256,8 @@ at::Scalar wrapper_local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
   c10::DeviceGuard guard(self.device());
   auto host = at::empty({}, self.options().device(at::kCPU));
-  MT_RT_CHECK(rt::memcpy_async(host.data_ptr(), self.data_ptr(), self.element_size(), rt::CopyKind::DeviceToHost, streamOn(self)));
+  MT_RT_CHECK(rt::memcpy_async(host.data_ptr(), self.data_ptr(), self.element_size(), rt::CopyKind::DeviceToHost,
+                               streamOn(self)));
   syncStream(self);
   return host.item();
 }

@@ -62,10 +62,13 @@ CtcSetup setup(const Tensor& log_probs, const Tensor& targets, at::IntArrayRef i
     st.a.tg_stride = tg.stride(0);
     for (auto& o : offsets) o *= tg.stride(0);
   } else {
-    TORCH_CHECK(tg.dim() == 2 && tg.size(0) == N, op, ": expected targets of shape (N, S) or a 1-D concatenation, "
-                "but got ", targets.sizes());
+    TORCH_CHECK(tg.dim() == 2 && tg.size(0) == N, op,
+                ": expected targets of shape (N, S) or a 1-D concatenation, "
+                "but got ",
+                targets.sizes());
     TORCH_CHECK(tg.size(1) >= max_target, "Expected tensor to have size at least ", max_target,
-                " at dimension 1, but got size ", tg.size(1), " for argument #2 'targets' (while checking arguments "
+                " at dimension 1, but got size ", tg.size(1),
+                " for argument #2 'targets' (while checking arguments "
                 "for ctc_loss)");
     for (int64_t b = 0; b < N; ++b) offsets[static_cast<size_t>(b)] = b * tg.stride(0);
     st.a.tg_stride = tg.stride(1);
@@ -140,9 +143,9 @@ std::tuple<Tensor, Tensor> ctcLossT(const Tensor& log_probs, const Tensor& targe
   return ctcLoss(log_probs, targets, hostLengths(input_lengths), hostLengths(target_lengths), blank, zero_infinity);
 }
 
-Tensor ctcLossBackwardT(const Tensor& grad, const Tensor& log_probs, const Tensor& targets,
-                        const Tensor& input_lengths, const Tensor& target_lengths, const Tensor& neg_log_likelihood,
-                        const Tensor& log_alpha, int64_t blank, bool zero_infinity) {
+Tensor ctcLossBackwardT(const Tensor& grad, const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                        const Tensor& target_lengths, const Tensor& neg_log_likelihood, const Tensor& log_alpha,
+                        int64_t blank, bool zero_infinity) {
   return ctcLossBackward(grad, log_probs, targets, hostLengths(input_lengths), hostLengths(target_lengths),
                          neg_log_likelihood, log_alpha, blank, zero_infinity);
 }

@@ -57,8 +57,6 @@ Tensor embeddingDenseBackward(const Tensor& grad_output, const Tensor& indices, 
 
 } // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "embedding_dense_backward", embeddingDenseBackward);
-}
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { MT_IMPL(m, "embedding_dense_backward", embeddingDenseBackward); }
 
 } // namespace mytorch

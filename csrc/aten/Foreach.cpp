@@ -64,7 +64,7 @@ struct ForeachSpec {
 const std::unordered_map<std::string, ForeachSpec>& specs() {
   static const std::unordered_map<std::string, ForeachSpec> m = [] {
     std::unordered_map<std::string, ForeachSpec> r;
-#define MT_POINTWISE(name, arity, dtypes, result, group, glue, aten, overload, foreach)                 \
+#define MT_POINTWISE(name, arity, dtypes, result, group, glue, aten, overload, foreach) \
   if (ew_table::foreach) r[#aten] = {EwOp::name, EwOp::name == EwOp::Add || EwOp::name == EwOp::Sub};
 #include "mytorch/tables/pointwise.def"
 #undef MT_POINTWISE
@@ -122,7 +122,8 @@ bool foreachFast(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       const double ord = args[1].toScalar().toDouble();
       if (!(ord == 1 || ord == 2 || ord == INFINITY)) return false;
       for (const Tensor& t : lists[0])
-        TORCH_CHECK(ord != INFINITY || t.numel() > 0, "_foreach_norm cannot compute the infinity norm on an empty "
+        TORCH_CHECK(ord != INFINITY || t.numel() > 0,
+                    "_foreach_norm cannot compute the infinity norm on an empty "
                     "tensor because the operation does not have an identity");
       a.ord = ord;
       const auto out_dtype = args[2].isNone() ? dtype : args[2].toScalarType();
@@ -291,8 +292,8 @@ void checkFusedLists(const std::vector<at::TensorList>& lists, const char* op) {
     for (size_t i = 0; i < l.size(); ++i) {
       TORCH_CHECK(l[i].device() == ref.device() && l[i].scalar_type() == ref.scalar_type() && l[i].is_contiguous() &&
                       l[i].numel() == lists[0][i].numel(),
-                  op, ": expected dense tensors of one dtype and device with matching sizes, but tensor ", i,
-                  " is ", l[i].scalar_type(), " ", l[i].sizes(), " on ", l[i].device());
+                  op, ": expected dense tensors of one dtype and device with matching sizes, but tensor ", i, " is ",
+                  l[i].scalar_type(), " ", l[i].sizes(), " on ", l[i].device());
     }
   }
   TORCH_CHECK(multi_tensor_supported(EwOp::Add, toKernelDType(ref.scalar_type())), op,
@@ -312,14 +313,19 @@ void fusedAdamImpl(bool adamw, at::TensorList self, at::TensorList grads, at::Te
               state_steps.size());
   for (const Tensor& s : state_steps)
     TORCH_CHECK(s.numel() == 1 && s.scalar_type() == at::kFloat && s.device() == self[0].device(), name,
-                ": expected float32 step tensors on ", self[0].device(), ", but got ", s.scalar_type(), " on ", s.device());
+                ": expected float32 step tensors on ", self[0].device(), ", but got ", s.scalar_type(), " on ",
+                s.device());
   MultiTensorArgs a;
   a.kind = adamw ? MtKind::AdamW : MtKind::Adam;
   a.dtype = toKernelDType(self[0].scalar_type());
   Tensor lr_dev;
   setLr(a, lr, lr_t, lr_dev);
-  a.beta1 = beta1; a.beta2 = beta2; a.weight_decay = weight_decay; a.eps = eps;
-  a.amsgrad = amsgrad; a.maximize = maximize;
+  a.beta1 = beta1;
+  a.beta2 = beta2;
+  a.weight_decay = weight_decay;
+  a.eps = eps;
+  a.amsgrad = amsgrad;
+  a.maximize = maximize;
   a.grad_scale = optionalFloatScalar(grad_scale, "grad_scale", self[0]);
   a.found_inf = optionalFloatScalar(found_inf, "found_inf", self[0]);
   std::vector<MtTensor> ts(self.size());
@@ -335,13 +341,13 @@ void fusedAdamImpl(bool adamw, at::TensorList self, at::TensorList grads, at::Te
   launch(a, ts, self[0]);
 }
 
-#define MT_FUSED_ADAM(fn, ADAMW, LR_T, LR_ARG, LR_T_ARG)                                                          \
-  void fn(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,          \
-          at::TensorList max_exp_avg_sqs, at::TensorList state_steps, LR_T lr, double beta1, double beta2,         \
-          double weight_decay, double eps, bool amsgrad, bool maximize, const std::optional<Tensor>& grad_scale,   \
-          const std::optional<Tensor>& found_inf) {                                                                \
+#define MT_FUSED_ADAM(fn, ADAMW, LR_T, LR_ARG, LR_T_ARG)                                                            \
+  void fn(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,           \
+          at::TensorList max_exp_avg_sqs, at::TensorList state_steps, LR_T lr, double beta1, double beta2,          \
+          double weight_decay, double eps, bool amsgrad, bool maximize, const std::optional<Tensor>& grad_scale,    \
+          const std::optional<Tensor>& found_inf) {                                                                 \
     fusedAdamImpl(ADAMW, self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, LR_ARG, LR_T_ARG, beta1, \
-                  beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);                             \
+                  beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);                              \
   }
 MT_FUSED_ADAM(fusedAdam, false, double, lr, Tensor())
 MT_FUSED_ADAM(fusedAdamTensorLr, false, const Tensor&, 0.0, lr)
@@ -349,9 +355,9 @@ MT_FUSED_ADAM(fusedAdamW, true, double, lr, Tensor())
 MT_FUSED_ADAM(fusedAdamWTensorLr, true, const Tensor&, 0.0, lr)
 #undef MT_FUSED_ADAM
 
-void fusedSgdImpl(at::TensorList self, at::TensorList grads, at::TensorList bufs, double weight_decay,
-                  double momentum, double lr, const Tensor& lr_t, double dampening, bool nesterov, bool maximize,
-                  bool is_first_step, const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+void fusedSgdImpl(at::TensorList self, at::TensorList grads, at::TensorList bufs, double weight_decay, double momentum,
+                  double lr, const Tensor& lr_t, double dampening, bool nesterov, bool maximize, bool is_first_step,
+                  const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
   if (self.empty()) return;
   const bool has_momentum = momentum != 0.0;
   std::vector<at::TensorList> lists{self, grads};
@@ -362,8 +368,13 @@ void fusedSgdImpl(at::TensorList self, at::TensorList grads, at::TensorList bufs
   a.dtype = toKernelDType(self[0].scalar_type());
   Tensor lr_dev;
   setLr(a, lr, lr_t, lr_dev);
-  a.weight_decay = weight_decay; a.momentum = momentum; a.dampening = dampening;
-  a.nesterov = nesterov; a.maximize = maximize; a.is_first_step = is_first_step; a.has_momentum = has_momentum;
+  a.weight_decay = weight_decay;
+  a.momentum = momentum;
+  a.dampening = dampening;
+  a.nesterov = nesterov;
+  a.maximize = maximize;
+  a.is_first_step = is_first_step;
+  a.has_momentum = has_momentum;
   a.grad_scale = optionalFloatScalar(grad_scale, "grad_scale", self[0]);
   a.found_inf = optionalFloatScalar(found_inf, "found_inf", self[0]);
   std::vector<MtTensor> ts(self.size());
@@ -394,7 +405,9 @@ void fusedSgdTensorLr(at::TensorList self, at::TensorList grads, at::TensorList 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Every functional and in-place overload (not the out= ones) of the foreach ops above, and zero_, copy_, norm.
-  auto reg = [&](const std::string& name) { m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&foreachKernel>()); };
+  auto reg = [&](const std::string& name) {
+    m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&foreachKernel>());
+  };
   for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
     if (op.name.rfind("aten::_foreach_", 0) != 0) continue;
     std::string base = op.name.substr(std::string("aten::_foreach_").size());

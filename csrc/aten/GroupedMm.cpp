@@ -22,8 +22,9 @@ using at::Tensor;
 Tensor groupedMm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs, const std::optional<Tensor>& bias,
                  std::optional<c10::ScalarType> out_dtype) {
   at::native::_grouped_mm_validate_inputs(a, b, offs, bias, out_dtype);
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "_grouped_mm: expected mat_a and mat_b to have the same dtype, but got ",
-              a.scalar_type(), " != ", b.scalar_type());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(),
+              "_grouped_mm: expected mat_a and mat_b to have the same dtype, but got ", a.scalar_type(),
+              " != ", b.scalar_type());
   const c10::ScalarType dtype = at::native::_resolve_grouped_mm_out_dtype(a, b, out_dtype);
   c10::DeviceGuard guard(a.device());
   Tensor out = at::native::create_grouped_gemm_output_tensor(a, b, offs, dtype);
@@ -47,17 +48,24 @@ Tensor groupedMm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& 
   g.k = a.size(-1);
   Tensor o = offs->contiguous();
   g.offs = o.const_data_ptr<int32_t>();
-  g.a = a.const_data_ptr(); g.a_row = a.stride(-2); g.a_col = a.stride(-1); g.a_group = a2 ? 0 : a.stride(0);
-  g.b = b.const_data_ptr(); g.b_row = b.stride(-2); g.b_col = b.stride(-1); g.b_group = b2 ? 0 : b.stride(0);
-  g.c = out.data_ptr(); g.c_row = out.stride(-2); g.c_col = out.stride(-1); g.c_group = out.dim() == 3 ? out.stride(0) : 0;
+  g.a = a.const_data_ptr();
+  g.a_row = a.stride(-2);
+  g.a_col = a.stride(-1);
+  g.a_group = a2 ? 0 : a.stride(0);
+  g.b = b.const_data_ptr();
+  g.b_row = b.stride(-2);
+  g.b_col = b.stride(-1);
+  g.b_group = b2 ? 0 : b.stride(0);
+  g.c = out.data_ptr();
+  g.c_row = out.stride(-2);
+  g.c_col = out.stride(-1);
+  g.c_group = out.dim() == 3 ? out.stride(0) : 0;
   MT_RT_CHECK(kernels::grouped_gemm(g, streamFor(out)));
   return out;
 }
 
 } // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "_grouped_mm", groupedMm);
-}
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { MT_IMPL(m, "_grouped_mm", groupedMm); }
 
 } // namespace mytorch

@@ -47,7 +47,8 @@ enum class Kind { Gather, Scatter };
 // scatter_, index_add_, index_fill_, put_ and masked_scatter_ left complex tensors unchanged. Every scatter
 // launch now comes here first, and the kernels report complex dtypes as unsupported instead of skipping.
 Tensor realPairs(IndexArgs& a, const at::Device& device) {
-  TORCH_CHECK(a.op == ScatterOp::Assign || a.op == ScatterOp::Add, "mytorch: this scatter reduction is not supported "
+  TORCH_CHECK(a.op == ScatterOp::Assign || a.op == ScatterOp::Add,
+              "mytorch: this scatter reduction is not supported "
               "for complex tensors (only assignment and addition are)");
   TORCH_CHECK(a.ndim < kMaxDims, "mytorch indexing supports at most ", kMaxDims - 1, " dimensions for complex tensors");
   const bool dbl = a.dtype == DType::ComplexDouble;
@@ -56,7 +57,8 @@ Tensor realPairs(IndexArgs& a, const at::Device& device) {
     c10::complex<double> z;
     if (dbl) z = *reinterpret_cast<const c10::complex<double>*>(a.scalar);
     else z = static_cast<c10::complex<double>>(*reinterpret_cast<const c10::complex<float>*>(a.scalar));
-    scalar_pair = at::tensor({z.real(), z.imag()}, at::TensorOptions().dtype(dbl ? at::kDouble : at::kFloat)).to(device);
+    scalar_pair =
+        at::tensor({z.real(), z.imag()}, at::TensorOptions().dtype(dbl ? at::kDouble : at::kFloat)).to(device);
     a.src_is_scalar = false;
     a.other = scalar_pair.data_ptr();
     for (int d = 0; d < a.ndim; ++d) a.other_strides[d] = 0;
@@ -100,7 +102,8 @@ OutOfBounds alongDim(const Tensor& t, int64_t dim, bool runtime_error = true) {
 void launch(Kind kind, IndexArgs& a, const at::Device& device, const OutOfBounds& oob = {}) {
   if (a.numel == 0) return;
   Tensor keep;
-  if (kind == Kind::Scatter && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble)) keep = realPairs(a, device);
+  if (kind == Kind::Scatter && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble))
+    keep = realPairs(a, device);
   Tensor err = at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(device));
   a.negative_wraps = oob.negative_wraps;
   a.error_value = err.data_ptr<int64_t>();
@@ -111,14 +114,16 @@ void launch(Kind kind, IndexArgs& a, const at::Device& device, const OutOfBounds
   Tensor host = err.cpu();
   if (host[1].item<int64_t>() == 0) return;
   const int64_t v = host[0].item<int64_t>();
-  const std::string where = oob.dim >= 0 ? "dimension " + std::to_string(oob.dim) + " with size " + std::to_string(oob.size)
-                                         : std::string("the dimension it indexes");
+  const std::string where = oob.dim >= 0
+                                ? "dimension " + std::to_string(oob.dim) + " with size " + std::to_string(oob.size)
+                                : std::string("the dimension it indexes");
   if (oob.runtime_error) TORCH_CHECK(false, "index ", v, " is out of bounds for ", where);
   TORCH_CHECK_INDEX(false, "index ", v, " is out of bounds for ", where);
 }
 
 void setShape(IndexArgs& a, at::IntArrayRef shape) {
-  TORCH_CHECK(shape.size() <= static_cast<size_t>(kMaxDims), "mytorch indexing supports at most ", kMaxDims, " dimensions");
+  TORCH_CHECK(shape.size() <= static_cast<size_t>(kMaxDims), "mytorch indexing supports at most ", kMaxDims,
+              " dimensions");
   a.ndim = static_cast<int>(shape.size());
   a.numel = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -127,7 +132,8 @@ void setShape(IndexArgs& a, at::IntArrayRef shape) {
   }
 }
 
-void addIndex(IndexArgs& a, const Tensor& idx, at::IntArrayRef strides_over_shape, int64_t bound, int64_t target_stride) {
+void addIndex(IndexArgs& a, const Tensor& idx, at::IntArrayRef strides_over_shape, int64_t bound,
+              int64_t target_stride) {
   TORCH_CHECK(a.nidx < kMaxIndices, "mytorch indexing supports at most ", kMaxIndices, " index tensors");
   const int k = a.nidx++;
   a.idx[k] = idx.const_data_ptr<int64_t>();
@@ -152,7 +158,8 @@ Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index_in
   std::vector<int64_t> shape = self.sizes().vec();
   if (self.dim() > 0) shape[static_cast<size_t>(dim)] = index.numel();
   at::native::resize_output(out, shape);
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index_select(): self and result must have the same scalar type");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(),
+              "index_select(): self and result must have the same scalar type");
   IndexArgs a;
   setShape(a, shape);
   a.dtype = toKernelDType(self.scalar_type());
@@ -182,9 +189,11 @@ void checkGatherShapes(const Tensor& self, int64_t dim, const Tensor& index, con
   for (int64_t d = 0; d < index.dim(); ++d) {
     if (d == dim) continue;
     TORCH_CHECK(index.size(d) <= (self.dim() ? self.size(d) : 1), "Size does not match at dimension ", d,
-                " expected index ", index.sizes(), " to be no larger than self ", self.sizes(), " apart from dimension ", dim);
-    if (src) TORCH_CHECK(index.size(d) <= src->size(d), "Expected index ", index.sizes(), " to be no larger than src ",
-                         src->sizes(), " apart from dimension ", dim);
+                " expected index ", index.sizes(), " to be no larger than self ", self.sizes(),
+                " apart from dimension ", dim);
+    if (src)
+      TORCH_CHECK(index.size(d) <= src->size(d), "Expected index ", index.sizes(), " to be no larger than src ",
+                  src->sizes(), " apart from dimension ", dim);
   }
 }
 
@@ -240,8 +249,8 @@ Tensor take(const Tensor& self, const Tensor& index) {
 }
 
 // dst (already holding self) (op)= src through index along dim, iterating over index's shape.
-void scatterInto(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor* src, const c10::Scalar* value, ScatterOp op,
-                 const OutOfBounds& oob = {}) {
+void scatterInto(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor* src, const c10::Scalar* value,
+                 ScatterOp op, const OutOfBounds& oob = {}) {
   if (index.numel() == 0) return;
   IndexArgs a;
   setShape(a, index.sizes());
@@ -272,8 +281,12 @@ c10::Scalar extreme(at::ScalarType t, bool lowest) {
     case at::kByte: return lowest ? 0 : 255;
     case at::kChar: return lowest ? -128 : 127;
     case at::kShort: return lowest ? -32768 : 32767;
-    case at::kInt: return lowest ? c10::Scalar(std::numeric_limits<int32_t>::lowest()) : c10::Scalar(std::numeric_limits<int32_t>::max());
-    case at::kLong: return lowest ? c10::Scalar(std::numeric_limits<int64_t>::lowest()) : c10::Scalar(std::numeric_limits<int64_t>::max());
+    case at::kInt:
+      return lowest ? c10::Scalar(std::numeric_limits<int32_t>::lowest())
+                    : c10::Scalar(std::numeric_limits<int32_t>::max());
+    case at::kLong:
+      return lowest ? c10::Scalar(std::numeric_limits<int64_t>::lowest())
+                    : c10::Scalar(std::numeric_limits<int64_t>::max());
     case at::kBool: return lowest ? c10::Scalar(false) : c10::Scalar(true);
     default: return lowest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
   }
@@ -315,10 +328,12 @@ Tensor& scatter_src_out(const Tensor& self, int64_t dim, const Tensor& index, co
 Tensor& scatter_value_out(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value, Tensor& out) {
   return scatterOverload(self, dim, index, nullptr, &value, ScatterOp::Assign, "scatter", out);
 }
-Tensor& scatter_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, c10::string_view reduce, Tensor& out) {
+Tensor& scatter_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                           c10::string_view reduce, Tensor& out) {
   return scatterOverload(self, dim, index, &src, nullptr, reduceOp(reduce, false), "scatter", out);
 }
-Tensor& scatter_value_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value, c10::string_view reduce, Tensor& out) {
+Tensor& scatter_value_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value,
+                                 c10::string_view reduce, Tensor& out) {
   return scatterOverload(self, dim, index, nullptr, &value, reduceOp(reduce, false), "scatter", out);
 }
 Tensor& scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
@@ -353,7 +368,8 @@ Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& in
 }
 
 // index_add / index_copy: iterate over the source; the index picks the position along dim in out.
-void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tensor& source, ScatterOp op, bool runtime_error) {
+void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tensor& source, ScatterOp op,
+                       bool runtime_error) {
   std::vector<int64_t> istr(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 0);
   IndexArgs a;
   setShape(a, source.dim() ? source.sizes() : at::IntArrayRef{1});
@@ -372,7 +388,8 @@ void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tens
   launch(Kind::Scatter, a, out.device(), alongDim(out, dim, runtime_error));
 }
 
-Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, const c10::Scalar& alpha, Tensor& out) {
+Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source,
+                      const c10::Scalar& alpha, Tensor& out) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "index_add").reshape({-1});
   prepare(self, out);
@@ -385,15 +402,16 @@ Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, c
 Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, Tensor& out) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "index_copy").reshape({-1});
-  TORCH_CHECK(source.dim() == 0 || index.numel() == source.size(dim), "index_copy_(): Number of indices (", index.numel(),
-              ") should be equal to source.size(dim) (", source.dim() ? source.size(dim) : 1, ")");
+  TORCH_CHECK(source.dim() == 0 || index.numel() == source.size(dim), "index_copy_(): Number of indices (",
+              index.numel(), ") should be equal to source.size(dim) (", source.dim() ? source.size(dim) : 1, ")");
   prepare(self, out);
   indexIntoAlongDim(out, dim, index, source, ScatterOp::Assign, /*runtime_error=*/false);
   return out;
 }
 
 Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value) {
-  TORCH_CHECK(!value.isComplex() || self.is_complex(), "index_fill_(): Converting complex Scalar to non-complex type is "
+  TORCH_CHECK(!value.isComplex() || self.is_complex(),
+              "index_fill_(): Converting complex Scalar to non-complex type is "
               "not supported");
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "index_fill").reshape({-1});
@@ -417,7 +435,8 @@ Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index_in, const c10
 }
 
 Tensor& index_fill_tensor_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
-  TORCH_CHECK(value.dim() == 0, "Only supports 0-dimensional value tensor. Got a tensor with ", value.dim(), " dimensions.");
+  TORCH_CHECK(value.dim() == 0, "Only supports 0-dimensional value tensor. Got a tensor with ", value.dim(),
+              " dimensions.");
   return index_fill_(self, dim, index, value.item());
 }
 
@@ -426,7 +445,8 @@ Tensor& put_(Tensor& self, const Tensor& index_in, const Tensor& source, bool ac
   // torch.use_deterministic_algorithms(True) refuses it.
   at::globalContext().alertNotDeterministic("put_");
   Tensor index = longIndex(index_in, self, "put").reshape({-1});
-  TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of elements, but got source.numel() = ",
+  TORCH_CHECK(index.numel() == source.numel(),
+              "put_(): Expected source and index to have the same number of elements, but got source.numel() = ",
               source.numel(), ", index.numel() = ", index.numel());
   Tensor flat = self.is_contiguous() ? self.view({-1}) : self.contiguous().view({-1});
   Tensor values = source.reshape({-1}).contiguous();
@@ -453,8 +473,8 @@ Tensor flatNonzero(const Tensor& self) {
 }
 
 Tensor& nonzero_out(const Tensor& self, Tensor& out) {
-  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
-              out.scalar_type());
+  TORCH_CHECK(out.scalar_type() == at::kLong,
+              "nonzero: Expected out tensor to have scalar type Long but got scalar type", out.scalar_type());
   Tensor lin = flatNonzero(self);
   std::vector<Tensor> coords(static_cast<size_t>(self.dim()));
   Tensor rem = lin;
@@ -483,8 +503,9 @@ Tensor masked_select(const Tensor& self, const Tensor& mask) {
 Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "masked_scatter_: expected self and source to have same dtypes but got ",
-              self.scalar_type(), " and ", source.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter_: expected self and source to have same dtypes but got ", self.scalar_type(), " and ",
+              source.scalar_type());
   Tensor lin = flatNonzero(mask.expand(self.sizes()));
   TORCH_CHECK(lin.numel() <= source.numel(), "masked_scatter: expected source to have at least ", lin.numel(),
               " elements, but got ", source.numel());
@@ -529,14 +550,16 @@ Advanced makeAdvanced(const Tensor& self_in, const c10::List<std::optional<Tenso
       idx.push_back(t.to(self.device(), at::kLong));
     }
   }
-  TORCH_CHECK_INDEX(static_cast<int64_t>(idx.size()) <= self.dim(), "too many indices for tensor of dimension ", self.dim(),
-                    " (got ", idx.size(), ")");
+  TORCH_CHECK_INDEX(static_cast<int64_t>(idx.size()) <= self.dim(), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", idx.size(), ")");
   while (static_cast<int64_t>(idx.size()) < self.dim()) idx.emplace_back();
   std::vector<Tensor> defined;
-  for (const Tensor& t : idx) if (t.defined()) defined.push_back(t);
+  for (const Tensor& t : idx)
+    if (t.defined()) defined.push_back(t);
   defined = at::expand_outplace(defined);
   size_t k = 0;
-  for (Tensor& t : idx) if (t.defined()) t = defined[k++];
+  for (Tensor& t : idx)
+    if (t.defined()) t = defined[k++];
   // Non-adjacent indexed dims: move them (and self's dims) to the front, as ATen does.
   bool adjacent = true;
   {
@@ -550,19 +573,29 @@ Advanced makeAdvanced(const Tensor& self_in, const c10::List<std::optional<Tenso
   if (!adjacent) {
     std::vector<int64_t> perm;
     std::vector<Tensor> reordered;
-    for (int64_t d = 0; d < self.dim(); ++d) if (idx[static_cast<size_t>(d)].defined()) { perm.push_back(d); reordered.push_back(idx[static_cast<size_t>(d)]); }
-    for (int64_t d = 0; d < self.dim(); ++d) if (!idx[static_cast<size_t>(d)].defined()) { perm.push_back(d); reordered.emplace_back(); }
+    for (int64_t d = 0; d < self.dim(); ++d)
+      if (idx[static_cast<size_t>(d)].defined()) {
+        perm.push_back(d);
+        reordered.push_back(idx[static_cast<size_t>(d)]);
+      }
+    for (int64_t d = 0; d < self.dim(); ++d)
+      if (!idx[static_cast<size_t>(d)].defined()) {
+        perm.push_back(d);
+        reordered.emplace_back();
+      }
     self = self.permute(perm);
     idx = reordered;
   }
   Advanced adv;
   adv.self = self;
   while (adv.before < self.dim() && !idx[static_cast<size_t>(adv.before)].defined()) ++adv.before;
-  for (const Tensor& t : idx) if (t.defined()) adv.idx.push_back(t);
+  for (const Tensor& t : idx)
+    if (t.defined()) adv.idx.push_back(t);
   adv.repl = adv.idx.empty() ? std::vector<int64_t>{} : adv.idx[0].sizes().vec();
   for (int64_t d = 0; d < adv.before; ++d) adv.shape.push_back(self.size(d));
   for (int64_t s : adv.repl) adv.shape.push_back(s);
-  for (int64_t d = adv.before + static_cast<int64_t>(adv.idx.size()); d < self.dim(); ++d) adv.shape.push_back(self.size(d));
+  for (int64_t d = adv.before + static_cast<int64_t>(adv.idx.size()); d < self.dim(); ++d)
+    adv.shape.push_back(self.size(d));
   return adv;
 }
 
@@ -618,7 +651,8 @@ Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& in
   return out;
 }
 
-Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate, bool) {
+Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& indices, const Tensor& values,
+                        bool accumulate, bool) {
   Advanced adv = makeAdvanced(self, indices);
   Tensor v = values.to(self.scalar_type());
   if (v.device() != self.device()) v = v.to(self.device());

@@ -27,15 +27,16 @@ namespace {
 using at::Tensor;
 using OptT = std::optional<Tensor>;
 
-
 // Rows and columns of a norm over the trailing `normalized_shape`, with ATen's checks.
 std::pair<int64_t, int64_t> rowsCols(const Tensor& x, at::IntArrayRef normalized_shape, const char* op) {
   const int64_t nd = static_cast<int64_t>(normalized_shape.size());
-  TORCH_CHECK(nd >= 1, op, ": expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
-              "element, but got normalized_shape = ", normalized_shape);
-  TORCH_CHECK(x.dim() >= nd && x.sizes().slice(x.dim() - nd).equals(normalized_shape), "Given normalized_shape=",
-              normalized_shape, ", expected input with shape [*", normalized_shape, "], but got input of size",
-              x.sizes());
+  TORCH_CHECK(nd >= 1, op,
+              ": expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+              "element, but got normalized_shape = ",
+              normalized_shape);
+  TORCH_CHECK(x.dim() >= nd && x.sizes().slice(x.dim() - nd).equals(normalized_shape),
+              "Given normalized_shape=", normalized_shape, ", expected input with shape [*", normalized_shape,
+              "], but got input of size", x.sizes());
   TORCH_CHECK(kernelFloating(x.scalar_type()), op, ": expected a floating point input, but got ", x.scalar_type());
   int64_t cols = 1;
   for (int64_t s : normalized_shape) cols *= s;
@@ -53,8 +54,8 @@ c10::ScalarType paramDtype(const Tensor& x, const Tensor& w, const Tensor& b, in
   for (const Tensor& t : {w, b}) {
     if (!t.defined()) continue;
     TORCH_CHECK(t.numel() == cols, op, ": expected weight and bias with ", cols, " elements, but got ", t.sizes());
-    TORCH_CHECK(t.scalar_type() == p, op, ": expected weight and bias of one dtype, but got ", w.scalar_type(),
-                " and ", b.scalar_type());
+    TORCH_CHECK(t.scalar_type() == p, op, ": expected weight and bias of one dtype, but got ", w.scalar_type(), " and ",
+                b.scalar_type());
   }
   TORCH_CHECK(p == x.scalar_type() || (p == at::kFloat && x.scalar_type() != at::kDouble), op,
               ": expected parameters of dtype ", x.scalar_type(), " or Float, but got ", p);
@@ -118,7 +119,8 @@ std::tuple<Tensor, Tensor, Tensor> backward(bool rms, const Tensor& grad_out, co
                                             const OptT& weight, const OptT& bias, std::array<bool, 3> mask,
                                             const char* op) {
   auto [rows, cols] = rowsCols(input, normalized_shape, op);
-  Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = contiguousIfDefined(weight), b = rms ? Tensor() : contiguousIfDefined(bias);
+  Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = contiguousIfDefined(weight),
+         b = rms ? Tensor() : contiguousIfDefined(bias);
   TORCH_CHECK(dy.sizes() == x.sizes(), op, ": expected grad_out of shape ", x.sizes(), ", but got ", dy.sizes());
   TORCH_CHECK(dy.scalar_type() == x.scalar_type(), op, ": expected grad_out of dtype ", x.scalar_type(), ", but got ",
               dy.scalar_type());
@@ -152,27 +154,29 @@ std::tuple<Tensor, Tensor, Tensor> backward(bool rms, const Tensor& grad_out, co
 }
 
 std::tuple<Tensor, Tensor, Tensor> nativeLayerNorm(const Tensor& input, at::IntArrayRef normalized_shape,
-                                                  const OptT& weight, const OptT& bias, double eps) {
+                                                   const OptT& weight, const OptT& bias, double eps) {
   auto [y, mean, rstd, sum] = forward(false, input, Tensor(), normalized_shape, weight, bias, eps, "native_layer_norm");
   return {y, mean, rstd};
 }
 
 std::tuple<Tensor, Tensor, Tensor> nativeLayerNormBackward(const Tensor& grad_out, const Tensor& input,
-                                                          at::IntArrayRef normalized_shape, const Tensor& mean,
-                                                          const Tensor& rstd, const OptT& weight, const OptT& bias,
-                                                          std::array<bool, 3> mask) {
-  return backward(false, grad_out, input, normalized_shape, mean, rstd, weight, bias, mask, "native_layer_norm_backward");
+                                                           at::IntArrayRef normalized_shape, const Tensor& mean,
+                                                           const Tensor& rstd, const OptT& weight, const OptT& bias,
+                                                           std::array<bool, 3> mask) {
+  return backward(false, grad_out, input, normalized_shape, mean, rstd, weight, bias, mask,
+                  "native_layer_norm_backward");
 }
 
 double rmsEps(const Tensor& x, std::optional<double> eps) {
   if (eps.has_value()) return *eps;
-  return x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
+  return x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                        : std::numeric_limits<float>::epsilon();
 }
 
 std::tuple<Tensor, Tensor> fusedRmsNorm(const Tensor& input, at::IntArrayRef normalized_shape, const OptT& weight,
                                         std::optional<double> eps) {
-  auto [y, mean, rstd, sum] = forward(true, input, Tensor(), normalized_shape, weight, std::nullopt,
-                                      rmsEps(input, eps), "_fused_rms_norm");
+  auto [y, mean, rstd, sum] =
+      forward(true, input, Tensor(), normalized_shape, weight, std::nullopt, rmsEps(input, eps), "_fused_rms_norm");
   return {y, rstd};
 }
 
@@ -187,7 +191,8 @@ std::tuple<Tensor, Tensor> fusedRmsNormBackward(const Tensor& grad_out, const Te
 // rms_norm routed to the fused op (through the dispatcher, so _fused_rms_norm's own autograd applies). Where
 // ATen's rms_norm composes it from pointwise ops instead (complex inputs, a weight of another dtype, channels
 // last), so does this: ATen's own composite runs, on the device's kernels.
-Tensor rmsNorm(const Tensor& input, c10::SymIntArrayRef normalized_shape, const OptT& weight, std::optional<double> eps) {
+Tensor rmsNorm(const Tensor& input, c10::SymIntArrayRef normalized_shape, const OptT& weight,
+               std::optional<double> eps) {
   const auto format = input.suggest_memory_format();
   if (input.is_complex() || (weight && weight->defined() && weight->scalar_type() != input.scalar_type()) ||
       format == c10::MemoryFormat::ChannelsLast || format == c10::MemoryFormat::ChannelsLast3d) {
@@ -206,8 +211,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> addLayerNorm(const Tensor& x, const T
 
 std::tuple<Tensor, Tensor, Tensor> addRmsNorm(const Tensor& x, const Tensor& residual, at::IntArrayRef normalized_shape,
                                               const OptT& weight, std::optional<double> eps) {
-  auto [y, mean, rstd, sum] = forward(true, x, residual, normalized_shape, weight, std::nullopt, rmsEps(x, eps),
-                                      "mytorch::add_rms_norm");
+  auto [y, mean, rstd, sum] =
+      forward(true, x, residual, normalized_shape, weight, std::nullopt, rmsEps(x, eps), "mytorch::add_rms_norm");
   return {y, rstd, sum};
 }
 
@@ -221,15 +226,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "rms_norm", rmsNorm);
 }
 
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  m.impl("rms_norm", TORCH_FN(rmsNorm));
-}
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("rms_norm", TORCH_FN(rmsNorm)); }
 
 TORCH_LIBRARY(mytorch, m) {
-  m.def("add_layer_norm(Tensor x, Tensor residual, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) "
-        "-> (Tensor y, Tensor mean, Tensor rstd, Tensor sum)");
-  m.def("add_rms_norm(Tensor x, Tensor residual, int[] normalized_shape, Tensor? weight, float? eps) "
-        "-> (Tensor y, Tensor rstd, Tensor sum)");
+  m.def(
+      "add_layer_norm(Tensor x, Tensor residual, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) "
+      "-> (Tensor y, Tensor mean, Tensor rstd, Tensor sum)");
+  m.def(
+      "add_rms_norm(Tensor x, Tensor residual, int[] normalized_shape, Tensor? weight, float? eps) "
+      "-> (Tensor y, Tensor rstd, Tensor sum)");
 }
 
 TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {

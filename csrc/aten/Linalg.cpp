@@ -22,7 +22,6 @@
 namespace mytorch {
 namespace {
 
-
 using at::Tensor;
 
 Tensor& solveTriangularOut(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular, Tensor& out) {
@@ -33,12 +32,15 @@ Tensor& solveTriangularOut(const Tensor& A, const Tensor& B, bool upper, bool le
   TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.solve_triangular: A must be batches of square matrices, but they are ",
               A.size(-2), " by ", A.size(-1), " matrices");
   const int64_t n = A.size(-1);
-  TORCH_CHECK(left ? B.size(-2) == n : B.size(-1) == n, "linalg.solve_triangular: Incompatible shapes of A and B for "
-              "the equation ", left ? "AX = B" : "XA = B", " (", A.size(-2), "x", A.size(-1), " and ", B.size(-2), "x",
-              B.size(-1), ")");
+  TORCH_CHECK(left ? B.size(-2) == n : B.size(-1) == n,
+              "linalg.solve_triangular: Incompatible shapes of A and B for "
+              "the equation ",
+              left ? "AX = B" : "XA = B", " (", A.size(-2), "x", A.size(-1), " and ", B.size(-2), "x", B.size(-1), ")");
   const auto dtype = at::result_type(A, B);
-  TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble, "linalg.solve_triangular: mytorch solves float32 and "
-              "float64 systems, but got ", dtype);
+  TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble,
+              "linalg.solve_triangular: mytorch solves float32 and "
+              "float64 systems, but got ",
+              dtype);
   // X A = B  <=>  A^T X^T = B^T, with the triangle flipped
   const Tensor a = left ? A : A.mT(), b = left ? B : B.mT();
   const bool up = left ? upper : !upper;

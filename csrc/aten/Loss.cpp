@@ -23,7 +23,6 @@ namespace {
 
 using at::Tensor;
 
-
 bool nativeArgs(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight) {
   return kernelFloating(self.scalar_type()) && target.scalar_type() == at::kLong &&
          (!weight.has_value() || !weight->defined() || weight->scalar_type() == self.scalar_type());
@@ -68,12 +67,13 @@ void checkShapes(const Tensor& self, const Tensor& target, bool spatial) {
     TORCH_CHECK(no_batch || self.size(0) == target.size(0), "Expected input batch_size (", self.size(0),
                 ") to match target batch_size (", target.size(0), ").");
   } else {
-    TORCH_CHECK(self.dim() == 4, "only batches of spatial inputs supported (4D tensors), but got input of size: ",
-                self.sizes());
-    TORCH_CHECK(target.dim() == 3, "only batches of spatial targets supported (3D tensors) but got targets of size: ",
-                target.sizes());
+    TORCH_CHECK(self.dim() == 4,
+                "only batches of spatial inputs supported (4D tensors), but got input of size: ", self.sizes());
+    TORCH_CHECK(target.dim() == 3,
+                "only batches of spatial targets supported (3D tensors) but got targets of size: ", target.sizes());
     TORCH_CHECK(self.size(0) == target.size(0) && self.size(2) == target.size(1) && self.size(3) == target.size(2),
-                "input and target batch or spatial sizes don't match: target ", target.sizes(), ", input ", self.sizes());
+                "input and target batch or spatial sizes don't match: target ", target.sizes(), ", input ",
+                self.sizes());
   }
 }
 
@@ -135,8 +135,9 @@ void backward(const Tensor& grad, const Tensor& self, const Tensor& target, cons
   if (!gi.is_same(grad_input)) grad_input.copy_(gi);
 }
 
-std::tuple<Tensor&, Tensor&> nllForwardOut(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
-                                           int64_t reduction, int64_t ignore_index, Tensor& output, Tensor& total_weight) {
+std::tuple<Tensor&, Tensor&> nllForwardOut(const Tensor& self, const Tensor& target,
+                                           const std::optional<Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                           Tensor& output, Tensor& total_weight) {
   checkOutDtype(output, self.scalar_type());
   checkOutDtype(total_weight, self.scalar_type());
   if (!nativeArgs(self, target, weight))
@@ -146,8 +147,9 @@ std::tuple<Tensor&, Tensor&> nllForwardOut(const Tensor& self, const Tensor& tar
   return {output, total_weight};
 }
 
-Tensor& nllBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
-                       int64_t reduction, int64_t ignore_index, const Tensor& total_weight, Tensor& grad_input) {
+Tensor& nllBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& target,
+                       const std::optional<Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                       const Tensor& total_weight, Tensor& grad_input) {
   checkOutDtype(grad_input, self.scalar_type());
   if (!nativeArgs(self, target, weight) || grad.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::nll_loss_backward_grad_input>::call(grad, self, target, weight, reduction, ignore_index,
@@ -173,8 +175,8 @@ Tensor& nll2dBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& t
                          const Tensor& total_weight, Tensor& grad_input) {
   checkOutDtype(grad_input, self.scalar_type());
   if (!nativeArgs(self, target, weight) || grad.scalar_type() != self.scalar_type())
-    return Fallback<at::_ops::nll_loss2d_backward_grad_input>::call(grad, self, target, weight, reduction,
-                                                                    ignore_index, total_weight, grad_input);
+    return Fallback<at::_ops::nll_loss2d_backward_grad_input>::call(grad, self, target, weight, reduction, ignore_index,
+                                                                    total_weight, grad_input);
   backward(grad, self, target, weight, reduction, ignore_index, total_weight, grad_input, true);
   return grad_input;
 }

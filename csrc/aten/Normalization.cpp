@@ -23,7 +23,6 @@ namespace {
 using at::Tensor;
 using OptT = std::optional<Tensor>;
 
-
 // The kernels read and write NCHW; a channels-last input gets a channels-last output and input gradient back,
 // as the CPU's and CUDA's norms give (a copy; nothing for contiguous inputs).
 Tensor likeInput(const Tensor& t, const Tensor& input) {
@@ -35,7 +34,10 @@ Tensor likeInput(const Tensor& t, const Tensor& input) {
 c10::ScalarType paramDtype(const Tensor& x, std::initializer_list<Tensor> params, const char* op) {
   c10::ScalarType p = x.scalar_type();
   for (const Tensor& t : params) {
-    if (t.defined()) { p = t.scalar_type(); break; }
+    if (t.defined()) {
+      p = t.scalar_type();
+      break;
+    }
   }
   for (const Tensor& t : params) {
     TORCH_CHECK(!t.defined() || t.scalar_type() == p, op, ": expected all parameters to have dtype ", p, ", but got ",
@@ -47,7 +49,8 @@ c10::ScalarType paramDtype(const Tensor& x, std::initializer_list<Tensor> params
 }
 
 void checkParam(const Tensor& t, int64_t c, const char* what, const char* op) {
-  TORCH_CHECK(!t.defined() || t.numel() == c, op, ": expected ", what, " to have ", c, " elements, but got ", t.sizes());
+  TORCH_CHECK(!t.defined() || t.numel() == c, op, ": expected ", what, " to have ", c, " elements, but got ",
+              t.sizes());
 }
 
 void runForward(NormArgs& a, const Tensor& like) {
@@ -62,9 +65,11 @@ void runBackward(NormArgs& a, const Tensor& like) {
 // --- GroupNorm --------------------------------------------------------------------------------------------
 
 std::tuple<Tensor, Tensor, Tensor> groupNorm(const Tensor& input, const OptT& weight, const OptT& bias, int64_t N,
-                                            int64_t C, int64_t HxW, int64_t group, double eps) {
-  TORCH_CHECK(group > 0 && C % group == 0, "Expected number of channels in input to be divisible by num_groups, but "
-              "got input of shape ", input.sizes(), " and num_groups=", group);
+                                             int64_t C, int64_t HxW, int64_t group, double eps) {
+  TORCH_CHECK(group > 0 && C % group == 0,
+              "Expected number of channels in input to be divisible by num_groups, but "
+              "got input of shape ",
+              input.sizes(), " and num_groups=", group);
   TORCH_CHECK(input.numel() == N * C * HxW, "native_group_norm: expected input with N * C * HxW = ", N * C * HxW,
               " elements, but got ", input.numel());
   TORCH_CHECK(kernelFloating(input.scalar_type()), "native_group_norm: expected a floating point input, but got ",
@@ -81,9 +86,17 @@ std::tuple<Tensor, Tensor, Tensor> groupNorm(const Tensor& input, const OptT& we
     a.kind = NormKind::Group;
     a.dtype = toKernelDType(x.scalar_type());
     a.param_dtype = toKernelDType(p);
-    a.n = N; a.c = C; a.hw = HxW; a.groups = group; a.eps = eps;
-    a.x = x.data_ptr(); a.y = y.data_ptr(); a.weight = dataOrNull(w); a.bias = dataOrNull(b);
-    a.mean = mean.data_ptr(); a.rstd = rstd.data_ptr();
+    a.n = N;
+    a.c = C;
+    a.hw = HxW;
+    a.groups = group;
+    a.eps = eps;
+    a.x = x.data_ptr();
+    a.y = y.data_ptr();
+    a.weight = dataOrNull(w);
+    a.bias = dataOrNull(b);
+    a.mean = mean.data_ptr();
+    a.rstd = rstd.data_ptr();
     runForward(a, x);
   }
   if (x.numel() == 0) {   // as ATen: no elements have a mean of zero and an undefined rstd
@@ -96,8 +109,8 @@ std::tuple<Tensor, Tensor, Tensor> groupNorm(const Tensor& input, const OptT& we
 }
 
 std::tuple<Tensor, Tensor, Tensor> groupNormBackward(const Tensor& grad_out, const Tensor& input, const Tensor& mean,
-                                                    const Tensor& rstd, const OptT& weight, int64_t N, int64_t C,
-                                                    int64_t HxW, int64_t group, std::array<bool, 3> mask) {
+                                                     const Tensor& rstd, const OptT& weight, int64_t N, int64_t C,
+                                                     int64_t HxW, int64_t group, std::array<bool, 3> mask) {
   TORCH_CHECK(group > 0 && C % group == 0, "native_group_norm_backward: expected C divisible by group, but got C=", C,
               " and group=", group);
   Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = contiguousIfDefined(weight);
@@ -114,9 +127,16 @@ std::tuple<Tensor, Tensor, Tensor> groupNormBackward(const Tensor& grad_out, con
     a.kind = NormKind::Group;
     a.dtype = toKernelDType(x.scalar_type());
     a.param_dtype = toKernelDType(p);
-    a.n = N; a.c = C; a.hw = HxW; a.groups = group;
-    a.x = x.data_ptr(); a.weight = dataOrNull(w); a.mean = mu.data_ptr(); a.rstd = rs.data_ptr();
-    a.dy = dy.data_ptr(); a.dx = dx.defined() ? dx.data_ptr() : nullptr;
+    a.n = N;
+    a.c = C;
+    a.hw = HxW;
+    a.groups = group;
+    a.x = x.data_ptr();
+    a.weight = dataOrNull(w);
+    a.mean = mu.data_ptr();
+    a.rstd = rs.data_ptr();
+    a.dy = dy.data_ptr();
+    a.dx = dx.defined() ? dx.data_ptr() : nullptr;
     a.dweight = dw.defined() ? dw.data_ptr() : nullptr;
     a.dbias = db.defined() ? db.data_ptr() : nullptr;
     runBackward(a, x);
@@ -130,8 +150,8 @@ std::tuple<Tensor, Tensor, Tensor> groupNormBackward(const Tensor& grad_out, con
 // --- BatchNorm --------------------------------------------------------------------------------------------
 
 std::tuple<Tensor, Tensor, Tensor> batchNorm(const Tensor& input, const OptT& weight, const OptT& bias,
-                                            const OptT& running_mean, const OptT& running_var, bool training,
-                                            double momentum, double eps) {
+                                             const OptT& running_mean, const OptT& running_var, bool training,
+                                             double momentum, double eps) {
   TORCH_CHECK(input.dim() >= 2, "native_batch_norm: expected an input with at least 2 dimensions, but got ",
               input.sizes());
   TORCH_CHECK(kernelFloating(input.scalar_type()), "native_batch_norm: expected a floating point input, but got ",
@@ -141,16 +161,17 @@ std::tuple<Tensor, Tensor, Tensor> batchNorm(const Tensor& input, const OptT& we
   // Running statistics are updated in place: the caller's tensors, which must be contiguous.
   Tensor rm = running_mean.has_value() && running_mean->defined() ? *running_mean : Tensor();
   Tensor rv = running_var.has_value() && running_var->defined() ? *running_var : Tensor();
-  TORCH_CHECK(training || (rm.defined() && rv.defined()), "running_mean and running_var must be defined in evaluation mode");
+  TORCH_CHECK(training || (rm.defined() && rv.defined()),
+              "running_mean and running_var must be defined in evaluation mode");
   TORCH_CHECK(!rm.defined() || rm.is_contiguous(), "native_batch_norm: expected a contiguous running_mean");
   TORCH_CHECK(!rv.defined() || rv.is_contiguous(), "native_batch_norm: expected a contiguous running_var");
-  for (const auto& [t, what] : {std::pair<Tensor, const char*>{w, "weight"}, {b, "bias"}, {rm, "running_mean"},
-                                {rv, "running_var"}})
+  for (const auto& [t, what] :
+       {std::pair<Tensor, const char*>{w, "weight"}, {b, "bias"}, {rm, "running_mean"}, {rv, "running_var"}})
     checkParam(t, C, what, "native_batch_norm");
   const auto p = paramDtype(x, {w, b, rm, rv}, "native_batch_norm");
   const auto acc = opmathType(x.scalar_type());
-  TORCH_CHECK(!training || N * HW > 0 || C == 0, "Expected more than 1 value per channel when training, got input size ",
-              input.sizes());
+  TORCH_CHECK(!training || N * HW > 0 || C == 0,
+              "Expected more than 1 value per channel when training, got input size ", input.sizes());
   Tensor y = at::empty(input.sizes(), x.options());
   Tensor mean = at::empty({C}, x.options().dtype(acc)), rstd = at::empty({C}, x.options().dtype(acc));
   if (C > 0) {
@@ -158,11 +179,20 @@ std::tuple<Tensor, Tensor, Tensor> batchNorm(const Tensor& input, const OptT& we
     a.kind = NormKind::Batch;
     a.dtype = toKernelDType(x.scalar_type());
     a.param_dtype = toKernelDType(p);
-    a.n = N; a.c = C; a.hw = HW; a.training = training; a.momentum = momentum; a.eps = eps;
-    a.x = x.data_ptr(); a.y = y.data_ptr(); a.weight = dataOrNull(w); a.bias = dataOrNull(b);
+    a.n = N;
+    a.c = C;
+    a.hw = HW;
+    a.training = training;
+    a.momentum = momentum;
+    a.eps = eps;
+    a.x = x.data_ptr();
+    a.y = y.data_ptr();
+    a.weight = dataOrNull(w);
+    a.bias = dataOrNull(b);
     a.running_mean = rm.defined() ? rm.data_ptr() : nullptr;
     a.running_var = rv.defined() ? rv.data_ptr() : nullptr;
-    a.mean = mean.data_ptr(); a.rstd = rstd.data_ptr();
+    a.mean = mean.data_ptr();
+    a.rstd = rstd.data_ptr();
     runForward(a, x);
   }
   if (!training) {  // as CUDA PyTorch: no saved statistics in evaluation mode
@@ -173,9 +203,9 @@ std::tuple<Tensor, Tensor, Tensor> batchNorm(const Tensor& input, const OptT& we
 }
 
 std::tuple<Tensor, Tensor, Tensor> batchNormBackward(const Tensor& grad_out, const Tensor& input, const OptT& weight,
-                                                    const OptT& running_mean, const OptT& running_var,
-                                                    const OptT& save_mean, const OptT& save_invstd, bool train,
-                                                    double eps, std::array<bool, 3> mask) {
+                                                     const OptT& running_mean, const OptT& running_var,
+                                                     const OptT& save_mean, const OptT& save_invstd, bool train,
+                                                     double eps, std::array<bool, 3> mask) {
   const int64_t N = input.size(0), C = input.size(1), HW = C == 0 || N == 0 ? 0 : input.numel() / (N * C);
   Tensor x = input.contiguous(), dy = grad_out.contiguous(), w = contiguousIfDefined(weight);
   Tensor rm = contiguousIfDefined(running_mean), rv = contiguousIfDefined(running_var);
@@ -188,7 +218,8 @@ std::tuple<Tensor, Tensor, Tensor> batchNormBackward(const Tensor& grad_out, con
     mu = save_mean->to(acc).contiguous();
     rs = save_invstd->to(acc).contiguous();
   } else {
-    TORCH_CHECK(rm.defined() && rv.defined(), "native_batch_norm_backward: expected running_mean and running_var in "
+    TORCH_CHECK(rm.defined() && rv.defined(),
+                "native_batch_norm_backward: expected running_mean and running_var in "
                 "evaluation mode");
     mu = rm.to(acc).contiguous();
     rs = rv.to(acc).add(eps).rsqrt().contiguous();
@@ -201,9 +232,16 @@ std::tuple<Tensor, Tensor, Tensor> batchNormBackward(const Tensor& grad_out, con
     a.kind = NormKind::Batch;
     a.dtype = toKernelDType(x.scalar_type());
     a.param_dtype = toKernelDType(p);
-    a.n = N; a.c = C; a.hw = HW; a.training = train;
-    a.x = x.data_ptr(); a.weight = dataOrNull(w); a.mean = mu.data_ptr(); a.rstd = rs.data_ptr();
-    a.dy = dy.data_ptr(); a.dx = dx.defined() ? dx.data_ptr() : nullptr;
+    a.n = N;
+    a.c = C;
+    a.hw = HW;
+    a.training = train;
+    a.x = x.data_ptr();
+    a.weight = dataOrNull(w);
+    a.mean = mu.data_ptr();
+    a.rstd = rs.data_ptr();
+    a.dy = dy.data_ptr();
+    a.dx = dx.defined() ? dx.data_ptr() : nullptr;
     a.dweight = dw.defined() ? dw.data_ptr() : nullptr;
     a.dbias = db.defined() ? db.data_ptr() : nullptr;
     runBackward(a, x);
@@ -212,17 +250,17 @@ std::tuple<Tensor, Tensor, Tensor> batchNormBackward(const Tensor& grad_out, con
 }
 
 std::tuple<Tensor, Tensor, Tensor> batchNormLegit(const Tensor& input, const OptT& weight, const OptT& bias,
-                                                 Tensor& running_mean, Tensor& running_var, bool training,
-                                                 double momentum, double eps) {
+                                                  Tensor& running_mean, Tensor& running_var, bool training,
+                                                  double momentum, double eps) {
   return batchNorm(input, weight, bias, running_mean, running_var, training, momentum, eps);
 }
 std::tuple<Tensor, Tensor, Tensor> batchNormLegitNoStats(const Tensor& input, const OptT& weight, const OptT& bias,
-                                                        bool training, double momentum, double eps) {
+                                                         bool training, double momentum, double eps) {
   return batchNorm(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
 }
 std::tuple<Tensor, Tensor, Tensor> batchNormLegitNoTraining(const Tensor& input, const OptT& weight, const OptT& bias,
-                                                           const Tensor& running_mean, const Tensor& running_var,
-                                                           double momentum, double eps) {
+                                                            const Tensor& running_mean, const Tensor& running_var,
+                                                            double momentum, double eps) {
   return batchNorm(input, weight, bias, running_mean, running_var, false, momentum, eps);
 }
 

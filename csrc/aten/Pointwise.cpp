@@ -33,7 +33,8 @@ c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float)
   at::native::ResultTypeState state = {};
   for (const EwInput& in : inputs) {
     if (std::holds_alternative<at::Tensor>(in)) {
-      if (std::get<at::Tensor>(in).defined()) state = at::native::update_result_type_state(std::get<at::Tensor>(in), state);
+      if (std::get<at::Tensor>(in).defined())
+        state = at::native::update_result_type_state(std::get<at::Tensor>(in), state);
     } else {
       state = at::native::update_result_type_state(std::get<c10::Scalar>(in), state);
     }
@@ -108,7 +109,8 @@ void ewRun(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs,
     c10::DeviceGuard guard(target.device());
     a.shape = stridedShape(iter);
     a.out = stridedOperand(iter, 0);
-    for (size_t i = 0; i < operands.size(); ++i) a.in[slot_of_operand[i]] = stridedOperand(iter, static_cast<int>(i) + 1);
+    for (size_t i = 0; i < operands.size(); ++i)
+      a.in[slot_of_operand[i]] = stridedOperand(iter, static_cast<int>(i) + 1);
     MT_RT_CHECK(kernels::elementwise(a, nativeHandle(currentStream(target.device().index()))));
   }
   if (!direct) out.copy_(target);

@@ -28,16 +28,16 @@ struct TableRow {
 
 // Table rows register; Hand rows are registered by their own glue.
 #define MT_REGISTER_Hand(name, arity, aten, overload)
-#define MT_REGISTER_Table(name, arity, aten, overload)                                                 \
-  {                                                                                                    \
-    static_assert(arity <= 2, "a Table row of arity 3 needs its own glue (mark it Hand)");            \
-    using Row = TableRow<EwOp::name, at::_ops::aten##_##overload>;                                     \
-    MT_IMPL(m, #aten "." #overload, Row::out##arity);                                                  \
+#define MT_REGISTER_Table(name, arity, aten, overload)                                     \
+  {                                                                                        \
+    static_assert(arity <= 2, "a Table row of arity 3 needs its own glue (mark it Hand)"); \
+    using Row = TableRow<EwOp::name, at::_ops::aten##_##overload>;                         \
+    MT_IMPL(m, #aten "." #overload, Row::out##arity);                                      \
   }
 
 } // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m){
 #define MT_POINTWISE(name, arity, dtypes, result, group, glue, aten, overload, foreach) \
   MT_REGISTER_##glue(name, arity, aten, overload)
 #include "mytorch/tables/pointwise.def"

@@ -24,7 +24,6 @@ namespace {
 using at::Tensor;
 using OptD = std::optional<double>;
 
-
 int pick(at::IntArrayRef v, size_t i, int dflt) {
   if (v.empty()) return dflt;
   return static_cast<int>(v.size() == 1 ? v[0] : v[i]);
@@ -71,19 +70,28 @@ void intoOut(Tensor& out, at::IntArrayRef shape, F&& fill) {
 
 void poolGeometry(SpatialArgs& a, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                   at::IntArrayRef dilation, bool ceil_mode, const char* op) {
-  TORCH_CHECK(kernel.size() == 1 || kernel.size() == 2, op, ": kernel_size must either be a single int, or a tuple of two ints");
-  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2, op, ": stride must either be omitted, a single int, or a tuple of two ints");
-  TORCH_CHECK(padding.size() == 1 || padding.size() == 2, op, ": padding must either be a single int, or a tuple of two ints");
-  TORCH_CHECK(dilation.empty() || dilation.size() == 1 || dilation.size() == 2, op, ": dilation must be either a single int, or a tuple of two ints");
-  a.kh = pick(kernel, 0, 1); a.kw = pick(kernel, 1, 1);
-  a.sh = pick(stride, 0, a.kh); a.sw = pick(stride, 1, a.kw);
-  a.ph = pick(padding, 0, 0); a.pw = pick(padding, 1, 0);
-  a.dh = pick(dilation, 0, 1); a.dw = pick(dilation, 1, 1);
+  TORCH_CHECK(kernel.size() == 1 || kernel.size() == 2, op,
+              ": kernel_size must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2, op,
+              ": stride must either be omitted, a single int, or a tuple of two ints");
+  TORCH_CHECK(padding.size() == 1 || padding.size() == 2, op,
+              ": padding must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(dilation.empty() || dilation.size() == 1 || dilation.size() == 2, op,
+              ": dilation must be either a single int, or a tuple of two ints");
+  a.kh = pick(kernel, 0, 1);
+  a.kw = pick(kernel, 1, 1);
+  a.sh = pick(stride, 0, a.kh);
+  a.sw = pick(stride, 1, a.kw);
+  a.ph = pick(padding, 0, 0);
+  a.pw = pick(padding, 1, 0);
+  a.dh = pick(dilation, 0, 1);
+  a.dw = pick(dilation, 1, 1);
   TORCH_CHECK(a.kh > 0 && a.kw > 0, op, ": kernel size should be greater than zero, but got kH: ", a.kh, " kW: ", a.kw);
   TORCH_CHECK(a.sh > 0 && a.sw > 0, op, ": stride should be greater than zero, but got dH: ", a.sh, " dW: ", a.sw);
-  TORCH_CHECK(a.dh > 0 && a.dw > 0, op, ": dilation should be greater than zero, but got dilationH: ", a.dh, " dilationW: ", a.dw);
-  TORCH_CHECK(a.ph >= 0 && a.pw >= 0 && a.ph <= a.kh / 2 && a.pw <= a.kw / 2, "pad should be at most half of effective kernel size, but got pad=",
-              padding, ", kernel_size=", kernel);
+  TORCH_CHECK(a.dh > 0 && a.dw > 0, op, ": dilation should be greater than zero, but got dilationH: ", a.dh,
+              " dilationW: ", a.dw);
+  TORCH_CHECK(a.ph >= 0 && a.pw >= 0 && a.ph <= a.kh / 2 && a.pw <= a.kw / 2,
+              "pad should be at most half of effective kernel size, but got pad=", padding, ", kernel_size=", kernel);
   a.oh = poolOut(a.ih, a.kh, a.ph, a.sh, a.dh, ceil_mode);
   a.ow = poolOut(a.iw, a.kw, a.pw, a.sw, a.dw, ceil_mode);
   TORCH_CHECK(a.oh > 0 && a.ow > 0, "Given input size: (", a.ih, "x", a.iw, "). Calculated output size: (", a.oh, "x",
@@ -96,8 +104,8 @@ std::tuple<Tensor&, Tensor&> maxPoolOut(const Tensor& self, at::IntArrayRef kern
   checkOutDtype(out, self.scalar_type());
   checkOutDtype(indices, at::kLong);
   if (!kernelFloating(self.scalar_type()))  // integer pooling: CPU PyTorch has it, counted fallback
-    return Fallback<at::_ops::max_pool2d_with_indices_out>::call(self, kernel, stride, padding, dilation, ceil_mode, out,
-                                                                 indices);
+    return Fallback<at::_ops::max_pool2d_with_indices_out>::call(self, kernel, stride, padding, dilation, ceil_mode,
+                                                                 out, indices);
   SpatialArgs a;
   a.op = SpatialOp::MaxPool;
   planes(a, self, "max_pool2d");
@@ -122,15 +130,16 @@ Tensor& maxPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayR
   checkOutDtype(gi, self.scalar_type());
   if (!kernelFloating(self.scalar_type()))
     return Fallback<at::_ops::max_pool2d_with_indices_backward_grad_input>::call(grad, self, kernel, stride, padding,
-                                                                                dilation, ceil_mode, indices, gi);
+                                                                                 dilation, ceil_mode, indices, gi);
   SpatialArgs a;
   a.op = SpatialOp::MaxPool;
   a.backward = true;
   planes(a, self, "max_pool2d_backward");
   poolGeometry(a, kernel, stride, padding, dilation, ceil_mode, "max_pool2d_backward");
   Tensor g = grad.contiguous(), idx = indices.contiguous();
-  TORCH_CHECK(g.numel() == a.planes * a.oh * a.ow && idx.numel() == g.numel(), "max_pool2d_backward: expected grad_output and indices of shape ",
-              outShape(self, a.oh, a.ow), ", but got ", grad.sizes(), " and ", indices.sizes());
+  TORCH_CHECK(g.numel() == a.planes * a.oh * a.ow && idx.numel() == g.numel(),
+              "max_pool2d_backward: expected grad_output and indices of shape ", outShape(self, a.oh, a.ow),
+              ", but got ", grad.sizes(), " and ", indices.sizes());
   intoOut(gi, self.sizes(), [&](Tensor& dst) {
     a.in = g.data_ptr();
     a.out = dst.data_ptr();
@@ -144,8 +153,8 @@ Tensor& avgPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef s
                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor, Tensor& out) {
   checkOutDtype(out, self.scalar_type());
   if (!kernelFloating(self.scalar_type()))
-    return Fallback<at::_ops::avg_pool2d_out>::call(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor,
-                                                    out);
+    return Fallback<at::_ops::avg_pool2d_out>::call(self, kernel, stride, padding, ceil_mode, count_include_pad,
+                                                    divisor, out);
   SpatialArgs a;
   a.op = SpatialOp::AvgPool;
   planes(a, self, "avg_pool2d");
@@ -190,7 +199,8 @@ Tensor& avgPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayR
 
 Tensor adaptiveAvgPool(const Tensor& self, at::IntArrayRef output_size) {
   TORCH_CHECK(output_size.size() == 2, "adaptive_avg_pool2d: output_size must be 2, but got ", output_size.size());
-  TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0, "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but received {",
+  TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0,
+              "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but received {",
               output_size[0], ", ", output_size[1], "}");
   SpatialArgs a;
   a.op = SpatialOp::AdaptiveAvg;
@@ -232,11 +242,13 @@ void upsampleSizes(SpatialArgs& a, at::IntArrayRef output_size, const char* op) 
   TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
   a.oh = output_size[0];
   a.ow = output_size[1];
-  TORCH_CHECK(a.oh > 0 && a.ow > 0 && a.ih > 0 && a.iw > 0, op, ": input and output sizes should be greater than 0, but got input (H: ",
-              a.ih, ", W: ", a.iw, ") output (H: ", a.oh, ", W: ", a.ow, ")");
+  TORCH_CHECK(a.oh > 0 && a.ow > 0 && a.ih > 0 && a.iw > 0, op,
+              ": input and output sizes should be greater than 0, but got input (H: ", a.ih, ", W: ", a.iw,
+              ") output (H: ", a.oh, ", W: ", a.ow, ")");
 }
 
-Tensor& upsampleOut(SpatialOp op, const Tensor& self, at::IntArrayRef output_size, bool align, OptD sh, OptD sw, Tensor& out) {
+Tensor& upsampleOut(SpatialOp op, const Tensor& self, at::IntArrayRef output_size, bool align, OptD sh, OptD sw,
+                    Tensor& out) {
   const char* name = op == SpatialOp::Nearest ? "upsample_nearest2d" : "upsample_bilinear2d";
   TORCH_CHECK(self.dim() == 4, name, ": expected a 4D input, but got ", self.sizes());
   checkOutDtype(out, self.scalar_type());
@@ -271,7 +283,8 @@ Tensor& upsampleBackwardOut(SpatialOp op, const Tensor& grad, at::IntArrayRef ou
   SpatialArgs a;
   a.op = op;
   a.backward = true;
-  TORCH_CHECK(kernelFloating(grad.scalar_type()), name, ": expected a floating point gradient, but got ", grad.scalar_type());
+  TORCH_CHECK(kernelFloating(grad.scalar_type()), name, ": expected a floating point gradient, but got ",
+              grad.scalar_type());
   a.dtype = toKernelDType(grad.scalar_type());
   a.planes = input_size[0] * input_size[1];
   a.ih = input_size[2];
@@ -294,8 +307,8 @@ Tensor& upsampleBackwardOut(SpatialOp op, const Tensor& grad, at::IntArrayRef ou
 Tensor& nearestOut(const Tensor& self, at::IntArrayRef output_size, OptD sh, OptD sw, Tensor& out) {
   return upsampleOut(SpatialOp::Nearest, self, output_size, false, sh, sw, out);
 }
-Tensor& nearestBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sh, OptD sw,
-                           Tensor& gi) {
+Tensor& nearestBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sh,
+                           OptD sw, Tensor& gi) {
   return upsampleBackwardOut(SpatialOp::Nearest, grad, output_size, input_size, false, sh, sw, gi);
 }
 Tensor& bilinearOut(const Tensor& self, at::IntArrayRef output_size, bool align, OptD sh, OptD sw, Tensor& out) {

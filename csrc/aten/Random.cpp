@@ -62,7 +62,8 @@ at::Tensor& randomFill(at::Tensor& self, RandomParams p, const std::optional<at:
 }
 
 void checkFloating(const at::Tensor& self, const char* op) {
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, " expects a floating point tensor, but got ", self.scalar_type());
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, " expects a floating point tensor, but got ",
+              self.scalar_type());
 }
 
 at::Tensor& wrapper_uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
@@ -172,14 +173,16 @@ at::Tensor& integerFill(at::Tensor& self, int64_t low, uint64_t range, const std
   return randomFill(self, p, gen);
 }
 
-at::Tensor& wrapper_random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
+at::Tensor& wrapper_random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+                                std::optional<at::Generator> gen) {
   if (to.has_value()) {
     TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
     checkIntegralRange(self, from, *to - 1);
     return integerFill(self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from), gen);
   }
   const int64_t hi = randomMax(self.scalar_type());
-  TORCH_CHECK(from <= hi, "random_ expects 'from' to be at most ", hi, " for dtype ", self.scalar_type(), ", but got ", from);
+  TORCH_CHECK(from <= hi, "random_ expects 'from' to be at most ", hi, " for dtype ", self.scalar_type(), ", but got ",
+              from);
   return integerFill(self, from, static_cast<uint64_t>(hi) - static_cast<uint64_t>(from) + 1, gen);
 }
 
@@ -202,7 +205,8 @@ at::Tensor& wrapper_bernoulli_float(at::Tensor& self, double prob, std::optional
   return randomFill(self, p, gen);
 }
 
-std::tuple<at::Tensor, at::Tensor> wrapper_native_dropout(const at::Tensor& input, double prob, std::optional<bool> train) {
+std::tuple<at::Tensor, at::Tensor> wrapper_native_dropout(const at::Tensor& input, double prob,
+                                                          std::optional<bool> train) {
   TORCH_CHECK(0 <= prob && prob <= 1, "dropout probability has to be between 0 and 1, but got ", prob);
   if (input.numel() == 0 || (train.has_value() && !*train) || prob == 0) {
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};

@@ -70,7 +70,8 @@ void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, b
     }
   }
   r.params.count = r.red_numel;
-  TORCH_CHECK(r.out_ndim <= kMaxDims && r.red_ndim <= kMaxDims, "mytorch reductions support at most ", kMaxDims, " dimensions");
+  TORCH_CHECK(r.out_ndim <= kMaxDims && r.red_ndim <= kMaxDims, "mytorch reductions support at most ", kMaxDims,
+              " dimensions");
   if (r.out_numel == 0) return;
   c10::DeviceGuard guard(self.device());
   MT_RT_CHECK(kernels::reduce(r, nativeHandle(currentStream(self.device().index()))));
@@ -111,7 +112,8 @@ at::Tensor castFor(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
 at::Tensor computeInput(const at::Tensor& self, std::optional<at::ScalarType> dtype, const at::Tensor& out) {
   if (dtype.has_value()) return castFor(self, dtype);
   const auto o = out.scalar_type();
-  if (at::isFloatingType(self.scalar_type()) && self.scalar_type() != at::kDouble && o == at::kDouble) return self.to(o);
+  if (at::isFloatingType(self.scalar_type()) && self.scalar_type() != at::kDouble && o == at::kDouble)
+    return self.to(o);
   return self;
 }
 

@@ -44,8 +44,8 @@
 namespace mytorch {
 
 // Complex sum and mean over the real view (Complex.cpp): false when the call is not one.
-bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                std::optional<at::ScalarType> dtype, bool mean, const at::Tensor& out);
+bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                bool mean, const at::Tensor& out);
 
 namespace {
 
@@ -61,7 +61,8 @@ void checkLogicalOut(const Tensor& self, const Tensor& out, const char* name) {
               " only supports bool tensor for result, got: ", t);
 }
 
-Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
+Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) {
     if (complexSum(self, dim, keepdim, dtype, /*mean=*/false, out)) return out;
@@ -71,10 +72,12 @@ Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, s
   return out;
 }
 
-Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
+Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                 Tensor& out) {
   const auto t = dtype.value_or(self.scalar_type());
-  TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t),
-              "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ", t);
+  TORCH_CHECK(
+      at::isFloatingType(t) || at::isComplexType(t),
+      "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ", t);
   checkNamedDtype(out, dtype);
   if (!native(self, out)) {
     if (complexSum(self, dim, keepdim, dtype, /*mean=*/true, out)) return out;
@@ -101,7 +104,8 @@ Tensor prod_all(const Tensor& self, std::optional<at::ScalarType> dtype) {
 
 void checkNonEmpty(const Tensor& self, at::OptionalIntArrayRef dims, const char* name) {
   if (self.numel() != 0) return;
-  TORCH_CHECK(dims.has_value() && !dims->empty(), name, "(): Expected reduction dim to be specified for input.numel() == 0. "
+  TORCH_CHECK(dims.has_value() && !dims->empty(), name,
+              "(): Expected reduction dim to be specified for input.numel() == 0. "
               "Specify the reduction dim with the 'dim' argument.");
   for (int64_t d : *dims) {
     TORCH_CHECK_INDEX(self.size(at::maybe_wrap_dim(d, self.dim())) != 0, name, "(): Expected reduction dim ", d,
@@ -125,7 +129,8 @@ Tensor& amin_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& 
   return out;
 }
 
-std::tuple<Tensor&, Tensor&> max_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
+std::tuple<Tensor&, Tensor&> max_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
+                                         Tensor& indices) {
   if (!native(self, values)) return Fallback<at::_ops::max_dim_max>::call(self, dim, keepdim, values, indices);
   checkNonEmpty(self, at::IntArrayRef{dim}, "max");
   checkOutDtype(values, self.scalar_type());
@@ -134,7 +139,8 @@ std::tuple<Tensor&, Tensor&> max_dim_out(const Tensor& self, int64_t dim, bool k
   return {values, indices};
 }
 
-std::tuple<Tensor&, Tensor&> min_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
+std::tuple<Tensor&, Tensor&> min_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
+                                         Tensor& indices) {
   if (!native(self, values)) return Fallback<at::_ops::min_dim_min>::call(self, dim, keepdim, values, indices);
   checkNonEmpty(self, at::IntArrayRef{dim}, "min");
   checkOutDtype(values, self.scalar_type());
@@ -144,7 +150,9 @@ std::tuple<Tensor&, Tensor&> min_dim_out(const Tensor& self, int64_t dim, bool k
 }
 
 Tensor max_all(const Tensor& self) {
-  TORCH_CHECK(self.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  TORCH_CHECK(self.numel() > 0,
+              "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with "
+              "the 'dim' argument.");
   Tensor out = at::empty({}, self.options());
   if (!native(self, out)) return Fallback<at::_ops::max>::call(self);
   runReduce(RedOp::Max, self, std::nullopt, false, out);
@@ -152,7 +160,9 @@ Tensor max_all(const Tensor& self) {
 }
 
 Tensor min_all(const Tensor& self) {
-  TORCH_CHECK(self.numel() > 0, "min(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  TORCH_CHECK(self.numel() > 0,
+              "min(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with "
+              "the 'dim' argument.");
   Tensor out = at::empty({}, self.options());
   if (!native(self, out)) return Fallback<at::_ops::min>::call(self);
   runReduce(RedOp::Min, self, std::nullopt, false, out);
@@ -191,35 +201,43 @@ void checkVarDtype(const Tensor& self, const char* name) {
               " only supports floating-point and complex dtypes. Got: ", self.scalar_type());
 }
 
-Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
+Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+                bool keepdim, Tensor& out) {
   checkVarDtype(self, "std and var");
   if (!native(self, out)) return Fallback<at::_ops::var_correction_out>::call(self, dim, correction, keepdim, out);
-  runReduce(RedOp::Var, computeInput(self, std::nullopt, out), dim, keepdim, out, Tensor(), 2, correctionOf(correction), false);
+  runReduce(RedOp::Var, computeInput(self, std::nullopt, out), dim, keepdim, out, Tensor(), 2, correctionOf(correction),
+            false);
   return out;
 }
-Tensor& std_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
+Tensor& std_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+                bool keepdim, Tensor& out) {
   checkVarDtype(self, "std and var");
   if (!native(self, out)) return Fallback<at::_ops::std_correction_out>::call(self, dim, correction, keepdim, out);
-  runReduce(RedOp::Var, computeInput(self, std::nullopt, out), dim, keepdim, out, Tensor(), 2, correctionOf(correction), true);
+  runReduce(RedOp::Var, computeInput(self, std::nullopt, out), dim, keepdim, out, Tensor(), 2, correctionOf(correction),
+            true);
   return out;
 }
-Tensor var(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
+Tensor var(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+           bool keepdim) {
   Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
   return var_out(self, dim, correction, keepdim, out);
 }
-Tensor std_fn(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
+Tensor std_fn(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+              bool keepdim) {
   Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
   return std_out(self, dim, correction, keepdim, out);
 }
 
-std::tuple<Tensor, Tensor> var_mean(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
+std::tuple<Tensor, Tensor> var_mean(const Tensor& self, at::OptionalIntArrayRef dim,
+                                    const std::optional<c10::Scalar>& correction, bool keepdim) {
   checkVarDtype(self, "var_mean");
   if (self.is_complex()) return Fallback<at::_ops::var_mean_correction>::call(self, dim, correction, keepdim);
   Tensor v = at::empty({0}, self.options()), m = at::empty({0}, self.options());
   runReduce(RedOp::Var, self, dim, keepdim, v, m, 2, correctionOf(correction), false);
   return {v, m};
 }
-std::tuple<Tensor, Tensor> std_mean(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
+std::tuple<Tensor, Tensor> std_mean(const Tensor& self, at::OptionalIntArrayRef dim,
+                                    const std::optional<c10::Scalar>& correction, bool keepdim) {
   checkVarDtype(self, "std_mean");
   if (self.is_complex()) return Fallback<at::_ops::std_mean_correction>::call(self, dim, correction, keepdim);
   Tensor v = at::empty({0}, self.options()), m = at::empty({0}, self.options());
@@ -234,15 +252,19 @@ Tensor& vector_norm_out(const Tensor& self, const c10::Scalar& ord, at::Optional
   checkOutDtype(out, c10::toRealValueType(dtype.value_or(self.scalar_type())));
   if (!native(self, out)) return Fallback<at::_ops::linalg_vector_norm_out>::call(self, ord, dim, keepdim, dtype, out);
   const double p = ord.toDouble();
-  if (self.numel() == 0 && p < 0) TORCH_CHECK(false, "linalg.vector_norm cannot compute the ", ord, " norm on an empty tensor because the operation does not have an identity");
+  if (self.numel() == 0 && p < 0)
+    TORCH_CHECK(false, "linalg.vector_norm cannot compute the ", ord,
+                " norm on an empty tensor because the operation does not have an identity");
   runReduce(RedOp::Norm, castFor(self, dtype), dim, keepdim, out, Tensor(), p);
   return out;
 }
 
 Tensor& logsumexp_out(const Tensor& self_in, at::IntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native(self_in, out)) return Fallback<at::_ops::logsumexp_out>::call(self_in, dim, keepdim, out);
-  TORCH_CHECK(at::isFloatingType(out.scalar_type()), "logsumexp(): Expected floating point type for result tensor, "
-              "but got: ", out.scalar_type());
+  TORCH_CHECK(at::isFloatingType(out.scalar_type()),
+              "logsumexp(): Expected floating point type for result tensor, "
+              "but got: ",
+              out.scalar_type());
   // Integer inputs are computed in the default floating dtype, as ATen does.
   const Tensor self = at::isFloatingType(self_in.scalar_type())
                           ? self_in
@@ -284,8 +306,12 @@ Tensor& any_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepd
   runReduce(RedOp::Any, self, dim, keepdim, out);
   return out;
 }
-Tensor& all_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) { return all_dims_out(self, at::IntArrayRef{dim}, keepdim, out); }
-Tensor& any_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) { return any_dims_out(self, at::IntArrayRef{dim}, keepdim, out); }
+Tensor& all_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
+  return all_dims_out(self, at::IntArrayRef{dim}, keepdim, out);
+}
+Tensor& any_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
+  return any_dims_out(self, at::IntArrayRef{dim}, keepdim, out);
+}
 
 Tensor count_nonzero(const Tensor& self, at::IntArrayRef dim) {
   Tensor out = at::empty({0}, self.options().dtype(at::kLong));

@@ -31,8 +31,10 @@ Tensor withBias(const Tensor& gates, const OptT& bias) {
 
 void checkGates(const Tensor& input_gates, const Tensor& hidden_gates, const Tensor& state, int64_t chunks,
                 const char* name) {
-  TORCH_CHECK(input_gates.dim() == 2 && input_gates.sizes() == hidden_gates.sizes(), name, ": expected input and "
-              "hidden gates of one 2-D shape, but got ", input_gates.sizes(), " and ", hidden_gates.sizes());
+  TORCH_CHECK(input_gates.dim() == 2 && input_gates.sizes() == hidden_gates.sizes(), name,
+              ": expected input and "
+              "hidden gates of one 2-D shape, but got ",
+              input_gates.sizes(), " and ", hidden_gates.sizes());
   TORCH_CHECK(input_gates.size(1) == chunks * state.size(-1) && state.size(0) == input_gates.size(0), name,
               ": expected gates of shape [batch, ", chunks, " * hidden] for a state of shape ", state.sizes(),
               ", but got ", input_gates.sizes());

@@ -57,8 +57,8 @@ Tensor& complexRange(const Tensor& re, const Tensor& im, Tensor& out) {
 Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, Tensor& out) {
   // as the CPU's and CUDA's kernels (neither has complex or bool dtypes); the iota kernel used to leave complex
   // memory as it was, and a bool range came out all true
-  TORCH_CHECK_NOT_IMPLEMENTED(!out.is_complex() && out.scalar_type() != at::kBool, "\"arange_mytorch\" not implemented for '",
-                              out.scalar_type(), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(!out.is_complex() && out.scalar_type() != at::kBool,
+                              "\"arange_mytorch\" not implemented for '", out.scalar_type(), "'");
   // As ATen: integer outputs take truncated start/step and integer arithmetic; only int64 also sizes the
   // range in integers (the others size it in double).
   const bool integral = at::isIntegralType(out.scalar_type(), false);
@@ -68,8 +68,9 @@ Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::
   TORCH_CHECK(std::isfinite(xs) && std::isfinite(xe), "unsupported range: ", xs, " -> ", xe);
   TORCH_CHECK(((xstep > 0) && (xe >= xs)) || ((xstep < 0) && (xe <= xs)),
               "upper bound and larger bound inconsistent with step sign");
-  double size_d = int64_size ? std::ceil(static_cast<double>(end.to<int64_t>() - start.to<int64_t>()) / step.to<int64_t>())
-                           : std::ceil((xe - xs) / xstep);
+  double size_d = int64_size
+                      ? std::ceil(static_cast<double>(end.to<int64_t>() - start.to<int64_t>()) / step.to<int64_t>())
+                      : std::ceil((xe - xs) / xstep);
   TORCH_CHECK(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()),
               "invalid size, possible overflow?");
   const auto size = static_cast<int64_t>(size_d);
@@ -142,14 +143,15 @@ Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
     TORCH_CHECK(t.dim() == ref.dim(), "Tensors must have same number of dimensions: got ", ref.dim(), " and ", t.dim());
     for (int64_t d = 0; d < ref.dim(); ++d) {
       TORCH_CHECK(d == dim || t.size(d) == ref.size(d), "Sizes of tensors must match except in dimension ", dim,
-                  ". Expected size ", ref.size(d), " but got size ", t.size(d), " for tensor number ", i, " in the list.");
+                  ". Expected size ", ref.size(d), " but got size ", t.size(d), " for tensor number ", i,
+                  " in the list.");
     }
     total += t.size(dim);
   }
   shape[static_cast<size_t>(dim)] = total;
   const auto dtype = at::native::result_type(list);
-  TORCH_CHECK(at::canCast(dtype, out.scalar_type()), "torch.cat(): input types can't be cast to the desired output type ",
-              out.scalar_type());
+  TORCH_CHECK(at::canCast(dtype, out.scalar_type()),
+              "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
   at::native::resize_output(out, shape);
   int64_t offset = 0;
   for (const Tensor& t : parts) {
@@ -205,8 +207,8 @@ Tensor roll1(const Tensor& self, int64_t shift, int64_t dim) {
 Tensor roll(const Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
   TORCH_CHECK(!shifts.empty(), "`shifts` required");
   if (dims.empty() && shifts.size() == 1) return roll1(self.flatten(), shifts[0], 0).view(self.sizes());
-  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:",
-              dims.size());
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(),
+              ", dims:", dims.size());
   Tensor out = self;
   for (size_t i = 0; i < dims.size(); ++i) out = roll1(out, shifts[i], at::maybe_wrap_dim(dims[i], self.dim()));
   return out;

@@ -23,7 +23,6 @@ namespace {
 
 using at::Tensor;
 
-
 void setShape(SoftmaxArgs& a, const Tensor& t, int64_t dim) {
   a.outer = 1;
   a.inner = 1;
@@ -65,8 +64,8 @@ Tensor& forward(bool log, const Tensor& self, int64_t dim, bool half_to_float, T
 Tensor& backward(bool log, const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype,
                  Tensor& grad_input) {
   dim = at::maybe_wrap_dim(dim, grad.dim());
-  TORCH_CHECK(grad.sizes() == output.sizes(), "grad_output and output must have the same shape, but got ",
-              grad.sizes(), " and ", output.sizes());
+  TORCH_CHECK(grad.sizes() == output.sizes(), "grad_output and output must have the same shape, but got ", grad.sizes(),
+              " and ", output.sizes());
   TORCH_CHECK(grad.scalar_type() == output.scalar_type(), "grad_output and output must have the same dtype, but got ",
               grad.scalar_type(), " and ", output.scalar_type());
   TORCH_CHECK(grad_input.scalar_type() == input_dtype, "expected grad_input to have dtype ", input_dtype, ", but got ",
@@ -89,7 +88,8 @@ Tensor& softmaxOut(const Tensor& self, int64_t dim, bool half_to_float, Tensor& 
   return forward(false, self, dim, half_to_float, out);
 }
 Tensor& logSoftmaxOut(const Tensor& self, int64_t dim, bool half_to_float, Tensor& out) {
-  if (!kernelFloating(self.scalar_type())) return Fallback<at::_ops::_log_softmax_out>::call(self, dim, half_to_float, out);
+  if (!kernelFloating(self.scalar_type()))
+    return Fallback<at::_ops::_log_softmax_out>::call(self, dim, half_to_float, out);
   return forward(true, self, dim, half_to_float, out);
 }
 Tensor& softmaxBackwardOut(const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype,

@@ -110,7 +110,8 @@ Tensor isinTT(const Tensor& elements, const Tensor& test_elements, bool assume_u
   return isinOut(elements, test_elements, assume_unique, invert, out);
 }
 
-Tensor& isinTSOut(const Tensor& elements, const at::Scalar& test_element, bool assume_unique, bool invert, Tensor& out) {
+Tensor& isinTSOut(const Tensor& elements, const at::Scalar& test_element, bool assume_unique, bool invert,
+                  Tensor& out) {
   checkIsinDtype(test_element.type());
   return isinOut(elements, at::native::wrapped_scalar_tensor(test_element, elements.device()), assume_unique, invert,
                  out);
@@ -121,7 +122,8 @@ Tensor isinTS(const Tensor& elements, const at::Scalar& test_element, bool assum
   return isinTSOut(elements, test_element, assume_unique, invert, out);
 }
 
-Tensor& isinSTOut(const at::Scalar& element, const Tensor& test_elements, bool assume_unique, bool invert, Tensor& out) {
+Tensor& isinSTOut(const at::Scalar& element, const Tensor& test_elements, bool assume_unique, bool invert,
+                  Tensor& out) {
   return isinOut(at::native::wrapped_scalar_tensor(element, test_elements.device()), test_elements, assume_unique,
                  invert, out);
 }
@@ -143,8 +145,8 @@ std::tuple<Tensor&, Tensor&> sort_out(const Tensor& self, std::optional<bool>, i
   return {values, indices};
 }
 
-std::tuple<Tensor&, Tensor&> topk_out(const Tensor& self, int64_t k, int64_t dim, bool largest, bool,
-                                      Tensor& values, Tensor& indices) {
+std::tuple<Tensor&, Tensor&> topk_out(const Tensor& self, int64_t k, int64_t dim, bool largest, bool, Tensor& values,
+                                      Tensor& indices) {
   checkOutDtype(values, self.scalar_type());
   checkOutDtype(indices, at::kLong);
   const int64_t d = self.dim() ? at::maybe_wrap_dim(dim, self.dim()) : 0;
@@ -168,7 +170,8 @@ std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool, bool return
     return {at::empty({0}, self.options()), at::empty(self.sizes(), opts), at::empty({0}, opts)};
   }
   // First element of each run of equal values.
-  Tensor first = at::cat({at::ones({1}, self.options().dtype(at::kBool)), at::ne(sorted.narrow(0, 1, n - 1), sorted.narrow(0, 0, n - 1))});
+  Tensor first = at::cat(
+      {at::ones({1}, self.options().dtype(at::kBool)), at::ne(sorted.narrow(0, 1, n - 1), sorted.narrow(0, 0, n - 1))});
   Tensor values = at::masked_select(sorted, first);
   Tensor inverse, counts;
   if (return_inverse) {
@@ -195,7 +198,8 @@ std::tuple<Tensor, Tensor> unique1(const Tensor& self, bool sorted, bool return_
 
 // unique over slices along dim: slices ordered lexicographically by one stable sort per column (last
 // column first, radix-style), then the first slice of each run of equal slices.
-std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, bool, bool return_inverse, bool return_counts) {
+std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, bool, bool return_inverse,
+                                              bool return_counts) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   const int64_t n = self.size(dim);
   auto opts = self.options().dtype(at::kLong);
@@ -238,18 +242,20 @@ Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, Tensor& out) {
 
 Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement, std::optional<at::Generator> gen) {
   TORCH_CHECK(self.dim() == 1 || self.dim() == 2, "prob_dist must be 1 or 2 dim");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
-              self.scalar_type());
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "multinomial only supports floating-point dtypes for input, got: ", self.scalar_type());
   TORCH_CHECK(num_samples > 0, "cannot sample n_sample <= 0 samples");
   const int64_t cats = self.size(-1);
   TORCH_CHECK(cats <= (int64_t(1) << 24), "number of categories cannot exceed 2^24");  // as CPU and CUDA
-  TORCH_CHECK(replacement || num_samples <= cats, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(replacement || num_samples <= cats,
+              "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   Tensor p = self.dim() == 1 ? self.unsqueeze(0) : self;
   Tensor pf = p.to(at::kFloat);
   const bool valid = at::all(at::logical_and(at::ge(pf, 0), at::isfinite(pf))).item().toBool();
   TORCH_CHECK(valid, "probability tensor contains either `inf`, `nan` or element < 0");
   Tensor total = at::sum(pf, -1, true);
-  TORCH_CHECK(at::all(at::gt(total, 0)).item().toBool(), "invalid multinomial distribution (sum of probabilities <= 0)");
+  TORCH_CHECK(at::all(at::gt(total, 0)).item().toBool(),
+              "invalid multinomial distribution (sum of probabilities <= 0)");
   Tensor result;
   if (replacement) {
     Tensor cdf = at::div(at::cumsum(pf, -1), total);

@@ -24,7 +24,8 @@ namespace {
 
 constexpr auto kKeys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
 
-void checkFactoryArgs(std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin_memory) {
+void checkFactoryArgs(std::optional<at::Layout> layout, std::optional<at::Device> device,
+                      std::optional<bool> pin_memory) {
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
               "mytorch supports only strided tensors, but got layout ", c10::layout_or_default(layout));
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
@@ -109,7 +110,8 @@ at::Tensor& wrapper_set_empty(at::Tensor& self) {
 // queued on that stream at free time has finished.
 void wrapper_record_stream(at::Tensor& self, c10::Stream stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1 && stream.device_index() == self.device().index(),
-              "record_stream expects a stream of the tensor's device ", self.device(), ", but got one of ", stream.device());
+              "record_stream expects a stream of the tensor's device ", self.device(), ", but got one of ",
+              stream.device());
   deviceAllocator()->recordStream(self.storage().data_ptr(), stream);
 }
 
@@ -138,7 +140,8 @@ bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
 // Tensor.is_set_to: the same storage, offset, sizes and strides (ATen's rule), without touching the data.
 bool wrapper_is_set_to(const at::Tensor& self, const at::Tensor& src) {
   return self.storage().unsafeGetStorageImpl() == src.storage().unsafeGetStorageImpl() &&
-         self.storage_offset() == src.storage_offset() && self.sizes() == src.sizes() && self.strides() == src.strides();
+         self.storage_offset() == src.storage_offset() && self.sizes() == src.sizes() &&
+         self.strides() == src.strides();
 }
 
 // torch.eye: zeros, then ones on the diagonal (both native kernels), with ATen's argument checks.

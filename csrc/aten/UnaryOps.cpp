@@ -42,7 +42,8 @@ Tensor& sgn_out(const Tensor& self, Tensor& out) {
 Tensor& round_decimals_out(const Tensor& self, int64_t decimals, Tensor& out) {
   if (decimals == 0) return at::round_out(out, self);
   checkExactOut(out, self.scalar_type());
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "round_decimals: expected a floating point tensor, got ", self.scalar_type());
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "round_decimals: expected a floating point tensor, got ",
+              self.scalar_type());
   const double ten = std::pow(10.0, static_cast<double>(std::abs(decimals)));
   Tensor r = decimals > 0 ? at::div(at::round(at::mul(self, ten)), ten) : at::mul(at::round(at::div(self, ten)), ten);
   at::native::resize_output(out, r.sizes());
@@ -60,7 +61,8 @@ Tensor& relu_(Tensor& self) {
 }
 
 // relu's backward (grad where self > threshold, else 0), from native kernels.
-Tensor& threshold_backward_out(const Tensor& grad, const Tensor& self, const c10::Scalar& threshold, Tensor& grad_input) {
+Tensor& threshold_backward_out(const Tensor& grad, const Tensor& self, const c10::Scalar& threshold,
+                               Tensor& grad_input) {
   Tensor r = at::where(at::le(self, threshold), at::zeros_like(grad), grad);
   at::native::resize_output(grad_input, r.sizes());
   return grad_input.copy_(r);
@@ -79,9 +81,18 @@ Tensor& nan_to_num_out(const Tensor& self, std::optional<double> nan, std::optio
   p.nan = nan.value_or(0.0);
   double hi = std::numeric_limits<double>::max(), lo = std::numeric_limits<double>::lowest();
   switch (self.scalar_type()) {
-    case at::kFloat: hi = std::numeric_limits<float>::max(); lo = std::numeric_limits<float>::lowest(); break;
-    case at::kHalf: hi = 65504.0; lo = -65504.0; break;
-    case at::kBFloat16: hi = 3.3895313892515355e38; lo = -3.3895313892515355e38; break;
+    case at::kFloat:
+      hi = std::numeric_limits<float>::max();
+      lo = std::numeric_limits<float>::lowest();
+      break;
+    case at::kHalf:
+      hi = 65504.0;
+      lo = -65504.0;
+      break;
+    case at::kBFloat16:
+      hi = 3.3895313892515355e38;
+      lo = -3.3895313892515355e38;
+      break;
     default: break;
   }
   p.posinf = posinf.value_or(hi);
@@ -105,10 +116,12 @@ Tensor isfinite(const Tensor& self) { return predicate<EwOp::IsFinite, at::_ops:
 // native kernels; integers and bools are never infinite.
 Tensor& isInfSigned(const Tensor& self, bool negative, Tensor& out) {
   TORCH_CHECK(!self.is_complex(), negative ? "isneginf" : "isposinf", " does not support complex inputs.");
-  TORCH_CHECK(out.scalar_type() == at::kBool, negative ? "isneginf" : "isposinf", " does not support non-boolean outputs.");
+  TORCH_CHECK(out.scalar_type() == at::kBool, negative ? "isneginf" : "isposinf",
+              " does not support non-boolean outputs.");
   at::native::resize_output(out, self.sizes());
   if (!at::isFloatingType(self.scalar_type())) return out.fill_(false);
-  return at::eq_out(out, self, negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity());
+  return at::eq_out(out, self,
+                    negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity());
 }
 Tensor& isneginfOut(const Tensor& self, Tensor& out) { return isInfSigned(self, true, out); }
 Tensor& isposinfOut(const Tensor& self, Tensor& out) { return isInfSigned(self, false, out); }

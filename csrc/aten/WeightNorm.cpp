@@ -20,8 +20,10 @@ namespace {
 using at::Tensor;
 
 std::vector<int64_t> otherDims(const Tensor& v, int64_t dim) {
-  TORCH_CHECK(dim == 0 || dim == v.dim() - 1, "_weight_norm_interface: expected dim to be the first or the last "
-              "dimension (0 or ", v.dim() - 1, "), but got ", dim);
+  TORCH_CHECK(dim == 0 || dim == v.dim() - 1,
+              "_weight_norm_interface: expected dim to be the first or the last "
+              "dimension (0 or ",
+              v.dim() - 1, "), but got ", dim);
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < v.dim(); ++d)
     if (d != dim) dims.push_back(d);

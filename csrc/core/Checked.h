@@ -44,10 +44,22 @@ constexpr bool inList(std::string_view name) {
 }
 
 constexpr bool metadataOp(std::string_view name) {
-  constexpr std::string_view ops[] = {"resize_", "resize_as_", "set_", "set_.source_Storage", "set_.source_Tensor",
-                                      "set_.source_Storage_storage_offset", "as_strided", "as_strided_", "view",
-                                      "_reshape_alias", "unfold", "is_set_to", "alias", "_unsafe_view",
-                                      "_local_scalar_dense", "view.dtype"};
+  constexpr std::string_view ops[] = {"resize_",
+                                      "resize_as_",
+                                      "set_",
+                                      "set_.source_Storage",
+                                      "set_.source_Tensor",
+                                      "set_.source_Storage_storage_offset",
+                                      "as_strided",
+                                      "as_strided_",
+                                      "view",
+                                      "_reshape_alias",
+                                      "unfold",
+                                      "is_set_to",
+                                      "alias",
+                                      "_unsafe_view",
+                                      "_local_scalar_dense",
+                                      "view.dtype"};
   for (std::string_view n : ops) {
     if (n == name) return true;
   }
@@ -214,10 +226,10 @@ struct Checked<R(A...), F, Policy> {
 
 // Registers `fn` for `name` through the one check path (Note [One check path for native ops]). `fn` is a
 // function, or a parenthesized template specialization: MT_IMPL(m, "x.out", (kernel<A, B>)).
-#define MT_IMPL(m, name, fn)                                                                                     \
-  do {                                                                                                           \
-    using MtChecked = ::mytorch::checked::Checked<std::remove_reference_t<decltype(fn)>, &fn,                     \
-                                                  ::mytorch::checked::policyFor(name)>;                          \
-    MtChecked::op_name = name;                                                                                   \
-    (m).impl(name, TORCH_FN(MtChecked::call));                                                                   \
+#define MT_IMPL(m, name, fn)                                                                                          \
+  do {                                                                                                                \
+    using MtChecked =                                                                                                 \
+        ::mytorch::checked::Checked<std::remove_reference_t<decltype(fn)>, &fn, ::mytorch::checked::policyFor(name)>; \
+    MtChecked::op_name = name;                                                                                        \
+    (m).impl(name, TORCH_FN(MtChecked::call));                                                                        \
   } while (0)

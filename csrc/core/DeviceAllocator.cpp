@@ -83,7 +83,9 @@ struct BlockPool {
   const bool is_small;
 };
 
-size_t roundSize(size_t n) { return n < kMinBlockSize ? kMinBlockSize : (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize; }
+size_t roundSize(size_t n) {
+  return n < kMinBlockSize ? kMinBlockSize : (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
 size_t segmentSize(size_t n) {
   if (n <= kSmallSize) return kSmallBuffer;
   if (n < kMinLargeAlloc) return kLargeBuffer;
@@ -101,8 +103,8 @@ std::string formatBytes(size_t n) {
 class DeviceCache {
  public:
   explicit DeviceCache(c10::DeviceIndex d) : device_(d), small_(true), large_(false) {
-    stats_.max_split_size = cfg_.max_split_size == std::numeric_limits<size_t>::max()
-                                ? -1 : static_cast<int64_t>(cfg_.max_split_size);
+    stats_.max_split_size =
+        cfg_.max_split_size == std::numeric_limits<size_t>::max() ? -1 : static_cast<int64_t>(cfg_.max_split_size);
   }
 
   Block* malloc(size_t requested, rt::Stream stream) {
@@ -132,10 +134,11 @@ class DeviceCache {
         c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(size), allocated, reserved,
                                          c10::Device(c10::DeviceType::PrivateUse1, device_));
         TORCH_CHECK_WITH(OutOfMemoryError, false, "mytorch out of memory. Tried to allocate ", formatBytes(size),
-                         " on device mytorch:", static_cast<int>(device_), " (", rt::kind_name(), " runtime). Capacity ",
-                         formatBytes(limit(total_b)), "; ", formatBytes(allocated), " allocated by tensors; ",
-                         formatBytes(reserved), " reserved in total by the mytorch allocator; ",
-                         formatBytes(free_b), " free on the device. Runtime said: ", why);
+                         " on device mytorch:", static_cast<int>(device_), " (", rt::kind_name(),
+                         " runtime). Capacity ", formatBytes(limit(total_b)), "; ", formatBytes(allocated),
+                         " allocated by tensors; ", formatBytes(reserved),
+                         " reserved in total by the mytorch allocator; ", formatBytes(free_b),
+                         " free on the device. Runtime said: ", why);
       }
     }
     if (shouldSplit(block, size)) {
@@ -250,7 +253,8 @@ class DeviceCache {
         const Block* b = it->second;
         seg.stream = reinterpret_cast<int64_t>(b->stream);
         seg.small = b->pool->is_small;
-        const char* state = b->allocated ? "active_allocated" : (b->pending_events > 0 ? "active_pending_free" : "inactive");
+        const char* state =
+            b->allocated ? "active_allocated" : (b->pending_events > 0 ? "active_pending_free" : "inactive");
         if (b->allocated) {
           seg.allocated += b->size;
           seg.requested += b->requested;
@@ -267,8 +271,9 @@ class DeviceCache {
   // Every Stat the allocator keeps, for the resets.
   template <typename F>
   void forEachStat(F f) {
-    for (auto* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split, &stats_.allocated_bytes,
-                    &stats_.reserved_bytes, &stats_.active_bytes, &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
+    for (auto* a :
+         {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split, &stats_.allocated_bytes,
+          &stats_.reserved_bytes, &stats_.active_bytes, &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
       for (auto& st : *a) f(st);
     }
     f(stats_.oversize_allocations);
@@ -447,7 +452,8 @@ class DeviceCache {
         if (!b->isSplit()) candidates.push_back(b);
       }
     }
-    std::sort(candidates.begin(), candidates.end(), [](const Block* a, const Block* b) { return a->last_use < b->last_use; });
+    std::sort(candidates.begin(), candidates.end(),
+              [](const Block* a, const Block* b) { return a->last_use < b->last_use; });
     for (Block* b : candidates) {
       if (static_cast<double>(stats_.reserved_bytes[0].current + incoming) <= target) break;
       releaseSegment(b);
@@ -456,8 +462,9 @@ class DeviceCache {
 
   void trace(const char* action, const Block* b, size_t size) {
     if (!recording_) return;
-    const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
+    const auto now =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     trace_.push_back(TraceEvent{action, b ? reinterpret_cast<uintptr_t>(b->ptr) : 0, size,
                                 b ? reinterpret_cast<int64_t>(b->stream) : 0, now});
     while (trace_.size() > max_entries_) trace_.pop_front();
@@ -544,7 +551,8 @@ class Allocator final : public MytorchDeviceAllocator {
     return cache(resolveDevice(device)).segmentOf(ptr);
   }
   void recordHistory(bool enabled, size_t max_entries) override {
-    for (int d = 0; d < rt::device_count(); ++d) cache(static_cast<c10::DeviceIndex>(d)).recordHistory(enabled, max_entries);
+    for (int d = 0; d < rt::device_count(); ++d)
+      cache(static_cast<c10::DeviceIndex>(d)).recordHistory(enabled, max_entries);
   }
   MemorySnapshot snapshot() override {
     MemorySnapshot out;
@@ -559,7 +567,8 @@ class Allocator final : public MytorchDeviceAllocator {
  private:
   DeviceCache& cache(c10::DeviceIndex device) {
     std::call_once(caches_once_, [this] {
-      for (int d = 0; d < rt::device_count(); ++d) caches_.push_back(std::make_unique<DeviceCache>(static_cast<c10::DeviceIndex>(d)));
+      for (int d = 0; d < rt::device_count(); ++d)
+        caches_.push_back(std::make_unique<DeviceCache>(static_cast<c10::DeviceIndex>(d)));
       caches_ready_ = true;
     });
     checkDeviceIndex(device);

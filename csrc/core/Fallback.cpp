@@ -72,7 +72,8 @@ at::Tensor aliasOnHost(const at::Tensor& t, HostStorages* storages) {
   if (it == storages->end()) {
     auto* keep = new c10::Storage(storage);
     void* base = storage.data_ptr().get();
-    c10::DataPtr ptr(base, keep, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, c10::Device(c10::DeviceType::CPU));
+    c10::DataPtr ptr(
+        base, keep, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, c10::Device(c10::DeviceType::CPU));
     // Resizable with the CPU allocator: a kernel that must grow an out= argument moves it to fresh host
     // memory instead of failing, and writeBack notices the move.
     c10::Storage host(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr), c10::GetCPUAllocator(), true);
@@ -98,8 +99,8 @@ at::Tensor storageCopyOnHost(const at::Tensor& t, HostStorages* storages, Moved*
 
 struct ArgPlan {
   bool is_out = false;   // an out= argument: host result copied and resized into it
-  bool shared = false;   // shares memory with an out= that is also an input (Note [Aliased arguments in the fallback])
-  bool write = false;    // mutated in place
+  bool shared = false; // shares memory with an out= that is also an input (Note [Aliased arguments in the fallback])
+  bool write = false; // mutated in place
   bool needs_storage = false;
 };
 
@@ -131,7 +132,8 @@ void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& 
   if (plan.is_out && device.numel() > 0 && !device.sizes().equals(host.sizes())) {
     // ATen's resize_output warning: the host kernel resized a host tensor, never the user's out=.
     TORCH_WARN("An output with one or more elements was resized since it had shape ", device.sizes(),
-               ", which does not match the required output shape ", host.sizes(), ". This behavior is deprecated, "
+               ", which does not match the required output shape ", host.sizes(),
+               ". This behavior is deprecated, "
                "and in a future PyTorch release outputs will not be resized unless they have zero elements. You can "
                "explicitly reuse an out tensor t by resizing it, inplace, to zero elements with t.resize_(0).");
   }
@@ -159,11 +161,13 @@ void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& 
 // csrc/core/Checked.h) for operators that take the fallback: every tensor on one device, unless native_functions.yaml says the operator
 // checks its own (TensorIterator ops, which take CPU scalars); an out= is always on the device. ATen would
 // otherwise run the CPU kernel on a CPU out= or on another device's tensors without a word.
-void checkDevices(const std::string& name, const std::vector<c10::Argument>& args, const torch::jit::Stack& stack, size_t base) {
-  const std::string_view op = std::string_view(name).substr(name.rfind("::") == std::string::npos ? 0 : name.rfind("::") + 2);
+void checkDevices(const std::string& name, const std::vector<c10::Argument>& args, const torch::jit::Stack& stack,
+                  size_t base) {
+  const std::string_view op =
+      std::string_view(name).substr(name.rfind("::") == std::string::npos ? 0 : name.rfind("::") + 2);
   const bool strict = !checked::inList(op);
   std::optional<c10::Device> device;
-  for (size_t i = 0; i < args.size(); ++i) {  // the mytorch device the call is for
+  for (size_t i = 0; i < args.size(); ++i) { // the mytorch device the call is for
     const c10::IValue& iv = stack[base + i];
     if (iv.isTensor() && isDeviceTensor(iv.toTensor())) {
       device = iv.toTensor().device();
@@ -218,7 +222,8 @@ std::set<const c10::StorageImpl*> outsOverInputs(const std::vector<c10::Argument
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
-  const std::string name = schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
+  const std::string name =
+      schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
   beginFallback(name);
   RECORD_FUNCTION("mytorch::fallback::" + name, std::vector<c10::IValue>());
 
@@ -241,7 +246,8 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     c10::IValue& iv = (*stack)[base + i];
     ArgPlan& plan = plans[i];
     plan.is_out = args[i].is_out();
-    plan.shared = iv.isTensor() && isDeviceTensor(iv.toTensor()) && shared.count(iv.toTensor().storage().unsafeGetStorageImpl()) > 0;
+    plan.shared = iv.isTensor() && isDeviceTensor(iv.toTensor()) &&
+                  shared.count(iv.toTensor().storage().unsafeGetStorageImpl()) > 0;
     plan.write = args[i].alias_info() && args[i].alias_info()->isWrite();
     plan.needs_storage = returns_view && args[i].alias_info() != nullptr;
     auto note = [&](const at::Tensor& t) {
@@ -265,7 +271,8 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       c10::List<std::optional<at::Tensor>> host;
       for (const std::optional<at::Tensor>& t : iv.toOptionalTensorList()) {
         if (t.has_value()) note(*t);
-        host.push_back(t.has_value() ? std::optional<at::Tensor>(toHost(*t, plan, sim, &storages, &moved)) : std::nullopt);
+        host.push_back(t.has_value() ? std::optional<at::Tensor>(toHost(*t, plan, sim, &storages, &moved))
+                                     : std::nullopt);
       }
       iv = host;
     } else if (iv.isDevice() && iv.toDevice().type() == c10::DeviceType::PrivateUse1) {
@@ -344,8 +351,9 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void beginFallback(const std::string& name) {
   const auto mode = static_cast<FallbackMode>(g_mode.load());
-  TORCH_CHECK_NOT_IMPLEMENTED(mode != FallbackMode::Error, "mytorch: operator '", name,
-                              "' has no native mytorch kernel, and MYTORCH_FALLBACK=error forbids running it on the CPU");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      mode != FallbackMode::Error, "mytorch: operator '", name,
+      "' has no native mytorch kernel, and MYTORCH_FALLBACK=error forbids running it on the CPU");
   if (mode == FallbackMode::Warn) {
     bool first = false;
     {
@@ -401,9 +409,7 @@ void resetFallbackStats() {
   g_warned.clear();
 }
 
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
-}
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>()); }
 
 // Composite kernels that ATen picks for PrivateUse1 but that refuse any device other than the CPU and CUDA
 // (mode.values: "mode only supports CPU, CUDA and XPU device type"): the CPU fallback runs them instead.

@@ -37,11 +37,10 @@ uint64_t MytorchGeneratorImpl::get_offset() const { return offset_; }
 
 void MytorchGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() && new_state.device().is_cpu(),
-              "mytorch generator state must be a CPU torch.uint8 tensor, but got a ", new_state.dtype(),
-              " tensor on ", new_state.device());
-  TORCH_CHECK(static_cast<size_t>(new_state.numel()) == kStateBytes,
-              "mytorch generator state must have ", kStateBytes, " bytes (seed, offset), but got ",
-              new_state.numel());
+              "mytorch generator state must be a CPU torch.uint8 tensor, but got a ", new_state.dtype(), " tensor on ",
+              new_state.device());
+  TORCH_CHECK(static_cast<size_t>(new_state.numel()) == kStateBytes, "mytorch generator state must have ", kStateBytes,
+              " bytes (seed, offset), but got ", new_state.numel());
   uint64_t v[2];
   std::memcpy(v, new_state.data(), kStateBytes);
   seed_ = v[0];

@@ -33,8 +33,12 @@ struct MytorchGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   c10::Stream getStream(c10::Device d) const override { return currentStream(d.index()); }
   c10::Stream getDefaultStream(c10::Device d) const override { return defaultStream(d.index()); }
-  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high) const override { return streamFromPool(d.index(), high); }
-  c10::Stream getNewStream(c10::Device d, int priority) const override { return streamFromPool(d.index(), priority < 0); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high) const override {
+    return streamFromPool(d.index(), high);
+  }
+  c10::Stream getNewStream(c10::Device d, int priority) const override {
+    return streamFromPool(d.index(), priority < 0);
+  }
   c10::Stream exchangeStream(c10::Stream s) const override {
     c10::Stream old = currentStream(s.device_index());
     setCurrentStream(s);
@@ -65,9 +69,7 @@ struct MytorchGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     MT_RT_CHECK(s);
     return true;
   }
-  c10::DeviceIndex deviceCount() const noexcept override {
-    return static_cast<c10::DeviceIndex>(rt::device_count());
-  }
+  c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(rt::device_count()); }
   bool queryStream(const c10::Stream& stream) const override {
     rt::Status s = rt::stream_query(stream.device_index(), nativeHandle(stream));
     if (s == rt::Status::NotReady) return false;

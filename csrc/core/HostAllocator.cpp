@@ -46,8 +46,8 @@ class HostAllocatorImpl final : public MytorchHostAllocator {
       void* ptr = nullptr;
       auto t0 = std::chrono::steady_clock::now();
       MT_RT_CHECK(rt::host_malloc(size, &ptr));
-      stats_.host_alloc_time.increase(std::chrono::duration_cast<std::chrono::microseconds>(
-                                          std::chrono::steady_clock::now() - t0).count());
+      stats_.host_alloc_time.increase(
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
       block = new HostBlock{ptr, size};
       blocks_[reinterpret_cast<uintptr_t>(ptr)] = block;
       stats_.num_host_alloc += 1;
@@ -89,8 +89,8 @@ class HostAllocatorImpl final : public MytorchHostAllocator {
       for (HostBlock* b : list) {
         auto t0 = std::chrono::steady_clock::now();
         MT_RT_CHECK(rt::host_free(b->ptr));
-        stats_.host_free_time.increase(std::chrono::duration_cast<std::chrono::microseconds>(
-                                           std::chrono::steady_clock::now() - t0).count());
+        stats_.host_free_time.increase(
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
         stats_.num_host_free += 1;
         stats_.allocations.decrease(1);
         stats_.allocated_bytes.decrease(b->size);
@@ -106,7 +106,8 @@ class HostAllocatorImpl final : public MytorchHostAllocator {
   }
   void reset_accumulated_stats() override {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto* s : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) s->reset_accumulated();
+    for (auto* s : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes})
+      s->reset_accumulated();
     stats_.host_alloc_time.reset_accumulated();
     stats_.host_free_time.reset_accumulated();
     stats_.num_host_alloc = 0;
@@ -114,7 +115,8 @@ class HostAllocatorImpl final : public MytorchHostAllocator {
   }
   void reset_peak_stats() override {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto* s : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) s->reset_peak();
+    for (auto* s : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes})
+      s->reset_peak();
     stats_.host_alloc_time.reset_peak();
     stats_.host_free_time.reset_peak();
   }
@@ -139,10 +141,16 @@ class HostAllocatorImpl final : public MytorchHostAllocator {
       bool done = true;
       for (rt::Event ev : b->events) {
         rt::Status s = rt::event_query(ev);
-        if (s == rt::Status::NotReady) { done = false; break; }
+        if (s == rt::Status::NotReady) {
+          done = false;
+          break;
+        }
         MT_RT_CHECK(s);
       }
-      if (!done) { ++i; continue; }
+      if (!done) {
+        ++i;
+        continue;
+      }
       for (rt::Event ev : b->events) (void)rt::event_destroy(ev);
       b->events.clear();
       free_[c10::llvm::Log2_64(b->size)].push_back(b);

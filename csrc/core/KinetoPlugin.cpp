@@ -71,9 +71,7 @@ bool mytorchInput(const at::RecordFunction& fn, int* device) {
   return false;
 }
 
-struct OpContext : public at::ObserverContext {
-  Pending pending;
-};
+struct OpContext : public at::ObserverContext { Pending pending; };
 
 class Session final : public libkineto::IActivityProfilerSession {
  public:
@@ -194,7 +192,8 @@ class Session final : public libkineto::IActivityProfilerSession {
     Pending& p = ctx->pending;
     if (t_awaiting == &p) t_awaiting = nullptr;
     p.host_end_ns = hostNowNs();
-    MT_RT_CHECK(rt::event_record(p.device, p.end, nativeHandle(currentStream(static_cast<c10::DeviceIndex>(p.device)))));
+    MT_RT_CHECK(
+        rt::event_record(p.device, p.end, nativeHandle(currentStream(static_cast<c10::DeviceIndex>(p.device)))));
     std::lock_guard<std::mutex> lock(g_session_mu);
     if (g_session) g_session->add(std::move(p));
   }

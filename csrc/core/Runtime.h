@@ -25,10 +25,10 @@ at::Tensor hostView(const at::Tensor& t);
 
 } // namespace mytorch
 
-#define MT_RT_CHECK(expr)                                              \
-  do {                                                                 \
-    ::mytorch::rt::Status mt_status_ = (expr);                         \
-    if (mt_status_ != ::mytorch::rt::Status::Success) {                \
-      ::mytorch::throwRuntimeError(mt_status_, #expr);                 \
-    }                                                                  \
+#define MT_RT_CHECK(expr)                               \
+  do {                                                  \
+    ::mytorch::rt::Status mt_status_ = (expr);          \
+    if (mt_status_ != ::mytorch::rt::Status::Success) { \
+      ::mytorch::throwRuntimeError(mt_status_, #expr);  \
+    }                                                   \
   } while (0)

@@ -18,7 +18,8 @@ class Path {
   virtual WorkPtr allreduce(const CallInfo& c, Tensors& ts, const c10d::AllreduceOptions& o) = 0;
   virtual WorkPtr allreduceCoalesced(const CallInfo& c, Tensors& ts, const c10d::AllreduceCoalescedOptions& o) = 0;
   virtual WorkPtr reduce(const CallInfo& c, Tensors& ts, const c10d::ReduceOptions& o) = 0;
-  virtual WorkPtr allgather(const CallInfo& c, std::vector<Tensors>& out, Tensors& in, const c10d::AllgatherOptions& o) = 0;
+  virtual WorkPtr allgather(const CallInfo& c, std::vector<Tensors>& out, Tensors& in,
+                            const c10d::AllgatherOptions& o) = 0;
   virtual WorkPtr allgatherBase(const CallInfo& c, Tensors& out, Tensors& in, const c10d::AllgatherOptions& o) = 0;
   virtual WorkPtr gather(const CallInfo& c, std::vector<Tensors>& out, Tensors& in, const c10d::GatherOptions& o) = 0;
   virtual WorkPtr scatter(const CallInfo& c, Tensors& out, std::vector<Tensors>& in, const c10d::ScatterOptions& o) = 0;

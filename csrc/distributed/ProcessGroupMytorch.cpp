@@ -37,14 +37,16 @@ std::exception_ptr WorkMytorch::wrap(std::exception_ptr error) const {
   try {
     std::rethrow_exception(error);
   } catch (const c10::DistBackendError& e) {
-    return std::make_exception_ptr(c10::DistBackendError(
-        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "mytorch " + what_ + " failed: " + e.what_without_backtrace()));
+    return std::make_exception_ptr(
+        c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                              "mytorch " + what_ + " failed: " + e.what_without_backtrace()));
   } catch (const c10::Error& e) {
-    return std::make_exception_ptr(c10::DistBackendError(
-        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "mytorch " + what_ + " failed: " + e.what_without_backtrace()));
+    return std::make_exception_ptr(
+        c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                              "mytorch " + what_ + " failed: " + e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    return std::make_exception_ptr(c10::DistBackendError(
-        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "mytorch " + what_ + " failed: " + e.what()));
+    return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                                         "mytorch " + what_ + " failed: " + e.what()));
   } catch (...) {
     return error;
   }
@@ -155,8 +157,8 @@ bool WorkMytorch::wait(std::chrono::milliseconds timeout) {
   if (timeout == kNoTimeout) {
     cv_.wait(lock, [&] { return completed_; });
   } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
-    C10_THROW_ERROR(DistBackendError, "mytorch " + what_ + ": wait() timed out after " +
-                                          std::to_string(timeout.count()) + " ms");
+    C10_THROW_ERROR(DistBackendError,
+                    "mytorch " + what_ + ": wait() timed out after " + std::to_string(timeout.count()) + " ms");
   }
   if (exception_) std::rethrow_exception(exception_);
   return true;
@@ -283,19 +285,19 @@ std::string ProcessGroupMytorch::describe(const CallInfo& c) const {
 void ProcessGroupMytorch::checkTensor(const CallInfo& c, const at::Tensor& t, const char* role) const {
   TORCH_CHECK_VALUE(t.defined(), "mytorch ", c.name, ": expected a tensor for ", role, ", but got an undefined one");
   TORCH_CHECK_VALUE(t.device().type() == c10::DeviceType::PrivateUse1, "mytorch ", c.name, ": expected ", role,
-              " on the mytorch device, but got a tensor on ", t.device(),
-              " (use a 'cpu:gloo,mytorch:mytorch' process group for CPU tensors)");
+                    " on the mytorch device, but got a tensor on ", t.device(),
+                    " (use a 'cpu:gloo,mytorch:mytorch' process group for CPU tensors)");
   TORCH_CHECK_VALUE(t.layout() == at::kStrided, "mytorch ", c.name, ": expected a dense ", role, ", but got layout ",
-              t.layout());
-  TORCH_CHECK_VALUE(t.is_non_overlapping_and_dense() && t.is_contiguous(), "mytorch ", c.name, ": expected a contiguous ",
-              role, ", but got sizes ", t.sizes(), " with strides ", t.strides());
+                    t.layout());
+  TORCH_CHECK_VALUE(t.is_non_overlapping_and_dense() && t.is_contiguous(), "mytorch ", c.name,
+                    ": expected a contiguous ", role, ", but got sizes ", t.sizes(), " with strides ", t.strides());
 }
 
 void ProcessGroupMytorch::checkSameDevice(const CallInfo& c, const std::vector<at::Tensor>& ts) const {
   for (const auto& t : ts) {
-    TORCH_CHECK_VALUE(t.device() == ts.front().device() && t.scalar_type() == ts.front().scalar_type(), "mytorch ", c.name,
-                ": expected every tensor on one device with one dtype, but got ", ts.front().device(), " ",
-                ts.front().scalar_type(), " and ", t.device(), " ", t.scalar_type());
+    TORCH_CHECK_VALUE(t.device() == ts.front().device() && t.scalar_type() == ts.front().scalar_type(), "mytorch ",
+                      c.name, ": expected every tensor on one device with one dtype, but got ", ts.front().device(),
+                      " ", ts.front().scalar_type(), " and ", t.device(), " ", t.scalar_type());
   }
 }
 
@@ -361,7 +363,8 @@ void ProcessGroupMytorch::checkAgreement(const CallInfo& c) {
   } catch (const std::exception& e) {
     C10_THROW_ERROR(DistBackendError, "mytorch " + describe(c) +
                                           " failed while checking that the ranks agree (a rank exited, hung or "
-                                          "called another collective): " + e.what());
+                                          "called another collective): " +
+                                          e.what());
   }
   auto field = [&](int r, int i) { return out[0][r].data_ptr<int64_t>()[i]; };
   auto show = [&](int r) {
@@ -378,7 +381,10 @@ void ProcessGroupMytorch::checkAgreement(const CallInfo& c) {
   };
   std::string why;
   for (int r = 0; r < size_ && why.empty(); ++r) {
-    if (field(r, 0) != p[0]) { why = "not every rank called " + std::string(c.name); break; }
+    if (field(r, 0) != p[0]) {
+      why = "not every rank called " + std::string(c.name);
+      break;
+    }
     if (c.type == c10d::OpType::BARRIER) continue;
     if (field(r, 1) != p[1]) why = "the dtypes differ";
     else if (field(r, 2) != p[2]) why = "the reduction ops differ";
@@ -409,7 +415,8 @@ void ProcessGroupMytorch::checkAgreement(const CallInfo& c) {
 
 namespace {
 void expectOne(const char* name, size_t n, const char* what) {
-  TORCH_CHECK_VALUE(n == 1, "mytorch ", name, ": expected one ", what, " per process (one device per rank), but got ", n);
+  TORCH_CHECK_VALUE(n == 1, "mytorch ", name, ": expected one ", what, " per process (one device per rank), but got ",
+                    n);
 }
 } // namespace
 
@@ -470,11 +477,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::allgather(std::vector<std::v
                     " output tensors (the world size), but got ", outs[0].size());
   for (const auto& t : outs[0]) {
     checkTensor(c, t, "output");
-    TORCH_CHECK_VALUE(t.numel() == ins[0].numel() && t.scalar_type() == ins[0].scalar_type() &&
-                          t.device() == ins[0].device(),
-                      "mytorch allgather: expected every output like the input (", ins[0].scalar_type(), ", ",
-                      ins[0].numel(), " elements, ", ins[0].device(), "), but got ", t.scalar_type(), ", ", t.numel(),
-                      " elements, ", t.device());
+    TORCH_CHECK_VALUE(
+        t.numel() == ins[0].numel() && t.scalar_type() == ins[0].scalar_type() && t.device() == ins[0].device(),
+        "mytorch allgather: expected every output like the input (", ins[0].scalar_type(), ", ", ins[0].numel(),
+        " elements, ", ins[0].device(), "), but got ", t.scalar_type(), ", ", t.numel(), " elements, ", t.device());
   }
   std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
@@ -490,8 +496,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::_allgather_base(at::Tensor& 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outs,
                                                                                     std::vector<at::Tensor>& ins,
                                                                                     const c10d::AllgatherOptions& o) {
-  TORCH_CHECK_VALUE(!ins.empty() && ins.size() == outs.size(), "mytorch allgather_into_tensor: expected as many "
-                    "outputs as inputs (at least one), but got ", outs.size(), " and ", ins.size());
+  TORCH_CHECK_VALUE(!ins.empty() && ins.size() == outs.size(),
+                    "mytorch allgather_into_tensor: expected as many "
+                    "outputs as inputs (at least one), but got ",
+                    outs.size(), " and ", ins.size());
   CallInfo c = info("allgather_into_tensor", c10d::OpType::_ALLGATHER_BASE, ins, "input");
   for (size_t i = 0; i < ins.size(); ++i) {
     checkTensor(c, outs[i], "output");
@@ -509,16 +517,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::allgather_into_tensor_coales
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::gather(std::vector<std::vector<at::Tensor>>& outs,
-                                                           std::vector<at::Tensor>& ins,
-                                                           const c10d::GatherOptions& o) {
+                                                           std::vector<at::Tensor>& ins, const c10d::GatherOptions& o) {
   expectOne("gather", ins.size(), "input");
   CallInfo c = info("gather", c10d::OpType::GATHER, ins, "input");
   TORCH_CHECK_VALUE(o.rootRank >= 0 && o.rootRank < size_, "mytorch gather: expected a root in [0, ", size_,
                     "), but got ", o.rootRank);
   c.root = o.rootRank;
   if (rank_ == o.rootRank) {
-    TORCH_CHECK_VALUE(outs.size() == 1 && static_cast<int>(outs[0].size()) == size_, "mytorch gather: expected ",
-                      size_, " outputs on the root, but got ", outs.empty() ? 0 : outs[0].size());
+    TORCH_CHECK_VALUE(outs.size() == 1 && static_cast<int>(outs[0].size()) == size_, "mytorch gather: expected ", size_,
+                      " outputs on the root, but got ", outs.empty() ? 0 : outs[0].size());
     for (const auto& t : outs[0]) {
       checkTensor(c, t, "output");
       TORCH_CHECK_VALUE(t.numel() == ins[0].numel() && t.scalar_type() == ins[0].scalar_type(),
@@ -542,8 +549,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::scatter(std::vector<at::Tens
                     "), but got ", o.rootRank);
   c.root = o.rootRank;
   if (rank_ == o.rootRank) {
-    TORCH_CHECK_VALUE(ins.size() == 1 && static_cast<int>(ins[0].size()) == size_, "mytorch scatter: expected ",
-                      size_, " inputs on the root, but got ", ins.empty() ? 0 : ins[0].size());
+    TORCH_CHECK_VALUE(ins.size() == 1 && static_cast<int>(ins[0].size()) == size_, "mytorch scatter: expected ", size_,
+                      " inputs on the root, but got ", ins.empty() ? 0 : ins[0].size());
     for (const auto& t : ins[0]) {
       checkTensor(c, t, "input");
       TORCH_CHECK_VALUE(t.numel() == outs[0].numel() && t.scalar_type() == outs[0].scalar_type(),
@@ -569,10 +576,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::reduce_scatter(std::vector<a
                     " inputs (the world size), but got ", ins[0].size());
   for (const auto& t : ins[0]) {
     checkTensor(c, t, "input");
-    TORCH_CHECK_VALUE(t.numel() == outs[0].numel() && t.scalar_type() == outs[0].scalar_type() &&
-                          t.device() == outs[0].device(),
-                      "mytorch reduce_scatter: expected inputs like the output (", outs[0].numel(), " ",
-                      outs[0].scalar_type(), " elements), but got ", t.numel(), " ", t.scalar_type());
+    TORCH_CHECK_VALUE(
+        t.numel() == outs[0].numel() && t.scalar_type() == outs[0].scalar_type() && t.device() == outs[0].device(),
+        "mytorch reduce_scatter: expected inputs like the output (", outs[0].numel(), " ", outs[0].scalar_type(),
+        " elements), but got ", t.numel(), " ", t.scalar_type());
   }
   std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
@@ -587,8 +594,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::_reduce_scatter_base(at::Ten
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins, const c10d::ReduceScatterOptions& o) {
-  TORCH_CHECK_VALUE(!ins.empty() && ins.size() == outs.size(), "mytorch reduce_scatter_tensor: expected as many "
-                    "outputs as inputs (at least one), but got ", outs.size(), " and ", ins.size());
+  TORCH_CHECK_VALUE(!ins.empty() && ins.size() == outs.size(),
+                    "mytorch reduce_scatter_tensor: expected as many "
+                    "outputs as inputs (at least one), but got ",
+                    outs.size(), " and ", ins.size());
   CallInfo c = info("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, outs, "output");
   c.reduceOp = o.reduceOp.op_;
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -618,12 +627,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::alltoall_base(at::Tensor& ou
   auto rows = [&](const at::Tensor& t, std::vector<int64_t> splits, const char* role) {
     const int64_t n = t.dim() ? t.size(0) : 1;
     if (splits.empty()) {
-      TORCH_CHECK_VALUE(n % size_ == 0, "mytorch alltoall_base: without splits the ", role, "'s first dimension (",
-                        n, ") must divide by the world size ", size_);
+      TORCH_CHECK_VALUE(n % size_ == 0, "mytorch alltoall_base: without splits the ", role, "'s first dimension (", n,
+                        ") must divide by the world size ", size_);
       splits.assign(size_, n / size_);
     }
-    TORCH_CHECK_VALUE(static_cast<int>(splits.size()) == size_, "mytorch alltoall_base: expected ", size_, " ",
-                      role, " splits, but got ", splits.size());
+    TORCH_CHECK_VALUE(static_cast<int>(splits.size()) == size_, "mytorch alltoall_base: expected ", size_, " ", role,
+                      " splits, but got ", splits.size());
     int64_t sum = 0;
     for (int64_t s : splits) {
       TORCH_CHECK_VALUE(s >= 0, "mytorch alltoall_base: expected non-negative ", role, " splits, but got ", s);
@@ -651,8 +660,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::alltoall(std::vector<at::Ten
                                                              std::vector<at::Tensor>& ins,
                                                              const c10d::AllToAllOptions& o) {
   TORCH_CHECK_VALUE(static_cast<int>(ins.size()) == size_ && static_cast<int>(outs.size()) == size_,
-                    "mytorch alltoall: expected ", size_, " inputs and outputs (the world size), but got ",
-                    ins.size(), " and ", outs.size());
+                    "mytorch alltoall: expected ", size_, " inputs and outputs (the world size), but got ", ins.size(),
+                    " and ", outs.size());
   CallInfo c = info("alltoall", c10d::OpType::ALLTOALL, ins, "input");
   for (const auto& t : outs) checkTensor(c, t, "output");
   checkSameDevice(c, outs);

@@ -18,11 +18,16 @@ namespace {
 
 bool glooNative(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16: case at::kChar: case at::kByte:
-    case at::kInt: case at::kLong: case at::kBool:
-      return true;
-    default:
-      return false;
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kChar:
+    case at::kByte:
+    case at::kInt:
+    case at::kLong:
+    case at::kBool: return true;
+    default: return false;
   }
 }
 
@@ -89,9 +94,9 @@ Reducible reducibleAs(const at::Tensor& t, const c10d::ReduceOp& op, bool writes
   if (glooNative(r.tensor.scalar_type())) return r;
   const auto st = v.scalar_type();
   // (AVG: the sum, then a signed division: exact while the sum stays below 2^63.)
-  if (st == at::kUInt64 && (kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::AVG || kind == c10d::ReduceOp::PRODUCT ||
-                            kind == c10d::ReduceOp::BAND || kind == c10d::ReduceOp::BOR ||
-                            kind == c10d::ReduceOp::BXOR)) {
+  if (st == at::kUInt64 &&
+      (kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::AVG || kind == c10d::ReduceOp::PRODUCT ||
+       kind == c10d::ReduceOp::BAND || kind == c10d::ReduceOp::BOR || kind == c10d::ReduceOp::BXOR)) {
     r.tensor = v.view(at::kLong); // two's complement: the same bits modulo 2^64
     return r;
   }
@@ -99,7 +104,8 @@ Reducible reducibleAs(const at::Tensor& t, const c10d::ReduceOp& op, bool writes
     // Flipping the top bit maps unsigned order onto signed order.
     at::Tensor flipped = v.view(at::kLong).bitwise_xor(std::numeric_limits<int64_t>::min());
     r.tensor = flipped;
-    if (writesBack) r.narrow = [v, flipped] { v.view(at::kLong).copy_(flipped.bitwise_xor(std::numeric_limits<int64_t>::min())); };
+    if (writesBack)
+      r.narrow = [v, flipped] { v.view(at::kLong).copy_(flipped.bitwise_xor(std::numeric_limits<int64_t>::min())); };
     return r;
   }
   at::ScalarType wideType;
@@ -112,14 +118,14 @@ Reducible reducibleAs(const at::Tensor& t, const c10d::ReduceOp& op, bool writes
   return r;
 }
 
-c10d::ReduceOp glooOp(const c10d::ReduceOp& op) {
-  return premulFactor(op) ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op;
-}
+c10d::ReduceOp glooOp(const c10d::ReduceOp& op) { return premulFactor(op) ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op; }
 
 std::function<void()> chain(std::vector<std::function<void()>> steps) {
   steps.erase(std::remove_if(steps.begin(), steps.end(), [](const auto& f) { return !f; }), steps.end());
   if (steps.empty()) return nullptr;
-  return [steps] { for (const auto& f : steps) f(); };
+  return [steps] {
+    for (const auto& f : steps) f();
+  };
 }
 
 constexpr int kHeaderTag = 1 << 29; // point-to-point size headers travel on tag + kHeaderTag
@@ -165,7 +171,8 @@ class HostPath final : public Path {
     return track(c, ts, {host()->reduce(views, go)}, r.narrow, views);
   }
 
-  WorkPtr allgather(const CallInfo& c, std::vector<Tensors>& out, Tensors& in, const c10d::AllgatherOptions& o) override {
+  WorkPtr allgather(const CallInfo& c, std::vector<Tensors>& out, Tensors& in,
+                    const c10d::AllgatherOptions& o) override {
     Tensors ins{movable(in[0])};
     std::vector<Tensors> outs(1);
     for (auto& t : out[0]) outs[0].push_back(movable(t));
@@ -305,11 +312,10 @@ class HostPath final : public Path {
           // Drain the message so the sender finishes, then fail this receive only.
           Tensors scratch{at::empty({got[2]}, at::TensorOptions().dtype(at::kByte))};
           backend->recv(scratch, src, tag)->wait(timeout);
-          C10_THROW_ERROR(ValueError,
-                          "rank " + std::to_string(src) + " sent " + std::to_string(got[1]) + " elements of " +
-                              c10::toString(static_cast<at::ScalarType>(got[0])) + " but this receive expects " +
-                              std::to_string(want[1]) + " elements of " +
-                              c10::toString(static_cast<at::ScalarType>(want[0])));
+          C10_THROW_ERROR(ValueError, "rank " + std::to_string(src) + " sent " + std::to_string(got[1]) +
+                                          " elements of " + c10::toString(static_cast<at::ScalarType>(got[0])) +
+                                          " but this receive expects " + std::to_string(want[1]) + " elements of " +
+                                          c10::toString(static_cast<at::ScalarType>(want[0])));
         }
         Tensors payload{movable(target)};
         backend->recv(payload, src, tag)->wait(timeout);

@@ -22,13 +22,13 @@
 namespace mytorch::dist {
 namespace {
 
-
 using comm::ReduceOp;
 
 std::optional<DType> ncclType(at::ScalarType t) {
   switch (t) {
     case at::kChar: return DType::Int8;
-    case at::kByte: case at::kBool: return DType::UInt8;
+    case at::kByte:
+    case at::kBool: return DType::UInt8;
     case at::kInt: return DType::Int32;
     case at::kUInt32: return DType::UInt32;
     case at::kLong: return DType::Int64;
@@ -91,7 +91,8 @@ std::string statusText(rt::Status s) { return std::string(rt::status_name(s)) + 
 class NcclPath final : public Path {
  public:
   explicit NcclPath(ProcessGroupMytorch& pg) : Path(pg) {
-    blockingWait_ = std::getenv("MYTORCH_DIST_BLOCKING_WAIT") && std::string(std::getenv("MYTORCH_DIST_BLOCKING_WAIT")) == "1";
+    blockingWait_ =
+        std::getenv("MYTORCH_DIST_BLOCKING_WAIT") && std::string(std::getenv("MYTORCH_DIST_BLOCKING_WAIT")) == "1";
     watchdog_ = std::thread([this] { watch(); });
   }
 
@@ -115,7 +116,8 @@ class NcclPath final : public Path {
   WorkPtr allreduce(const CallInfo& c, Tensors& ts, const c10d::AllreduceOptions& o) override {
     return enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
       Reduction r = prepare(ts[0], o.reduceOp);
-      return comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r), cm, s);
+      return comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r), cm,
+                              s);
     });
   }
 
@@ -125,7 +127,8 @@ class NcclPath final : public Path {
         rt::Status st = rt::Status::Success;
         for (size_t i = 0; i < ts.size() && st == rt::Status::Success; ++i) {
           Reduction r = prepare(ts[i], o.reduceOp);
-          st = comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r), cm, s);
+          st = comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r),
+                                cm, s);
         }
         return st;
       });
@@ -153,7 +156,8 @@ class NcclPath final : public Path {
       keep_.push_back(flat);
       rt::Status st = comm::all_gather(iv.data_ptr(), flat.data_ptr(), iv.numel(), d, cm, s);
       if (st != rt::Status::Success) return st;
-      for (int r = 0; r < pg_.getSize(); ++r) movable(out[0][r]).first.reshape({-1}).copy_(flat.narrow(0, r * iv.numel(), iv.numel()));
+      for (int r = 0; r < pg_.getSize(); ++r)
+        movable(out[0][r]).first.reshape({-1}).copy_(flat.narrow(0, r * iv.numel(), iv.numel()));
       return st;
     });
   }
@@ -227,7 +231,8 @@ class NcclPath final : public Path {
     });
   }
 
-  WorkPtr reduceScatterBase(const CallInfo& c, Tensors& out, Tensors& in, const c10d::ReduceScatterOptions& o) override {
+  WorkPtr reduceScatterBase(const CallInfo& c, Tensors& out, Tensors& in,
+                            const c10d::ReduceScatterOptions& o) override {
     Tensors touched = out;
     touched.insert(touched.end(), in.begin(), in.end());
     return enqueue(c, touched, out, [&](rt::Stream s, comm::Comm cm) {
@@ -252,7 +257,9 @@ class NcclPath final : public Path {
     Tensors touched{in, out}, outs{out};
     return enqueue(c, touched, outs, [&](rt::Stream s, comm::Comm cm) {
       // Bytes, so that every dtype and row size moves the same way.
-      const int64_t rowBytes = in.dim() && in.size(0) ? in.nbytes() / in.size(0) : out.dim() && out.size(0) ? out.nbytes() / out.size(0) : 0;
+      const int64_t rowBytes = in.dim() && in.size(0)     ? in.nbytes() / in.size(0)
+                               : out.dim() && out.size(0) ? out.nbytes() / out.size(0)
+                                                          : 0;
       auto* src = static_cast<const char*>(in.data_ptr());
       auto* dst = static_cast<char*>(out.data_ptr());
       return inGroup(true, [&] {
@@ -299,8 +306,10 @@ class NcclPath final : public Path {
   }
 
   WorkPtr barrier(const CallInfo& c, const c10d::BarrierOptions& o) override {
-    const c10::DeviceIndex dev = o.device.has_value() && o.device->has_index() ? o.device->index() : currentDeviceIndex();
-    at::Tensor flag = at::empty({1}, at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, dev)));
+    const c10::DeviceIndex dev =
+        o.device.has_value() && o.device->has_index() ? o.device->index() : currentDeviceIndex();
+    at::Tensor flag =
+        at::empty({1}, at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, dev)));
     Tensors ts{flag};
     auto work = enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
       return comm::all_reduce(flag.data_ptr(), flag.data_ptr(), 1, DType::Float, ReduceOp::Sum, nullptr, cm, s);
@@ -351,9 +360,9 @@ class NcclPath final : public Path {
       std::lock_guard<std::mutex> lock(mu_);
       TORCH_CHECK(broken_.empty(), "mytorch ", pg_.describe(c), ": the process group is broken: ", broken_);
       if (comm_) {
-        TORCH_CHECK_VALUE(device == device_, "mytorch ", pg_.describe(c), ": this process group uses mytorch:",
-                          static_cast<int>(device_), " (one device per rank), but got a tensor on mytorch:",
-                          static_cast<int>(device));
+        TORCH_CHECK_VALUE(device == device_, "mytorch ", pg_.describe(c),
+                          ": this process group uses mytorch:", static_cast<int>(device_),
+                          " (one device per rank), but got a tensor on mytorch:", static_cast<int>(device));
         return comm_;
       }
     }
@@ -493,7 +502,8 @@ class NcclPath final : public Path {
       (void)comm::abort(comm_);
       broken_ = reason;
       for (auto& p : pending_) {
-        p.work->complete(std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, reason)));
+        p.work->complete(std::make_exception_ptr(
+            c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, reason)));
       }
       pending_.clear();
     }

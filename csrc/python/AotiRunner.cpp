@@ -21,7 +21,8 @@ class AOTIModelContainerRunnerMytorch : public torch::inductor::AOTIModelContain
                                   const std::string& bin_dir, bool run_single_threaded) try
       : AOTIModelContainerRunner(model_so_path, num_models, hostDevice(device_str), bin_dir, run_single_threaded) {
   } catch (const std::exception& e) {
-    TORCH_CHECK(false, "could not load this AOTInductor package on mytorch (", e.what(), "). A package for mytorch "
+    TORCH_CHECK(false, "could not load this AOTInductor package on mytorch (", e.what(),
+                "). A package for mytorch "
                 "keeps its weights apart: compile it with mytorch.backend.inductor.aoti_compile_and_package and load "
                 "it with mytorch.backend.inductor.aoti_load_package (docs/compile.md)");
   }
@@ -36,7 +37,8 @@ class AOTIModelContainerRunnerMytorch : public torch::inductor::AOTIModelContain
         const std::string& fqn = entry.second;
         auto it = loaded.find(fqn);  // keyed by the original name
         TORCH_CHECK(it != loaded.end() && it->second.defined(), "this AOTInductor package for mytorch has no weight '",
-                    fqn, "' loaded: compile it with aot_inductor.package_constants_on_disk_format='pickle_weights' and "
+                    fqn,
+                    "' loaded: compile it with aot_inductor.package_constants_on_disk_format='pickle_weights' and "
                     "load it with mytorch.backend.inductor.aoti_load_package (or pass the weights to "
                     "load_constants(..., user_managed=True)); docs/compile.md");
       }
@@ -49,18 +51,22 @@ class AOTIModelContainerRunnerMytorch : public torch::inductor::AOTIModelContain
   bool weights_checked_ = false;
 
   static std::string hostDevice(const std::string& device_str) {
-    TORCH_CHECK(rt::kind_name() == std::string("sim"), "AOTInductor packages for mytorch run on the sim runtime "
-                "(C++ kernels over host memory), but this process runs the ", rt::kind_name(), " runtime");
-    TORCH_CHECK(device_str.rfind("mytorch", 0) == 0, "the mytorch AOTInductor runner expected a mytorch device, "
-                "but got '", device_str, "'");
+    TORCH_CHECK(rt::kind_name() == std::string("sim"),
+                "AOTInductor packages for mytorch run on the sim runtime "
+                "(C++ kernels over host memory), but this process runs the ",
+                rt::kind_name(), " runtime");
+    TORCH_CHECK(device_str.rfind("mytorch", 0) == 0,
+                "the mytorch AOTInductor runner expected a mytorch device, "
+                "but got '",
+                device_str, "'");
     return "cpu";
   }
 };
 
-std::unique_ptr<torch::inductor::AOTIModelContainerRunner> create(const std::string& model_so_path,
-                                                                   size_t num_models, const std::string& device_str,
-                                                                   const std::string& bin_dir,
-                                                                   const bool run_single_threaded) {
+std::unique_ptr<torch::inductor::AOTIModelContainerRunner> create(const std::string& model_so_path, size_t num_models,
+                                                                  const std::string& device_str,
+                                                                  const std::string& bin_dir,
+                                                                  const bool run_single_threaded) {
   return std::make_unique<AOTIModelContainerRunnerMytorch>(model_so_path, num_models, device_str, bin_dir,
                                                            run_single_threaded);
 }

@@ -32,8 +32,10 @@ void unpackInts(PyObject* seq, const char* what, c10::SmallVector<int64_t, 8>& o
 
 PyObject* emptyStrided(PyObject* /*self*/, PyObject* args) {
   HANDLE_TH_ERRORS
-  TORCH_CHECK_TYPE(PyTuple_GET_SIZE(args) == 4, "_empty_strided_mytorch: expected (size, stride, dtype, device index), "
-                   "but got ", PyTuple_GET_SIZE(args), " arguments");
+  TORCH_CHECK_TYPE(PyTuple_GET_SIZE(args) == 4,
+                   "_empty_strided_mytorch: expected (size, stride, dtype, device index), "
+                   "but got ",
+                   PyTuple_GET_SIZE(args), " arguments");
   c10::SmallVector<int64_t, 8> sizes, strides;
   unpackInts(PyTuple_GET_ITEM(args, 0), "size", sizes);
   unpackInts(PyTuple_GET_ITEM(args, 1), "stride", strides);
@@ -44,9 +46,9 @@ PyObject* emptyStrided(PyObject* /*self*/, PyObject* args) {
               strides.size(), " and ", sizes.size());
   const auto index = resolveDevice(static_cast<c10::DeviceIndex>(THPUtils_unpackLong(PyTuple_GET_ITEM(args, 3))));
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index));
-  return THPVariable_Wrap(at::detail::empty_strided_generic(
-      sizes, strides, deviceAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-      reinterpret_cast<THPDtype*>(dtype)->scalar_type));
+  return THPVariable_Wrap(at::detail::empty_strided_generic(sizes, strides, deviceAllocator(),
+                                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                            reinterpret_cast<THPDtype*>(dtype)->scalar_type));
   END_HANDLE_TH_ERRORS
 }
 
@@ -75,7 +77,8 @@ PyMethodDef methods[] = {
 } // namespace
 
 void addInductorBindings(PyObject* module) {
-  if (PyModule_AddFunctions(module, methods) != 0) throw std::runtime_error("mytorch: could not add Inductor's bindings");
+  if (PyModule_AddFunctions(module, methods) != 0)
+    throw std::runtime_error("mytorch: could not add Inductor's bindings");
 }
 
 } // namespace mytorch

@@ -43,10 +43,13 @@ namespace {
 namespace py = pybind11;
 
 using Counter = std::atomic<int64_t>;
-static_assert(sizeof(Counter) == sizeof(int64_t) && Counter::is_always_lock_free, "counters must be plain shared words");
+static_assert(sizeof(Counter) == sizeof(int64_t) && Counter::is_always_lock_free,
+              "counters must be plain shared words");
 constexpr size_t kSlots = size_t(1) << 16;  // tensors in flight from one process
 
-c10::Device deviceOf(int index) { return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)); }
+c10::Device deviceOf(int index) {
+  return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
+}
 
 Counter* mapCounters(int fd) {
   void* p = mmap(nullptr, kSlots * sizeof(Counter), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -215,14 +218,20 @@ class Receiver {
 } // namespace
 
 void addIpcBindings(py::module& m) {
-  m.def("_ipc_share", [](const at::Tensor& t) { return sender().share(t); },
-        "The handle of a mytorch tensor's storage for another process (Note [Sharing mytorch tensors between processes])");
-  m.def("_ipc_open", [](py::bytes handle, int device, int64_t offset, int64_t nbytes, int64_t pid, int fd,
-                        uint64_t inode, size_t slot) {
-          return Receiver::receiver().open(std::string(handle), device, offset, nbytes, pid, fd, inode, slot);
-        }, "A uint8 tensor over the storage a handle from _ipc_share names");
-  m.def("_ipc_collect", [] { return sender().collect(); },
-        "Releases the storages every receiver has let go of; returns how many are still held");
+  m.def(
+      "_ipc_share", [](const at::Tensor& t) { return sender().share(t); },
+      "The handle of a mytorch tensor's storage for another process (Note [Sharing mytorch tensors between "
+      "processes])");
+  m.def(
+      "_ipc_open",
+      [](py::bytes handle, int device, int64_t offset, int64_t nbytes, int64_t pid, int fd, uint64_t inode,
+         size_t slot) {
+        return Receiver::receiver().open(std::string(handle), device, offset, nbytes, pid, fd, inode, slot);
+      },
+      "A uint8 tensor over the storage a handle from _ipc_share names");
+  m.def(
+      "_ipc_collect", [] { return sender().collect(); },
+      "Releases the storages every receiver has let go of; returns how many are still held");
 }
 
 } // namespace mytorch

@@ -125,13 +125,17 @@ PYBIND11_MODULE(_C, m) {
   // (python/mytorch/__init__.py) this runs one backward of C++-only tensors on each device thread, with the
   // GIL released: the device thread processes tasks in order, so when it returns every earlier graph task
   // is gone, and the last one it holds owns no Python object.
-  m.def("_drain_autograd_threads", [] {
-    if (!rt::initialized() || rt::in_bad_fork()) return;
-    for (int d = 0; d < rt::device_count(); ++d) {
-      at::Tensor x = at::zeros({1}, at::TensorOptions().device(c10::Device(c10::DeviceType::PrivateUse1, d))).requires_grad_();
-      torch::autograd::backward({x.sum()});
-    }
-  }, pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def(
+      "_drain_autograd_threads",
+      [] {
+        if (!rt::initialized() || rt::in_bad_fork()) return;
+        for (int d = 0; d < rt::device_count(); ++d) {
+          at::Tensor x =
+              at::zeros({1}, at::TensorOptions().device(c10::Device(c10::DeviceType::PrivateUse1, d))).requires_grad_();
+          torch::autograd::backward({x.sum()});
+        }
+      },
+      pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("_device_count", [] { return rt::device_count(); });
   m.def("_get_device", [] { return static_cast<int>(currentDeviceIndex()); });
   m.def("_set_device", [](int d) {
@@ -164,18 +168,21 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_stream", [=](int d) { return streamTuple(currentStream(static_cast<c10::DeviceIndex>(d))); });
   m.def("_default_stream", [=](int d) { return streamTuple(defaultStream(static_cast<c10::DeviceIndex>(d))); });
   m.def("_set_stream", [](int64_t id, int d) {
-    setCurrentStream(c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d)), id));
+    setCurrentStream(c10::Stream(c10::Stream::UNSAFE,
+                                 c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d)), id));
   });
 
   m.def("_memory_stats", &memoryStats);
   m.def("_reset_peak_memory_stats", [](int d) { deviceAllocator()->resetPeakStats(static_cast<c10::DeviceIndex>(d)); });
-  m.def("_reset_accumulated_memory_stats", [](int d) { deviceAllocator()->resetAccumulatedStats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_reset_accumulated_memory_stats",
+        [](int d) { deviceAllocator()->resetAccumulatedStats(static_cast<c10::DeviceIndex>(d)); });
   m.def("_empty_cache", [] { deviceAllocator()->emptyCache({0, 0}); });
-  m.def("_cached_block_count", [](int d) { return deviceAllocator()->cachedBlockCount(static_cast<c10::DeviceIndex>(d)); });
-  m.def("_set_memory_fraction", [](double f, int d) { deviceAllocator()->setMemoryFraction(f, static_cast<c10::DeviceIndex>(d)); });
-  m.def("_record_memory_history", [](bool enabled, size_t max_entries) {
-    deviceAllocator()->recordHistory(enabled, max_entries);
-  });
+  m.def("_cached_block_count",
+        [](int d) { return deviceAllocator()->cachedBlockCount(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_set_memory_fraction",
+        [](double f, int d) { deviceAllocator()->setMemoryFraction(f, static_cast<c10::DeviceIndex>(d)); });
+  m.def("_record_memory_history",
+        [](bool enabled, size_t max_entries) { deviceAllocator()->recordHistory(enabled, max_entries); });
   m.def("_snapshot", [] {
     const MemorySnapshot snap = deviceAllocator()->snapshot();
     py::list segments;
@@ -281,5 +288,6 @@ PYBIND11_MODULE(_C, m) {
     check(rt::device_malloc(d, n, &p), "device_malloc");
     return reinterpret_cast<uintptr_t>(p);
   });
-  m.def("_runtime_free", [](int d, uintptr_t p) { check(rt::device_free(d, reinterpret_cast<void*>(p)), "device_free"); });
+  m.def("_runtime_free",
+        [](int d, uintptr_t p) { check(rt::device_free(d, reinterpret_cast<void*>(p)), "device_free"); });
 }

@@ -86,7 +86,8 @@ __global__ void dq_kernel(AttentionArgs a) {
     for (int k = 0; k < kMaxPerLane; ++k) dq[k] = A(0);
     const int64_t end = a.causal ? (a.lk < i + 1 ? a.lk : i + 1) : a.lk;
     for (int64_t j = 0; j < end; ++j) {
-      const A p = exp(dot_row<T>(q, a.k, b, hk, j, a.d, lane) * static_cast<A>(a.scale) + attn::bias_at(a, b, h, i, j) - lse);
+      const A p =
+          exp(dot_row<T>(q, a.k, b, hk, j, a.d, lane) * static_cast<A>(a.scale) + attn::bias_at(a, b, h, i, j) - lse);
       const A dp = dot_row<T>(g, a.v, b, hk, j, a.dv, lane);
       const A ds = p * (static_cast<A>(attn::dropout_factor(a, b, h, i, j)) * dp - delta) * static_cast<A>(a.scale);
 #pragma unroll
@@ -119,8 +120,8 @@ __global__ void dkv_kernel(AttentionArgs a) {
     for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
       for (int64_t i = a.causal ? j : 0; i < a.lq; ++i) {
         const int64_t qrow = (b * a.hq + h) * a.lq + i;
-        const A p = exp(dot_row<T>(k, a.q, b, h, i, a.d, lane) * static_cast<A>(a.scale) + attn::bias_at(a, b, h, i, j) -
-                        static_cast<const A*>(a.lse)[qrow]);
+        const A p = exp(dot_row<T>(k, a.q, b, h, i, a.d, lane) * static_cast<A>(a.scale) +
+                        attn::bias_at(a, b, h, i, j) - static_cast<const A*>(a.lse)[qrow]);
         const A z = static_cast<A>(attn::dropout_factor(a, b, h, i, j));
         const A dp = dot_row<T>(v, a.dout, b, h, i, a.dv, lane);
         const A ds = p * (z * dp - static_cast<const A*>(a.delta)[qrow]) * static_cast<A>(a.scale);

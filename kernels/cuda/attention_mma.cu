@@ -124,8 +124,10 @@ __global__ void __launch_bounds__(kWarps * 32) forward_mma(AttentionArgs a) {
     }
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= corr[0]; o[n][1] *= corr[0];
-      o[n][2] *= corr[1]; o[n][3] *= corr[1];
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
     }
     // O += P V: k-step j covers keys 16j..16j+15; P's A fragment is S n-tiles 2j and 2j+1.
 #pragma unroll

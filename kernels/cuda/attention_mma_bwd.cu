@@ -68,7 +68,8 @@ __global__ void delta_kernel(AttentionArgs a) {
   for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
     const int64_t i = row % a.lq, h = (row / a.lq) % a.hq, b = row / (a.lq * a.hq);
     float s = 0.f;
-    for (int64_t e = lane; e < a.dv; e += 32) s += attn::ld<T, float>(a.dout, b, h, i, e) * attn::ld<T, float>(a.out, b, h, i, e);
+    for (int64_t e = lane; e < a.dv; e += 32)
+      s += attn::ld<T, float>(a.dout, b, h, i, e) * attn::ld<T, float>(a.out, b, h, i, e);
     s = warp_sum(s);
     if (lane == 0) static_cast<float*>(a.delta)[row] = s;
   }
@@ -77,15 +78,17 @@ __global__ void delta_kernel(AttentionArgs a) {
 // Dynamic shared memory of the dK/dV and dQ kernels: four [kTile][D] tiles (and, for dK/dV, the query
 // tile's scaled logsumexp and delta).
 template <typename T, int D>
-constexpr size_t tiles_bytes() { return 4 * sizeof(T) * kTile * D; }
+constexpr size_t tiles_bytes() {
+  return 4 * sizeof(T) * kTile * D;
+}
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32) dkdv_kernel(AttentionArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
-  T (*ks)[D] = reinterpret_cast<T (*)[D]>(smem);
-  T (*vs)[D] = ks + kTile;
-  T (*qs)[D] = vs + kTile;
-  T (*dos)[D] = qs + kTile;
+  T(*ks)[D] = reinterpret_cast<T(*)[D]>(smem);
+  T(*vs)[D] = ks + kTile;
+  T(*qs)[D] = vs + kTile;
+  T(*dos)[D] = qs + kTile;
   float* lse2 = reinterpret_cast<float*>(smem + tiles_bytes<T, D>());
   float* dl = lse2 + kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tig = lane & 3;
@@ -184,10 +187,10 @@ __global__ void __launch_bounds__(kWarps * 32) dkdv_kernel(AttentionArgs a) {
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32) dq_kernel(AttentionArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
-  T (*qs)[D] = reinterpret_cast<T (*)[D]>(smem);
-  T (*dos)[D] = qs + kTile;
-  T (*ks)[D] = dos + kTile;
-  T (*vs)[D] = ks + kTile;
+  T(*qs)[D] = reinterpret_cast<T(*)[D]>(smem);
+  T(*dos)[D] = qs + kTile;
+  T(*ks)[D] = dos + kTile;
+  T(*vs)[D] = ks + kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tig = lane & 3;
   const int64_t tiles_q = (a.lq + kTile - 1) / kTile;
   const int64_t bh = blockIdx.x / tiles_q, q0 = (blockIdx.x % tiles_q) * kTile;
@@ -278,9 +281,13 @@ rt::Status launch(const AttentionArgs& a, cudaStream_t s) {
   const int64_t qblocks = a.b * a.hq * ((a.lq + kTile - 1) / kTile);
   constexpr size_t dkdv_bytes = tiles_bytes<T, D>() + 2 * kTile * sizeof(float), dq_bytes = tiles_bytes<T, D>();
   if (rt::Status st = opt_in_shared_memory(reinterpret_cast<const void*>(&dkdv_kernel<T, D>), dkdv_bytes,
-                                           "attention backward (dK, dV)"); st != rt::Status::Success) return st;
-  if (rt::Status st = opt_in_shared_memory(reinterpret_cast<const void*>(&dq_kernel<T, D>), dq_bytes,
-                                           "attention backward (dQ)"); st != rt::Status::Success) return st;
+                                           "attention backward (dK, dV)");
+      st != rt::Status::Success)
+    return st;
+  if (rt::Status st =
+          opt_in_shared_memory(reinterpret_cast<const void*>(&dq_kernel<T, D>), dq_bytes, "attention backward (dQ)");
+      st != rt::Status::Success)
+    return st;
   dkdv_kernel<T, D><<<static_cast<unsigned>(kblocks), kWarps * 32, dkdv_bytes, s>>>(a);
   dq_kernel<T, D><<<static_cast<unsigned>(qblocks), kWarps * 32, dq_bytes, s>>>(a);
   return rt::Status::Success;

@@ -34,12 +34,16 @@ inline unsigned grid_for(int64_t n, int per_thread = 1) { return grid_blocks(n, 
 // ---- warp and block reductions --------------------------------------------------------------------------------
 struct SumOp {
   template <typename A>
-  __device__ A operator()(A a, A b) const { return a + b; }
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
 };
 // Maximum with NaN propagating (a NaN operand wins), as ATen's reductions.
 struct MaxOp {
   template <typename A>
-  __device__ A operator()(A a, A b) const { return (b != b || b > a) ? b : a; }
+  __device__ A operator()(A a, A b) const {
+    return (b != b || b > a) ? b : a;
+  }
 };
 
 // Butterfly reduction over groups of kWidth lanes (32: the warp; 4: the quad of lanes that share a row of an
@@ -51,7 +55,9 @@ __device__ inline A warp_reduce(A v, Op op = {}) {
   return v;
 }
 template <typename A>
-__device__ inline A warp_sum(A v) { return warp_reduce(v, SumOp{}); }
+__device__ inline A warp_sum(A v) {
+  return warp_reduce(v, SumOp{});
+}
 
 // Block-wide reduction of one value per thread; every thread gets the result. `smem` holds one value per warp
 // (blockDim.x <= 1024). It starts with a barrier, so `smem` may be reused by the next call at once.
@@ -93,11 +99,13 @@ inline rt::Status opt_in_shared_memory(const void* kernel, size_t bytes, const c
   if (cudaGetDevice(&device) != cudaSuccess) return check_launch(what);
   std::lock_guard<std::mutex> lock(mu);
   if (done.count({device, kernel})) return rt::Status::Success;
-  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    std::string msg = std::string(what) + ": cannot opt in to " + std::to_string(bytes) + " bytes of dynamic shared memory on device " +
-                      std::to_string(device) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+    std::string msg = std::string(what) + ": cannot opt in to " + std::to_string(bytes) +
+                      " bytes of dynamic shared memory on device " + std::to_string(device) + ": " +
+                      cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
     return rt::report(rt::Status::InvalidValue, msg.c_str());
   }
   done.insert({device, kernel});

@@ -19,9 +19,8 @@ __global__ void kernel(Im2ColArgs a, int64_t n) {
 rt::Status im2col(const Im2ColArgs& a, rt::Stream stream) {
   const int64_t n = a.col2im ? a.n * a.c * a.ih * a.iw : a.n * a.c * a.kh * a.kw * a.oh * a.ow;
   if (n == 0) return rt::Status::Success;
-  const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
-    kernel<decltype(tag)><<<grid_for(n), kThreads, 0, native(stream)>>>(a, n);
-  });
+  const bool ok = dispatch_floating(
+      a.dtype, [&](auto tag) { kernel<decltype(tag)><<<grid_for(n), kThreads, 0, native(stream)>>>(a, n); });
   if (!ok) return rt::report(rt::Status::InvalidValue, "im2col: expected a floating dtype");
   return check_launch("im2col");
 }

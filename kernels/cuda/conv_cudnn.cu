@@ -15,6 +15,7 @@
 namespace mytorch::cuda {
 namespace {
 
+// clang-format off: a list of the library's functions, one X-macro entry each
 #define MT_DNN_FUNCS(_)                                                                                        \
   _(cudnnCreate) _(cudnnSetStream) _(cudnnGetErrorString) _(cudnnCreateTensorDescriptor)                        \
   _(cudnnSetTensor4dDescriptor) _(cudnnDestroyTensorDescriptor) _(cudnnCreateFilterDescriptor)                  \
@@ -25,6 +26,7 @@ namespace {
   _(cudnnGetConvolutionBackwardDataAlgorithm_v7) _(cudnnGetConvolutionBackwardDataWorkspaceSize)                \
   _(cudnnConvolutionBackwardData) _(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                              \
   _(cudnnGetConvolutionBackwardFilterWorkspaceSize) _(cudnnConvolutionBackwardFilter)
+// clang-format on
 
 MT_DYNLIB(Dnn, dnn, MT_DNN_FUNCS, "cuDNN", "", "libcudnn.so.9", "libcudnn.so")
 
@@ -33,10 +35,10 @@ rt::Status fail(const char* what, cudnnStatus_t s) {
   return rt::report(rt::Status::Unknown, msg.c_str());
 }
 
-#define MT_DNN_TRY(call, what)                               \
-  do {                                                       \
-    cudnnStatus_t s_ = (call);                               \
-    if (s_ != CUDNN_STATUS_SUCCESS) return fail(what, s_);   \
+#define MT_DNN_TRY(call, what)                             \
+  do {                                                     \
+    cudnnStatus_t s_ = (call);                             \
+    if (s_ != CUDNN_STATUS_SUCCESS) return fail(what, s_); \
   } while (0)
 
 // One handle per (host thread, device): cudnnSetStream followed by a call on a handle other threads share is a
@@ -62,7 +64,10 @@ struct ThreadHandles {
 
 cudnnHandle_t handle_for(int device, rt::Status* st) {
   thread_local ThreadHandles mine;
-  if (device < 0 || device >= 64) { *st = rt::report(rt::Status::InvalidDevice, "convolution: device index out of range"); return nullptr; }
+  if (device < 0 || device >= 64) {
+    *st = rt::report(rt::Status::InvalidDevice, "convolution: device index out of range");
+    return nullptr;
+  }
   if (!mine.h[device]) {
     {
       std::lock_guard<std::mutex> lock(pool().mu);
@@ -74,7 +79,10 @@ cudnnHandle_t handle_for(int device, rt::Status* st) {
     }
     if (!mine.h[device]) {
       cudnnStatus_t s = dnn().cudnnCreate(&mine.h[device]);
-      if (s != CUDNN_STATUS_SUCCESS) { *st = fail("cudnnCreate", s); return nullptr; }
+      if (s != CUDNN_STATUS_SUCCESS) {
+        *st = fail("cudnnCreate", s);
+        return nullptr;
+      }
     }
   }
   return mine.h[device];
@@ -106,17 +114,22 @@ rt::Status describe(const ConvArgs& a, Descs& d) {
   const cudnnDataType_t t = dnn_type(g.dtype);
   const cudnnDataType_t compute = g.dtype == DType::Double ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   MT_DNN_TRY(dnn().cudnnCreateTensorDescriptor(&d.x), "tensor descriptor");
-  MT_DNN_TRY(dnn().cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, t, int(g.n), int(g.c), int(g.ih), int(g.iw)), "input layout");
+  MT_DNN_TRY(dnn().cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, t, int(g.n), int(g.c), int(g.ih), int(g.iw)),
+             "input layout");
   MT_DNN_TRY(dnn().cudnnCreateTensorDescriptor(&d.y), "tensor descriptor");
-  MT_DNN_TRY(dnn().cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, t, int(g.n), int(a.cout), int(g.oh), int(g.ow)), "output layout");
+  MT_DNN_TRY(dnn().cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, t, int(g.n), int(a.cout), int(g.oh), int(g.ow)),
+             "output layout");
   MT_DNN_TRY(dnn().cudnnCreateFilterDescriptor(&d.w), "filter descriptor");
-  MT_DNN_TRY(dnn().cudnnSetFilter4dDescriptor(d.w, t, CUDNN_TENSOR_NCHW, int(a.cout), int(g.c / a.groups), g.kh, g.kw), "filter layout");
+  MT_DNN_TRY(dnn().cudnnSetFilter4dDescriptor(d.w, t, CUDNN_TENSOR_NCHW, int(a.cout), int(g.c / a.groups), g.kh, g.kw),
+             "filter layout");
   MT_DNN_TRY(dnn().cudnnCreateConvolutionDescriptor(&d.conv), "convolution descriptor");
-  MT_DNN_TRY(dnn().cudnnSetConvolution2dDescriptor(d.conv, g.ph, g.pw, g.sh, g.sw, g.dh, g.dw, CUDNN_CROSS_CORRELATION, compute),
+  MT_DNN_TRY(dnn().cudnnSetConvolution2dDescriptor(d.conv, g.ph, g.pw, g.sh, g.sw, g.dh, g.dw, CUDNN_CROSS_CORRELATION,
+                                                   compute),
              "convolution geometry");
   MT_DNN_TRY(dnn().cudnnSetConvolutionGroupCount(d.conv, int(a.groups)), "group count");
-  const cudnnMathType_t math = g.dtype == DType::Float ? (a.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)
-                             : g.dtype == DType::Double ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+  const cudnnMathType_t math = g.dtype == DType::Float    ? (a.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)
+                               : g.dtype == DType::Double ? CUDNN_DEFAULT_MATH
+                                                          : CUDNN_TENSOR_OP_MATH;
   MT_DNN_TRY(dnn().cudnnSetConvolutionMathType(d.conv, math), "math type");
   return rt::Status::Success;
 }
@@ -155,35 +168,53 @@ rt::Status convolution(const ConvArgs& a, size_t* workspace_bytes, rt::Stream st
   switch (a.pass) {
     case ConvPass::Forward: {
       cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
-      MT_DNN_TRY(dnn().cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, kAlgos, &returned, perf), "forward heuristic");
+      MT_DNN_TRY(dnn().cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, kAlgos, &returned, perf),
+                 "forward heuristic");
       const int i = pick(perf, returned, a.deterministic);
       if (i < 0) return rt::report(rt::Status::InvalidValue, "convolution: cuDNN offers no forward algorithm");
-      MT_DNN_TRY(dnn().cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, perf[i].algo, &ws), "forward workspace");
-      if (workspace_bytes) { *workspace_bytes = ws; return rt::Status::Success; }
-      MT_DNN_TRY(dnn().cudnnConvolutionForward(h, one, d.x, a.x, d.w, a.w, d.conv, perf[i].algo, a.workspace, a.workspace_bytes,
-                                               zero, d.y, a.out), "cudnnConvolutionForward");
+      MT_DNN_TRY(dnn().cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, perf[i].algo, &ws),
+                 "forward workspace");
+      if (workspace_bytes) {
+        *workspace_bytes = ws;
+        return rt::Status::Success;
+      }
+      MT_DNN_TRY(dnn().cudnnConvolutionForward(h, one, d.x, a.x, d.w, a.w, d.conv, perf[i].algo, a.workspace,
+                                               a.workspace_bytes, zero, d.y, a.out),
+                 "cudnnConvolutionForward");
       break;
     }
     case ConvPass::BackwardData: {
       cudnnConvolutionBwdDataAlgoPerf_t perf[kAlgos];
-      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, kAlgos, &returned, perf), "backward-data heuristic");
+      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, kAlgos, &returned, perf),
+                 "backward-data heuristic");
       const int i = pick(perf, returned, a.deterministic);
       if (i < 0) return rt::report(rt::Status::InvalidValue, "convolution: cuDNN offers no backward-data algorithm");
-      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, perf[i].algo, &ws), "backward-data workspace");
-      if (workspace_bytes) { *workspace_bytes = ws; return rt::Status::Success; }
+      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, perf[i].algo, &ws),
+                 "backward-data workspace");
+      if (workspace_bytes) {
+        *workspace_bytes = ws;
+        return rt::Status::Success;
+      }
       MT_DNN_TRY(dnn().cudnnConvolutionBackwardData(h, one, d.w, a.w, d.y, a.dy, d.conv, perf[i].algo, a.workspace,
-                                                    a.workspace_bytes, zero, d.x, a.out), "cudnnConvolutionBackwardData");
+                                                    a.workspace_bytes, zero, d.x, a.out),
+                 "cudnnConvolutionBackwardData");
       break;
     }
     case ConvPass::BackwardFilter: {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[kAlgos];
-      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, kAlgos, &returned, perf), "backward-filter heuristic");
+      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, kAlgos, &returned, perf),
+                 "backward-filter heuristic");
       const int i = pick(perf, returned, a.deterministic);
       if (i < 0) return rt::report(rt::Status::InvalidValue, "convolution: cuDNN offers no backward-filter algorithm");
-      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, perf[i].algo, &ws), "backward-filter workspace");
-      if (workspace_bytes) { *workspace_bytes = ws; return rt::Status::Success; }
+      MT_DNN_TRY(dnn().cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, perf[i].algo, &ws),
+                 "backward-filter workspace");
+      if (workspace_bytes) {
+        *workspace_bytes = ws;
+        return rt::Status::Success;
+      }
       MT_DNN_TRY(dnn().cudnnConvolutionBackwardFilter(h, one, d.x, a.x, d.y, a.dy, d.conv, perf[i].algo, a.workspace,
-                                                      a.workspace_bytes, zero, d.w, a.out), "cudnnConvolutionBackwardFilter");
+                                                      a.workspace_bytes, zero, d.w, a.out),
+                 "cudnnConvolutionBackwardFilter");
       break;
     }
   }

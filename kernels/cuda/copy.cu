@@ -89,7 +89,9 @@ rt::Status copy(const CopyParams& p, rt::Stream stream) {
       cast_kernel<To, From><<<grid, kThreads, 0, st>>>(p);
     });
   });
-  if (!ok) return rt::report(rt::Status::InvalidValue, "copy: conversion between these element types is not supported by the kernel");
+  if (!ok)
+    return rt::report(rt::Status::InvalidValue,
+                      "copy: conversion between these element types is not supported by the kernel");
   return check_launch("cast");
 }
 

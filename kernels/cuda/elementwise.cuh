@@ -44,8 +44,8 @@ __device__ inline void ew_scalars(const ElementwiseArgs& a, typename EwTraits<op
     s[k] = O(0);
     if (!a.is_scalar[k]) continue;
     if (EwTraits<op, T>::masked && k == 0) s[k] = static_cast<O>(*reinterpret_cast<const bool*>(a.scalar[0]));
-    else if (EwTraits<op, T>::masked) s[k] = static_cast<O>(*reinterpret_cast<const T*>(a.scalar[k]));  // compute dtype
-    else s[k] = *reinterpret_cast<const O*>(a.scalar[k]);  // arithmetic scalars stay in opmath precision
+    else if (EwTraits<op, T>::masked) s[k] = static_cast<O>(*reinterpret_cast<const T*>(a.scalar[k])); // compute dtype
+    else s[k] = *reinterpret_cast<const O*>(a.scalar[k]); // arithmetic scalars stay in opmath precision
   }
 }
 
@@ -67,7 +67,8 @@ __global__ void ew_contiguous(ElementwiseArgs a) {
 #pragma unroll
           for (int j = 0; j < VEC; ++j) v[j][k] = s[k];
         } else if (Tr::masked && k == 0) {
-          const Vec<bool, VEC> mv = *reinterpret_cast<const Vec<bool, VEC>*>(static_cast<const bool*>(a.in[0].data) + base);
+          const Vec<bool, VEC> mv =
+              *reinterpret_cast<const Vec<bool, VEC>*>(static_cast<const bool*>(a.in[0].data) + base);
 #pragma unroll
           for (int j = 0; j < VEC; ++j) v[j][0] = static_cast<O>(mv.v[j]);
         } else {
@@ -100,7 +101,8 @@ __global__ void ew_strided(ElementwiseArgs a) {
   using Out = typename Tr::Out;
   O s[3];
   ew_scalars<op, T>(a, s);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.shape.numel; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.shape.numel;
+       i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[4] = {0, 0, 0, 0};
     int64_t rem = i;
     for (int d = 0; d < a.shape.ndim; ++d) {
@@ -184,7 +186,8 @@ rt::Status ew_group_launch(const ElementwiseArgs& a, rt::Stream stream) {
       },
       [] { return rt::report(rt::Status::InvalidValue, "elementwise: unknown op"); });
 }
-#define MT_EW_GROUP_EXTERN(g) extern template rt::Status ew_group_launch<EwGroup::g>(const ElementwiseArgs&, rt::Stream);
+#define MT_EW_GROUP_EXTERN(g) \
+  extern template rt::Status ew_group_launch<EwGroup::g>(const ElementwiseArgs&, rt::Stream);
 MT_EW_GROUPS(MT_EW_GROUP_EXTERN)
 #undef MT_EW_GROUP_EXTERN
 #define MT_EW_GROUP_UNIT(g) template rt::Status ew_group_launch<EwGroup::g>(const ElementwiseArgs&, rt::Stream);

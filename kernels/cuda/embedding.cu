@@ -18,9 +18,8 @@ __global__ void kernel(EmbeddingBackwardArgs a) {
 rt::Status embedding_backward(const EmbeddingBackwardArgs& a, rt::Stream stream) {
   if (a.n == 0 || a.dim == 0) return rt::Status::Success;
   const unsigned grid = grid_blocks(a.n);
-  const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
-    kernel<decltype(tag)><<<grid, kThreads, 0, native(stream)>>>(a);
-  });
+  const bool ok =
+      dispatch_floating(a.dtype, [&](auto tag) { kernel<decltype(tag)><<<grid, kThreads, 0, native(stream)>>>(a); });
   if (!ok) return rt::report(rt::Status::InvalidValue, "embedding_backward: expected a floating dtype");
   return check_launch("embedding_backward");
 }

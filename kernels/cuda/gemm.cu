@@ -14,12 +14,14 @@
 namespace mytorch::cuda {
 namespace {
 
+// clang-format off: a list of the library's functions, one X-macro entry each
 #define MT_LT_FUNCS(_)                                                                                   \
   _(cublasLtCreate) _(cublasLtMatmulDescCreate) _(cublasLtMatmulDescDestroy) _(cublasLtMatmulDescSetAttribute) \
   _(cublasLtMatrixLayoutCreate) _(cublasLtMatrixLayoutDestroy) _(cublasLtMatrixLayoutSetAttribute)        \
   _(cublasLtMatmulPreferenceCreate) _(cublasLtMatmulPreferenceDestroy)                                   \
   _(cublasLtMatmulPreferenceSetAttribute) _(cublasLtMatmulAlgoGetHeuristic) _(cublasLtMatmul)             \
   _(cublasLtGetStatusString)
+// clang-format on
 
 #if defined(MYTORCH_EMU_ACTIVE)
 // The emulated build links the emulator's cuBLASLt (kernels/emu/cublaslt.cpp): its functions, no library.
@@ -43,7 +45,8 @@ MT_DYNLIB(Lt, lt, MT_LT_FUNCS, "cuBLASLt", "install the CUDA toolkit's cuBLAS or
 #endif
 
 rt::Status fail(const char* what, cublasStatus_t s) {
-  std::string msg = std::string("gemm: ") + what + " failed: " + (lt().cublasLtGetStatusString ? lt().cublasLtGetStatusString(s) : "?");
+  std::string msg = std::string("gemm: ") + what +
+                    " failed: " + (lt().cublasLtGetStatusString ? lt().cublasLtGetStatusString(s) : "?");
   return rt::report(rt::Status::Unknown, msg.c_str());
 }
 
@@ -51,10 +54,16 @@ cublasLtHandle_t handle_for(int device, rt::Status* st) {
   static std::mutex mu;
   static cublasLtHandle_t handles[64] = {};
   std::lock_guard<std::mutex> lock(mu);
-  if (device < 0 || device >= 64) { *st = rt::report(rt::Status::InvalidDevice, "gemm: device index out of range"); return nullptr; }
+  if (device < 0 || device >= 64) {
+    *st = rt::report(rt::Status::InvalidDevice, "gemm: device index out of range");
+    return nullptr;
+  }
   if (!handles[device]) {
     cublasStatus_t s = lt().cublasLtCreate(&handles[device]);
-    if (s != CUBLAS_STATUS_SUCCESS) { *st = fail("cublasLtCreate", s); return nullptr; }
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      *st = fail("cublasLtCreate", s);
+      return nullptr;
+    }
   }
   return handles[device];
 }
@@ -89,8 +98,8 @@ struct Descs {
   } while (0)
 
 // A column-major layout of `rows` x `cols` with leading dimension ld, batched with `stride`.
-rt::Status layout(cublasLtMatrixLayout_t* out, cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld,
-                  int64_t batch, int64_t stride) {
+rt::Status layout(cublasLtMatrixLayout_t* out, cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                  int64_t stride) {
   MT_LT_TRY(lt().cublasLtMatrixLayoutCreate(out, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
             "cublasLtMatrixLayoutCreate");
   if (batch > 1) {
@@ -98,7 +107,8 @@ rt::Status layout(cublasLtMatrixLayout_t* out, cudaDataType_t t, int64_t rows, i
     MT_LT_TRY(lt().cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
               "batch count");
     MT_LT_TRY(lt().cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                    sizeof(stride)), "batch stride");
+                                                    sizeof(stride)),
+              "batch stride");
   }
   return rt::Status::Success;
 }
@@ -144,8 +154,9 @@ rt::Status gemm(const GemmArgs& g, rt::Stream stream) {
   MT_LT_TRY(lt().cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb");
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
   if (g.bias) {
-    epi = g.epilogue == GemmEpilogue::Relu ? CUBLASLT_EPILOGUE_RELU_BIAS
-        : g.epilogue == GemmEpilogue::Gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    epi = g.epilogue == GemmEpilogue::Relu   ? CUBLASLT_EPILOGUE_RELU_BIAS
+          : g.epilogue == GemmEpilogue::Gelu ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                             : CUBLASLT_EPILOGUE_BIAS;
     MT_LT_TRY(lt().cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)),
               "bias pointer");
     MT_LT_TRY(lt().cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)),
@@ -164,20 +175,25 @@ rt::Status gemm(const GemmArgs& g, rt::Stream stream) {
 
   MT_LT_TRY(lt().cublasLtMatmulPreferenceCreate(&d.pref), "preference");
   const uint64_t ws = g.workspace ? g.workspace_bytes : 0;
-  MT_LT_TRY(lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-            "workspace preference");
+  MT_LT_TRY(
+      lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+      "workspace preference");
   const size_t elem = dtype_size(g.dtype);
   const uint32_t align_a = alignment(g.b, g.ldb, g.stride_b, g.batch, elem);  // cuBLAS's A is our B
   const uint32_t align_b = alignment(g.a, g.lda, g.stride_a, g.batch, elem);
   const uint32_t align_cd = alignment(g.c, g.ldc, g.stride_c, g.batch, elem);
   MT_LT_TRY(lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                                      sizeof(align_a)), "alignment of A");
+                                                      sizeof(align_a)),
+            "alignment of A");
   MT_LT_TRY(lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                                      sizeof(align_b)), "alignment of B");
+                                                      sizeof(align_b)),
+            "alignment of B");
   MT_LT_TRY(lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd,
-                                                      sizeof(align_cd)), "alignment of C");
+                                                      sizeof(align_cd)),
+            "alignment of C");
   MT_LT_TRY(lt().cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd,
-                                                      sizeof(align_cd)), "alignment of D");
+                                                      sizeof(align_cd)),
+            "alignment of D");
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
   MT_LT_TRY(lt().cublasLtMatmulAlgoGetHeuristic(h, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heur, &found), "heuristic");
@@ -186,8 +202,8 @@ rt::Status gemm(const GemmArgs& g, rt::Stream stream) {
   const float af = static_cast<float>(g.alpha), bf = static_cast<float>(g.beta);
   const void* alpha = dbl ? static_cast<const void*>(&g.alpha) : static_cast<const void*>(&af);
   const void* beta = dbl ? static_cast<const void*>(&g.beta) : static_cast<const void*>(&bf);
-  MT_LT_TRY(lt().cublasLtMatmul(h, d.op, alpha, g.b, d.a, g.a, d.b, beta, g.c, d.c, g.c, d.c, &heur.algo,
-                                g.workspace, ws, native(stream)),
+  MT_LT_TRY(lt().cublasLtMatmul(h, d.op, alpha, g.b, d.a, g.a, d.b, beta, g.c, d.c, g.c, d.c, &heur.algo, g.workspace,
+                                ws, native(stream)),
             "cublasLtMatmul");
   return rt::Status::Success;
 }

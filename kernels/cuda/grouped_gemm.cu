@@ -115,11 +115,11 @@ rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream) {
     case GroupMode::Cols: grid = dim3(tiles(g.n) + static_cast<unsigned>(g.groups), tiles(g.m)); break;
     case GroupMode::Depth: grid = dim3(tiles(g.n), tiles(g.m), static_cast<unsigned>(g.groups)); break;
   }
-  if (grid.y > kMaxGridYZ || grid.z > kMaxGridYZ) return rt::report(rt::Status::InvalidValue, "grouped_gemm: too many tiles or groups for one launch");
+  if (grid.y > kMaxGridYZ || grid.z > kMaxGridYZ)
+    return rt::report(rt::Status::InvalidValue, "grouped_gemm: too many tiles or groups for one launch");
   bool ok = dispatch_floating(g.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, double>)
-      grouped_gemm_kernel<T><<<grid, kSide * kSide, 0, native(stream)>>>(g);
+    if constexpr (!std::is_same_v<T, double>) grouped_gemm_kernel<T><<<grid, kSide * kSide, 0, native(stream)>>>(g);
   });
   if (!ok || g.dtype == DType::Double) return rt::report(rt::Status::InvalidValue, "grouped_gemm: unsupported dtype");
   return check_launch("grouped_gemm");

@@ -36,8 +36,10 @@ __device__ inline T apply_op(T old, T v, ScatterOp op) {
   switch (op) {
     case ScatterOp::Add: return static_cast<T>(static_cast<O>(old) + static_cast<O>(v));
     case ScatterOp::Mul: return static_cast<T>(static_cast<O>(old) * static_cast<O>(v));
-    case ScatterOp::Max: return static_cast<T>(ew::apply<EwOp::Maximum, T>(static_cast<O>(old), static_cast<O>(v), O(0), EwParams{}));
-    case ScatterOp::Min: return static_cast<T>(ew::apply<EwOp::Minimum, T>(static_cast<O>(old), static_cast<O>(v), O(0), EwParams{}));
+    case ScatterOp::Max:
+      return static_cast<T>(ew::apply<EwOp::Maximum, T>(static_cast<O>(old), static_cast<O>(v), O(0), EwParams{}));
+    case ScatterOp::Min:
+      return static_cast<T>(ew::apply<EwOp::Minimum, T>(static_cast<O>(old), static_cast<O>(v), O(0), EwParams{}));
     default: return v;
   }
 }
@@ -119,7 +121,8 @@ rt::Status scatter(const IndexArgs& a, rt::Stream stream) {
     using T = decltype(tag);
     if constexpr (!is_complex_t<T>::value) scatter_kernel<T><<<grid_for(a.numel), kThreads, 0, native(stream)>>>(a);
   });
-  if (ok && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble)) ok = false;  // Note [Complex index writes]
+  if (ok && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble))
+    ok = false;  // Note [Complex index writes]
   if (!ok) return rt::report(rt::Status::InvalidValue, "scatter: unsupported dtype");
   return check_launch("scatter");
 }

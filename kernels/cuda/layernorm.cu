@@ -150,8 +150,8 @@ __global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock) forward_ke
 // Backward: dx per row in two passes over (x, dy); dw/db partials per slot (a slot = one row group of
 // threads) in registers (REGS) or in the slot's workspace row.
 template <typename T, typename P, int TPR, int VEC, bool REGS>
-__global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock) backward_kernel(RowNormArgs a, ew::opmath_t<T>* part_w,
-                                                                                     ew::opmath_t<T>* part_b) {
+__global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock)
+    backward_kernel(RowNormArgs a, ew::opmath_t<T>* part_w, ew::opmath_t<T>* part_b) {
   using A = ew::opmath_t<T>;
   constexpr int K = kPerThread / VEC;
   __shared__ A red[32];
@@ -290,7 +290,9 @@ bool vectorizable(const RowNormArgs& a, bool backward) {
 template <typename T, typename P, int VEC>
 void launch_forward(const RowNormArgs& a, cudaStream_t s) {
   switch (shape_of(a.cols)) {
-    case Narrow: forward_kernel<T, P, 32, VEC, true><<<grid_rows(a.rows, kWarpBlock / 32), kWarpBlock, 0, s>>>(a); break;
+    case Narrow:
+      forward_kernel<T, P, 32, VEC, true><<<grid_rows(a.rows, kWarpBlock / 32), kWarpBlock, 0, s>>>(a);
+      break;
     case Wide: forward_kernel<T, P, kRowBlock, VEC, true><<<grid_rows(a.rows, 1), kRowBlock, 0, s>>>(a); break;
     case Wider: forward_kernel<T, P, kRowBlock, VEC, false><<<grid_rows(a.rows, 1), kRowBlock, 0, s>>>(a); break;
   }
@@ -311,8 +313,8 @@ void launch_backward(const RowNormArgs& a, cudaStream_t s) {
     case Wider: backward_kernel<T, P, kRowBlock, VEC, false><<<grid, kRowBlock, 0, s>>>(a, part_w, part_b); break;
   }
   if (a.dweight || a.dbias)
-    reduce_columns<P, A><<<grid_for(a.cols), kThreads, 0, s>>>(part_w, part_b, slots, a.cols, static_cast<P*>(a.dweight),
-                                                                 static_cast<P*>(a.dbias));
+    reduce_columns<P, A><<<grid_for(a.cols), kThreads, 0, s>>>(part_w, part_b, slots, a.cols,
+                                                               static_cast<P*>(a.dweight), static_cast<P*>(a.dbias));
 }
 
 template <bool fwd>
@@ -324,10 +326,17 @@ rt::Status run(const RowNormArgs& a, rt::Stream stream) {
     using P = decltype(p);
     constexpr int N = 16 / sizeof(T);
     const bool vec = vectorizable<T>(a, !fwd);
-    if (fwd) { if (vec) launch_forward<T, P, N>(a, s); else launch_forward<T, P, 1>(a, s); }
-    else { if (vec) launch_backward<T, P, N>(a, s); else launch_backward<T, P, 1>(a, s); }
+    if (fwd) {
+      if (vec) launch_forward<T, P, N>(a, s);
+      else launch_forward<T, P, 1>(a, s);
+    } else {
+      if (vec) launch_backward<T, P, N>(a, s);
+      else launch_backward<T, P, 1>(a, s);
+    }
   });
-  if (!ok) return rt::report(rt::Status::InvalidValue, "layernorm: expected floating inputs with parameters of the same dtype or float32");
+  if (!ok)
+    return rt::report(rt::Status::InvalidValue,
+                      "layernorm: expected floating inputs with parameters of the same dtype or float32");
   return check_launch(fwd ? "layernorm forward" : "layernorm backward");
 }
 

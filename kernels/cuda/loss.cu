@@ -55,7 +55,8 @@ __global__ void backward(NllArgs a) {
   using A = ew::opmath_t<T>;
   const int64_t count = a.n * a.inner;
   const T* g = static_cast<const T*>(a.grad_out);
-  const A scale = a.reduction == Reduction::Mean ? A(1) / static_cast<A>(static_cast<const T*>(a.total_weight)[0]) : A(1);
+  const A scale =
+      a.reduction == Reduction::Mean ? A(1) / static_cast<A>(static_cast<const T*>(a.total_weight)[0]) : A(1);
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
     int64_t t = 0;
     A w = 0;

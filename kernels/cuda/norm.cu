@@ -43,7 +43,8 @@ __global__ void stats_kernel(NormArgs a) {
 
 template <typename T, typename P, typename A>
 __global__ void apply_kernel(NormArgs a, int64_t total) {
-  for (int64_t off = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; off < total; off += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t off = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; off < total;
+       off += int64_t(gridDim.x) * blockDim.x)
     nrm::apply<T, P, A>(a, off);
 }
 
@@ -74,7 +75,6 @@ __global__ void dw_kernel(NormArgs a) {
   }
 }
 
-
 template <typename T, typename P>
 void forward(const NormArgs& a, cudaStream_t s) {
   using A = ew::opmath_t<T>;
@@ -97,7 +97,9 @@ rt::Status run(const NormArgs& a, rt::Stream stream) {
     using P = decltype(p);
     fwd ? forward<T, P>(a, native(stream)) : backward<T, P>(a, native(stream));
   });
-  if (!ok) return rt::report(rt::Status::InvalidValue, "norm: expected floating inputs with parameters of the same dtype or float32");
+  if (!ok)
+    return rt::report(rt::Status::InvalidValue,
+                      "norm: expected floating inputs with parameters of the same dtype or float32");
   return check_launch(fwd ? "norm forward" : "norm backward");
 }
 

@@ -25,9 +25,15 @@ __device__ inline void element(const MultiTensorArgs& a, const MtTensor& m, int6
     case MtKind::Fill: static_cast<T*>(m.ptr[0])[i] = static_cast<T>(m.scalar); break;
     case MtKind::Copy:
       switch (a.out_dtype) {
-        case DType::Half: static_cast<c10::Half*>(m.ptr[0])[i] = mt_cast<c10::Half>(static_cast<const T*>(m.ptr[1])[i]); break;
-        case DType::BFloat16: static_cast<c10::BFloat16*>(m.ptr[0])[i] = mt_cast<c10::BFloat16>(static_cast<const T*>(m.ptr[1])[i]); break;
-        case DType::Double: static_cast<double*>(m.ptr[0])[i] = mt_cast<double>(static_cast<const T*>(m.ptr[1])[i]); break;
+        case DType::Half:
+          static_cast<c10::Half*>(m.ptr[0])[i] = mt_cast<c10::Half>(static_cast<const T*>(m.ptr[1])[i]);
+          break;
+        case DType::BFloat16:
+          static_cast<c10::BFloat16*>(m.ptr[0])[i] = mt_cast<c10::BFloat16>(static_cast<const T*>(m.ptr[1])[i]);
+          break;
+        case DType::Double:
+          static_cast<double*>(m.ptr[0])[i] = mt_cast<double>(static_cast<const T*>(m.ptr[1])[i]);
+          break;
         default: static_cast<float*>(m.ptr[0])[i] = mt_cast<float>(static_cast<const T*>(m.ptr[1])[i]); break;
       }
       break;
@@ -44,7 +50,8 @@ __global__ void mt_kernel(MultiTensorArgs a, Launch l) {
   const MtTensor& m = l.t[l.block_tensor[blockIdx.x]];
   const int64_t begin = int64_t(l.block_chunk[blockIdx.x]) * kMtChunk;
   const int64_t end = begin + kMtChunk < m.numel ? begin + kMtChunk : m.numel;
-  if ((a.kind == MtKind::Adam || a.kind == MtKind::AdamW || a.kind == MtKind::Sgd) && a.found_inf && *a.found_inf != 0.0f)
+  if ((a.kind == MtKind::Adam || a.kind == MtKind::AdamW || a.kind == MtKind::Sgd) && a.found_inf &&
+      *a.found_inf != 0.0f)
     return;
   double part = 0;
   mt::AdamConsts<ew::opmath_t<T>> k{};
@@ -67,7 +74,8 @@ __global__ void mt_kernel(MultiTensorArgs a, Launch l) {
 
 // Norm, second pass: each tensor's partials in order, then the root (one tiny launch per tensor).
 template <typename T>
-__global__ void norm_tensor(double ord, const double* partials, int64_t first, int64_t nchunks, void* out, DType out_dtype) {
+__global__ void norm_tensor(double ord, const double* partials, int64_t first, int64_t nchunks, void* out,
+                            DType out_dtype) {
   double acc = 0;
   for (int64_t c = 0; c < nchunks; ++c) acc = mt::norm_combine(acc, partials[first + c], ord);
   const double r = mt::norm_finish(acc, ord);
@@ -97,7 +105,10 @@ rt::Status run(const MultiTensorArgs& a, cudaStream_t s) {
   for (int64_t i = 0; i < a.ntensors; ++i) {
     const MtTensor& m = a.tensors[i];
     if (m.numel == 0) continue;
-    if (nt == kMtTensors) { rt::Status st = flush(); if (st != rt::Status::Success) return st; }
+    if (nt == kMtTensors) {
+      rt::Status st = flush();
+      if (st != rt::Status::Success) return st;
+    }
     l.t[nt] = m;
     for (int64_t c = 0; c < mt_chunks(m.numel); ++c) {
       if (nb == kMtBlocks) {

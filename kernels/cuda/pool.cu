@@ -18,9 +18,8 @@ __global__ void kernel(SpatialArgs a, int64_t n) {
 rt::Status spatial(const SpatialArgs& a, rt::Stream stream) {
   const int64_t n = a.backward ? a.planes * a.ih * a.iw : a.planes * a.oh * a.ow;
   if (n == 0) return rt::Status::Success;
-  const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
-    kernel<decltype(tag)><<<grid_for(n), kThreads, 0, native(stream)>>>(a, n);
-  });
+  const bool ok = dispatch_floating(
+      a.dtype, [&](auto tag) { kernel<decltype(tag)><<<grid_for(n), kThreads, 0, native(stream)>>>(a, n); });
   if (!ok) return rt::report(rt::Status::InvalidValue, "spatial: expected a floating dtype");
   return check_launch("spatial");
 }

@@ -55,7 +55,10 @@ __global__ void backward_rows(SoftmaxArgs s) {
     A sum = 0;
     for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
       const A gv = static_cast<A>(g[j]), yv = static_cast<A>(y[j]);
-      if (staged) { gbuf[j] = gv; ybuf[j] = yv; }
+      if (staged) {
+        gbuf[j] = gv;
+        ybuf[j] = yv;
+      }
       sum += s.log ? gv : gv * yv;
     }
     sum = block_reduce(sum, smem, SumOp{}, A(0));

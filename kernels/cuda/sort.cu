@@ -40,8 +40,12 @@ __global__ void bitonic_kernel(SortArgs a, int64_t padded) {
           };
           const bool swap = up ? before(p, i) : before(i, p);
           if (swap) {
-            const O tv = v[i]; v[i] = v[p]; v[p] = tv;
-            const int64_t ti = ix[i]; ix[i] = ix[p]; ix[p] = ti;
+            const O tv = v[i];
+            v[i] = v[p];
+            v[p] = tv;
+            const int64_t ti = ix[i];
+            ix[i] = ix[p];
+            ix[p] = ti;
           }
         }
       }
@@ -69,12 +73,17 @@ __global__ void merge_kernel(SortArgs a) {
         int64_t mid = lo + w < a.length ? lo + w : a.length, hi = lo + 2 * w < a.length ? lo + 2 * w : a.length;
         int64_t i = lo, j = mid, k = lo;
         while (i < mid && j < hi) {
-          dst[k++] = sort_before<O>(static_cast<O>(row[src[j]]), src[j], static_cast<O>(row[src[i]]), src[i], a.descending) ? src[j++] : src[i++];
+          dst[k++] =
+              sort_before<O>(static_cast<O>(row[src[j]]), src[j], static_cast<O>(row[src[i]]), src[i], a.descending)
+                  ? src[j++]
+                  : src[i++];
         }
         while (i < mid) dst[k++] = src[i++];
         while (j < hi) dst[k++] = src[j++];
       }
-      int64_t* t = src; src = dst; dst = t;
+      int64_t* t = src;
+      src = dst;
+      dst = t;
     }
     T* out = static_cast<T*>(a.values) + s * a.length;
     for (int64_t i = 0; i < a.length; ++i) {

@@ -22,9 +22,7 @@
 #include "cublasLt.h"
 #include "internal.h"
 
-struct EmuLtContext {
-  int device;
-};
+struct EmuLtContext { int device; };
 struct EmuLtMatmulDesc {
   cublasComputeType_t compute;
   cudaDataType_t scale;
@@ -128,9 +126,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
     case CUBLASLT_MATMUL_DESC_TRANSB: return read_attr(&d->tb, buf, size);
     case CUBLASLT_MATMUL_DESC_EPILOGUE: return read_attr(&d->epilogue, buf, size);
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return read_attr(&d->bias, buf, size);
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-      d->bias_type_set = true;
-      return read_attr(&d->bias_type, buf, size);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: d->bias_type_set = true; return read_attr(&d->bias_type, buf, size);
   }
   return refuse(CUBLAS_STATUS_INVALID_VALUE, "unknown matmul descriptor attribute");
 }
@@ -176,13 +172,14 @@ namespace {
 cublasStatus_t check_problem(const EmuLtMatmulDesc& d, const EmuLtLayout* l[4]) {
   for (int i = 0; i < 4; ++i) {
     if (l[i]->ld < static_cast<int64_t>(l[i]->rows) || l[i]->ld < 1)
-      return refuse(CUBLAS_STATUS_INVALID_VALUE, std::string("leading dimension of ") + mytorch::emu::kName[i] +
-                                                     " (" + std::to_string(l[i]->ld) + ") is below its rows (" +
+      return refuse(CUBLAS_STATUS_INVALID_VALUE, std::string("leading dimension of ") + mytorch::emu::kName[i] + " (" +
+                                                     std::to_string(l[i]->ld) + ") is below its rows (" +
                                                      std::to_string(l[i]->rows) + ")");
     if (l[i]->type != l[3]->type) return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "operands of different types");
   }
   const bool dbl = l[3]->type == CUDA_R_64F;
-  if (dbl != (d.compute == CUBLAS_COMPUTE_64F)) return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "compute type does not fit the data type");
+  if (dbl != (d.compute == CUBLAS_COMPUTE_64F))
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "compute type does not fit the data type");
   const uint64_t m = d.ta == CUBLAS_OP_N ? l[0]->rows : l[0]->cols, ka = d.ta == CUBLAS_OP_N ? l[0]->cols : l[0]->rows;
   const uint64_t kb = d.tb == CUBLAS_OP_N ? l[1]->rows : l[1]->cols, n = d.tb == CUBLAS_OP_N ? l[1]->cols : l[1]->rows;
   if (ka != kb || m != l[3]->rows || n != l[3]->cols || l[2]->rows != l[3]->rows || l[2]->cols != l[3]->cols)
@@ -227,7 +224,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (handle == nullptr || algo == nullptr) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "no handle or no algorithm");
   if (handle->device != current_device())
     return refuse(CUBLAS_STATUS_EXECUTION_FAILED, "the handle was created on device " + std::to_string(handle->device) +
-                                                      " but device " + std::to_string(current_device()) + " is current");
+                                                      " but device " + std::to_string(current_device()) +
+                                                      " is current");
   const EmuLtLayout* l[4] = {adesc, bdesc, cdesc, ddesc};
   if (cublasStatus_t s = check_problem(*desc, l); s != CUBLAS_STATUS_SUCCESS) return s;
   const void* ptr[4] = {A, B, C, D};
@@ -246,11 +244,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     }
     const int owner = device_of_range(ptr[i], span(*l[i]));
     if (owner < 0)
-      return refuse(CUBLAS_STATUS_INVALID_VALUE, std::string("matrix ") + kName[i] + " is not inside one live device allocation");
+      return refuse(CUBLAS_STATUS_INVALID_VALUE,
+                    std::string("matrix ") + kName[i] + " is not inside one live device allocation");
     if (owner != handle->device)  // without peer access, another device's memory is an illegal address
-      return refuse(CUBLAS_STATUS_EXECUTION_FAILED, std::string("matrix ") + kName[i] + " is memory of device " +
-                                                        std::to_string(owner) + " but the handle and current device are " +
-                                                        std::to_string(handle->device));
+      return refuse(CUBLAS_STATUS_EXECUTION_FAILED,
+                    std::string("matrix ") + kName[i] + " is memory of device " + std::to_string(owner) +
+                        " but the handle and current device are " + std::to_string(handle->device));
   }
   const bool bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
                     desc->epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;

@@ -93,8 +93,8 @@ char* take_stack() {
     t_pool.free.pop_back();
     return s;
   }
-  void* p = mmap(nullptr, kStackSize + kGuard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* p =
+      mmap(nullptr, kStackSize + kGuard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) std::abort();
   mprotect(p, kGuard, PROT_NONE);
   return static_cast<char*>(p) + kGuard;

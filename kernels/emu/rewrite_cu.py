@@ -14,6 +14,7 @@ line where it was (a `#line` directive names the original file, so diagnostics a
 
 Included .cuh files are rewritten the same way (the build rewrites every .cu and .cuh into one folder).
 """
+
 import os
 import re
 import sys
@@ -45,9 +46,12 @@ def _kernel_start(text: str, end: int) -> int:
 
 def rewrite(text: str, path: str) -> str:
     name = os.path.basename(path)
-    text = EXTERN_SHARED.sub(lambda m: f"{m.group(1)}* {m.group(2)} = ::mytorch::emu::dynamic_shared<{m.group(1)}>();", text)
+    text = EXTERN_SHARED.sub(
+        lambda m: f"{m.group(1)}* {m.group(2)} = ::mytorch::emu::dynamic_shared<{m.group(1)}>();", text
+    )
     text = STATIC_SHARED.sub(
-        lambda m: f"auto& {m.group(2)} = ::mytorch::emu::block_shared<{m.group(1)}{m.group(3)}>([] {{}});", text)
+        lambda m: f"auto& {m.group(2)} = ::mytorch::emu::block_shared<{m.group(1)}{m.group(3)}>([] {{}});", text
+    )
     out = []
     pos = 0
     while True:
@@ -60,7 +64,7 @@ def rewrite(text: str, path: str) -> str:
             raise SystemExit(f"{path}: '<<<' without '>>>'")
         start = _kernel_start(text, lt)
         kernel = text[start:lt].strip()
-        config = text[lt + 3:gt].strip()
+        config = text[lt + 3 : gt].strip()
         line = text.count("\n", 0, lt) + 1
         if "\n" in text[start:gt]:
             raise SystemExit(f"{path}:{line}: a launch spread over several lines is not rewritten; keep it on one")

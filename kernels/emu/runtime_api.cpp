@@ -90,8 +90,8 @@ void touch_context(int d) {
 }
 
 // Every API call but the error queries starts here: a lost context answers with its sticky error.
-#define MT_EMU_ENTER()                                \
-  do {                                                \
+#define MT_EMU_ENTER()                                 \
+  do {                                                 \
     if (sticky() != cudaSuccess) return set(sticky()); \
   } while (0)
 
@@ -473,7 +473,8 @@ namespace {
 cudaError_t copy(void* dst, const void* src, size_t n, bool dst_dev, bool src_dev, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const int od = owner(dst), os = owner(src);
-  const int od_end = owner(static_cast<const char*>(dst) + n - 1), os_end = owner(static_cast<const char*>(src) + n - 1);
+  const int od_end = owner(static_cast<const char*>(dst) + n - 1),
+            os_end = owner(static_cast<const char*>(src) + n - 1);
   if (dst_dev != (od >= 0) || src_dev != (os >= 0) || (dst_dev && od_end != od) || (src_dev && os_end != os))
     return set(cudaErrorInvalidValue);  // wrong direction, or a range outside one live allocation
   EmuStream* s = resolve(stream);

@@ -29,9 +29,7 @@ struct EmuThread {
   const char* waiting_in = "";
 };
 
-struct WarpScratch {
-  unsigned char slots[2][32][kSlotBytes];
-};
+struct WarpScratch { unsigned char slots[2][32][kSlotBytes]; };
 
 struct Block {
   const LaunchRec* launch = nullptr;
@@ -160,8 +158,9 @@ void run_fibers(Block& b, std::mt19937_64* rng) {
         int gone = lo, waiting = lo;
         while (b.threads[size_t(gone)].state != State::Done) ++gone;
         while (b.threads[size_t(waiting)].state != State::AtWarp) ++waiting;
-        record(b, cudaErrorLaunchFailure, partial_text(b.threads[size_t(waiting)].waiting_in, "warp", b,
-                                                       b.threads[size_t(waiting)].ts, b.threads[size_t(gone)].ts));
+        record(b, cudaErrorLaunchFailure,
+               partial_text(b.threads[size_t(waiting)].waiting_in, "warp", b, b.threads[size_t(waiting)].ts,
+                            b.threads[size_t(gone)].ts));
         return;
       }
       for (int i = lo; i < hi; ++i) b.threads[size_t(i)].state = State::Runnable;
@@ -171,12 +170,14 @@ void run_fibers(Block& b, std::mt19937_64* rng) {
       std::string waits;
       for (const auto& th : b.threads) {
         if (th.state == State::AtBarrier || th.state == State::AtWarp) {
-          waits = std::string(th.state == State::AtBarrier ? "__syncthreads" : th.waiting_in) + " in " + where(b, th.ts);
+          waits =
+              std::string(th.state == State::AtBarrier ? "__syncthreads" : th.waiting_in) + " in " + where(b, th.ts);
           break;
         }
       }
-      record(b, cudaErrorLaunchFailure, "barrier divergence: the block cannot make progress (first waiting: " +
-                                            waits + "); threads of the block or warp wait at different barriers");
+      record(b, cudaErrorLaunchFailure,
+             "barrier divergence: the block cannot make progress (first waiting: " + waits +
+                 "); threads of the block or warp wait at different barriers");
       return;
     }
   }
@@ -244,8 +245,8 @@ void run_block(Block& b, std::mt19937_64* rng) {
 [[noreturn]] void partial(const char* what) {
   Block& b = *t_block;
   const bool block = std::string(what) == "__syncthreads";
-  throw KernelFault{cudaErrorLaunchFailure, partial_text(what, block ? "block" : "warp", b, *t_state,
-                                                         b.lead ? b.lead->ts : *t_state)};
+  throw KernelFault{cudaErrorLaunchFailure,
+                    partial_text(what, block ? "block" : "warp", b, *t_state, b.lead ? b.lead->ts : *t_state)};
 }
 
 }  // namespace
@@ -277,7 +278,8 @@ const unsigned char* warp_exchange(unsigned mask, const void* in, size_t bytes, 
   const unsigned full = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
   if (mask != 0xffffffffu && mask != full) {
     throw KernelFault{cudaErrorLaunchFailure, std::string(what) + " with mask " + std::to_string(mask) + " in " +
-                                                  where(b, th.ts) + ": the emulator implements full-mask collectives only"};
+                                                  where(b, th.ts) +
+                                                  ": the emulator implements full-mask collectives only"};
   }
   WarpScratch& ws = b.warps[size_t(w)];
   unsigned char* buf = &ws.slots[th.warp_seq & 1][0][0];
@@ -431,9 +433,18 @@ void misaligned(TypeMismatchData* d, unsigned long ptr) {
   using namespace mytorch::emu;
   const unsigned long align = 1ul << d->log_alignment;
   if (ptr == 0 || (ptr & (align - 1)) == 0) return;  // only alignment is checked in this build
-  static const char* kinds[] = {"load of", "store to", "reference binding to", "member access within",
-                                "member call on", "constructor call on", "downcast of", "downcast of", "upcast of",
-                                "cast to virtual base of", "_Nonnull binding to", "dynamic operation on"};
+  static const char* kinds[] = {"load of",
+                                "store to",
+                                "reference binding to",
+                                "member access within",
+                                "member call on",
+                                "constructor call on",
+                                "downcast of",
+                                "downcast of",
+                                "upcast of",
+                                "cast to virtual base of",
+                                "_Nonnull binding to",
+                                "dynamic operation on"};
   char buf[512];
   std::snprintf(buf, sizeof(buf), "misaligned address: %s %p of type %s, which requires %lu-byte alignment (%s:%u)",
                 d->type_check_kind < 12 ? kinds[d->type_check_kind] : "access to", reinterpret_cast<void*>(ptr),
@@ -454,7 +465,8 @@ void __ubsan_handle_type_mismatch_v1(void* d, void* ptr) {
 // The non-recoverable form (-fno-sanitize-recover, which this build does not use) must not return.
 [[noreturn]] void __ubsan_handle_type_mismatch_v1_abort(void* d, void* ptr) {
   misaligned(static_cast<TypeMismatchData*>(d), reinterpret_cast<unsigned long>(ptr));
-  std::fprintf(stderr, "mytorch emu: %s\n", mytorch::emu::t_block ? mytorch::emu::t_block->fault.c_str() : "misaligned access");
+  std::fprintf(stderr, "mytorch emu: %s\n",
+               mytorch::emu::t_block ? mytorch::emu::t_block->fault.c_str() : "misaligned access");
   std::abort();
 }
 }

@@ -31,8 +31,8 @@ class Backend {
   virtual Status ipc_open_mem_handle(int device, const IpcMemHandle& handle, void** ptr) = 0;
   virtual Status ipc_close_mem_handle(int device, void* ptr) = 0;
   virtual Status memcpy_async(void* dst, const void* src, size_t nbytes, CopyKind kind, Stream s) = 0;
-  virtual Status memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
-                                   size_t nbytes, Stream s) = 0;
+  virtual Status memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t nbytes,
+                                   Stream s) = 0;
   virtual Status memset_async(void* dst, int value, size_t nbytes, Stream s) = 0;
   virtual Status stream_create(int device, int priority, Stream* s) = 0;
   virtual Status stream_destroy(int device, Stream s) = 0;

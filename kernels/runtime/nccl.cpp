@@ -13,11 +13,13 @@
 namespace mytorch::comm {
 namespace {
 
+// clang-format off: a list of the library's functions, one X-macro entry each
 #define MT_NCCL_FUNCS(_)                                                                                   \
   _(ncclGetVersion) _(ncclGetUniqueId) _(ncclCommInitRank) _(ncclCommDestroy) _(ncclCommAbort)             \
   _(ncclCommGetAsyncError) _(ncclGetErrorString) _(ncclGetLastError) _(ncclAllReduce) _(ncclBroadcast)     \
   _(ncclReduce) _(ncclAllGather) _(ncclReduceScatter) _(ncclSend) _(ncclRecv) _(ncclGroupStart)           \
   _(ncclGroupEnd) _(ncclRedOpCreatePreMulSum) _(ncclRedOpDestroy)
+// clang-format on
 
 MT_DYNLIB(Lib, lib, MT_NCCL_FUNCS, "NCCL", "install the CUDA toolkit's NCCL or the nvidia-nccl-cu13 wheel",
           "libnccl.so.2", "libnccl.so")
@@ -80,21 +82,25 @@ struct Op {
     // The scalar has the data's type; the process group scales half and bfloat16 data itself.
     if (t == ncclFloat64) {
       double d = *premul;
-      status = check(lib().ncclRedOpCreatePreMulSum(&op, &d, t, ncclScalarHostImmediate, c), "ncclRedOpCreatePreMulSum", c);
+      status =
+          check(lib().ncclRedOpCreatePreMulSum(&op, &d, t, ncclScalarHostImmediate, c), "ncclRedOpCreatePreMulSum", c);
     } else if (t == ncclFloat32) {
       float f = static_cast<float>(*premul);
-      status = check(lib().ncclRedOpCreatePreMulSum(&op, &f, t, ncclScalarHostImmediate, c), "ncclRedOpCreatePreMulSum", c);
+      status =
+          check(lib().ncclRedOpCreatePreMulSum(&op, &f, t, ncclScalarHostImmediate, c), "ncclRedOpCreatePreMulSum", c);
     } else {
       status = rt::report(rt::Status::InvalidValue, "NCCL PREMUL_SUM here takes float32 or float64 data");
       return;
     }
     custom = status == rt::Status::Success;
   }
-  ~Op() { if (custom) lib().ncclRedOpDestroy(op, comm); }
+  ~Op() {
+    if (custom) lib().ncclRedOpDestroy(op, comm);
+  }
 };
 
-#define MT_NCCL_TYPE(var, t)                                                                               \
-  ncclDataType_t var = nccl_type(t);                                                                       \
+#define MT_NCCL_TYPE(var, t)         \
+  ncclDataType_t var = nccl_type(t); \
   if (var == ncclNumTypes) return rt::report(rt::Status::InvalidValue, "NCCL: this NCCL has no such dtype");
 
 // The common part of the reductions: the dtype, the op (a PREMUL_SUM op lives for the call), the status.
@@ -162,8 +168,8 @@ rt::Status async_error(Comm comm) {
   return check(r, "NCCL communicator", comm);
 }
 
-rt::Status all_reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul,
-                      Comm comm, rt::Stream stream) {
+rt::Status all_reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul, Comm comm,
+                      rt::Stream stream) {
   return reducing(t, op, premul, comm, "ncclAllReduce", [&](ncclDataType_t nt, ncclRedOp_t o, ncclComm_t c) {
     return lib().ncclAllReduce(send, recv, count, nt, o, c, static_cast<cudaStream_t>(stream));
   });
@@ -173,7 +179,8 @@ rt::Status broadcast(const void* send, void* recv, size_t count, DType t, int ro
   if (!ready()) return unavailable();
   MT_NCCL_TYPE(nt, t)
   return check(lib().ncclBroadcast(send, recv, count, nt, root, static_cast<ncclComm_t>(comm),
-                                   static_cast<cudaStream_t>(stream)), "ncclBroadcast", comm);
+                                   static_cast<cudaStream_t>(stream)),
+               "ncclBroadcast", comm);
 }
 
 rt::Status reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul, int root,
@@ -186,8 +193,9 @@ rt::Status reduce(const void* send, void* recv, size_t count, DType t, ReduceOp 
 rt::Status all_gather(const void* send, void* recv, size_t send_count, DType t, Comm comm, rt::Stream stream) {
   if (!ready()) return unavailable();
   MT_NCCL_TYPE(nt, t)
-  return check(lib().ncclAllGather(send, recv, send_count, nt, static_cast<ncclComm_t>(comm),
-                                   static_cast<cudaStream_t>(stream)), "ncclAllGather", comm);
+  return check(
+      lib().ncclAllGather(send, recv, send_count, nt, static_cast<ncclComm_t>(comm), static_cast<cudaStream_t>(stream)),
+      "ncclAllGather", comm);
 }
 
 rt::Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, const double* premul,

@@ -17,7 +17,9 @@ rt::Status all_reduce(const void*, void*, size_t, DType, ReduceOp, const double*
 rt::Status broadcast(const void*, void*, size_t, DType, int, Comm, rt::Stream) { return none(); }
 rt::Status reduce(const void*, void*, size_t, DType, ReduceOp, const double*, int, Comm, rt::Stream) { return none(); }
 rt::Status all_gather(const void*, void*, size_t, DType, Comm, rt::Stream) { return none(); }
-rt::Status reduce_scatter(const void*, void*, size_t, DType, ReduceOp, const double*, Comm, rt::Stream) { return none(); }
+rt::Status reduce_scatter(const void*, void*, size_t, DType, ReduceOp, const double*, Comm, rt::Stream) {
+  return none();
+}
 rt::Status send(const void*, size_t, DType, int, Comm, rt::Stream) { return none(); }
 rt::Status recv(void*, size_t, DType, int, Comm, rt::Stream) { return none(); }
 rt::Status group_start() { return none(); }

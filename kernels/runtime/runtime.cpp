@@ -56,20 +56,23 @@ void do_init() {
   }
 #if MYTORCH_EMU
   if (want == "cuda")
-    return refuse("MYTORCH_RUNTIME=cuda but this is the emulated CUDA build of mytorch (MYTORCH_EMU): use "
-                  "MYTORCH_RUNTIME=emu, or a build made with the CUDA toolkit for a GPU");
+    return refuse(
+        "MYTORCH_RUNTIME=cuda but this is the emulated CUDA build of mytorch (MYTORCH_EMU): use "
+        "MYTORCH_RUNTIME=emu, or a build made with the CUDA toolkit for a GPU");
   if (want != "sim") return start_cuda("the emulated cuda runtime cannot start: ");  // auto or emu
 #else
   if (want == "emu")
-    return refuse("MYTORCH_RUNTIME=emu but this build of mytorch is not the emulated CUDA build "
-                  "(build it with MYTORCH_EMU=1: bash scripts/emu.sh)");
+    return refuse(
+        "MYTORCH_RUNTIME=emu but this build of mytorch is not the emulated CUDA build "
+        "(build it with MYTORCH_EMU=1: bash scripts/emu.sh)");
 #if MYTORCH_WITH_CUDA
   if (want == "cuda" || (want == "auto" && cuda_device_count() > 0))
     return start_cuda("MYTORCH_RUNTIME=cuda but the cuda runtime cannot start: ");
 #else
   if (want == "cuda")
-    return refuse("MYTORCH_RUNTIME=cuda but this build of mytorch has no CUDA support "
-                  "(rebuild with the CUDA toolkit present and MYTORCH_CUDA unset or 1)");
+    return refuse(
+        "MYTORCH_RUNTIME=cuda but this build of mytorch has no CUDA support "
+        "(rebuild with the CUDA toolkit present and MYTORCH_CUDA unset or 1)");
 #endif
 #endif
   g_backend = make_sim_backend();
@@ -102,10 +105,10 @@ static Backend* backend_or_fail(Status* st) {
 
 using detail::backend_or_fail;
 
-#define MT_FORWARD(call)                       \
-  Status st = Status::Success;                 \
-  detail::Backend* b = backend_or_fail(&st);   \
-  if (b == nullptr) return st;                 \
+#define MT_FORWARD(call)                     \
+  Status st = Status::Success;               \
+  detail::Backend* b = backend_or_fail(&st); \
+  if (b == nullptr) return st;               \
   return b->call;
 
 Status init() {
@@ -165,9 +168,7 @@ int device_count() noexcept {
 Status get_device(int* device) { MT_FORWARD(get_device(device)); }
 Status set_device(int device) { MT_FORWARD(set_device(device)); }
 Status maybe_set_device(int device) { MT_FORWARD(maybe_set_device(device)); }
-Status get_device_properties(int device, DeviceProps* props) {
-  MT_FORWARD(get_device_properties(device, props));
-}
+Status get_device_properties(int device, DeviceProps* props) { MT_FORWARD(get_device_properties(device, props)); }
 Status device_synchronize(int device) { MT_FORWARD(device_synchronize(device)); }
 Status mem_get_info(int device, size_t* f, size_t* t) { MT_FORWARD(mem_get_info(device, f, t)); }
 Status pointer_device(const void* ptr, int* device) { MT_FORWARD(pointer_device(ptr, device)); }
@@ -176,12 +177,14 @@ Status device_free(int device, void* ptr) { MT_FORWARD(device_free(device, ptr))
 Status host_malloc(size_t nbytes, void** ptr) { MT_FORWARD(host_malloc(nbytes, ptr)); }
 Status host_free(void* ptr) { MT_FORWARD(host_free(ptr)); }
 Status ipc_get_mem_handle(int device, void* base, IpcMemHandle* h) { MT_FORWARD(ipc_get_mem_handle(device, base, h)); }
-Status ipc_open_mem_handle(int device, const IpcMemHandle& h, void** ptr) { MT_FORWARD(ipc_open_mem_handle(device, h, ptr)); }
+Status ipc_open_mem_handle(int device, const IpcMemHandle& h, void** ptr) {
+  MT_FORWARD(ipc_open_mem_handle(device, h, ptr));
+}
 Status ipc_close_mem_handle(int device, void* ptr) { MT_FORWARD(ipc_close_mem_handle(device, ptr)); }
 Status shared_file_create(const char* name, size_t size, int* fd, uint64_t* inode) {
   *fd = memfd_create(name, MFD_CLOEXEC);
   if (*fd < 0) return detail::fail(Status::Unknown, std::string("memfd_create failed: ") + std::strerror(errno));
-  struct stat st {};
+  struct stat st{};
   if (ftruncate(*fd, static_cast<off_t>(size)) != 0 || fstat(*fd, &st) != 0) {
     const int err = errno;
     close(*fd);
@@ -198,11 +201,12 @@ Status shared_file_open(int pid, int fd, uint64_t inode, int* out_fd, size_t* si
     return detail::fail(Status::InvalidValue, "cannot open the exporting process's shared memory (" + path + ": " +
                                                   std::strerror(errno) + "); it must still be running");
   }
-  struct stat st {};
+  struct stat st{};
   if (fstat(*out_fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != inode) {
     close(*out_fd);
     *out_fd = -1;
-    return detail::fail(Status::InvalidValue, "the exporting process no longer holds that shared memory (" + path + ")");
+    return detail::fail(Status::InvalidValue,
+                        "the exporting process no longer holds that shared memory (" + path + ")");
   }
   *size = static_cast<size_t>(st.st_size);
   return Status::Success;

@@ -174,8 +174,7 @@ class SimBackend final : public Backend {
     if (nbytes > capacity_ - used) {
       return fail(Status::OutOfMemory, "sim device " + std::to_string(device) + " has " +
                                            std::to_string(capacity_ - used) + " bytes free of " +
-                                           std::to_string(capacity_) + ", cannot allocate " +
-                                           std::to_string(nbytes));
+                                           std::to_string(capacity_) + ", cannot allocate " + std::to_string(nbytes));
     }
     size_t mapped = 0;
     void* p = raw_alloc(nbytes, &mapped, /*page_mapped=*/true);
@@ -193,8 +192,9 @@ class SimBackend final : public Backend {
     auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == live_.end() || it->second.device < 0) return bad_free_locked(ptr, "device");
     if (it->second.imported) {
-      return fail(Status::InvalidPointer, "pointer " + hex(ptr) + " was mapped from another process: release it "
-                                          "with ipc_close_mem_handle, not device_free");
+      return fail(Status::InvalidPointer, "pointer " + hex(ptr) +
+                                              " was mapped from another process: release it "
+                                              "with ipc_close_mem_handle, not device_free");
     }
     if (it->second.device != device) {
       return fail(Status::InvalidPointer, "pointer " + hex(ptr) + " belongs to sim device " +
@@ -211,11 +211,14 @@ class SimBackend final : public Backend {
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(reinterpret_cast<uintptr_t>(base));
     if (it == live_.end() || it->second.device != device) {
-      return fail(Status::InvalidValue, "ipc_get_mem_handle: " + hex(base) + " is not the start of a device allocation "
-                                        "of sim device " + std::to_string(device));
+      return fail(Status::InvalidValue, "ipc_get_mem_handle: " + hex(base) +
+                                            " is not the start of a device allocation "
+                                            "of sim device " +
+                                            std::to_string(device));
     }
     Allocation& a = it->second;
-    if (a.imported) return fail(Status::InvalidValue, "ipc_get_mem_handle: " + hex(base) + " was itself mapped from another process");
+    if (a.imported)
+      return fail(Status::InvalidValue, "ipc_get_mem_handle: " + hex(base) + " was itself mapped from another process");
     if (a.ipc_fd < 0) {
       int fd = -1;
       uint64_t inode = 0;
@@ -230,7 +233,8 @@ class SimBackend final : public Backend {
       if (!ok) {
         const int err = errno;
         close(fd);
-        return fail(Status::Unknown, std::string("moving sim allocation ") + hex(base) + " to shared memory failed: " + std::strerror(err));
+        return fail(Status::Unknown, std::string("moving sim allocation ") + hex(base) +
+                                         " to shared memory failed: " + std::strerror(err));
       }
       a.ipc_fd = fd;
       a.ipc_inode = inode;
@@ -259,7 +263,8 @@ class SimBackend final : public Backend {
     if (Status s = shared_file_open(h.pid, h.fd, h.inode, &fd, &mapped); s != Status::Success) return s;
     void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (p == MAP_FAILED) return fail(Status::OutOfMemory, std::string("ipc_open_mem_handle: mmap failed: ") + std::strerror(errno));
+    if (p == MAP_FAILED)
+      return fail(Status::OutOfMemory, std::string("ipc_open_mem_handle: mmap failed: ") + std::strerror(errno));
     std::lock_guard<std::mutex> g(mu_);
     Allocation a{static_cast<size_t>(h.size), mapped, device};
     a.imported = true;
@@ -273,8 +278,10 @@ class SimBackend final : public Backend {
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == live_.end() || !it->second.imported || it->second.device != device) {
-      return fail(Status::InvalidValue, "ipc_close_mem_handle: " + hex(ptr) + " is not a mapping opened with "
-                                        "ipc_open_mem_handle on sim device " + std::to_string(device));
+      return fail(Status::InvalidValue, "ipc_close_mem_handle: " + hex(ptr) +
+                                            " is not a mapping opened with "
+                                            "ipc_open_mem_handle on sim device " +
+                                            std::to_string(device));
     }
     release_locked(it);
     return Status::Success;
@@ -286,7 +293,8 @@ class SimBackend final : public Backend {
     std::lock_guard<std::mutex> g(mu_);
     size_t mapped = 0;
     void* p = raw_alloc(nbytes, &mapped);
-    if (p == nullptr) return fail(Status::OutOfMemory, "cannot allocate " + std::to_string(nbytes) + " bytes of host memory");
+    if (p == nullptr)
+      return fail(Status::OutOfMemory, "cannot allocate " + std::to_string(nbytes) + " bytes of host memory");
     live_[reinterpret_cast<uintptr_t>(p)] = Allocation{nbytes, mapped, -1};
     forget_freed_locked(p);
     *ptr = p;
@@ -395,8 +403,9 @@ class SimBackend final : public Backend {
  private:
   Status check_device(int device) const {
     if (device < 0 || device >= num_devices_) {
-      return fail(Status::InvalidDevice, "device index " + std::to_string(device) + " is out of range: the sim runtime has " +
-                                             std::to_string(num_devices_) + " device(s) (MYTORCH_SIM_DEVICES)");
+      return fail(Status::InvalidDevice, "device index " + std::to_string(device) +
+                                             " is out of range: the sim runtime has " + std::to_string(num_devices_) +
+                                             " device(s) (MYTORCH_SIM_DEVICES)");
     }
     return Status::Success;
   }
@@ -438,7 +447,8 @@ class SimBackend final : public Backend {
   }
 
   Status bad_free_locked(void* ptr, const char* what) {
-    if (freed_.count(ptr)) return fail(Status::InvalidPointer, std::string("double free of ") + what + " pointer " + hex(ptr));
+    if (freed_.count(ptr))
+      return fail(Status::InvalidPointer, std::string("double free of ") + what + " pointer " + hex(ptr));
     return fail(Status::InvalidPointer, std::string("free of unknown ") + what + " pointer " + hex(ptr) +
                                             " (it was not returned by this runtime's allocator)");
   }
@@ -456,12 +466,13 @@ class SimBackend final : public Backend {
     const Allocation* a = find_locked(p, n);
     if (device_side) {
       if (a == nullptr || a->device < 0) {
-        return fail(Status::InvalidPointer, std::string("copy ") + which + " [" + hex(p) + ", +" + std::to_string(n) +
-                                                ") is not inside a live device allocation (use after free or out of bounds)");
+        return fail(Status::InvalidPointer,
+                    std::string("copy ") + which + " [" + hex(p) + ", +" + std::to_string(n) +
+                        ") is not inside a live device allocation (use after free or out of bounds)");
       }
     } else if (a != nullptr && a->device >= 0) {
-      return fail(Status::InvalidPointer, std::string("copy ") + which + " " + hex(p) +
-                                              " is device memory but was passed as host memory");
+      return fail(Status::InvalidPointer,
+                  std::string("copy ") + which + " " + hex(p) + " is device memory but was passed as host memory");
     }
     return Status::Success;
   }

@@ -36,8 +36,8 @@ void for_each_run(const StridedShape& s, const int64_t* st0, const int64_t* st1,
 
 template <typename To, typename From>
 void cast_run(char* dst, const char* src, int64_t n, int64_t sd, int64_t ss) {
-  const bool aligned = reinterpret_cast<uintptr_t>(dst) % alignof(To) == 0 &&
-                       reinterpret_cast<uintptr_t>(src) % alignof(From) == 0;
+  const bool aligned =
+      reinterpret_cast<uintptr_t>(dst) % alignof(To) == 0 && reinterpret_cast<uintptr_t>(src) % alignof(From) == 0;
   if (aligned && sd == int64_t(sizeof(To)) && ss == int64_t(sizeof(From))) {
     To* d = reinterpret_cast<To*>(dst); // contiguous run: a typed loop the compiler vectorises
     const From* s = reinterpret_cast<const From*>(src);
@@ -72,13 +72,15 @@ rt::Status copy(const CopyParams& p, rt::Stream) {
     using To = decltype(to);
     dispatch_dtype(p.src.dtype, [&](auto from) {
       using From = decltype(from);
-      for_each_run(p.shape, p.dst.strides, p.src.strides, [&](int64_t o0, int64_t o1, int64_t n, int64_t s0, int64_t s1) {
-        cast_run<To, From>(dst + o0, src + o1, n, s0, s1);
-      });
+      for_each_run(p.shape, p.dst.strides, p.src.strides,
+                   [&](int64_t o0, int64_t o1, int64_t n, int64_t s0, int64_t s1) {
+                     cast_run<To, From>(dst + o0, src + o1, n, s0, s1);
+                   });
     });
   });
   if (!ok || p.src.dtype == DType::Other) {
-    return rt::report(rt::Status::InvalidValue, "copy: conversion between these element types is not supported by the kernel");
+    return rt::report(rt::Status::InvalidValue,
+                      "copy: conversion between these element types is not supported by the kernel");
   }
   return rt::Status::Success;
 }

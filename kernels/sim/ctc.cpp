@@ -34,7 +34,8 @@ void backward(const CtcArgs& a) {
     last[2 * L] = ctc::lp<A>(a, T - 1, b, a.blank);
     if (L > 0) last[2 * L - 1] = ctc::lp<A>(a, T - 1, b, ctc::prime(a, b, 2 * L - 1));
     for (int64_t t = T - 2; t >= 0; --t)
-      for (int64_t s = 2 * L; s >= 0; --s) lb[t * a.max_s + s] = ctc::beta_step<A>(a, lb + (t + 1) * a.max_s, b, t, s, L);
+      for (int64_t s = 2 * L; s >= 0; --s)
+        lb[t * a.max_s + s] = ctc::beta_step<A>(a, lb + (t + 1) * a.max_s, b, t, s, L);
   }
   for (int64_t b = 0; b < a.n; ++b)
     for (int64_t t = 0; t < a.max_t; ++t) ctc::grad_row<A>(a, b, t);

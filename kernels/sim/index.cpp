@@ -22,8 +22,12 @@ void combine(T* dst, T v, ScatterOp op) {
     case ScatterOp::Assign: *dst = v; break;
     case ScatterOp::Add: *dst = static_cast<T>(static_cast<O>(*dst) + static_cast<O>(v)); break;
     case ScatterOp::Mul: *dst = static_cast<T>(static_cast<O>(*dst) * static_cast<O>(v)); break;
-    case ScatterOp::Max: *dst = ew::apply<EwOp::Maximum, T>(static_cast<O>(*dst), static_cast<O>(v), O(0), EwParams{}); break;
-    case ScatterOp::Min: *dst = ew::apply<EwOp::Minimum, T>(static_cast<O>(*dst), static_cast<O>(v), O(0), EwParams{}); break;
+    case ScatterOp::Max:
+      *dst = ew::apply<EwOp::Maximum, T>(static_cast<O>(*dst), static_cast<O>(v), O(0), EwParams{});
+      break;
+    case ScatterOp::Min:
+      *dst = ew::apply<EwOp::Minimum, T>(static_cast<O>(*dst), static_cast<O>(v), O(0), EwParams{});
+      break;
   }
 }
 
@@ -59,7 +63,8 @@ rt::Status scatter(const IndexArgs& a, rt::Stream) {
       }
     }
   });
-  if (ok && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble)) ok = false;  // Note [Complex index writes]
+  if (ok && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble))
+    ok = false;  // Note [Complex index writes]
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "scatter: unsupported dtype");
 }
 

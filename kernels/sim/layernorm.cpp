@@ -45,7 +45,8 @@ void forward(const RowNormArgs& a) {
     static_cast<A*>(a.rstd)[r] = rstd;
     T* y = static_cast<T*>(a.y) + r * a.cols;
     for (int64_t j = 0; j < a.cols; ++j)
-      y[j] = static_cast<T>((v[j] - mean) * rstd * lnm::param<P, A>(a.weight, j, A(1)) + lnm::param<P, A>(a.bias, j, A(0)));
+      y[j] = static_cast<T>((v[j] - mean) * rstd * lnm::param<P, A>(a.weight, j, A(1)) +
+                            lnm::param<P, A>(a.bias, j, A(0)));
   }
 }
 
@@ -89,7 +90,8 @@ rt::Status run(const RowNormArgs& a) {
     fwd ? forward<decltype(t), decltype(p)>(a) : backward<decltype(t), decltype(p)>(a);
   });
   return ok ? rt::Status::Success
-            : rt::report(rt::Status::InvalidValue, "layernorm: expected floating inputs with parameters of the same dtype or float32");
+            : rt::report(rt::Status::InvalidValue,
+                         "layernorm: expected floating inputs with parameters of the same dtype or float32");
 }
 
 } // namespace

@@ -32,7 +32,8 @@ void run(const NllArgs& a) {
   }
   T* gi = static_cast<T*>(a.out);
   const T* g = static_cast<const T*>(a.grad_out);
-  const A scale = a.reduction == Reduction::Mean ? A(1) / static_cast<A>(static_cast<const T*>(a.total_weight)[0]) : A(1);
+  const A scale =
+      a.reduction == Reduction::Mean ? A(1) / static_cast<A>(static_cast<const T*>(a.total_weight)[0]) : A(1);
   for (int64_t e = 0; e < count; ++e) {
     int64_t t = 0;
     A w = 0;

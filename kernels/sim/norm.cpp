@@ -46,7 +46,8 @@ rt::Status run(const NormArgs& a) {
     fwd ? forward<decltype(t), decltype(p)>(a) : backward<decltype(t), decltype(p)>(a);
   });
   return ok ? rt::Status::Success
-            : rt::report(rt::Status::InvalidValue, "norm: expected floating inputs with parameters of the same dtype or float32");
+            : rt::report(rt::Status::InvalidValue,
+                         "norm: expected floating inputs with parameters of the same dtype or float32");
 }
 
 } // namespace

@@ -18,7 +18,8 @@ void run_elementwise(const MultiTensorArgs& a) {
       [&](auto op) {
         if constexpr (ew_foreach(decltype(op)::value)) {
           for (int64_t t = 0; t < a.ntensors; ++t)
-            for (int64_t i = 0; i < a.tensors[t].numel; ++i) mt::elementwise<decltype(op)::value, T>(a, a.tensors[t], i);
+            for (int64_t i = 0; i < a.tensors[t].numel; ++i)
+              mt::elementwise<decltype(op)::value, T>(a, a.tensors[t], i);
         }
       },
       [] {});
@@ -27,7 +28,8 @@ void run_elementwise(const MultiTensorArgs& a) {
 template <typename T>
 void run(const MultiTensorArgs& a) {
   if (a.kind == MtKind::Elementwise) return run_elementwise<T>(a);
-  if ((a.kind == MtKind::Adam || a.kind == MtKind::AdamW || a.kind == MtKind::Sgd) && a.found_inf && *a.found_inf != 0.0f)
+  if ((a.kind == MtKind::Adam || a.kind == MtKind::AdamW || a.kind == MtKind::Sgd) && a.found_inf &&
+      *a.found_inf != 0.0f)
     return;
   for (int64_t t = 0; t < a.ntensors; ++t) {
     const MtTensor& m = a.tensors[t];
@@ -38,7 +40,8 @@ void run(const MultiTensorArgs& a) {
       case MtKind::Copy:
         dispatch_floating(a.out_dtype, [&](auto tag) {
           using O = decltype(tag);
-          for (int64_t i = 0; i < m.numel; ++i) static_cast<O*>(m.ptr[0])[i] = mt_cast<O>(static_cast<const T*>(m.ptr[1])[i]);
+          for (int64_t i = 0; i < m.numel; ++i)
+            static_cast<O*>(m.ptr[0])[i] = mt_cast<O>(static_cast<const T*>(m.ptr[1])[i]);
         });
         break;
       case MtKind::Norm: {
@@ -51,10 +54,12 @@ void run(const MultiTensorArgs& a) {
           acc = mt::norm_combine(acc, part, a.ord);
         }
         const double r = mt::norm_finish(acc, a.ord);
-        dispatch_floating(a.out_dtype, [&](auto tag) { static_cast<decltype(tag)*>(m.ptr[0])[0] = mt_cast<decltype(tag)>(r); });
+        dispatch_floating(a.out_dtype,
+                          [&](auto tag) { static_cast<decltype(tag)*>(m.ptr[0])[0] = mt_cast<decltype(tag)>(r); });
         break;
       }
-      case MtKind::Adam: case MtKind::AdamW: {
+      case MtKind::Adam:
+      case MtKind::AdamW: {
         if (m.numel == 0) break;
         const auto k = mt::adam_consts<T>(a, m);
         for (int64_t i = 0; i < m.numel; ++i) mt::adam<T>(a, m, i, a.kind == MtKind::AdamW, k);

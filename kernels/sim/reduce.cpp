@@ -48,7 +48,8 @@ rt::Status reduce(const ReduceArgs& r, rt::Stream) {
       [&](auto op) {
         rt::Status st = rt::report(rt::Status::InvalidValue, "reduce: unsupported input dtype");
         dispatch_dtype(r.in_dtype, [&](auto tag) {
-          if constexpr (red::supported<decltype(op)::value, decltype(tag)>()) st = run<decltype(op)::value, decltype(tag)>(r);
+          if constexpr (red::supported<decltype(op)::value, decltype(tag)>())
+            st = run<decltype(op)::value, decltype(tag)>(r);
         });
         return st;
       },

@@ -4,6 +4,7 @@
 ``tensor.to("mytorch")``, ``model.to("mytorch")``, autograd, ``torch.nn`` and ``torch.optim`` run on it. The
 device API lives at ``torch.mytorch`` (also ``mytorch.backend``), named like ``torch.cuda``'s.
 """
+
 import atexit
 import os
 import sys
@@ -15,6 +16,7 @@ def _load_extension_from(path: str) -> None:
     """MYTORCH_EXTENSION=/path/to/_C.so loads another build of the extension (the emulated CUDA build that
     scripts/emu.sh makes) in place of the installed one."""
     import importlib.util
+
     spec = importlib.util.spec_from_file_location(f"{__name__}._C", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"MYTORCH_EXTENSION={path!r} is not a loadable extension module")
@@ -35,7 +37,8 @@ except ImportError as _exc:
     raise ImportError(
         f"mytorch's native extension could not be loaded ({_exc}). It must be built for this Python "
         f"({sys.executable}) and this torch ({torch.__version__}): run `bash scripts/setup.sh` in {_root} "
-        f"(PYTHON=/path/to/python for another interpreter). See docs/troubleshooting.md.") from _exc
+        f"(PYTHON=/path/to/python for another interpreter). See docs/troubleshooting.md."
+    ) from _exc
 
 _BACKEND = "mytorch"
 
@@ -49,7 +52,8 @@ def _register():
         torch._register_device_module(_BACKEND, backend)
     if not hasattr(torch.Tensor, "is_mytorch"):
         torch.utils.generate_methods_for_privateuse1_backend(
-            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+        )
     _C._set_fallback_mode(os.environ.get("MYTORCH_FALLBACK", "warn") or "warn")
 
 

@@ -1,5 +1,6 @@
 """`python -m mytorch`: what is installed, which runtime this process gets and why, and whether the build is
 current — the first thing to run when something looks wrong (docs/troubleshooting.md)."""
+
 from __future__ import annotations
 
 import importlib.metadata as md
@@ -27,8 +28,10 @@ def _runtime_reason(runtime: str) -> str:
         return "auto: this build has the CUDA kernels and the CUDA runtime sees a GPU"
     if _C._built_with_cuda():
         return "auto: this build has the CUDA kernels but the CUDA runtime sees no GPU (driver missing or no device)"
-    return ("auto: this build has no CUDA kernels (built where no GPU was visible; "
-            "MYTORCH_CUDA=1 bash scripts/setup.sh compiles them)")
+    return (
+        "auto: this build has no CUDA kernels (built where no GPU was visible; "
+        "MYTORCH_CUDA=1 bash scripts/setup.sh compiles them)"
+    )
 
 
 def _install() -> str:
@@ -48,11 +51,15 @@ def main() -> int:
     print(f"  torch         {torch.__version__} ({os.path.dirname(torch.__file__)})")
     print(f"  extension     {_C.__file__}")
     flavour = "emu" if hasattr(_C, "_emu_primary_context_active") else ("cuda" if _C._built_with_cuda() else "sim")
-    print(f"  build         {flavour} flavour" + (" (MYTORCH_EXTENSION)" if os.environ.get("MYTORCH_EXTENSION") else ""))
+    print(
+        f"  build         {flavour} flavour" + (" (MYTORCH_EXTENSION)" if os.environ.get("MYTORCH_EXTENSION") else "")
+    )
     print(f"  installed     {_install()}")
     autoload = os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1")
-    print(f"  autoload      TORCH_DEVICE_BACKEND_AUTOLOAD={autoload} "
-          f"({'import torch loads mytorch' if autoload == '1' else 'only import mytorch loads it'})")
+    print(
+        f"  autoload      TORCH_DEVICE_BACKEND_AUTOLOAD={autoload} "
+        f"({'import torch loads mytorch' if autoload == '1' else 'only import mytorch loads it'})"
+    )
     try:
         rt = torch.mytorch.runtime()
     except RuntimeError as exc:
@@ -66,8 +73,10 @@ def main() -> int:
     build = os.path.join(root, "scripts", "build.py")
     if os.path.exists(build):
         r = subprocess.run([sys.executable, build, "status"], capture_output=True, text=True, cwd=root)
-        print(f"  build state   {(r.stdout or r.stderr).strip().removeprefix('mytorch: ')}"
-              + ("" if r.returncode == 0 else " — bash scripts/setup.sh rebuilds it"))
+        print(
+            f"  build state   {(r.stdout or r.stderr).strip().removeprefix('mytorch: ')}"
+            + ("" if r.returncode == 0 else " — bash scripts/setup.sh rebuilds it")
+        )
     return 0
 
 

@@ -13,6 +13,7 @@ happened inside it), "fallback" or "mixed" (some of its calls fell back) from th
 Backward ops are included. Times are device time on cuda and host time on sim (where the device is the
 host); the mode synchronises nothing, so the overhead is one pair of events per op.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -72,9 +73,18 @@ class AuditReport:
         total = sum(r.time_ms for r in self._rows.values()) or 1.0
         out = []
         for r in sorted(self._rows.values(), key=lambda r: (-r.time_ms, r.op)):
-            out.append({"op": r.op, "calls": r.calls, "status": r.status, "fallback_calls": r.fallback_calls,
-                        "bytes_moved": r.bytes_moved, "time_ms": r.time_ms, "time_share": r.time_ms / total,
-                        "fallback_ops": sorted(r.fallback_ops)})
+            out.append(
+                {
+                    "op": r.op,
+                    "calls": r.calls,
+                    "status": r.status,
+                    "fallback_calls": r.fallback_calls,
+                    "bytes_moved": r.bytes_moved,
+                    "time_ms": r.time_ms,
+                    "time_share": r.time_ms / total,
+                    "fallback_ops": sorted(r.fallback_ops),
+                }
+            )
         return out
 
     @property
@@ -84,20 +94,28 @@ class AuditReport:
 
     def summary(self) -> dict:
         rows = self.rows
-        return {"ops": len(rows), "native": sum(r["status"] == "native" for r in rows),
-                "fallback": sum(r["status"] != "native" for r in rows), "calls": sum(r["calls"] for r in rows),
-                "fallback_calls": sum(r["fallback_calls"] for r in rows),
-                "bytes_moved": sum(r["bytes_moved"] for r in rows)}
+        return {
+            "ops": len(rows),
+            "native": sum(r["status"] == "native" for r in rows),
+            "fallback": sum(r["status"] != "native" for r in rows),
+            "calls": sum(r["calls"] for r in rows),
+            "fallback_calls": sum(r["fallback_calls"] for r in rows),
+            "bytes_moved": sum(r["bytes_moved"] for r in rows),
+        }
 
     def table(self, limit: int | None = None) -> str:
         rows = self.rows[:limit] if limit else self.rows
         s = self.summary()
-        lines = [f"{s['ops']} aten ops on mytorch ({s['native']} native, {s['fallback']} through the CPU fallback), "
-                 f"{s['calls']} calls, {s['fallback_calls']} fell back, {s['bytes_moved'] / 2**20:.1f} MiB moved",
-                 f"{'op':44s} {'calls':>7s} {'status':>8s} {'MiB moved':>10s} {'time ms':>9s} {'share':>6s}"]
+        lines = [
+            f"{s['ops']} aten ops on mytorch ({s['native']} native, {s['fallback']} through the CPU fallback), "
+            f"{s['calls']} calls, {s['fallback_calls']} fell back, {s['bytes_moved'] / 2**20:.1f} MiB moved",
+            f"{'op':44s} {'calls':>7s} {'status':>8s} {'MiB moved':>10s} {'time ms':>9s} {'share':>6s}",
+        ]
         for r in rows:
-            lines.append(f"{r['op']:44s} {r['calls']:7d} {r['status']:>8s} {r['bytes_moved'] / 2**20:10.2f} "
-                         f"{r['time_ms']:9.3f} {100 * r['time_share']:5.1f}%")
+            lines.append(
+                f"{r['op']:44s} {r['calls']:7d} {r['status']:>8s} {r['bytes_moved'] / 2**20:10.2f} "
+                f"{r['time_ms']:9.3f} {100 * r['time_share']:5.1f}%"
+            )
         return "\n".join(lines)
 
     __str__ = table
@@ -133,7 +151,9 @@ class _AuditMode(TorchDispatchMode):
             row.fallback_calls += 1
             row.bytes_moved += bytes1 - bytes0
             stats1 = _C._fallback_stats()
-            row.fallback_ops.update(k for k, v in stats1.items() if v["calls"] != self._stats.get(k, {}).get("calls", 0))
+            row.fallback_ops.update(
+                k for k, v in stats1.items() if v["calls"] != self._stats.get(k, {}).get("calls", 0)
+            )
             self._stats = stats1
         return out
 

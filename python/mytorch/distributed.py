@@ -5,6 +5,7 @@
 tensors to ``ProcessGroupMytorch``: NCCL on the cuda runtime, Gloo over views of the same memory on sim.
 See docs/distributed.md.
 """
+
 from __future__ import annotations
 
 import torch

@@ -9,6 +9,7 @@ three). The ops are `torch.ops.mytorch.add_layer_norm` / `add_rms_norm` (schemas
 with autograd (gradients for x, residual, weight and bias, through aten's native norm backwards, which are
 our kernels on mytorch), fake kernels for torch.compile, and a CPU implementation (the reference).
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -30,8 +31,12 @@ def _acc(x: torch.Tensor) -> torch.dtype:
 @torch.library.register_fake("mytorch::add_layer_norm")
 def _add_layer_norm_fake(x, residual, normalized_shape, weight, bias, eps):
     stat = _stat_shape(x, normalized_shape)
-    return (torch.empty_like(x), x.new_empty(stat, dtype=_acc(x)), x.new_empty(stat, dtype=_acc(x)),
-            torch.empty_like(x))
+    return (
+        torch.empty_like(x),
+        x.new_empty(stat, dtype=_acc(x)),
+        x.new_empty(stat, dtype=_acc(x)),
+        torch.empty_like(x),
+    )
 
 
 @torch.library.register_fake("mytorch::add_rms_norm")
@@ -65,10 +70,16 @@ def _backward_layer(ctx, gy, _gmean, _grstd, gsum):
     if gy is None:
         gy = torch.zeros_like(s)
     mask = [True, weight is not None and ctx.needs_input_grad[3], bias is not None and ctx.needs_input_grad[4]]
-    dx, dw, db = torch.ops.aten.native_layer_norm_backward(gy, s, ctx.normalized_shape, mean.to(s.dtype)
-                                                           if s.device.type == "cpu" else mean,
-                                                           rstd.to(s.dtype) if s.device.type == "cpu" else rstd,
-                                                           weight, bias, mask)
+    dx, dw, db = torch.ops.aten.native_layer_norm_backward(
+        gy,
+        s,
+        ctx.normalized_shape,
+        mean.to(s.dtype) if s.device.type == "cpu" else mean,
+        rstd.to(s.dtype) if s.device.type == "cpu" else rstd,
+        weight,
+        bias,
+        mask,
+    )
     if gsum is not None:
         dx = dx + gsum
     return dx, dx, None, dw, db, None
@@ -96,16 +107,26 @@ torch.library.register_autograd("mytorch::add_layer_norm", _backward_layer, setu
 torch.library.register_autograd("mytorch::add_rms_norm", _backward_rms, setup_context=_setup_rms)
 
 
-def add_layer_norm(x: torch.Tensor, residual: torch.Tensor, normalized_shape: Sequence[int],
-                   weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
-                   eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+def add_layer_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    normalized_shape: Sequence[int],
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns (layer_norm(x + residual), x + residual) in one fused pass."""
     y, _, _, s = torch.ops.mytorch.add_layer_norm(x, residual, list(normalized_shape), weight, bias, eps)
     return y, s
 
 
-def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, normalized_shape: Sequence[int],
-                 weight: torch.Tensor | None = None, eps: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def add_rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    normalized_shape: Sequence[int],
+    weight: torch.Tensor | None = None,
+    eps: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns (rms_norm(x + residual), x + residual) in one fused pass."""
     y, _, s = torch.ops.mytorch.add_rms_norm(x, residual, list(normalized_shape), weight, eps)
     return y, s

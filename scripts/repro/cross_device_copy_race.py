@@ -6,6 +6,7 @@ out of 300: 150 on the emulated build with delayed streams before the fix, 0 aft
 
     MYTORCH_SIM_DEVICES=2 MYTORCH_EMU_STREAM_DELAY_US=100 bash scripts/emu.sh --python scripts/repro/cross_device_copy_race.py
 """
+
 import torch
 
 import mytorch  # noqa: F401

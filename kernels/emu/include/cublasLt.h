@@ -16,7 +16,11 @@ typedef enum {
   CUBLAS_STATUS_NOT_SUPPORTED = 15,
 } cublasStatus_t;
 typedef enum { CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType_t;
-typedef enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_64F = 70, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 } cublasComputeType_t;
+typedef enum {
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_64F = 70,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77
+} cublasComputeType_t;
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
 typedef enum {
   CUBLASLT_EPILOGUE_DEFAULT = 1,
@@ -49,9 +53,7 @@ typedef struct EmuLtContext* cublasLtHandle_t;
 typedef struct EmuLtMatmulDesc* cublasLtMatmulDesc_t;
 typedef struct EmuLtLayout* cublasLtMatrixLayout_t;
 typedef struct EmuLtPreference* cublasLtMatmulPreference_t;
-typedef struct {
-  uint64_t data[8];
-} cublasLtMatmulAlgo_t;
+typedef struct { uint64_t data[8]; } cublasLtMatmulAlgo_t;
 typedef struct {
   cublasLtMatmulAlgo_t algo;
   size_t workspaceSize;

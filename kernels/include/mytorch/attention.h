@@ -102,7 +102,8 @@ MT_HOST_DEVICE inline float dropout_factor(const AttentionArgs& a, int64_t b, in
   if (a.dropout_p <= 0) return 1.f;
   const uint64_t idx = static_cast<uint64_t>(((b * a.hq + h) * a.lq + i) * a.lk + j);
   const Philox4x32 r(a.seed, idx, a.offset);
-  return u32_to_unit_float(r.c[0]) >= static_cast<float>(a.dropout_p) ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 0.f;
+  return u32_to_unit_float(r.c[0]) >= static_cast<float>(a.dropout_p) ? static_cast<float>(1.0 / (1.0 - a.dropout_p))
+                                                                      : 0.f;
 }
 
 MT_HOST_DEVICE inline int64_t kv_head(const AttentionArgs& a, int64_t h) { return h / (a.hq / a.hkv); }

@@ -28,15 +28,14 @@ rt::Status abort(Comm comm);
 rt::Status async_error(Comm comm); // Success while the communicator is healthy, NotReady while it connects
 
 // `premul`: when non-null, a PREMUL_SUM: each input is multiplied by *premul before the sum.
-rt::Status all_reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul,
-                      Comm comm, rt::Stream stream);
-rt::Status broadcast(const void* send, void* recv, size_t count, DType t, int root, Comm comm,
-                     rt::Stream stream);
-rt::Status reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul,
-                  int root, Comm comm, rt::Stream stream);
+rt::Status all_reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul, Comm comm,
+                      rt::Stream stream);
+rt::Status broadcast(const void* send, void* recv, size_t count, DType t, int root, Comm comm, rt::Stream stream);
+rt::Status reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, const double* premul, int root,
+                  Comm comm, rt::Stream stream);
 rt::Status all_gather(const void* send, void* recv, size_t send_count, DType t, Comm comm, rt::Stream stream);
-rt::Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op,
-                          const double* premul, Comm comm, rt::Stream stream);
+rt::Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, const double* premul,
+                          Comm comm, rt::Stream stream);
 rt::Status send(const void* buf, size_t count, DType t, int peer, Comm comm, rt::Stream stream);
 rt::Status recv(void* buf, size_t count, DType t, int peer, Comm comm, rt::Stream stream);
 rt::Status group_start();

@@ -14,19 +14,44 @@
 namespace mytorch {
 
 enum class DType : int8_t {
-  Bool, UInt8, Int8, Int16, Int32, Int64, Half, BFloat16, Float, Double, ComplexFloat, ComplexDouble,
+  Bool,
+  UInt8,
+  Int8,
+  Int16,
+  Int32,
+  Int64,
+  Half,
+  BFloat16,
+  Float,
+  Double,
+  ComplexFloat,
+  ComplexDouble,
   // Storage types only the collectives move (comm.h); the kernels compute in none of them, and the op glue
   // hands them to the kernels as Other.
-  UInt32, UInt64, Float8e4m3, Float8e5m2,
+  UInt32,
+  UInt64,
+  Float8e4m3,
+  Float8e5m2,
   Other, // anything else: only byte copies of equal types
 };
 
 MT_HOST_DEVICE inline int dtype_size(DType t) {
   switch (t) {
-    case DType::Bool: case DType::UInt8: case DType::Int8: case DType::Float8e4m3: case DType::Float8e5m2: return 1;
-    case DType::Int16: case DType::Half: case DType::BFloat16: return 2;
-    case DType::Int32: case DType::UInt32: case DType::Float: return 4;
-    case DType::Int64: case DType::UInt64: case DType::Double: case DType::ComplexFloat: return 8;
+    case DType::Bool:
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Float8e4m3:
+    case DType::Float8e5m2: return 1;
+    case DType::Int16:
+    case DType::Half:
+    case DType::BFloat16: return 2;
+    case DType::Int32:
+    case DType::UInt32:
+    case DType::Float: return 4;
+    case DType::Int64:
+    case DType::UInt64:
+    case DType::Double:
+    case DType::ComplexFloat: return 8;
     case DType::ComplexDouble: return 16;
     default: return 0;
   }

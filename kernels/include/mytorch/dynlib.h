@@ -42,18 +42,18 @@ class Library {
 
 #define MT_DYNLIB_POINTER(f) decltype(&::f) f = nullptr;
 #define MT_DYNLIB_BIND(f) lib.bind(t.f, #f);
-#define MT_DYNLIB(Type, getter, FUNCS, what, hint, ...)               \
-  struct Type {                                                         \
-    FUNCS(MT_DYNLIB_POINTER)                                            \
-    std::string error;                                                  \
-  };                                                                    \
-  inline const Type& getter() {                                         \
-    static const Type loaded = [] {                                     \
-      Type t;                                                           \
-      ::mytorch::dynlib::Library lib(what, {__VA_ARGS__}, hint);        \
-      FUNCS(MT_DYNLIB_BIND)                                             \
-      t.error = lib.error();                                            \
-      return t;                                                         \
-    }();                                                                \
-    return loaded;                                                      \
+#define MT_DYNLIB(Type, getter, FUNCS, what, hint, ...)          \
+  struct Type {                                                  \
+    FUNCS(MT_DYNLIB_POINTER)                                     \
+    std::string error;                                           \
+  };                                                             \
+  inline const Type& getter() {                                  \
+    static const Type loaded = [] {                              \
+      Type t;                                                    \
+      ::mytorch::dynlib::Library lib(what, {__VA_ARGS__}, hint); \
+      FUNCS(MT_DYNLIB_BIND)                                      \
+      t.error = lib.error();                                     \
+      return t;                                                  \
+    }();                                                         \
+    return loaded;                                               \
   }

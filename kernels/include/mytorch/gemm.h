@@ -23,9 +23,14 @@ enum class GemmEpilogue : int { None, Relu, Gelu /* tanh approximation, as cuBLA
 struct GemmArgs {
   DType dtype = DType::Float;   // A, B, C and bias
   int64_t m = 0, n = 0, k = 0, batch = 1;
-  const void* a = nullptr; int64_t lda = 0, stride_a = 0; bool trans_a = false;   // A: m x k
-  const void* b = nullptr; int64_t ldb = 0, stride_b = 0; bool trans_b = false;   // B: k x n
-  void* c = nullptr; int64_t ldc = 0, stride_c = 0;                               // C: m x n, unit column stride
+  const void* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  bool trans_a = false;   // A: m x k
+  const void* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  bool trans_b = false;   // B: k x n
+  void* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;                               // C: m x n, unit column stride
   const void* bias = nullptr;   // n values added to every row (requires beta == 0)
   GemmEpilogue epilogue = GemmEpilogue::None;
   double alpha = 1, beta = 0;
@@ -54,9 +59,12 @@ struct GroupedGemmArgs {
   GroupMode mode = GroupMode::Rows;
   int64_t groups = 0, m = 0, n = 0, k = 0;  // full extents of C's rows / columns and of the contraction
   const int32_t* offs = nullptr;
-  const void* a = nullptr; int64_t a_group = 0, a_row = 0, a_col = 0;  // strides; a_group for 3-D A
-  const void* b = nullptr; int64_t b_group = 0, b_row = 0, b_col = 0;  // b_group for 3-D B
-  void* c = nullptr; int64_t c_group = 0, c_row = 0, c_col = 0;        // c_group for Depth
+  const void* a = nullptr;
+  int64_t a_group = 0, a_row = 0, a_col = 0;  // strides; a_group for 3-D A
+  const void* b = nullptr;
+  int64_t b_group = 0, b_row = 0, b_col = 0;  // b_group for 3-D B
+  void* c = nullptr;
+  int64_t c_group = 0, c_row = 0, c_col = 0;        // c_group for Depth
 };
 
 #if MYTORCH_WITH_CUDA

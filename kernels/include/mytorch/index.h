@@ -29,9 +29,9 @@ struct IndexArgs {
   int64_t numel = 0;
   DType dtype = DType::Float;
   int elem_size = 0;
-  void* target = nullptr;                   // gather: the source read through the indices; scatter: dst
+  void* target = nullptr; // gather: the source read through the indices; scatter: dst
   int64_t target_strides[kMaxDims] = {};
-  void* other = nullptr;                    // gather: out; scatter: src (unused when src_is_scalar)
+  void* other = nullptr; // gather: out; scatter: src (unused when src_is_scalar)
   int64_t other_strides[kMaxDims] = {};
   bool src_is_scalar = false;
   alignas(16) unsigned char scalar[16] = {};
@@ -40,9 +40,9 @@ struct IndexArgs {
   int64_t idx_strides[kMaxIndices][kMaxDims] = {};
   int64_t idx_bound[kMaxIndices] = {};
   int64_t idx_target_stride[kMaxIndices] = {};
-  bool negative_wraps = true;               // -1 is the last position (indexing, take, put, index_fill); else out of bounds
+  bool negative_wraps = true; // -1 is the last position (indexing, take, put, index_fill); else out of bounds
   ScatterOp op = ScatterOp::Assign;
-  int64_t* error_value = nullptr;           // set to the offending index; the glue resets it
+  int64_t* error_value = nullptr; // set to the offending index; the glue resets it
   int* error_flag = nullptr;
 };
 

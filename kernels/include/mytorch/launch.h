@@ -44,8 +44,8 @@ Status report(Status s, const char* message); // lets kernel launchers set the t
 // that returns R instead of a status (a workspace size).
 #if MYTORCH_WITH_CUDA
 #define MT_LAUNCHER_CUDA_DECL(R, name, params) \
-  namespace cuda {                              \
-  R name params;                                \
+  namespace cuda {                             \
+  R name params;                               \
   }
 #define MT_LAUNCHER_CUDA_CALL(name, args) \
   if (::mytorch::rt::cuda_kernels()) return cuda::name args;
@@ -54,14 +54,14 @@ Status report(Status s, const char* message); // lets kernel launchers set the t
 #define MT_LAUNCHER_CUDA_CALL(name, args)
 #endif
 #define MT_LAUNCHER_RETURNING(R, name, params, args) \
-  namespace sim {                                     \
-  R name params;                                      \
-  }                                                   \
-  MT_LAUNCHER_CUDA_DECL(R, name, params)              \
-  namespace kernels {                                 \
-  inline R name params {                              \
-    MT_LAUNCHER_CUDA_CALL(name, args)                 \
-    return sim::name args;                            \
-  }                                                   \
+  namespace sim {                                    \
+  R name params;                                     \
+  }                                                  \
+  MT_LAUNCHER_CUDA_DECL(R, name, params)             \
+  namespace kernels {                                \
+  inline R name params {                             \
+    MT_LAUNCHER_CUDA_CALL(name, args)                \
+    return sim::name args;                           \
+  }                                                  \
   }
 #define MT_LAUNCHER(name, params, args) MT_LAUNCHER_RETURNING(::mytorch::rt::Status, name, params, args)

@@ -89,7 +89,9 @@ MT_HOST_DEVICE inline int64_t channel_offset(const NormArgs& a, int64_t ch, int6
 }
 
 template <typename T>
-MT_HOST_DEVICE inline double ld(const void* p, int64_t i) { return static_cast<double>(static_cast<const T*>(p)[i]); }
+MT_HOST_DEVICE inline double ld(const void* p, int64_t i) {
+  return static_cast<double>(static_cast<const T*>(p)[i]);
+}
 
 // A parameter (weight/bias/running stat) of dtype P as opmath A; `dflt` when absent.
 template <typename P, typename A>
@@ -184,7 +186,8 @@ MT_HOST_DEVICE inline red::Acc<A> lane_stats(const NormArgs& a, int64_t g, int64
   red::Acc<A> part{A(0), A(0), 0};
   int64_t ch = 0, k = 0;
   for (int64_t j = first; j < len; j += step) {
-    red::Reduction<RedOp::Var>::push(part, static_cast<A>(static_cast<const T*>(a.x)[group_offset(a, g, j, &ch)]), j, {});
+    red::Reduction<RedOp::Var>::push(part, static_cast<A>(static_cast<const T*>(a.x)[group_offset(a, g, j, &ch)]), j,
+                                     {});
     if (++k == kNormChunk || j + step >= len) {
       red::Reduction<RedOp::Var>::combine(total, red::Acc<double>{double(part.a), double(part.b), part.n}, {});
       part = red::Acc<A>{A(0), A(0), 0};

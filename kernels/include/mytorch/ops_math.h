@@ -88,16 +88,26 @@ MT_HOST_DEVICE inline double erfinv_d(double y) {
   if (w < 5.0) {
     const double t = w - 2.5;
     double p = 2.81022636e-08;
-    p = 3.43273939e-07 + p * t; p = -3.5233877e-06 + p * t; p = -4.39150654e-06 + p * t;
-    p = 0.00021858087 + p * t; p = -0.00125372503 + p * t; p = -0.00417768164 + p * t;
-    p = 0.246640727 + p * t; p = 1.50140941 + p * t;
+    p = 3.43273939e-07 + p * t;
+    p = -3.5233877e-06 + p * t;
+    p = -4.39150654e-06 + p * t;
+    p = 0.00021858087 + p * t;
+    p = -0.00125372503 + p * t;
+    p = -0.00417768164 + p * t;
+    p = 0.246640727 + p * t;
+    p = 1.50140941 + p * t;
     x = p * y;
   } else {
     const double t = std::sqrt(w) - 3.0;
     double p = -0.000200214257;
-    p = 0.000100950558 + p * t; p = 0.00134934322 + p * t; p = -0.00367342844 + p * t;
-    p = 0.00573950773 + p * t; p = -0.0076224613 + p * t; p = 0.00943887047 + p * t;
-    p = 1.00167406 + p * t; p = 2.83297682 + p * t;
+    p = 0.000100950558 + p * t;
+    p = 0.00134934322 + p * t;
+    p = -0.00367342844 + p * t;
+    p = 0.00573950773 + p * t;
+    p = -0.0076224613 + p * t;
+    p = 0.00943887047 + p * t;
+    p = 1.00167406 + p * t;
+    p = 2.83297682 + p * t;
     x = p * y;
   }
   for (int i = 0; i < 2; ++i) {
@@ -442,7 +452,8 @@ template <> struct Fn<EwOp::IsNan> {
 };
 template <> struct Fn<EwOp::IsInf> {
   MT_EW_PRED(O a, const EwParams&) {
-    if constexpr (is_float_v<O>) return a == std::numeric_limits<O>::infinity() || a == -std::numeric_limits<O>::infinity();
+    if constexpr (is_float_v<O>)
+      return a == std::numeric_limits<O>::infinity() || a == -std::numeric_limits<O>::infinity();
     else return false;
   }
 };
@@ -480,11 +491,13 @@ constexpr bool supported() {
   constexpr bool in = std::is_integral_v<T> && !std::is_same_v<T, bool>;
   constexpr bool bo = std::is_same_v<T, bool>;
   switch (ew_dtypes(op)) {
-    case EwDtypes::All: case EwDtypes::Mask: return fl || in || bo;
+    case EwDtypes::All:
+    case EwDtypes::Mask: return fl || in || bo;
     case EwDtypes::Num: return fl || in;
     case EwDtypes::Int: return in;
     case EwDtypes::IntBool: return in || bo;
-    case EwDtypes::Float: case EwDtypes::ToFloat: return fl;
+    case EwDtypes::Float:
+    case EwDtypes::ToFloat: return fl;
   }
   return false;
 }

@@ -125,9 +125,7 @@ template <> struct Fn<EwOp::HardsigmoidBackward> {
   }
 };
 template <> struct Fn<EwOp::HardtanhBackward> {
-  MT_EW_FN(O a, O b, const EwParams& p) {
-    return (b <= static_cast<O>(p.lo) || b >= static_cast<O>(p.hi)) ? O(0) : a;
-  }
+  MT_EW_FN(O a, O b, const EwParams& p) { return (b <= static_cast<O>(p.lo) || b >= static_cast<O>(p.hi)) ? O(0) : a; }
 };
 template <> struct Fn<EwOp::LogSigmoidBackward> {
   MT_EW_FN(O a, O b, const EwParams&) {

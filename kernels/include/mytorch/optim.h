@@ -71,7 +71,9 @@ inline size_t mt_norm_workspace_bytes(const MultiTensorArgs& a) {
 namespace mt {
 
 template <typename T>
-MT_HOST_DEVICE inline double load(const void* p, int64_t i) { return static_cast<double>(static_cast<const T*>(p)[i]); }
+MT_HOST_DEVICE inline double load(const void* p, int64_t i) {
+  return static_cast<double>(static_cast<const T*>(p)[i]);
+}
 
 // Operand k of element i of tensor t, in opmath.
 template <typename T>
@@ -85,8 +87,12 @@ MT_HOST_DEVICE inline ew::opmath_t<T> operand(const MultiTensorArgs& a, const Mt
       double v = 0;
       switch (a.device_scalar_dtype) {
         case DType::Double: v = load<double>(a.device_scalar, 0); break;
-        case DType::Half: v = static_cast<double>(static_cast<float>(static_cast<const c10::Half*>(a.device_scalar)[0])); break;
-        case DType::BFloat16: v = static_cast<double>(static_cast<float>(static_cast<const c10::BFloat16*>(a.device_scalar)[0])); break;
+        case DType::Half:
+          v = static_cast<double>(static_cast<float>(static_cast<const c10::Half*>(a.device_scalar)[0]));
+          break;
+        case DType::BFloat16:
+          v = static_cast<double>(static_cast<float>(static_cast<const c10::BFloat16*>(a.device_scalar)[0]));
+          break;
         case DType::Int64: v = static_cast<double>(static_cast<const int64_t*>(a.device_scalar)[0]); break;
         default: v = load<float>(a.device_scalar, 0); break;
       }

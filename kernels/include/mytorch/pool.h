@@ -49,9 +49,10 @@ MT_HOST_DEVICE inline int64_t nearest_src(int64_t o, int64_t in, int64_t out, do
 
 // Bilinear source: lower index, whether an upper neighbour exists, and the weight of the upper one.
 template <typename A>
-MT_HOST_DEVICE inline void bilinear_src(int64_t o, int64_t in, double scale, bool align, int64_t* i0, int64_t* step, A* l1) {
-  A r = align ? static_cast<A>(scale) * static_cast<A>(o)
-              : static_cast<A>(scale) * (static_cast<A>(o) + A(0.5)) - A(0.5);
+MT_HOST_DEVICE inline void bilinear_src(int64_t o, int64_t in, double scale, bool align, int64_t* i0, int64_t* step,
+                                        A* l1) {
+  A r =
+      align ? static_cast<A>(scale) * static_cast<A>(o) : static_cast<A>(scale) * (static_cast<A>(o) + A(0.5)) - A(0.5);
   if (r < A(0)) r = A(0);
   *i0 = static_cast<int64_t>(r);
   *step = *i0 < in - 1 ? 1 : 0;
@@ -75,7 +76,9 @@ MT_HOST_DEVICE inline int64_t avg_window(const SpatialArgs& a, int64_t y, int64_
 }
 
 MT_HOST_DEVICE inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
-MT_HOST_DEVICE inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+MT_HOST_DEVICE inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
+  return ((o + 1) * in + out - 1) / out;
+}
 
 // Forward of output element e = (plane, y, x).
 template <typename T>
@@ -94,7 +97,10 @@ MT_HOST_DEVICE inline void forward(const SpatialArgs& a, int64_t e) {
         const int64_t w = x * a.sw - a.pw + int64_t(j) * a.dw;
         if (w < 0 || w >= a.iw) continue;
         const A v = static_cast<A>(in[h * a.iw + w]);
-        if (best < 0 || v > bv || (v != v && bv == bv)) { bv = v; best = h * a.iw + w; }
+        if (best < 0 || v > bv || (v != v && bv == bv)) {
+          bv = v;
+          best = h * a.iw + w;
+        }
       }
     }
     out[e] = static_cast<T>(best < 0 ? A(-INFINITY) : bv);
@@ -120,8 +126,10 @@ MT_HOST_DEVICE inline void forward(const SpatialArgs& a, int64_t e) {
     A lh, lw;
     bilinear_src<A>(y, a.ih, a.scale_h, a.align_corners, &h0, &hs, &lh);
     bilinear_src<A>(x, a.iw, a.scale_w, a.align_corners, &w0, &ws, &lw);
-    const A v = (A(1) - lh) * ((A(1) - lw) * static_cast<A>(in[h0 * a.iw + w0]) + lw * static_cast<A>(in[h0 * a.iw + w0 + ws])) +
-                lh * ((A(1) - lw) * static_cast<A>(in[(h0 + hs) * a.iw + w0]) + lw * static_cast<A>(in[(h0 + hs) * a.iw + w0 + ws]));
+    const A v = (A(1) - lh) *
+                    ((A(1) - lw) * static_cast<A>(in[h0 * a.iw + w0]) + lw * static_cast<A>(in[h0 * a.iw + w0 + ws])) +
+                lh * ((A(1) - lw) * static_cast<A>(in[(h0 + hs) * a.iw + w0]) +
+                      lw * static_cast<A>(in[(h0 + hs) * a.iw + w0 + ws]));
     out[e] = static_cast<T>(v);
   }
 }
@@ -129,8 +137,13 @@ MT_HOST_DEVICE inline void forward(const SpatialArgs& a, int64_t e) {
 // Candidate output range [lo, hi) along one axis for input index i of a stencil whose source index is
 // about o * scale (nearest, bilinear): generous, every candidate is checked exactly.
 MT_HOST_DEVICE inline void interp_range(int64_t i, int64_t out, double scale, int64_t* lo, int64_t* hi) {
-  if (!(scale > 0)) { *lo = 0; *hi = out; return; }
-  const double l = std::floor((static_cast<double>(i) - 2) / scale) - 2, h = std::ceil((static_cast<double>(i) + 2) / scale) + 2;
+  if (!(scale > 0)) {
+    *lo = 0;
+    *hi = out;
+    return;
+  }
+  const double l = std::floor((static_cast<double>(i) - 2) / scale) - 2,
+               h = std::ceil((static_cast<double>(i) + 2) / scale) + 2;
   *lo = l < 0 ? 0 : static_cast<int64_t>(l);
   *hi = h > static_cast<double>(out) ? out : static_cast<int64_t>(h);
 }
@@ -168,8 +181,14 @@ MT_HOST_DEVICE inline void backward(const SpatialArgs& a, int64_t e) {
     int64_t ylo, yhi, xlo, xhi;
     interp_range(h, a.oh, a.scale_h, &ylo, &yhi);
     interp_range(w, a.ow, a.scale_w, &xlo, &xhi);
-    if (a.oh == a.ih && a.op == SpatialOp::Nearest) { ylo = h; yhi = h + 1; }
-    if (a.ow == a.iw && a.op == SpatialOp::Nearest) { xlo = w; xhi = w + 1; }
+    if (a.oh == a.ih && a.op == SpatialOp::Nearest) {
+      ylo = h;
+      yhi = h + 1;
+    }
+    if (a.ow == a.iw && a.op == SpatialOp::Nearest) {
+      xlo = w;
+      xhi = w + 1;
+    }
     for (int64_t y = ylo; y < yhi; ++y) {
       A wy = 0;
       if (a.op == SpatialOp::Nearest) {

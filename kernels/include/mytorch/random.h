@@ -37,7 +37,10 @@ struct Philox4x32 {
       uint32_t lo0 = mulhilo(0xD2511F53u, c[0], &hi0);
       uint32_t lo1 = mulhilo(0xCD9E8D57u, c[2], &hi1);
       uint32_t n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
-      c[0] = n0; c[1] = lo1; c[2] = n2; c[3] = lo0;
+      c[0] = n0;
+      c[1] = lo1;
+      c[2] = n2;
+      c[3] = lo0;
       k0 += 0x9E3779B9u;
       k1 += 0xBB67AE85u;
     }

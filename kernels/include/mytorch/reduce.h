@@ -54,10 +54,10 @@ constexpr RedDtypes scan_dtypes(ScanOp op) {
 
 // A reduction's parameters, what its struct's functions read (besides the accumulators).
 struct RedParams {
-  double p = 2;                  // Norm order
-  double correction = 1;         // Var: divisor is N - correction
-  bool take_sqrt = false;        // Var -> std
-  int64_t count = 0;             // reduced elements per output (Mean's divisor)
+  double p = 2; // Norm order
+  double correction = 1; // Var: divisor is N - correction
+  bool take_sqrt = false; // Var -> std
+  int64_t count = 0; // reduced elements per output (Mean's divisor)
 };
 
 struct ReduceArgs {
@@ -66,33 +66,33 @@ struct ReduceArgs {
   DType out_dtype = DType::Float;
   const void* in = nullptr;
   void* out = nullptr;
-  void* out2 = nullptr;          // indices (int64) for ArgMax/ArgMin with values, or mean for var_mean
-  bool want_values = true;       // ArgMax/ArgMin: write values to `out` as well as indices to `out2`
+  void* out2 = nullptr; // indices (int64) for ArgMax/ArgMin with values, or mean for var_mean
+  bool want_values = true; // ArgMax/ArgMin: write values to `out` as well as indices to `out2`
   int out_ndim = 0;
   int64_t out_sizes[kMaxDims] = {};
-  int64_t out_in_strides[kMaxDims] = {};   // elements
-  int64_t out_strides[kMaxDims] = {};      // elements, for out and out2
+  int64_t out_in_strides[kMaxDims] = {}; // elements
+  int64_t out_strides[kMaxDims] = {}; // elements, for out and out2
   int64_t out2_strides[kMaxDims] = {};
   int red_ndim = 0;
   int64_t red_sizes[kMaxDims] = {};
-  int64_t red_in_strides[kMaxDims] = {};   // elements
+  int64_t red_in_strides[kMaxDims] = {}; // elements
   int64_t out_numel = 0;
   int64_t red_numel = 0;
-  RedParams params;              // params.count == red_numel
+  RedParams params; // params.count == red_numel
 };
 
 struct ScanArgs {
   ScanOp op = ScanOp::CumSum;
-  DType dtype = DType::Float;    // input and output (the glue casts)
+  DType dtype = DType::Float; // input and output (the glue casts)
   const void* in = nullptr;
   void* out = nullptr;
-  int64_t lines = 0;             // independent scans
-  int64_t length = 0;            // elements per scan
+  int64_t lines = 0; // independent scans
+  int64_t length = 0; // elements per scan
   int outer_ndim = 0;
   int64_t outer_sizes[kMaxDims] = {};
   int64_t outer_in_strides[kMaxDims] = {};
   int64_t outer_out_strides[kMaxDims] = {};
-  int64_t in_stride = 1, out_stride = 1;   // along the scanned dimension (elements)
+  int64_t in_stride = 1, out_stride = 1; // along the scanned dimension (elements)
 };
 
 // red_visit(op, f, otherwise) / scan_visit: f(std::integral_constant<RedOp, op>{}) for a runtime op, a switch
@@ -131,7 +131,7 @@ constexpr bool scan_supported() {
 
 // Offset of reduced element j (row-major over the reduced dims: the last one moves fastest).
 MT_HOST_DEVICE inline int64_t red_offset(const ReduceArgs& r, int64_t j) {
-  if (r.red_ndim == 1) return j * r.red_in_strides[0];  // the common case: no division
+  if (r.red_ndim == 1) return j * r.red_in_strides[0]; // the common case: no division
   int64_t off = 0;
   for (int d = r.red_ndim - 1; d >= 0; --d) {
     off += (j % r.red_sizes[d]) * r.red_in_strides[d];
@@ -141,9 +141,7 @@ MT_HOST_DEVICE inline int64_t red_offset(const ReduceArgs& r, int64_t j) {
 }
 
 // Where output element o reads its input and writes its results (row-major over the output dims).
-struct RedOffsets {
-  int64_t in_base = 0, out = 0, out2 = 0;
-};
+struct RedOffsets { int64_t in_base = 0, out = 0, out2 = 0; };
 MT_HOST_DEVICE inline RedOffsets red_output_offsets(const ReduceArgs& r, int64_t o) {
   RedOffsets off;
   for (int d = r.out_ndim - 1; d >= 0; --d) {
@@ -165,7 +163,9 @@ struct Acc {
 };
 
 template <typename T>
-MT_HOST_DEVICE inline bool is_nan(T v) { return v != v; }
+MT_HOST_DEVICE inline bool is_nan(T v) {
+  return v != v;
+}
 
 // Integral sums and products accumulate in int64, the rest in opmath.
 template <typename T>
@@ -267,7 +267,7 @@ template <> struct Reduction<RedOp::Norm> {
   static constexpr Out2 kOut2 = Out2::None;
   template <typename T> using acc_t = ew::opmath_t<T>;
   MT_RED_INIT(const RedParams& r) {
-    if (r.p == -INFINITY) return {static_cast<A>(INFINITY), A(0), 0};  // the -inf norm's identity
+    if (r.p == -INFINITY) return {static_cast<A>(INFINITY), A(0), 0}; // the -inf norm's identity
     return {A(0), A(0), 0};
   }
   MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams& r) {
@@ -317,7 +317,7 @@ template <> struct Reduction<RedOp::Var> {
     if (mean) *mean = s.n ? s.a : static_cast<A>(NAN);
     A div = static_cast<A>(s.n) - static_cast<A>(r.correction);
     if (div < A(0)) div = A(0);
-    const A v = s.b / div;  // 0/0 -> NaN, m2/0 -> inf, as ATen
+    const A v = s.b / div; // 0/0 -> NaN, m2/0 -> inf, as ATen
     return r.take_sqrt ? static_cast<A>(std::sqrt(v)) : v;
   }
 };

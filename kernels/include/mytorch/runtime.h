@@ -54,8 +54,7 @@ Status device_free(int device, void* ptr);
 Status host_malloc(size_t nbytes, void** ptr); // pinned host memory
 Status host_free(void* ptr);
 Status memcpy_async(void* dst, const void* src, size_t nbytes, CopyKind kind, Stream stream);
-Status memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t nbytes,
-                         Stream stream);
+Status memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t nbytes, Stream stream);
 Status memset_async(void* dst, int value, size_t nbytes, Stream stream);
 
 // --- sharing device memory between processes (CUDA IPC) -------------------------------------------------
@@ -63,9 +62,7 @@ Status memset_async(void* dst, int value, size_t nbytes, Stream stream);
 // which maps the same memory with ipc_open_mem_handle while the exporting process keeps the allocation. The
 // bytes are the runtime's own: cudaIpcMemHandle_t on cuda; on sim and emu, the exporter's pid and a memory
 // file the allocation is moved onto at its first export (Note [Sharing sim memory between processes]).
-struct IpcMemHandle {
-  unsigned char bytes[64];
-};
+struct IpcMemHandle { unsigned char bytes[64]; };
 Status ipc_get_mem_handle(int device, void* base, IpcMemHandle* handle);
 Status ipc_open_mem_handle(int device, const IpcMemHandle& handle, void** ptr);
 Status ipc_close_mem_handle(int device, void* ptr);

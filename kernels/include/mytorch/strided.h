@@ -24,8 +24,8 @@ struct StridedOperand {
 };
 
 // Byte offsets of linear element `idx` in two operands (dimension 0 fastest).
-MT_HOST_DEVICE inline void strided_offsets(const StridedShape& s, const int64_t* st0, const int64_t* st1,
-                                           int64_t idx, int64_t* o0, int64_t* o1) {
+MT_HOST_DEVICE inline void strided_offsets(const StridedShape& s, const int64_t* st0, const int64_t* st1, int64_t idx,
+                                           int64_t* o0, int64_t* o1) {
   int64_t a = 0, b = 0;
   for (int d = 0; d < s.ndim; ++d) {
     int64_t i = idx % s.sizes[d];

@@ -10,8 +10,8 @@ namespace mytorch {
 
 // Calls f(i, j, y, x) for every kernel tap (i, j) and output (y, x) whose window reads input (h, w).
 template <typename F>
-MT_HOST_DEVICE inline void for_each_covering_output(int64_t h, int64_t w, int kh, int kw, int sh, int sw, int ph, int pw,
-                                                    int dh, int dw, int64_t oh, int64_t ow, F&& f) {
+MT_HOST_DEVICE inline void for_each_covering_output(int64_t h, int64_t w, int kh, int kw, int sh, int sw, int ph,
+                                                    int pw, int dh, int dw, int64_t oh, int64_t ow, F&& f) {
   for (int i = 0; i < kh; ++i) {
     const int64_t ny = h + ph - int64_t(i) * dh;
     if (ny < 0 || ny % sh) continue;

@@ -1,4 +1,5 @@
 """Devices, lazy initialisation and the fork rule."""
+
 from __future__ import annotations
 
 import threading
@@ -24,7 +25,8 @@ def _lazy_init() -> None:
         if _C._in_bad_fork():
             raise RuntimeError(
                 "Cannot re-initialize mytorch in forked subprocess: the parent process had already initialised "
-                "the device. To use mytorch with multiprocessing, you must use the 'spawn' start method")
+                "the device. To use mytorch with multiprocessing, you must use the 'spawn' start method"
+            )
         _C._init()
 
 
@@ -128,9 +130,11 @@ class _MytorchDeviceProperties(NamedTuple):
     L2_cache_size: int
 
     def __repr__(self) -> str:
-        return (f"_MytorchDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
-                f"total_memory={self.total_memory // (1024 * 1024)}MB, "
-                f"multi_processor_count={self.multi_processor_count})")
+        return (
+            f"_MytorchDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
 
 
 def get_device_properties(dev: Any = None) -> _MytorchDeviceProperties:

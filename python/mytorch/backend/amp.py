@@ -1,6 +1,7 @@
 """Automatic mixed precision on mytorch: torch.autocast("mytorch") uses CUDA autocast's op policy
 (registered in csrc/aten/Autocast.cpp) and torch.amp.GradScaler("mytorch") runs its unscale and
 scale-update ops as native kernels."""
+
 import torch
 
 

@@ -1,4 +1,5 @@
 """The CPU fallback's policy and counters (docs/architecture.md, "Op registration and fallback")."""
+
 from __future__ import annotations
 
 from .. import _C

@@ -35,6 +35,7 @@ header defines mytorch's for the ops Inductor calls by shim name (GEMMs, convolu
 attention (whose integer outputs the run-time lookup cannot return), through the dispatcher; every other ATen
 op on the device is looked up at run time, as Inductor does for ops without a shim.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -47,7 +48,7 @@ import torch
 _BACKEND = "mytorch"
 _SUPPORTED_TORCH = ((2, 11), (2, 13))
 _lock = threading.Lock()
-_ORIGINALS: dict = {}   # torch's own functions that _adapt() replaced (test_compile checks they still need it)
+_ORIGINALS: dict = {}  # torch's own functions that _adapt() replaced (test_compile checks they still need it)
 
 
 def _torch_minor() -> tuple[int, int]:
@@ -68,13 +69,16 @@ def _adapt() -> None:
     original_is_cpu = scheduler.BaseSchedulerNode.is_cpu
     if not getattr(original_is_cpu, "_mytorch", False):
         _ORIGINALS["is_cpu"] = original_is_cpu
+
         def is_cpu(self) -> bool:
             device = self.get_device()
             return device is not None and device.type in ("cpu", _BACKEND)
+
         is_cpu._mytorch = True
         scheduler.BaseSchedulerNode.is_cpu = is_cpu
 
     from torch._inductor.codegen import cpp_utils
+
     cpp_utils.DEVICE_TO_ATEN.setdefault(_BACKEND, "at::kPrivateUse1")
     include_path = os.environ.get("CPLUS_INCLUDE_PATH", "")
     if _INCLUDE not in include_path.split(os.pathsep):
@@ -83,14 +87,21 @@ def _adapt() -> None:
     original_backend = utils.get_current_backend
     if not getattr(original_backend, "_mytorch", False):
         _ORIGINALS["get_current_backend"] = original_backend
+
         def get_current_backend(device_type: str | None = None) -> str:
             if device_type is None:
                 from torch._inductor.virtualized import V
+
                 device_type = V.graph.get_current_device_or_throw().type
             return original_backend("cpu" if device_type == _BACKEND else device_type)
+
         get_current_backend._mytorch = True
-        for name in ("torch._inductor.utils", "torch._inductor.codegen.common", "torch._inductor.scheduler",
-                     "torch._inductor.kernel.mm_common"):
+        for name in (
+            "torch._inductor.utils",
+            "torch._inductor.codegen.common",
+            "torch._inductor.scheduler",
+            "torch._inductor.kernel.mm_common",
+        ):
             module = importlib.import_module(name)
             if getattr(module, "get_current_backend", None) is original_backend:
                 module.get_current_backend = get_current_backend
@@ -104,6 +115,7 @@ def _interface(triton: bool):
 
     class MytorchInterface(DeviceInterface):
         """Dynamo's view of torch.mytorch (current device and stream, synchronize, events, properties)."""
+
         device = mt.device
         Event = mt.Event
         Stream = mt.Stream
@@ -144,7 +156,7 @@ def _interface(triton: bool):
         exchange_device = maybe_exchange_device
 
         @staticmethod
-        def get_raw_stream(device_idx: int) -> int:   # the runtime's handle (a cudaStream_t on the cuda runtime)
+        def get_raw_stream(device_idx: int) -> int:  # the runtime's handle (a cudaStream_t on the cuda runtime)
             return _C._current_raw_stream(device_idx)
 
         @staticmethod
@@ -187,11 +199,15 @@ def _wrapper_codegen():
             if device.type != _BACKEND or torch._inductor.config.test_configs.track_memory_lifecycle:
                 return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
             allocation = shape if allocation_shape is None else allocation_shape
-            line = (f"{name} = empty_strided_mytorch({self.codegen_python_shape_tuple(allocation)}, "
-                    f"{self.codegen_python_shape_tuple(stride)}, {dtype}, "
-                    f"{-1 if device.index is None else device.index})")
+            line = (
+                f"{name} = empty_strided_mytorch({self.codegen_python_shape_tuple(allocation)}, "
+                f"{self.codegen_python_shape_tuple(stride)}, {dtype}, "
+                f"{-1 if device.index is None else device.index})"
+            )
             if self.codegen_python_shape_tuple(shape) != self.codegen_python_shape_tuple(allocation):
-                line += f".as_strided({self.codegen_python_shape_tuple(shape)}, {self.codegen_python_shape_tuple(stride)})"
+                line += (
+                    f".as_strided({self.codegen_python_shape_tuple(shape)}, {self.codegen_python_shape_tuple(stride)})"
+                )
             return line
 
         def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
@@ -199,8 +215,7 @@ def _wrapper_codegen():
             if not triton and device.type == _BACKEND:
                 self.writeline(self.wrap_kernel_call(kernel_name, call_args))
                 return None
-            return super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton,
-                                                        **kwargs)
+            return super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
 
     return MytorchWrapperCodegen
 
@@ -211,9 +226,13 @@ def _refuse_graphs() -> None:
     if torch._inductor.config.triton.cudagraphs and not _warned_graphs:
         _warned_graphs.append(True)
         import warnings
-        warnings.warn("torch.compile(mode='reduce-overhead'): mytorch has no CUDA graph capture, so the compiled code "
-                      "runs without graphs (as with mode='max-autotune-no-cudagraphs' or the default mode)",
-                      UserWarning, stacklevel=2)
+
+        warnings.warn(
+            "torch.compile(mode='reduce-overhead'): mytorch has no CUDA graph capture, so the compiled code "
+            "runs without graphs (as with mode='max-autotune-no-cudagraphs' or the default mode)",
+            UserWarning,
+            stacklevel=2,
+        )
 
 
 _warned_graphs: list = []
@@ -241,7 +260,7 @@ def _cpp_wrapper_codegen():
         for ops that have no C shim."""
 
         def __init__(self):
-            self.device = _BACKEND   # the model's device in AOTInductor; CppWrapperCpu keeps one it finds set
+            self.device = _BACKEND  # the model's device in AOTInductor; CppWrapperCpu keeps one it finds set
             super().__init__()
 
         @staticmethod
@@ -250,13 +269,21 @@ def _cpp_wrapper_codegen():
 
         def _generate_extern_kernel_alloc_helper(self, node, args):
             device = node.get_device()
-            if (isinstance(node, ir.FallbackKernel) and isinstance(node.op_overload, torch._ops.OpOverload)
-                    and device is not None and device.type == _BACKEND
-                    and self.get_c_shim_func_name(node.cpp_kernel_name, _BACKEND) not in shims):
+            if (
+                isinstance(node, ir.FallbackKernel)
+                and isinstance(node.op_overload, torch._ops.OpOverload)
+                and device is not None
+                and device.type == _BACKEND
+                and self.get_c_shim_func_name(node.cpp_kernel_name, _BACKEND) not in shims
+            ):
                 self.generate_fallback_kernel_with_runtime_lookup(
-                    node.get_name(), node.python_kernel_name,
-                    lambda: [*node.codegen_args(), *node.codegen_kwargs()], node.op_overload,
-                    node.export_extern_kernel_node(), node.outputs if node.outputs else node.mutation_outputs)
+                    node.get_name(),
+                    node.python_kernel_name,
+                    lambda: [*node.codegen_args(), *node.codegen_kwargs()],
+                    node.op_overload,
+                    node.export_extern_kernel_node(),
+                    node.outputs if node.outputs else node.mutation_outputs,
+                )
                 return
             super()._generate_extern_kernel_alloc_helper(node, args)
 
@@ -267,11 +294,11 @@ def _op_overrides(triton: bool):
     from torch._inductor.codegen.common import DeviceOpOverrides
 
     class MytorchOpOverrides(DeviceOpOverrides):
-        def cpp_kernel_type(self) -> str:   # the generated kernels are C++ functions, as the CPU's
+        def cpp_kernel_type(self) -> str:  # the generated kernels are C++ functions, as the CPU's
             return "void*"
 
         def import_get_raw_stream_as(self, name: str) -> str:
-            if triton:   # Triton kernels launch on the current mytorch stream (Note [Triton on mytorch])
+            if triton:  # Triton kernels launch on the current mytorch stream (Note [Triton on mytorch])
                 return f"from mytorch._C import _current_raw_stream as {name}"
             return f"def {name}(index): return 0"
 
@@ -293,8 +320,10 @@ _generators: dict | None = None
 def _refusing(what: str, reason: str):
     class Refusing:
         def __init__(self, *args, **kwargs):
-            raise RuntimeError(f"torch.compile's Inductor backend on mytorch: {what} is not available here: {reason}. "
-                               f"torch.compile(..., backend='aot_eager') runs without Inductor")
+            raise RuntimeError(
+                f"torch.compile's Inductor backend on mytorch: {what} is not available here: {reason}. "
+                f"torch.compile(..., backend='aot_eager') runs without Inductor"
+            )
 
     return Refusing
 
@@ -309,8 +338,10 @@ def path() -> tuple[str, str | None]:
         return "triton", inductor_triton.unavailable_reason(runtime)
     if runtime == "sim":
         return "cpp", None
-    return "cpp", (f"the {runtime} runtime runs neither the C++ path (device memory is not host memory) nor "
-                   f"Triton (no GPU to launch on)")
+    return "cpp", (
+        f"the {runtime} runtime runs neither the C++ path (device memory is not host memory) nor "
+        f"Triton (no GPU to launch on)"
+    )
 
 
 def register() -> dict:
@@ -337,8 +368,9 @@ def register() -> dict:
             if reason is None and inductor_triton.interpreted():
                 inductor_triton.interpreter()
             scheduling = TritonScheduling if reason is None else _refusing("the Triton path", reason)
-            cpp_wrapper = _refusing("the C++ wrapper (cpp_wrapper, AOTInductor)",
-                                    "mytorch builds it for the C++ path (sim) only")
+            cpp_wrapper = _refusing(
+                "the C++ wrapper (cpp_wrapper, AOTInductor)", "mytorch builds it for the C++ path (sim) only"
+            )
         else:
             from torch._inductor.codegen.cpp import CppScheduling
 
@@ -346,8 +378,13 @@ def register() -> dict:
                 _adapt()
             scheduling = CppScheduling if reason is None else _refusing("code generation", reason)
             cpp_wrapper = _cpp_wrapper_codegen()
-        _generators = {"Scheduling": scheduling, "PythonWrapperCodegen": _wrapper_codegen(),
-                       "CppWrapperCodegen": cpp_wrapper, "WrapperFxCodegen": WrapperFxCodegen, "path": kind}
+        _generators = {
+            "Scheduling": scheduling,
+            "PythonWrapperCodegen": _wrapper_codegen(),
+            "CppWrapperCodegen": cpp_wrapper,
+            "WrapperFxCodegen": WrapperFxCodegen,
+            "path": kind,
+        }
         return _generators
 
 
@@ -361,7 +398,7 @@ def kernel_counts(codes: list[str]) -> dict:
     extern: collections.Counter = collections.Counter()
     generated = 0
     for code in codes:
-        generated += len(re.findall(r"^\s*\w+ = async_compile\.\w+\(", code, re.M))        # Python wrapper
+        generated += len(re.findall(r"^\s*\w+ = async_compile\.\w+\(", code, re.M))  # Python wrapper
         generated += len(set(re.findall(r'^\s*extern "C"\s+void\s+(\w+)\(', code, re.M)))  # C++ wrapper
         extern.update("aten." + op for op in re.findall(r"\bextern_kernels\.(\w+)\(", code))
         extern.update(re.findall(r"\btorch\.ops\.(\w+\.\w+)\.\w+\(", code))
@@ -373,8 +410,10 @@ def kernel_counts(codes: list[str]) -> dict:
 # AOTInductor on mytorch (csrc/python/AotiRunner.cpp; docs/compile.md): the compiled model's runtime cannot load
 # constants of an out-of-tree device, so a mytorch package keeps its weights apart (pickled, on the device) and
 # the loader installs them.
-AOTI_CONFIGS = {"aot_inductor.package_constants_in_so": False,
-                "aot_inductor.package_constants_on_disk_format": "pickle_weights"}
+AOTI_CONFIGS = {
+    "aot_inductor.package_constants_in_so": False,
+    "aot_inductor.package_constants_on_disk_format": "pickle_weights",
+}
 
 
 def aoti_compile_and_package(exported, package_path=None, inductor_configs: dict | None = None) -> str:
@@ -389,9 +428,11 @@ def aoti_load_package(path, run_single_threaded: bool = False, device_index: int
     """Loads a package of `aoti_compile_and_package` (torch._inductor.aoti_load_package, with the weights)."""
     from torch.export.pt2_archive._package import load_pt2
 
-    contents = load_pt2(path, run_single_threaded=run_single_threaded, device_index=device_index,
-                        load_weights_from_disk=True)
+    contents = load_pt2(
+        path, run_single_threaded=run_single_threaded, device_index=device_index, load_weights_from_disk=True
+    )
     if model_name not in contents.aoti_runners:
-        raise RuntimeError(f"expected a model named {model_name!r} in {path}, but it holds "
-                           f"{sorted(contents.aoti_runners)}")
+        raise RuntimeError(
+            f"expected a model named {model_name!r} in {path}, but it holds {sorted(contents.aoti_runners)}"
+        )
     return contents.aoti_runners[model_name]

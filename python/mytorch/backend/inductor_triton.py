@@ -16,6 +16,7 @@ without hardware. Two spots of the interpreter need adapting, for the interprete
 - libdevice math: Inductor calls `libdevice.<fn>` (extern calls into CUDA's libdevice), which the interpreter
   cannot run; a stand-in module answers tl.math's interpreted function where one exists, and numpy's otherwise.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,10 @@ def unavailable_reason(runtime: str) -> str | None:
     except ImportError:
         return "the Triton path needs the triton package (pip install triton)"
     if runtime == "sim" and not interpreted():
-        return ("on the sim runtime Triton kernels run only in Triton's interpreter: set TRITON_INTERPRET=1 "
-                "(device memory is host memory; there is no GPU to launch them on)")
+        return (
+            "on the sim runtime Triton kernels run only in Triton's interpreter: set TRITON_INTERPRET=1 "
+            "(device memory is host memory; there is no GPU to launch them on)"
+        )
     if runtime not in ("sim", "cuda"):
         return f"the Triton path runs on the cuda runtime (or interpreted on sim), not on {runtime}"
     return None
@@ -55,14 +58,39 @@ def _np_function(name: str):
 
     vectorised = lambda f: np.vectorize(f, otypes=[np.float64])  # noqa: E731
     table = {
-        "tanh": np.tanh, "log1p": np.log1p, "expm1": np.expm1, "pow": np.power, "atan": np.arctan,
-        "atan2": np.arctan2, "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh, "cosh": np.cosh,
-        "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "tan": np.tan, "log10": np.log10,
-        "nearbyint": np.rint, "rint": np.rint, "trunc": np.trunc, "fmod": np.fmod, "copysign": np.copysign,
-        "nextafter": np.nextafter, "hypot": np.hypot, "cbrt": np.cbrt, "exp10": lambda x: np.power(10.0, x),
-        "round": lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5), "ldexp": lambda x, e: np.ldexp(x, e.astype(np.int32)),
-        "erfc": vectorised(math.erfc), "lgamma": vectorised(math.lgamma), "tgamma": vectorised(math.gamma),
-        "isinf": np.isinf, "isnan": np.isnan, "signbit": np.signbit, "isfinited": np.isfinite,
+        "tanh": np.tanh,
+        "log1p": np.log1p,
+        "expm1": np.expm1,
+        "pow": np.power,
+        "atan": np.arctan,
+        "atan2": np.arctan2,
+        "asin": np.arcsin,
+        "acos": np.arccos,
+        "sinh": np.sinh,
+        "cosh": np.cosh,
+        "asinh": np.arcsinh,
+        "acosh": np.arccosh,
+        "atanh": np.arctanh,
+        "tan": np.tan,
+        "log10": np.log10,
+        "nearbyint": np.rint,
+        "rint": np.rint,
+        "trunc": np.trunc,
+        "fmod": np.fmod,
+        "copysign": np.copysign,
+        "nextafter": np.nextafter,
+        "hypot": np.hypot,
+        "cbrt": np.cbrt,
+        "exp10": lambda x: np.power(10.0, x),
+        "round": lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),
+        "ldexp": lambda x, e: np.ldexp(x, e.astype(np.int32)),
+        "erfc": vectorised(math.erfc),
+        "lgamma": vectorised(math.lgamma),
+        "tgamma": vectorised(math.gamma),
+        "isinf": np.isinf,
+        "isnan": np.isnan,
+        "signbit": np.signbit,
+        "isfinited": np.isfinite,
         "ilogb": lambda x: (np.frexp(x)[1] - 1).astype(np.int32),
     }
     return table.get(name)
@@ -76,12 +104,14 @@ class _InterpretedLibdevice:
         import triton.language as tl
         from triton.runtime.interpreter import TensorHandle
 
-        if hasattr(tl.math, name):   # patched by the interpreter while a kernel runs: looked up at call time
+        if hasattr(tl.math, name):  # patched by the interpreter while a kernel runs: looked up at call time
             return lambda *args, **kwargs: getattr(tl.math, name)(*args, **kwargs)
         fn = _np_function(name)
         if fn is None:
-            raise NotImplementedError(f"libdevice.{name} has no interpreted version in mytorch's Triton interpreter "
-                                      f"path (python/mytorch/backend/inductor_triton.py)")
+            raise NotImplementedError(
+                f"libdevice.{name} has no interpreted version in mytorch's Triton interpreter "
+                f"path (python/mytorch/backend/inductor_triton.py)"
+            )
 
         def call(*args, **kwargs):
             tensors = [a for a in args if isinstance(a, tl.tensor)]
@@ -97,6 +127,7 @@ class _InterpretedLibdevice:
                 out = out.astype(first.handle.data.dtype)
             shape = list(out.shape)
             return tl.tensor(TensorHandle(out, dtype), tl.block_type(dtype, shape) if shape else dtype)
+
         return call
 
 
@@ -129,6 +160,7 @@ def interpreter() -> None:
 
         def get_benchmarker(self):
             from triton.testing import do_bench
+
             return do_bench
 
         def get_current_device(self):
@@ -136,6 +168,7 @@ def interpreter() -> None:
 
         def get_current_stream(self, device=None):
             from mytorch import _C
+
             return _C._current_raw_stream(torch.mytorch.current_device() if device is None else device)
 
         def get_device_interface(self):
@@ -149,6 +182,7 @@ def interpreter() -> None:
     def set_driver_to_gpu():
         if not isinstance(triton.runtime.driver.active, InterpreterDriver):
             original()
+
     triton_helpers.set_driver_to_gpu = set_driver_to_gpu
     triton_helpers.libdevice = triton_compat.libdevice = _InterpretedLibdevice()
     _interpreter_ready = True

@@ -7,6 +7,7 @@ wraps the reducers of every class that torch registered, so that a mytorch tenso
 every other tensor takes torch's own, unchanged. The same holds for storages: a mytorch storage pickled on
 its own is refused with torch's message for CUDA storages, instead of failing inside the CPU sharing code.
 """
+
 from __future__ import annotations
 
 import torch
@@ -18,8 +19,9 @@ from .. import _C
 _DEVICE = "mytorch"
 
 
-def _rebuild_mytorch_tensor(cls, size, stride, storage_offset, dtype, device, handle, offset, nbytes, pid, fd,
-                            inode, slot, requires_grad):
+def _rebuild_mytorch_tensor(
+    cls, size, stride, storage_offset, dtype, device, handle, offset, nbytes, pid, fd, inode, slot, requires_grad
+):
     raw = _C._ipc_open(handle, device, offset, nbytes, pid, fd, inode, slot)
     t = torch.empty((0,), dtype=dtype, device=torch.device(_DEVICE, device))
     t.set_(raw.untyped_storage(), storage_offset, size, stride)
@@ -43,15 +45,32 @@ def _reduce_mytorch_tensor(tensor: torch.Tensor):
         raise RuntimeError(  # torch's own check, which its reducer makes first
             "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd does not support "
             "crossing process boundaries.  If you just want to transfer the data, call detach() on the tensor "
-            "before serializing (e.g., putting it on the queue).")
+            "before serializing (e.g., putting it on the queue)."
+        )
     cls = torch.nn.Parameter if isinstance(tensor, torch.nn.Parameter) else type(tensor)
     device = tensor.device.index
     if tensor.untyped_storage().nbytes() == 0:
         return (_rebuild_empty, (cls, tensor.size(), tensor.stride(), tensor.dtype, device, tensor.requires_grad))
     handle, offset, pid, fd, inode, slot = _C._ipc_share(tensor)
-    return (_rebuild_mytorch_tensor, (cls, tensor.size(), tensor.stride(), tensor.storage_offset(), tensor.dtype,
-                                      device, handle, offset, tensor.untyped_storage().nbytes(), pid, fd, inode,
-                                      slot, tensor.requires_grad))
+    return (
+        _rebuild_mytorch_tensor,
+        (
+            cls,
+            tensor.size(),
+            tensor.stride(),
+            tensor.storage_offset(),
+            tensor.dtype,
+            device,
+            handle,
+            offset,
+            tensor.untyped_storage().nbytes(),
+            pid,
+            fd,
+            inode,
+            slot,
+            tensor.requires_grad,
+        ),
+    )
 
 
 def _wrap(torch_reducer, mytorch_reducer):
@@ -59,6 +78,7 @@ def _wrap(torch_reducer, mytorch_reducer):
         if obj.device.type == _DEVICE:
             return mytorch_reducer(obj)
         return torch_reducer(obj)
+
     reduce.__wrapped__ = torch_reducer
     return reduce
 

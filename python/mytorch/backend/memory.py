@@ -1,4 +1,5 @@
 """Memory statistics and cache control of the mytorch caching allocators (keys as torch.cuda's)."""
+
 from __future__ import annotations
 
 import collections
@@ -140,25 +141,42 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
         pools = [("all", label)]
         if not abbreviated:
             pools += [("large_pool", "      from large pool"), ("small_pool", "      from small pool")]
-        return [line(name, [fmt(stats.get(f"{key}.{pool}.{k}", 0)) for k in ("current", "peak", "allocated", "freed")])
-                for pool, name in pools]
+        return [
+            line(name, [fmt(stats.get(f"{key}.{pool}.{k}", 0)) for k in ("current", "peak", "allocated", "freed")])
+            for pool, name in pools
+        ]
 
     sep, thin = "|" + "=" * 75 + "|", "|" + "-" * 75 + "|"
-    out = [sep, "|" + f"PyTorch mytorch memory management summary, device ID {idx:<3d}".center(75) + "|", thin,
-           "|" + f"  mytorch OOMs: {stats.get('num_ooms', 0):<13d}".ljust(37) + "|" +
-           f"  device malloc retries: {stats.get('num_alloc_retries', 0):<11d}".ljust(37) + "|",
-           sep, "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |", thin]
-    for label, key, fmt in (("Allocated memory", "allocated_bytes", _fmt_bytes), ("Active memory", "active_bytes", _fmt_bytes),
-                            ("Requested memory", "requested_bytes", _fmt_bytes),
-                            ("Device reserved memory", "reserved_bytes", _fmt_bytes),
-                            ("Non-releasable memory", "inactive_split_bytes", _fmt_bytes),
-                            ("Allocations", "allocation", _fmt_count), ("Active allocs", "active", _fmt_count),
-                            ("Reserved segments", "segment", _fmt_count),
-                            ("Non-releasable allocs", "inactive_split", _fmt_count)):
+    out = [
+        sep,
+        "|" + f"PyTorch mytorch memory management summary, device ID {idx:<3d}".center(75) + "|",
+        thin,
+        "|"
+        + f"  mytorch OOMs: {stats.get('num_ooms', 0):<13d}".ljust(37)
+        + "|"
+        + f"  device malloc retries: {stats.get('num_alloc_retries', 0):<11d}".ljust(37)
+        + "|",
+        sep,
+        "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |",
+        thin,
+    ]
+    for label, key, fmt in (
+        ("Allocated memory", "allocated_bytes", _fmt_bytes),
+        ("Active memory", "active_bytes", _fmt_bytes),
+        ("Requested memory", "requested_bytes", _fmt_bytes),
+        ("Device reserved memory", "reserved_bytes", _fmt_bytes),
+        ("Non-releasable memory", "inactive_split_bytes", _fmt_bytes),
+        ("Allocations", "allocation", _fmt_count),
+        ("Active allocs", "active", _fmt_count),
+        ("Reserved segments", "segment", _fmt_count),
+        ("Non-releasable allocs", "inactive_split", _fmt_count),
+    ):
         out += rows(label, key, fmt)
         out.append(thin)
     for label, key in (("Oversize allocations", "oversize_allocations"), ("Oversize segments", "oversize_segments")):
-        out.append(line(label, [_fmt_count(stats.get(f"{key}.{k}", 0)) for k in ("current", "peak", "allocated", "freed")]))
+        out.append(
+            line(label, [_fmt_count(stats.get(f"{key}.{k}", 0)) for k in ("current", "peak", "allocated", "freed")])
+        )
         out.append(thin)
     out.append(sep)
     return "\n".join(out) + "\n"

@@ -1,4 +1,5 @@
 """The per-device Philox generators (torch.cuda's random API)."""
+
 from __future__ import annotations
 
 from typing import Any

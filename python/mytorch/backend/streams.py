@@ -1,4 +1,5 @@
 """Streams and events: torch.Stream / torch.Event specialised to the mytorch device."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,8 +45,7 @@ class Event(metaclass=_EventMeta):
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         _lazy_init()
-        return torch.Event(device=_BACKEND, enable_timing=enable_timing, blocking=blocking,
-                           interprocess=interprocess)
+        return torch.Event(device=_BACKEND, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
 def _wrap(t: tuple[int, int, int]) -> Stream:
@@ -83,6 +83,7 @@ class StreamContext:
         if self.stream is None:
             return self
         from ._device import current_device, set_device
+
         self.prev_device = current_device()
         if self.stream.device_index != self.prev_device:
             set_device(self.stream.device_index)
@@ -94,6 +95,7 @@ class StreamContext:
         if self.stream is None:
             return False
         from ._device import set_device
+
         set_stream(self.prev_stream)
         set_device(self.prev_device)
         return False

@@ -6,6 +6,7 @@ the cuda runtime is live and torch has CUDA. Where the op supports autograd, the
 vector-Jacobian product with a fixed random cotangent are compared the same way. See _compare.py for the
 tolerance.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -20,13 +21,25 @@ from ._compare import Errors, compare_outputs
 
 # Saved statistics that CPU PyTorch keeps in the input's half dtype and CUDA PyTorch in float32 (mytorch
 # follows CUDA): output indices per op (see compare_outputs).
-STAT_OUTPUTS = {name: frozenset({1, 2}) for name in (
-    "native_layer_norm", "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
-    "_native_batch_norm_legit_no_training")}
+STAT_OUTPUTS = {
+    name: frozenset({1, 2})
+    for name in (
+        "native_layer_norm",
+        "native_group_norm",
+        "native_batch_norm",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+    )
+}
 
 DTYPES = {
-    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
-    "int64": torch.int64, "int32": torch.int32, "bool": torch.bool,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "bool": torch.bool,
 }
 # Ops whose outputs have undefined values (uninitialised memory): nothing to compare but shapes.
 UNDEFINED_VALUES = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted"}
@@ -98,8 +111,11 @@ def _run(op, sample, triple, want_grad: bool, cot_seed: int, probe=None):
         out = op(inp, *args, **kwargs)
     if not want_grad:
         return out, None
-    outs = [t for t in tree_leaves(sample.output_process_fn_grad(out))
-            if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())]
+    outs = [
+        t
+        for t in tree_leaves(sample.output_process_fn_grad(out))
+        if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())
+    ]
     inputs = [t for t in tree_leaves(triple) if isinstance(t, torch.Tensor) and t.requires_grad]
     if not outs or not inputs:
         return out, None
@@ -129,15 +145,20 @@ def _tie_equivalent(inp: torch.Tensor, dev_idx: torch.Tensor, ref_idx: torch.Ten
             b = inp.gather(d, ref_idx) if inp.dim() else inp
         except (RuntimeError, IndexError):
             continue
-        same_values = torch.equal(a.isnan(), b.isnan()) and torch.equal(a[~a.isnan()], b[~b.isnan()]) \
-            if a.is_floating_point() else torch.equal(a, b)
+        same_values = (
+            torch.equal(a.isnan(), b.isnan()) and torch.equal(a[~a.isnan()], b[~b.isnan()])
+            if a.is_floating_point()
+            else torch.equal(a, b)
+        )
         if not same_values:
             continue
         if same_set and torch.equal(dev_idx.sort(d).values, ref_idx.sort(d).values):
             return True
         if not same_set:
             srt = dev_idx.sort(d).values
-            if srt.size(d) < 2 or not bool((srt.narrow(d, 1, srt.size(d) - 1) == srt.narrow(d, 0, srt.size(d) - 1)).any()):
+            if srt.size(d) < 2 or not bool(
+                (srt.narrow(d, 1, srt.size(d) - 1) == srt.narrow(d, 0, srt.size(d) - 1)).any()
+            ):
                 return True
     return False
 
@@ -167,9 +188,15 @@ def _settle_ties(key: str, sample, dev_out, ref_out):
         return dev_out, ref_out, False
     settled, changed = [], False
     for d, r in zip(flat_dev, flat_ref):
-        idx = len(flat_dev) == 1 or d is flat_dev[-1]     # argsort's only output; sort/topk's second
-        if (idx and isinstance(d, torch.Tensor) and isinstance(r, torch.Tensor) and d.dtype == torch.int64
-                and not torch.equal(d.cpu(), r.cpu()) and _tie_equivalent(sample.input, d, r, base != "topk")):
+        idx = len(flat_dev) == 1 or d is flat_dev[-1]  # argsort's only output; sort/topk's second
+        if (
+            idx
+            and isinstance(d, torch.Tensor)
+            and isinstance(r, torch.Tensor)
+            and d.dtype == torch.int64
+            and not torch.equal(d.cpu(), r.cpu())
+            and _tie_equivalent(sample.input, d, r, base != "topk")
+        ):
             settled.append(r)
             changed = True
         else:
@@ -198,19 +225,33 @@ def run_op(op, dtypes: list[str], max_samples: int, cuda_reference: bool) -> lis
 
 
 def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) -> dict:
-    case = {"op": key, "dtype": dname, "verdict": "aligned", "native": False, "samples": 0, "detail": "",
-            "forward": None, "backward": None, "fallback_ops": [], "native_kernels": []}
+    case = {
+        "op": key,
+        "dtype": dname,
+        "verdict": "aligned",
+        "native": False,
+        "samples": 0,
+        "detail": "",
+        "forward": None,
+        "backward": None,
+        "fallback_ops": [],
+        "native_kernels": [],
+    }
     seed = seed_for(key, dname)
     torch.manual_seed(seed)
     torch.mytorch.manual_seed(seed)
-    want_grad = bool(op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
-                     and dtype in op.supported_backward_dtypes("cpu"))
+    want_grad = bool(
+        op.supports_autograd
+        and (dtype.is_floating_point or dtype.is_complex)
+        and dtype in op.supported_backward_dtypes("cpu")
+    )
     # Samples are made on mytorch, as PyTorch's own device tests make them on the device under test (so
     # arguments an op wants on the CPU stay there); the references get copies.
     try:
         with torch.mytorch.device(0):
-            samples = list(itertools.islice(op.sample_inputs("mytorch", dtype, requires_grad=want_grad),
-                                            max_samples or None))
+            samples = list(
+                itertools.islice(op.sample_inputs("mytorch", dtype, requires_grad=want_grad), max_samples or None)
+            )
     except Exception as e:
         case.update(verdict="error", detail=f"making the OpInfo's samples on mytorch failed: {_message(e)}")
         return case
@@ -237,8 +278,11 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
             # Random draws (PyTorch tags them nondeterministic_seeded) come from different generators on
             # mytorch and on the CPU; uninitialised outputs have no values to compare.
             if key.split(".")[0] in UNDEFINED_VALUES or probe.random:
-                case.update(verdict="skipped", detail="outputs are random or uninitialised: values not comparable",
-                            samples=len(samples))
+                case.update(
+                    verdict="skipped",
+                    detail="outputs are random or uninitialised: values not comparable",
+                    samples=len(samples),
+                )
                 return case
         gold_out = gold_grads = None
         if ref_exc is None and golden:
@@ -281,10 +325,17 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
             continue
         case["samples"] += 1
         dev_out, ref_cmp, tie_settled = _settle_ties(key, s, dev_out, ref_out)
-        fwd.merge(compare_outputs(dev_out, ref_cmp, gold_out if not tie_settled and key.split(".")[0] != "topk" else None,
-                                  extra_out, STAT_OUTPUTS.get(key.split(".")[0], frozenset())))
+        fwd.merge(
+            compare_outputs(
+                dev_out,
+                ref_cmp,
+                gold_out if not tie_settled and key.split(".")[0] != "topk" else None,
+                extra_out,
+                STAT_OUTPUTS.get(key.split(".")[0], frozenset()),
+            )
+        )
         if tie_settled:
-            ties += 1   # gradients follow the tie order, which is implementation-defined: not compared
+            ties += 1  # gradients follow the tie order, which is implementation-defined: not compared
         elif want_grad and ref_grads is not None:
             bwd.merge(compare_outputs(dev_grads, ref_grads, gold_grads, extra_grads))
     case["native_kernels"] = sorted(native_kernels)
@@ -295,17 +346,23 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
     if ref_failures == len(samples):
         case.update(verdict="unsupported", detail=f"the CPU reference raised on every sample: {first_ref_error}")
     elif dev_errors:
-        case.update(verdict="error", detail=f"{dev_errors} of {len(samples)} samples raised on mytorch; {first_dev_error}")
+        case.update(
+            verdict="error", detail=f"{dev_errors} of {len(samples)} samples raised on mytorch; {first_dev_error}"
+        )
     elif not fwd.ok or not bwd.ok:
         which = "forward" if not fwd.ok else "backward"
-        problems = (fwd.problems or bwd.problems)
-        case.update(verdict="mismatch", detail=f"{which}: " + ("; ".join(problems) if problems else
-                    f"{(fwd if not fwd.ok else bwd).bad} elements out of tolerance"))
+        problems = fwd.problems or bwd.problems
+        case.update(
+            verdict="mismatch",
+            detail=f"{which}: "
+            + ("; ".join(problems) if problems else f"{(fwd if not fwd.ok else bwd).bad} elements out of tolerance"),
+        )
     elif both_raised:
         case["detail"] = f"{both_raised} samples raise on both (same behaviour)"
     if ties and case["verdict"] == "aligned":
-        case["detail"] = (case["detail"] + "; " if case["detail"] else "") + \
-            f"{ties} samples order ties differently (equivalent); their gradients are not compared"
+        case["detail"] = (
+            case["detail"] + "; " if case["detail"] else ""
+        ) + f"{ties} samples order ties differently (equivalent); their gradients are not compared"
     return case
 
 

@@ -8,6 +8,7 @@ against the golden values; on a GPU machine also stock torch.cuda), and (atol, r
 floor below (torch.testing.assert_close's defaults for that dtype). Integer and bool outputs must be
 exact; NaN and +/-inf must sit at the same positions as in the CPU result at the same dtype.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,12 +48,14 @@ def assert_sum_within_bound(actual: torch.Tensor, x: torch.Tensor, dim: int, nam
     worst = int((err - bound).argmax())
     assert bool((err <= bound).all()), (
         f"{name}: error {float(err.flatten()[worst]):.3g} exceeds the bound {float(bound.flatten()[worst]):.3g} "
-        f"at element {worst}")
+        f"at element {worst}"
+    )
 
 
 @dataclass
 class Errors:
     """Worst errors of mytorch's results against the golden values, over every output of every sample."""
+
     max_abs: float = 0.0
     max_rel: float = 0.0
     bad: int = 0
@@ -76,8 +79,13 @@ class Errors:
 
     def as_dict(self) -> dict:
         frac = self.bad / self.total if self.total else 0.0
-        return {"max_abs": _finite(self.max_abs), "max_rel": _finite(self.max_rel), "frac_out_of_tol": frac,
-                "elements": self.total, "torch_err": _finite(self.torch_err)}
+        return {
+            "max_abs": _finite(self.max_abs),
+            "max_rel": _finite(self.max_rel),
+            "frac_out_of_tol": frac,
+            "elements": self.total,
+            "torch_err": _finite(self.torch_err),
+        }
 
 
 def _finite(x: float):
@@ -90,8 +98,7 @@ def _as_real(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def compare_tensor(dev: torch.Tensor, ref: torch.Tensor, gold: torch.Tensor | None,
-                   extra_refs: tuple = ()) -> Errors:
+def compare_tensor(dev: torch.Tensor, ref: torch.Tensor, gold: torch.Tensor | None, extra_refs: tuple = ()) -> Errors:
     """dev: mytorch result (any device), ref: CPU result at the same dtype, gold: CPU float64 result."""
     e = Errors()
     dev = dev.detach().cpu()
@@ -106,7 +113,7 @@ def compare_tensor(dev: torch.Tensor, ref: torch.Tensor, gold: torch.Tensor | No
     if dev.numel() == 0:
         return e
     if not (dev.is_floating_point() or dev.is_complex()):
-        bad = (dev != ref)
+        bad = dev != ref
         e.bad = int(bad.sum())
         if e.bad:
             diff = (dev.to(torch.float64) - ref.to(torch.float64)).abs()
@@ -116,8 +123,11 @@ def compare_tensor(dev: torch.Tensor, ref: torch.Tensor, gold: torch.Tensor | No
     r = _as_real(ref).to(torch.float64)
     g = _as_real(gold.detach().cpu()).to(torch.float64) if gold is not None and gold.shape == ref.shape else r
     # NaN and inf positions (with sign) must agree with PyTorch's result at this dtype.
-    special = (torch.isnan(d) != torch.isnan(r)) | (torch.isinf(d) != torch.isinf(r)) | \
-              (torch.isinf(d) & torch.isinf(r) & (torch.sign(d) != torch.sign(r)))
+    special = (
+        (torch.isnan(d) != torch.isnan(r))
+        | (torch.isinf(d) != torch.isinf(r))
+        | (torch.isinf(d) & torch.isinf(r) & (torch.sign(d) != torch.sign(r)))
+    )
     finite = torch.isfinite(d) & torch.isfinite(r) & torch.isfinite(g)
     torch_err = 0.0
     for other in (r,) + tuple(_as_real(x.detach().cpu()).to(torch.float64) for x in extra_refs):
@@ -150,8 +160,10 @@ def assert_aligned(dev, ref, gold=None, what: str = "result", extra_refs: tuple 
     `ref` is the golden value and only the floor applies. Integer and bool results must be equal."""
     ref = ref.to(dev.dtype) if isinstance(ref, torch.Tensor) and ref.dtype != dev.dtype else ref
     e = compare_tensor(dev, ref, gold, extra_refs)
-    assert e.ok, (f"{what}: {e.bad} of {e.total} elements outside the alignment tolerance (max abs error "
-                  f"{e.max_abs:.3g}, max rel {e.max_rel:.3g}, PyTorch's own {e.torch_err:.3g}) {e.problems}")
+    assert e.ok, (
+        f"{what}: {e.bad} of {e.total} elements outside the alignment tolerance (max abs error "
+        f"{e.max_abs:.3g}, max rel {e.max_rel:.3g}, PyTorch's own {e.torch_err:.3g}) {e.problems}"
+    )
 
 
 def compare_outputs(dev, ref, gold, extra_refs=(), stat_outputs=frozenset()) -> Errors:

@@ -4,6 +4,7 @@ Each worker runs in its own process (torch.multiprocessing, spawn), joins a proc
 store, and writes what it found to ``<out>/rank<r>.json``: the parent test asserts on those files, so a
 failure names the rank, the collective and the dtype.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -20,8 +21,13 @@ def _init(rank: int, world: int, port: int, backend: str = "mytorch", timeout_s:
 
     import mytorch  # noqa: F401  (registers the device and the backend)
 
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=timeout_s))
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
     return dist
 
 
@@ -46,8 +52,24 @@ def launch(fn, world: int, out: str, *args) -> None:
 
 # --- every collective and dtype --------------------------------------------------------------------------
 
-DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool",
-          "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "complex64"]
+DTYPES = [
+    "float32",
+    "float64",
+    "float16",
+    "bfloat16",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "complex64",
+]
 
 
 def _value(rank: int, n: int, dtype, salt: int = 0):
@@ -100,8 +122,13 @@ def collectives_worker(rank: int, world: int, out: str, port: int) -> None:
                 dist.broadcast(t, src=root)
                 same(f"broadcast[{dname},root={root}]", t, vals[root])
             # all_reduce / reduce, each op
-            ops = {"SUM": dist.ReduceOp.SUM, "MAX": dist.ReduceOp.MAX, "MIN": dist.ReduceOp.MIN,
-                   "PRODUCT": dist.ReduceOp.PRODUCT, "AVG": dist.ReduceOp.AVG}
+            ops = {
+                "SUM": dist.ReduceOp.SUM,
+                "MAX": dist.ReduceOp.MAX,
+                "MIN": dist.ReduceOp.MIN,
+                "PRODUCT": dist.ReduceOp.PRODUCT,
+                "AVG": dist.ReduceOp.AVG,
+            }
             if dname == "bool":
                 ops = {"SUM": dist.ReduceOp.SUM, "MAX": dist.ReduceOp.MAX, "MIN": dist.ReduceOp.MIN}
             if dname == "complex64":
@@ -113,9 +140,13 @@ def collectives_worker(rank: int, world: int, out: str, port: int) -> None:
                     want = stack.any(0) if oname in ("SUM", "MAX") else stack.all(0)
                 else:
                     stack = torch.stack(wide)
-                    want = {"SUM": lambda s: s.sum(0), "MAX": lambda s: s.max(0).values,
-                            "MIN": lambda s: s.min(0).values, "PRODUCT": lambda s: s.prod(0),
-                            "AVG": lambda s: s.mean(0)}[oname](stack)
+                    want = {
+                        "SUM": lambda s: s.sum(0),
+                        "MAX": lambda s: s.max(0).values,
+                        "MIN": lambda s: s.min(0).values,
+                        "PRODUCT": lambda s: s.prod(0),
+                        "AVG": lambda s: s.mean(0),
+                    }[oname](stack)
                     if oname == "AVG" and not (dt.is_floating_point or dt.is_complex):
                         want = want.trunc()
                     want = want.to(dt)
@@ -140,8 +171,16 @@ def collectives_worker(rank: int, world: int, out: str, port: int) -> None:
                 ins = [_value(rank, n, dt, salt=j) for j in range(world)]
                 o = torch.empty(n, dtype=dt, device=dev)
                 dist.reduce_scatter(o, [x.to(dev) for x in ins])
-                want = torch.stack([_value(r, n, dt, salt=rank).to(torch.complex128 if dt.is_complex else torch.float64)
-                                    for r in range(world)]).sum(0).to(dt)
+                want = (
+                    torch.stack(
+                        [
+                            _value(r, n, dt, salt=rank).to(torch.complex128 if dt.is_complex else torch.float64)
+                            for r in range(world)
+                        ]
+                    )
+                    .sum(0)
+                    .to(dt)
+                )
                 same(f"reduce_scatter[{dname}]", o, want)
                 o = torch.empty(n, dtype=dt, device=dev)
                 dist.reduce_scatter_tensor(o, torch.cat(ins).to(dev))
@@ -171,7 +210,9 @@ def collectives_worker(rank: int, world: int, out: str, port: int) -> None:
                 for r in range(world):
                     same(f"gather[{dname}][{r}]", g[r], vals[r])
             s = torch.empty(n, dtype=dt, device=dev)
-            dist.scatter(s, [_value(j, n, dt, salt=5).to(dev) for j in range(world)] if rank == root else None, src=root)
+            dist.scatter(
+                s, [_value(j, n, dt, salt=5).to(dev) for j in range(world)] if rank == root else None, src=root
+            )
             same(f"scatter[{dname}]", s, _value(rank, n, dt, salt=5))
             # send / recv around a ring, and batch_isend_irecv both ways
             nxt, prv = (rank + 1) % world, (rank - 1) % world
@@ -184,9 +225,14 @@ def collectives_worker(rank: int, world: int, out: str, port: int) -> None:
                 dist.send(mine.to(dev), nxt)
             same(f"send_recv[{dname}]", r_buf, vals[prv])
             a, b = torch.empty(n, dtype=dt, device=dev), torch.empty(n, dtype=dt, device=dev)
-            reqs = dist.batch_isend_irecv([dist.P2POp(dist.irecv, a, prv), dist.P2POp(dist.irecv, b, nxt),
-                                           dist.P2POp(dist.isend, mine.to(dev), nxt),
-                                           dist.P2POp(dist.isend, mine.to(dev), prv)])
+            reqs = dist.batch_isend_irecv(
+                [
+                    dist.P2POp(dist.irecv, a, prv),
+                    dist.P2POp(dist.irecv, b, nxt),
+                    dist.P2POp(dist.isend, mine.to(dev), nxt),
+                    dist.P2POp(dist.isend, mine.to(dev), prv),
+                ]
+            )
             for q in reqs:
                 q.wait()
             same(f"batch_isend_irecv[{dname}]", a, vals[prv])
@@ -221,6 +267,7 @@ def collectives_worker(rank: int, world: int, out: str, port: int) -> None:
 
 # --- mistakes across ranks, bad input, dead peers --------------------------------------------------------
 
+
 def mismatch_worker(rank: int, world: int, out: str, port: int) -> None:
     import torch
 
@@ -237,18 +284,29 @@ def mismatch_worker(rank: int, world: int, out: str, port: int) -> None:
 
     attempt("shape", lambda: dist.all_reduce(torch.ones(4 if rank == 0 else 8, device=dev)))
     attempt("dtype", lambda: dist.all_reduce(torch.ones(4, device=dev, dtype=torch.float32 if rank else torch.float64)))
-    attempt("collective", lambda: dist.all_reduce(torch.ones(4, device=dev)) if rank == 0
-            else dist.broadcast(torch.ones(4, device=dev), 0))
+    attempt(
+        "collective",
+        lambda: (
+            dist.all_reduce(torch.ones(4, device=dev)) if rank == 0 else dist.broadcast(torch.ones(4, device=dev), 0)
+        ),
+    )
     attempt("root", lambda: dist.broadcast(torch.ones(4, device=dev), src=rank % 2))
-    attempt("splits", lambda: dist.all_to_all_single(torch.empty(2 * world, device=dev),
-                                                     torch.ones(2 * world, device=dev),
-                                                     [2] * world, [1] * (world - 1) + [world + 1]))
+    attempt(
+        "splits",
+        lambda: dist.all_to_all_single(
+            torch.empty(2 * world, device=dev),
+            torch.ones(2 * world, device=dev),
+            [2] * world,
+            [1] * (world - 1) + [world + 1],
+        ),
+    )
 
     def p2p():
         if rank == 0:
             dist.send(torch.ones(8, device=dev), 1)
         elif rank == 1:
             dist.recv(torch.empty(4, device=dev), 0)
+
     attempt("p2p", p2p)
     attempt("cpu_tensor", lambda: dist.all_reduce(torch.ones(4)))
     attempt("non_contiguous", lambda: dist.all_reduce(torch.ones(4, 4, device=dev).t()))
@@ -273,8 +331,16 @@ def functional_worker(rank: int, world: int, out: str, port: int) -> None:
     mesh = init_device_mesh("mytorch", (world,))
     dt = distribute_tensor(torch.arange(2.0 * world, device="mytorch"), mesh, [Shard(0)])
     doubled = (dt * 2).redistribute(mesh, [Replicate()]).to_local()
-    _write(out, rank, {"reduced": reduced.cpu().tolist(), "gathered": gathered.cpu().tolist(),
-                       "local": dt.to_local().cpu().tolist(), "doubled": doubled.cpu().tolist()})
+    _write(
+        out,
+        rank,
+        {
+            "reduced": reduced.cpu().tolist(),
+            "gathered": gathered.cpu().tolist(),
+            "local": dt.to_local().cpu().tolist(),
+            "doubled": doubled.cpu().tolist(),
+        },
+    )
     dist.destroy_process_group()
 
 
@@ -307,8 +373,9 @@ def debug_detail_worker(rank: int, world: int, out: str, port: int) -> None:
     os._exit(0)  # torch's wrapper leaves the group unusable after a mismatch
 
 
-def dead_rank_worker(rank: int, world: int, out: str, port: int, timeout_s: float, how: str = "exit",
-                     check: bool = True) -> None:
+def dead_rank_worker(
+    rank: int, world: int, out: str, port: int, timeout_s: float, how: str = "exit", check: bool = True
+) -> None:
     import torch
 
     os.environ["MYTORCH_DIST_CHECK"] = "1" if check else "0"
@@ -352,12 +419,23 @@ def mixed_backend_worker(rank: int, world: int, out: str, port: int, backend=Non
     dist.all_gather_object(objs, {"rank": rank, "tag": "x" * rank})
     box = [{"from": rank}] if rank == 0 else [None]
     dist.broadcast_object_list(box, src=0)
-    _write(out, rank, {"cpu": c.tolist(), "mytorch": d.cpu().tolist(), "backend": name, "evens": e.cpu().tolist(),
-                       "objects": objs, "box": box})
+    _write(
+        out,
+        rank,
+        {
+            "cpu": c.tolist(),
+            "mytorch": d.cpu().tolist(),
+            "backend": name,
+            "evens": e.cpu().tolist(),
+            "objects": objs,
+            "box": box,
+        },
+    )
     dist.destroy_process_group()
 
 
 # --- DDP and FSDP2 against one process on the concatenated batch ------------------------------------------
+
 
 def _gpt(examples: str):
     sys.path.insert(0, examples)
@@ -421,7 +499,7 @@ def data_parallel_worker(rank: int, world: int, out: str, port: int, examples: s
         params = model.parameters()
     opt = _optimizer(params)
     for batch in _batches(steps, per_rank, world):
-        local = batch[rank * per_rank:(rank + 1) * per_rank].to("mytorch")
+        local = batch[rank * per_rank : (rank + 1) * per_rank].to("mytorch")
         loss = wrapped(local[:, :-1].contiguous(), local[:, 1:].contiguous())
         opt.zero_grad()
         loss.backward()
@@ -438,7 +516,10 @@ def data_parallel_worker(rank: int, world: int, out: str, port: int, examples: s
 
 # --- benchmark: ProcessGroupMytorch against plain Gloo, same ranks ---------------------------------------
 
-def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeats: int, reference: str = "gloo") -> None:
+
+def bench_worker(
+    rank: int, world: int, out: str, port: int, sizes: list, repeats: int, reference: str = "gloo"
+) -> None:
     """Time per collective for each message size (bytes of the largest buffer, as nccl-tests counts): the
     reference backend (plain Gloo on CPU tensors, or ProcessGroupNCCL on CUDA tensors) and the mytorch
     backend with and without its agreement check, through the benchmark harness (mytorch.testing.bench):
@@ -458,16 +539,20 @@ def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeat
     if ref_dev == "cuda":
         torch.cuda.set_device(rank)
         torch.mytorch.set_device(rank)
-    dist.init_process_group(f"{ref_dev}:{reference},mytorch:mytorch", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    dist.init_process_group(
+        f"{ref_dev}:{reference},mytorch:mytorch", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
     os.environ["MYTORCH_DIST_CHECK"] = "0"
     unchecked = dist.new_group(backend="mytorch")
     os.environ["MYTORCH_DIST_CHECK"] = "1"
     checked = dist.new_group(backend="mytorch")
     os.environ.pop("MYTORCH_DIST_CHECK")
     variants = ((reference, ref_dev, None), ("mytorch", "mytorch", checked), ("mytorch_nocheck", "mytorch", unchecked))
-    syncs = {"cpu": lambda: None, "cuda": torch.cuda.synchronize if ref_dev == "cuda" else None,
-             "mytorch": torch.mytorch.synchronize}
+    syncs = {
+        "cpu": lambda: None,
+        "cuda": torch.cuda.synchronize if ref_dev == "cuda" else None,
+        "mytorch": torch.mytorch.synchronize,
+    }
     results = []
     for nbytes in sizes:
         n = max(world, nbytes // 4 // world * world)  # float32 elements, divisible by the world size
@@ -484,8 +569,14 @@ def bench_worker(rank: int, world: int, out: str, port: int, sizes: list, repeat
                     fn = lambda big=big, part=part, g=group: dist.reduce_scatter_tensor(part, big, group=g)  # noqa: E731
                 calls[label] = (fn, syncs[dev])
             stats = measure(calls, repeats, warmup=2, inner=max(1, min(64, (4 << 20) // (n * 4))))
-            results.append({"bytes": n * 4, "collective": coll, "reference": reference,
-                            "times": {label: {"wall": st.wall, "cpu": st.cpu} for label, st in stats.items()}})
+            results.append(
+                {
+                    "bytes": n * 4,
+                    "collective": coll,
+                    "reference": reference,
+                    "times": {label: {"wall": st.wall, "cpu": st.cpu} for label, st in stats.items()},
+                }
+            )
             del calls
     if rank == 0:
         _write(out, rank, {"results": results})

@@ -4,6 +4,7 @@ the aten calls that have an out= overload (elu has elu.out, max.dim has max.dim_
 elu_backward.grad_input); each recorded call is replayed through
 that overload on the CPU and on the device, with an out= of another dtype and with a non-contiguous out= of the
 right dtype. Expected: the CPU's refusal or its values, and the view's gaps untouched."""
+
 from __future__ import annotations
 
 MAX_CALLS = 3
@@ -25,7 +26,11 @@ def _out_overload(func):
         o = getattr(packet, name)
         args = o._schema.arguments
         outs = [a.name for a in args if a.is_out]
-        if outs and [(a.name, str(a.type)) for a in args if not a.is_out] == sig and len(outs) == len(o._schema.returns):
+        if (
+            outs
+            and [(a.name, str(a.type)) for a in args if not a.is_out] == sig
+            and len(outs) == len(o._schema.returns)
+        ):
             return o, outs
     return None
 
@@ -108,7 +113,7 @@ def replay(torch, calls, to_device, difference, gold):
     gold) judges values as the functional variant does; gold(func, args, kwargs) is the call at float64."""
     results = []
     for func, out_op, out_names, args, kwargs in calls:
-        try:   # a call the device made that the CPU cannot make (a dtype its kernel lacks): nothing to compare
+        try:  # a call the device made that the CPU cannot make (a dtype its kernel lacks): nothing to compare
             want = func(*args, **kwargs)
         except Exception:  # noqa: BLE001
             continue
@@ -135,13 +140,22 @@ def replay(torch, calls, to_device, difference, gold):
             # Refused by the CPU, accepted here: wrong whatever the values (the issue's class 1), and corruption
             # unless the out= holds the result cast to its dtype (then a difference KNOWN_DIFFERENCES must list).
             cast = [w.to(o.dtype) for w, o in zip(wants, dev_outs)]
-            verdict = "differs" if not _judged(torch, func, dev_outs, cast, args, kwargs, difference,
-                                               lambda: gold(func, args, kwargs)) else "corruption"
-            return verdict, f"{name}: an out= of dtype {other} accepted where the CPU raises " \
-                            f"{type(cpu_err).__name__}: {str(cpu_err)[:100]}"
+            verdict = (
+                "differs"
+                if not _judged(torch, func, dev_outs, cast, args, kwargs, difference, lambda: gold(func, args, kwargs))
+                else "corruption"
+            )
+            return (
+                verdict,
+                f"{name}: an out= of dtype {other} accepted where the CPU raises "
+                f"{type(cpu_err).__name__}: {str(cpu_err)[:100]}",
+            )
         if cpu_err is None and dev_err is not None:
-            return "differs", f"{name}: an out= of dtype {other} refused where the CPU accepts it: " \
-                              f"{type(dev_err).__name__}: {str(dev_err)[:80]}"
+            return (
+                "differs",
+                f"{name}: an out= of dtype {other} refused where the CPU accepts it: "
+                f"{type(dev_err).__name__}: {str(dev_err)[:80]}",
+            )
         if cpu_err is None:
             diff = _judged(torch, func, dev_outs, cpu_outs, args, kwargs, difference, lambda: gold(func, args, kwargs))
             if diff:
@@ -149,16 +163,26 @@ def replay(torch, calls, to_device, difference, gold):
         # a non-contiguous out= of the right dtype: written through its strides, the gaps untouched
         if all(w.dim() > 0 and w.numel() > 1 for w in wants):
             mark = [True if w.dtype == torch.bool else 7 for w in wants]
-            bases = [torch.full(list(w.shape[:-1]) + [w.shape[-1] * 2], m, dtype=w.dtype, device="mytorch")
-                     for w, m in zip(wants, mark)]
+            bases = [
+                torch.full(list(w.shape[:-1]) + [w.shape[-1] * 2], m, dtype=w.dtype, device="mytorch")
+                for w, m in zip(wants, mark)
+            ]
             try:
                 out_op(*dev_args, **dev_kwargs, **dict(zip(out_names, [b[..., ::2] for b in bases])))
             except Exception as e:  # noqa: BLE001
                 return "differs", f"{name}: a non-contiguous out= refused: {type(e).__name__}: {str(e)[:80]}"
             if not all(bool((b[..., 1::2] == m).all()) for b, m in zip(bases, mark)):
                 return "corruption", f"{name}: wrote into the gaps of a non-contiguous out="
-            diff = _judged(torch, func, [b[..., ::2] for b in bases], wants, args, kwargs, difference,
-                           lambda: gold(func, args, kwargs))
+            diff = _judged(
+                torch,
+                func,
+                [b[..., ::2] for b in bases],
+                wants,
+                args,
+                kwargs,
+                difference,
+                lambda: gold(func, args, kwargs),
+            )
             if diff:
                 return "differs", f"{name} with a non-contiguous out=: {diff}"
         if not bool((bystander == 3.25).all()):

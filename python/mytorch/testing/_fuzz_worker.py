@@ -4,6 +4,7 @@ wrong-dtype out=, with one argument on the CPU or on another mytorch device, or 
 inputs. The CPU is the reference: the same exception class, or the same values (where they differ at the sample's
 dtype, judged against the result at float64 by the alignment suite's tolerance rule). A bystander tensor on the
 device and the case's own inputs are checksummed around the call."""
+
 import json
 import os
 import sys
@@ -12,17 +13,47 @@ import warnings
 VERDICTS = ("ok", "differs", "corruption", "mixed_device", "skipped", "harness")
 # OpInfos that fill their input in place (their names lack the trailing underscore)
 RANDOM_FILLS = {"bernoulli", "cauchy", "exponential", "geometric", "log_normal", "normal", "uniform"}
-RANDOM_OPS = {"normal", "multinomial", "bernoulli", "nn.functional.dropout", "nn.functional.alpha_dropout",
-              "nn.functional.feature_alpha_dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
-              "nn.functional.rrelu", "randint", "randperm", "poisson", "pca_lowrank", "svd_lowrank",
-              "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d"}
+RANDOM_OPS = {
+    "normal",
+    "multinomial",
+    "bernoulli",
+    "nn.functional.dropout",
+    "nn.functional.alpha_dropout",
+    "nn.functional.feature_alpha_dropout",
+    "nn.functional.dropout2d",
+    "nn.functional.dropout3d",
+    "nn.functional.rrelu",
+    "randint",
+    "randperm",
+    "poisson",
+    "pca_lowrank",
+    "svd_lowrank",
+    "nn.functional.fractional_max_pool2d",
+    "nn.functional.fractional_max_pool3d",
+}
 CPU_ARGS = {"tensor_split"}
 # OpInfos that update running statistics passed as inputs
-RUNNING_STATS = {"nn.functional.batch_norm", "nn.functional.instance_norm", "native_batch_norm",
-                 "_native_batch_norm_legit"}
+RUNNING_STATS = {
+    "nn.functional.batch_norm",
+    "nn.functional.instance_norm",
+    "native_batch_norm",
+    "_native_batch_norm_legit",
+}
 # OpInfos whose extra tensor argument is only read for its shape, or must be on the CPU: CUDA accepts them too
-DEVICE_AGNOSTIC = {"broadcast_tensors", "broadcast_to", "expand_as", "reshape_as", "view_as", "tensor_split",
-                   "type_as", "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided"}
+DEVICE_AGNOSTIC = {
+    "broadcast_tensors",
+    "broadcast_to",
+    "expand_as",
+    "reshape_as",
+    "view_as",
+    "tensor_split",
+    "type_as",
+    "new_empty",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+    "new_empty_strided",
+}
 
 
 def main() -> None:
@@ -47,6 +78,7 @@ def main() -> None:
             verdict, detail = "skipped", str(e)
         except Exception as e:  # the harness itself: reported as such, and it fails the run
             import traceback
+
             where = traceback.extract_tb(e.__traceback__)[-1]
             verdict, detail = "harness", f"{type(e).__name__}: {e} ({where.name}:{where.lineno})"[:300]
         proto.write(json.dumps({"index": req["index"], "verdict": verdict, "detail": detail}) + "\n")
@@ -59,6 +91,7 @@ class SkipCase(Exception):
 def _tensors(tree):
     import torch
     from torch.utils._pytree import tree_leaves
+
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
@@ -68,6 +101,7 @@ def _to(tree, device, only=None, memo=None):
     out= with an input stay aliased)."""
     import torch
     from torch.utils._pytree import tree_map
+
     memo = {} if memo is None else memo
     count = [0]
 
@@ -86,11 +120,12 @@ def _to(tree, device, only=None, memo=None):
             raw = torch.empty(src.nbytes(), dtype=torch.uint8, device=src.device).set_(src)
             memo[key] = raw.to(device).untyped_storage()
         y = torch.empty(0, dtype=x.dtype, device=device).set_(memo[key], x.storage_offset(), x.size(), x.stride())
-        if x.is_conj():   # the bytes moved as they are: the lazy conjugation and negation bits go with them
+        if x.is_conj():  # the bytes moved as they are: the lazy conjugation and negation bits go with them
             y = y.conj()
         if x.is_neg():
             y = torch._neg_view(y)
         return y.requires_grad_(x.requires_grad) if x.is_leaf and x.requires_grad else y
+
     return tree_map(move, tree)
 
 
@@ -111,6 +146,7 @@ def _gold(torch, op, args, kwargs):
         if x.is_complex():
             return x.detach().to(torch.complex128)
         return x.detach().to(torch.float64) if x.is_floating_point() else x.detach().clone()
+
     got, err = _call(op, tree_map(up, args), tree_map(up, kwargs))
     return None if err is not None else got
 
@@ -120,6 +156,7 @@ def _difference(torch, got, want, gold=None) -> str:
     does not). Where the values differ, `gold()` (the result at float64) judges: within the tolerance of PyTorch's
     own error at the dtype is the same."""
     from mytorch.testing._compare import compare_tensor
+
     g, w = _tensors(got), _tensors(want)
     if len(g) != len(w):
         return f"{len(g)} tensors where the CPU gives {len(w)}"
@@ -146,8 +183,12 @@ def _same_up_to_ties(torch, op, got, want, args, kwargs) -> bool:
     """Whether the device's indices pick the same values as the CPU's, each position once (a tie's order aside)."""
     x = args[0]
     pos = TIES[op.name]
-    dim = kwargs.get("dim", args[pos] if pos is not None and len(args) > pos and type(args[pos]) is int else
-                     (0 if op.name == "msort" else -1))
+    dim = kwargs.get(
+        "dim",
+        args[pos]
+        if pos is not None and len(args) > pos and type(args[pos]) is int
+        else (0 if op.name == "msort" else -1),
+    )
     g, w = _tensors(got), _tensors(want)
     if x.dim() == 0 or len(g) != len(w):
         return False
@@ -175,7 +216,7 @@ def _judge(torch, op, got, want, args, kwargs):
 def _draws(op, kwargs) -> bool:
     """Whether the op's result is uninitialized memory or draws from the device's own generator: then only its
     shapes and dtypes are comparable with the CPU's."""
-    if op.name == "nn.functional.multi_head_attention_forward":   # dropout on the attention weights
+    if op.name == "nn.functional.multi_head_attention_forward":  # dropout on the attention weights
         return bool(kwargs.get("training"))
     return "empty" in op.name or op.name in RANDOM_FILLS or op.name.startswith("rand") or op.name in RANDOM_OPS
 
@@ -189,6 +230,7 @@ def run_bad_input(torch, name):
     """One hand-written bad input (_fuzz_bad.py) on the CPU and on mytorch: the same exception class, or the same
     values; a bystander tensor on the device must not change."""
     from ._fuzz_bad import BAD_INPUTS, DRAWS, MIXED
+
     f = BAD_INPUTS[name.removeprefix("bad:")]
     torch.manual_seed(0)
     want, cpu_err = _call(f, ("cpu",), {})
@@ -200,11 +242,17 @@ def run_bad_input(torch, name):
     if name.removeprefix("bad:") in MIXED:
         return ("ok", "") if dev_err is not None else ("mixed_device", "a CPU storage or tensor accepted")
     if (cpu_err is None) != (dev_err is None):
-        return "differs", f"CPU {type(cpu_err).__name__ + ': ' + str(cpu_err)[:80] if cpu_err else 'ok'}, mytorch " \
-                          f"{type(dev_err).__name__ + ': ' + str(dev_err)[:80] if dev_err else 'ok'}"
+        return (
+            "differs",
+            f"CPU {type(cpu_err).__name__ + ': ' + str(cpu_err)[:80] if cpu_err else 'ok'}, mytorch "
+            f"{type(dev_err).__name__ + ': ' + str(dev_err)[:80] if dev_err else 'ok'}",
+        )
     if cpu_err is not None:
-        return ("ok", "") if isinstance(dev_err, type(cpu_err)) else \
-            ("differs", f"{type(dev_err).__name__} where the CPU raises {type(cpu_err).__name__}")
+        return (
+            ("ok", "")
+            if isinstance(dev_err, type(cpu_err))
+            else ("differs", f"{type(dev_err).__name__} where the CPU raises {type(cpu_err).__name__}")
+        )
     if name.removeprefix("bad:") in DRAWS:
         return _same_metadata(torch, got, want)
     diff = _difference(torch, got, want)
@@ -246,25 +294,33 @@ def run_case(torch, op, req):
     want, cpu_err = _call(op, args, kwargs)
     shared = {}
     dev_args, dev_kwargs = _to(args, dev, memo=shared), _to(kwargs, dev, memo=shared)
-    if op.name in CPU_ARGS:   # the op wants its extra tensor arguments on the CPU, on every device
+    if op.name in CPU_ARGS:  # the op wants its extra tensor arguments on the CPU, on every device
         dev_args = (_to(args[0], dev),) + tuple(args[1:])
-    if "device" in dev_kwargs:   # factories: the samples name the CPU
+    if "device" in dev_kwargs:  # factories: the samples name the CPU
         dev_kwargs["device"] = dev
     inputs_before = [t.detach().cpu().clone() for t in _tensors((dev_args, dev_kwargs))]
     bystander = torch.full((4096,), 3.25, device=dev)
 
-    mutates = (op.name.endswith("_") or "in_place" in (op.variant_test_name or "") or "update" in op.name or
-               op.name in RANDOM_FILLS or op.name in RUNNING_STATS)
+    mutates = (
+        op.name.endswith("_")
+        or "in_place" in (op.variant_test_name or "")
+        or "update" in op.name
+        or op.name in RANDOM_FILLS
+        or op.name in RUNNING_STATS
+    )
 
     def untouched():
         if not bool((bystander == 3.25).all()):
             return "a bystander tensor changed"
-        if mutates:   # an in-place op writes its inputs by design
+        if mutates:  # an in-place op writes its inputs by design
             return ""
         after = [t.detach().cpu() for t in _tensors((dev_args, dev_kwargs))]
         for b, a in zip(inputs_before, after):
-            if not torch.equal(a, b) and not (a.is_floating_point() and torch.equal(a.isnan(), b.isnan()) and
-                                              torch.equal(a.nan_to_num(), b.nan_to_num())):
+            if not torch.equal(a, b) and not (
+                a.is_floating_point()
+                and torch.equal(a.isnan(), b.isnan())
+                and torch.equal(a.nan_to_num(), b.nan_to_num())
+            ):
                 return "an input changed"
         return ""
 
@@ -274,11 +330,17 @@ def run_case(torch, op, req):
         if bad:
             return "corruption", bad
         if (cpu_err is None) != (dev_err is None):
-            return "differs", f"CPU {type(cpu_err).__name__ if cpu_err else 'ok'}, mytorch " \
-                              f"{type(dev_err).__name__ + ': ' + str(dev_err)[:100] if dev_err else 'ok'}"
+            return (
+                "differs",
+                f"CPU {type(cpu_err).__name__ if cpu_err else 'ok'}, mytorch "
+                f"{type(dev_err).__name__ + ': ' + str(dev_err)[:100] if dev_err else 'ok'}",
+            )
         if cpu_err is not None:
-            return ("ok", "") if type(dev_err) is type(cpu_err) else \
-                ("differs", f"{type(dev_err).__name__} where the CPU raises {type(cpu_err).__name__}")
+            return (
+                ("ok", "")
+                if type(dev_err) is type(cpu_err)
+                else ("differs", f"{type(dev_err).__name__} where the CPU raises {type(cpu_err).__name__}")
+            )
         if _draws(op, kwargs):
             return _same_metadata(torch, got, want)
         return _judge(torch, op, got, want, args, kwargs)
@@ -306,14 +368,19 @@ def run_case(torch, op, req):
             if ref_err is not None or not on_device or _difference(torch, got, ref, gold):
                 return "mixed_device", f"argument {k} on {'the CPU' if variant == 'cpu_arg' else 'mytorch:1'} accepted"
         return "ok", ""
-    if variant == "aten_out":   # out= of every aten call the sample makes (_fuzz_replay.py)
+    if variant == "aten_out":  # out= of every aten call the sample makes (_fuzz_replay.py)
         if cpu_err is not None or _draws(op, kwargs) or op.name in RUNNING_STATS or mutates:
             return "skipped", "the sample raises, draws, or mutates its inputs"
         from ._fuzz_replay import record, replay
+
         calls = record(torch, op, dev_args, dev_kwargs)
-        return replay(torch, calls, lambda tree: _to(tree, dev),
-                      lambda got, want, gold: _difference(torch, got, want, gold),
-                      lambda func, a, k: _gold(torch, func, a, k))
+        return replay(
+            torch,
+            calls,
+            lambda tree: _to(tree, dev),
+            lambda got, want, gold: _difference(torch, got, want, gold),
+            lambda func, a, k: _gold(torch, func, a, k),
+        )
     # out= variants
     if not op.supports_out or cpu_err is not None or not isinstance(want, torch.Tensor) or want.numel() < 2:
         return "skipped", "no single-tensor out="
@@ -331,7 +398,7 @@ def run_case(torch, op, req):
         if not bool((sentinel[..., 1::2] == mark).all()):
             if cpu_gaps_kept:
                 return "corruption", "wrote into the gaps of a non-contiguous out="
-            return "ok", ""   # the CPU resizes this out= too (with its deprecation warning) and writes it whole
+            return "ok", ""  # the CPU resizes this out= too (with its deprecation warning) and writes it whole
         bad = untouched()
         if bad:
             return "corruption", bad

@@ -7,6 +7,7 @@ MYTORCH_WORKER_FD, after a first line {"ready": true}. A task whose worker dies 
 worker, then reported as {"failure": why, "crashed": true}; one that runs past `timeout` seconds is killed and
 reported as {"failure": why, "timed_out": true}.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,19 @@ class Worker:
     def __init__(self, module: str, env: dict, log):
         r, w = os.pipe()
         env = dict(env, MYTORCH_WORKER_FD=str(w))
-        self.proc = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE,
-                                     stdout=log, stderr=log, env=env, pass_fds=(w,), text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=log,
+            env=env,
+            pass_fds=(w,),
+            text=True,
+        )
         os.close(w)
         self.out = os.fdopen(r, "r")
         self.buf = ""
-        self.task = None       # (index, payload, attempt)
+        self.task = None  # (index, payload, attempt)
         self.started = 0.0
 
     def send(self, task):
@@ -85,11 +93,15 @@ def run_pool(module: str, tasks: list, *, jobs: int, timeout: float, env: dict, 
         for key, _ in sel.select(timeout=1.0):
             w: Worker = key.data
             chunk = os.read(w.out.fileno(), 1 << 20).decode()
-            if not chunk:   # the worker died
+            if not chunk:  # the worker died
                 if w.task is not None:
                     code = w.proc.wait()
-                    fail(w, f"worker crashed ({'signal ' + str(-code) if code < 0 else 'exit code ' + str(code)}) "
-                            f"while running this task", crashed=True)
+                    fail(
+                        w,
+                        f"worker crashed ({'signal ' + str(-code) if code < 0 else 'exit code ' + str(code)}) "
+                        f"while running this task",
+                        crashed=True,
+                    )
                 else:
                     retire(w)
                     if pending:

@@ -1,5 +1,6 @@
 """Alignment reports: JSON (stable keys), markdown per runtime, the coverage page, and the diff against
 the previous report."""
+
 from __future__ import annotations
 
 import collections
@@ -16,6 +17,7 @@ SCHEMA_VERSION = 1
 
 def build_report(cases, runtime, dtypes, max_samples, command, elapsed) -> dict:
     import mytorch
+
     return {
         "schema_version": SCHEMA_VERSION,
         "runtime": runtime,
@@ -27,7 +29,7 @@ def build_report(cases, runtime, dtypes, max_samples, command, elapsed) -> dict:
         "max_samples": max_samples,
         "tolerance": {
             "rule": "per element |mytorch - golden| <= max(2 * torch_err, atol + rtol * |golden|); golden = CPU float64; "
-                    "torch_err = PyTorch's own largest error at the dtype; integer/bool exact; NaN/inf positions equal",
+            "torch_err = PyTorch's own largest error at the dtype; integer/bool exact; NaN/inf positions equal",
             "floors": {str(k).replace("torch.", ""): {"atol": v[0], "rtol": v[1]} for k, v in FLOORS.items()},
         },
         "summary": summarize(cases),
@@ -61,8 +63,15 @@ def diff_reports(old: dict | None, new: dict) -> dict:
     before = {(c["op"], c["dtype"]): c for c in old.get("cases", [])}
     after = {(c["op"], c["dtype"]): c for c in new["cases"]}
     rank = {"aligned": 0, "skipped": 1, "unsupported": 1, "mismatch": 2, "error": 3}
-    out = {"previous": old.get("command"), "regressions": [], "improvements": [], "native_gained": [],
-           "native_lost": [], "added": [], "removed": []}
+    out = {
+        "previous": old.get("command"),
+        "regressions": [],
+        "improvements": [],
+        "native_gained": [],
+        "native_lost": [],
+        "added": [],
+        "removed": [],
+    }
     for k in sorted(set(before) | set(after)):
         b, a = before.get(k), after.get(k)
         name = f"{k[0]} [{k[1]}]"
@@ -95,7 +104,11 @@ def _fmt(x) -> str:
 def _errcols(e) -> list[str]:
     if not e:
         return ["", "", ""]
-    return [_fmt(e["max_abs"]), _fmt(e["max_rel"]), f"{100 * e['frac_out_of_tol']:.1f}%" if e["frac_out_of_tol"] else "0"]
+    return [
+        _fmt(e["max_abs"]),
+        _fmt(e["max_rel"]),
+        f"{100 * e['frac_out_of_tol']:.1f}%" if e["frac_out_of_tol"] else "0",
+    ]
 
 
 def render_markdown(report: dict) -> str:
@@ -108,9 +121,11 @@ def render_markdown(report: dict) -> str:
         "",
         "Every OpInfo in PyTorch's `op_db` runs on mytorch and on the CPU at the same dtype and at float64 "
         "(the golden values), forward and, where the op supports autograd, backward (input gradients of a "
-        "vector-Jacobian product with a fixed random cotangent). Tolerance: " + report["tolerance"]["rule"] +
-        ". Floors (atol, rtol): " + ", ".join(f"{k} ({v['atol']:g}, {v['rtol']:g})"
-                                              for k, v in report["tolerance"]["floors"].items()) + ".",
+        "vector-Jacobian product with a fixed random cotangent). Tolerance: "
+        + report["tolerance"]["rule"]
+        + ". Floors (atol, rtol): "
+        + ", ".join(f"{k} ({v['atol']:g}, {v['rtol']:g})" for k, v in report["tolerance"]["floors"].items())
+        + ".",
         "",
         "## Summary",
         "",
@@ -136,8 +151,11 @@ def render_markdown(report: dict) -> str:
         for k in ("regressions", "improvements", "native_gained", "native_lost", "added", "removed"):
             if diff.get(k):
                 any_change = True
-                lines.append(f"- **{k.replace('_', ' ')}** ({len(diff[k])}): " + "; ".join(diff[k][:50]) +
-                             (" …" if len(diff[k]) > 50 else ""))
+                lines.append(
+                    f"- **{k.replace('_', ' ')}** ({len(diff[k])}): "
+                    + "; ".join(diff[k][:50])
+                    + (" …" if len(diff[k]) > 50 else "")
+                )
         if not any_change:
             lines.append("No changes in verdicts or native coverage.")
     bad = [c for c in report["cases"] if c["verdict"] in ("mismatch", "error")]
@@ -145,19 +163,32 @@ def render_markdown(report: dict) -> str:
     if bad:
         lines += ["| op | dtype | verdict | kernel | detail |", "|---|---|---|---|---|"]
         for c in bad:
-            lines.append(f"| {c['op']} | {c['dtype']} | {c['verdict']} | {'native' if c.get('native') else 'fallback'} | "
-                         f"{c.get('detail', '').replace('|', '/')} |")
+            lines.append(
+                f"| {c['op']} | {c['dtype']} | {c['verdict']} | {'native' if c.get('native') else 'fallback'} | "
+                f"{c.get('detail', '').replace('|', '/')} |"
+            )
     else:
         lines.append("None.")
-    lines += ["", "## All cases", "",
-              "| op | dtype | verdict | kernel | samples | fwd max abs | fwd max rel | fwd out of tol | bwd max abs | "
-              "bwd max rel | bwd out of tol | note |",
-              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines += [
+        "",
+        "## All cases",
+        "",
+        "| op | dtype | verdict | kernel | samples | fwd max abs | fwd max rel | fwd out of tol | bwd max abs | "
+        "bwd max rel | bwd out of tol | note |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for c in report["cases"]:
         kernel = "" if c["verdict"] in ("unsupported", "skipped") else ("native" if c.get("native") else "fallback")
         note = (c.get("detail") or "").replace("|", "/")[:120]
-        lines.append(" | ".join([f"| {c['op']}", c["dtype"], c["verdict"], kernel, str(c.get("samples", 0))] +
-                                _errcols(c.get("forward")) + _errcols(c.get("backward")) + [note]) + " |")
+        lines.append(
+            " | ".join(
+                [f"| {c['op']}", c["dtype"], c["verdict"], kernel, str(c.get("samples", 0))]
+                + _errcols(c.get("forward"))
+                + _errcols(c.get("backward"))
+                + [note]
+            )
+            + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -196,10 +227,16 @@ def render_coverage(report: dict) -> str:
         total = sum(cnt.values())
         label = f"{op} (runs on the CPU; counted as fallback)" if op in cpu_backed else op
         lines.append(f"| {label} | {cnt['aligned']} | {cnt['mismatch']} | {cnt['error']} | {total} |")
-    lines += ["", "## Operators reached through the CPU fallback", "",
-              "The aten kernels the fallback ran during the alignment run, by the number of op × dtype cases that "
-              "needed them: the list to work down with native kernels.", "",
-              "| fallback op | cases |", "|---|---:|"]
+    lines += [
+        "",
+        "## Operators reached through the CPU fallback",
+        "",
+        "The aten kernels the fallback ran during the alignment run, by the number of op × dtype cases that "
+        "needed them: the list to work down with native kernels.",
+        "",
+        "| fallback op | cases |",
+        "|---|---:|",
+    ]
     for op, n in fallback_by_op.most_common():
         lines.append(f"| {op} | {n} |")
     full = sorted({c["op"] for c in report["cases"] if c.get("native") and c["verdict"] == "aligned"})
@@ -238,7 +275,9 @@ def write_reports(report: dict, out_dir: Path) -> list[Path]:
 
 def print_summary(report: dict) -> None:
     s = report["summary"]
-    print(f"alignment ({report['runtime']}): {s['ops_tried']} ops, {s['cases']} op x dtype cases: "
-          f"{s['aligned']} aligned ({s['aligned_native']} native, {s['aligned_fallback']} via fallback), "
-          f"{s['mismatch']} mismatch, {s['error']} error, {s['unsupported']} unsupported, {s['skipped']} skipped"
-          + (f" in {report['_elapsed_s']:.0f} s" if "_elapsed_s" in report else ""))
+    print(
+        f"alignment ({report['runtime']}): {s['ops_tried']} ops, {s['cases']} op x dtype cases: "
+        f"{s['aligned']} aligned ({s['aligned_native']} native, {s['aligned_fallback']} via fallback), "
+        f"{s['mismatch']} mismatch, {s['error']} error, {s['unsupported']} unsupported, {s['skipped']} skipped"
+        + (f" in {report['_elapsed_s']:.0f} s" if "_elapsed_s" in report else "")
+    )

@@ -8,6 +8,7 @@ Environment (set by suites.py):
   MYTORCH_SUITE_SEED      changes the sample
   MYTORCH_SUITE_TIMEOUT   seconds one test may run (default 120); past it the test fails with TimeoutError
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,7 +36,7 @@ def twin_key(nodeid: str) -> str:
         found = list(_TOKEN[dev].finditer(parts[-1]))
         if found:
             m = found[-1]
-            parts[-1] = parts[-1][:m.start()] + "_DEVICE" + parts[-1][m.end():]
+            parts[-1] = parts[-1][: m.start()] + "_DEVICE" + parts[-1][m.end() :]
     return "::".join(parts)
 
 
@@ -52,7 +53,7 @@ def _keep(nodeid: str, fraction: float, seed: str) -> bool:
     if fraction >= 1:
         return True
     h = hashlib.sha256(f"{seed}:{twin_key(nodeid)}".encode()).digest()
-    return int.from_bytes(h[:8], "big") / 2 ** 64 < fraction
+    return int.from_bytes(h[:8], "big") / 2**64 < fraction
 
 
 def pytest_collection_modifyitems(config, items):
@@ -90,8 +91,11 @@ def pytest_runtest_logreport(report):
     if not path:
         return
     # one line per test: the call phase, or the phase that failed or skipped before it
-    if report.when == "call" or (report.when == "setup" and not report.passed) or \
-            (report.when == "teardown" and report.failed):
+    if (
+        report.when == "call"
+        or (report.when == "setup" and not report.passed)
+        or (report.when == "teardown" and report.failed)
+    ):
         outcome = report.outcome
         if report.when != "call" and report.failed:
             outcome = "error"
@@ -100,10 +104,22 @@ def pytest_runtest_logreport(report):
         message = ""
         if report.failed:
             crash = getattr(report.longrepr, "reprcrash", None)
-            message = crash.message if crash is not None else ((report.longreprtext or "").strip().splitlines() or [""])[-1]
+            message = (
+                crash.message if crash is not None else ((report.longreprtext or "").strip().splitlines() or [""])[-1]
+            )
             message = message[:300]
         elif report.skipped and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2])[:200]
         with open(path, "a") as f:
-            f.write(json.dumps({"id": report.nodeid, "outcome": outcome, "when": report.when,
-                                "seconds": round(report.duration, 3), "message": message}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": report.nodeid,
+                        "outcome": outcome,
+                        "when": report.when,
+                        "seconds": round(report.duration, 3),
+                        "message": message,
+                    }
+                )
+                + "\n"
+            )

@@ -3,6 +3,7 @@
 It reads one JSON request per line on stdin and answers one JSON line per request on the file descriptor
 named by MYTORCH_WORKER_FD; fd 1 is pointed at stderr so that nothing a kernel prints can corrupt the protocol.
 """
+
 import importlib
 import json
 import os
@@ -23,7 +24,7 @@ def main() -> None:
     from ._cases import run_op
 
     for name in filter(None, os.environ.get("MYTORCH_ALIGN_PRELOAD", "").split(",")):
-        importlib.import_module(name)   # test hooks: deliberately broken or crashing kernels
+        importlib.import_module(name)  # test hooks: deliberately broken or crashing kernels
     cuda_reference = torch.mytorch.runtime() == "cuda" and torch.cuda.is_available()
     proto.write(json.dumps({"ready": True, "ops": len(op_db)}) + "\n")
     for line in sys.stdin:
@@ -32,8 +33,10 @@ def main() -> None:
         try:
             cases = run_op(op, req["dtypes"], req["max_samples"], cuda_reference)
         except Exception as e:  # a failure outside any sample: report it, keep serving
-            cases = [{"op": req["key"], "dtype": d, "verdict": "error", "detail": f"runner: {type(e).__name__}: {e}"[:300]}
-                     for d in req["dtypes"]]
+            cases = [
+                {"op": req["key"], "dtype": d, "verdict": "error", "detail": f"runner: {type(e).__name__}: {e}"[:300]}
+                for d in req["dtypes"]
+            ]
         proto.write(json.dumps({"index": req["index"], "cases": cases}) + "\n")
 
 

@@ -9,6 +9,7 @@ torch.cuda on a GPU), with a verdict per op x dtype and reports under docs/.
 Ops run in worker subprocesses (--jobs); an op that crashes its worker is retried once in a fresh worker
 and then reported as an error, and an op that runs past --op-timeout seconds is killed and reported.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,6 +38,7 @@ def _select_ops(op_db, patterns):
 def run(args) -> dict:
     os.environ.setdefault("MYTORCH_FALLBACK", "silent")
     import warnings
+
     warnings.filterwarnings("ignore")
     import torch
     import mytorch  # noqa: F401
@@ -47,8 +49,13 @@ def run(args) -> dict:
     tasks = [(i, key, 0) for i, key in _select_ops(op_db, patterns)]
     if not tasks:
         raise SystemExit(f"no OpInfo matches --ops {args.ops!r}")
-    env = dict(os.environ, MYTORCH_FALLBACK="silent", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
-               MYTORCH_ALIGN_PRELOAD=args.preload or "")
+    env = dict(
+        os.environ,
+        MYTORCH_FALLBACK="silent",
+        OMP_NUM_THREADS="1",
+        PYTHONWARNINGS="ignore",
+        MYTORCH_ALIGN_PRELOAD=args.preload or "",
+    )
     env.setdefault("MYTORCH_SIM_DEVICES", "1")
     log_path = Path(args.log)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -57,20 +64,42 @@ def run(args) -> dict:
 
     def progress(done, total, task):
         if args.progress:
-            print(f"\r[{done}/{total}] {time.monotonic() - start:6.0f}s {task[1]['key'][:40]:40s}", end="",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\r[{done}/{total}] {time.monotonic() - start:6.0f}s {task[1]['key'][:40]:40s}",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
 
-    answers = run_pool("mytorch.testing._worker",
-                       [(i, {"key": key, "dtypes": args.dtypes, "max_samples": args.max_samples}) for i, key, _ in tasks],
-                       jobs=args.jobs, timeout=args.op_timeout, env=env, log=log, progress=progress)
+    answers = run_pool(
+        "mytorch.testing._worker",
+        [(i, {"key": key, "dtypes": args.dtypes, "max_samples": args.max_samples}) for i, key, _ in tasks],
+        jobs=args.jobs,
+        timeout=args.op_timeout,
+        env=env,
+        log=log,
+        progress=progress,
+    )
     results = {}
     for i, key, _ in tasks:
         a = answers[i]
         if "failure" in a:
             why = a["failure"].replace("this task", "this op")
-            results[i] = [{"op": key, "dtype": d, "verdict": "error", "detail": why, "native": False,
-                           "samples": 0, "forward": None, "backward": None, "fallback_ops": [], "native_kernels": []}
-                          for d in _dtypes_for(op_db[i], args.dtypes)]
+            results[i] = [
+                {
+                    "op": key,
+                    "dtype": d,
+                    "verdict": "error",
+                    "detail": why,
+                    "native": False,
+                    "samples": 0,
+                    "forward": None,
+                    "backward": None,
+                    "fallback_ops": [],
+                    "native_kernels": [],
+                }
+                for d in _dtypes_for(op_db[i], args.dtypes)
+            ]
         else:
             results[i] = a["cases"]
     log.close()
@@ -78,13 +107,20 @@ def run(args) -> dict:
         print(file=sys.stderr)
     cases = [c for i, _, _ in tasks for c in results[i]]
     from ._report import build_report
-    return build_report(cases, runtime=runtime, dtypes=args.dtypes, max_samples=args.max_samples,
-                        command=" ".join(["python -m mytorch.testing.align"] + args.argv),
-                        elapsed=time.monotonic() - start)
+
+    return build_report(
+        cases,
+        runtime=runtime,
+        dtypes=args.dtypes,
+        max_samples=args.max_samples,
+        command=" ".join(["python -m mytorch.testing.align"] + args.argv),
+        elapsed=time.monotonic() - start,
+    )
 
 
 def _dtypes_for(op, dtypes):
     from ._cases import DTYPES
+
     allowed = op.supported_dtypes("cpu")
     return [d for d in dtypes if DTYPES[d] in allowed]
 
@@ -107,12 +143,14 @@ def main(argv=None) -> int:
     args.argv = argv
     args.dtypes = [d for d in args.dtypes.split(",") if d]
     from ._cases import DTYPES
+
     bad = [d for d in args.dtypes if d not in DTYPES]
     if bad:
         p.error(f"unknown dtype(s) {bad}; choose from {list(DTYPES)}")
     report = run(args)
     from ._report import print_summary, write_reports
     from ._report import dump_json
+
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(dump_json(report))

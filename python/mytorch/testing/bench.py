@@ -19,6 +19,7 @@ therefore:
 - writes results (JSON and Markdown) and plots to `--out` (default benchmarks/results/, not tracked), and
   to docs/ only with `--docs`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,18 +51,33 @@ STEADY_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=429496729
 
 
 def add_args(p: argparse.ArgumentParser, repeat: int = 11) -> argparse.ArgumentParser:
-    p.add_argument("--threads", type=int, default=1,
-                   help="CPU threads of the reference and of mytorch's CPU BLAS calls (torch.set_num_threads)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads of the reference and of mytorch's CPU BLAS calls (torch.set_num_threads)",
+    )
     p.add_argument("--repeat", type=int, default=repeat, help="interleaved rounds per case")
     p.add_argument("--warmup", type=int, default=2, help="untimed calls per side before timing")
-    p.add_argument("--min-sample-ms", type=float, default=20.0,
-                   help="each timed sample repeats the call until it lasts at least this long")
-    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"),
-                   help="folder for the results (JSON, Markdown) and plots")
+    p.add_argument(
+        "--min-sample-ms",
+        type=float,
+        default=20.0,
+        help="each timed sample repeats the call until it lasts at least this long",
+    )
+    p.add_argument(
+        "--out",
+        default=os.path.join(ROOT, "benchmarks", "results"),
+        help="folder for the results (JSON, Markdown) and plots",
+    )
     p.add_argument("--docs", action="store_true", help="also write the plot into docs/ (the tracked figures)")
-    p.add_argument("--malloc", choices=("steady", "default"), default="steady",
-                   help="glibc malloc thresholds: fixed so freed memory stays in the heap (Note [Steady CPU "
-                        "allocator]), or glibc's adaptive defaults")
+    p.add_argument(
+        "--malloc",
+        choices=("steady", "default"),
+        default="steady",
+        help="glibc malloc thresholds: fixed so freed memory stays in the heap (Note [Steady CPU "
+        "allocator]), or glibc's adaptive defaults",
+    )
     return p
 
 
@@ -85,14 +101,17 @@ def _allocator_line() -> str:
     if not _glibc():
         return "CPU allocator: the platform's malloc (not glibc: --malloc has no effect)"
     if os.environ.get("MYTORCH_BENCH_MALLOC") == "steady":
-        return ("CPU allocator: glibc malloc without mmap, trim threshold 4 GiB (--malloc steady: freed memory "
-                "stays in the heap)")
+        return (
+            "CPU allocator: glibc malloc without mmap, trim threshold 4 GiB (--malloc steady: freed memory "
+            "stays in the heap)"
+        )
     return "CPU allocator: glibc malloc with its adaptive thresholds (--malloc default; figures vary more)"
 
 
 @dataclass
 class Stats:
     """Per-call times of one side over the rounds."""
+
     wall: list[float]
     cpu: list[float]
 
@@ -122,8 +141,13 @@ def _iqr(xs: list[float]) -> float:
     return _quantile(xs, 0.75) - _quantile(xs, 0.25) if len(xs) > 1 else 0.0
 
 
-def measure(calls: dict[str, tuple[Callable[[], object], Callable[[], None]]], repeat: int, warmup: int = 2,
-            min_sample_s: float = 0.02, inner: int | None = None) -> dict[str, Stats]:
+def measure(
+    calls: dict[str, tuple[Callable[[], object], Callable[[], None]]],
+    repeat: int,
+    warmup: int = 2,
+    min_sample_s: float = 0.02,
+    inner: int | None = None,
+) -> dict[str, Stats]:
     """Times each of `calls` (label -> (fn, sync)) over `repeat` interleaved rounds, in rotating order.
 
     A sample runs fn `inner` times and then sync once, and records the per-call wall and process CPU time.
@@ -189,13 +213,34 @@ class Row:
     extra: dict = field(default_factory=dict)
 
 
-def make_row(case: str, mine: Stats, ref: Stats, variant: str = "", work: float | None = None, unit: str = "",
-             extra: dict | None = None) -> Row:
+def make_row(
+    case: str,
+    mine: Stats,
+    ref: Stats,
+    variant: str = "",
+    work: float | None = None,
+    unit: str = "",
+    extra: dict | None = None,
+) -> Row:
     """A result row from both sides' per-call times: medians, spreads, CPU times, paired ratio, rates."""
     ratio, lo, hi = paired_ratio(ref, mine)
-    return Row(case, mine.median * 1e3, ref.median * 1e3, ratio, lo, hi, mine.spread, ref.spread,
-               mine.cpu_median * 1e3, ref.cpu_median * 1e3, variant, unit,
-               work / mine.median if work else None, work / ref.median if work else None, extra or {})
+    return Row(
+        case,
+        mine.median * 1e3,
+        ref.median * 1e3,
+        ratio,
+        lo,
+        hi,
+        mine.spread,
+        ref.spread,
+        mine.cpu_median * 1e3,
+        ref.cpu_median * 1e3,
+        variant,
+        unit,
+        work / mine.median if work else None,
+        work / ref.median if work else None,
+        extra or {},
+    )
 
 
 class Bench:
@@ -210,18 +255,22 @@ class Bench:
         self.runtime = torch.mytorch.runtime()
         self.gpu = self.runtime == "cuda" and torch.cuda.is_available()
         self.ref = "cuda" if self.gpu else "cpu"
-        self.sync = {"mytorch": torch.mytorch.synchronize, "cpu": lambda: None,
-                     "cuda": torch.cuda.synchronize if self.gpu else (lambda: None)}
+        self.sync = {
+            "mytorch": torch.mytorch.synchronize,
+            "cpu": lambda: None,
+            "cuda": torch.cuda.synchronize if self.gpu else (lambda: None),
+        }
         self.rows: list[Row] = []
         self.load_before = _load()
         cpus = os.cpu_count() or 1
         usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cpus
         if self.gpu:
-            threads = (f"reference torch.cuda on {torch.cuda.get_device_name()}; host threads "
-                       f"{torch.get_num_threads()}")
+            threads = f"reference torch.cuda on {torch.cuda.get_device_name()}; host threads {torch.get_num_threads()}"
         else:
-            threads = (f"reference torch CPU at {torch.get_num_threads()} thread(s) (--threads); mytorch sim kernels "
-                       f"1 thread (by design), its GEMM/conv through the CPU BLAS at {torch.get_num_threads()}")
+            threads = (
+                f"reference torch CPU at {torch.get_num_threads()} thread(s) (--threads); mytorch sim kernels "
+                f"1 thread (by design), its GEMM/conv through the CPU BLAS at {torch.get_num_threads()}"
+            )
         self.header = [
             f"{name}: {description}".rstrip(": "),
             f"torch {torch.__version__}, mytorch runtime {self.runtime} ({torch.mytorch.get_device_name()}), "
@@ -237,13 +286,23 @@ class Bench:
         for line in self.header:
             print(line)
         if self.load_before[0] > max(1.0, usable - args.threads):
-            print(f"warning: the machine is busy (load {self.load_before[0]:.2f} on {usable} CPUs); figures may be noisy")
+            print(
+                f"warning: the machine is busy (load {self.load_before[0]:.2f} on {usable} CPUs); figures may be noisy"
+            )
         self._printed_head = False
 
     # ---- comparisons -----------------------------------------------------------------------------------------
-    def compare(self, case: str, mine: Callable[[], object], refs: dict[str, Callable[[], object]] | Callable,
-                work: float | None = None, unit: str = "", inner: int | None = None, repeat: int | None = None,
-                **extra) -> Row:
+    def compare(
+        self,
+        case: str,
+        mine: Callable[[], object],
+        refs: dict[str, Callable[[], object]] | Callable,
+        work: float | None = None,
+        unit: str = "",
+        inner: int | None = None,
+        repeat: int | None = None,
+        **extra,
+    ) -> Row:
         """Times mine against the reference (or several reference variants: the fastest, by median, is the
         reference; the others are kept in extra as '<variant>_ms' and '<variant>_ratio')."""
         if callable(refs):
@@ -265,16 +324,21 @@ class Bench:
     def add(self, row: Row) -> None:
         self.rows.append(row)
         if not self._printed_head:
-            print(f"\n{'case':44s} {'mytorch':>17s} {'reference':>17s} {'CPU time (m / r)':>21s} "
-                  f"{'rate (m / r)':>21s} {'ratio [IQR]':>18s}")
+            print(
+                f"\n{'case':44s} {'mytorch':>17s} {'reference':>17s} {'CPU time (m / r)':>21s} "
+                f"{'rate (m / r)':>21s} {'ratio [IQR]':>18s}"
+            )
             self._printed_head = True
-        rate = (f"{row.mytorch_rate:.3g} / {row.reference_rate:.3g} {row.rate_unit}" if row.mytorch_rate else "")
+        rate = f"{row.mytorch_rate:.3g} / {row.reference_rate:.3g} {row.rate_unit}" if row.mytorch_rate else ""
         variant = f" ({row.reference_variant})" if row.reference_variant else ""
         others = "".join(f"  {k[:-6]} {v:.2f}x" for k, v in row.extra.items() if k.endswith("_ratio"))
         cpu = f"{_fmt(row.mytorch_cpu_ms)} / {_fmt(row.reference_cpu_ms)}"
-        print(f"{row.case[:44]:44s} {_fmt(row.mytorch_ms):>10s} ±{row.mytorch_spread:4.0%} "
-              f"{_fmt(row.reference_ms):>10s} ±{row.reference_spread:4.0%} {cpu:>21s} {rate:>21s} "
-              f"{row.ratio:6.2f}x [{row.ratio_lo:.2f}-{row.ratio_hi:.2f}]{variant}{others}", flush=True)
+        print(
+            f"{row.case[:44]:44s} {_fmt(row.mytorch_ms):>10s} ±{row.mytorch_spread:4.0%} "
+            f"{_fmt(row.reference_ms):>10s} ±{row.reference_spread:4.0%} {cpu:>21s} {rate:>21s} "
+            f"{row.ratio:6.2f}x [{row.ratio_lo:.2f}-{row.ratio_hi:.2f}]{variant}{others}",
+            flush=True,
+        )
 
     def note(self, text: str) -> None:
         print(text, flush=True)
@@ -295,8 +359,13 @@ class Bench:
     def finish(self) -> str:
         after = _load()
         print(f"\nload average {after[0]:.2f} {after[1]:.2f} {after[2]:.2f} after")
-        data = {"benchmark": self.name, "header": self.header, "argv": sys.argv, "load_after": after,
-                "rows": [asdict(r) for r in self.rows]}
+        data = {
+            "benchmark": self.name,
+            "header": self.header,
+            "argv": sys.argv,
+            "load_after": after,
+            "rows": [asdict(r) for r in self.rows],
+        }
         out = self.path(f"{self.name}.json")
         with open(out, "w") as f:
             json.dump(data, f, indent=1)
@@ -306,9 +375,11 @@ class Bench:
             f.write("| case | mytorch ms | reference ms | mytorch CPU ms | reference CPU ms | ratio | IQR |\n")
             f.write("|---|---|---|---|---|---|---|\n")
             for r in self.rows:
-                f.write(f"| {r.case} | {r.mytorch_ms:.3f} ±{r.mytorch_spread:.0%} | {r.reference_ms:.3f} "
-                        f"±{r.reference_spread:.0%} | {r.mytorch_cpu_ms:.3f} | {r.reference_cpu_ms:.3f} | "
-                        f"{r.ratio:.2f} | {r.ratio_lo:.2f}-{r.ratio_hi:.2f} |\n")
+                f.write(
+                    f"| {r.case} | {r.mytorch_ms:.3f} ±{r.mytorch_spread:.0%} | {r.reference_ms:.3f} "
+                    f"±{r.reference_spread:.0%} | {r.mytorch_cpu_ms:.3f} | {r.reference_cpu_ms:.3f} | "
+                    f"{r.ratio:.2f} | {r.ratio_lo:.2f}-{r.ratio_hi:.2f} |\n"
+                )
         print(f"results: {os.path.relpath(out)}, {os.path.relpath(md)}")
         return out
 

@@ -16,6 +16,7 @@ corruption (a bystander, an input, an out='s
 gaps changed, or a wrong-dtype out= accepted); mixed_device (a tensor on another device accepted); crash (the
 worker died, twice); hang (past --timeout); harness (the fuzzer's own code failed: fails the run too).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,17 @@ from pathlib import Path
 
 from ._pool import run_pool
 
-VARIANTS = ["functional", "noncontig_out", "expanded_out", "wrong_dtype_out", "aten_out", "cpu_arg",
-            "other_device", "error_inputs", "bad_input"]
+VARIANTS = [
+    "functional",
+    "noncontig_out",
+    "expanded_out",
+    "wrong_dtype_out",
+    "aten_out",
+    "cpu_arg",
+    "other_device",
+    "error_inputs",
+    "bad_input",
+]
 DTYPES = ["float32", "int64", "complex64", "bool", "bfloat16"]
 BAD = ("corruption", "mixed_device", "crash", "hang", "harness")
 # The differences from the CPU that are kept on purpose (docs/robustness.md gives the reasons): OpInfo name and
@@ -42,36 +52,51 @@ KNOWN_DIFFERENCES = {
     ("native_batch_norm", "functional"): ("output 1 is torch.float32", _STATS),
     ("_native_batch_norm_legit", "functional"): ("output 1 is torch.float32", _STATS),
     ("native_layer_norm", "functional"): ("output 1 is torch.float32", _STATS),
-    ("nn.functional.layer_norm", "aten_out"): ("Expected out tensor to have dtype float, but got c10::BFloat16", _STATS),
-    ("narrow_copy", "error_inputs"): ("IndexError where the CPU raises RuntimeError",
-                                      "a dim past the last raises IndexError, as narrow (and CUDA's narrow_copy) does; "
-                                      "the CPU kernel fails an internal check"),
+    ("nn.functional.layer_norm", "aten_out"): (
+        "Expected out tensor to have dtype float, but got c10::BFloat16",
+        _STATS,
+    ),
+    ("narrow_copy", "error_inputs"): (
+        "IndexError where the CPU raises RuntimeError",
+        "a dim past the last raises IndexError, as narrow (and CUDA's narrow_copy) does; "
+        "the CPU kernel fails an internal check",
+    ),
     ("to_sparse", "functional"): ("_sparse_coo_tensor_with_dims_and_tensors", "sparse layouts are not supported"),
     ("to_sparse", "aten_out"): ("_sparse_coo_tensor_with_dims_and_tensors", "sparse layouts are not supported"),
     ("std", "aten_out"): ("std_var_all: Unsupported dtype BFloat16", _STD_VAR),
     ("std.unbiased", "aten_out"): ("std_var_all: Unsupported dtype BFloat16", _STD_VAR),
     ("var", "aten_out"): ("std_var_all: Unsupported dtype BFloat16", _STD_VAR),
     ("var.unbiased", "aten_out"): ("std_var_all: Unsupported dtype BFloat16", _STD_VAR),
-    ("nn.functional.gelu", "aten_out"): ("itensor_view_from_dense expects", "the CPU's oneDNN gelu backward refuses a "
-                                         "float64 out= for bfloat16 inputs; ATen's TensorIterator rule (and CUDA) "
-                                         "casts into it"),
-    ("bad:int/floor_divide_by_zero", "bad_input"): ("ZeroDivisionError", "integer division by zero does not raise, as "
-                                                    "on CUDA: it would need a synchronizing read of the divisor"),
-    ("bad:int/remainder_by_zero", "bad_input"): ("ZeroDivisionError", "integer division by zero does not raise, as on "
-                                                 "CUDA"),
+    ("nn.functional.gelu", "aten_out"): (
+        "itensor_view_from_dense expects",
+        "the CPU's oneDNN gelu backward refuses a "
+        "float64 out= for bfloat16 inputs; ATen's TensorIterator rule (and CUDA) "
+        "casts into it",
+    ),
+    ("bad:int/floor_divide_by_zero", "bad_input"): (
+        "ZeroDivisionError",
+        "integer division by zero does not raise, as on CUDA: it would need a synchronizing read of the divisor",
+    ),
+    ("bad:int/remainder_by_zero", "bad_input"): (
+        "ZeroDivisionError",
+        "integer division by zero does not raise, as on CUDA",
+    ),
 }
 
 
 def unlisted(rows: list[dict]) -> list[dict]:
     """The rows that differ from the CPU in a way KNOWN_DIFFERENCES does not list."""
+
     def listed(r):
         known = KNOWN_DIFFERENCES.get((r["name"], r["variant"]))
         return known is not None and known[0] in r["detail"]
+
     return [r for r in rows if r["verdict"] == "differs" and not listed(r)]
 
 
 def make_cases(op_db, n: int, seed: int, samples: int, ops: str = "", variants: str = "") -> list[dict]:
     import torch
+
     cases = []
     only = {o for o in ops.split(",") if o}
     chosen = [v for v in variants.split(",") if v] or VARIANTS
@@ -83,17 +108,28 @@ def make_cases(op_db, n: int, seed: int, samples: int, ops: str = "", variants: 
             if getattr(torch, d) not in allowed:
                 continue
             for variant in chosen:
-                if variant == "bad_input":   # not an OpInfo's
+                if variant == "bad_input":  # not an OpInfo's
                     continue
                 for k in range(samples):
-                    cases.append({"op": i, "name": op.name + (f".{op.variant_test_name}" if op.variant_test_name else ""),
-                                  "dtype": d, "variant": variant, "sample": k, "seed": seed})
+                    cases.append(
+                        {
+                            "op": i,
+                            "name": op.name + (f".{op.variant_test_name}" if op.variant_test_name else ""),
+                            "dtype": d,
+                            "variant": variant,
+                            "sample": k,
+                            "seed": seed,
+                        }
+                    )
     rng = random.Random(seed)
     rng.shuffle(cases)
-    if not only and "bad_input" in chosen:   # the hand-written bad inputs are few and quick: every sample runs them all
+    if not only and "bad_input" in chosen:  # the hand-written bad inputs are few and quick: every sample runs them all
         from ._fuzz_bad import BAD_INPUTS
-        cases = [{"op": -1, "name": "bad:" + name, "dtype": "-", "variant": "bad_input", "sample": 0, "seed": seed}
-                 for name in BAD_INPUTS] + cases
+
+        cases = [
+            {"op": -1, "name": "bad:" + name, "dtype": "-", "variant": "bad_input", "sample": 0, "seed": seed}
+            for name in BAD_INPUTS
+        ] + cases
     return cases[:n] if n else cases
 
 
@@ -112,6 +148,7 @@ def main(argv=None) -> int:
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("MYTORCH_FALLBACK", "silent")
     import warnings
+
     warnings.filterwarnings("ignore")
     import torch  # noqa: F401
     import mytorch  # noqa: F401
@@ -123,8 +160,14 @@ def main(argv=None) -> int:
     Path(args.log).parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with open(args.log, "w") as log:
-        answers = run_pool("mytorch.testing._fuzz_worker", list(enumerate(cases)), jobs=args.jobs,
-                           timeout=args.timeout, env=env, log=log)
+        answers = run_pool(
+            "mytorch.testing._fuzz_worker",
+            list(enumerate(cases)),
+            jobs=args.jobs,
+            timeout=args.timeout,
+            env=env,
+            log=log,
+        )
     rows = []
     for i, c in enumerate(cases):
         a = answers[i]
@@ -149,8 +192,12 @@ def summary(rows: list[dict], command: str, elapsed: float) -> str:
     by = {v: Counter() for v in VARIANTS}
     for r in rows:
         by[r["variant"]][r["verdict"]] += 1
-    lines = [f"`{command}`: {len(rows)} cases in {elapsed:.0f} s", "",
-             "| variant | " + " | ".join(verdicts) + " |", "|---" * (len(verdicts) + 1) + "|"]
+    lines = [
+        f"`{command}`: {len(rows)} cases in {elapsed:.0f} s",
+        "",
+        "| variant | " + " | ".join(verdicts) + " |",
+        "|---" * (len(verdicts) + 1) + "|",
+    ]
     for v in VARIANTS:
         lines.append(f"| {v} | " + " | ".join(str(by[v][x]) for x in verdicts) + " |")
     total = Counter(r["verdict"] for r in rows)

@@ -18,6 +18,7 @@ its CPU twin as the reference: a mytorch failure whose twin passes is attributab
 fails too is not. The pass rate is mytorch's passes over the twins that pass on the CPU and are not skipped on
 mytorch. Results: a JSON file and a markdown table (--json, --markdown; docs/conformance.md has the figures).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,10 +51,26 @@ DEVICE_SUITES = {
     "test_autograd": ("test_autograd.py", None),
 }
 OPENREG_DIR = "test/cpp_extensions/open_registration_extension/torch_openreg/tests"
-OPENREG_FILES = ["test_autocast.py", "test_autograd.py", "test_compile.py", "test_device.py", "test_device_type.py",
-                 "test_event.py", "test_ipc.py", "test_memory.py", "test_misc.py", "test_opinfo.py", "test_ops.py",
-                 "test_profiler.py", "test_rng.py", "test_rnn.py", "test_sdpa.py", "test_storage.py",
-                 "test_streams.py", "test_utils.py"]
+OPENREG_FILES = [
+    "test_autocast.py",
+    "test_autograd.py",
+    "test_compile.py",
+    "test_device.py",
+    "test_device_type.py",
+    "test_event.py",
+    "test_ipc.py",
+    "test_memory.py",
+    "test_misc.py",
+    "test_opinfo.py",
+    "test_ops.py",
+    "test_profiler.py",
+    "test_rng.py",
+    "test_rnn.py",
+    "test_sdpa.py",
+    "test_storage.py",
+    "test_streams.py",
+    "test_utils.py",
+]
 # Tests of openreg's own internals: (nodeid regex, reason). A failure that reaches into the translated
 # extension module's private bindings (mytorch._C has no such attribute) is counted here too, automatically.
 # Filled from a run over the suite at the installed torch's commit (docs/conformance.md); ids are of the
@@ -65,6 +82,7 @@ RAW = "https://raw.githubusercontent.com/pytorch/pytorch/{commit}/{path}"
 
 def _commit() -> str:
     import torch
+
     return torch.version.git_version
 
 
@@ -77,9 +95,11 @@ def _fetch(path: str, dest: Path, commit: str) -> None:
         with urllib.request.urlopen(url, timeout=60) as r:
             data = r.read()
     except Exception as e:  # noqa: BLE001 - reported with what to do instead
-        raise SystemExit(f"cannot download {url}: {e}\nPyTorch's test files are taken from its repository at the "
-                         f"installed torch's commit ({commit}); without network access to GitHub, pass "
-                         f"--src <a PyTorch checkout at that commit>.") from e
+        raise SystemExit(
+            f"cannot download {url}: {e}\nPyTorch's test files are taken from its repository at the "
+            f"installed torch's commit ({commit}); without network access to GitHub, pass "
+            f"--src <a PyTorch checkout at that commit>."
+        ) from e
     tmp = dest.with_suffix(".part")
     tmp.write_bytes(data)
     tmp.replace(dest)
@@ -97,7 +117,9 @@ def prepare(src: Path | None, suites: list[str], work: Path) -> Path:
     commit = _commit()
     tree = work / commit
     for name in suites:
-        files = [f"{OPENREG_DIR}/{f}" for f in OPENREG_FILES] if name == "openreg" else [f"test/{DEVICE_SUITES[name][0]}"]
+        files = (
+            [f"{OPENREG_DIR}/{f}" for f in OPENREG_FILES] if name == "openreg" else [f"test/{DEVICE_SUITES[name][0]}"]
+        )
         for path in files:
             dest = tree / path
             if src is not None:
@@ -132,18 +154,35 @@ def run_suite(tree: Path, name: str, sample: float, seed: int, timeout: int, sui
         cwd = tree / "test"
         targets = [DEVICE_SUITES[name][0]]
         kexpr = DEVICE_SUITES[name][1]
-    env = dict(os.environ, MYTORCH_SUITE_RESULTS=str(results), MYTORCH_SUITE_SAMPLE=str(sample),
-               MYTORCH_SUITE_SEED=str(seed), MYTORCH_SUITE_TIMEOUT=str(timeout),
-               MYTORCH_SIM_DEVICES=os.environ.get("MYTORCH_SIM_DEVICES", "2"), PYTHONPATH=str(cwd))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "mytorch.testing._suite_plugin", "-p", "no:cacheprovider",
-           "--continue-on-collection-errors", *targets]
+    env = dict(
+        os.environ,
+        MYTORCH_SUITE_RESULTS=str(results),
+        MYTORCH_SUITE_SAMPLE=str(sample),
+        MYTORCH_SUITE_SEED=str(seed),
+        MYTORCH_SUITE_TIMEOUT=str(timeout),
+        MYTORCH_SIM_DEVICES=os.environ.get("MYTORCH_SIM_DEVICES", "2"),
+        PYTHONPATH=str(cwd),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "mytorch.testing._suite_plugin",
+        "-p",
+        "no:cacheprovider",
+        "--continue-on-collection-errors",
+        *targets,
+    ]
     if kexpr:
         cmd += ["-k", kexpr]
     log = tree / f"log-{name}.txt"
     with open(log, "w") as out:
         try:
-            rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                timeout=suite_timeout).returncode
+            rc = subprocess.run(
+                cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=suite_timeout
+            ).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
     rows = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
@@ -168,8 +207,15 @@ def summarize(name: str, rows: list[dict]) -> dict:
             if _bucket(r["outcome"]) == "failed":
                 failures.append({"id": r["id"], "message": r["message"]})
         ran = counts["passed"] + counts["failed"]
-        return {"suite": name, "passed": counts["passed"], "failed": counts["failed"], "skipped": counts["skipped"],
-                "internal": internal, "pass_rate": counts["passed"] / ran if ran else None, "failures": failures}
+        return {
+            "suite": name,
+            "passed": counts["passed"],
+            "failed": counts["failed"],
+            "skipped": counts["skipped"],
+            "internal": internal,
+            "pass_rate": counts["passed"] / ran if ran else None,
+            "failures": failures,
+        }
     by_twin: dict[str, dict[str, str]] = {}
     mine = Counter()
     for r in rows:
@@ -193,10 +239,18 @@ def summarize(name: str, rows: list[dict]) -> dict:
             attributable += 1
             failures.append({"id": dev["id"], "message": dev["message"]})
     counted = reference - skipped
-    return {"suite": name, "passed": mine["passed"], "failed": mine["failed"], "skipped": mine["skipped"],
-            "cpu_passing_twins": reference, "twins_passed": passed, "twins_skipped": skipped,
-            "attributable_failures": attributable, "pass_rate": passed / counted if counted else None,
-            "failures": sorted(failures, key=lambda f: f["id"])}
+    return {
+        "suite": name,
+        "passed": mine["passed"],
+        "failed": mine["failed"],
+        "skipped": mine["skipped"],
+        "cpu_passing_twins": reference,
+        "twins_passed": passed,
+        "twins_skipped": skipped,
+        "attributable_failures": attributable,
+        "pass_rate": passed / counted if counted else None,
+        "failures": sorted(failures, key=lambda f: f["id"]),
+    }
 
 
 def _bucket(outcome: str) -> str:
@@ -204,27 +258,41 @@ def _bucket(outcome: str) -> str:
 
 
 def markdown(summaries: list[dict], command: str) -> str:
-    lines = [f"`{command}`", "",
-             "| suite | mytorch passed | failed | skipped | CPU-passing twins | attributable failures | pass rate |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"`{command}`",
+        "",
+        "| suite | mytorch passed | failed | skipped | CPU-passing twins | attributable failures | pass rate |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for s in summaries:
         rate = "—" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
         if s["suite"] == "openreg":
-            lines.append(f"| torch_openreg (translated) | {s['passed']} | {s['failed']} | {s['skipped']} | — | "
-                         f"{s['failed']} ({len(s['internal'])} openreg-internal excluded) | {rate} |")
+            lines.append(
+                f"| torch_openreg (translated) | {s['passed']} | {s['failed']} | {s['skipped']} | — | "
+                f"{s['failed']} ({len(s['internal'])} openreg-internal excluded) | {rate} |"
+            )
         else:
-            lines.append(f"| {s['suite']} | {s['passed']} | {s['failed']} | {s['skipped']} | {s['cpu_passing_twins']} | "
-                         f"{s['attributable_failures']} | {rate} |")
+            lines.append(
+                f"| {s['suite']} | {s['passed']} | {s['failed']} | {s['skipped']} | {s['cpu_passing_twins']} | "
+                f"{s['attributable_failures']} | {rate} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--suite", action="append", choices=[*DEVICE_SUITES, "openreg"],
-                   help="a suite to run (repeatable; default: all)")
-    p.add_argument("--src", type=Path, default=os.environ.get("MYTORCH_PYTORCH_SRC") or None,
-                   help="a PyTorch source tree at the installed torch's commit (default: $MYTORCH_PYTORCH_SRC, "
-                        "else downloaded)")
+    p.add_argument(
+        "--suite",
+        action="append",
+        choices=[*DEVICE_SUITES, "openreg"],
+        help="a suite to run (repeatable; default: all)",
+    )
+    p.add_argument(
+        "--src",
+        type=Path,
+        default=os.environ.get("MYTORCH_PYTORCH_SRC") or None,
+        help="a PyTorch source tree at the installed torch's commit (default: $MYTORCH_PYTORCH_SRC, else downloaded)",
+    )
     p.add_argument("--work", type=Path, default=ROOT / "build" / "pytorch-tests")
     p.add_argument("--sample", type=float, default=1.0, help="fraction of each device-generic suite (seeded)")
     p.add_argument("--seed", type=int, default=0)
@@ -245,14 +313,18 @@ def main(argv=None) -> int:
         s["seconds"] = round(time.time() - start)
         summaries.append(s)
         rate = "—" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
-        print(f"{name}: {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped; pass rate {rate} "
-              f"({s['seconds']} s)", flush=True)
+        print(
+            f"{name}: {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped; pass rate {rate} "
+            f"({s['seconds']} s)",
+            flush=True,
+        )
     command = "python -m mytorch.testing.suites " + " ".join(argv if argv is not None else sys.argv[1:])
     table = markdown(summaries, command.strip())
     print(table)
     if args.json:
-        args.json.write_text(json.dumps({"command": command.strip(), "torch_commit": _commit(),
-                                         "suites": summaries}, indent=1))
+        args.json.write_text(
+            json.dumps({"command": command.strip(), "torch_commit": _commit(), "suites": summaries}, indent=1)
+        )
     if args.markdown:
         args.markdown.write_text(table)
     return 0

@@ -10,6 +10,7 @@ Allocated memory follows alloc / free_completed events, reserved memory follows 
 segment_free events; both start from the memory held when recording began (the snapshot's segments minus
 what the events account for).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,6 +59,7 @@ def curves(snapshot: dict, device: int = 0):
 
 def plot(snapshot: dict, out: str, device: int = 0) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -53,9 +53,7 @@ struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
-struct uint3 {
-  unsigned x, y, z;
-};
+struct uint3 { unsigned x, y, z; };
 // The vector types, with CUDA's alignment: a vector load through a misaligned pointer is a fault.
 struct alignas(8) uint2 { unsigned x, y; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
@@ -138,9 +136,7 @@ enum cudaDriverEntryPointQueryResult { cudaDriverEntryPointSuccess = 0, cudaDriv
 #define cudaEventDisableTiming 0x2
 #define cudaHostAllocDefault 0x0
 #define cudaIpcMemLazyEnablePeerAccess 0x1
-struct cudaIpcMemHandle_t {
-  char reserved[64];
-};
+struct cudaIpcMemHandle_t { char reserved[64]; };
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -183,8 +179,8 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b);
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value);
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,
                                                           size_t dynamic_smem);
-cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned version,
-                                             unsigned long long flags, cudaDriverEntryPointQueryResult* status);
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned version, unsigned long long flags,
+                                             cudaDriverEntryPointQueryResult* status);
 template <typename F>
 cudaError_t cudaFuncSetAttribute(F* func, cudaFuncAttribute attr, int value) {
   return cudaFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
@@ -256,8 +252,9 @@ struct Launcher {
   template <typename... A>
   void operator()(A&&... args) const {
     static_assert(sizeof...(A) == sizeof...(P), "kernel launched with the wrong number of arguments");
-    static_assert(param_bytes<std::decay_t<P>...>() <= 32764,
-                  "kernel parameters exceed the 32,764 bytes a launch can pass (nvcc: formal parameter space overflowed)");
+    static_assert(
+        param_bytes<std::decay_t<P>...>() <= 32764,
+        "kernel parameters exceed the 32,764 bytes a launch can pass (nvcc: formal parameter space overflowed)");
     using Closure = std::tuple<void (*)(P...), std::decay_t<P>...>;
     auto closure = std::make_shared<Closure>(kernel, static_cast<std::decay_t<P>>(std::forward<A>(args))...);
     ThreadBody body = [](const void* c) {
@@ -348,8 +345,7 @@ T atomicCAS(T* addr, T compare, T val) {
 template <typename T, typename F>
 T emu_atomic_update(T* addr, F f) {
   T old = __atomic_load_n(addr, __ATOMIC_SEQ_CST);
-  while (!__atomic_compare_exchange_n(addr, &old, f(old), false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-  }
+  while (!__atomic_compare_exchange_n(addr, &old, f(old), false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
   return old;
 }
 template <typename T>
@@ -371,15 +367,25 @@ T atomicAdd(T* addr, T v) {
   }
 }
 template <typename T>
-T atomicMax(T* addr, T v) { return emu_atomic_update(addr, [&](T o) { return o < v ? v : o; }); }
+T atomicMax(T* addr, T v) {
+  return emu_atomic_update(addr, [&](T o) { return o < v ? v : o; });
+}
 template <typename T>
-T atomicMin(T* addr, T v) { return emu_atomic_update(addr, [&](T o) { return v < o ? v : o; }); }
+T atomicMin(T* addr, T v) {
+  return emu_atomic_update(addr, [&](T o) { return v < o ? v : o; });
+}
 template <typename T>
-T atomicExch(T* addr, T v) { return __atomic_exchange_n(addr, v, __ATOMIC_SEQ_CST); }
+T atomicExch(T* addr, T v) {
+  return __atomic_exchange_n(addr, v, __ATOMIC_SEQ_CST);
+}
 template <typename T>
-T atomicOr(T* addr, T v) { return __atomic_fetch_or(addr, v, __ATOMIC_SEQ_CST); }
+T atomicOr(T* addr, T v) {
+  return __atomic_fetch_or(addr, v, __ATOMIC_SEQ_CST);
+}
 template <typename T>
-T atomicAnd(T* addr, T v) { return __atomic_fetch_and(addr, v, __ATOMIC_SEQ_CST); }
+T atomicAnd(T* addr, T v) {
+  return __atomic_fetch_and(addr, v, __ATOMIC_SEQ_CST);
+}
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 // ---- device intrinsics ----------------------------------------------------------------------------------
@@ -389,15 +395,41 @@ inline float __fdividef(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : x); }
-inline int __float_as_int(float x) { int i; std::memcpy(&i, &x, 4); return i; }
-inline float __int_as_float(int i) { float x; std::memcpy(&x, &i, 4); return x; }
-inline unsigned __float_as_uint(float x) { unsigned i; std::memcpy(&i, &x, 4); return i; }
-inline float __uint_as_float(unsigned i) { float x; std::memcpy(&x, &i, 4); return x; }
-inline long long __double_as_longlong(double x) { long long i; std::memcpy(&i, &x, 8); return i; }
-inline double __longlong_as_double(long long i) { double x; std::memcpy(&x, &i, 8); return x; }
+inline int __float_as_int(float x) {
+  int i;
+  std::memcpy(&i, &x, 4);
+  return i;
+}
+inline float __int_as_float(int i) {
+  float x;
+  std::memcpy(&x, &i, 4);
+  return x;
+}
+inline unsigned __float_as_uint(float x) {
+  unsigned i;
+  std::memcpy(&i, &x, 4);
+  return i;
+}
+inline float __uint_as_float(unsigned i) {
+  float x;
+  std::memcpy(&x, &i, 4);
+  return x;
+}
+inline long long __double_as_longlong(double x) {
+  long long i;
+  std::memcpy(&i, &x, 8);
+  return i;
+}
+inline double __longlong_as_double(long long i) {
+  double x;
+  std::memcpy(&x, &i, 8);
+  return x;
+}
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x)); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 template <typename T>
-T __ldg(const T* p) { return *p; }
+T __ldg(const T* p) {
+  return *p;
+}
