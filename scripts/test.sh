@@ -9,7 +9,8 @@
 #      seeded sample of the robustness fuzzer;
 #   3. torch.compile's Triton path: Inductor's Triton kernels for mytorch graphs, run by Triton's interpreter
 #      over sim memory (test/test_compile_triton.py; the path is chosen per process);
-#   4. the main suite on the installed build.
+#   4. the style of every tracked source (scripts/lint.sh: clang-format and ruff, pinned versions);
+#   5. the main suite on the installed build.
 # Extra arguments go to the main pytest run only (e.g. -k allocator), and then parts 1 and 2 run only when
 # asked. MYTORCH_TEST_CUDA=0 skips part 1, MYTORCH_TEST_EMU=0 part 2, MYTORCH_TEST_TRITON=0 part 3 (README,
 # "How long things take").
@@ -49,5 +50,7 @@ if [ "$triton" = "1" ]; then
   MYTORCH_INDUCTOR=triton TRITON_INTERPRET=1 TRITON_DEFAULT_FP_FUSION=1 \
     "$PY" -m pytest -q -p no:cacheprovider test/test_compile_triton.py
 fi
+stage "style: clang-format and ruff over every tracked source (scripts/lint.sh)"
+bash scripts/lint.sh
 stage "the main suite"
 exec "$PY" -m pytest -q -ra test "$@"
