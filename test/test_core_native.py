@@ -67,6 +67,7 @@ CASES = {
             "isnan",
             "isinf",
             "isfinite",
+            "sinh",
         ]
     },
     **{

@@ -378,6 +378,9 @@ template <> struct Fn<EwOp::Erf> {
 template <> struct Fn<EwOp::Erfinv> {
   MT_EW_FN(O a, const EwParams&) { return static_cast<O>(erfinv_d(static_cast<double>(a))); }
 };
+template <> struct Fn<EwOp::Sinh> {
+  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::sinh(a)); }
+};
 
 // ---- other unary ops -------------------------------------------------------------------------------------------
 template <> struct Fn<EwOp::Neg> {
