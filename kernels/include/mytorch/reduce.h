@@ -192,6 +192,10 @@ template <> struct Reduction<RedOp::Sum> {
   MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) { s.a += o.a; }
   MT_RED_PROJECT(const Acc<A>& s, const RedParams&, A*) { return s.a; }
 };
+// Sum with NaNs counted as zero (integers have none).
+template <> struct Reduction<RedOp::NanSum> : Reduction<RedOp::Sum> {
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a += v != v ? A(0) : v; }
+};
 template <> struct Reduction<RedOp::Mean> : Reduction<RedOp::Sum> {
   template <typename T> using acc_t = ew::opmath_t<T>;
   MT_RED_PROJECT(const Acc<A>& s, const RedParams& r, A*) { return s.a / static_cast<A>(r.count); }
