@@ -54,6 +54,32 @@ def two_devices():
     return [torch.device("mytorch", 0), torch.device("mytorch", 1)]
 
 
+def installed_build_dir() -> str:
+    """The CMake build folder of the installed flavour (skips when the extension was installed some other way)."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import build  # scripts/build.py
+
+    flavour, _ = build.plan()
+    path = os.path.join(ROOT, "build", f"cmake-{sys.implementation.cache_tag}-{flavour}")
+    if not os.path.exists(os.path.join(path, "build.ninja")):
+        pytest.skip(f"no ninja build of the {flavour} flavour here (installed some other way)")
+    return path
+
+
+def ninja_deps(build_dir: str) -> dict[str, list[str]]:
+    """Object file -> the headers ninja recorded for it (`ninja -t deps`), as real paths."""
+    text = subprocess.run(["ninja", "-C", build_dir, "-t", "deps"], capture_output=True, text=True, check=True).stdout
+    deps: dict[str, list[str]] = {}
+    obj = None
+    for line in text.splitlines():
+        if not line.startswith(" ") and ": #deps" in line:
+            obj = line.split(":")[0]
+            deps[obj] = []
+        elif line.strip() and obj is not None:
+            deps[obj].append(os.path.realpath(os.path.join(build_dir, line.strip())))
+    return deps
+
+
 def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
     """Runs `code` in a fresh interpreter (for process-wide settings: capacity, runtime choice, fork)."""
     full_env = dict(os.environ)

@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 import torch
 
-from conftest import ROOT, run_python
+from conftest import ROOT, installed_build_dir, ninja_deps, run_python
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import build  # noqa: E402  (scripts/build.py)
@@ -30,23 +30,14 @@ VOCABULARY = {
 MAX_FAMILY_FANOUT = 8
 
 
-def installed_build_dir() -> str:
-    flavour, _ = build.plan()
-    path = os.path.join(ROOT, "build", f"cmake-{sys.implementation.cache_tag}-{flavour}")
-    if not os.path.exists(os.path.join(path, "build.ninja")):
-        pytest.skip(f"no ninja build of the {flavour} flavour here (installed some other way)")
-    return path
-
-
 def header_fanout(build_dir: str) -> dict[str, set[str]]:
-    text = subprocess.run(["ninja", "-C", build_dir, "-t", "deps"], capture_output=True, text=True, check=True).stdout
+    """Header name under kernels/include/mytorch -> the objects that include it."""
     users: dict[str, set[str]] = defaultdict(set)
-    obj = None
-    for line in text.splitlines():
-        if not line.startswith(" ") and ": #deps" in line:
-            obj = line.split(":")[0]
-        elif line.strip().startswith(os.path.join(ROOT, "kernels", "include", "mytorch")):
-            users[os.path.basename(line.strip())].add(obj)
+    family_root = os.path.realpath(os.path.join(ROOT, "kernels", "include", "mytorch"))
+    for obj, headers in ninja_deps(build_dir).items():
+        for h in headers:
+            if h.startswith(family_root + os.sep):
+                users[os.path.basename(h)].add(obj)
     return users
 
 

@@ -7,40 +7,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
-import pytest
 import torch.utils.cpp_extension
 
-from conftest import ROOT
-
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import build  # noqa: E402  (scripts/build.py)
+from conftest import ROOT, installed_build_dir, ninja_deps
 
 TORCH_INCLUDE = os.path.realpath(torch.utils.cpp_extension.include_paths()[0])
 ALLOWED = ("c10/util/", "c10/macros/", "torch/headeronly/")
-
-
-def _build_dir() -> str:
-    flavour, _ = build.plan()
-    path = os.path.join(ROOT, "build", f"cmake-{sys.implementation.cache_tag}-{flavour}")
-    if not os.path.exists(os.path.join(path, "build.ninja")):
-        pytest.skip(f"no ninja build of the {flavour} flavour here (installed some other way)")
-    return path
-
-
-def _deps(build_dir: str) -> dict[str, list[str]]:
-    """Object file -> the headers ninja recorded for it."""
-    text = subprocess.run(["ninja", "-C", build_dir, "-t", "deps"], capture_output=True, text=True, check=True).stdout
-    deps: dict[str, list[str]] = {}
-    obj = None
-    for line in text.splitlines():
-        if not line.startswith(" ") and ": #deps" in line:
-            obj = line.split(":")[0]
-            deps[obj] = []
-        elif line.strip() and obj is not None:
-            deps[obj].append(os.path.realpath(os.path.join(build_dir, line.strip())))
-    return deps
 
 
 def _kernel_command(build_dir: str, source: str) -> list[str]:
@@ -65,11 +38,11 @@ def _kernel_command(build_dir: str, source: str) -> list[str]:
 
 
 def test_kernels_objects_read_no_torch_header_but_the_allowed_ones():
-    build_dir = _build_dir()
+    build_dir = installed_build_dir()
     staged = os.path.realpath(os.path.join(build_dir, "kernel_torch_include"))
     bad = {}
     n = 0
-    for obj, headers in _deps(build_dir).items():
+    for obj, headers in ninja_deps(build_dir).items():
         if "mytorch_kernels.dir" not in obj:
             continue
         n += 1
@@ -85,7 +58,7 @@ def test_kernels_objects_read_no_torch_header_but_the_allowed_ones():
 def test_a_kernel_that_includes_aten_does_not_compile(tmp_path):
     """The negative control of the rule above: with the kernels target's own compile command, an allowed header
     compiles and ATen / c10/core do not."""
-    cmd = _kernel_command(_build_dir(), "kernels/sim/elementwise.cpp")
+    cmd = _kernel_command(installed_build_dir(), "kernels/sim/elementwise.cpp")
     results = {}
     for name, include in [
         ("allowed", "c10/util/Half.h"),
@@ -94,7 +67,7 @@ def test_a_kernel_that_includes_aten_does_not_compile(tmp_path):
     ]:
         src = tmp_path / f"{name}.cpp"
         src.write_text(f"#include <{include}>\nint main() {{ return 0; }}\n")
-        r = subprocess.run(cmd + ["-fsyntax-only", str(src)], capture_output=True, text=True, cwd=_build_dir())
+        r = subprocess.run(cmd + ["-fsyntax-only", str(src)], capture_output=True, text=True, cwd=installed_build_dir())
         results[name] = (r.returncode, r.stderr)
     assert results["allowed"][0] == 0, results["allowed"][1][-2000:]
     for name in ("aten", "core"):
@@ -111,7 +84,7 @@ def test_csrc_layers_point_downward():
     }
     csrc = os.path.realpath(os.path.join(ROOT, "csrc"))
     bad = []
-    for obj, headers in _deps(_build_dir()).items():
+    for obj, headers in ninja_deps(installed_build_dir()).items():
         layer = next((name for name in forbidden if f"/csrc/{name}/" in obj), None)
         if layer is None:
             continue
@@ -138,19 +111,19 @@ int probe(mytorch::EwOp op) {
 def test_a_pointwise_row_without_a_functor_does_not_compile(tmp_path):
     """The op table's negative control: a row added to tables/pointwise.def without its ew::Fn specialization fails
     to compile (so no row can reach a registration without math), while the table as it is compiles."""
-    cmd = _kernel_command(_build_dir(), "kernels/sim/elementwise.cpp")
+    cmd = _kernel_command(installed_build_dir(), "kernels/sim/elementwise.cpp")
     include = tmp_path / "include"
     shutil.copytree(os.path.join(ROOT, "kernels", "include"), include)
     src = tmp_path / "probe.cpp"
     src.write_text(ROW_PROBE)
     as_is = subprocess.run(
-        cmd + ["-I", str(include), "-fsyntax-only", str(src)], capture_output=True, text=True, cwd=_build_dir()
+        cmd + ["-I", str(include), "-fsyntax-only", str(src)], capture_output=True, text=True, cwd=installed_build_dir()
     )
     assert as_is.returncode == 0, as_is.stderr[-2000:]
     table = include / "mytorch" / "tables" / "pointwise.def"
     table.write_text(table.read_text() + "MT_POINTWISE(NoFunctor, 1, Float, Cast, Unary, Hand, abs, out, No)\n")
     cmd = [a for a in cmd if not a.endswith(os.path.join("kernels", "include"))]  # the copy, not the tree's
     extra = subprocess.run(
-        cmd + ["-I", str(include), "-fsyntax-only", str(src)], capture_output=True, text=True, cwd=_build_dir()
+        cmd + ["-I", str(include), "-fsyntax-only", str(src)], capture_output=True, text=True, cwd=installed_build_dir()
     )
     assert extra.returncode != 0 and "Fn<mytorch::EwOp::NoFunctor>" in extra.stderr, extra.stderr[-2000:]
