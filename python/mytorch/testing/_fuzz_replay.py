@@ -157,7 +157,21 @@ def replay(torch, calls, to_device, difference, gold):
                 f"{type(dev_err).__name__}: {str(dev_err)[:80]}",
             )
         if cpu_err is None:
-            diff = _judged(torch, func, dev_outs, cpu_outs, args, kwargs, difference, lambda: gold(func, args, kwargs))
+            # Both hold a result computed at the natural dtype and cast: judged at the narrower of the two dtypes
+            # (sinh of int64 into a float64 out= is float32 arithmetic on both sides, not float64's).
+            narrow = [other if torch.promote_types(w.dtype, other) == w.dtype else w.dtype for w in wants[:1]] + [
+                w.dtype for w in wants[1:]
+            ]
+            diff = _judged(
+                torch,
+                func,
+                [o.to(d) for o, d in zip(dev_outs, narrow)],
+                [o.to(d) for o, d in zip(cpu_outs, narrow)],
+                args,
+                kwargs,
+                difference,
+                lambda: gold(func, args, kwargs),
+            )
             if diff:
                 return "differs", f"{name} with an out= of dtype {other}: {diff}"
         # a non-contiguous out= of the right dtype: written through its strides, the gaps untouched
