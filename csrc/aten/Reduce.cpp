@@ -69,6 +69,22 @@ void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, b
       ++r.out_ndim;
     }
   }
+  // Reduced dimensions that are one run of memory (a contiguous tail, or all of a contiguous tensor) merge into
+  // one, so that the kernels index them without a division per element; the order of j, and so argmax's
+  // index, is unchanged. Size-1 dimensions drop out.
+  int merged = 0;
+  for (int d = 0; d < r.red_ndim; ++d) {
+    if (r.red_sizes[d] == 1 && r.red_ndim > 1) continue;
+    if (merged > 0 && r.red_in_strides[merged - 1] == r.red_in_strides[d] * r.red_sizes[d]) {
+      r.red_sizes[merged - 1] *= r.red_sizes[d];
+      r.red_in_strides[merged - 1] = r.red_in_strides[d];
+    } else {
+      r.red_sizes[merged] = r.red_sizes[d];
+      r.red_in_strides[merged] = r.red_in_strides[d];
+      ++merged;
+    }
+  }
+  r.red_ndim = std::max(merged, std::min(r.red_ndim, 1));
   r.params.count = r.red_numel;
   TORCH_CHECK(r.out_ndim <= kMaxDims && r.red_ndim <= kMaxDims, "mytorch reductions support at most ", kMaxDims,
               " dimensions");

@@ -13,6 +13,8 @@
 #include "csrc/core/OpTrace.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
+#include "mytorch/parallel.h"
+#include "mytorch/sim_isa.h"
 #include "mytorch/runtime.h"
 
 namespace py = pybind11;
@@ -95,6 +97,7 @@ bool primary_context_active(int device);  // kernels/emu/runtime_api.cpp
 namespace mytorch {
 void addInductorBindings(PyObject* module);  // csrc/python/Inductor.cpp
 void addIpcBindings(pybind11::module& m);    // csrc/python/Ipc.cpp
+int simParallelProbe(int64_t n);             // csrc/core/SimParallel.cpp
 } // namespace mytorch
 
 namespace mytorch::dist {
@@ -257,6 +260,10 @@ PYBIND11_MODULE(_C, m) {
   // The process group's classes derive from torch's c10d bindings, which exist once torch.distributed is
   // imported: python/mytorch/distributed.py calls this then.
   m.def("_init_distributed", [m]() mutable { dist::initDistributedBindings(m); });
+  m.def("_sim_parallel_probe", &mytorch::simParallelProbe,  // threads a sim parallel_for used (its test)
+        py::arg("n"));
+  m.def("_sim_threads", [] { return mytorch::par::threads(); });  // Note [Sim parallelism]
+  m.def("_sim_isa", [] { return std::string(mytorch::sim::sim_isa_name()); });  // Note [Sim ISA variants]
   m.def("_op_tables", [] {  // the op tables' rows (kernels/include/mytorch/tables/*.def), for their test
     py::list rows;
     for (const OpTableRow& r : opTableRows()) {

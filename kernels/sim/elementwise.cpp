@@ -1,17 +1,20 @@
 // Sim twin of cuda/elementwise*.cu: each op's functor (ops_math.h) in plain loops over the strided description,
 // for every row of the pointwise table (Note [Op tables] in ew_ops.h).
+#include <algorithm>
 #include <cstring>
 
 #include "mytorch/elementwise.h"
 #include "mytorch/ops_math.h"
+#include "mytorch/parallel.h"
+#include "mytorch/sim_isa.h"
 
-namespace mytorch::sim {
+namespace mytorch::sim::MT_SIM_ISA_NS {
 namespace {
 
-// Visits the elements in runs along dimension 0: fn(offsets[4], count, run_strides[4]).
+// Visits the elements [begin, end) of the strided description in runs along dimension 0:
+// fn(offsets[4], count, run_strides[4]) with offsets in bytes.
 template <typename Fn>
-void for_each_run(const StridedShape& s, const int64_t* const* st, int nops, Fn fn) {
-  if (s.numel == 0) return;
+void for_each_run(const StridedShape& s, const int64_t* const* st, int nops, int64_t begin, int64_t end, Fn fn) {
   int64_t off[4] = {0, 0, 0, 0};
   int64_t inner[4] = {0, 0, 0, 0};
   if (s.ndim == 0) {
@@ -20,9 +23,21 @@ void for_each_run(const StridedShape& s, const int64_t* const* st, int nops, Fn 
   }
   for (int k = 0; k < nops; ++k) inner[k] = st[k] ? st[k][0] : 0;
   int64_t idx[kMaxDims] = {};
-  const int64_t runs = s.numel / s.sizes[0];
-  for (int64_t r = 0; r < runs; ++r) {
-    fn(off, s.sizes[0], inner);
+  int64_t rest = begin;
+  for (int d = 0; d < s.ndim; ++d) {
+    idx[d] = rest % s.sizes[d];
+    rest /= s.sizes[d];
+    for (int k = 0; k < nops; ++k) off[k] += st[k] ? st[k][d] * idx[d] : 0;
+  }
+  for (int64_t pos = begin; pos < end;) {
+    const int64_t cnt = std::min(s.sizes[0] - idx[0], end - pos);
+    fn(off, cnt, inner);
+    pos += cnt;
+    for (int k = 0; k < nops; ++k) off[k] += st[k] ? st[k][0] * cnt : 0;
+    idx[0] += cnt;
+    if (idx[0] < s.sizes[0]) continue;
+    for (int k = 0; k < nops; ++k) off[k] -= st[k] ? st[k][0] * s.sizes[0] : 0;
+    idx[0] = 0;
     for (int d = 1; d < s.ndim; ++d) {
       ++idx[d];
       for (int k = 0; k < nops; ++k) off[k] += st[k] ? st[k][d] : 0;
@@ -33,12 +48,50 @@ void for_each_run(const StridedShape& s, const int64_t* const* st, int nops, Fn 
   }
 }
 
+#if MT_SIM_FAST
+// The dtypes with dense loops: the floating ones (each dense loop is one instantiation per op and dtype, so the
+// integer dtypes, rare in the hot paths, keep the strided loop and the build time stays bounded).
+template <typename T>
+constexpr bool kDense = std::is_floating_point_v<T> || std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>;
+
+// Whether an operand's elements lie one after another in the shape's element order.
+bool dense(const StridedShape& s, const int64_t* st, int elem) {
+  int64_t expect = elem;
+  for (int d = 0; d < s.ndim; ++d) {
+    if (s.sizes[d] != 1 && st[d] != expect) return false;
+    expect *= s.sizes[d];
+  }
+  return true;
+}
+
+// The dense loops (Note [Sim parallelism]: each piece writes its own outputs). One loop per pattern of tensor
+// and scalar operands, so that every load is a plain indexed load the compiler vectorises.
+template <EwOp op, typename T, typename Out, typename O>
+void dense_unary(Out* o, const T* x, const EwParams p, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) o[i] = static_cast<Out>(ew::apply<op, T>(static_cast<O>(x[i]), O(0), O(0), p));
+}
+
+template <EwOp op, typename T, typename Out, typename O>
+void dense_binary(Out* o, const T* x, const T* y, O sx, O sy, const EwParams p, int64_t b, int64_t e) {
+  if (x && y) {
+    for (int64_t i = b; i < e; ++i)
+      o[i] = static_cast<Out>(ew::apply<op, T>(static_cast<O>(x[i]), static_cast<O>(y[i]), O(0), p));
+  } else if (x) {
+    for (int64_t i = b; i < e; ++i) o[i] = static_cast<Out>(ew::apply<op, T>(static_cast<O>(x[i]), sy, O(0), p));
+  } else {
+    for (int64_t i = b; i < e; ++i) o[i] = static_cast<Out>(ew::apply<op, T>(sx, static_cast<O>(y[i]), O(0), p));
+  }
+}
+
+#endif
+
 template <EwOp op, typename T>
 rt::Status run(const ElementwiseArgs& a) {
   using O = ew::opmath_t<T>;
   using Out = std::conditional_t<ew_is_predicate(op), bool, T>;
   constexpr int n = ew_arity(op);
   constexpr bool masked = ew_has_mask(op);
+  if (a.shape.numel == 0) return rt::Status::Success;
   char* out = static_cast<char*>(a.out.data);
   const char* in[3] = {static_cast<const char*>(a.in[0].data), static_cast<const char*>(a.in[1].data),
                        static_cast<const char*>(a.in[2].data)};
@@ -60,17 +113,36 @@ rt::Status run(const ElementwiseArgs& a) {
   const int64_t* st[4] = {a.out.strides, a.is_scalar[0] ? nullptr : a.in[0].strides,
                           n > 1 && !a.is_scalar[1] ? a.in[1].strides : nullptr,
                           n > 2 && !a.is_scalar[2] ? a.in[2].strides : nullptr};
-  for_each_run(a.shape, st, 1 + n, [&](const int64_t* off, int64_t cnt, const int64_t* s) {
-    for (int64_t i = 0; i < cnt; ++i) {
-      O v[3] = {sval[0], sval[1], sval[2]};
-      for (int k = 0; k < n; ++k) {
-        if (a.is_scalar[k]) continue;
-        const char* p = in[k] + off[k + 1] + i * s[k + 1];
-        if (masked && k == 0) v[0] = static_cast<O>(*reinterpret_cast<const bool*>(p));
-        else v[k] = static_cast<O>(*reinterpret_cast<const T*>(p));
-      }
-      *reinterpret_cast<Out*>(out + off[0] + i * s[0]) = static_cast<Out>(ew::apply<op, T>(v[0], v[1], v[2], a.p));
+  const int64_t grain = par::grain_for(1);
+#if MT_SIM_FAST
+  if constexpr (!masked && n <= 2 && kDense<T>) {
+    bool all_dense = dense(a.shape, st[0], sizeof(Out));
+    for (int k = 0; k < n; ++k) all_dense = all_dense && (st[k + 1] == nullptr || dense(a.shape, st[k + 1], sizeof(T)));
+    if (all_dense && !(n == 2 && a.is_scalar[0] && a.is_scalar[1])) {
+      Out* o = reinterpret_cast<Out*>(out);
+      const T* x = st[1] ? reinterpret_cast<const T*>(in[0]) : nullptr;
+      const T* y = n > 1 && st[2] ? reinterpret_cast<const T*>(in[1]) : nullptr;
+      par::parallel_for(a.shape.numel, grain, [&](int64_t b, int64_t e) {
+        if constexpr (n == 1) dense_unary<op, T, Out, O>(o, x, a.p, b, e);
+        else dense_binary<op, T, Out, O>(o, x, y, sval[0], sval[1], a.p, b, e);
+      });
+      return rt::Status::Success;
     }
+  }
+#endif
+  par::parallel_for(a.shape.numel, grain, [&](int64_t begin, int64_t end) {
+    for_each_run(a.shape, st, 1 + n, begin, end, [&](const int64_t* off, int64_t cnt, const int64_t* s) {
+      for (int64_t i = 0; i < cnt; ++i) {
+        O v[3] = {sval[0], sval[1], sval[2]};
+        for (int k = 0; k < n; ++k) {
+          if (a.is_scalar[k]) continue;
+          const char* p = in[k] + off[k + 1] + i * s[k + 1];
+          if (masked && k == 0) v[0] = static_cast<O>(*reinterpret_cast<const bool*>(p));
+          else v[k] = static_cast<O>(*reinterpret_cast<const T*>(p));
+        }
+        *reinterpret_cast<Out*>(out + off[0] + i * s[0]) = static_cast<Out>(ew::apply<op, T>(v[0], v[1], v[2], a.p));
+      }
+    });
   });
   return rt::Status::Success;
 }
@@ -89,12 +161,17 @@ rt::Status run_dtype(const ElementwiseArgs& a) {
 
 } // namespace
 
-rt::Status elementwise(const ElementwiseArgs& a, rt::Stream) {
+MT_SIM_ENTRY rt::Status elementwise(const ElementwiseArgs& a, rt::Stream) {
   return ew_visit(
       a.op, [&](auto op) { return run_dtype<decltype(op)::value>(a); },
       [] { return rt::report(rt::Status::InvalidValue, "elementwise: unknown op"); });
 }
 
+} // namespace mytorch::sim::MT_SIM_ISA_NS
+
+#if !defined(MT_SIM_ISA_AVX2)
+namespace mytorch::sim {
+MT_SIM_DISPATCH(rt::Status, elementwise, (const ElementwiseArgs& a, rt::Stream s), (a, s))
 } // namespace mytorch::sim
 
 namespace mytorch {
@@ -114,3 +191,4 @@ bool elementwise_supported(EwOp op, DType t) {
 }
 
 } // namespace mytorch
+#endif

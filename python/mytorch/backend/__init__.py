@@ -12,6 +12,7 @@ from ._device import (  # noqa: F401
     is_available,
     is_initialized,
     runtime,
+    sim_threads,
     set_device,
     synchronize,
     _is_in_bad_fork,

@@ -44,6 +44,12 @@ def runtime() -> str:
     return _C._runtime()
 
 
+def sim_threads() -> int:
+    """Threads the sim runtime's kernels split their loops over: torch.get_num_threads(), capped by the
+    MYTORCH_SIM_THREADS environment variable (read at import). Note [Sim parallelism] in parallel.h."""
+    return _C._sim_threads()
+
+
 def is_available() -> bool:
     return _C._device_count() > 0
 

@@ -11,8 +11,8 @@ therefore:
 - reports medians with their spread (the interquartile range as a percentage of the median), and CPU time
   (the whole process's, every thread included) beside wall time;
 - fixes the thread count of the CPU side (`--threads`, torch.set_num_threads; default 1) and prints both
-  sides' thread counts. On sim, mytorch's kernels are single-threaded CPU loops and its GEMMs and
-  convolutions use the same CPU BLAS as the reference, so one thread compares kernel with kernel;
+  sides' thread counts. On sim, mytorch's kernels split their loops over torch's intra-op pool (Note [Sim
+  parallelism]) and its GEMMs use the same CPU BLAS as the reference, so both sides get the same threads;
 - uses one ratio direction everywhere: RATIO, the reference's time over mytorch's time, the median of the
   per-round ratios, so above 1 means mytorch is faster;
 - prints the machine's load before and after, and warns when the machine was busy;
@@ -268,8 +268,9 @@ class Bench:
             threads = f"reference torch.cuda on {torch.cuda.get_device_name()}; host threads {torch.get_num_threads()}"
         else:
             threads = (
-                f"reference torch CPU at {torch.get_num_threads()} thread(s) (--threads); mytorch sim kernels "
-                f"1 thread (by design), its GEMM/conv through the CPU BLAS at {torch.get_num_threads()}"
+                f"reference torch CPU at {torch.get_num_threads()} thread(s) (--threads); mytorch sim kernels on "
+                f"torch's intra-op pool at {torch.mytorch.sim_threads()} (MYTORCH_SIM_THREADS caps it), its "
+                f"GEMM/conv through the CPU BLAS at {torch.get_num_threads()}"
             )
         self.header = [
             f"{name}: {description}".rstrip(": "),

@@ -1,0 +1,130 @@
+"""The sim runtime against PyTorch's CPU backend, op by op, in one process (mytorch.testing.bench).
+
+Every op of issue 27's table, mytorch sim (its kernels on torch's intra-op pool, Note [Sim parallelism]) against
+torch CPU, same shapes and dtypes, interleaved rounds; at the thread count given (both sides the same:
+torch.set_num_threads). Run it twice for the two columns of docs/sim_performance.md:
+
+    python benchmarks/sim_vs_cpu.py --threads 2 --docs      # the machine's default (2 cores here)
+    python benchmarks/sim_vs_cpu.py --threads 1 --docs
+    python benchmarks/sim_vs_cpu.py --only add,sum --repeat 5   # a subset
+
+The ratio is the harness's: CPU time / mytorch time, so 1.0 or more means mytorch is as fast or faster (the
+issue's "mytorch / CPU <= 1.0" target is "ratio >= 1.0" here).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from mytorch.testing.bench import Bench, add_args, parse_args
+
+
+def _t(shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+def cases():
+    """(name, make(device) -> callable). Inputs are made once per side from the same CPU values."""
+    M = 10**6
+
+    def unary(fn, n=M, dtype=torch.float32):
+        return lambda d: lambda x=_t(n, dtype).to(d): fn(x)
+
+    def binary(fn, n=M, dtype=torch.float32):
+        return lambda d: lambda x=_t(n, dtype).to(d), y=_t(n, dtype, 1).to(d): fn(x, y)
+
+    def sdpa(dtype):
+        def make(d):
+            q, k, v = (_t((4, 8, 512, 64), dtype, s).to(d) for s in range(3))
+            return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+        return make
+
+    def adamw(d):
+        ps = [torch.nn.Parameter(_t((512, 512), seed=i).to(d)) for i in range(8)]
+        for i, p in enumerate(ps):
+            p.grad = _t((512, 512), seed=100 + i).to(d)
+        opt = torch.optim.AdamW(ps, lr=1e-3, fused=True)
+        return opt.step
+
+    def layer(d):
+        torch.manual_seed(0)
+        m = torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True).to(d)
+        x = _t((8, 128, 256)).to(d)
+
+        def step():
+            m(x).sum().backward()
+
+        return step
+
+    def emb(d):
+        w = _t((32000, 512)).to(d)
+        i = torch.randint(0, 32000, (32000,), generator=torch.Generator().manual_seed(0)).to(d)
+        return lambda: F.embedding(i, w)
+
+    def xent(d):
+        x = _t((4096, 32000)).to(d)
+        t = torch.randint(0, 32000, (4096,), generator=torch.Generator().manual_seed(0)).to(d)
+        return lambda: F.cross_entropy(x, t)
+
+    def index_select(d):
+        x = _t((100000, 256)).to(d)
+        i = torch.randint(0, 100000, (100000,), generator=torch.Generator().manual_seed(0)).to(d)
+        return lambda: x.index_select(0, i)
+
+    def conv(d):
+        x, w = _t((16, 64, 32, 32)).to(d), _t((64, 64, 3, 3), seed=1).to(d)
+        return lambda: F.conv2d(x, w, padding=1)
+
+    def tiny(d):
+        x = torch.ones(1, device=d)
+        return lambda: x.add_(1)
+
+    return [
+        ("add 1e6 f32", binary(torch.add)),
+        ("mul 1e6 bf16", binary(torch.mul, dtype=torch.bfloat16)),
+        ("mul 1e6 f16", binary(torch.mul, dtype=torch.float16)),
+        ("gelu 1e6", unary(F.gelu)),
+        ("exp 1e6", unary(torch.exp)),
+        ("softmax 512x1024", unary(lambda x: torch.softmax(x, -1), (512, 1024))),
+        ("sum all 4e6", unary(torch.sum, (4 * M,))),
+        ("sum dim0 2000x2000", unary(lambda x: x.sum(0), (2000, 2000))),
+        ("sum dim1 2000x2000", unary(lambda x: x.sum(1), (2000, 2000))),
+        ("cumsum 1e6", unary(lambda x: x.cumsum(0))),
+        ("layer_norm 4096x768", unary(lambda x: F.layer_norm(x, (768,)), (4096, 768))),
+        ("rms_norm bf16 4096x2048", unary(lambda x: F.rms_norm(x, (2048,)), (4096, 2048), torch.bfloat16)),
+        ("matmul 1024^3", binary(torch.matmul, (1024, 1024))),
+        ("matmul bf16 1024^3", binary(torch.matmul, (1024, 1024), torch.bfloat16)),
+        ("topk 64 of 1e5 x 16", unary(lambda x: x.topk(64, -1), (16, 100000))),
+        ("sort 1e6", unary(lambda x: x.sort())),
+        ("index_select 1e5 rows of 256", index_select),
+        ("embedding fwd 32k x 512", emb),
+        ("cross_entropy 4096x32000", xent),
+        ("sdpa causal f32 4x8x512x64", sdpa(torch.float32)),
+        ("sdpa causal bf16 4x8x512x64", sdpa(torch.bfloat16)),
+        ("conv2d 16x64x32x32 k3", conv),
+        ("fused AdamW 8x512x512", adamw),
+        ("transformer layer f+b 8x128x256", layer),
+        ("tiny add_ (1 elem)", tiny),
+    ]
+
+
+def main():
+    p = add_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]), repeat=7)
+    p.add_argument("--only", default="", help="comma-separated substrings of case names")
+    args = parse_args(p)
+    b = Bench(f"sim_vs_cpu_t{args.threads}", args, "mytorch sim vs torch CPU, issue 27's ops")
+    only = [s for s in args.only.split(",") if s]
+    for name, make in cases():
+        if only and not any(s in name for s in only):
+            continue
+        b.compare(name, make("mytorch"), make(b.ref))
+    b.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""The sim runtime's execution model (Note [Sim parallelism], Note [Sim ISA variants]): loops really split over
+torch's intra-op threads, results do not depend on how many, MYTORCH_SIM_THREADS caps them, and the AVX2
+variant's object exports nothing but its entry points."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import mytorch
+
+from conftest import installed_build_dir, run_python
+
+pytestmark = pytest.mark.skipif(torch.mytorch.runtime() != "sim", reason="the sim runtime's kernels")
+
+
+def _results():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1024, 2048, generator=g)
+    h = x.to(torch.bfloat16)
+    d, dh = x.to("mytorch"), h.to("mytorch")
+    out = {
+        "sum": d.sum(),
+        "sum0": d.sum(0),
+        "sum1": d.sum(1),
+        "sum_strided": d.t().sum(1),
+        "mean_bf16": dh.mean(),
+        "var": d.var(1),
+        "std_all": d.std(),
+        "argmax": d.argmax(),
+        "argmax1": d.argmax(1),
+        "amax": d.amax(0),
+        "norm": torch.linalg.vector_norm(d),
+        "cumsum": d.flatten().cumsum(0),
+        "add": d + d.t().contiguous().t(),
+        "exp_bf16": torch.exp(dh),
+        "mul_scalar": d * 3.5,
+        "where": torch.where(d > 0, d, -d),
+    }
+    return {k: v.cpu() for k, v in out.items()}
+
+
+def test_results_are_bit_identical_at_1_2_and_4_threads():
+    before = torch.get_num_threads()
+    try:
+        runs = {}
+        for k in (1, 2, 4):
+            torch.set_num_threads(k)
+            assert torch.mytorch.sim_threads() == k
+            # the control: at k > 1 a parallel loop does run on k threads, so the comparison is not vacuous
+            assert mytorch._C._sim_parallel_probe(1 << 20) == k
+            runs[k] = _results()
+        for k in (2, 4):
+            for name, ref in runs[1].items():
+                assert torch.equal(runs[k][name], ref), f"{name} differs between 1 and {k} threads"
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_results_match_the_cpu():
+    from mytorch.testing._compare import assert_aligned
+
+    torch.set_num_threads(2)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(1024, 2048, generator=g)
+    d = x.to("mytorch")
+    for name, f in {
+        "sum": lambda t: t.sum(),
+        "argmax1": lambda t: t.argmax(1),
+        "add_t": lambda t: t + t.t().contiguous().t(),
+        "mul_half": lambda t: t.half() * t.half(),
+    }.items():
+        assert_aligned(f(d), f(x), f(x.double()) if name not in ("argmax1", "mul_half") else None, what=name)
+
+
+def test_long_float32_sums_match_the_cpu():
+    """Sums of 1024-4M float32 elements: sequential 256-element chunks erred 3x PyTorch's own error on these (the
+    leaves-and-pairs order of kernels/sim/reduce.cpp fixes it)."""
+    from mytorch.testing._compare import assert_aligned
+
+    x = torch.randn(1024, 2048, generator=torch.Generator().manual_seed(1))
+    d = x.to("mytorch")
+    for name, f in {"sum0": lambda t: t.sum(0), "sum1": lambda t: t.sum(1), "sum": lambda t: t.sum()}.items():
+        assert_aligned(f(d), f(x), f(x.double()), what=name)
+    y = torch.randn(4 * 10**6, generator=torch.Generator().manual_seed(2))
+    assert_aligned(y.to("mytorch").sum(), y.sum(), y.double().sum(), what="sum of 4M")
+
+
+def test_the_thread_cap_from_the_environment():
+    r = run_python(
+        """
+        import torch, mytorch
+        torch.set_num_threads(2)
+        print(torch.mytorch.sim_threads(), mytorch._C._sim_parallel_probe(1 << 20))
+        """,
+        env={"MYTORCH_SIM_THREADS": "1"},
+    )
+    assert r.stdout.split() == ["1", "1"], r.stdout + r.stderr
+
+
+def test_tiny_loops_stay_on_the_calling_thread():
+    torch.set_num_threads(2)
+    assert mytorch._C._sim_parallel_probe(1) == 1
+
+
+def test_isa_override_runs_the_baseline():
+    r = run_python("import torch, mytorch; print(mytorch._C._sim_isa())", env={"MYTORCH_SIM_ISA": "baseline"})
+    assert r.stdout.strip() == "baseline", r.stdout + r.stderr
+
+
+def _globals(obj) -> list[str]:
+    out = subprocess.run(["nm", "--defined-only", "-g", str(obj)], capture_output=True, text=True, check=True).stdout
+    return sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+
+
+def test_the_avx2_object_exports_only_its_entry_points():
+    build = Path(installed_build_dir())
+    obj = build / "sim_avx2_local.o"
+    if not obj.exists():
+        pytest.skip("this build has no AVX2 variant (not x86-64, or a cuda/emu flavour)")
+    names = _globals(obj)
+    assert names and all("3sim4avx2" in n for n in names), names
+    # the control: before localisation the same code exports the inline functions it instantiated with AVX2
+    # (e.g. red_output_offsets), which the link could otherwise pick for the baseline's calls
+    parts = sorted((build / "CMakeFiles" / "mytorch_sim_avx2.dir").rglob("*.o"))
+    assert parts and any(n for p in parts for n in _globals(p) if "3sim4avx2" not in n)
