@@ -84,6 +84,10 @@ def cases():
         x = torch.ones(1, device=d)
         return lambda: x.add_(1)
 
+    def tiny_sum(d):
+        x = torch.ones(8, device=d)
+        return lambda: x.sum()
+
     return [
         ("add 1e6 f32", binary(torch.add)),
         ("mul 1e6 bf16", binary(torch.mul, dtype=torch.bfloat16)),
@@ -110,6 +114,7 @@ def cases():
         ("fused AdamW 8x512x512", adamw),
         ("transformer layer f+b 8x128x256", layer),
         ("tiny add_ (1 elem)", tiny),
+        ("tiny sum (8 elem)", tiny_sum),
     ]
 
 

@@ -23,14 +23,10 @@ int threads() {
   return n < 1 ? 1 : n;
 }
 
-void run(int64_t n, int64_t grain, Body body, const void* ctx) {
+void run(int64_t n, int64_t grain, int max_threads, Body body, const void* ctx) {
   Runner r = g_runner.load(std::memory_order_acquire);
-  const int t = threads();
-  if (r == nullptr || t <= 1 || n <= grain) {
-    body(ctx, 0, n);
-    return;
-  }
-  r(n, grain, t, body, ctx);
+  if (r == nullptr) body(ctx, 0, n);
+  else r(n, grain, max_threads, body, ctx);
 }
 
 } // namespace mytorch::par

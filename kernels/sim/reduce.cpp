@@ -1,5 +1,5 @@
 // Sim twin of cuda/reduce.cu (Note [Reduction engine]): per output element, partial accumulators over
-// runs of 256 reduced elements, combined in order; each reduction's and scan's struct from reduce.h.
+// runs of 256 reduced elements, combined pairwise in order; each reduction's and scan's struct from reduce.h.
 #include "mytorch/reduce.h"
 
 #include <algorithm>
@@ -54,7 +54,7 @@ rt::Status run(const ReduceArgs& r) {
   using A = red::acc_t<op, T>;
   const T* in = static_cast<const T*>(r.in);
   const int64_t nchunks = (r.red_numel + kChunk - 1) / kChunk;
-  auto finish = [&](int64_t o, const red::RedOffsets& at, red::Acc<A>& total) {
+  auto finish = [&](const red::RedOffsets& at, red::Acc<A> total) {
     A mean = A(0);
     const A v = R::project(total, r.params, &mean);
     auto store = [&](void* base, int64_t off, A value) {
@@ -69,17 +69,26 @@ rt::Status run(const ReduceArgs& r) {
       else if constexpr (R::kOut2 == red::Out2::Mean) store(r.out2, at.out2, mean);
     }
   };
+  // The partials of chunks [cb, ce) of the output at in_base, into parts[cb, ce); their total.
+  auto fill = [&](red::Acc<A>* parts, int64_t in_base, int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c)
+      parts[c] = chunk_partial<R, A>(r, in, in_base, c * kChunk, std::min((c + 1) * kChunk, r.red_numel));
+  };
+  auto total_of = [&](red::Acc<A>* parts) {
+    return nchunks ? combine_pairwise<R>(parts, nchunks, r.params) : R::template init<A>(r.params);
+  };
   const bool by_output = r.out_numel >= 4 * par::threads() || nchunks < 2 * par::threads();
   if (by_output) {
     par::parallel_for(r.out_numel, par::grain_for(r.red_numel), [&](int64_t ob, int64_t oe) {
-      std::vector<red::Acc<A>> parts(static_cast<size_t>(nchunks));
+      // a short reduction's partials stay on the stack: no allocation per call
+      constexpr int64_t kOnStack = 16;
+      red::Acc<A> on_stack[kOnStack];
+      std::vector<red::Acc<A>> on_heap(static_cast<size_t>(nchunks > kOnStack ? nchunks : 0));
+      red::Acc<A>* parts = nchunks > kOnStack ? on_heap.data() : on_stack;
       for (int64_t o = ob; o < oe; ++o) {
         const red::RedOffsets at = red::red_output_offsets(r, o);
-        for (int64_t c = 0; c < nchunks; ++c)
-          parts[c] = chunk_partial<R, A>(r, in, at.in_base, c * kChunk, std::min((c + 1) * kChunk, r.red_numel));
-        red::Acc<A> total =
-            nchunks ? combine_pairwise<R>(parts.data(), nchunks, r.params) : R::template init<A>(r.params);
-        finish(o, at, total);
+        fill(parts, at.in_base, 0, nchunks);
+        finish(at, total_of(parts));
       }
     });
     return rt::Status::Success;
@@ -87,12 +96,9 @@ rt::Status run(const ReduceArgs& r) {
   std::vector<red::Acc<A>> parts(static_cast<size_t>(nchunks));
   for (int64_t o = 0; o < r.out_numel; ++o) {
     const red::RedOffsets at = red::red_output_offsets(r, o);
-    par::parallel_for(nchunks, par::grain_for(kChunk), [&](int64_t cb, int64_t ce) {
-      for (int64_t c = cb; c < ce; ++c)
-        parts[c] = chunk_partial<R, A>(r, in, at.in_base, c * kChunk, std::min((c + 1) * kChunk, r.red_numel));
-    });
-    red::Acc<A> total = nchunks ? combine_pairwise<R>(parts.data(), nchunks, r.params) : R::template init<A>(r.params);
-    finish(o, at, total);
+    par::parallel_for(nchunks, par::grain_for(kChunk),
+                      [&](int64_t cb, int64_t ce) { fill(parts.data(), at.in_base, cb, ce); });
+    finish(at, total_of(parts.data()));
   }
   return rt::Status::Success;
 }

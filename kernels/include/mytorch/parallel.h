@@ -1,6 +1,5 @@
-// The sim runtime's execution model (Note [Sim parallelism]): parallel_for over an index range, and a
-// deterministic chunked reduction, on workers that the glue installs (torch's intra-op pool). kernels/ sees only
-// this header: no thread library, no ATen.
+// The sim runtime's execution model (Note [Sim parallelism]): parallel_for over an index range, on workers that
+// the glue installs (torch's intra-op pool). kernels/ sees only this header: no thread library, no ATen.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +16,9 @@ namespace mytorch::par {
 //   costs what it cost before;
 // - a body never reports an error (rt::report is per thread): a kernel validates before its parallel loop;
 // - results do not depend on the thread count: an elementwise body writes disjoint outputs; a reduction splits
-//   its input into chunks whose boundaries depend only on the sizes (kChunk), computes one partial per chunk
-//   and combines the partials in chunk order on the calling thread (reduce_chunks below), so 1, 2 or 64 threads
-//   give the same bits (test/test_sim_parallel.py runs them at 1, 2 and 4).
+//   its input into chunks whose boundaries depend only on the sizes, computes one partial per chunk and combines
+//   the partials in an order fixed by their count (kernels/sim/reduce.cpp), so 1, 2 or 64 threads give the same
+//   bits (test/test_sim_parallel.py runs them at 1, 2 and 4).
 // The number of workers: torch.get_num_threads(), capped by MYTORCH_SIM_THREADS when set.
 
 // Work per task below which a loop stays on one thread: about 16K simple element operations (a few µs), the
@@ -33,17 +32,19 @@ using Runner = void (*)(int64_t n, int64_t grain, int max_threads, Body body, co
 // Installed once by the glue; threads() is then max(1, min(torch's thread count, MYTORCH_SIM_THREADS)).
 void install(Runner runner, int (*threads)());
 int threads();
-void run(int64_t n, int64_t grain, Body body, const void* ctx);
+// Hands body over [0, n) to the runner, on at most max_threads workers (> 1).
+void run(int64_t n, int64_t grain, int max_threads, Body body, const void* ctx);
 
 // f(begin, end) over [0, n), split over the workers when n exceeds grain.
 template <typename F>
 void parallel_for(int64_t n, int64_t grain, const F& f) {
   if (n <= 0) return;
-  if (n <= grain || threads() <= 1) {
+  const int t = n <= grain ? 1 : threads();
+  if (t <= 1) {
     f(int64_t(0), n);
     return;
   }
-  run(n, grain, [](const void* c, int64_t b, int64_t e) { (*static_cast<const F*>(c))(b, e); }, &f);
+  run(n, grain, t, [](const void* c, int64_t b, int64_t e) { (*static_cast<const F*>(c))(b, e); }, &f);
 }
 
 // The grain in loop iterations for a loop whose iterations each cost about `work` element operations.

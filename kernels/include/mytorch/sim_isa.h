@@ -4,10 +4,10 @@
 // Note [Sim ISA variants]
 // The sim build compiles its hot translation units (kernels/sim/elementwise.cpp, reduce.cpp) twice: a portable
 // baseline (x86-64 SSE2; the strided loops, parallel) and, on x86-64 with GCC or Clang, an AVX2 + FMA + F16C
-// variant with the dense fast paths (vectorised loops over contiguous operands; half converts in hardware).
+// variant with the dense fast paths (vectorised loops over contiguous floating operands).
 // Each compile puts its code in its own namespace (sim::base, sim::avx2: MT_SIM_ISA_NS) and the baseline compile
-// defines the entry point, which picks the variant once per process: cpuid, or MYTORCH_SIM_ISA=baseline|avx2
-// (sim_isa_name() says which ran). The AVX2 objects are built with hidden visibility and their hidden symbols made
+// defines the entry point, which picks the variant once per process: cpuid, unless MYTORCH_SIM_ISA=baseline
+// (sim_isa_name() says which runs). The AVX2 objects are built with hidden visibility and their hidden symbols made
 // local (ld -r, objcopy --localize-hidden: CMakeLists.txt), so that no inline function or template instantiated
 // there with AVX2 instructions can stand in for the baseline's copy at link time. Builds with the CUDA kernels
 // (cuda, emu) compile the baseline only: their sim twins are the reference, not the fast path.
