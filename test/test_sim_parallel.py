@@ -15,6 +15,14 @@ from conftest import installed_build_dir, run_python
 pytestmark = pytest.mark.skipif(torch.mytorch.runtime() != "sim", reason="the sim runtime's kernels")
 
 
+@pytest.fixture(autouse=True)
+def _keep_torch_threads():
+    """The tests set torch's thread count; the rest of the suite gets its own back."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
 def _results():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(1024, 2048, generator=g)
@@ -42,20 +50,16 @@ def _results():
 
 
 def test_results_are_bit_identical_at_1_2_and_4_threads():
-    before = torch.get_num_threads()
-    try:
-        runs = {}
-        for k in (1, 2, 4):
-            torch.set_num_threads(k)
-            assert torch.mytorch.sim_threads() == k
-            # the control: at k > 1 a parallel loop does run on k threads, so the comparison is not vacuous
-            assert mytorch._C._sim_parallel_probe(1 << 20) == k
-            runs[k] = _results()
-        for k in (2, 4):
-            for name, ref in runs[1].items():
-                assert torch.equal(runs[k][name], ref), f"{name} differs between 1 and {k} threads"
-    finally:
-        torch.set_num_threads(before)
+    runs = {}
+    for k in (1, 2, 4):
+        torch.set_num_threads(k)
+        assert torch.mytorch.sim_threads() == k
+        # the control: at k > 1 a parallel loop does run on k threads, so the comparison is not vacuous
+        assert mytorch._C._sim_parallel_probe(1 << 20) == k
+        runs[k] = _results()
+    for k in (2, 4):
+        for name, ref in runs[1].items():
+            assert torch.equal(runs[k][name], ref), f"{name} differs between 1 and {k} threads"
 
 
 def test_results_match_the_cpu():
