@@ -7,6 +7,7 @@
 #include "mytorch/ops_math.h"
 #include "mytorch/parallel.h"
 #include "mytorch/sim_isa.h"
+#include "mytorch/sim_vmath.h"
 
 namespace mytorch::sim::MT_SIM_ISA_NS {
 namespace {
@@ -65,14 +66,15 @@ bool dense(const StridedShape& s, const int64_t* st, int elem) {
 }
 
 // The dense loops (Note [Sim parallelism]: each piece writes its own outputs). One loop per pattern of tensor
-// and scalar operands, so that every load is a plain indexed load the compiler vectorises.
-template <EwOp op, typename T, typename Out, typename O>
-void dense_unary(Out* o, const T* x, const EwParams p, int64_t b, int64_t e) {
+// and scalar operands, so that every load is a plain indexed load the compiler vectorises (the functors' math
+// calls too: Note [Sim vector math]). In: the element type of the arrays (T, or float for a Half block).
+template <EwOp op, typename T, typename Out, typename O, typename In = T>
+void dense_unary(Out* o, const In* x, const EwParams p, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; ++i) o[i] = static_cast<Out>(ew::apply<op, T>(static_cast<O>(x[i]), O(0), O(0), p));
 }
 
-template <EwOp op, typename T, typename Out, typename O>
-void dense_binary(Out* o, const T* x, const T* y, O sx, O sy, const EwParams p, int64_t b, int64_t e) {
+template <EwOp op, typename T, typename Out, typename O, typename In = T>
+void dense_binary(Out* o, const In* x, const In* y, O sx, O sy, const EwParams p, int64_t b, int64_t e) {
   if (x && y) {
     for (int64_t i = b; i < e; ++i)
       o[i] = static_cast<Out>(ew::apply<op, T>(static_cast<O>(x[i]), static_cast<O>(y[i]), O(0), p));
@@ -80,6 +82,25 @@ void dense_binary(Out* o, const T* x, const T* y, O sx, O sy, const EwParams p, 
     for (int64_t i = b; i < e; ++i) o[i] = static_cast<Out>(ew::apply<op, T>(static_cast<O>(x[i]), sy, O(0), p));
   } else {
     for (int64_t i = b; i < e; ++i) o[i] = static_cast<Out>(ew::apply<op, T>(sx, static_cast<O>(y[i]), O(0), p));
+  }
+}
+
+// Half operands in blocks: converted to float with F16C, the float loops above on the block, converted back.
+template <EwOp op, typename Out>
+void dense_half(Out* o, const c10::Half* x, const c10::Half* y, float sx, float sy, int n, const EwParams p,
+                int64_t b, int64_t e) {
+  constexpr int64_t kBlock = 512;
+  float xb[kBlock], yb[kBlock];
+  using OB = std::conditional_t<std::is_same_v<Out, bool>, bool, float>;
+  OB ob[kBlock];
+  for (int64_t i = b; i < e; i += kBlock) {
+    const int64_t m = std::min(kBlock, e - i);
+    if (x) half_to_float(x + i, xb, m);
+    if (n > 1 && y) half_to_float(y + i, yb, m);
+    if (n == 1) dense_unary<op, c10::Half, OB, float, float>(ob, xb, p, 0, m);
+    else dense_binary<op, c10::Half, OB, float, float>(ob, x ? xb : nullptr, y ? yb : nullptr, sx, sy, p, 0, m);
+    if constexpr (std::is_same_v<Out, bool>) std::copy(ob, ob + m, o + i);
+    else float_to_half(ob, o + i, m);
   }
 }
 
@@ -123,7 +144,8 @@ rt::Status run(const ElementwiseArgs& a) {
       const T* x = st[1] ? reinterpret_cast<const T*>(in[0]) : nullptr;
       const T* y = n > 1 && st[2] ? reinterpret_cast<const T*>(in[1]) : nullptr;
       par::parallel_for(a.shape.numel, grain, [&](int64_t b, int64_t e) {
-        if constexpr (n == 1) dense_unary<op, T, Out, O>(o, x, a.p, b, e);
+        if constexpr (std::is_same_v<T, c10::Half>) dense_half<op>(o, x, y, sval[0], sval[1], n, a.p, b, e);
+        else if constexpr (n == 1) dense_unary<op, T, Out, O>(o, x, a.p, b, e);
         else dense_binary<op, T, Out, O>(o, x, y, sval[0], sval[1], a.p, b, e);
       });
       return rt::Status::Success;

@@ -3,6 +3,7 @@
 #include "mytorch/reduce.h"
 
 #include <algorithm>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -23,12 +24,52 @@ Acc combine_pairwise(Acc* parts, int64_t m, const RedParams& p) {
   return parts[0];
 }
 
+constexpr int kLanes = 32; // interleaved leaves of a contiguous chunk: four vector registers of floats
+constexpr int64_t kLaneChunk = 2048; // reduced elements per partial on the lanes' path
+
+// Whether R's chunks of this reduction take the lanes' path (see chunk_partial), and the chunk length.
+template <typename R>
+bool lanes_path(const ReduceArgs& r) {
+  return red::kOneValue<R> && r.red_ndim == 1 && r.red_in_strides[0] == 1;
+}
+template <typename R>
+int64_t chunk_len(const ReduceArgs& r) {
+  return lanes_path<R>(r) ? kLaneChunk : kChunk;
+}
+
 // The partial of the chunk [c, end) of one output: leaves of kLeaf elements in sequence, combined pairwise
 // (neighbours, lower indices on the left, so argmax's first-index rule holds). A float32 sum of n elements then
 // errs like n/8 sequential additions plus a tree, not like n: sequential chunks erred about 3x PyTorch's own
-// cascade sum on 2048 elements.
+// cascade sum on 2048 elements. Over contiguous input, for the reductions whose state is one value (sums,
+// products, norms, all/any: red::kOneValue), the leaves interleave instead, over chunks of kLaneChunk: lane k
+// takes elements c+k, c+k+32, ... (64 per lane, as PyTorch's cascade sum's leaves), so that the 32 lanes advance
+// together in four independent vector registers; the order is still fixed by the sizes alone.
 template <typename R, typename A, typename T>
 red::Acc<A> chunk_partial(const ReduceArgs& r, const T* in, int64_t in_base, int64_t c, int64_t end) {
+  if (lanes_path<R>(r)) {
+    A lane[kLanes];
+    const red::Acc<A> init = R::template init<A>(r.params);
+    for (int k = 0; k < kLanes; ++k) lane[k] = init.a;
+    const T* x = in + in_base;
+    auto push = [&](A& a, int64_t j) {
+      red::Acc<A> t{a, init.b, init.n};
+      R::push(t, static_cast<A>(x[j]), j, r.params);
+      a = t.a;
+    };
+    int64_t j = c;
+    for (; j + kLanes <= end; j += kLanes)
+      for (int k = 0; k < kLanes; ++k) push(lane[k], j + k);
+    for (; j < end; ++j) push(lane[(j - c) % kLanes], j);
+    // the lanes halved: lane k with lane k + w, w = 16, 8, ..., 1 (a fixed tree whose levels are vector ops)
+    for (int w = kLanes / 2; w >= 1; w /= 2) {
+      for (int k = 0; k < w; ++k) {
+        red::Acc<A> t{lane[k], init.b, init.n};
+        R::combine(t, red::Acc<A>{lane[k + w], init.b, init.n}, r.params);
+        lane[k] = t.a;
+      }
+    }
+    return {lane[0], init.b, init.n};
+  }
   red::Acc<A> leaf[kChunk / kLeaf];
   int m = 0;
   for (int64_t b = c; b < end; b += kLeaf, ++m) {
@@ -45,6 +86,80 @@ red::Acc<A> chunk_partial(const ReduceArgs& r, const T* in, int64_t in_base, int
   return combine_pairwise<R>(leaf, m, r.params);
 }
 
+// A reduction's state in the column loops: just the value when push and combine touch no more (kOneValue), so
+// that a row of states is a row of floats the compiler vectorises.
+template <typename R, typename A>
+struct State {
+  static constexpr bool kOne = red::kOneValue<R>;
+  using S = std::conditional_t<kOne, A, red::Acc<A>>;
+  static S init(const RedParams& p) {
+    if constexpr (kOne) return R::template init<A>(p).a;
+    else return R::template init<A>(p);
+  }
+  static void push(S& s, A v, int64_t j, const RedParams& p) {
+    if constexpr (kOne) {
+      red::Acc<A> t{s, A(0), 0};
+      R::push(t, v, j, p);
+      s = t.a;
+    } else {
+      R::push(s, v, j, p);
+    }
+  }
+  static void combine(S& s, const S& o, const RedParams& p) {
+    if constexpr (kOne) {
+      red::Acc<A> t{s, A(0), 0};
+      R::combine(t, red::Acc<A>{o, A(0), 0}, p);
+      s = t.a;
+    } else {
+      R::combine(s, o, p);
+    }
+  }
+  static red::Acc<A> acc(const S& s, const RedParams& p) {
+    if constexpr (kOne) return {s, R::template init<A>(p).b, R::template init<A>(p).n};
+    else return s;
+  }
+};
+
+constexpr int kCols = 64; // outputs per column block
+
+// rows[0..m) of nb states each := pairwise, neighbours, as combine_pairwise does for one output.
+template <typename St, typename S>
+void combine_rows(S* rows, int64_t stride, int64_t m, int nb, const RedParams& p) {
+  for (int64_t w = 1; w < m; w *= 2)
+    for (int64_t i = 0; i + w < m; i += 2 * w)
+      for (int k = 0; k < nb; ++k) St::combine(rows[i * stride + k], rows[(i + w) * stride + k], p);
+}
+
+// The totals of nb outputs whose inputs start at base, base + 1, ... and step by the reduced stride (a reduction
+// over an outer dimension, e.g. a bias gradient): per output exactly chunk_partial's leaves and run's chunk order,
+// with the outputs innermost, so that each step reads a contiguous row instead of nb strided columns.
+// parts: room for kCols states per chunk.
+template <typename R, typename A, typename T>
+void column_totals(const ReduceArgs& r, const T* in, int64_t base, int nb, red::Acc<A>* total,
+                   typename State<R, A>::S* parts) {
+  using St = State<R, A>;
+  using S = typename St::S;
+  const int64_t s = r.red_in_strides[0];
+  const int64_t nchunks = (r.red_numel + kChunk - 1) / kChunk;
+  S leaf[kChunk / kLeaf][kCols];
+  for (int64_t c = 0; c < nchunks; ++c) {
+    const int64_t end = std::min((c + 1) * kChunk, r.red_numel);
+    int64_t m = 0;
+    for (int64_t b = c * kChunk; b < end; b += kLeaf, ++m) {
+      S* lf = leaf[m];
+      for (int k = 0; k < nb; ++k) lf[k] = St::init(r.params);
+      for (int64_t j = b; j < std::min(b + kLeaf, end); ++j) {
+        const T* row = in + base + j * s;
+        for (int k = 0; k < nb; ++k) St::push(lf[k], static_cast<A>(row[k]), j, r.params);
+      }
+    }
+    combine_rows<St>(&leaf[0][0], kCols, m, nb, r.params);
+    std::copy(leaf[0], leaf[0] + nb, parts + c * kCols);
+  }
+  combine_rows<St>(parts, kCols, nchunks, nb, r.params);
+  for (int k = 0; k < nb; ++k) total[k] = St::acc(parts[k], r.params);
+}
+
 // Per output element: partials over runs of kChunk reduced elements, combined pairwise in chunk order (Note [Sim
 // parallelism]: the chunks depend on the sizes only, so the bits do not depend on the thread count). Many outputs
 // split over the workers by output; a few long ones by chunk, the partials combined on the calling thread.
@@ -53,7 +168,8 @@ rt::Status run(const ReduceArgs& r) {
   using R = red::Reduction<op>;
   using A = red::acc_t<op, T>;
   const T* in = static_cast<const T*>(r.in);
-  const int64_t nchunks = (r.red_numel + kChunk - 1) / kChunk;
+  const int64_t chunk = chunk_len<R>(r);
+  const int64_t nchunks = (r.red_numel + chunk - 1) / chunk;
   auto finish = [&](const red::RedOffsets& at, red::Acc<A> total) {
     A mean = A(0);
     const A v = R::project(total, r.params, &mean);
@@ -72,12 +188,14 @@ rt::Status run(const ReduceArgs& r) {
   // The partials of chunks [cb, ce) of the output at in_base, into parts[cb, ce); their total.
   auto fill = [&](red::Acc<A>* parts, int64_t in_base, int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c)
-      parts[c] = chunk_partial<R, A>(r, in, in_base, c * kChunk, std::min((c + 1) * kChunk, r.red_numel));
+      parts[c] = chunk_partial<R, A>(r, in, in_base, c * chunk, std::min((c + 1) * chunk, r.red_numel));
   };
   auto total_of = [&](red::Acc<A>* parts) {
     return nchunks ? combine_pairwise<R>(parts, nchunks, r.params) : R::template init<A>(r.params);
   };
   const bool by_output = r.out_numel >= 4 * par::threads() || nchunks < 2 * par::threads();
+  const bool columns = r.red_ndim == 1 && r.red_in_strides[0] != 1 && r.red_numel > 0 && r.out_ndim > 0 &&
+                       r.out_in_strides[r.out_ndim - 1] == 1 && !lanes_path<R>(r);
   if (by_output) {
     par::parallel_for(r.out_numel, par::grain_for(r.red_numel), [&](int64_t ob, int64_t oe) {
       // a short reduction's partials stay on the stack: no allocation per call
@@ -85,10 +203,25 @@ rt::Status run(const ReduceArgs& r) {
       red::Acc<A> on_stack[kOnStack];
       std::vector<red::Acc<A>> on_heap(static_cast<size_t>(nchunks > kOnStack ? nchunks : 0));
       red::Acc<A>* parts = nchunks > kOnStack ? on_heap.data() : on_stack;
-      for (int64_t o = ob; o < oe; ++o) {
+      // (not a std::vector<float>: its members would be instantiated here with AVX2 and exported, Note [Sim ISA
+      // variants])
+      std::unique_ptr<typename State<R, A>::S[]> col_parts(
+          columns ? new typename State<R, A>::S[static_cast<size_t>(nchunks * kCols)] : nullptr);
+      for (int64_t o = ob; o < oe;) {
+        // outputs adjacent in the input (the innermost output dim has stride 1) and a strided reduced dim: a block
+        const int64_t row_left = r.out_ndim ? r.out_sizes[r.out_ndim - 1] - o % r.out_sizes[r.out_ndim - 1] : 1;
+        const int nb = static_cast<int>(std::min<int64_t>({kCols, oe - o, row_left}));
+        if (columns && nb > 1) {
+          red::Acc<A> totals[kCols];
+          column_totals<R, A>(r, in, red::red_output_offsets(r, o).in_base, nb, totals, col_parts.get());
+          for (int k = 0; k < nb; ++k) finish(red::red_output_offsets(r, o + k), totals[k]);
+          o += nb;
+          continue;
+        }
         const red::RedOffsets at = red::red_output_offsets(r, o);
         fill(parts, at.in_base, 0, nchunks);
         finish(at, total_of(parts));
+        ++o;
       }
     });
     return rt::Status::Success;
@@ -96,7 +229,7 @@ rt::Status run(const ReduceArgs& r) {
   std::vector<red::Acc<A>> parts(static_cast<size_t>(nchunks));
   for (int64_t o = 0; o < r.out_numel; ++o) {
     const red::RedOffsets at = red::red_output_offsets(r, o);
-    par::parallel_for(nchunks, par::grain_for(kChunk),
+    par::parallel_for(nchunks, par::grain_for(chunk),
                       [&](int64_t cb, int64_t ce) { fill(parts.data(), at.in_base, cb, ce); });
     finish(at, total_of(parts.data()));
   }

@@ -176,6 +176,8 @@ using sum_acc_t = std::conditional_t<std::is_integral_v<T>, int64_t, ew::opmath_
 enum class Out2 : int { None, Index, Mean };
 
 // Reduction<op>: one specialization per row of tables/reductions.def; a row without one does not compile.
+// kOneValue (optional, default false): push and combine read and write the state's `a` only, so a loop may keep
+// just that value per accumulator (the sim's vectorised lanes).
 template <RedOp op>
 struct Reduction;
 
@@ -186,6 +188,7 @@ struct Reduction;
 
 template <> struct Reduction<RedOp::Sum> {
   static constexpr Out2 kOut2 = Out2::None;
+  static constexpr bool kOneValue = true;
   template <typename T> using acc_t = sum_acc_t<T>;
   MT_RED_INIT(const RedParams&) { return {A(0), A(0), 0}; }
   MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a += v; }
@@ -202,6 +205,7 @@ template <> struct Reduction<RedOp::Mean> : Reduction<RedOp::Sum> {
 };
 template <> struct Reduction<RedOp::Prod> {
   static constexpr Out2 kOut2 = Out2::None;
+  static constexpr bool kOneValue = true;
   template <typename T> using acc_t = sum_acc_t<T>;
   MT_RED_INIT(const RedParams&) { return {A(1), A(0), 0}; }
   MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a *= v; }
@@ -243,6 +247,7 @@ template <> struct Reduction<RedOp::ArgMin> : Extreme<false> {};
 // every dtype.
 template <> struct Reduction<RedOp::All> {
   static constexpr Out2 kOut2 = Out2::None;
+  static constexpr bool kOneValue = true;
   template <typename T> using acc_t = double;
   MT_RED_INIT(const RedParams&) { return {A(1), A(0), 0}; }
   MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a = (s.a != A(0) && v != A(0)) ? A(1) : A(0); }
@@ -251,6 +256,7 @@ template <> struct Reduction<RedOp::All> {
 };
 template <> struct Reduction<RedOp::Any> {
   static constexpr Out2 kOut2 = Out2::None;
+  static constexpr bool kOneValue = true;
   template <typename T> using acc_t = double;
   MT_RED_INIT(const RedParams&) { return {A(0), A(0), 0}; }
   MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a = (s.a != A(0) || v != A(0)) ? A(1) : A(0); }
@@ -269,6 +275,7 @@ template <> struct Reduction<RedOp::CountNonzero> {
 // non-zeros for p = 0.
 template <> struct Reduction<RedOp::Norm> {
   static constexpr Out2 kOut2 = Out2::None;
+  static constexpr bool kOneValue = true;
   template <typename T> using acc_t = ew::opmath_t<T>;
   MT_RED_INIT(const RedParams& r) {
     if (r.p == -INFINITY) return {static_cast<A>(INFINITY), A(0), 0}; // the -inf norm's identity
@@ -330,6 +337,11 @@ template <> struct Reduction<RedOp::Var> {
 #undef MT_RED_PUSH
 #undef MT_RED_COMBINE
 #undef MT_RED_PROJECT
+
+template <typename R, typename = void>
+constexpr bool kOneValue = false;
+template <typename R>
+constexpr bool kOneValue<R, std::void_t<decltype(R::kOneValue)>> = R::kOneValue;
 
 template <RedOp op, typename T>
 using acc_t = typename Reduction<op>::template acc_t<T>;

@@ -1,0 +1,69 @@
+// Vector math for the AVX2 variant of the sim hot loops (Note [Sim vector math]).
+#pragma once
+
+// Note [Sim vector math]
+// The functors call std::exp, std::erf, std::tanh... (ops_math.h, ops_nn.h), one scalar call per element. In the
+// AVX2 variant (Note [Sim ISA variants]) these declarations mark the C library's math functions as having SIMD
+// variants, the OpenMP `declare simd` contract, so that GCC's vectoriser turns a dense loop over a functor into
+// calls of glibc's libmvec (_ZGVdN8v_expf: 8 floats per call, within 4 ulp like the scalar libm; special values
+// handled by libmvec itself) instead of a scalar call per element. One list here, not a vector form per op: every
+// functor built on these functions vectorises where its loop does. Needs -fno-math-errno (a function that may set
+// errno is not a pure function of its argument) and libmvec at link time; CMake defines MT_SIM_VMATH only when the
+// toolchain links these symbols (glibc >= 2.35 for the list below), otherwise the loops keep the scalar calls.
+#if defined(MT_SIM_ISA_AVX2) && MT_SIM_VMATH
+
+#define MT_VMATH_DECL(name)                                              \
+  __attribute__((simd("notinbranch"))) float name##f(float) noexcept;   \
+  __attribute__((simd("notinbranch"))) double name(double) noexcept;
+
+extern "C" {
+MT_VMATH_DECL(exp)
+MT_VMATH_DECL(exp2)
+MT_VMATH_DECL(expm1)
+MT_VMATH_DECL(log)
+MT_VMATH_DECL(log2)
+MT_VMATH_DECL(log10)
+MT_VMATH_DECL(log1p)
+MT_VMATH_DECL(sin)
+MT_VMATH_DECL(cos)
+MT_VMATH_DECL(tan)
+MT_VMATH_DECL(sinh)
+MT_VMATH_DECL(cosh)
+MT_VMATH_DECL(tanh)
+MT_VMATH_DECL(asin)
+MT_VMATH_DECL(acos)
+MT_VMATH_DECL(atan)
+MT_VMATH_DECL(asinh)
+MT_VMATH_DECL(acosh)
+MT_VMATH_DECL(atanh)
+MT_VMATH_DECL(erf)
+MT_VMATH_DECL(erfc)
+}
+
+#undef MT_VMATH_DECL
+#endif
+
+#if defined(MT_SIM_ISA_AVX2)
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include <c10/util/Half.h>
+
+namespace mytorch::sim::avx2 {
+// Half <-> float for a block, 8 at a time with the F16C instructions (c10::Half converts one element per call,
+// which keeps the loops around it scalar). Rounding to nearest even, as c10::Half's own conversion: the same bits.
+inline void half_to_float(const c10::Half* s, float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  for (; i < n; ++i) d[i] = static_cast<float>(s[i]);
+}
+inline void float_to_half(const float* s, c10::Half* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) d[i] = static_cast<c10::Half>(s[i]);
+}
+} // namespace mytorch::sim::avx2
+#endif
