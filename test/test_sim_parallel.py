@@ -45,8 +45,29 @@ def _results():
         "exp_bf16": torch.exp(dh),
         "mul_scalar": d * 3.5,
         "where": torch.where(d > 0, d, -d),
+        "softmax": d.softmax(1),
+        "softmax0": d.softmax(0),
+        "log_softmax_bf16": dh.log_softmax(1),
+        "topk": d.topk(40, 1).values,
+        "topk_long": d.flatten()[: 1 << 20].topk(100).indices,
+        "sort": d.sort(1).indices,
+        "sort_long": d.flatten().sort(descending=True).indices,
+        "index_select": d.index_select(0, torch.randint(0, 1024, (3000,), generator=g).to("mytorch")),
     }
+    out.update(_norm_grads(d))
     return {k: v.cpu() for k, v in out.items()}
+
+
+def _norm_grads(d):
+    """LayerNorm forward and backward: the parameter gradients sum over rows in chunks (kernels/sim/layernorm.cpp)."""
+    w = torch.linspace(0.5, 1.5, d.shape[1], device="mytorch").requires_grad_()
+    b = torch.zeros(d.shape[1], device="mytorch").requires_grad_()
+    x = d.detach().requires_grad_()
+    y = torch.nn.functional.layer_norm(x, (d.shape[1],), w, b)
+    (y * y.detach().flip(0)).sum().backward()
+    soft = d.detach().requires_grad_()
+    soft.softmax(1).mul(d.flip(1)).sum().backward()
+    return {"layer_norm": y.detach(), "ln_dx": x.grad, "ln_dw": w.grad, "ln_db": b.grad, "softmax_dx": soft.grad}
 
 
 def test_results_are_bit_identical_at_1_2_and_4_threads():
@@ -76,6 +97,27 @@ def test_results_match_the_cpu():
         "mul_half": lambda t: t.half() * t.half(),
     }.items():
         assert_aligned(f(d), f(x), f(x.double()) if name not in ("argmax1", "mul_half") else None, what=name)
+    # sorting and selection are exact: the CPU's stable order, ties (the rounded copy has many) by index
+    r = x.round(decimals=1)
+    for t in (x, r):
+        td = t.to("mytorch")
+        for desc in (False, True):
+            assert torch.equal(
+                td.sort(1, descending=desc).indices.cpu(), t.sort(dim=1, descending=desc, stable=True).indices
+            )
+            assert torch.equal(
+                td.flatten().sort(descending=desc).indices.cpu(), t.flatten().sort(stable=True, descending=desc).indices
+            )
+            got, want = td.topk(50, 1, largest=desc), t.topk(50, 1, largest=desc)
+            assert torch.equal(got.values.cpu(), want.values)
+    nan = x.clone()
+    nan[:, ::7] = float("nan")
+    nan[:, 1::9] = -0.0
+    assert torch.equal(nan.to("mytorch").sort(1).indices.cpu(), nan.sort(dim=1, stable=True).indices)
+    assert torch.equal(
+        nan.to("mytorch").flatten().sort(descending=True).indices.cpu(),
+        nan.flatten().sort(stable=True, descending=True).indices,
+    )
 
 
 def test_long_float32_sums_match_the_cpu():

@@ -43,14 +43,18 @@ namespace {
 
 using at::Tensor;
 
-// Sorts along dim; returns (values, indices) shaped like self.
-std::tuple<Tensor, Tensor> sortAlong(const Tensor& self, int64_t dim, bool descending) {
+// Sorts along dim; returns (values, indices) shaped like self, or with k along dim for a top-k (k >= 0: only the
+// first k of each sorted slice are computed, which the sim kernels do by selection; Note [Sim sort and top-k]).
+std::tuple<Tensor, Tensor> sortAlong(const Tensor& self, int64_t dim, bool descending, int64_t k = -1) {
   TORCH_CHECK(!self.is_complex(), "sort(): complex tensors cannot be sorted");
   TORCH_CHECK(toKernelDType(self.scalar_type()) != DType::Other, "sort(): unsupported dtype ", self.scalar_type());
   if (self.dim() == 0) return {self.clone(), at::zeros({}, self.options().dtype(at::kLong))};
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor moved = self.movedim(dim, -1).contiguous();
-  Tensor values = at::empty_like(moved), indices = at::empty(moved.sizes(), moved.options().dtype(at::kLong));
+  std::vector<int64_t> out_sizes = moved.sizes().vec();
+  if (k >= 0) out_sizes.back() = k;
+  Tensor values = at::empty(out_sizes, moved.options()),
+         indices = at::empty(out_sizes, moved.options().dtype(at::kLong));
   SortArgs a;
   a.dtype = toKernelDType(self.scalar_type());
   a.in = moved.const_data_ptr();
@@ -59,8 +63,9 @@ std::tuple<Tensor, Tensor> sortAlong(const Tensor& self, int64_t dim, bool desce
   a.length = moved.size(-1);
   a.slices = a.length ? moved.numel() / a.length : 0;
   a.descending = descending;
+  a.k = k;
   Tensor scratch;
-  if (a.length > kSharedSortMax) {
+  if (a.length > kSharedSortMax && k < 0) {
     scratch = at::empty({a.slices * a.length * 2}, self.options().dtype(at::kLong));
     a.scratch = scratch.data_ptr();
   }
@@ -152,7 +157,7 @@ std::tuple<Tensor&, Tensor&> topk_out(const Tensor& self, int64_t k, int64_t dim
   const int64_t d = self.dim() ? at::maybe_wrap_dim(dim, self.dim()) : 0;
   const int64_t n = self.dim() ? self.size(d) : 1;
   TORCH_CHECK(k >= 0 && k <= n, "selected index k out of range");
-  auto [v, i] = sortAlong(self, d, largest);
+  auto [v, i] = onSim() && self.dim() ? sortAlong(self, d, largest, k) : sortAlong(self, d, largest);
   Tensor tv = self.dim() ? v.narrow(d, 0, k) : v, ti = self.dim() ? i.narrow(d, 0, k) : i;
   at::native::resize_output(values, tv.sizes());
   at::native::resize_output(indices, ti.sizes());

@@ -7,6 +7,7 @@
 #include "mytorch/ops_math.h"
 #include "mytorch/parallel.h"
 #include "mytorch/sim_isa.h"
+#include "mytorch/sim_vec.h"
 #include "mytorch/sim_vmath.h"
 
 namespace mytorch::sim::MT_SIM_ISA_NS {
@@ -87,20 +88,20 @@ void dense_binary(Out* o, const In* x, const In* y, O sx, O sy, const EwParams p
 
 // Half operands in blocks: converted to float with F16C, the float loops above on the block, converted back.
 template <EwOp op, typename Out>
-void dense_half(Out* o, const c10::Half* x, const c10::Half* y, float sx, float sy, int n, const EwParams p,
-                int64_t b, int64_t e) {
+void dense_half(Out* o, const c10::Half* x, const c10::Half* y, float sx, float sy, int n, const EwParams p, int64_t b,
+                int64_t e) {
   constexpr int64_t kBlock = 512;
   float xb[kBlock], yb[kBlock];
   using OB = std::conditional_t<std::is_same_v<Out, bool>, bool, float>;
   OB ob[kBlock];
   for (int64_t i = b; i < e; i += kBlock) {
     const int64_t m = std::min(kBlock, e - i);
-    if (x) half_to_float(x + i, xb, m);
-    if (n > 1 && y) half_to_float(y + i, yb, m);
+    if (x) vec::to_opmath(x + i, xb, m);
+    if (n > 1 && y) vec::to_opmath(y + i, yb, m);
     if (n == 1) dense_unary<op, c10::Half, OB, float, float>(ob, xb, p, 0, m);
     else dense_binary<op, c10::Half, OB, float, float>(ob, x ? xb : nullptr, y ? yb : nullptr, sx, sy, p, 0, m);
     if constexpr (std::is_same_v<Out, bool>) std::copy(ob, ob + m, o + i);
-    else float_to_half(ob, o + i, m);
+    else vec::from_opmath(ob, o + i, m);
   }
 }
 

@@ -1,10 +1,14 @@
 // Sim twin of cuda/index.cu (Note [Index engine]).
 #include "mytorch/index.h"
 
+#include <atomic>
+#include <climits>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "mytorch/ops_math.h"
+#include "mytorch/parallel.h"
 
 namespace mytorch::sim {
 namespace {
@@ -31,17 +35,71 @@ void combine(T* dst, T v, ScatterOp op) {
   }
 }
 
+// Copies cnt elements of es bytes from src (step ss elements) to dst (step ds elements).
+void copy_run(char* dst, int64_t ds, const char* src, int64_t ss, int64_t cnt, int64_t es) {
+  if (ds == 1 && ss == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(cnt * es));
+    return;
+  }
+  auto run = [&](auto tag) {
+    using W = decltype(tag);
+    W* d = reinterpret_cast<W*>(dst);
+    const W* s = reinterpret_cast<const W*>(src);
+    for (int64_t i = 0; i < cnt; ++i) std::memcpy(d + i * ds, s + i * ss, sizeof(W));
+  };
+  switch (es) {
+    case 1: run(uint8_t{}); break;
+    case 2: run(uint16_t{}); break;
+    case 4: run(uint32_t{}); break;
+    case 8: run(uint64_t{}); break;
+    default:
+      for (int64_t i = 0; i < cnt; ++i) std::memcpy(dst + i * ds * es, src + i * ss * es, static_cast<size_t>(es));
+  }
+}
+
 } // namespace
 
+// In rows along the last dimension (Note [Sim parallelism]: each row writes its own outputs). Where no index
+// varies along that dimension (index_select, embedding: one index per row), a row is one bounds check and one
+// copy of consecutive elements (memcpy when both sides are contiguous); otherwise each element looks its index up.
+// An index out of bounds is reported by the lowest position that has one, whatever the thread count.
 rt::Status gather(const IndexArgs& a, rt::Stream) {
+  if (a.numel == 0) return rt::Status::Success;
   const char* src = static_cast<const char*>(a.target);
   char* out = static_cast<char*>(a.other);
   const int64_t es = a.elem_size;
-  for (int64_t o = 0; o < a.numel; ++o) {
-    int64_t t = 0, u = 0, bad = 0;
-    if (!index_offsets(a, o, &t, &u, &bad)) return out_of_bounds(a, bad);
-    std::memcpy(out + u * es, src + t * es, static_cast<size_t>(es));
-  }
+  const int last = a.ndim - 1;
+  const int64_t row = a.ndim ? a.sizes[last] : 1;
+  const int64_t rows = row ? a.numel / row : 0;
+  bool row_const = true;
+  for (int k = 0; k < a.nidx && a.ndim; ++k) row_const = row_const && a.idx_strides[k][last] == 0;
+  const int64_t ts = a.ndim ? a.target_strides[last] : 0, os = a.ndim ? a.other_strides[last] : 0;
+  std::atomic<int64_t> bad_pos{INT64_MAX};
+  std::mutex bad_mutex;
+  int64_t bad_value = 0;
+  auto fail = [&](int64_t pos, int64_t v) {
+    std::lock_guard<std::mutex> g(bad_mutex);
+    if (pos < bad_pos.load()) {
+      bad_pos.store(pos);
+      bad_value = v;
+    }
+  };
+  par::parallel_for(rows, par::grain_for(row), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      if (r * row > bad_pos.load(std::memory_order_relaxed)) return;
+      int64_t t = 0, u = 0, bad = 0;
+      if (row_const) {
+        if (!index_offsets(a, r * row, &t, &u, &bad)) return fail(r * row, bad);
+        copy_run(out + u * es, os, src + t * es, ts, row, es);
+        continue;
+      }
+      for (int64_t o = r * row; o < (r + 1) * row; ++o) {
+        if (!index_offsets(a, o, &t, &u, &bad)) return fail(o, bad);
+        std::memcpy(out + u * es, src + t * es, static_cast<size_t>(es));
+      }
+    }
+  });
+  if (bad_pos.load() != INT64_MAX) out_of_bounds(a, bad_value);
   return rt::Status::Success;
 }
 

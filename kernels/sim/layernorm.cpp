@@ -1,86 +1,104 @@
-// sim fused LayerNorm / RMSNorm (Note [Fused LayerNorm]): the per-row math in loops — the reference.
+// sim fused LayerNorm / RMSNorm (Note [Fused LayerNorm]): the per-row math of the CUDA kernels, rows in parallel,
+// each row through the row loops of Note [Sim row loops]. Compiled for each ISA variant (Note [Sim ISA variants]).
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "mytorch/layernorm.h"
+#include "mytorch/parallel.h"
+#include "mytorch/sim_isa.h"
+#include "mytorch/sim_vec.h"
 
-namespace mytorch::sim {
+namespace mytorch::sim::MT_SIM_ISA_NS {
 namespace {
 
-// Pairwise summation (blocks of 64 summed in order, then halves combined): error O(log n) rather than
-// O(n), the accuracy class of the CUDA kernels' per-thread partials and tree reductions and of ATen's
-// CPU kernels.
-template <typename A>
-A pairwise(const A* v, int64_t n) {
-  if (n <= 64) {
-    A s = 0;
-    for (int64_t i = 0; i < n; ++i) s += v[i];
-    return s;
-  }
-  const int64_t h = n / 2;
-  return pairwise(v, h) + pairwise(v + h, n - h);
+// The parameters as opmath rows (1 and 0 where absent), once per call.
+template <typename P, typename A>
+std::vector<A> param_row(const void* p, int64_t n, A dflt) {
+  std::vector<A> r(static_cast<size_t>(n), dflt);
+  if (p) vec::to_opmath(static_cast<const P*>(p), r.data(), n);
+  return r;
 }
 
 template <typename T, typename P>
 void forward(const RowNormArgs& a) {
   using A = ew::opmath_t<T>;
-  std::vector<A> v(static_cast<size_t>(a.cols)), d(static_cast<size_t>(a.cols));
-  for (int64_t r = 0; r < a.rows; ++r) {
-    const T* x = static_cast<const T*>(a.x) + r * a.cols;
-    const T* res = a.residual ? static_cast<const T*>(a.residual) + r * a.cols : nullptr;
-    T* sum = a.sum ? static_cast<T*>(a.sum) + r * a.cols : nullptr;
-    for (int64_t j = 0; j < a.cols; ++j) {
-      A val = static_cast<A>(x[j]);
-      if (res) {
-        const T t = static_cast<T>(val + static_cast<A>(res[j]));  // the sum as stored, as the unfused add
-        sum[j] = t;
-        val = static_cast<A>(t);
+  const int64_t n = a.cols;
+  const std::vector<A> w = param_row<P, A>(a.weight, n, A(1)), bias = param_row<P, A>(a.bias, n, A(0));
+  par::parallel_for(a.rows, par::grain_for(6 * n), [&](int64_t rb, int64_t re) {
+    std::vector<A> buf(static_cast<size_t>(2 * n));
+    A* v = buf.data();
+    A* t = buf.data() + n;
+    for (int64_t r = rb; r < re; ++r) {
+      vec::to_opmath(static_cast<const T*>(a.x) + r * n, v, n);
+      if (a.residual) {
+        // the sum as stored, as the unfused add: rounded to T, then read back
+        vec::to_opmath(static_cast<const T*>(a.residual) + r * n, t, n);
+        for (int64_t j = 0; j < n; ++j) v[j] += t[j];
+        T* sum = static_cast<T*>(a.sum) + r * n;
+        vec::from_opmath(v, sum, n);
+        vec::to_opmath(sum, v, n);
       }
-      v[j] = val;
+      const A mean = a.rms ? A(0) : vec::sum(v, n) / static_cast<A>(n);
+      const A sq = vec::sum_of<A>(n, [v, mean](int64_t j) { return (v[j] - mean) * (v[j] - mean); });
+      const A rstd = lnm::overflow_is_nan(A(1) / std::sqrt(sq / static_cast<A>(n) + static_cast<A>(a.eps)), a.rms);
+      if (a.mean) static_cast<A*>(a.mean)[r] = mean;
+      static_cast<A*>(a.rstd)[r] = rstd;
+      for (int64_t j = 0; j < n; ++j) t[j] = (v[j] - mean) * rstd * w[j] + bias[j];
+      vec::from_opmath(t, static_cast<T*>(a.y) + r * n, n);
     }
-    const A mean = a.rms ? A(0) : pairwise(v.data(), a.cols) / static_cast<A>(a.cols);
-    for (int64_t j = 0; j < a.cols; ++j) d[j] = (v[j] - mean) * (v[j] - mean);
-    const A sq = pairwise(d.data(), a.cols);
-    const A rstd = lnm::overflow_is_nan(A(1) / std::sqrt(sq / static_cast<A>(a.cols) + static_cast<A>(a.eps)), a.rms);
-    if (a.mean) static_cast<A*>(a.mean)[r] = mean;
-    static_cast<A*>(a.rstd)[r] = rstd;
-    T* y = static_cast<T*>(a.y) + r * a.cols;
-    for (int64_t j = 0; j < a.cols; ++j)
-      y[j] = static_cast<T>((v[j] - mean) * rstd * lnm::param<P, A>(a.weight, j, A(1)) +
-                            lnm::param<P, A>(a.bias, j, A(0)));
-  }
+  });
 }
+
+// The parameter gradients sum over rows: rows are cut into at most kRowChunks chunks fixed by the sizes, each
+// chunk's partial sums accumulate in row order, and the partials are added in chunk order (bit-identical at any
+// thread count).
+constexpr int64_t kRowChunks = 64;
 
 template <typename T, typename P>
 void backward(const RowNormArgs& a) {
   using A = ew::opmath_t<T>;
-  std::vector<A> dw(a.dweight ? a.cols : 0, A(0)), db(a.dbias ? a.cols : 0, A(0));
-  std::vector<A> t1(static_cast<size_t>(a.cols)), t2(static_cast<size_t>(a.cols));
-  for (int64_t r = 0; r < a.rows; ++r) {
-    const T* x = static_cast<const T*>(a.x) + r * a.cols;
-    const T* dy = static_cast<const T*>(a.dy) + r * a.cols;
-    const A mean = a.rms ? A(0) : static_cast<const A*>(a.mean)[r];
-    const A rstd = static_cast<const A*>(a.rstd)[r];
-    for (int64_t j = 0; j < a.cols; ++j) {
-      const A xhat = (static_cast<A>(x[j]) - mean) * rstd;
-      const A g = static_cast<A>(dy[j]);
-      const A wdy = g * lnm::param<P, A>(a.weight, j, A(1));
-      t1[j] = wdy;
-      t2[j] = wdy * xhat;
-      if (a.dweight) dw[j] += g * xhat;
-      if (a.dbias) db[j] += g;
+  const int64_t n = a.cols;
+  const std::vector<A> w = param_row<P, A>(a.weight, n, A(1));
+  const bool params = a.dweight || a.dbias;
+  const int64_t per = (a.rows + kRowChunks - 1) / kRowChunks, chunks = (a.rows + per - 1) / per;
+  std::vector<A> dw(params && a.dweight ? static_cast<size_t>(chunks * n) : 0, A(0));
+  std::vector<A> db(params && a.dbias ? static_cast<size_t>(chunks * n) : 0, A(0));
+  par::parallel_for(chunks, par::grain_for(8 * n * per), [&](int64_t cb, int64_t ce) {
+    std::vector<A> buf(static_cast<size_t>(3 * n));
+    A* xh = buf.data();
+    A* g = buf.data() + n;
+    A* t = buf.data() + 2 * n;
+    for (int64_t c = cb; c < ce; ++c) {
+      A* dwc = a.dweight ? dw.data() + c * n : nullptr;
+      A* dbc = a.dbias ? db.data() + c * n : nullptr;
+      for (int64_t r = c * per; r < std::min(a.rows, (c + 1) * per); ++r) {
+        const A mean = a.rms ? A(0) : static_cast<const A*>(a.mean)[r];
+        const A rstd = static_cast<const A*>(a.rstd)[r];
+        vec::to_opmath(static_cast<const T*>(a.x) + r * n, xh, n);
+        vec::to_opmath(static_cast<const T*>(a.dy) + r * n, g, n);
+        for (int64_t j = 0; j < n; ++j) xh[j] = (xh[j] - mean) * rstd;
+        if (dwc)
+          for (int64_t j = 0; j < n; ++j) dwc[j] += g[j] * xh[j];
+        if (dbc)
+          for (int64_t j = 0; j < n; ++j) dbc[j] += g[j];
+        if (!a.dx) continue;
+        for (int64_t j = 0; j < n; ++j) t[j] = g[j] * w[j];  // w dy
+        const A s1 = a.rms ? A(0) : vec::sum(t, n), s2 = vec::dot(t, xh, n);
+        const A inv_n = A(1) / static_cast<A>(n);
+        for (int64_t j = 0; j < n; ++j) t[j] = rstd * (t[j] - s1 * inv_n - xh[j] * s2 * inv_n);
+        vec::from_opmath(t, static_cast<T*>(a.dx) + r * n, n);
+      }
     }
-    const A s1 = pairwise(t1.data(), a.cols), s2 = pairwise(t2.data(), a.cols);
-    if (!a.dx) continue;
-    const A inv_n = A(1) / static_cast<A>(a.cols);
-    T* dx = static_cast<T*>(a.dx) + r * a.cols;
-    for (int64_t j = 0; j < a.cols; ++j) {
-      const A xhat = (static_cast<A>(x[j]) - mean) * rstd;
-      const A wdy = static_cast<A>(dy[j]) * lnm::param<P, A>(a.weight, j, A(1));
-      dx[j] = static_cast<T>(rstd * (wdy - (a.rms ? A(0) : s1 * inv_n) - xhat * s2 * inv_n));
-    }
-  }
-  for (int64_t j = 0; j < static_cast<int64_t>(dw.size()); ++j) static_cast<P*>(a.dweight)[j] = static_cast<P>(dw[j]);
-  for (int64_t j = 0; j < static_cast<int64_t>(db.size()); ++j) static_cast<P*>(a.dbias)[j] = static_cast<P>(db[j]);
+  });
+  auto total = [&](std::vector<A>& part, void* out) {
+    if (!out) return;
+    for (int64_t c = 1; c < chunks; ++c)
+      for (int64_t j = 0; j < n; ++j) part[j] += part[c * n + j];
+    vec::from_opmath(part.data(), static_cast<P*>(out), n);
+  };
+  total(dw, a.dweight);
+  total(db, a.dbias);
 }
 
 template <bool fwd>
@@ -96,8 +114,15 @@ rt::Status run(const RowNormArgs& a) {
 
 } // namespace
 
-rt::Status layernorm_forward(const RowNormArgs& a, rt::Stream) { return run<true>(a); }
-rt::Status layernorm_backward(const RowNormArgs& a, rt::Stream) { return run<false>(a); }
-size_t layernorm_workspace_bytes(const RowNormArgs&) { return 0; }
+MT_SIM_ENTRY rt::Status layernorm_forward(const RowNormArgs& a, rt::Stream) { return run<true>(a); }
+MT_SIM_ENTRY rt::Status layernorm_backward(const RowNormArgs& a, rt::Stream) { return run<false>(a); }
 
+} // namespace mytorch::sim::MT_SIM_ISA_NS
+
+#if !defined(MT_SIM_ISA_AVX2)
+namespace mytorch::sim {
+MT_SIM_DISPATCH(rt::Status, layernorm_forward, (const RowNormArgs& a, rt::Stream s), (a, s))
+MT_SIM_DISPATCH(rt::Status, layernorm_backward, (const RowNormArgs& a, rt::Stream s), (a, s))
+size_t layernorm_workspace_bytes(const RowNormArgs&) { return 0; }
 } // namespace mytorch::sim
+#endif

@@ -30,7 +30,8 @@ constexpr int64_t kLaneChunk = 2048; // reduced elements per partial on the lane
 // Whether R's chunks of this reduction take the lanes' path (see chunk_partial), and the chunk length.
 template <typename R>
 bool lanes_path(const ReduceArgs& r) {
-  return red::kOneValue<R> && r.red_ndim == 1 && r.red_in_strides[0] == 1;
+  // (a reduction shorter than a leaf stays in sequence: as the CPU's scalar loop adds it, to the bit)
+  return red::kOneValue<R> && r.red_ndim == 1 && r.red_in_strides[0] == 1 && r.red_numel > kLeaf;
 }
 template <typename R>
 int64_t chunk_len(const ReduceArgs& r) {

@@ -1,22 +1,137 @@
-// sim softmax: the line functions of Note [Softmax family] in a loop.
+// sim softmax (Note [Softmax family]): lines in parallel; a contiguous line (inner == 1) through the row loops of
+// Note [Sim row loops], lines along an outer dimension a block of adjacent lines at a time, so that every loop
+// runs over consecutive elements. Compiled for each ISA variant (Note [Sim ISA variants]).
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "mytorch/parallel.h"
+#include "mytorch/sim_isa.h"
+#include "mytorch/sim_vec.h"
+#include "mytorch/sim_vmath.h"
 #include "mytorch/softmax.h"
 
-namespace mytorch::sim {
+namespace mytorch::sim::MT_SIM_ISA_NS {
 namespace {
+
+// One contiguous line of n elements; buf: room for 2n opmath values. Rows already in opmath are read and written
+// in place.
+template <typename I, typename O, typename A>
+void forward_row(const SoftmaxArgs& s, const I* x, O* y, int64_t n, A* buf) {
+  const A* v = buf;
+  if constexpr (std::is_same_v<I, A>) v = x;
+  else vec::to_opmath(x, buf, n);
+  A* e = buf + n;
+  if constexpr (std::is_same_v<O, A>) e = y;
+  const A mx = vec::max_nan(v, n);
+  if (s.log) {
+    for (int64_t j = 0; j < n; ++j) e[j] = std::exp(v[j] - mx);
+    const A shift = mx + std::log(vec::sum(e, n));
+    for (int64_t j = 0; j < n; ++j) e[j] = v[j] - shift;
+  } else {
+    for (int64_t j = 0; j < n; ++j) e[j] = std::exp(v[j] - mx);
+    const A inv = A(1) / vec::sum(e, n);
+    for (int64_t j = 0; j < n; ++j) e[j] *= inv;
+  }
+  if constexpr (!std::is_same_v<O, A>) vec::from_opmath(e, y, n);
+}
+
+template <typename G, typename O, typename A>
+void backward_row(const SoftmaxArgs& s, const G* g, const G* y, O* gi, int64_t n, A* buf) {
+  const A* gv = buf;
+  const A* yv = buf + n;
+  if constexpr (std::is_same_v<G, A>) gv = g, yv = y;
+  else vec::to_opmath(g, buf, n), vec::to_opmath(y, buf + n, n);
+  A* r = buf;
+  if constexpr (std::is_same_v<O, A>) r = gi;
+  if (s.log) {
+    const A sum = vec::sum(gv, n);
+    for (int64_t j = 0; j < n; ++j) r[j] = gv[j] - std::exp(yv[j]) * sum;
+  } else {
+    const A sum = vec::dot(gv, yv, n);
+    for (int64_t j = 0; j < n; ++j) r[j] = yv[j] * (gv[j] - sum);
+  }
+  if constexpr (!std::is_same_v<O, A>) vec::from_opmath(r, gi, n);
+}
+
+constexpr int64_t kCols = 64;  // adjacent lines per block when the softmax runs along an outer dimension
+
+// Lines (o, i0 .. i0 + nb) of an [outer, dim, inner] tensor, inner > 1: the line function of Note [Softmax
+// family] with its loops over j outermost, so each step reads nb consecutive elements.
+template <typename I, typename O, typename A>
+void forward_cols(const SoftmaxArgs& s, int64_t o, int64_t i0, int64_t nb) {
+  const I* x = static_cast<const I*>(s.in) + o * s.dim * s.inner + i0;
+  O* y = static_cast<O*>(s.out) + o * s.dim * s.inner + i0;
+  A mx[kCols], sum[kCols], v[kCols];
+  for (int64_t c = 0; c < nb; ++c) mx[c] = -INFINITY, sum[c] = 0;
+  for (int64_t j = 0; j < s.dim; ++j) {
+    vec::to_opmath(x + j * s.inner, v, nb);
+    for (int64_t c = 0; c < nb; ++c) mx[c] = (v[c] != v[c] || v[c] > mx[c]) ? v[c] : mx[c];
+  }
+  for (int64_t j = 0; j < s.dim; ++j) {
+    vec::to_opmath(x + j * s.inner, v, nb);
+    for (int64_t c = 0; c < nb; ++c) sum[c] += std::exp(v[c] - mx[c]);
+  }
+  for (int64_t c = 0; c < nb; ++c) sum[c] = s.log ? mx[c] + std::log(sum[c]) : A(1) / sum[c];
+  for (int64_t j = 0; j < s.dim; ++j) {
+    vec::to_opmath(x + j * s.inner, v, nb);
+    for (int64_t c = 0; c < nb; ++c) v[c] = s.log ? v[c] - sum[c] : std::exp(v[c] - mx[c]) * sum[c];
+    vec::from_opmath(v, y + j * s.inner, nb);
+  }
+}
+
+template <typename G, typename O, typename A>
+void backward_cols(const SoftmaxArgs& s, int64_t o, int64_t i0, int64_t nb) {
+  const int64_t base = o * s.dim * s.inner + i0;
+  const G* g = static_cast<const G*>(s.in) + base;
+  const G* y = static_cast<const G*>(s.out_saved) + base;
+  O* gi = static_cast<O*>(s.out) + base;
+  A sum[kCols], gv[kCols], yv[kCols];
+  for (int64_t c = 0; c < nb; ++c) sum[c] = 0;
+  for (int64_t j = 0; j < s.dim; ++j) {
+    vec::to_opmath(g + j * s.inner, gv, nb);
+    vec::to_opmath(y + j * s.inner, yv, nb);
+    for (int64_t c = 0; c < nb; ++c) sum[c] += s.log ? gv[c] : gv[c] * yv[c];
+  }
+  for (int64_t j = 0; j < s.dim; ++j) {
+    vec::to_opmath(g + j * s.inner, gv, nb);
+    vec::to_opmath(y + j * s.inner, yv, nb);
+    for (int64_t c = 0; c < nb; ++c) gv[c] = s.log ? gv[c] - std::exp(yv[c]) * sum[c] : yv[c] * (gv[c] - sum[c]);
+    vec::from_opmath(gv, gi + j * s.inner, nb);
+  }
+}
 
 template <typename I, typename O>
 void run(const SoftmaxArgs& s) {
   using A = ew::opmath_t<I>;
-  const int64_t lines = s.outer * s.inner;
-  for (int64_t l = 0; l < lines; ++l) {
-    if (s.backward) smx::backward_line<I, O, A>(s, l);
-    else smx::forward_line<I, O, A>(s, l);
+  if (s.inner == 1) {
+    par::parallel_for(s.outer, par::grain_for(4 * s.dim), [&](int64_t b, int64_t e) {
+      std::vector<A> buf(static_cast<size_t>(2 * s.dim));
+      for (int64_t l = b; l < e; ++l) {
+        const int64_t off = l * s.dim;
+        if (s.backward)
+          backward_row<I, O, A>(s, static_cast<const I*>(s.in) + off, static_cast<const I*>(s.out_saved) + off,
+                                static_cast<O*>(s.out) + off, s.dim, buf.data());
+        else
+          forward_row<I, O, A>(s, static_cast<const I*>(s.in) + off, static_cast<O*>(s.out) + off, s.dim, buf.data());
+      }
+    });
+    return;
   }
+  const int64_t blocks = (s.inner + kCols - 1) / kCols;
+  par::parallel_for(s.outer * blocks, par::grain_for(4 * s.dim * std::min(s.inner, kCols)), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t o = t / blocks, i0 = (t % blocks) * kCols, nb = std::min(kCols, s.inner - i0);
+      if (s.backward) backward_cols<I, O, A>(s, o, i0, nb);
+      else forward_cols<I, O, A>(s, o, i0, nb);
+    }
+  });
 }
 
 } // namespace
 
-rt::Status softmax(const SoftmaxArgs& s, rt::Stream) {
+MT_SIM_ENTRY rt::Status softmax(const SoftmaxArgs& s, rt::Stream) {
   if (s.outer * s.inner == 0 || s.dim == 0) return rt::Status::Success;
   bool ok = false;
   dispatch_floating(s.in_dtype, [&](auto in_tag) {
@@ -26,4 +141,10 @@ rt::Status softmax(const SoftmaxArgs& s, rt::Stream) {
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "softmax: expected floating dtypes");
 }
 
+} // namespace mytorch::sim::MT_SIM_ISA_NS
+
+#if !defined(MT_SIM_ISA_AVX2)
+namespace mytorch::sim {
+MT_SIM_DISPATCH(rt::Status, softmax, (const SoftmaxArgs& s, rt::Stream st), (s, st))
 } // namespace mytorch::sim
+#endif

@@ -12,8 +12,8 @@
 // toolchain links these symbols (glibc >= 2.35 for the list below), otherwise the loops keep the scalar calls.
 #if defined(MT_SIM_ISA_AVX2) && MT_SIM_VMATH
 
-#define MT_VMATH_DECL(name)                                              \
-  __attribute__((simd("notinbranch"))) float name##f(float) noexcept;   \
+#define MT_VMATH_DECL(name)                                           \
+  __attribute__((simd("notinbranch"))) float name##f(float) noexcept; \
   __attribute__((simd("notinbranch"))) double name(double) noexcept;
 
 extern "C" {
@@ -41,29 +41,4 @@ MT_VMATH_DECL(erfc)
 }
 
 #undef MT_VMATH_DECL
-#endif
-
-#if defined(MT_SIM_ISA_AVX2)
-#include <immintrin.h>
-
-#include <cstdint>
-
-#include <c10/util/Half.h>
-
-namespace mytorch::sim::avx2 {
-// Half <-> float for a block, 8 at a time with the F16C instructions (c10::Half converts one element per call,
-// which keeps the loops around it scalar). Rounding to nearest even, as c10::Half's own conversion: the same bits.
-inline void half_to_float(const c10::Half* s, float* d, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
-  for (; i < n; ++i) d[i] = static_cast<float>(s[i]);
-}
-inline void float_to_half(const float* s, c10::Half* d, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
-  for (; i < n; ++i) d[i] = static_cast<c10::Half>(s[i]);
-}
-} // namespace mytorch::sim::avx2
 #endif

@@ -5,7 +5,8 @@
 // Elements compare as (value, original index) pairs, so the order is stable and the same on both runtimes;
 // NaN sorts above every number (last ascending, first descending), as in ATen. cuda/ sorts slices of up
 // to kSharedSortMax elements with a bitonic network in shared memory (one block per slice), longer ones
-// with a merge sort in global memory (one thread per slice: correct, not fast); sim/ uses std::stable_sort.
+// with a merge sort in global memory (one thread per slice: correct, not fast); sim/ sorts pairs or keys by radix
+// and selects top-k without sorting (Note [Sim sort and top-k]).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,9 @@ struct SortArgs {
   int64_t slices = 0;
   int64_t length = 0;
   bool descending = false;
+  // top-k: keep the first k of each sorted slice (values and indices are then [slices, k]); -1 sorts it all. The sim
+  // selects (Note [Sim sort and top-k] in sim/sort.cpp); the cuda kernels do not take k yet (the glue sorts there).
+  int64_t k = -1;
   void* scratch = nullptr;      // cuda merge sort: 2 * slices * length * (elem + 8) bytes, from the glue
 };
 

@@ -1,0 +1,110 @@
+// The sim's row loops (Note [Sim row loops]): conversion of a row to opmath and back, and sums, maxima and dot
+// products over contiguous rows in a fixed lane order. Compiled into each ISA variant (Note [Sim ISA variants]).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "mytorch/sim_isa.h"
+
+#if defined(MT_SIM_ISA_AVX2)
+#include <immintrin.h>
+#endif
+
+namespace mytorch::sim::MT_SIM_ISA_NS::vec {
+
+// Note [Sim row loops]
+// The sim kernels that work on rows (softmax, norms, losses, attention, optimizers) share these loops instead of
+// writing a vector form each: a row is first converted to its opmath type in a buffer (half with F16C in the AVX2
+// variant, 8 per instruction; bfloat16 by shifts the compiler vectorises), then summed, maximised or dotted in
+// kLanes interleaved lanes combined by a fixed halving tree. The lane order depends on the length only, so a
+// row's result does not depend on the thread that computes it (Note [Sim parallelism]), and the lanes are what
+// lets the compiler keep them in vector registers (a single accumulator is a dependency chain it may not
+// reorder). Error: like a pairwise sum of kLanes leaves, n / kLanes additions each.
+constexpr int kLanes = 32;
+
+// d[0, n) := s[0, n) in A (the opmath type).
+template <typename T, typename A>
+inline void to_opmath(const T* s, A* d, int64_t n) {
+  if constexpr (std::is_same_v<T, A>) {
+    std::memcpy(d, s, static_cast<size_t>(n) * sizeof(A));
+  } else {
+    int64_t i = 0;
+#if defined(MT_SIM_ISA_AVX2)
+    if constexpr (std::is_same_v<T, c10::Half> && std::is_same_v<A, float>) {
+      for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+    }
+#endif
+    for (; i < n; ++i) d[i] = static_cast<A>(s[i]);
+  }
+}
+
+// d[0, n) := s[0, n) rounded to T (to nearest even, as c10's conversions: the same bits).
+template <typename A, typename T>
+inline void from_opmath(const A* s, T* d, int64_t n) {
+  if constexpr (std::is_same_v<T, A>) {
+    std::memcpy(d, s, static_cast<size_t>(n) * sizeof(A));
+  } else {
+    int64_t i = 0;
+#if defined(MT_SIM_ISA_AVX2)
+    if constexpr (std::is_same_v<T, c10::Half> && std::is_same_v<A, float>) {
+      for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+#endif
+    for (; i < n; ++i) d[i] = static_cast<T>(s[i]);
+  }
+}
+
+// The L lanes combined: lane k with lane k + w, w = L/2, ..., 1.
+template <int L = kLanes, typename A, typename F>
+inline A fold(A* lane, F f) {
+  for (int w = L / 2; w >= 1; w /= 2)
+    for (int k = 0; k < w; ++k) lane[k] = f(lane[k], lane[k + w]);
+  return lane[0];
+}
+
+// sum over i of g(i), in lanes (g reads the row: a value, a product, a square...).
+template <typename A, typename G>
+inline A sum_of(int64_t n, G g) {
+  A lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) lane[k] += g(i + k);
+  for (int k = 0; i + k < n; ++k) lane[k] += g(i + k);
+  return fold(lane, [](A a, A b) { return a + b; });
+}
+
+template <typename A>
+inline A sum(const A* x, int64_t n) {
+  return sum_of<A>(n, [x](int64_t i) { return x[i]; });
+}
+
+template <typename A>
+inline A dot(const A* x, const A* y, int64_t n) {
+  return sum_of<A>(n, [x, y](int64_t i) { return x[i] * y[i]; });
+}
+
+// The maximum, NaN if any element is NaN (as ATen's max reductions). 64 lanes: a select is a longer dependency
+// chain than an add.
+template <typename A>
+inline A max_nan(const A* x, int64_t n) {
+  constexpr int L = 2 * kLanes;
+  auto mx = [](A a, A b) { return (b != b || b > a) ? b : a; };
+  A lane[L];
+  for (int k = 0; k < L; ++k) lane[k] = -INFINITY;
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int k = 0; k < L; ++k) lane[k] = mx(lane[k], x[i + k]);
+  for (int k = 0; i + k < n; ++k) lane[k] = mx(lane[k], x[i + k]);
+  return fold<L>(lane, mx);
+}
+
+} // namespace mytorch::sim::MT_SIM_ISA_NS::vec
