@@ -55,7 +55,23 @@ def _results():
         "index_select": d.index_select(0, torch.randint(0, 1024, (3000,), generator=g).to("mytorch")),
     }
     out.update(_norm_grads(d))
+    out.update(_optimizer_step(d))
     return {k: v.cpu() for k, v in out.items()}
+
+
+def _optimizer_step(d):
+    """Multi-tensor ops (kernels/sim/optim.cpp): fused AdamW, the foreach path and a foreach norm."""
+    out = {}
+    for name, kw in (("adamw_fused", dict(fused=True)), ("adamw_foreach", dict(foreach=True))):
+        ps = [torch.nn.Parameter(d[i * 100 : i * 100 + 300].clone()) for i in range(4)]
+        for i, p in enumerate(ps):
+            p.grad = d.flip(0)[: p.shape[0]] * (i + 1)
+        opt = torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, **kw)
+        for _ in range(2):
+            opt.step()
+        out[name] = torch.cat([p.detach().flatten() for p in ps])
+    out["foreach_norm"] = torch.stack(torch._foreach_norm([d, d[:7], d.flip(1)]))
+    return out
 
 
 def _norm_grads(d):

@@ -86,10 +86,10 @@ void dense_binary(Out* o, const In* x, const In* y, O sx, O sy, const EwParams p
   }
 }
 
-// Half operands in blocks: converted to float with F16C, the float loops above on the block, converted back.
-template <EwOp op, typename Out>
-void dense_half(Out* o, const c10::Half* x, const c10::Half* y, float sx, float sy, int n, const EwParams p, int64_t b,
-                int64_t e) {
+// Half operands in blocks (Note [Sim row loops]): converted to float with F16C, the float loops above on the block,
+// converted back (bfloat16 converts by shifts inside the loops above: blocks measured slower for it).
+template <EwOp op, typename T, typename Out>
+void dense_half(Out* o, const T* x, const T* y, float sx, float sy, int n, const EwParams p, int64_t b, int64_t e) {
   constexpr int64_t kBlock = 512;
   float xb[kBlock], yb[kBlock];
   using OB = std::conditional_t<std::is_same_v<Out, bool>, bool, float>;
@@ -98,8 +98,8 @@ void dense_half(Out* o, const c10::Half* x, const c10::Half* y, float sx, float 
     const int64_t m = std::min(kBlock, e - i);
     if (x) vec::to_opmath(x + i, xb, m);
     if (n > 1 && y) vec::to_opmath(y + i, yb, m);
-    if (n == 1) dense_unary<op, c10::Half, OB, float, float>(ob, xb, p, 0, m);
-    else dense_binary<op, c10::Half, OB, float, float>(ob, x ? xb : nullptr, y ? yb : nullptr, sx, sy, p, 0, m);
+    if (n == 1) dense_unary<op, T, OB, float, float>(ob, xb, p, 0, m);
+    else dense_binary<op, T, OB, float, float>(ob, x ? xb : nullptr, y ? yb : nullptr, sx, sy, p, 0, m);
     if constexpr (std::is_same_v<Out, bool>) std::copy(ob, ob + m, o + i);
     else vec::from_opmath(ob, o + i, m);
   }
@@ -145,7 +145,7 @@ rt::Status run(const ElementwiseArgs& a) {
       const T* x = st[1] ? reinterpret_cast<const T*>(in[0]) : nullptr;
       const T* y = n > 1 && st[2] ? reinterpret_cast<const T*>(in[1]) : nullptr;
       par::parallel_for(a.shape.numel, grain, [&](int64_t b, int64_t e) {
-        if constexpr (std::is_same_v<T, c10::Half>) dense_half<op>(o, x, y, sval[0], sval[1], n, a.p, b, e);
+        if constexpr (std::is_same_v<T, c10::Half>) dense_half<op, T>(o, x, y, sval[0], sval[1], n, a.p, b, e);
         else if constexpr (n == 1) dense_unary<op, T, Out, O>(o, x, a.p, b, e);
         else dense_binary<op, T, Out, O>(o, x, y, sval[0], sval[1], a.p, b, e);
       });

@@ -113,22 +113,56 @@ MT_HOST_DEVICE inline void elementwise(const MultiTensorArgs& a, const MtTensor&
   static_cast<T*>(t.ptr[0])[i] = static_cast<T>(ew::apply<op, T>(x, y, z, p));
 }
 
-// Per-tensor constants of the fused Adam/AdamW step: the learning rate and the bias corrections of the
-// tensor's step count (computed once per tensor or chunk, not per element).
+// Per-tensor constants of the fused Adam/AdamW step, computed once per tensor in double (the bias corrections of
+// the tensor's step count, the step size) and rounded to opmath, as ATen's fused kernels do; the per-element math
+// is then in opmath alone.
 template <typename O>
 struct AdamConsts {
-  double lr;
-  O bc1, bc2_sqrt;
+  O lr_decay;  // lr * weight_decay (AdamW)
+  O decay;     // weight_decay (Adam)
+  O beta1, one_minus_beta1, beta2, one_minus_beta2;
+  O step_size;  // lr / (1 - beta1^step)
+  O bc2_sqrt;   // sqrt(1 - beta2^step)
+  O eps;
 };
 template <typename T>
 MT_HOST_DEVICE inline AdamConsts<ew::opmath_t<T>> adam_consts(const MultiTensorArgs& a, const MtTensor& t) {
   using O = ew::opmath_t<T>;
   const double step = static_cast<double>(*static_cast<const float*>(t.ptr[5]));
-  return {a.lr_ptr ? static_cast<double>(*a.lr_ptr) : a.lr, static_cast<O>(1 - std::pow(a.beta1, step)),
-          static_cast<O>(std::sqrt(1 - std::pow(a.beta2, step)))};
+  const double lr = a.lr_ptr ? static_cast<double>(*a.lr_ptr) : a.lr;
+  return {static_cast<O>(lr * a.weight_decay),
+          static_cast<O>(a.weight_decay),
+          static_cast<O>(a.beta1),
+          static_cast<O>(1 - a.beta1),
+          static_cast<O>(a.beta2),
+          static_cast<O>(1 - a.beta2),
+          static_cast<O>(lr / (1 - std::pow(a.beta1, step))),
+          static_cast<O>(std::sqrt(1 - std::pow(a.beta2, step))),
+          static_cast<O>(a.eps)};
 }
 
-// One element of the fused Adam/AdamW step (ATen's fused formula; a found_inf step is skipped by the caller).
+// The fused Adam/AdamW update of one element's values, grad already unscaled; max_sq: the element's amsgrad
+// maximum, or null. Opmath throughout and branches only on values, so a loop over it vectorises.
+template <typename O>
+MT_HOST_DEVICE inline void adam_math(const MultiTensorArgs& a, bool adamw, const AdamConsts<O>& k, O& param, O grad,
+                                     O& exp_avg, O& exp_avg_sq, O* max_sq) {
+  grad = a.maximize ? -grad : grad;
+  if (a.weight_decay != 0) {
+    if (adamw) param = param - k.lr_decay * param;
+    else grad = grad + param * k.decay;
+  }
+  exp_avg = k.beta1 * exp_avg + k.one_minus_beta1 * grad;
+  exp_avg_sq = k.beta2 * exp_avg_sq + k.one_minus_beta2 * grad * grad;
+  O second = exp_avg_sq;
+  if (max_sq) {
+    *max_sq = *max_sq > exp_avg_sq ? *max_sq : exp_avg_sq;
+    second = *max_sq;
+  }
+  const O denom = std::sqrt(second) / k.bc2_sqrt + k.eps;
+  param -= k.step_size * exp_avg / denom;
+}
+
+// One element of the fused Adam/AdamW step (a found_inf step is skipped by the caller).
 template <typename T>
 MT_HOST_DEVICE inline void adam(const MultiTensorArgs& a, const MtTensor& t, int64_t i, bool adamw,
                                 const AdamConsts<ew::opmath_t<T>>& k) {
@@ -137,33 +171,16 @@ MT_HOST_DEVICE inline void adam(const MultiTensorArgs& a, const MtTensor& t, int
   T* gp = static_cast<T*>(t.ptr[1]);
   T* m1p = static_cast<T*>(t.ptr[2]);
   T* m2p = static_cast<T*>(t.ptr[3]);
-  const double lr = k.lr;
-  const O bc1 = k.bc1, bc2_sqrt = k.bc2_sqrt;
   O param = static_cast<O>(pp[i]), grad = static_cast<O>(gp[i]);
   O exp_avg = static_cast<O>(m1p[i]), exp_avg_sq = static_cast<O>(m2p[i]);
   if (a.grad_scale) {
     grad = static_cast<O>(grad / static_cast<double>(*a.grad_scale));
     gp[i] = static_cast<T>(grad);
   }
-  if (a.maximize) grad = -grad;
-  if (a.weight_decay != 0) {
-    if (adamw) param = static_cast<O>(param - lr * a.weight_decay * param);
-    else grad = static_cast<O>(grad + param * a.weight_decay);
-  }
-  exp_avg = static_cast<O>(a.beta1 * exp_avg + (1 - a.beta1) * grad);
-  exp_avg_sq = static_cast<O>(a.beta2 * exp_avg_sq + (1 - a.beta2) * grad * grad);
-  const O step_size = static_cast<O>(lr / bc1);
-  O denom;
-  if (a.amsgrad) {
-    T* mxp = static_cast<T*>(t.ptr[4]);
-    O mx = static_cast<O>(mxp[i]);
-    mx = mx > exp_avg_sq ? mx : exp_avg_sq;
-    mxp[i] = static_cast<T>(mx);
-    denom = static_cast<O>((std::sqrt(mx) / bc2_sqrt) + a.eps);
-  } else {
-    denom = static_cast<O>((std::sqrt(exp_avg_sq) / bc2_sqrt) + a.eps);
-  }
-  param -= step_size * exp_avg / denom;
+  O mx = O(0);
+  if (a.amsgrad) mx = static_cast<O>(static_cast<T*>(t.ptr[4])[i]);
+  adam_math<O>(a, adamw, k, param, grad, exp_avg, exp_avg_sq, a.amsgrad ? &mx : nullptr);
+  if (a.amsgrad) static_cast<T*>(t.ptr[4])[i] = static_cast<T>(mx);
   pp[i] = static_cast<T>(param);
   m1p[i] = static_cast<T>(exp_avg);
   m2p[i] = static_cast<T>(exp_avg_sq);

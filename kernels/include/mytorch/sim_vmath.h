@@ -10,11 +10,11 @@
 // functor built on these functions vectorises where its loop does. Needs -fno-math-errno (a function that may set
 // errno is not a pure function of its argument) and libmvec at link time; CMake defines MT_SIM_VMATH only when the
 // toolchain links these symbols (glibc >= 2.35 for the list below), otherwise the loops keep the scalar calls.
+// float only: float64 keeps the scalar libm, whose results the CPU's float64 kernels reproduce to the bit
+// (test_training's float64 gradients compare bits; libmvec's double cos differs in the last place).
 #if defined(MT_SIM_ISA_AVX2) && MT_SIM_VMATH
 
-#define MT_VMATH_DECL(name)                                           \
-  __attribute__((simd("notinbranch"))) float name##f(float) noexcept; \
-  __attribute__((simd("notinbranch"))) double name(double) noexcept;
+#define MT_VMATH_DECL(name) __attribute__((simd("notinbranch"))) float name##f(float) noexcept;
 
 extern "C" {
 MT_VMATH_DECL(exp)
