@@ -26,6 +26,13 @@ VOCABULARY = {
     "ops_nn.h",
     "window.h",
     "pointwise.def",
+    # the sim runtime's execution model, shared by its kernel families (Note [Sim parallelism], [Sim ISA variants],
+    # [Sim row loops], [Sim vector math], [Sim GEMM])
+    "parallel.h",
+    "sim_isa.h",
+    "sim_vec.h",
+    "sim_vmath.h",
+    "sim_blas.h",
 }
 MAX_FAMILY_FANOUT = 8
 

@@ -56,7 +56,19 @@ def _results():
     }
     out.update(_norm_grads(d))
     out.update(_optimizer_step(d))
+    out.update(_attention(d))
     return {k: v.cpu() for k, v in out.items()}
+
+
+def _attention(d):
+    """SDPA forward and backward (kernels/sim/attention.cpp: query tiles, key tiles, GQA heads in a fixed order)."""
+    f = d.flatten()
+    q = f[: 2 * 4 * 300 * 64].reshape(2, 4, 300, 64).detach().requires_grad_()
+    k = f[1 << 20 :][: 2 * 2 * 260 * 64].reshape(2, 2, 260, 64).detach().requires_grad_()
+    v = (k.detach() * 0.5).requires_grad_()
+    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    (o * o.detach().flip(2)).sum().backward()
+    return {"sdpa": o.detach(), "sdpa_dq": q.grad, "sdpa_dk": k.grad, "sdpa_dv": v.grad}
 
 
 def _optimizer_step(d):
