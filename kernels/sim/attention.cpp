@@ -87,7 +87,7 @@ void forward(const AttentionArgs& a) {
             continue;
           }
           const A corr = std::exp(m[r] - m_new);
-          for (int64_t c = 0; c < nk; ++c) p[c] = std::exp(p[c] - m_new);
+          vec::exp_shifted(p, m_new, p, nk);
           l[r] = l[r] * corr + vec::sum(p, nk);
           A* o = acc.data() + r * a.dv;
           for (int64_t e = 0; e < a.dv; ++e) o[e] *= corr;
@@ -124,7 +124,7 @@ void backward_tile(const AttentionArgs& a, int64_t b, int64_t h, int64_t i0, int
     A* pr = p + r * kBk;
     A* dr = ds + r * kBk;
     const A lr = lse[r], dl = delta[r];
-    for (int64_t c = 0; c < nk; ++c) pr[c] = std::exp(pr[c] - lr);
+    vec::exp_shifted(pr, lr, pr, nk);
     if (a.dropout_p > 0) {
       for (int64_t c = 0; c < nk; ++c) {
         const A z = attn::dropout_factor(a, b, h, i0 + r, j0 + c);

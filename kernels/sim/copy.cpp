@@ -1,15 +1,20 @@
-// Sim twin of cuda/copy.cu: strided copy with conversion, and fill, as plain host loops.
+// Sim twin of cuda/copy.cu: strided copy with conversion, and fill, in runs split over the threads (Note [Sim
+// parallelism]). Compiled for each ISA variant (Note [Sim ISA variants]): conversions vectorise, half with F16C.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "mytorch/copy.h"
+#include "mytorch/parallel.h"
+#include "mytorch/sim_isa.h"
+#include "mytorch/sim_vec.h"
 
-namespace mytorch::sim {
+namespace mytorch::sim::MT_SIM_ISA_NS {
 namespace {
 
 // Visits every element in order of the shape, handing the innermost dimension to `inner` as one run:
-// inner(offset0, offset1, count, stride0, stride1).
+// inner(offset0, offset1, count, stride0, stride1). The runs split over the threads (each writes its own).
 template <typename Inner>
 void for_each_run(const StridedShape& s, const int64_t* st0, const int64_t* st1, Inner inner) {
   if (s.numel == 0) return;
@@ -17,21 +22,29 @@ void for_each_run(const StridedShape& s, const int64_t* st0, const int64_t* st1,
     inner(0, 0, 1, 0, 0);
     return;
   }
-  int64_t idx[kMaxDims] = {};
-  int64_t o0 = 0, o1 = 0;
   const int64_t runs = s.numel / s.sizes[0];
-  for (int64_t r = 0; r < runs; ++r) {
-    inner(o0, o1, s.sizes[0], st0[0], st1 ? st1[0] : 0);
-    for (int d = 1; d < s.ndim; ++d) {
-      ++idx[d];
-      o0 += st0[d];
-      if (st1) o1 += st1[d];
-      if (idx[d] < s.sizes[d]) break;
-      o0 -= st0[d] * s.sizes[d];
-      if (st1) o1 -= st1[d] * s.sizes[d];
-      idx[d] = 0;
+  par::parallel_for(runs, par::grain_for(s.sizes[0]), [&](int64_t rb, int64_t re) {
+    int64_t idx[kMaxDims] = {};
+    int64_t o0 = 0, o1 = 0;
+    for (int64_t d = 1, rest = rb; d < s.ndim; ++d) {
+      idx[d] = rest % s.sizes[d];
+      rest /= s.sizes[d];
+      o0 += idx[d] * st0[d];
+      if (st1) o1 += idx[d] * st1[d];
     }
-  }
+    for (int64_t r = rb; r < re; ++r) {
+      inner(o0, o1, s.sizes[0], st0[0], st1 ? st1[0] : 0);
+      for (int d = 1; d < s.ndim; ++d) {
+        ++idx[d];
+        o0 += st0[d];
+        if (st1) o1 += st1[d];
+        if (idx[d] < s.sizes[d]) break;
+        o0 -= st0[d] * s.sizes[d];
+        if (st1) o1 -= st1[d] * s.sizes[d];
+        idx[d] = 0;
+      }
+    }
+  });
 }
 
 template <typename To, typename From>
@@ -41,7 +54,13 @@ void cast_run(char* dst, const char* src, int64_t n, int64_t sd, int64_t ss) {
   if (aligned && sd == int64_t(sizeof(To)) && ss == int64_t(sizeof(From))) {
     To* d = reinterpret_cast<To*>(dst); // contiguous run: a typed loop the compiler vectorises
     const From* s = reinterpret_cast<const From*>(src);
-    for (int64_t i = 0; i < n; ++i) d[i] = mt_cast<To, From>(s[i]);
+    if constexpr (std::is_same_v<To, float> && (std::is_same_v<From, c10::Half> || std::is_same_v<From, c10::BFloat16>))
+      vec::to_opmath(s, d, n);  // F16C for half (Note [Sim row loops])
+    else if constexpr (std::is_same_v<From, float> &&
+                       (std::is_same_v<To, c10::Half> || std::is_same_v<To, c10::BFloat16>))
+      vec::from_opmath(s, d, n);
+    else
+      for (int64_t i = 0; i < n; ++i) d[i] = mt_cast<To, From>(s[i]);
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -54,17 +73,13 @@ void cast_run(char* dst, const char* src, int64_t n, int64_t sd, int64_t ss) {
 
 } // namespace
 
-rt::Status copy(const CopyParams& p, rt::Stream) {
+MT_SIM_ENTRY rt::Status copy(const CopyParams& p, rt::Stream) {
   char* dst = static_cast<char*>(p.dst.data);
   const char* src = static_cast<const char*>(p.src.data);
   if (p.dst.dtype == p.src.dtype && p.dst.elem_size == p.src.elem_size) {
     const int64_t es = p.dst.elem_size;
     for_each_run(p.shape, p.dst.strides, p.src.strides, [&](int64_t o0, int64_t o1, int64_t n, int64_t s0, int64_t s1) {
-      if (s0 == es && s1 == es) {
-        std::memmove(dst + o0, src + o1, static_cast<size_t>(n * es));
-      } else {
-        for (int64_t i = 0; i < n; ++i) std::memmove(dst + o0 + i * s0, src + o1 + i * s1, static_cast<size_t>(es));
-      }
+      vec::copy_elems(dst + o0, s0, src + o1, s1, n, es);
     });
     return rt::Status::Success;
   }
@@ -85,7 +100,7 @@ rt::Status copy(const CopyParams& p, rt::Stream) {
   return rt::Status::Success;
 }
 
-rt::Status fill(const FillParams& p, rt::Stream) {
+MT_SIM_ENTRY rt::Status fill(const FillParams& p, rt::Stream) {
   char* dst = static_cast<char*>(p.dst.data);
   const int64_t es = p.dst.elem_size;
   auto typed = [&](auto tag) {
@@ -114,7 +129,7 @@ rt::Status fill(const FillParams& p, rt::Stream) {
   return rt::Status::Success;
 }
 
-rt::Status iota(const IotaParams& p, rt::Stream) {
+MT_SIM_ENTRY rt::Status iota(const IotaParams& p, rt::Stream) {
   bool ok = dispatch_dtype(p.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!is_complex_t<T>::value && !std::is_same_v<T, bool>) {
@@ -125,4 +140,12 @@ rt::Status iota(const IotaParams& p, rt::Stream) {
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "iota: unsupported dtype");
 }
 
+} // namespace mytorch::sim::MT_SIM_ISA_NS
+
+#if !defined(MT_SIM_ISA_AVX2)
+namespace mytorch::sim {
+MT_SIM_DISPATCH(rt::Status, copy, (const CopyParams& p, rt::Stream s), (p, s))
+MT_SIM_DISPATCH(rt::Status, fill, (const FillParams& p, rt::Stream s), (p, s))
+MT_SIM_DISPATCH(rt::Status, iota, (const IotaParams& p, rt::Stream s), (p, s))
 } // namespace mytorch::sim
+#endif

@@ -9,6 +9,7 @@
 
 #include "mytorch/ops_math.h"
 #include "mytorch/parallel.h"
+#include "mytorch/sim_vec.h"
 
 namespace mytorch::sim {
 namespace {
@@ -32,28 +33,6 @@ void combine(T* dst, T v, ScatterOp op) {
     case ScatterOp::Min:
       *dst = ew::apply<EwOp::Minimum, T>(static_cast<O>(*dst), static_cast<O>(v), O(0), EwParams{});
       break;
-  }
-}
-
-// Copies cnt elements of es bytes from src (step ss elements) to dst (step ds elements).
-void copy_run(char* dst, int64_t ds, const char* src, int64_t ss, int64_t cnt, int64_t es) {
-  if (ds == 1 && ss == 1) {
-    std::memcpy(dst, src, static_cast<size_t>(cnt * es));
-    return;
-  }
-  auto run = [&](auto tag) {
-    using W = decltype(tag);
-    W* d = reinterpret_cast<W*>(dst);
-    const W* s = reinterpret_cast<const W*>(src);
-    for (int64_t i = 0; i < cnt; ++i) std::memcpy(d + i * ds, s + i * ss, sizeof(W));
-  };
-  switch (es) {
-    case 1: run(uint8_t{}); break;
-    case 2: run(uint16_t{}); break;
-    case 4: run(uint32_t{}); break;
-    case 8: run(uint64_t{}); break;
-    default:
-      for (int64_t i = 0; i < cnt; ++i) std::memcpy(dst + i * ds * es, src + i * ss * es, static_cast<size_t>(es));
   }
 }
 
@@ -90,7 +69,7 @@ rt::Status gather(const IndexArgs& a, rt::Stream) {
       int64_t t = 0, u = 0, bad = 0;
       if (row_const) {
         if (!index_offsets(a, r * row, &t, &u, &bad)) return fail(r * row, bad);
-        copy_run(out + u * es, os, src + t * es, ts, row, es);
+        MT_SIM_ISA_NS::vec::copy_elems(out + u * es, os * es, src + t * es, ts * es, row, es);
         continue;
       }
       for (int64_t o = r * row; o < (r + 1) * row; ++o) {

@@ -2,6 +2,7 @@
 // each row through the row loops of Note [Sim row loops]. Compiled for each ISA variant (Note [Sim ISA variants]).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "mytorch/layernorm.h"
@@ -26,26 +27,29 @@ void forward(const RowNormArgs& a) {
   const int64_t n = a.cols;
   const std::vector<A> w = param_row<P, A>(a.weight, n, A(1)), bias = param_row<P, A>(a.bias, n, A(0));
   par::parallel_for(a.rows, par::grain_for(6 * n), [&](int64_t rb, int64_t re) {
-    std::vector<A> buf(static_cast<size_t>(2 * n));
-    A* v = buf.data();
+    std::vector<A> buf(static_cast<size_t>(3 * n));
     A* t = buf.data() + n;
     for (int64_t r = rb; r < re; ++r) {
-      vec::to_opmath(static_cast<const T*>(a.x) + r * n, v, n);
+      const A* v = vec::as_opmath(static_cast<const T*>(a.x) + r * n, buf.data(), n);
       if (a.residual) {
         // the sum as stored, as the unfused add: rounded to T, then read back
-        vec::to_opmath(static_cast<const T*>(a.residual) + r * n, t, n);
-        for (int64_t j = 0; j < n; ++j) v[j] += t[j];
+        A* w = buf.data() + 2 * n;
+        const A* res = vec::as_opmath(static_cast<const T*>(a.residual) + r * n, t, n);
+        for (int64_t j = 0; j < n; ++j) w[j] = v[j] + res[j];
         T* sum = static_cast<T*>(a.sum) + r * n;
-        vec::from_opmath(v, sum, n);
-        vec::to_opmath(sum, v, n);
+        vec::from_opmath(w, sum, n);
+        v = vec::as_opmath(static_cast<const T*>(sum), w, n);
       }
       const A mean = a.rms ? A(0) : vec::sum(v, n) / static_cast<A>(n);
       const A sq = vec::sum_of<A>(n, [v, mean](int64_t j) { return (v[j] - mean) * (v[j] - mean); });
       const A rstd = lnm::overflow_is_nan(A(1) / std::sqrt(sq / static_cast<A>(n) + static_cast<A>(a.eps)), a.rms);
       if (a.mean) static_cast<A*>(a.mean)[r] = mean;
       static_cast<A*>(a.rstd)[r] = rstd;
-      for (int64_t j = 0; j < n; ++j) t[j] = (v[j] - mean) * rstd * w[j] + bias[j];
-      vec::from_opmath(t, static_cast<T*>(a.y) + r * n, n);
+      T* y = static_cast<T*>(a.y) + r * n;
+      A* out = t;
+      if constexpr (std::is_same_v<T, A>) out = y;
+      for (int64_t j = 0; j < n; ++j) out[j] = (v[j] - mean) * rstd * w[j] + bias[j];
+      if constexpr (!std::is_same_v<T, A>) vec::from_opmath(t, y, n);
     }
   });
 }
@@ -67,7 +71,7 @@ void backward(const RowNormArgs& a) {
   par::parallel_for(chunks, par::grain_for(8 * n * per), [&](int64_t cb, int64_t ce) {
     std::vector<A> buf(static_cast<size_t>(3 * n));
     A* xh = buf.data();
-    A* g = buf.data() + n;
+    A* gb = buf.data() + n;
     A* t = buf.data() + 2 * n;
     for (int64_t c = cb; c < ce; ++c) {
       A* dwc = a.dweight ? dw.data() + c * n : nullptr;
@@ -75,9 +79,9 @@ void backward(const RowNormArgs& a) {
       for (int64_t r = c * per; r < std::min(a.rows, (c + 1) * per); ++r) {
         const A mean = a.rms ? A(0) : static_cast<const A*>(a.mean)[r];
         const A rstd = static_cast<const A*>(a.rstd)[r];
-        vec::to_opmath(static_cast<const T*>(a.x) + r * n, xh, n);
-        vec::to_opmath(static_cast<const T*>(a.dy) + r * n, g, n);
-        for (int64_t j = 0; j < n; ++j) xh[j] = (xh[j] - mean) * rstd;
+        const A* x = vec::as_opmath(static_cast<const T*>(a.x) + r * n, xh, n);
+        const A* g = vec::as_opmath(static_cast<const T*>(a.dy) + r * n, gb, n);
+        for (int64_t j = 0; j < n; ++j) xh[j] = (x[j] - mean) * rstd;
         if (dwc)
           for (int64_t j = 0; j < n; ++j) dwc[j] += g[j] * xh[j];
         if (dbc)
@@ -86,8 +90,11 @@ void backward(const RowNormArgs& a) {
         for (int64_t j = 0; j < n; ++j) t[j] = g[j] * w[j];  // w dy
         const A s1 = a.rms ? A(0) : vec::sum(t, n), s2 = vec::dot(t, xh, n);
         const A inv_n = A(1) / static_cast<A>(n);
-        for (int64_t j = 0; j < n; ++j) t[j] = rstd * (t[j] - s1 * inv_n - xh[j] * s2 * inv_n);
-        vec::from_opmath(t, static_cast<T*>(a.dx) + r * n, n);
+        T* dx = static_cast<T*>(a.dx) + r * n;
+        A* out = t;
+        if constexpr (std::is_same_v<T, A>) out = dx;
+        for (int64_t j = 0; j < n; ++j) out[j] = rstd * (t[j] - s1 * inv_n - xh[j] * s2 * inv_n);
+        if constexpr (!std::is_same_v<T, A>) vec::from_opmath(t, dx, n);
       }
     }
   });

@@ -26,11 +26,11 @@ void forward_row(const SoftmaxArgs& s, const I* x, O* y, int64_t n, A* buf) {
   if constexpr (std::is_same_v<O, A>) e = y;
   const A mx = vec::max_nan(v, n);
   if (s.log) {
-    for (int64_t j = 0; j < n; ++j) e[j] = std::exp(v[j] - mx);
+    vec::exp_shifted(v, mx, e, n);
     const A shift = mx + std::log(vec::sum(e, n));
     for (int64_t j = 0; j < n; ++j) e[j] = v[j] - shift;
   } else {
-    for (int64_t j = 0; j < n; ++j) e[j] = std::exp(v[j] - mx);
+    vec::exp_shifted(v, mx, e, n);
     const A inv = A(1) / vec::sum(e, n);
     for (int64_t j = 0; j < n; ++j) e[j] *= inv;
   }

@@ -45,6 +45,16 @@ inline void to_opmath(const T* s, A* d, int64_t n) {
   }
 }
 
+// The row s[0, n) in A: s itself when T is A, else converted into buf.
+template <typename T, typename A>
+inline const A* as_opmath(const T* s, A* buf, int64_t n) {
+  if constexpr (std::is_same_v<T, A>) return s;
+  else {
+    to_opmath(s, buf, n);
+    return buf;
+  }
+}
+
 // d[0, n) := s[0, n) rounded to T (to nearest even, as c10's conversions: the same bits).
 template <typename A, typename T>
 inline void from_opmath(const A* s, T* d, int64_t n) {
@@ -63,11 +73,14 @@ inline void from_opmath(const A* s, T* d, int64_t n) {
   }
 }
 
-// The L lanes combined: lane k with lane k + w, w = L/2, ..., 1.
+// The L lanes combined: lane k with lane k + w, w = L/2, ..., 1 (each width a constant: the steps unroll into
+// vector operations).
 template <int L = kLanes, typename A, typename F>
 inline A fold(A* lane, F f) {
-  for (int w = L / 2; w >= 1; w /= 2)
-    for (int k = 0; k < w; ++k) lane[k] = f(lane[k], lane[k + w]);
+  if constexpr (L > 1) {
+    for (int k = 0; k < L / 2; ++k) lane[k] = f(lane[k], lane[k + L / 2]);
+    return fold<L / 2>(lane, f);
+  }
   return lane[0];
 }
 
@@ -105,6 +118,43 @@ inline A max_nan(const A* x, int64_t n) {
     for (int k = 0; k < L; ++k) lane[k] = mx(lane[k], x[i + k]);
   for (int k = 0; i + k < n; ++k) lane[k] = mx(lane[k], x[i + k]);
   return fold<L>(lane, mx);
+}
+
+// out[i] = exp(x[i] - shift) for rows of scores (softmax, attention), whose masked entries are -inf; out may be x.
+// A float result below the normal range (x - shift < -87.3, -inf included) is 0: libmvec computes such lanes on a
+// slow scalar path (a causally masked softmax ran 4x slower), and a probability below 1.2e-38 is 0 within any
+// tolerance. Three loops through memory: written as one, the compiler proves the clamp redundant under the final
+// select and drops it.
+template <typename A>
+inline void exp_shifted(const A* x, A shift, A* out, int64_t n) {
+  if constexpr (std::is_same_v<A, float>) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] - shift < -87.3f ? -87.3f : x[i] - shift;
+    for (int64_t i = 0; i < n; ++i) out[i] = std::exp(out[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = out[i] < 1.3e-38f ? 0.f : out[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i] - shift);
+  }
+}
+
+// Copies n elements of es bytes from src to dst, stepping ss and ds bytes: memmove when both are contiguous, else
+// typed loads and stores of the element's width (the copy kernels, gathers).
+inline void copy_elems(char* dst, int64_t ds, const char* src, int64_t ss, int64_t n, int64_t es) {
+  if (ds == es && ss == es) {
+    std::memmove(dst, src, static_cast<size_t>(n * es));
+    return;
+  }
+  auto run = [&](auto tag) {
+    using W = decltype(tag);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * ds, src + i * ss, sizeof(W));
+  };
+  switch (es) {
+    case 1: run(uint8_t{}); break;
+    case 2: run(uint16_t{}); break;
+    case 4: run(uint32_t{}); break;
+    case 8: run(uint64_t{}); break;
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * ds, src + i * ss, static_cast<size_t>(es));
+  }
 }
 
 } // namespace mytorch::sim::MT_SIM_ISA_NS::vec
