@@ -57,6 +57,7 @@ def _results():
     out.update(_norm_grads(d))
     out.update(_optimizer_step(d))
     out.update(_attention(d))
+    out.update(_convolution(d))
     return {k: v.cpu() for k, v in out.items()}
 
 
@@ -69,6 +70,15 @@ def _attention(d):
     o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     (o * o.detach().flip(2)).sum().backward()
     return {"sdpa": o.detach(), "sdpa_dq": q.grad, "sdpa_dk": k.grad, "sdpa_dv": v.grad}
+
+
+def _convolution(d):
+    """Convolution forward, input and weight gradients (kernels/sim/conv.cpp: images in order, channels split)."""
+    x = d.flatten()[: 4 * 16 * 20 * 20].reshape(4, 16, 20, 20).detach().requires_grad_()
+    w = d.flatten()[-32 * 8 * 9 :].reshape(32, 8, 3, 3).detach().requires_grad_()
+    y = torch.nn.functional.conv2d(x, w, padding=1, stride=(1, 2), groups=2)
+    (y * y.detach().flip(0)).sum().backward()
+    return {"conv": y.detach(), "conv_dx": x.grad, "conv_dw": w.grad}
 
 
 def _optimizer_step(d):

@@ -100,11 +100,11 @@ at::Tensor columns(const at::Tensor& x, Im2ColArgs a) {
   return cols;
 }
 
-// One pass through the device's convolution library (cuDNN on cuda); false when there is none (sim, or a
-// cuda machine without cuDNN), and the caller takes im2col + GEMM.
+// One pass through the device's convolution library (cuDNN on cuda; on sim the kernels' own blocked im2col + GEMM,
+// Note [Sim convolution]); false when there is none (a cuda machine without cuDNN, the emulator), and the caller
+// takes im2col + GEMM.
 bool libraryPass(ConvPass pass, const Geometry& g, const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy,
                  const at::Tensor& out) {
-  if (onSim()) return false;
   ConvArgs c;
   c.pass = pass;
   c.geom = g.a;

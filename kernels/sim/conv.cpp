@@ -1,28 +1,207 @@
-// sim im2col / col2im (Note [Convolution family]).
+// sim convolution (Note [Convolution family]): im2col / col2im in rows, and the sim's convolution passes as blocked
+// im2col + GEMM (Note [Sim convolution]). Compiled for each ISA variant (Note [Sim ISA variants]).
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
 #include "mytorch/conv.h"
 #include "mytorch/ops_math.h"
+#include "mytorch/parallel.h"
+#include "mytorch/sim_blas.h"
+#include "mytorch/sim_isa.h"
+#include "mytorch/sim_vec.h"
 
-namespace mytorch::sim {
+namespace mytorch::sim::MT_SIM_ISA_NS {
+namespace {
 
-rt::Status im2col(const Im2ColArgs& a, rt::Stream) {
-  const int64_t n = a.col2im ? a.n * a.c * a.ih * a.iw : a.n * a.c * a.kh * a.kw * a.oh * a.ow;
+// Note [Sim convolution]
+// The sim answers the glue's convolution passes itself (the role cuDNN has on cuda), one image at a time, so the
+// columns of an image ([C kh kw, OH OW] in the accumulation type, a few MB at most for the usual layers) stay in
+// cache between im2col and the GEMM instead of a batch's columns going through memory:
+// - forward: columns of image n, then y_n = W . cols per group (one GEMM, the CPU BLAS: Note [Sim GEMM]);
+// - backward data: cols = W^T . dy_n per group, then col2im adds each column row into the image row it reads,
+//   channel by channel (each channel's taps in a fixed order: deterministic);
+// - backward filter: dW += dy_n . cols_n^T per group, images in order.
+// im2col and col2im work in rows of output positions: a row of a stride-1 convolution is one copy of consecutive
+// input elements with zeros at the padded edges. The GEMMs run on the BLAS's threads; the row loops on ours.
+
+// Geometry of one row (c, i, j) of the columns: where output row y reads.
+struct Tap { int64_t c, i, j; };
+
+// Row `y` of tap (c, i, j) of image x (width iw) into out[0, ow): zeros where the window is in the padding.
+template <typename T, typename A>
+void im2col_row(const Im2ColArgs& a, const T* x, const Tap& t, int64_t y, A* out) {
+  const int64_t h = y * a.sh - a.ph + t.i * a.dh;
+  if (h < 0 || h >= a.ih) {
+    std::fill(out, out + a.ow, A(0));
+    return;
+  }
+  const T* row = x + (t.c * a.ih + h) * a.iw;
+  const int64_t w0 = t.j * a.dw - a.pw;  // input column of output 0
+  if (a.sw == 1) {
+    const int64_t lo = std::clamp<int64_t>(-w0, 0, a.ow), hi = std::clamp<int64_t>(a.iw - w0, lo, a.ow);
+    // (plain loops: a row is tens of elements, a memcpy call per row cost more than the copy)
+    for (int64_t x0 = 0; x0 < lo; ++x0) out[x0] = A(0);
+    for (int64_t x0 = lo; x0 < hi; ++x0) out[x0] = static_cast<A>(row[w0 + x0]);
+    for (int64_t x0 = hi; x0 < a.ow; ++x0) out[x0] = A(0);
+    return;
+  }
+  for (int64_t x0 = 0; x0 < a.ow; ++x0) {
+    const int64_t w = w0 + x0 * a.sw;
+    out[x0] = (w >= 0 && w < a.iw) ? static_cast<A>(row[w]) : A(0);
+  }
+}
+
+// cols[c kh kw, oh ow] of image x.
+template <typename T, typename A>
+void im2col_image(const Im2ColArgs& a, const T* x, A* cols) {
+  const int64_t k = int64_t(a.kh) * a.kw, l = a.oh * a.ow;
+  par::parallel_for(a.c * k * a.oh, par::grain_for(a.ow), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t y = r % a.oh, row = r / a.oh;
+      im2col_row<T, A>(a, x, Tap{row / k, row % k / a.kw, row % a.kw}, y, cols + row * l + y * a.ow);
+    }
+  });
+}
+
+// image x[c, ih, iw] := the sum of the column entries that read each element (col2im), channels in parallel;
+// within a channel the taps add in order.
+template <typename T, typename A>
+void col2im_image(const Im2ColArgs& a, const A* cols, T* x) {
+  const int64_t k = int64_t(a.kh) * a.kw, l = a.oh * a.ow, plane = a.ih * a.iw;
+  par::parallel_for(a.c, par::grain_for(k * l), [&](int64_t cb, int64_t ce) {
+    std::vector<A> acc(static_cast<size_t>(plane));
+    for (int64_t c = cb; c < ce; ++c) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (int64_t t = 0; t < k; ++t) {
+        const int64_t i = t / a.kw, j = t % a.kw;
+        const A* src = cols + (c * k + t) * l;
+        for (int64_t y = 0; y < a.oh; ++y) {
+          const int64_t h = y * a.sh - a.ph + i * a.dh;
+          if (h < 0 || h >= a.ih) continue;
+          A* dst = acc.data() + h * a.iw;
+          const int64_t w0 = j * a.dw - a.pw;
+          const A* s = src + y * a.ow;
+          if (a.sw == 1) {
+            const int64_t lo = std::clamp<int64_t>(-w0, 0, a.ow), hi = std::clamp<int64_t>(a.iw - w0, lo, a.ow);
+            for (int64_t x0 = lo; x0 < hi; ++x0) dst[w0 + x0] += s[x0];
+          } else {
+            for (int64_t x0 = 0; x0 < a.ow; ++x0) {
+              const int64_t w = w0 + x0 * a.sw;
+              if (w >= 0 && w < a.iw) dst[w] += s[x0];
+            }
+          }
+        }
+      }
+      vec::from_opmath(acc.data(), x + c * plane, plane);
+    }
+  });
+}
+
+// The workspace of a pass, in accumulation-type elements: the columns of one image, the weight and one image's
+// output (or its gradient) in the accumulation type when T is narrower.
+template <typename T, typename A>
+int64_t workspace_elems(const ConvArgs& c) {
+  const Im2ColArgs& a = c.geom;
+  const int64_t cols = a.c * a.kh * a.kw * a.oh * a.ow;
+  const int64_t w = c.cout * (a.c / c.groups) * a.kh * a.kw;
+  const int64_t img = std::max(c.cout * a.oh * a.ow, a.c * a.ih * a.iw);
+  return cols + (std::is_same_v<T, A> ? 0 : w + img);
+}
+
+template <typename T, typename A>
+void run_pass(const ConvArgs& c) {
+  const Im2ColArgs& a = c.geom;
+  const int64_t g = c.groups, cg = c.cout / g, kg = (a.c / g) * a.kh * a.kw, l = a.oh * a.ow;
+  const int64_t in_img = a.c * a.ih * a.iw, out_img = c.cout * l;
+  A* cols = static_cast<A*>(c.workspace);
+  A* wbuf = cols + a.c * a.kh * a.kw * l;
+  A* ibuf = wbuf + c.cout * kg;  // one image (output, its gradient, or the input's gradient) in A
+  // The weight (or its gradient) in A.
+  const A* W = nullptr;
+  if (c.pass != ConvPass::BackwardFilter) {
+    W = vec::as_opmath(static_cast<const T*>(c.w), wbuf, c.cout * kg);
+  }
+  A* dW = nullptr;
+  if (c.pass == ConvPass::BackwardFilter) {
+    dW = std::is_same_v<T, A> ? reinterpret_cast<A*>(c.out) : wbuf;
+    std::fill(dW, dW + c.cout * kg, A(0));
+  }
+  for (int64_t n = 0; n < a.n; ++n) {
+    switch (c.pass) {
+      case ConvPass::Forward: {
+        im2col_image<T, A>(a, static_cast<const T*>(c.x) + n * in_img, cols);
+        T* y = static_cast<T*>(c.out) + n * out_img;
+        A* yo = std::is_same_v<T, A> ? reinterpret_cast<A*>(y) : ibuf;
+        for (int64_t gi = 0; gi < g; ++gi)
+          blas::gemm<A>(false, false, cg, l, kg, A(1), W + gi * cg * kg, kg, cols + gi * kg * l, l, A(0),
+                        yo + gi * cg * l, l);
+        if constexpr (!std::is_same_v<T, A>) vec::from_opmath(yo, y, out_img);
+        break;
+      }
+      case ConvPass::BackwardData: {
+        const A* dy = vec::as_opmath(static_cast<const T*>(c.dy) + n * out_img, ibuf, out_img);
+        for (int64_t gi = 0; gi < g; ++gi)
+          blas::gemm<A>(true, false, kg, l, cg, A(1), W + gi * cg * kg, kg, dy + gi * cg * l, l, A(0),
+                        cols + gi * kg * l, l);
+        col2im_image<T, A>(a, cols, static_cast<T*>(c.out) + n * in_img);
+        break;
+      }
+      case ConvPass::BackwardFilter: {
+        im2col_image<T, A>(a, static_cast<const T*>(c.x) + n * in_img, cols);
+        const A* dy = vec::as_opmath(static_cast<const T*>(c.dy) + n * out_img, ibuf, out_img);
+        for (int64_t gi = 0; gi < g; ++gi)
+          blas::gemm<A>(false, true, cg, kg, l, A(1), dy + gi * cg * l, l, cols + gi * kg * l, l, A(1),
+                        dW + gi * cg * kg, kg);
+        break;
+      }
+    }
+  }
+  if constexpr (!std::is_same_v<T, A>) {
+    if (c.pass == ConvPass::BackwardFilter) vec::from_opmath(dW, static_cast<T*>(c.out), c.cout * kg);
+  }
+}
+
+template <typename T>
+using conv_acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+} // namespace
+
+MT_SIM_ENTRY rt::Status im2col(const Im2ColArgs& a, rt::Stream) {
   const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    for (int64_t e = 0; e < n; ++e) {
-      if (a.col2im) conv::col2im<T, ew::opmath_t<T>>(a, e);
-      else conv::im2col<T>(a, e);
+    const int64_t k = int64_t(a.kh) * a.kw, l = a.oh * a.ow;
+    for (int64_t n = 0; n < a.n; ++n) {
+      if (a.col2im) {
+        std::vector<ew::opmath_t<T>> cols(static_cast<size_t>(a.c * k * l));
+        vec::to_opmath(static_cast<const T*>(a.in) + n * a.c * k * l, cols.data(), a.c * k * l);
+        col2im_image<T, ew::opmath_t<T>>(a, cols.data(), static_cast<T*>(a.out) + n * a.c * a.ih * a.iw);
+      } else {
+        im2col_image<T, T>(a, static_cast<const T*>(a.in) + n * a.c * a.ih * a.iw,
+                           static_cast<T*>(a.out) + n * a.c * k * l);
+      }
     }
   });
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "im2col: expected a floating dtype");
 }
 
-} // namespace mytorch::sim
-
-namespace mytorch::sim {
-
-// sim has no convolution library: the glue runs im2col + GEMM (the reference path).
-rt::Status convolution(const ConvArgs&, size_t*, rt::Stream) {
-  return rt::report(rt::Status::Unavailable, "convolution: no convolution library on the sim runtime");
+// The sim's convolution passes (Note [Sim convolution]); with workspace_bytes set, only the workspace it needs.
+MT_SIM_ENTRY rt::Status convolution(const ConvArgs& c, size_t* workspace_bytes, rt::Stream) {
+  bool ok = dispatch_floating(c.geom.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = conv_acc_t<T>;
+    if (workspace_bytes) *workspace_bytes = static_cast<size_t>(workspace_elems<T, A>(c)) * sizeof(A);
+    else if (c.geom.n > 0) run_pass<T, A>(c);
+  });
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "convolution: expected a floating dtype");
 }
 
+} // namespace mytorch::sim::MT_SIM_ISA_NS
+
+#if !defined(MT_SIM_ISA_AVX2)
+namespace mytorch::sim {
+MT_SIM_DISPATCH(rt::Status, im2col, (const Im2ColArgs& a, rt::Stream s), (a, s))
+MT_SIM_DISPATCH(rt::Status, convolution, (const ConvArgs& c, size_t* w, rt::Stream s), (c, w, s))
 } // namespace mytorch::sim
+#endif

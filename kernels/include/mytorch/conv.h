@@ -7,7 +7,8 @@
 // atomics: deterministic). That is the sim path and the reference. On cuda the glue prefers cuDNN
 // (`convolution` below: forward, backward data, backward filter through cuDNN's convolution API, opened with
 // dlopen at first use like cuBLASLt, algorithms from its heuristics, deterministic ones when PyTorch asks),
-// and uses im2col + GEMM only when cuDNN cannot be loaded. sim's `convolution` reports Unavailable.
+// and uses im2col + GEMM only when cuDNN cannot be loaded. sim's `convolution` runs the passes itself, one image
+// at a time (Note [Sim convolution] in sim/conv.cpp).
 #pragma once
 
 #include <cstdint>
