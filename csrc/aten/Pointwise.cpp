@@ -5,6 +5,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -19,12 +20,35 @@ namespace {
 
 bool isCpuScalar(const at::Tensor& t) { return t.defined() && t.dim() == 0 && t.device().is_cpu(); }
 
-// The value of a scalar input, converted to `dtype` with ATen's CPU conversion.
+// The value of a scalar input, converted to `dtype` as ATen converts it: a Scalar as scalar_tensor's fill does
+// (Scalar::to, which refuses an overflow), a CPU tensor as a copy does (c10::convert). Read directly, not through
+// a CPU tensor and a copy: those were most of a one-element op's cost.
+bool commonType(c10::ScalarType t) {
+  return c10::isFloatingType(t) || c10::isComplexType(t) || c10::isIntegralType(t, /*includeBool=*/true);
+}
+
 void scalarBytes(const EwInput& in, c10::ScalarType dtype, unsigned char* dst) {
-  at::Tensor v = std::holds_alternative<c10::Scalar>(in)
-                     ? at::scalar_tensor(std::get<c10::Scalar>(in), at::TensorOptions().dtype(dtype))
-                     : std::get<at::Tensor>(in).to(dtype);
-  std::memcpy(dst, v.data_ptr(), v.element_size());
+  const bool is_scalar = std::holds_alternative<c10::Scalar>(in);
+  const at::Tensor* t = is_scalar ? nullptr : &std::get<at::Tensor>(in);
+  if (!commonType(dtype) || (t && !commonType(t->scalar_type()))) {  // barely-supported dtypes: through a tensor
+    at::Tensor v =
+        is_scalar ? at::scalar_tensor(std::get<c10::Scalar>(in), at::TensorOptions().dtype(dtype)) : t->to(dtype);
+    std::memcpy(dst, v.data_ptr(), v.element_size());
+    return;
+  }
+  AT_DISPATCH_V2(dtype, "scalarBytes", AT_WRAP([&] {
+                   using To = scalar_t;
+                   To v;
+                   if (is_scalar) {
+                     v = std::get<c10::Scalar>(in).to<To>();
+                   } else {
+                     AT_DISPATCH_V2(t->scalar_type(), "scalarBytes",
+                                    AT_WRAP([&] { v = c10::convert<To>(*t->const_data_ptr<scalar_t>()); }),
+                                    AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool);
+                   }
+                   std::memcpy(dst, &v, sizeof(To));
+                 }),
+                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool);
 }
 
 } // namespace

@@ -87,7 +87,7 @@ Status fail(Status s, std::string message) {
 // Returns the backend, or nullptr with the error recorded.
 static Backend* backend_or_fail(Status* st) {
   std::call_once(g_init_once, do_init);
-  g_initialized.store(true);
+  if (!g_initialized.load(std::memory_order_relaxed)) g_initialized.store(true);  // no fence on every launch
   if (g_bad_fork.load()) {
     *st = fail(Status::Forked,
                "cannot re-initialize mytorch in a forked subprocess: the parent process had already "
