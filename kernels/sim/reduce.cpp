@@ -121,7 +121,7 @@ struct State {
   }
 };
 
-constexpr int kCols = 64; // outputs per column block
+constexpr int kCols = 256; // outputs per column block
 
 // rows[0..m) of nb states each := pairwise, neighbours, as combine_pairwise does for one output.
 template <typename St, typename S>
