@@ -30,6 +30,7 @@
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
+#include "csrc/core/SimBlas.h"
 #include "mytorch/gemm.h"
 
 namespace mytorch {
@@ -151,8 +152,8 @@ Tensor& mmOut(const Tensor& a, const Tensor& b, Tensor& out) {
   checkOutDtype(out, a.scalar_type());
   at::native::resize_output(out, {a.size(0), b.size(1)});
   if (onSim()) {
-    Tensor ho = hostView(out);
-    at::mm_out(ho, hostView(a), hostView(b));
+    Tensor ho = hostView(out), ha = hostView(a), hb = hostView(b);
+    if (!simGemmOneDnn(ha, hb, ho, 0.f, 1.f)) at::mm_out(ho, ha, hb);  // Note [Sim GEMM library]
   } else {
     cudaGemm(out, a, b, 1.0, 0.0, Tensor(), GemmEpilogue::None);
   }
@@ -172,8 +173,13 @@ Tensor& addmmImpl(const Tensor& self, const Tensor& a, const Tensor& b, const c1
     at::native::resize_output(out, {m, n});
     Tensor ho = hostView(out);
     Tensor hs = in_place ? ho : hostView(self);
-    if (act_gelu.has_value()) at::_addmm_activation_out(ho, hs, hostView(a), hostView(b), beta_s, alpha_s, *act_gelu);
-    else at::addmm_out(ho, hs, hostView(a), hostView(b), beta_s, alpha_s);
+    if (act_gelu.has_value()) {
+      at::_addmm_activation_out(ho, hs, hostView(a), hostView(b), beta_s, alpha_s, *act_gelu);
+      return out;
+    }
+    Tensor ha = hostView(a), hb = hostView(b);
+    if (!simGemmOneDnn(ha, hb, ho, beta_s.toFloat(), alpha_s.toFloat(), hs))  // Note [Sim GEMM library]
+      at::addmm_out(ho, hs, ha, hb, beta_s, alpha_s);
     return out;
   }
   const double alpha = alpha_s.toDouble(), beta = beta_s.toDouble();
@@ -224,8 +230,8 @@ Tensor& bmmOut(const Tensor& a, const Tensor& b, Tensor& out) {
   checkOutDtype(out, a.scalar_type());
   at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
   if (onSim()) {
-    Tensor ho = hostView(out);
-    at::bmm_out(ho, hostView(a), hostView(b));
+    Tensor ho = hostView(out), ha = hostView(a), hb = hostView(b);
+    if (!simGemmOneDnn(ha, hb, ho, 0.f, 1.f)) at::bmm_out(ho, ha, hb);  // Note [Sim GEMM library]
   } else {
     cudaGemm(out, a, b, 1.0, 0.0, Tensor(), GemmEpilogue::None);
   }
@@ -242,8 +248,9 @@ Tensor& baddbmmOut(const Tensor& self, const Tensor& a, const Tensor& b, const c
   if (onSim()) {
     const bool in_place = out.is_same(self);
     at::native::resize_output(out, shape);
-    Tensor ho = hostView(out);
-    at::baddbmm_out(ho, in_place ? ho : hostView(self), hostView(a), hostView(b), beta_s, alpha_s);
+    Tensor ho = hostView(out), hs = in_place ? ho : hostView(self), ha = hostView(a), hb = hostView(b);
+    if (!simGemmOneDnn(ha, hb, ho, beta_s.toFloat(), alpha_s.toFloat(), hs))  // Note [Sim GEMM library]
+      at::baddbmm_out(ho, hs, ha, hb, beta_s, alpha_s);
     return out;
   }
   const double beta = beta_s.toDouble();

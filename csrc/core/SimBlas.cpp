@@ -1,22 +1,83 @@
-// Installs the sim kernels' GEMM (Note [Sim GEMM] in kernels/include/mytorch/sim_blas.h): ATen's CPU GEMMs on
-// tensors over the kernel's buffers, outside the dispatcher (no mode, no profiler event per block: the block is
-// part of a mytorch kernel).
-//
-// Which library: torch's CPU wheel has two. Its matmul calls MKL, which on AMD processors runs a generic AVX2
-// kernel; oneDNN (ATen's mkldnn_matmul) runs AVX-512 where the CPU has it. On this project's machine (AMD EPYC)
-// oneDNN multiplied 64x576 by 576x1024 (a convolution's image) in 0.19 ms against MKL's 0.46 ms, and 1024^3 in
-// 4.4 ms against 9.8 ms, but is slower below a few million multiply-adds (128x64x128: 18 us against 13 us, its
-// per-call set-up). So large float32 blocks go to oneDNN, when torch has it enabled, and the rest to MKL through
-// at::cpu::addmm. mkldnn_matmul is exported by libtorch_cpu but declared in no installed header: it is looked up
-// by name at first use, and MKL serves every block when the lookup fails.
+// The sim runtime's GEMMs (Note [Sim GEMM library]) and the GEMM the sim kernels call for their blocks (Note [Sim
+// GEMM] in kernels/include/mytorch/sim_blas.h): ATen's CPU GEMMs on tensors over the buffers, outside the
+// dispatcher (no mode, no profiler event per block: the block is part of a mytorch kernel).
+#include "csrc/core/SimBlas.h"
+
 #include <ATen/Context.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/addmm_cpu_dispatch.h>
 #include <ATen/ops/from_blob.h>
 #include <dlfcn.h>
 
+#include <atomic>
+
 #include "mytorch/sim_blas.h"
 
 namespace mytorch {
+namespace {
+
+// Note [Sim GEMM library]
+// torch's CPU wheel carries two GEMM libraries. Its float32 matmul calls MKL, which on processors other than
+// Intel's runs a generic AVX2 kernel; oneDNN (ATen's mkldnn_matmul, what torch's CPU matmul uses for bfloat16)
+// runs AVX-512 where the CPU has it. Measured on this project's machine (AMD EPYC with AVX-512, 2 threads, float32):
+//   shape (batch x m x k x n)          MKL            oneDNN
+//   2048 x 192 x 576 (the main job)   2.09 ms        0.94 ms
+//   96 x 128 x 32 x 128 (attention)   0.52 ms        0.25 ms
+//   64 x 576 x 1024 (a conv image)    0.46 ms        0.19 ms
+//   1024^3                            9.80 ms        4.38 ms
+//   128 x 64 x 128                    13 us          18 us   (oneDNN's per-call set-up)
+// So on a CPU that is not Intel's, float32 GEMMs of at least kOneDnnMin multiply-adds go to oneDNN, unless torch's
+// mkldnn switch is off; everything else, and every GEMM on Intel processors (where MKL runs its AVX-512 kernels;
+// not measured here), goes to MKL as on the CPU. The results differ from the CPU's in rounding only (IEEE float32 in
+// both; a float32 precision setting that lets oneDNN use bfloat16 applies as it does to the CPU's own oneDNN calls).
+// mkldnn_matmul is exported by libtorch_cpu but declared in no installed header: it is looked up by name once, and
+// MKL serves every GEMM when the lookup fails (another torch build).
+constexpr int64_t kOneDnnMin = int64_t(1) << 22;
+
+std::atomic<int64_t> g_onednn_calls{0};  // for the tests: that the path is taken where the policy says
+
+using MkldnnMatmul = void (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&, float, float);
+
+MkldnnMatmul mkldnnMatmul() {
+  static const MkldnnMatmul f = []() -> MkldnnMatmul {
+    __builtin_cpu_init();
+    if (__builtin_cpu_is("intel")) return nullptr;
+    void* lib = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD);
+    void* sym = lib ? dlsym(lib, "_ZN2at6native13mkldnn_matmulERKNS_6TensorES3_S3_ff") : nullptr;
+    return reinterpret_cast<MkldnnMatmul>(sym);
+  }();
+  return f;
+}
+
+bool unitStride(const at::Tensor& t) {
+  const int64_t d = t.dim();
+  return t.stride(d - 1) == 1 || t.stride(d - 2) == 1 || t.size(d - 1) == 1 || t.size(d - 2) == 1;
+}
+
+} // namespace
+
+bool simGemmOneDnn(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, float beta, float alpha,
+                   const at::Tensor& self) {
+  if (a.scalar_type() != at::kFloat || b.scalar_type() != at::kFloat || out.scalar_type() != at::kFloat) return false;
+  if (a.dim() != b.dim() || (a.dim() != 2 && a.dim() != 3) || out.dim() != a.dim()) return false;
+  const int64_t k = a.size(-1);
+  if (k == 0 || out.numel() * k < kOneDnnMin || !mkldnnMatmul() || !at::globalContext().userEnabledMkldnn())
+    return false;
+  if (!unitStride(a) || !unitStride(b) || !unitStride(out)) return false;
+  if (at::get_overlap_status(out, a) != at::MemOverlapStatus::No ||
+      at::get_overlap_status(out, b) != at::MemOverlapStatus::No)
+    return false;
+  if (self.defined() && !self.is_same(out)) {
+    if (self.scalar_type() != at::kFloat) return false;
+    if (beta != 0) out.copy_(self.expand(out.sizes()));  // oneDNN accumulates onto out
+  }
+  mkldnnMatmul()(a, b, out, beta, alpha);
+  g_onednn_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+int64_t simGemmOneDnnCalls() { return g_onednn_calls.load(); }
+
 namespace {
 
 template <typename A>
@@ -27,30 +88,13 @@ at::Tensor view(const A* p, bool t, int64_t rows, int64_t cols, int64_t ld) {
            : at::from_blob(const_cast<A*>(p), {rows, cols}, {ld, 1}, opts);
 }
 
-// at::native::mkldnn_matmul(mat1, mat2, result, beta, alpha): result = beta * result + alpha * mat1 . mat2
-using MkldnnMatmul = void (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&, float, float);
-
-MkldnnMatmul mkldnnMatmul() {
-  static const MkldnnMatmul f = [] {
-    void* lib = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD);
-    void* sym = lib ? dlsym(lib, "_ZN2at6native13mkldnn_matmulERKNS_6TensorES3_S3_ff") : nullptr;
-    return reinterpret_cast<MkldnnMatmul>(sym);
-  }();
-  return f;
-}
-
-constexpr int64_t kOneDnnMin = int64_t(1) << 22;  // multiply-adds from which oneDNN wins (measured above)
-
 template <typename A>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, A alpha, const A* a, int64_t lda, const A* b, int64_t ldb,
           A beta, A* c, int64_t ldc) {
   at::Tensor cc = view<A>(c, false, m, n, ldc);
   at::Tensor aa = view<A>(a, ta, m, k, lda), bb = view<A>(b, tb, k, n, ldb);
   if constexpr (std::is_same_v<A, float>) {
-    if (m * n * k >= kOneDnnMin && k > 0 && mkldnnMatmul() && at::globalContext().userEnabledMkldnn()) {
-      mkldnnMatmul()(aa, bb, cc, beta, alpha);
-      return;
-    }
+    if (simGemmOneDnn(aa, bb, cc, beta, alpha)) return;
   }
   at::cpu::addmm_out(cc, cc, aa, bb, beta, alpha);
 }

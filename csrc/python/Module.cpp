@@ -98,6 +98,7 @@ namespace mytorch {
 void addInductorBindings(PyObject* module);  // csrc/python/Inductor.cpp
 void addIpcBindings(pybind11::module& m);    // csrc/python/Ipc.cpp
 int simParallelProbe(int64_t n);             // csrc/core/SimParallel.cpp
+int64_t simGemmOneDnnCalls();               // csrc/core/SimBlas.cpp
 } // namespace mytorch
 
 namespace mytorch::dist {
@@ -260,6 +261,7 @@ PYBIND11_MODULE(_C, m) {
   // The process group's classes derive from torch's c10d bindings, which exist once torch.distributed is
   // imported: python/mytorch/distributed.py calls this then.
   m.def("_init_distributed", [m]() mutable { dist::initDistributedBindings(m); });
+  m.def("_sim_gemm_onednn_calls", &mytorch::simGemmOneDnnCalls);  // GEMMs oneDNN ran (Note [Sim GEMM library])
   m.def("_sim_parallel_probe", &mytorch::simParallelProbe,  // threads a sim parallel_for used (its test)
         py::arg("n"));
   m.def("_sim_threads", [] { return mytorch::par::threads(); });  // Note [Sim parallelism]
