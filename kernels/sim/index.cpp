@@ -1,6 +1,7 @@
 // Sim twin of cuda/index.cu (Note [Index engine]).
 #include "mytorch/index.h"
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstring>
@@ -63,13 +64,30 @@ rt::Status gather(const IndexArgs& a, rt::Stream) {
       bad_value = v;
     }
   };
+  // Rows of one index: the offsets of row r + kAhead are computed (and its source prefetched) while row r copies,
+  // so the random reads of an embedding or index_select overlap instead of waiting one after another.
+  constexpr int64_t kAhead = 8;
+  struct Next {
+    int64_t t = 0, u = 0, bad = 0;
+    bool ok = true;
+  };
+  auto look = [&](int64_t r, Next& n) {
+    n.ok = index_offsets(a, r * row, &n.t, &n.u, &n.bad);
+    if (n.ok && ts == 1)
+      for (int64_t b = 0; b < std::min<int64_t>(row * es, 4096); b += 64) __builtin_prefetch(src + n.t * es + b);
+  };
   par::parallel_for(rows, par::grain_for(row), [&](int64_t rb, int64_t re) {
+    Next ring[kAhead];
+    if (row_const)
+      for (int64_t r = rb; r < std::min(re, rb + kAhead); ++r) look(r, ring[r % kAhead]);
     for (int64_t r = rb; r < re; ++r) {
       if (r * row > bad_pos.load(std::memory_order_relaxed)) return;
       int64_t t = 0, u = 0, bad = 0;
       if (row_const) {
-        if (!index_offsets(a, r * row, &t, &u, &bad)) return fail(r * row, bad);
-        MT_SIM_ISA_NS::vec::copy_elems(out + u * es, os * es, src + t * es, ts * es, row, es);
+        const Next n = ring[r % kAhead];
+        if (r + kAhead < re) look(r + kAhead, ring[r % kAhead]);
+        if (!n.ok) return fail(r * row, n.bad);
+        MT_SIM_ISA_NS::vec::copy_elems(out + n.u * es, os * es, src + n.t * es, ts * es, row, es);
         continue;
       }
       for (int64_t o = r * row; o < (r + 1) * row; ++o) {
