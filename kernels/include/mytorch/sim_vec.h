@@ -124,7 +124,8 @@ inline A max_nan(const A* x, int64_t n) {
 // A float result below the normal range (x - shift < -87.3, -inf included) is 0: libmvec computes such lanes on a
 // slow scalar path (a causally masked softmax ran 4x slower), and a probability below 1.2e-38 is 0 within any
 // tolerance. Three loops through memory: written as one, the compiler proves the clamp redundant under the final
-// select and drops it.
+// select and drops it. (A polynomial exp of our own, Cody-Waite reduction and a degree-7 Taylor polynomial, measured
+// 0.51 ns an element against libmvec's 0.29: libmvec stays.)
 template <typename A>
 inline void exp_shifted(const A* x, A shift, A* out, int64_t n) {
   if constexpr (std::is_same_v<A, float>) {
