@@ -209,3 +209,26 @@ def test_the_avx2_object_exports_only_its_entry_points():
     # (e.g. red_output_offsets), which the link could otherwise pick for the baseline's calls
     parts = sorted((build / "CMakeFiles" / "mytorch_sim_avx2.dir").rglob("*.o"))
     assert parts and any(n for p in parts for n in _globals(p) if "3sim4avx2" not in n)
+
+
+def test_half_and_bfloat16_conversions_are_c10s():
+    """The AVX2 variant converts half with F16C and bfloat16 with integer shifts, 8 at a time (Note [Sim row loops]):
+    the same bits as c10's scalar conversions, ties to even, NaN, infinities, -0 and subnormals included."""
+    g = torch.Generator().manual_seed(3)
+    bits = torch.randint(-(2**31), 2**31 - 1, (1 << 16,), generator=g, dtype=torch.int32)
+    x = torch.cat([bits.view(torch.float32), torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 1e-40])])
+    ties = torch.tensor([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-11, 1 + 3 * 2**-11], dtype=torch.float32)
+    x = torch.cat([x, ties, -ties])
+    d = x.to("mytorch")
+    for dt in (torch.bfloat16, torch.float16):
+        got, want = d.to(dt).cpu(), x.to(dt)
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)) or (
+            torch.equal(got.isnan(), want.isnan()) and torch.equal(got[~want.isnan()], want[~want.isnan()])
+        ), dt
+        back = want.to("mytorch").float().cpu()
+        assert torch.equal(back.isnan(), want.float().isnan())
+        assert torch.equal(back[~back.isnan()], want.float()[~back.isnan()])
+        # and through an elementwise op's blocks: a product rounded once, as on the CPU
+        assert torch.equal(
+            (want.to("mytorch") * 3).cpu().view(torch.int16)[~want.isnan()], (want * 3).view(torch.int16)[~want.isnan()]
+        )

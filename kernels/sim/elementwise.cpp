@@ -94,6 +94,17 @@ void dense_half(Out* o, const T* x, const T* y, float sx, float sy, int n, const
   float xb[kBlock], yb[kBlock];
   using OB = std::conditional_t<std::is_same_v<Out, bool>, bool, float>;
   OB ob[kBlock];
+  if constexpr (!std::is_same_v<Out, bool>) {
+    // 8 at a time in registers: one F16C conversion per operand, the functor on 8 floats, one conversion back
+    for (; b + 8 <= e; b += 8) {
+      float x8[8], y8[8], o8[8];
+      if (x) vec::to_opmath(x + b, x8, 8);
+      if (n > 1 && y) vec::to_opmath(y + b, y8, 8);
+      if (n == 1) dense_unary<op, T, float, float, float>(o8, x8, p, 0, 8);
+      else dense_binary<op, T, float, float, float>(o8, x ? x8 : nullptr, y ? y8 : nullptr, sx, sy, p, 0, 8);
+      vec::from_opmath(o8, o + b, 8);
+    }
+  }
   for (int64_t i = b; i < e; i += kBlock) {
     const int64_t m = std::min(kBlock, e - i);
     if (x) vec::to_opmath(x + i, xb, m);
@@ -145,7 +156,8 @@ rt::Status run(const ElementwiseArgs& a) {
       const T* x = st[1] ? reinterpret_cast<const T*>(in[0]) : nullptr;
       const T* y = n > 1 && st[2] ? reinterpret_cast<const T*>(in[1]) : nullptr;
       par::parallel_for(a.shape.numel, grain, [&](int64_t b, int64_t e) {
-        if constexpr (std::is_same_v<T, c10::Half>) dense_half<op, T>(o, x, y, sval[0], sval[1], n, a.p, b, e);
+        if constexpr (std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>)
+          dense_half<op, T>(o, x, y, sval[0], sval[1], n, a.p, b, e);
         else if constexpr (n == 1) dense_unary<op, T, Out, O>(o, x, a.p, b, e);
         else dense_binary<op, T, Out, O>(o, x, y, sval[0], sval[1], a.p, b, e);
       });

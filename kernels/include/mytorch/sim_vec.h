@@ -20,8 +20,8 @@ namespace mytorch::sim::MT_SIM_ISA_NS::vec {
 
 // Note [Sim row loops]
 // The sim kernels that work on rows (softmax, norms, losses, attention, optimizers) share these loops instead of
-// writing a vector form each: a row is first converted to its opmath type in a buffer (half with F16C in the AVX2
-// variant, 8 per instruction; bfloat16 by shifts the compiler vectorises), then summed, maximised or dotted in
+// writing a vector form each: a row is first converted to its opmath type in a buffer (in the AVX2 variant half with
+// F16C and bfloat16 with integer shifts, 8 per step, the same bits as c10's conversions), then summed, maximised or dotted in
 // kLanes interleaved lanes combined by a fixed halving tree. The lane order depends on the length only, so a
 // row's result does not depend on the thread that computes it (Note [Sim parallelism]), and the lanes are what
 // lets the compiler keep them in vector registers (a single accumulator is a dependency chain it may not
@@ -39,6 +39,12 @@ inline void to_opmath(const T* s, A* d, int64_t n) {
     if constexpr (std::is_same_v<T, c10::Half> && std::is_same_v<A, float>) {
       for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+    }
+    if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<A, float>) {
+      for (; i + 8 <= n; i += 8) {  // the bits in the upper half of a float
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+        _mm256_storeu_ps(d + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+      }
     }
 #endif
     for (; i < n; ++i) d[i] = static_cast<A>(s[i]);
@@ -67,6 +73,19 @@ inline void from_opmath(const A* s, T* d, int64_t n) {
       for (; i + 8 <= n; i += 8)
         _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+    if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<A, float>) {
+      // c10's rounding: to nearest even (bits + 0x7fff + the kept lowest bit), every NaN to 0x7fc0
+      const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), qnan = _mm256_set1_epi32(0x7fc0);
+      for (; i + 8 <= n; i += 8) {
+        const __m256 f = _mm256_loadu_ps(s + i);
+        const __m256i b = _mm256_castps_si256(f);
+        const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), one);
+        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(b, bias), lsb), 16);
+        r = _mm256_blendv_epi8(r, qnan, _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_castsi256_si128(packed));
+      }
     }
 #endif
     for (; i < n; ++i) d[i] = static_cast<T>(s[i]);
