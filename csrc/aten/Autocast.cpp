@@ -35,6 +35,9 @@ Tensor binaryCrossEntropyBanned(const Tensor&, const Tensor&, const std::optiona
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  // torch 2.11's AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE names at::DimnameList unqualified (2.13 has no such type):
+  // a using-directive lets either version's list resolve (the build against torch 2.11 on a GPU machine failed).
+  using namespace at;  // NOLINT(google-build-using-namespace)
   AT_FORALL_LOWER_PRECISION_FP(MT_LOWER_PRECISION)
   AT_FORALL_FP32(MT_FP32)
   AT_FORALL_FP32_SET_OPT_DTYPE(MT_FP32_SET_OPT_DTYPE)

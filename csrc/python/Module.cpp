@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <ATen/ops/zeros.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/autograd.h>
 
