@@ -80,6 +80,43 @@ def cases():
         x, w = _t((16, 64, 32, 32)).to(d), _t((64, 64, 3, 3), seed=1).to(d)
         return lambda: F.conv2d(x, w, padding=1)
 
+    def gpt_step(d):
+        """The main job's training step (examples/train_gpt.py: its model and batch, AdamW)."""
+        import os
+        import sys
+
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+        from train_gpt import GPT
+
+        torch.manual_seed(0)
+        m = GPT().to(d)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+        g = torch.Generator().manual_seed(0)
+        x, y = (torch.randint(0, 256, (16, 128), generator=g).to(d) for _ in range(2))
+
+        def step():
+            loss = m(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        return step
+
+    def adamw_half(d):
+        ps = [torch.nn.Parameter(_t((512, 512), torch.bfloat16, seed=i).to(d)) for i in range(8)]
+        for i, p in enumerate(ps):
+            p.grad = _t((512, 512), torch.bfloat16, seed=100 + i).to(d)
+        return torch.optim.AdamW(ps, lr=1e-3, fused=True).step
+
+    def xent_bf16(d):
+        x = _t((4096, 32000), torch.bfloat16).to(d)
+        t = torch.randint(0, 32000, (4096,), generator=torch.Generator().manual_seed(0)).to(d)
+        return lambda: F.cross_entropy(x, t)
+
+    def conv_bf16(d):
+        x, w = _t((16, 64, 32, 32), torch.bfloat16).to(d), _t((64, 64, 3, 3), torch.bfloat16, seed=1).to(d)
+        return lambda: F.conv2d(x, w, padding=1)
+
     def tiny(d):
         x = torch.ones(1, device=d)
         return lambda: x.add_(1)
@@ -88,18 +125,29 @@ def cases():
         x = torch.ones(8, device=d)
         return lambda: x.sum()
 
+    bf16, f16 = torch.bfloat16, torch.float16
     return [
         ("add 1e6 f32", binary(torch.add)),
+        ("add 1e6 bf16", binary(torch.add, dtype=bf16)),
+        ("add 1e6 f16", binary(torch.add, dtype=f16)),
         ("mul 1e6 bf16", binary(torch.mul, dtype=torch.bfloat16)),
         ("mul 1e6 f16", binary(torch.mul, dtype=torch.float16)),
         ("gelu 1e6", unary(F.gelu)),
+        ("gelu 1e6 bf16", unary(F.gelu, dtype=bf16)),
+        ("gelu tanh 1e6", unary(lambda x: F.gelu(x, approximate="tanh"))),
+        ("silu 1e6", unary(F.silu)),
         ("exp 1e6", unary(torch.exp)),
+        ("exp 1e6 f16", unary(torch.exp, dtype=f16)),
         ("softmax 512x1024", unary(lambda x: torch.softmax(x, -1), (512, 1024))),
+        ("softmax 512x1024 bf16", unary(lambda x: torch.softmax(x, -1), (512, 1024), bf16)),
+        ("softmax dim0 1024x512", unary(lambda x: torch.softmax(x, 0), (1024, 512))),
         ("sum all 4e6", unary(torch.sum, (4 * M,))),
+        ("sum all 4e6 bf16", unary(torch.sum, (4 * M,), bf16)),
         ("sum dim0 2000x2000", unary(lambda x: x.sum(0), (2000, 2000))),
         ("sum dim1 2000x2000", unary(lambda x: x.sum(1), (2000, 2000))),
         ("cumsum 1e6", unary(lambda x: x.cumsum(0))),
         ("layer_norm 4096x768", unary(lambda x: F.layer_norm(x, (768,)), (4096, 768))),
+        ("layer_norm 4096x768 bf16", unary(lambda x: F.layer_norm(x, (768,)), (4096, 768), bf16)),
         ("rms_norm bf16 4096x2048", unary(lambda x: F.rms_norm(x, (2048,)), (4096, 2048), torch.bfloat16)),
         ("matmul 1024^3", binary(torch.matmul, (1024, 1024))),
         ("matmul bf16 1024^3", binary(torch.matmul, (1024, 1024), torch.bfloat16)),
@@ -108,11 +156,16 @@ def cases():
         ("index_select 1e5 rows of 256", index_select),
         ("embedding fwd 32k x 512", emb),
         ("cross_entropy 4096x32000", xent),
+        ("cross_entropy 4096x32000 bf16", xent_bf16),
         ("sdpa causal f32 4x8x512x64", sdpa(torch.float32)),
         ("sdpa causal bf16 4x8x512x64", sdpa(torch.bfloat16)),
+        ("sdpa causal f16 4x8x512x64", sdpa(torch.float16)),
         ("conv2d 16x64x32x32 k3", conv),
+        ("conv2d 16x64x32x32 k3 bf16", conv_bf16),
         ("fused AdamW 8x512x512", adamw),
+        ("fused AdamW 8x512x512 bf16", adamw_half),
         ("transformer layer f+b 8x128x256", layer),
+        ("main job step (GPT 16x128, AdamW)", gpt_step),
         ("tiny add_ (1 elem)", tiny),
         ("tiny sum (8 elem)", tiny_sum),
     ]
@@ -128,7 +181,38 @@ def main():
         if only and not any(s in name for s in only):
             continue
         b.compare(name, make("mytorch"), make(b.ref))
+    plot(b, args.threads)
     b.finish()
+
+
+def plot(b: Bench, threads: int) -> None:
+    """The ratios as bars on a log scale, the targets as lines (docs/sim_performance.md)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        b.note("matplotlib not installed: no plot")
+        return
+    rows = b.rows
+    fig, ax = plt.subplots(figsize=(8, 0.24 * len(rows) + 1.2))
+    y = range(len(rows))
+    ax.barh(list(y), [r.ratio for r in rows], color=["tab:green" if r.ratio >= 1 else "tab:orange" for r in rows])
+    ax.set_yticks(list(y), [r.case for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ticks = [t for t in (0.05, 0.1, 0.25, 0.5, 0.8, 1, 2, 4, 8, 16) if t <= 1.3 * max(r.ratio for r in rows)]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlim(min(0.8 * min(r.ratio for r in rows), 0.5), 1.3 * max(r.ratio for r in rows))
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.axvline(0.8, color="k", lw=0.6, ls="--")
+    ax.set_xlabel("CPU time / mytorch time (above 1: mytorch sim is faster; dashed: 1/1.25)")
+    ax.set_title(f"mytorch sim vs torch CPU, {threads} thread(s) each, {torch.__version__}", fontsize=9)
+    fig.tight_layout()
+    b.save_plot(fig, f"sim_vs_cpu_t{threads}.png")
 
 
 if __name__ == "__main__":
