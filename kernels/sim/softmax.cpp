@@ -15,6 +15,38 @@
 namespace mytorch::sim::MT_SIM_ISA_NS {
 namespace {
 
+// A short contiguous line (up to vec::kShort elements): the reference line function's order (smx::forward_line,
+// smx::backward_line), with the C library's scalar exp. The CPU runs such rows in scalar loops, and this gives its
+// bits; the vector path's lanes and libmvec would round differently, where a log-softmax gradient cancels.
+template <typename I, typename O, typename A>
+void forward_short(const SoftmaxArgs& s, const I* x, O* y, int64_t n) {
+  A mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    const A v = static_cast<A>(x[j]);
+    mx = (v != v || v > mx) ? v : mx;
+  }
+  A sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += vec::scalar_exp(static_cast<A>(x[j]) - mx);
+  const A lse = std::log(sum);
+  for (int64_t j = 0; j < n; ++j) {
+    const A v = static_cast<A>(x[j]) - mx;
+    y[j] = static_cast<O>(s.log ? v - lse : vec::scalar_exp(v) / sum);
+  }
+}
+
+template <typename G, typename O, typename A>
+void backward_short(const SoftmaxArgs& s, const G* g, const G* y, O* gi, int64_t n) {
+  A sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const A gv = static_cast<A>(g[j]);
+    sum += s.log ? gv : gv * static_cast<A>(y[j]);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const A gv = static_cast<A>(g[j]), yv = static_cast<A>(y[j]);
+    gi[j] = static_cast<O>(s.log ? gv - vec::scalar_exp(yv) * sum : yv * (gv - sum));
+  }
+}
+
 // One contiguous line of n elements; buf: room for 2n opmath values. Rows already in opmath are read and written
 // in place.
 template <typename I, typename O, typename A>
@@ -110,6 +142,13 @@ void run(const SoftmaxArgs& s) {
       std::vector<A> buf(static_cast<size_t>(2 * s.dim));
       for (int64_t l = b; l < e; ++l) {
         const int64_t off = l * s.dim;
+        if (s.dim <= vec::kShort) {
+          if (s.backward)
+            backward_short<I, O, A>(s, static_cast<const I*>(s.in) + off, static_cast<const I*>(s.out_saved) + off,
+                                    static_cast<O*>(s.out) + off, s.dim);
+          else forward_short<I, O, A>(s, static_cast<const I*>(s.in) + off, static_cast<O*>(s.out) + off, s.dim);
+          continue;
+        }
         if (s.backward)
           backward_row<I, O, A>(s, static_cast<const I*>(s.in) + off, static_cast<const I*>(s.out_saved) + off,
                                 static_cast<O*>(s.out) + off, s.dim, buf.data());

@@ -103,9 +103,18 @@ inline A fold(A* lane, F f) {
   return lane[0];
 }
 
+// Rows up to kShort elements are summed in sequence instead: as the CPU's scalar loops add them (the bits of short
+// rows, the alignment suite's samples, stay the CPU's), and lanes would mostly add zeros there.
+constexpr int64_t kShort = 2 * kLanes;
+
 // sum over i of g(i), in lanes (g reads the row: a value, a product, a square...).
 template <typename A, typename G>
 inline A sum_of(int64_t n, G g) {
+  if (n <= kShort) {
+    A s = 0;
+    for (int64_t i = 0; i < n; ++i) s += g(i);
+    return s;
+  }
   A lane[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
@@ -145,8 +154,24 @@ inline A max_nan(const A* x, int64_t n) {
 // tolerance. Three loops through memory: written as one, the compiler proves the clamp redundant under the final
 // select and drops it. (A polynomial exp of our own, Cody-Waite reduction and a degree-7 Taylor polynomial, measured
 // 0.51 ns an element against libmvec's 0.29: libmvec stays.)
+// The C library's scalar exp, through a pointer the vectoriser cannot replace by libmvec's (Note [Sim vector math]):
+// for short rows, whose bits should be the CPU's scalar loops'.
+template <typename A>
+inline A scalar_exp(A v) {
+  if constexpr (std::is_same_v<A, float>) {
+    static float (*volatile const f)(float) = &::expf;
+    return f(v);
+  } else {
+    return std::exp(v);
+  }
+}
+
 template <typename A>
 inline void exp_shifted(const A* x, A shift, A* out, int64_t n) {
+  if (n <= kShort) {
+    for (int64_t i = 0; i < n; ++i) out[i] = scalar_exp(x[i] - shift);
+    return;
+  }
   if constexpr (std::is_same_v<A, float>) {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] - shift < -87.3f ? -87.3f : x[i] - shift;
     for (int64_t i = 0; i < n; ++i) out[i] = std::exp(out[i]);
