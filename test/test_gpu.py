@@ -122,3 +122,22 @@ def test_kernel_families_match_sim_twins(tmp_path):
     cpu = ns["run"]("cpu")  # the inputs are drawn once, at exec: every run sees the same
     for k, v in sim.items():
         assert_aligned(mine[k], v, None, k, extra_refs=(cpu[k],) if k in cpu else ())
+
+
+def test_a_device_index_past_the_last_raises():
+    """On the GPU machine (one H100, torch 2.11) a script using mytorch:1 ended with a segmentation fault and no
+    message; on sim and emu it raises. Every runtime must raise an error naming the valid range."""
+    r = run_python("""
+        import torch, mytorch
+        n = torch.mytorch.device_count()
+        for make in (lambda: torch.randn(3, device=f"mytorch:{n}"), lambda: torch.arange(4).to(f"mytorch:{n}"),
+                     lambda: torch.full((5,), 7, device=f"mytorch:{n}")):
+            try:
+                make()
+                raise SystemExit("no error")
+            except RuntimeError as e:
+                assert "device index" in str(e) or "invalid device" in str(e).lower(), e
+        print("ok")
+    """)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stderr[-2000:])
+
