@@ -1,6 +1,10 @@
 """Resource usage of every CUDA kernel of the real sm_90 build, checked against the device's limits.
 
     python scripts/ptxas_check.py [--build-dir build/cmake-...-cuda] [--json out.json] [--jobs N]
+                                  [--regs-table FILE]
+
+--regs-table writes "kernel<TAB>registers" lines, the table the GPU performance model of the emulated build
+reads for occupancy (MYTORCH_EMU_PTXAS=FILE; Note [GPU performance model] in kernels/emu/trace.cpp).
 
 Takes the exact nvcc command of each kernels/cuda/*.cu from the CUDA build's ninja file (so the flags are the
 build's own), compiles its device code only (-cubin for sm_90, --resource-usage), and reads ptxas's report of
@@ -126,6 +130,7 @@ def main() -> None:
     p.add_argument("--build-dir", default="")
     p.add_argument("--json", default="")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--regs-table", default="", help="kernel<TAB>registers lines for MYTORCH_EMU_PTXAS")
     args = p.parse_args()
     build_dir = args.build_dir or find_build_dir()
     cmds = nvcc_commands(build_dir)
@@ -180,6 +185,9 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"kernels": rows, "problems": problems}, f, indent=1)
+    if args.regs_table:
+        with open(args.regs_table, "w") as f:
+            f.writelines(f"{k['kernel']}\t{k['registers']}\n" for k in rows)
     if problems:
         print("\n".join(["FAILED:"] + problems))
         sys.exit(1)

@@ -92,7 +92,10 @@ void check(rt::Status s, const char* what) {
 #if MYTORCH_EMU
 namespace mytorch::emu {
 bool primary_context_active(int device);  // kernels/emu/runtime_api.cpp
+namespace trace {
+bool set_file(const char* path);  // kernels/emu/trace.cpp
 }
+} // namespace mytorch::emu
 #endif
 
 namespace mytorch {
@@ -121,6 +124,10 @@ PYBIND11_MODULE(_C, m) {
   // Emulated CUDA build only: whether the emulated runtime created a device's primary context (tests of the
   // "maybe set device" rule).
   m.def("_emu_primary_context_active", [](int d) { return mytorch::emu::primary_context_active(d); });
+  // Note [GPU performance model]: every later launch appends its trace line to `path` ("" stops).
+  m.def("_emu_trace", [](const std::string& path) {
+    if (!mytorch::emu::trace::set_file(path.c_str())) throw std::runtime_error("cannot open the trace file " + path);
+  });
 #endif
   // Note [Autograd threads at exit]
   // The autograd engine runs a mytorch backward on its device thread, which drops its reference to the graph

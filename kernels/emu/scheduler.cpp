@@ -10,6 +10,7 @@
 
 #include "fiber.h"
 #include "internal.h"
+#include "trace.h"
 
 namespace mytorch::emu {
 namespace {
@@ -194,6 +195,7 @@ void run_block(Block& b, std::mt19937_64* rng) {
   if (L.shm) std::memset(b.dynamic_smem.get(), 0xA5, L.shm);
   for (auto& s : b.statics) std::free(s.second);
   b.statics.clear();
+  trace::block_begin(static_cast<int>(L.block.x * L.block.y * L.block.z), b.dynamic_smem.get(), L.shm);
   b.warps.resize(static_cast<size_t>((b.nthreads + 31) / 32));
   b.threads.resize(static_cast<size_t>(b.nthreads));
   for (int i = 0; i < b.nthreads; ++i) {
@@ -240,6 +242,7 @@ void run_block(Block& b, std::mt19937_64* rng) {
   }
   if (b.fault.empty() && b.fiber_mode) run_fibers(b, rng);
   for (auto& th : b.threads) fiber_release(&th.fiber);
+  trace::block_end();
 }
 
 [[noreturn]] void partial(const char* what) {
@@ -305,6 +308,7 @@ void* block_static_shared(const void* key, size_t bytes, size_t align) {
   void* p = std::aligned_alloc(align < 16 ? 16 : align, (bytes + align - 1) / align * align);
   std::memset(p, 0xA5, bytes);
   b.statics.emplace_back(key, p);
+  trace::static_shared(p, bytes);
   return p;
 }
 
@@ -324,6 +328,7 @@ Fault run_grid(const LaunchRec& L) {
     std::shuffle(ids.begin(), ids.end(), *r);
   }
   Fault out;
+  trace::launch_begin(L);
   for (unsigned long long k = 0; k < n; ++k) {
     const unsigned long long id = r ? ids[k] : k;
     b.idx = uint3{static_cast<unsigned>(id % L.grid.x), static_cast<unsigned>((id / L.grid.x) % L.grid.y),
@@ -335,6 +340,7 @@ Fault run_grid(const LaunchRec& L) {
       break;
     }
   }
+  trace::launch_end(L, !out.what.empty());
   for (auto& s : b.statics) std::free(s.second);
   t_block = saved_block;
   t_state = saved_state;
@@ -396,6 +402,7 @@ void mma_m16n8k16(float* c, const uint32_t* a, const uint32_t* b, bool bf16) {
     return half_bits(static_cast<uint16_t>(row % 2 ? word >> 16 : word & 0xFFFFu), bf16);
   };
   const int lane = self().linear % 32, g = lane / 4, t = lane % 4;
+  trace::mma();
   float out[4];
   for (int i = 0; i < 4; ++i) {
     const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
