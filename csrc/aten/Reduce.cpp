@@ -90,6 +90,14 @@ void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, b
               " dimensions");
   if (r.out_numel == 0) return;
   c10::DeviceGuard guard(self.device());
+  at::Tensor workspace;  // Note [CUDA reduction plan]: the partials of a split reduction
+  if (!onSim()) {
+    const ReducePlan plan = reduce_plan(r, multiProcessors(self.device().index()));
+    if (plan.workspace_bytes > 0) {
+      workspace = at::empty({static_cast<int64_t>(plan.workspace_bytes)}, self.options().dtype(at::kByte));
+      r.workspace = workspace.data_ptr();
+    }
+  }
   MT_RT_CHECK(kernels::reduce(r, nativeHandle(currentStream(self.device().index()))));
 }
 

@@ -1,6 +1,9 @@
 // See Runtime.h.
 #include "csrc/core/Runtime.h"
 
+#include <array>
+#include <atomic>
+
 #include <ATen/ops/from_blob.h>
 
 #include "mytorch/runtime.h"
@@ -8,6 +11,19 @@
 namespace mytorch {
 
 bool onSim() { return rt::kind() == rt::Kind::Sim; }
+
+int64_t multiProcessors(int device) {
+  static std::array<std::atomic<int64_t>, 64> cache{};
+  const size_t d = static_cast<size_t>(device) % cache.size();
+  int64_t n = cache[d].load(std::memory_order_relaxed);
+  if (n == 0) {
+    rt::DeviceProps p{};
+    MT_RT_CHECK(rt::get_device_properties(device, &p));
+    n = p.multi_processor_count > 0 ? p.multi_processor_count : 1;
+    cache[d].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
 
 at::Tensor hostView(const at::Tensor& t) {
   if (!t.defined()) return t;

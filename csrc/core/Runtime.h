@@ -18,6 +18,8 @@ namespace mytorch {
 
 // Whether kernels run on the simulated runtime, where device memory is host memory.
 bool onSim();
+// The device's streaming multiprocessors (cached per device), for the launch plans the glue sizes workspaces by.
+int64_t multiProcessors(int device);
 // A CPU tensor over the same bytes as device tensor `t` (sim and emu only; same sizes, strides and offset): how
 // the sim glue hands GEMMs to ATen's CPU BLAS (docs/architecture.md, "Kernels") and the sim process group hands
 // tensors to Gloo.

@@ -1,5 +1,5 @@
-// CUDA reductions and scans (Note [Reduction engine]): a block per output element, threads striding over
-// the reduced elements, accumulators combined through shared memory; scans run one thread per line.
+// CUDA reductions and scans (Note [Reduction engine]): reductions spread as Note [CUDA reduction plan] says
+// (rows, columns, split chunks combined by a second pass); scans run one thread per line.
 #include "common.cuh"
 #include "mytorch/reduce.h"
 
@@ -28,37 +28,167 @@ __device__ inline void store_any(DType t, void* base, int64_t off, A v) {
   }
 }
 
-template <RedOp op, typename T>
-__global__ void reduce_kernel(ReduceArgs r) {
+// Writes output o's result from its final accumulator (Note [CUDA reduction plan]).
+template <RedOp op, typename A>
+__device__ inline void finish(const ReduceArgs& r, int64_t o, const red::Acc<A>& acc) {
+  using R = red::Reduction<op>;
+  const red::RedOffsets at = red::red_output_offsets(r, o);
+  A mean = A(0);
+  const A v = R::project(acc, r.params, &mean);
+  if (r.want_values) store_any(r.out_dtype, r.out, at.out, v);
+  if (r.out2 != nullptr) {
+    if constexpr (R::kOut2 == red::Out2::Index) {
+      static_cast<int64_t*>(r.out2)[at.out2] = acc.n < 0 ? 0 : acc.n;
+    } else if constexpr (R::kOut2 == red::Out2::Mean) {
+      store_any(r.out_dtype, r.out2, at.out2, mean);
+    }
+  }
+}
+
+// A split plan's partial accumulator in the workspace: just the value when push and combine touch no more
+// (red::kOneValue: sums, extrema, norms), else the whole state.
+template <RedOp op, typename A>
+__device__ inline void put_partial(void* ws, int64_t i, const red::Acc<A>& acc) {
+  if constexpr (red::kOneValue<red::Reduction<op>>) static_cast<A*>(ws)[i] = acc.a;
+  else static_cast<red::Acc<A>*>(ws)[i] = acc;
+}
+template <RedOp op, typename A>
+__device__ inline red::Acc<A> get_partial(const void* ws, int64_t i, const RedParams& params) {
+  if constexpr (red::kOneValue<red::Reduction<op>>) {
+    red::Acc<A> acc = red::Reduction<op>::template init<A>(params);
+    acc.a = static_cast<const A*>(ws)[i];
+    return acc;
+  } else {
+    return static_cast<const red::Acc<A>*>(ws)[i];
+  }
+}
+
+// 16 bytes of T, loaded at once.
+template <typename T>
+struct alignas(16) Pack {
+  T v[16 / sizeof(T)];
+};
+
+// Rows: a block per (output, chunk); threads stride over the chunk's reduced elements, 16 bytes a load when
+// they are one aligned contiguous run. kPartial: the block's accumulator goes to ws[o * splits + chunk].
+template <RedOp op, typename T, bool kPartial>
+__global__ void reduce_rows_kernel(ReduceArgs r, ReducePlan p) {
   using R = red::Reduction<op>;
   using A = red::acc_t<op, T>;
   extern __shared__ unsigned char smem[];
   auto* parts = reinterpret_cast<red::Acc<A>*>(smem);
   const T* in = static_cast<const T*>(r.in);
+  const int64_t lo = int64_t(blockIdx.y) * p.chunk;
+  const int64_t hi = lo + p.chunk < r.red_numel ? lo + p.chunk : r.red_numel;
+  constexpr int kPack = 16 / sizeof(T);
+  const bool dense = r.red_ndim == 1 && r.red_in_strides[0] == 1;
   for (int64_t o = blockIdx.x; o < r.out_numel; o += gridDim.x) {
-    const red::RedOffsets at = red::red_output_offsets(r, o);
-    const int64_t in_base = at.in_base, out_off = at.out, out2_off = at.out2;
+    const int64_t in_base = red::red_output_offsets(r, o).in_base;
     red::Acc<A> acc = R::template init<A>(r.params);
-    for (int64_t j = threadIdx.x; j < r.red_numel; j += blockDim.x) {
-      R::push(acc, static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.params);
+    int64_t j = lo + threadIdx.x;
+    if (dense && kPack > 1 && reinterpret_cast<uintptr_t>(in + in_base + lo) % 16 == 0) {
+      const int64_t packs = (hi - lo) / kPack;
+      const auto* pk = reinterpret_cast<const Pack<T>*>(in + in_base + lo);
+      for (int64_t q = threadIdx.x; q < packs; q += blockDim.x) {
+        const Pack<T> v = pk[q];
+        for (int e = 0; e < kPack; ++e) R::push(acc, static_cast<A>(v.v[e]), lo + q * kPack + e, r.params);
+      }
+      j = lo + packs * kPack + threadIdx.x;  // the tail
     }
+    for (; j < hi; j += blockDim.x) R::push(acc, static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.params);
     parts[threadIdx.x] = acc;
     block_tree(parts, [&](red::Acc<A>& x, const red::Acc<A>& y) { R::combine(x, y, r.params); });
     if (threadIdx.x == 0) {
-      A mean = A(0);
-      const A v = R::project(parts[0], r.params, &mean);
-      if (r.want_values) store_any(r.out_dtype, r.out, out_off, v);
-      if (r.out2 != nullptr) {
-        if constexpr (R::kOut2 == red::Out2::Index) {
-          static_cast<int64_t*>(r.out2)[out2_off] = parts[0].n < 0 ? 0 : parts[0].n;
-        } else if constexpr (R::kOut2 == red::Out2::Mean) {
-          store_any(r.out_dtype, r.out2, out2_off, mean);
-        }
-      }
+      if constexpr (kPartial) put_partial<op>(r.workspace, o * p.splits + blockIdx.y, parts[0]);
+      else finish<op>(r, o, parts[0]);
     }
     __syncthreads();
   }
 }
+
+// Columns: a block of kRedColumns x kRedColumnRows threads per (32 adjacent outputs, chunk): a warp reads one
+// reduced row of its 32 outputs (adjacent in memory: coalesced), the block's rows interleave through the chunk
+// and combine in shared memory in a fixed order. kPartial: the result goes to ws[chunk * out_numel + o].
+template <typename A, typename Combine>
+__device__ inline void column_tree(red::Acc<A>* parts, Combine combine) {
+  __syncthreads();
+  for (unsigned s = blockDim.y / 2; s > 0; s /= 2) {
+    if (threadIdx.y < s)
+      combine(parts[threadIdx.y * blockDim.x + threadIdx.x], parts[(threadIdx.y + s) * blockDim.x + threadIdx.x]);
+    __syncthreads();
+  }
+}
+
+template <RedOp op, typename T, bool kPartial>
+__global__ void reduce_columns_kernel(ReduceArgs r, ReducePlan p) {
+  using R = red::Reduction<op>;
+  using A = red::acc_t<op, T>;
+  extern __shared__ unsigned char smem[];
+  auto* parts = reinterpret_cast<red::Acc<A>*>(smem);
+  const T* in = static_cast<const T*>(r.in);
+  const int64_t lo = int64_t(blockIdx.y) * p.chunk;
+  const int64_t hi = lo + p.chunk < r.red_numel ? lo + p.chunk : r.red_numel;
+  for (int64_t base = int64_t(blockIdx.x) * blockDim.x; base < r.out_numel; base += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = base + threadIdx.x;
+    red::Acc<A> acc = R::template init<A>(r.params);
+    if (o < r.out_numel) {
+      const int64_t in_base = red::red_output_offsets(r, o).in_base;
+      for (int64_t j = lo + threadIdx.y; j < hi; j += blockDim.y) {
+        R::push(acc, static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.params);
+      }
+    }
+    parts[threadIdx.y * blockDim.x + threadIdx.x] = acc;
+    column_tree(parts, [&](red::Acc<A>& x, const red::Acc<A>& y) { R::combine(x, y, r.params); });
+    if (threadIdx.y == 0 && o < r.out_numel) {
+      if constexpr (kPartial) put_partial<op>(r.workspace, blockIdx.y * r.out_numel + o, parts[threadIdx.x]);
+      else finish<op>(r, o, parts[threadIdx.x]);
+    }
+    __syncthreads();
+  }
+}
+
+// The second pass of a split plan: output o's partials combined in chunk order (a block per output for rows,
+// a thread per output for columns).
+template <RedOp op, typename T>
+__global__ void reduce_finish_rows_kernel(ReduceArgs r, ReducePlan p) {
+  using R = red::Reduction<op>;
+  using A = red::acc_t<op, T>;
+  extern __shared__ unsigned char smem[];
+  auto* parts = reinterpret_cast<red::Acc<A>*>(smem);
+  for (int64_t o = blockIdx.x; o < r.out_numel; o += gridDim.x) {
+    red::Acc<A> acc = R::template init<A>(r.params);
+    for (int64_t s = threadIdx.x; s < p.splits; s += blockDim.x) {
+      R::combine(acc, get_partial<op, A>(r.workspace, o * p.splits + s, r.params), r.params);
+    }
+    parts[threadIdx.x] = acc;
+    block_tree(parts, [&](red::Acc<A>& x, const red::Acc<A>& y) { R::combine(x, y, r.params); });
+    if (threadIdx.x == 0) finish<op>(r, o, parts[0]);
+    __syncthreads();
+  }
+}
+
+template <RedOp op, typename T>
+__global__ void reduce_finish_columns_kernel(ReduceArgs r, ReducePlan p) {
+  using R = red::Reduction<op>;
+  using A = red::acc_t<op, T>;
+  extern __shared__ unsigned char smem[];
+  auto* parts = reinterpret_cast<red::Acc<A>*>(smem);
+  for (int64_t base = int64_t(blockIdx.x) * blockDim.x; base < r.out_numel; base += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = base + threadIdx.x;
+    red::Acc<A> acc = R::template init<A>(r.params);
+    if (o < r.out_numel) {
+      for (int64_t s = threadIdx.y; s < p.splits; s += blockDim.y) {
+        R::combine(acc, get_partial<op, A>(r.workspace, s * r.out_numel + o, r.params), r.params);
+      }
+    }
+    parts[threadIdx.y * blockDim.x + threadIdx.x] = acc;
+    column_tree(parts, [&](red::Acc<A>& x, const red::Acc<A>& y) { R::combine(x, y, r.params); });
+    if (threadIdx.y == 0 && o < r.out_numel) finish<op>(r, o, parts[threadIdx.x]);
+    __syncthreads();
+  }
+}
+
+constexpr int kRedFinishThreads = 1024;
 
 template <RedOp op>
 rt::Status launch(const ReduceArgs& r, rt::Stream stream) {
@@ -67,8 +197,41 @@ rt::Status launch(const ReduceArgs& r, rt::Stream stream) {
     using T = decltype(tag);
     if constexpr (red::supported<op, T>()) {
       using A = red::acc_t<op, T>;
-      const unsigned grid = grid_blocks(r.out_numel);  // a block per output
-      reduce_kernel<op, T><<<grid, kThreads, kThreads * sizeof(red::Acc<A>), native(stream)>>>(r);
+      static_assert(sizeof(red::Acc<A>) <= kRedPartialBytes, "a partial accumulator larger than the plan's");
+      int dev = 0, sms = 1;
+      ignore_error(cudaGetDevice(&dev));
+      ignore_error(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+      const ReducePlan p = reduce_plan(r, sms);
+      if (p.splits > 1 && r.workspace == nullptr) {
+        st = rt::report(rt::Status::InvalidValue, "reduce: a split plan needs the workspace reduce_plan sizes");
+        return;
+      }
+      const size_t shm = kRedThreads * sizeof(red::Acc<A>);
+      const dim3 block(kRedThreads);
+      const cudaStream_t s = native(stream);
+      if (p.columns) {
+        const dim3 cblock(kRedColumns, kRedColumnRows);
+        const dim3 grid(grid_blocks(r.out_numel, kRedColumns), static_cast<unsigned>(p.splits));
+        const size_t cshm = kRedColumns * kRedColumnRows * sizeof(red::Acc<A>);
+        if (p.splits > 1) {
+          reduce_columns_kernel<op, T, true><<<grid, cblock, cshm, s>>>(r, p);
+          const dim3 fblock(kRedColumns, kRedFinishThreads / kRedColumns);
+          const size_t fshm = kRedFinishThreads * sizeof(red::Acc<A>);
+          reduce_finish_columns_kernel<op, T><<<grid_blocks(r.out_numel, kRedColumns), fblock, fshm, s>>>(r, p);
+        } else {
+          reduce_columns_kernel<op, T, false><<<grid, cblock, cshm, s>>>(r, p);
+        }
+      } else {
+        const dim3 grid(grid_blocks(r.out_numel), static_cast<unsigned>(p.splits));
+        if (p.splits > 1) {
+          reduce_rows_kernel<op, T, true><<<grid, block, shm, s>>>(r, p);
+          // few outputs, thousands of partials each: 1024 threads keep four times the loads in flight
+          const size_t fshm = kRedFinishThreads * sizeof(red::Acc<A>);
+          reduce_finish_rows_kernel<op, T><<<grid_blocks(r.out_numel), kRedFinishThreads, fshm, s>>>(r, p);
+        } else {
+          reduce_rows_kernel<op, T, false><<<grid, block, shm, s>>>(r, p);
+        }
+      }
       st = check_launch("reduce");
     }
   });

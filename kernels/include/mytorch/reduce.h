@@ -9,11 +9,12 @@
 // (acc_t), init, push (one element, with its index), combine (two partial accumulators) and project (the
 // result, and Var's mean), each reading the call's RedParams. Sums accumulate in opmath (float for half types, double for double, int64 for
 // integers), variance with Welford's update and Chan's combine, arg-reductions keep the first index of
-// the extreme value (NaN counts as the extreme, as in ATen). cuda/ gives each output element a block whose
-// threads stride over the reduced elements and combine in shared memory; sim/ does the same work as
-// blocked loops (partials of 256 elements), so both sum in a similar order.
+// the extreme value (NaN counts as the extreme, as in ATen). cuda/ spreads the work as Note [CUDA reduction
+// plan] says (a block or a thread per output, the reduced elements split over blocks when the outputs are few);
+// sim/ does the same work as blocked loops (Note [Sim parallelism]).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -79,7 +80,62 @@ struct ReduceArgs {
   int64_t out_numel = 0;
   int64_t red_numel = 0;
   RedParams params; // params.count == red_numel
+  // cuda: the first pass's partial accumulators when reduce_plan splits the reduced elements (glue-allocated,
+  // reduce_plan(...).workspace_bytes); the sim runtime does not read it.
+  void* workspace = nullptr;
 };
+
+// Note [CUDA reduction plan]
+// How the cuda kernels spread a reduction over the device, decided once here (the glue sizes the workspace with
+// it, the launcher follows it):
+//  - rows: a block per output element, its threads striding over the reduced elements (16-byte loads when the
+//    reduced elements are one contiguous run); used when the reduced elements are innermost in memory, or the
+//    outputs are not adjacent;
+//  - columns: when adjacent outputs are adjacent in memory and the reduced elements are strided (sum over a
+//    leading dimension, bias gradients): a block of kRedColumns x kRedColumnRows threads per 32 adjacent
+//    outputs, a warp reading one reduced row of them (coalesced), the block's rows combined in shared memory;
+//  - splits: when the outputs alone cannot fill the device (fewer blocks than kRedTargetWaves waves of
+//    resident blocks), each output's reduced elements are cut into `splits` fixed chunks; the first pass writes
+//    a partial accumulator per (output, chunk) to the workspace (just its value for red::kOneValue reductions)
+//    and a second pass combines them in chunk order.
+//    No atomics: the result depends only on the shape, never on the schedule.
+struct ReducePlan {
+  bool columns = false;
+  int64_t splits = 1; // chunks of each output's reduced elements (> 1: two passes)
+  int64_t chunk = 0; // reduced elements per chunk
+  size_t workspace_bytes = 0; // out_numel x splits partial accumulators
+};
+constexpr int64_t kRedThreads = 256; // threads of a reduction block
+constexpr int64_t kRedBlocksPerSm = 8; // resident blocks of 256 threads per SM (2048 threads)
+constexpr int64_t kRedTargetWaves = 2; // a split plan aims at this many waves of resident blocks
+constexpr int64_t kRedMinRowChunk = 1024; // reduced elements a block of a split row plan reads at least
+constexpr int64_t kRedColumns = 32; // outputs of a column block (a warp's width)
+constexpr int64_t kRedColumnRows = 8; // reduced rows a column block reads at once
+constexpr int64_t kRedMinColumnChunk = 128; // reduced rows a block of a split column plan reads at least
+constexpr int64_t kRedMaxSplits = 65535; // grid.y
+constexpr size_t kRedPartialBytes = 24; // the largest partial accumulator (Acc<double>, Acc<int64_t>)
+
+inline ReducePlan reduce_plan(const ReduceArgs& r, int64_t sms) {
+  ReducePlan p;
+  p.chunk = r.red_numel;
+  if (r.out_numel <= 0 || r.red_numel <= 0) return p;
+  const bool red_inner = r.red_ndim >= 1 && r.red_in_strides[r.red_ndim - 1] == 1;
+  p.columns = !red_inner && r.out_ndim >= 1 && r.out_in_strides[r.out_ndim - 1] == 1;
+  const int64_t target = kRedTargetWaves * kRedBlocksPerSm * (sms > 0 ? sms : 1);
+  const int64_t blocks = p.columns ? (r.out_numel + kRedColumns - 1) / kRedColumns : r.out_numel;
+  if (blocks >= target) return p;
+  const int64_t min_chunk = p.columns ? kRedMinColumnChunk : kRedMinRowChunk;
+  int64_t splits = std::min((target + blocks - 1) / blocks, r.red_numel / min_chunk);
+  splits = std::min(splits, kRedMaxSplits);
+  if (splits <= 1) return p;
+  int64_t chunk = (r.red_numel + splits - 1) / splits;
+  if (!p.columns) chunk = (chunk + 15) / 16 * 16; // chunks start 16-element aligned (16-byte loads)
+  p.splits = (r.red_numel + chunk - 1) / chunk;
+  p.chunk = chunk;
+  if (p.splits > 1) p.workspace_bytes = static_cast<size_t>(r.out_numel * p.splits) * kRedPartialBytes;
+  else p.chunk = r.red_numel;
+  return p;
+}
 
 struct ScanArgs {
   ScanOp op = ScanOp::CumSum;

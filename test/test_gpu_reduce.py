@@ -1,0 +1,148 @@
+"""The CUDA reductions' launch plans (Note [CUDA reduction plan] in kernels/include/mytorch/reduce.h): every plan
+(rows, columns, each split over blocks with a second pass) against the CPU, and — on the emulated build — their
+launch shapes and traffic against the GPU performance model (Note [GPU performance model], docs/gpu.md).
+
+Marked gpu: on the emulated build (scripts/emu.sh) and on a GPU; skipped on sim."""
+
+import pytest
+import torch
+
+from mytorch.testing import gpu_model
+from mytorch.testing._compare import assert_aligned, assert_sum_within_bound
+
+pytestmark = pytest.mark.gpu
+
+SMS = 132
+
+
+def _plan_cases():
+    g = torch.Generator().manual_seed(0)
+    big = torch.randn(1 << 18, generator=g)  # rows, split: a full reduction over many blocks
+    tall = torch.randn(4096, 48, generator=g)  # columns, split: few outputs, many reduced rows
+    wide = torch.randn(64, 3000, generator=g)  # rows, split, a tail that is not a multiple of 16 elements
+    cols = torch.randn(40, 1100, generator=g)  # columns, one pass (enough outputs)
+    return {"big": big, "tall": tall, "wide": wide, "cols": cols}
+
+
+OPS = {
+    "sum": lambda t, d: t.sum(d) if d is not None else t.sum(),
+    "mean": lambda t, d: t.mean(d) if d is not None else t.mean(),
+    "amax": lambda t, d: t.amax(d) if d is not None else t.amax(),
+    "amin": lambda t, d: t.amin(d) if d is not None else t.amin(),
+    "argmax": lambda t, d: t.argmax(d) if d is not None else t.argmax(),
+    "argmin": lambda t, d: t.argmin(d) if d is not None else t.argmin(),
+    "var": lambda t, d: t.var(d) if d is not None else t.var(),
+    "std": lambda t, d: t.std(d, correction=0) if d is not None else t.std(correction=0),
+    "norm": lambda t, d: t.norm(dim=d) if d is not None else t.norm(),
+    "nansum": lambda t, d: t.nansum(d) if d is not None else t.nansum(),
+}
+SHAPES = [("big", None), ("tall", 0), ("wide", 1), ("cols", 0), ("wide", None)]
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("case,dim", SHAPES, ids=[f"{c}-{d}" for c, d in SHAPES])
+def test_reduction_plans_match_the_cpu(op, case, dim):
+    x = _plan_cases()[case]
+    if op == "nansum":
+        x = x.clone()
+        x[::7] = float("nan")
+    if op in ("argmax", "argmin"):  # ties: the first index, across split chunks too
+        x = (x * 4).round()
+    mine = OPS[op](x.to("mytorch"), dim).cpu()
+    if op in ("sum", "nansum"):
+        xs = torch.nan_to_num(x, nan=0.0) if op == "nansum" else x
+        assert_sum_within_bound(mine, xs.flatten() if dim is None else xs, 0 if dim is None else dim, op)
+    else:
+        assert_aligned(mine, OPS[op](x, dim), OPS[op](x.double(), dim) if x.is_floating_point() else None, op)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.bool])
+def test_split_plans_of_other_dtypes(dtype):
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(3, 70000, generator=g) * 3).to(dtype)
+    for d in (None, 1):
+        for name in ("sum", "amax") if dtype != torch.bool else ("sum",):
+            mine = OPS[name](x.to("mytorch"), d).cpu()
+            ref = OPS[name](x, d)
+            gold = OPS[name](x.double(), d) if dtype.is_floating_point else None
+            assert_aligned(mine, ref, gold, f"{name} {dtype} dim {d}")
+    assert torch.equal(x.to("mytorch").any().cpu(), x.any()) and torch.equal(x.to("mytorch").all().cpu(), x.all())
+
+
+def test_vector_loads_of_an_unaligned_view():
+    """A row that starts off a 16-byte boundary takes the scalar loop: the same result."""
+    x = torch.randn(1 << 17)
+    v = x.to("mytorch")[1:]
+    assert_sum_within_bound(v.sum().cpu().reshape(1), x[1:].reshape(1, -1), 1)
+
+
+# ---- the GPU performance model (emulated build only) ----------------------------------------------------------
+needs_model = pytest.mark.skipif(
+    torch.mytorch.runtime() != "emu" or not gpu_model.available(), reason="the GPU performance model: emu build only"
+)
+
+
+@needs_model
+def test_full_sum_uses_the_whole_gpu():
+    """x.sum() of 4M floats: before, one 256-thread block (0.1% of the bandwidth); now blocks over every SM for
+    at least two waves, reading each byte once, coalesced, then a small second pass."""
+    n = 1 << 22
+    x = torch.randn(n, device="mytorch")
+    x.sum()
+    launches = gpu_model.trace(lambda: x.sum())
+    first = launches[0]
+    assert len(launches) == 2, launches
+    assert first["waves"] >= 2, first
+    assert gpu_model.traffic(launches) <= 1.25 * 4 * n, launches
+    assert gpu_model.coalescing(first) >= 0.95, first
+    assert gpu_model.fraction_of_peak(launches, min_bytes=4 * n) >= 0.5, launches
+
+
+@needs_model
+def test_leading_dim_sum_is_coalesced():
+    """sum over dim 0 of a [rows, cols] tensor (bias gradients): a thread per column, adjacent threads on
+    adjacent columns, the rows split over blocks when the columns are few."""
+    r, c = 32768, 256
+    x = torch.randn(r, c, device="mytorch")
+    x.sum(0)
+    launches = gpu_model.trace(lambda: x.sum(0))
+    first = launches[0]
+    assert first["waves"] >= 2, first
+    assert gpu_model.traffic(launches) <= 1.25 * 4 * r * c, launches
+    assert gpu_model.coalescing(first) >= 0.95, first
+    assert gpu_model.fraction_of_peak(launches, min_bytes=4 * r * c) >= 0.5, launches
+
+
+@needs_model
+def test_model_sees_uncoalesced_access():
+    """Negative control of the coalescing metric: a transposed operand reads a sector per lane."""
+    x = torch.randn(1024, 1024, device="mytorch")
+    y = torch.randn(1024, 1024, device="mytorch")
+    (x.t() + y)
+    launches = gpu_model.trace(lambda: x.t() + y)
+    assert gpu_model.coalescing(launches[0]) < 0.5, launches
+
+
+@needs_model
+def test_model_sees_a_single_block():
+    """Negative control of the wave and fraction checks: cumsum of one long line runs one thread (until the
+    scan row of docs/gpu.md is rewritten) and the model says so."""
+    x = torch.randn(1 << 14, device="mytorch")
+    launches = gpu_model.trace(lambda: x.cumsum(0))
+    assert launches[0]["waves"] == 1 and gpu_model.fraction_of_peak(launches, min_bytes=8 << 14) < 0.01, launches
+
+
+@needs_model
+def test_model_counts_shared_memory_bank_conflicts():
+    """A shared-memory access pattern with known conflicts (the tensor-core attention's unpadded tiles) shows
+    extra wavefronts; a conflict-free kernel (elementwise) shows none."""
+    import os
+
+    x = torch.randn(1 << 16, device="mytorch")
+    plain = gpu_model.trace(lambda: x + 1)
+    assert sum(r["bank_conflicts"] for r in plain) == 0, plain
+    q = torch.randn(1, 2, 128, 64, device="mytorch", dtype=torch.bfloat16)
+    attn = gpu_model.trace(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))
+    if os.environ.get("MYTORCH_ATTN_MMA") == "1":
+        assert sum(r["bank_conflicts"] for r in attn) > 0, attn
+    assert all(r["est_us"] > 0 for r in attn), attn
