@@ -44,12 +44,24 @@ __device__ inline T apply_op(T old, T v, ScatterOp op) {
   }
 }
 
-// Combines v into *addr atomically, whatever sizeof(T): CAS on the 4- or 8-byte word that holds it.
+// Combines v into *addr atomically, whatever sizeof(T): the hardware's own atomic add for float, double, int32
+// and int64 (one red.global per element), else CAS on the 4- or 8-byte word that holds it.
 template <typename T>
 __device__ inline void atomic_combine(T* addr, T v, ScatterOp op) {
   if (op == ScatterOp::Assign) {
     *addr = v;
     return;
+  }
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t>) {
+    if (op == ScatterOp::Add) {
+      atomicAdd(addr, v);
+      return;
+    }
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    if (op == ScatterOp::Add) {  // two's complement: the unsigned add is the signed one
+      atomicAdd(reinterpret_cast<unsigned long long*>(addr), static_cast<unsigned long long>(v));
+      return;
+    }
   }
   if constexpr (sizeof(T) == 8) {
     auto* word = reinterpret_cast<unsigned long long*>(addr);
