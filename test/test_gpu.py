@@ -140,4 +140,3 @@ def test_a_device_index_past_the_last_raises():
         print("ok")
     """)
     assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stderr[-2000:])
-

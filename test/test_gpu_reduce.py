@@ -1,6 +1,7 @@
-"""The CUDA reductions' launch plans (Note [CUDA reduction plan] in kernels/include/mytorch/reduce.h): every plan
-(rows, columns, each split over blocks with a second pass) against the CPU, and — on the emulated build — their
-launch shapes and traffic against the GPU performance model (Note [GPU performance model], docs/gpu.md).
+"""The CUDA reductions' and scans' launch plans (Notes [CUDA reduction plan] and [CUDA scan plan] in
+kernels/include/mytorch/reduce.h): every plan (rows, columns, each split over blocks with a second pass; chunked
+scans with the look-back, a thread per line) against the CPU, and — on the emulated build — their launch shapes and
+traffic against the GPU performance model (Note [GPU performance model], docs/gpu.md).
 
 Marked gpu: on the emulated build (scripts/emu.sh) and on a GPU; skipped on sim."""
 
@@ -76,6 +77,55 @@ def test_vector_loads_of_an_unaligned_view():
     assert_sum_within_bound(v.sum().cpu().reshape(1), x[1:].reshape(1, -1), 1)
 
 
+SCANS = {
+    "cumsum": lambda t, d: t.cumsum(d),
+    "cumprod": lambda t, d: t.cumprod(d),
+    "logcumsumexp": lambda t, d: t.logcumsumexp(d),
+}
+
+
+@pytest.mark.parametrize("op", sorted(SCANS))
+@pytest.mark.parametrize(
+    "shape,dim",
+    [((65,), 0), ((3, 2048), 1), ((2, 2049), 1), ((4, 9000), 1), ((70001,), 0), ((300, 5), 0), ((7, 100), 1)],
+)
+def test_scan_plans_match_the_cpu(op, shape, dim):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(*shape, generator=g)
+    if op == "cumprod":
+        # powers of two, mostly 1: every product exact in float32, so the chunks' look-back is checked exactly
+        # (products of arbitrary floats err by the association, as torch.cuda's do: about 2e-5 over 70k factors)
+        x = torch.where(x.abs() < 2.3, torch.ones_like(x), torch.where(x > 0, 2.0, 0.5))
+    mine = SCANS[op](x.to("mytorch"), dim).cpu()
+    # The CPU accumulates float scans in double; torch.cuda, like these kernels, in float. numpy's float32
+    # cumsum/cumprod is that float accumulation, and bounds the error as a second reference.
+    extra = ()
+    if op != "logcumsumexp":
+        extra = (torch.from_numpy(getattr(x.numpy(), op)(axis=dim)),)
+    assert_aligned(mine, SCANS[op](x, dim), SCANS[op](x.double(), dim), f"{op} {shape}", extra_refs=extra)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32])
+def test_chunked_scans_of_other_dtypes(dtype):
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(2, 5000, generator=g) * 4).to(dtype)
+    mine = x.to("mytorch").cumsum(1).cpu()
+    gold = x.double().cumsum(1) if dtype.is_floating_point else None
+    assert_aligned(mine, x.cumsum(1), gold, f"cumsum {dtype}")
+
+
+def test_logcumsumexp_special_values_and_determinism():
+    x = torch.randn(3, 6000)
+    x[0, 10] = float("inf")
+    x[1, 4000] = float("-inf")
+    x[2, 100:] = float("-inf")
+    x[2, 5000] = float("nan")
+    d = x.to("mytorch")
+    a, b = d.logcumsumexp(1).cpu(), d.logcumsumexp(1).cpu()
+    assert torch.equal(a.nan_to_num(), b.nan_to_num()) and torch.equal(a.isnan(), b.isnan())
+    assert_aligned(a, x.logcumsumexp(1), x.double().logcumsumexp(1), "logcumsumexp")
+
+
 # ---- the GPU performance model (emulated build only) ----------------------------------------------------------
 needs_model = pytest.mark.skipif(
     torch.mytorch.runtime() != "emu" or not gpu_model.available(), reason="the GPU performance model: emu build only"
@@ -124,12 +174,27 @@ def test_model_sees_uncoalesced_access():
 
 
 @needs_model
+def test_long_scans_use_the_whole_gpu():
+    """cumsum of long lines: before, a thread per line (0.03% of the bandwidth); now blocks of 2,048-element chunks
+    with a decoupled look-back: every element read and written once, coalesced, over at least two waves."""
+    lines, n = 5, 1 << 20
+    x = torch.randn(lines, n, device="mytorch")
+    x.cumsum(1)
+    launches = gpu_model.trace(lambda: x.cumsum(1))
+    scan = launches[-1]
+    assert scan["waves"] >= 2, scan
+    assert gpu_model.traffic(launches) <= 1.25 * 8 * lines * n, launches
+    assert gpu_model.coalescing(scan) >= 0.95, scan
+    assert gpu_model.fraction_of_peak(launches, min_bytes=8 * lines * n) >= 0.5, launches
+
+
+@needs_model
 def test_model_sees_a_single_block():
-    """Negative control of the wave and fraction checks: cumsum of one long line runs one thread (until the
-    scan row of docs/gpu.md is rewritten) and the model says so."""
-    x = torch.randn(1 << 14, device="mytorch")
+    """Negative control of the wave and fraction checks: a scan of two strided lines runs a thread per line (the
+    plan keeps that for strided lines) and the model says it uses a sliver of the device."""
+    x = torch.randn(1 << 14, 2, device="mytorch")
     launches = gpu_model.trace(lambda: x.cumsum(0))
-    assert launches[0]["waves"] == 1 and gpu_model.fraction_of_peak(launches, min_bytes=8 << 14) < 0.01, launches
+    assert launches[0]["waves"] == 1 and gpu_model.fraction_of_peak(launches, min_bytes=8 * 2 << 14) < 0.01, launches
 
 
 @needs_model

@@ -96,6 +96,7 @@ HAND = {
     "Var": lambda a: a.var(1),
     "CumSum": lambda a: a.cumsum(1),
     "CumProd": lambda a: a.cumprod(1),
+    "LogCumSumExp": lambda a: a.logcumsumexp(1),
 }
 
 

@@ -126,6 +126,14 @@ void runScan(ScanOp op, const at::Tensor& self, int64_t dim, const at::Tensor& o
   }
   if (in.numel() == 0) return;
   c10::DeviceGuard guard(self.device());
+  at::Tensor workspace;  // Note [CUDA scan plan]: the chunks' look-back tiles
+  if (!onSim()) {
+    const ScanPlan plan = scan_plan(s);
+    if (plan.workspace_bytes > 0) {
+      workspace = at::empty({static_cast<int64_t>(plan.workspace_bytes)}, self.options().dtype(at::kByte));
+      s.workspace = workspace.data_ptr();
+    }
+  }
   MT_RT_CHECK(kernels::scan(s, nativeHandle(currentStream(self.device().index()))));
 }
 

@@ -18,6 +18,7 @@
 #include <ATen/ops/count_nonzero_ops.h>
 #include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
+#include <ATen/ops/_logcumsumexp_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/linalg_vector_norm_ops.h>
@@ -333,6 +334,19 @@ Tensor& cumprod_out(const Tensor& self, int64_t dim, std::optional<at::ScalarTyp
   return out;
 }
 
+Tensor& logcumsumexp_out(const Tensor& self, int64_t dim, Tensor& out) {
+  if (!native(self, out) || !at::isFloatingType(self.scalar_type()) || out.scalar_type() != self.scalar_type()) {
+    return Fallback<at::_ops::_logcumsumexp_out>::call(self, dim, out);
+  }
+  runScan(ScanOp::LogCumSumExp, self, dim, out);
+  return out;
+}
+Tensor logcumsumexp(const Tensor& self, int64_t dim) {
+  if (!at::isFloatingType(self.scalar_type())) return Fallback<at::_ops::_logcumsumexp>::call(self, dim);
+  Tensor out = at::empty({0}, self.options());
+  return logcumsumexp_out(self, dim, out);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -365,6 +379,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "count_nonzero.dim_IntList", count_nonzero);
   MT_IMPL(m, "cumsum.out", cumsum_out);
   MT_IMPL(m, "cumprod.out", cumprod_out);
+  MT_IMPL(m, "_logcumsumexp.out", logcumsumexp_out);
+  MT_IMPL(m, "_logcumsumexp", logcumsumexp);
 }
 
 } // namespace mytorch

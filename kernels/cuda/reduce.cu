@@ -1,5 +1,5 @@
 // CUDA reductions and scans (Note [Reduction engine]): reductions spread as Note [CUDA reduction plan] says
-// (rows, columns, split chunks combined by a second pass); scans run one thread per line.
+// (rows, columns, split chunks combined by a second pass); scans as Note [CUDA scan plan] says.
 #include "common.cuh"
 #include "mytorch/reduce.h"
 
@@ -245,6 +245,147 @@ __global__ void scan_kernel(ScanArgs s) {
   }
 }
 
+// A chunk's published state for the look-back (Note [CUDA scan plan]): flag 0 nothing yet, 1 aggregate, 2
+// inclusive prefix (the aggregate of every chunk up to and including this one).
+template <typename A>
+struct ScanTile {
+  A aggregate;
+  A inclusive;
+  int flag;
+};
+
+template <typename A>
+__device__ inline int tile_flag(const ScanTile<A>* t) {
+  return *reinterpret_cast<const volatile int*>(&t->flag);
+}
+template <typename A>
+__device__ inline A tile_value(const A* v) {
+  return *reinterpret_cast<const volatile A*>(v);
+}
+
+// Shared-memory slot of element i of a chunk: one padding word every 32, so that a thread reading its kScanItems
+// consecutive elements does not conflict with its neighbours.
+__device__ inline int scan_slot(int i) { return i + i / 32; }
+
+template <ScanOp op, typename T>
+__global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
+  using A = red::sum_acc_t<T>;
+  using S = red::Scan<op>;
+  extern __shared__ unsigned char smem[];
+  A* items = reinterpret_cast<A*>(smem);                        // kScanChunk (+ padding) elements
+  A* warp_totals = items + scan_slot(int(kScanChunk));          // one per warp, then the chunk's prefix
+  auto* tiles = static_cast<ScanTile<A>*>(s.workspace);
+  __shared__ unsigned long long ticket;
+  __shared__ int has_prefix;
+  if (threadIdx.x == 0) {
+    ticket = chunks > 1 ? atomicAdd(reinterpret_cast<unsigned long long*>(static_cast<char*>(s.workspace) +
+                                                                          s.lines * chunks * sizeof(ScanTile<A>)),
+                                    1ull)
+                        : blockIdx.x;
+  }
+  __syncthreads();
+  const int64_t v = static_cast<int64_t>(ticket);
+  const int64_t line = v / chunks, chunk = v % chunks;
+  int64_t in_off = 0, out_off = 0, rest = line;
+  for (int d = s.outer_ndim - 1; d >= 0; --d) {
+    const int64_t i = rest % s.outer_sizes[d];
+    rest /= s.outer_sizes[d];
+    in_off += i * s.outer_in_strides[d];
+    out_off += i * s.outer_out_strides[d];
+  }
+  const int64_t start = chunk * kScanChunk;
+  const int64_t n = s.length - start < kScanChunk ? s.length - start : kScanChunk;
+  const T* in = static_cast<const T*>(s.in) + in_off + start;
+  T* out = static_cast<T*>(s.out) + out_off + start;
+  // coalesced loads: element k * kScanThreads + t by thread t
+  for (int k = 0; k < kScanItems; ++k) {
+    const int i = k * int(kScanThreads) + int(threadIdx.x);
+    items[scan_slot(i)] = i < n ? static_cast<A>(in[i]) : S::template init<A>();
+  }
+  __syncthreads();
+  // each thread scans its kScanItems consecutive elements
+  const int first = int(threadIdx.x) * int(kScanItems);
+  A run = items[scan_slot(first)];
+  for (int k = 1; k < kScanItems; ++k) {
+    run = S::combine(run, items[scan_slot(first + k)]);
+    items[scan_slot(first + k)] = run;
+  }
+  // the threads' totals scanned across the warp (shuffles), then across the warps
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  A incl = run;
+  for (int d = 1; d < 32; d *= 2) {
+    const A other = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl = S::combine(other, incl);
+  }
+  if (lane == 31) warp_totals[warp] = incl;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    A acc = warp_totals[0];
+    for (int w = 1; w < int(kScanThreads / 32); ++w) {
+      acc = S::combine(acc, warp_totals[w]);
+      warp_totals[w] = acc;
+    }
+    // the chunk's aggregate is acc; publish it and look back for the prefix of the chunks before
+    A prefix = S::template init<A>();
+    bool chunk_has_prefix = false;
+    if (chunks > 1) {
+      ScanTile<A>* tile = tiles + line * chunks + chunk;
+      if (chunk == 0) {
+        tile->inclusive = acc;
+        __threadfence();
+        atomicExch(&tile->flag, 2);
+      } else {
+        tile->aggregate = acc;
+        __threadfence();
+        atomicExch(&tile->flag, 1);
+        int64_t j = chunk - 1;
+        while (true) {  // the nearest chunk with its inclusive prefix published
+          int f;
+          while ((f = tile_flag(tiles + line * chunks + j)) == 0) {}
+          if (f == 2) break;
+          --j;
+        }
+        __threadfence();
+        prefix = tile_value(&tiles[line * chunks + j].inclusive);
+        for (int64_t k = j + 1; k < chunk; ++k)
+          prefix = S::combine(prefix, tile_value(&tiles[line * chunks + k].aggregate));
+        chunk_has_prefix = true;
+        tile->inclusive = S::combine(prefix, acc);
+        __threadfence();
+        atomicExch(&tile->flag, 2);
+      }
+    }
+    warp_totals[kScanThreads / 32] = prefix;
+    has_prefix = chunk_has_prefix ? 1 : 0;
+  }
+  __syncthreads();
+  // this thread's exclusive prefix within the block: the warps before, the lanes before
+  A before = S::template init<A>();
+  bool any = false;
+  if (warp > 0) {
+    before = warp_totals[warp - 1];
+    any = true;
+  }
+  const A lane_excl = __shfl_up_sync(0xffffffffu, incl, 1);
+  if (lane > 0) {
+    before = any ? S::combine(before, lane_excl) : lane_excl;
+    any = true;
+  }
+  if (has_prefix) {
+    before = any ? S::combine(warp_totals[kScanThreads / 32], before) : warp_totals[kScanThreads / 32];
+    any = true;
+  }
+  for (int k = 0; k < kScanItems; ++k) {
+    A& x = items[scan_slot(first + k)];
+    if (any) x = S::combine(before, x);
+  }
+  __syncthreads();
+  for (int k = 0; k < kScanItems; ++k) {
+    const int i = k * int(kScanThreads) + int(threadIdx.x);
+    if (i < n) out[i] = static_cast<T>(items[scan_slot(i)]);
+  }
+}
+
 } // namespace
 
 rt::Status reduce(const ReduceArgs& r, rt::Stream stream) {
@@ -256,14 +397,33 @@ rt::Status reduce(const ReduceArgs& r, rt::Stream stream) {
 
 rt::Status scan(const ScanArgs& s, rt::Stream stream) {
   if (s.lines == 0 || s.length == 0) return rt::Status::Success;
+  const ScanPlan p = scan_plan(s);
+  if (p.chunks > 1) {
+    if (s.workspace == nullptr) {
+      return rt::report(rt::Status::InvalidValue, "scan: a chunked scan needs the workspace scan_plan sizes");
+    }
+    if (cudaMemsetAsync(s.workspace, 0, p.workspace_bytes, native(stream)) != cudaSuccess) {
+      return check_launch("scan: clearing the look-back tiles");
+    }
+  }
   return scan_visit(
       s.op,
       [&](auto op) {
         bool ok = false;
         dispatch_dtype(s.dtype, [&](auto tag) {
           using T = decltype(tag);
-          if constexpr (red::scan_supported<decltype(op)::value, T>()) {
-            scan_kernel<decltype(op)::value, T><<<grid_for(s.lines), kThreads, 0, native(stream)>>>(s);
+          constexpr ScanOp o = decltype(op)::value;
+          if constexpr (red::scan_supported<o, T>()) {
+            using A = red::sum_acc_t<T>;
+            static_assert(sizeof(ScanTile<A>) <= kScanTileBytes, "a scan tile larger than the plan's");
+            const cudaStream_t st = native(stream);
+            if (p.chunked) {
+              const size_t shm = (scan_slot(int(kScanChunk)) + kScanThreads / 32 + 1) * sizeof(A);
+              const unsigned grid = static_cast<unsigned>(s.lines * p.chunks);
+              scan_chunked_kernel<o, T><<<grid, kScanThreads, shm, st>>>(s, p.chunks);
+            } else {
+              scan_kernel<o, T><<<grid_for(s.lines), kThreads, 0, st>>>(s);
+            }
             ok = true;
           }
         });

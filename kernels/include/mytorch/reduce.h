@@ -149,7 +149,40 @@ struct ScanArgs {
   int64_t outer_in_strides[kMaxDims] = {};
   int64_t outer_out_strides[kMaxDims] = {};
   int64_t in_stride = 1, out_stride = 1; // along the scanned dimension (elements)
+  // cuda: the chunks' published aggregates of a chunked scan (scan_plan(...).workspace_bytes; the sim ignores it)
+  void* workspace = nullptr;
 };
+
+// Note [CUDA scan plan]
+// Lines that are contiguous and longer than kScanShortLine are scanned by blocks of kScanThreads threads, each
+// taking a chunk of kScanChunk elements: loaded coalesced into shared memory, scanned per thread and across the
+// block, then given the prefix of the chunks before it by a decoupled look-back (single pass: every element is
+// read and written once). Block order comes from a ticket, so a chunk only waits for chunks already running. The
+// look-back finds the nearest chunk whose inclusive prefix is published and adds the aggregates after it from left
+// to right: the same operations, in the same order, as a chain of chunks would do, so the result depends on the
+// shape only, never on timing. Other lines (short, or strided: adjacent lines adjacent in memory) take a thread
+// per line.
+struct ScanPlan {
+  bool chunked = false;
+  int64_t chunks = 1; // chunks per line
+  size_t workspace_bytes = 0; // ScanTile per (line, chunk), then the ticket counter
+};
+constexpr int64_t kScanThreads = 256;
+constexpr int64_t kScanItems = 8;
+constexpr int64_t kScanChunk = kScanThreads * kScanItems;
+constexpr int64_t kScanShortLine = 64;
+constexpr size_t kScanTileBytes = 24; // the largest ScanTile (double or int64 values, a flag)
+
+inline ScanPlan scan_plan(const ScanArgs& s) {
+  ScanPlan p;
+  if (s.in_stride != 1 || s.out_stride != 1 || s.length <= kScanShortLine || s.lines <= 0) return p;
+  const int64_t chunks = (s.length + kScanChunk - 1) / kScanChunk;
+  if (s.lines > (int64_t(1) << 31) / chunks) return p; // more blocks than a grid holds: a thread per line
+  p.chunked = true;
+  p.chunks = chunks;
+  if (p.chunks > 1) p.workspace_bytes = static_cast<size_t>(s.lines * p.chunks) * kScanTileBytes + 16;
+  return p;
+}
 
 // red_visit(op, f, otherwise) / scan_visit: f(std::integral_constant<RedOp, op>{}) for a runtime op, a switch
 // over every row (as ew_visit).
@@ -413,6 +446,16 @@ template <> struct Scan<ScanOp::CumSum> {
 template <> struct Scan<ScanOp::CumProd> {
   template <typename A> MT_HOST_DEVICE static A init() { return A(1); }
   template <typename A> MT_HOST_DEVICE static A combine(A acc, A v) { return acc * v; }
+};
+// log(exp(acc) + exp(v)), as ATen's _log_add_exp_helper: NaN propagates, equal infinities stay.
+template <> struct Scan<ScanOp::LogCumSumExp> {
+  template <typename A> MT_HOST_DEVICE static A init() { return -std::numeric_limits<A>::infinity(); }
+  template <typename A> MT_HOST_DEVICE static A combine(A acc, A v) {
+    const A mn = v != v ? v : (v < acc ? v : acc);
+    const A mx = v != v ? v : (acc < v ? v : acc);
+    if (mn != mx || (mn - mn == mn - mn)) return std::log1p(std::exp(mn - mx)) + mx; // mn - mn: NaN iff mn inf
+    return acc;
+  }
 };
 
 // Scan line l (row-major over the outer dims).
