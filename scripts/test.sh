@@ -5,7 +5,7 @@
 #      its own build of the extension, which must load (on the sim runtime here) and pass the device tests;
 #      ptxas's resource usage of every kernel checked against the device's limits;
 #   2. the CUDA kernels on the emulated build under AddressSanitizer, in the natural schedule and in a fuzzed
-#      one with delayed streams, torch.multiprocessing's sharing through the emulated cudaIpc* calls, and a
+#      one with delayed streams, their launch shapes and traffic against the GPU performance model, torch.multiprocessing's sharing through the emulated cudaIpc* calls, and a
 #      seeded sample of the robustness fuzzer;
 #   3. torch.compile's Triton path: Inductor's Triton kernels for mytorch graphs, run by Triton's interpreter
 #      over sim memory (test/test_compile_triton.py; the path is chosen per process);
@@ -31,7 +31,8 @@ if [ "$cuda" = "1" ]; then
     ext=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" scripts/build.py flavour cuda | tail -n 1)
     MYTORCH_EXTENSION="$ext" "$PY" -m pytest -q -p no:cacheprovider test/test_device.py
     stage "ptxas: resource usage of the sm_90 kernels"
-    "$PY" scripts/ptxas_check.py --build-dir "$(dirname "$ext")"
+    "$PY" scripts/ptxas_check.py --build-dir "$(dirname "$ext")" --regs-table build/ptxas_regs_sm90.tsv
+    export MYTORCH_EMU_PTXAS=$PWD/build/ptxas_regs_sm90.tsv   # occupancy of the GPU performance model (docs/gpu.md)
   else
     stage "no nvcc: the CUDA compile check is skipped (it runs where the CUDA toolkit is installed, as in CI)"
   fi

@@ -105,6 +105,21 @@ def test_scan_plans_match_the_cpu(op, shape, dim):
     assert_aligned(mine, SCANS[op](x, dim), SCANS[op](x.double(), dim), f"{op} {shape}", extra_refs=extra)
 
 
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+@pytest.mark.parametrize("shape,dim", [((65,), 0), ((3, 2049), 1), ((2, 9000), 1), ((300, 5), 0), ((7, 100), 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16])
+def test_cummax_cummin_values_and_indices(op, shape, dim, dtype):
+    """Values and the index of each running extreme, ties and NaNs taking the latest index (as ATen), across
+    chunk edges."""
+    g = torch.Generator().manual_seed(4)
+    x = (torch.randn(*shape, generator=g) * 3).round().to(dtype)  # many ties
+    if dtype.is_floating_point:
+        x.view(-1)[::97] = float("nan")
+    mine, ref = getattr(x.to("mytorch"), op)(dim), getattr(x, op)(dim)
+    assert torch.equal(mine.values.cpu().nan_to_num(), ref.values.nan_to_num()), op
+    assert torch.equal(mine.indices.cpu(), ref.indices), op
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32])
 def test_chunked_scans_of_other_dtypes(dtype):
     g = torch.Generator().manual_seed(3)

@@ -27,7 +27,17 @@ def _run(*args, env=None, timeout=300):
 def test_every_listed_stage_is_dispatched():
     d = _driver()
     assert list(d.STAGES) == [
-        "probe", "build", "tests", "bench", "tests_mma", "ptxas", "ipc", "compile", "sanitizer", "align", "fuzz"
+        "probe",
+        "build",
+        "tests",
+        "bench",
+        "tests_mma",
+        "ptxas",
+        "ipc",
+        "compile",
+        "sanitizer",
+        "align",
+        "fuzz",
     ]
     assert all(callable(f) and f.__name__ == f"stage_{name}" for name, f in d.STAGES.items())
     r = _run("--help")

@@ -97,6 +97,8 @@ HAND = {
     "CumSum": lambda a: a.cumsum(1),
     "CumProd": lambda a: a.cumprod(1),
     "LogCumSumExp": lambda a: a.logcumsumexp(1),
+    "CumMax": lambda a: (lambda r: torch.cat([r.values, r.indices.to(a.dtype)], 1))(a.cummax(1)),
+    "CumMin": lambda a: (lambda r: torch.cat([r.values, r.indices.to(a.dtype)], 1))(a.cummin(1)),
 }
 
 

@@ -101,9 +101,10 @@ void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, b
   MT_RT_CHECK(kernels::reduce(r, nativeHandle(currentStream(self.device().index()))));
 }
 
-void runScan(ScanOp op, const at::Tensor& self, int64_t dim, const at::Tensor& out) {
+void runScan(ScanOp op, const at::Tensor& self, int64_t dim, const at::Tensor& out, const at::Tensor& indices) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(out, self.sizes());
+  if (indices.defined()) at::native::resize_output(indices, self.sizes());
   const at::Tensor in = self.scalar_type() == out.scalar_type() ? self : self.to(out.scalar_type());
   ScanArgs s;
   s.op = op;
@@ -115,12 +116,19 @@ void runScan(ScanOp op, const at::Tensor& self, int64_t dim, const at::Tensor& o
   s.length = in.dim() == 0 ? 1 : in.size(dim);
   s.in_stride = in.dim() == 0 ? 1 : in.stride(dim);
   s.out_stride = in.dim() == 0 ? 1 : out.stride(dim);
+  if (indices.defined()) {
+    TORCH_CHECK(indices.scalar_type() == at::kLong, "mytorch: the indices of a scan are int64, got ",
+                indices.scalar_type());
+    s.indices = indices.data_ptr();
+    s.idx_stride = in.dim() == 0 ? 1 : indices.stride(dim);
+  }
   s.lines = 1;
   for (int64_t d = 0; d < in.dim(); ++d) {
     if (d == dim) continue;
     s.outer_sizes[s.outer_ndim] = in.size(d);
     s.outer_in_strides[s.outer_ndim] = in.stride(d);
     s.outer_out_strides[s.outer_ndim] = out.stride(d);
+    if (indices.defined()) s.outer_idx_strides[s.outer_ndim] = indices.stride(d);
     s.lines *= in.size(d);
     ++s.outer_ndim;
   }

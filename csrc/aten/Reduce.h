@@ -27,6 +27,8 @@ at::Tensor computeInput(const at::Tensor& self, std::optional<at::ScalarType> dt
 void checkNamedDtype(const at::Tensor& out, std::optional<at::ScalarType> dtype);
 
 // Inclusive scan along `dim`, computed and written in out's dtype.
-void runScan(ScanOp op, const at::Tensor& self, int64_t dim, const at::Tensor& out);
+// out[i] = the scan of self along dim up to i; indices (int64, the indexed rows only): where each value came from.
+void runScan(ScanOp op, const at::Tensor& self, int64_t dim, const at::Tensor& out,
+             const at::Tensor& indices = at::Tensor());
 
 } // namespace mytorch

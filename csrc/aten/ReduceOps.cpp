@@ -18,6 +18,8 @@
 #include <ATen/ops/count_nonzero_ops.h>
 #include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
+#include <ATen/ops/_cummax_helper_ops.h>
+#include <ATen/ops/_cummin_helper_ops.h>
 #include <ATen/ops/_logcumsumexp_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/exp.h>
@@ -347,6 +349,15 @@ Tensor logcumsumexp(const Tensor& self, int64_t dim) {
   return logcumsumexp_out(self, dim, out);
 }
 
+// cummax / cummin (ATen's composites resize values and indices, then call these helpers).
+template <ScanOp op, typename AtenOp>
+void cumExtremeHelper(const Tensor& self, Tensor& values, Tensor& indices, int64_t dim) {
+  if (self.scalar_type() == at::kBool || self.is_complex() || values.scalar_type() != self.scalar_type()) {
+    return Fallback<AtenOp>::call(self, values, indices, dim);
+  }
+  runScan(op, self, dim, values, indices);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -381,6 +392,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "cumprod.out", cumprod_out);
   MT_IMPL(m, "_logcumsumexp.out", logcumsumexp_out);
   MT_IMPL(m, "_logcumsumexp", logcumsumexp);
+  MT_IMPL(m, "_cummax_helper", (cumExtremeHelper<ScanOp::CumMax, at::_ops::_cummax_helper>));
+  MT_IMPL(m, "_cummin_helper", (cumExtremeHelper<ScanOp::CumMin, at::_ops::_cummin_helper>));
 }
 
 } // namespace mytorch

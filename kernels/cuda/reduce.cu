@@ -150,7 +150,7 @@ __global__ void reduce_columns_kernel(ReduceArgs r, ReducePlan p) {
 // The second pass of a split plan: output o's partials combined in chunk order (a block per output for rows,
 // a thread per output for columns).
 template <RedOp op, typename T>
-__global__ void reduce_finish_rows_kernel(ReduceArgs r, ReducePlan p) {
+__global__ void __launch_bounds__(1024) reduce_finish_rows_kernel(ReduceArgs r, ReducePlan p) {
   using R = red::Reduction<op>;
   using A = red::acc_t<op, T>;
   extern __shared__ unsigned char smem[];
@@ -168,7 +168,7 @@ __global__ void reduce_finish_rows_kernel(ReduceArgs r, ReducePlan p) {
 }
 
 template <RedOp op, typename T>
-__global__ void reduce_finish_columns_kernel(ReduceArgs r, ReducePlan p) {
+__global__ void __launch_bounds__(1024) reduce_finish_columns_kernel(ReduceArgs r, ReducePlan p) {
   using R = red::Reduction<op>;
   using A = red::acc_t<op, T>;
   extern __shared__ unsigned char smem[];
@@ -188,7 +188,7 @@ __global__ void reduce_finish_columns_kernel(ReduceArgs r, ReducePlan p) {
   }
 }
 
-constexpr int kRedFinishThreads = 1024;
+constexpr int kRedFinishThreads = 1024;  // the finish kernels' __launch_bounds__
 
 template <RedOp op>
 rt::Status launch(const ReduceArgs& r, rt::Stream stream) {
@@ -247,89 +247,97 @@ __global__ void scan_kernel(ScanArgs s) {
 
 // A chunk's published state for the look-back (Note [CUDA scan plan]): flag 0 nothing yet, 1 aggregate, 2
 // inclusive prefix (the aggregate of every chunk up to and including this one).
-template <typename A>
+template <typename St>
 struct ScanTile {
-  A aggregate;
-  A inclusive;
+  St aggregate;
+  St inclusive;
   int flag;
 };
 
-template <typename A>
-__device__ inline int tile_flag(const ScanTile<A>* t) {
+template <typename St>
+__device__ inline int tile_flag(const ScanTile<St>* t) {
   return *reinterpret_cast<const volatile int*>(&t->flag);
 }
+// A published value, read past the cache (another block wrote it).
 template <typename A>
-__device__ inline A tile_value(const A* v) {
-  return *reinterpret_cast<const volatile A*>(v);
+__device__ inline A load_published(const A* p) {
+  return *reinterpret_cast<const volatile A*>(p);
+}
+template <typename A>
+__device__ inline red::IndexedState<A> load_published(const red::IndexedState<A>* p) {
+  return {load_published(&p->v), load_published(&p->i)};
+}
+template <typename A>
+__device__ inline A shfl_up_state(A v, int d) {
+  return __shfl_up_sync(0xffffffffu, v, d);
+}
+template <typename A>
+__device__ inline red::IndexedState<A> shfl_up_state(red::IndexedState<A> v, int d) {
+  return {__shfl_up_sync(0xffffffffu, v.v, d), __shfl_up_sync(0xffffffffu, v.i, d)};
 }
 
-// Shared-memory slot of element i of a chunk: one padding word every 32, so that a thread reading its kScanItems
+// Shared-memory slot of element i of a chunk: one padding slot every 32, so that a thread reading its kScanItems
 // consecutive elements does not conflict with its neighbours.
 __device__ inline int scan_slot(int i) { return i + i / 32; }
 
 template <ScanOp op, typename T>
 __global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
   using A = red::sum_acc_t<T>;
-  using S = red::Scan<op>;
+  using P = red::ScanPolicy<op, A>;
+  using St = typename P::State;
   extern __shared__ unsigned char smem[];
-  A* items = reinterpret_cast<A*>(smem);                        // kScanChunk (+ padding) elements
-  A* warp_totals = items + scan_slot(int(kScanChunk));          // one per warp, then the chunk's prefix
-  auto* tiles = static_cast<ScanTile<A>*>(s.workspace);
+  St* items = reinterpret_cast<St*>(smem);                // kScanChunk (+ padding) states
+  St* warp_totals = items + scan_slot(int(kScanChunk));   // one per warp, then the chunk's prefix
+  auto* tiles = static_cast<ScanTile<St>*>(s.workspace);
   __shared__ unsigned long long ticket;
   __shared__ int has_prefix;
   if (threadIdx.x == 0) {
     ticket = chunks > 1 ? atomicAdd(reinterpret_cast<unsigned long long*>(static_cast<char*>(s.workspace) +
-                                                                          s.lines * chunks * sizeof(ScanTile<A>)),
+                                                                          s.lines * chunks * sizeof(ScanTile<St>)),
                                     1ull)
                         : blockIdx.x;
   }
   __syncthreads();
   const int64_t v = static_cast<int64_t>(ticket);
   const int64_t line = v / chunks, chunk = v % chunks;
-  int64_t in_off = 0, out_off = 0, rest = line;
-  for (int d = s.outer_ndim - 1; d >= 0; --d) {
-    const int64_t i = rest % s.outer_sizes[d];
-    rest /= s.outer_sizes[d];
-    in_off += i * s.outer_in_strides[d];
-    out_off += i * s.outer_out_strides[d];
-  }
+  const red::ScanLine at = red::scan_line_offsets(s, line);
   const int64_t start = chunk * kScanChunk;
   const int64_t n = s.length - start < kScanChunk ? s.length - start : kScanChunk;
-  const T* in = static_cast<const T*>(s.in) + in_off + start;
-  T* out = static_cast<T*>(s.out) + out_off + start;
+  const T* in = static_cast<const T*>(s.in) + at.in + start;
+  T* out = static_cast<T*>(s.out) + at.out + start;
   // coalesced loads: element k * kScanThreads + t by thread t
   for (int k = 0; k < kScanItems; ++k) {
     const int i = k * int(kScanThreads) + int(threadIdx.x);
-    items[scan_slot(i)] = i < n ? static_cast<A>(in[i]) : S::template init<A>();
+    items[scan_slot(i)] = i < n ? P::make(static_cast<A>(in[i]), start + i) : P::identity();
   }
   __syncthreads();
   // each thread scans its kScanItems consecutive elements
   const int first = int(threadIdx.x) * int(kScanItems);
-  A run = items[scan_slot(first)];
+  St run = items[scan_slot(first)];
   for (int k = 1; k < kScanItems; ++k) {
-    run = S::combine(run, items[scan_slot(first + k)]);
+    run = P::combine(run, items[scan_slot(first + k)]);
     items[scan_slot(first + k)] = run;
   }
   // the threads' totals scanned across the warp (shuffles), then across the warps
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  A incl = run;
+  St incl = run;
   for (int d = 1; d < 32; d *= 2) {
-    const A other = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl = S::combine(other, incl);
+    const St other = shfl_up_state(incl, d);
+    if (lane >= d) incl = P::combine(other, incl);
   }
   if (lane == 31) warp_totals[warp] = incl;
   __syncthreads();
   if (threadIdx.x == 0) {
-    A acc = warp_totals[0];
+    St acc = warp_totals[0];
     for (int w = 1; w < int(kScanThreads / 32); ++w) {
-      acc = S::combine(acc, warp_totals[w]);
+      acc = P::combine(acc, warp_totals[w]);
       warp_totals[w] = acc;
     }
     // the chunk's aggregate is acc; publish it and look back for the prefix of the chunks before
-    A prefix = S::template init<A>();
+    St prefix = P::identity();
     bool chunk_has_prefix = false;
     if (chunks > 1) {
-      ScanTile<A>* tile = tiles + line * chunks + chunk;
+      ScanTile<St>* tile = tiles + line * chunks + chunk;
       if (chunk == 0) {
         tile->inclusive = acc;
         __threadfence();
@@ -346,11 +354,12 @@ __global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
           --j;
         }
         __threadfence();
-        prefix = tile_value(&tiles[line * chunks + j].inclusive);
-        for (int64_t k = j + 1; k < chunk; ++k)
-          prefix = S::combine(prefix, tile_value(&tiles[line * chunks + k].aggregate));
+        prefix = load_published(&tiles[line * chunks + j].inclusive);
+        for (int64_t k = j + 1; k < chunk; ++k) {
+          prefix = P::combine(prefix, load_published(&tiles[line * chunks + k].aggregate));
+        }
         chunk_has_prefix = true;
-        tile->inclusive = S::combine(prefix, acc);
+        tile->inclusive = P::combine(prefix, acc);
         __threadfence();
         atomicExch(&tile->flag, 2);
       }
@@ -359,30 +368,34 @@ __global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
     has_prefix = chunk_has_prefix ? 1 : 0;
   }
   __syncthreads();
-  // this thread's exclusive prefix within the block: the warps before, the lanes before
-  A before = S::template init<A>();
+  // this thread's exclusive prefix within the block: the chunks before, the warps before, the lanes before
+  St before = P::identity();
   bool any = false;
   if (warp > 0) {
     before = warp_totals[warp - 1];
     any = true;
   }
-  const A lane_excl = __shfl_up_sync(0xffffffffu, incl, 1);
+  const St lane_excl = shfl_up_state(incl, 1);
   if (lane > 0) {
-    before = any ? S::combine(before, lane_excl) : lane_excl;
+    before = any ? P::combine(before, lane_excl) : lane_excl;
     any = true;
   }
   if (has_prefix) {
-    before = any ? S::combine(warp_totals[kScanThreads / 32], before) : warp_totals[kScanThreads / 32];
+    before = any ? P::combine(warp_totals[kScanThreads / 32], before) : warp_totals[kScanThreads / 32];
     any = true;
   }
   for (int k = 0; k < kScanItems; ++k) {
-    A& x = items[scan_slot(first + k)];
-    if (any) x = S::combine(before, x);
+    St& x = items[scan_slot(first + k)];
+    if (any) x = P::combine(before, x);
   }
   __syncthreads();
+  int64_t* idx = s.indices ? static_cast<int64_t*>(s.indices) + at.idx + start : nullptr;
   for (int k = 0; k < kScanItems; ++k) {
     const int i = k * int(kScanThreads) + int(threadIdx.x);
-    if (i < n) out[i] = static_cast<T>(items[scan_slot(i)]);
+    if (i < n) {
+      out[i] = static_cast<T>(P::value(items[scan_slot(i)]));
+      if constexpr (red::scan_indexed<op>()) idx[i] = P::index(items[scan_slot(i)]);
+    }
   }
 }
 
@@ -415,10 +428,11 @@ rt::Status scan(const ScanArgs& s, rt::Stream stream) {
           constexpr ScanOp o = decltype(op)::value;
           if constexpr (red::scan_supported<o, T>()) {
             using A = red::sum_acc_t<T>;
-            static_assert(sizeof(ScanTile<A>) <= kScanTileBytes, "a scan tile larger than the plan's");
+            using St = typename red::ScanPolicy<o, A>::State;
+            static_assert(sizeof(ScanTile<St>) <= kScanTileBytes, "a scan tile larger than the plan's");
             const cudaStream_t st = native(stream);
             if (p.chunked) {
-              const size_t shm = (scan_slot(int(kScanChunk)) + kScanThreads / 32 + 1) * sizeof(A);
+              const size_t shm = (scan_slot(int(kScanChunk)) + kScanThreads / 32 + 1) * sizeof(St);
               const unsigned grid = static_cast<unsigned>(s.lines * p.chunks);
               scan_chunked_kernel<o, T><<<grid, kScanThreads, shm, st>>>(s, p.chunks);
             } else {

@@ -149,6 +149,10 @@ struct ScanArgs {
   int64_t outer_in_strides[kMaxDims] = {};
   int64_t outer_out_strides[kMaxDims] = {};
   int64_t in_stride = 1, out_stride = 1; // along the scanned dimension (elements)
+  // the indexed scans (cummax, cummin): where the index of each running extreme goes (int64)
+  void* indices = nullptr;
+  int64_t idx_stride = 1;
+  int64_t outer_idx_strides[kMaxDims] = {};
   // cuda: the chunks' published aggregates of a chunked scan (scan_plan(...).workspace_bytes; the sim ignores it)
   void* workspace = nullptr;
 };
@@ -171,11 +175,14 @@ constexpr int64_t kScanThreads = 256;
 constexpr int64_t kScanItems = 8;
 constexpr int64_t kScanChunk = kScanThreads * kScanItems;
 constexpr int64_t kScanShortLine = 64;
-constexpr size_t kScanTileBytes = 24; // the largest ScanTile (double or int64 values, a flag)
+constexpr size_t kScanTileBytes = 40; // the largest ScanTile (int64 or double states with their indices, a flag)
 
 inline ScanPlan scan_plan(const ScanArgs& s) {
   ScanPlan p;
-  if (s.in_stride != 1 || s.out_stride != 1 || s.length <= kScanShortLine || s.lines <= 0) return p;
+  if (s.in_stride != 1 || s.out_stride != 1 || (s.indices != nullptr && s.idx_stride != 1) ||
+      s.length <= kScanShortLine || s.lines <= 0) {
+    return p;
+  }
   const int64_t chunks = (s.length + kScanChunk - 1) / kScanChunk;
   if (s.lines > (int64_t(1) << 31) / chunks) return p; // more blocks than a grid holds: a thread per line
   p.chunked = true;
@@ -447,6 +454,19 @@ template <> struct Scan<ScanOp::CumProd> {
   template <typename A> MT_HOST_DEVICE static A init() { return A(1); }
   template <typename A> MT_HOST_DEVICE static A combine(A acc, A v) { return acc * v; }
 };
+// The running maximum (minimum) and the index of the element it is: as ATen's cummax_cummin_helper, a later
+// element wins on equality and every NaN wins (so the index is the last NaN's).
+template <bool kMax>
+struct CumExtreme {
+  static constexpr bool kIndexed = true;
+  template <typename A> MT_HOST_DEVICE static A init() { return A(0); }
+  template <typename A> MT_HOST_DEVICE static A combine(A acc, A) { return acc; } // unused: the policy's combine
+  template <typename A> MT_HOST_DEVICE static bool later_wins(A earlier, A later) {
+    return later != later || (earlier == earlier && (kMax ? later >= earlier : later <= earlier));
+  }
+};
+template <> struct Scan<ScanOp::CumMax> : CumExtreme<true> {};
+template <> struct Scan<ScanOp::CumMin> : CumExtreme<false> {};
 // log(exp(acc) + exp(v)), as ATen's _log_add_exp_helper: NaN propagates, equal infinities stay.
 template <> struct Scan<ScanOp::LogCumSumExp> {
   template <typename A> MT_HOST_DEVICE static A init() { return -std::numeric_limits<A>::infinity(); }
@@ -458,23 +478,73 @@ template <> struct Scan<ScanOp::LogCumSumExp> {
   }
 };
 
-// Scan line l (row-major over the outer dims).
-template <ScanOp op, typename T>
-MT_HOST_DEVICE inline void scan_line(const ScanArgs& s, int64_t l) {
-  int64_t in_off = 0, out_off = 0;
+// The running state of a scan (Note [CUDA scan plan]): the accumulated value, and for the indexed rows the index
+// of the element it is. identity() is neutral (combine(identity(), x) == x exactly), make(x, i) the state of one
+// element, combine(earlier, later) associative.
+template <typename S, typename = void>
+constexpr bool kScanIndexed = false;
+template <typename S>
+constexpr bool kScanIndexed<S, std::void_t<decltype(S::kIndexed)>> = S::kIndexed;
+template <ScanOp op>
+constexpr bool scan_indexed() {
+  return kScanIndexed<Scan<op>>;
+}
+template <ScanOp op, typename A, bool kIndexed = scan_indexed<op>()>
+struct ScanPolicy {
+  using State = A;
+  MT_HOST_DEVICE static State identity() { return Scan<op>::template init<A>(); }
+  MT_HOST_DEVICE static State make(A x, int64_t) { return x; }
+  MT_HOST_DEVICE static State combine(State a, State b) { return Scan<op>::combine(a, b); }
+  MT_HOST_DEVICE static A value(State v) { return v; }
+  MT_HOST_DEVICE static int64_t index(State) { return 0; }
+};
+template <typename A>
+struct IndexedState {
+  A v;
+  int64_t i; // < 0: no element yet
+};
+template <ScanOp op, typename A>
+struct ScanPolicy<op, A, true> {
+  using State = IndexedState<A>;
+  MT_HOST_DEVICE static State identity() { return {A(0), -1}; }
+  MT_HOST_DEVICE static State make(A x, int64_t i) { return {x, i}; }
+  MT_HOST_DEVICE static State combine(State a, State b) {
+    if (b.i < 0) return a;
+    if (a.i < 0) return b;
+    return Scan<op>::later_wins(a.v, b.v) ? b : a;
+  }
+  MT_HOST_DEVICE static A value(State v) { return v.v; }
+  MT_HOST_DEVICE static int64_t index(State v) { return v.i; }
+};
+
+// Where line l starts in the input, the output and the indices (row-major over the outer dims).
+struct ScanLine { int64_t in = 0, out = 0, idx = 0; };
+MT_HOST_DEVICE inline ScanLine scan_line_offsets(const ScanArgs& s, int64_t l) {
+  ScanLine o;
   for (int d = s.outer_ndim - 1; d >= 0; --d) {
     const int64_t i = l % s.outer_sizes[d];
     l /= s.outer_sizes[d];
-    in_off += i * s.outer_in_strides[d];
-    out_off += i * s.outer_out_strides[d];
+    o.in += i * s.outer_in_strides[d];
+    o.out += i * s.outer_out_strides[d];
+    o.idx += i * s.outer_idx_strides[d];
   }
-  const T* in = static_cast<const T*>(s.in) + in_off;
-  T* out = static_cast<T*>(s.out) + out_off;
+  return o;
+}
+
+// Scan line l, in order.
+template <ScanOp op, typename T>
+MT_HOST_DEVICE inline void scan_line(const ScanArgs& s, int64_t l) {
+  const ScanLine at = scan_line_offsets(s, l);
+  const T* in = static_cast<const T*>(s.in) + at.in;
+  T* out = static_cast<T*>(s.out) + at.out;
+  int64_t* idx = s.indices ? static_cast<int64_t*>(s.indices) + at.idx : nullptr;
   using A = sum_acc_t<T>;
-  A acc = Scan<op>::template init<A>();
+  using P = ScanPolicy<op, A>;
+  typename P::State acc = P::identity();
   for (int64_t i = 0; i < s.length; ++i) {
-    acc = Scan<op>::combine(acc, static_cast<A>(in[i * s.in_stride]));
-    out[i * s.out_stride] = static_cast<T>(acc);
+    acc = P::combine(acc, P::make(static_cast<A>(in[i * s.in_stride]), i));
+    out[i * s.out_stride] = static_cast<T>(P::value(acc));
+    if constexpr (scan_indexed<op>()) idx[i * s.idx_stride] = P::index(acc);
   }
 }
 

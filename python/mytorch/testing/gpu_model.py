@@ -51,6 +51,11 @@ def trace(fn: Callable[[], object]) -> list[dict]:
 
 
 def total_us(records: list[dict]) -> float:
+    """The launches' estimated time; a launch whose block does not fit an SM (too many registers or too much
+    shared memory for its threads: it would fail on the hardware) is an error."""
+    unfit = [r["kernel"] for r in records if r["bound"] == "does not fit"]
+    if unfit:
+        raise ValueError(f"launches that cannot run on an H100 (registers or shared memory): {unfit}")
     return sum(r["est_us"] for r in records)
 
 
