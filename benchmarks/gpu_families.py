@@ -56,10 +56,10 @@ def cases(size: str) -> list[Case]:
     n = 1 << 26 if big else 1 << 20
     (x,) = _inputs(((n,), f32))
     add("reduce_full", f"sum of {n} f32", lambda d, x=x: (lambda t=x.to(d): lambda: t.sum())(), 4 * n)
-    r, c = (8192, 4096) if big else (2048, 512)
+    r, c = (8192, 4096) if big else (16384, 512)
     (m,) = _inputs(((r, c), f32))
     add("reduce_leading", f"sum(0) of {r}x{c} f32", lambda d, m=m: (lambda t=m.to(d): lambda: t.sum(0))(), 4 * r * c)
-    rows, L = (16, 1 << 20) if big else (8, 1 << 15)
+    rows, L = (16, 1 << 20) if big else (4, 1 << 20)
     (s,) = _inputs(((rows, L), f32))
     add("scan", f"cumsum of {rows}x{L} f32", lambda d, s=s: (lambda t=s.to(d): lambda: t.cumsum(-1))(), 8 * rows * L)
     add("scan", f"cummax of {rows}x{L} f32", lambda d, s=s: (lambda t=s.to(d): lambda: t.cummax(-1))(), 16 * rows * L)

@@ -14,7 +14,9 @@ A borrowed machine gives one command at most 10 minutes and returns at most 8 fi
 
 On a machine without a GPU the same stages check what the emulated CUDA build can (the emu flavour; the bench
 stage then reports the GPU performance model's estimates instead of ratios to torch.cuda). The exit code is
-non-zero when a stage failed. Environment: PYTHON (interpreter of the stages).
+non-zero when a stage failed. Environment: PYTHON (interpreter of the stages), GPU_VERIFY_DEADLINE,
+GPU_VERIFY_FILE_TIMEOUT, GPU_VERIFY_TEST_FILES (the test files of the tests stages, space-separated; default every
+test/test_gpu*.py and test/test_emu.py), GPU_VERIFY_BENCH_ONLY (families of the bench, comma-separated).
 """
 
 from __future__ import annotations
@@ -167,7 +169,8 @@ def stage_build(r: Run) -> None:
 
 
 def gpu_test_files() -> list[str]:
-    return sorted(glob.glob(os.path.join("test", "test_gpu*.py"))) + ["test/test_emu.py"]
+    picked = os.environ.get("GPU_VERIFY_TEST_FILES", "").split()
+    return picked or sorted(glob.glob(os.path.join("test", "test_gpu*.py"))) + ["test/test_emu.py"]
 
 
 def pytest_cmd(r: Run, name: str, files: list[str], marker: str = "gpu") -> str:
@@ -286,10 +289,12 @@ def stage_bench(r: Run) -> None:
     out = r.path("bench")
     env = r.emu_env()
     mma = dict(env, MYTORCH_ATTN_MMA="1")
+    only = os.environ.get("GPU_VERIFY_BENCH_ONLY", "")
+    sel = f" --only {shlex.quote(only)}" if only else ""
     cmds = [
         (
             "gpu_families",
-            f"{PY} benchmarks/gpu_families.py --out {out} --name gpu_families --repeat 3 --warmup 1",
+            f"{PY} benchmarks/gpu_families.py --out {out} --name gpu_families --repeat 3 --warmup 1{sel}",
             env,
             STAGE_LIMIT,
         ),
@@ -300,6 +305,8 @@ def stage_bench(r: Run) -> None:
             150,
         ),
     ]
+    if only and "attention" not in only.split(","):
+        cmds = cmds[:1]
     r.stage("bench", cmds)
     merged = {}
     for f in sorted(glob.glob(os.path.join(out, "*.json"))):
