@@ -3,6 +3,10 @@
     python scripts/ptxas_check.py [--build-dir build/cmake-...-cuda] [--json out.json] [--jobs N]
                                   [--regs-table FILE]
 
+It also reads the host side of every kernel object: nvcc compiles a host call of a __device__-only function
+(one the launcher calls to size a launch, say) into a call of exit(1), which ends the process without a word at
+run time; no host code of kernels/cuda may reach exit.
+
 --regs-table writes "kernel<TAB>registers" lines, the table the GPU performance model of the emulated build
 reads for occupancy (MYTORCH_EMU_PTXAS=FILE; Note [GPU performance model] in kernels/emu/trace.cpp).
 
@@ -125,6 +129,22 @@ def launch_bounds(ptx_dir: str) -> dict[str, int]:
     return bounds
 
 
+def host_exit_calls(objects: list[str]) -> list[str]:
+    """The functions of these host objects that call exit: the stubs nvcc makes for __device__-only functions
+    called from host code."""
+    found = []
+    for obj in objects:
+        text = subprocess.run(["objdump", "-dr", "-C", obj], capture_output=True, text=True, check=True).stdout
+        current = "?"
+        for line in text.splitlines():
+            m = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+            if m:
+                current = m.group(1)
+            elif re.search(r"R_X86_64_PLT32\s+exit-0x4", line):
+                found.append(f"{os.path.basename(obj)}: {current}")
+    return sorted(set(found))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--build-dir", default="")
@@ -185,6 +205,10 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"kernels": rows, "problems": problems}, f, indent=1)
+    objects = sorted(glob.glob(os.path.join(build_dir, "CMakeFiles", "mytorch_kernels.dir", "kernels", "cuda", "*.o")))
+    for stub in host_exit_calls(objects):
+        problems.append(f"host code calls a __device__-only function (nvcc made it exit(1)): {stub}")
+    print(f"host side of {len(objects)} kernel objects read for exit(1) stubs")
     if args.regs_table:
         with open(args.regs_table, "w") as f:
             f.writelines(f"{k['kernel']}\t{k['registers']}\n" for k in rows)

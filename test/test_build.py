@@ -128,3 +128,36 @@ def test_unbuilt_extension_gives_an_actionable_error(tmp_path):
     )
     assert r.returncode != 0
     assert "native extension could not be loaded" in r.stderr and "scripts/setup.sh" in r.stderr, r.stderr[-800:]
+
+
+def test_ptxas_check_finds_host_calls_of_device_functions(tmp_path):
+    """nvcc compiles a host call of a __device__-only function into exit(1) (a scan launcher sized its shared
+    memory with one: the process ended with status 1 and no message on the H100). scripts/ptxas_check.py reads every
+    kernel object's host side for those stubs; this is its negative control."""
+    nvcc = build.find_nvcc()
+    if nvcc is None:
+        pytest.skip("needs nvcc (the CUDA toolkit): the cuda flavour's checks run where it is installed")
+    import ptxas_check  # noqa: E402  (scripts/ptxas_check.py)
+
+    src = tmp_path / "stub.cu"
+    src.write_text(
+        "__device__ inline int slot(int i) { return i + i / 32; }\n"
+        "__global__ void k(int* p) { p[slot(threadIdx.x)] = 1; }\n"
+        # in a generic lambda's `if constexpr` (the launchers' dtype dispatch) nvcc does not object
+        "template <typename F> void visit(F&& f) { f(0.0f); }\n"
+        "void run(int* p) {\n"
+        "  visit([&](auto tag) {\n"
+        "    if constexpr (sizeof(decltype(tag)) == 4) k<<<1, 32, slot(64) * sizeof(decltype(tag))>>>(p);\n"
+        "  });\n"
+        "}\n"
+    )
+    good = tmp_path / "good.cu"
+    good.write_text(src.read_text().replace("__device__ inline int slot", "__host__ __device__ constexpr int slot"))
+    objs = []
+    for s in (src, good):
+        o = tmp_path / (s.stem + ".o")
+        r = subprocess.run([nvcc, "-c", "-O2", "-arch=sm_90", str(s), "-o", str(o)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        objs.append(str(o))
+    assert ptxas_check.host_exit_calls(objs[:1]), "the exit(1) stub was not found"
+    assert ptxas_check.host_exit_calls(objs[1:]) == []

@@ -277,8 +277,9 @@ __device__ inline red::IndexedState<A> shfl_up_state(red::IndexedState<A> v, int
 }
 
 // Shared-memory slot of element i of a chunk: one padding slot every 32, so that a thread reading its kScanItems
-// consecutive elements does not conflict with its neighbours.
-__device__ inline int scan_slot(int i) { return i + i / 32; }
+// consecutive elements does not conflict with its neighbours. Host too: the launcher sizes shared memory with it
+// (nvcc compiles a host call of a __device__-only function into exit(1): scripts/ptxas_check.py looks for those).
+__host__ __device__ constexpr int scan_slot(int i) { return i + i / 32; }
 
 template <ScanOp op, typename T>
 __global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
