@@ -226,3 +226,33 @@ def test_model_counts_shared_memory_bank_conflicts():
     if os.environ.get("MYTORCH_ATTN_MMA") == "1":
         assert sum(r["bank_conflicts"] for r in attn) > 0, attn
     assert all(r["est_us"] > 0 for r in attn), attn
+
+
+# ---- softmax rows longer than shared memory: one online pass for the maximum and the sum ----------------------
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_long_softmax_rows_match_the_cpu(log, dtype):
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(6, 20000, generator=g) * 4).to(dtype)
+    x[1, :7000] = float("-inf")  # the row's first elements -inf: the running sums must not turn NaN
+    x[2, 12345] = float("inf")
+    x[3, 999] = float("nan")
+    x[4] = float("-inf")  # a row of -inf only: NaN, as on the CPU
+    fn = torch.log_softmax if log else torch.softmax
+    mine = fn(x.to("mytorch"), -1).cpu()
+    assert_aligned(mine, fn(x, -1), fn(x.double(), -1), f"{'log_' if log else ''}softmax {dtype}")
+
+
+@needs_model
+def test_long_softmax_rows_read_once_from_memory():
+    """log_softmax of rows too long for shared memory (the LM head's): before, three passes over each row; now the
+    maximum and the sum in one online pass, then the write pass, which finds the row in L2 (the model counts each
+    sector of a launch once: DRAM traffic is the minimum)."""
+    rows, n = 64, 20000
+    x = torch.randn(rows, n, device="mytorch")
+    torch.log_softmax(x, -1)
+    launches = gpu_model.trace(lambda: torch.log_softmax(x, -1))
+    (k,) = launches
+    assert gpu_model.dram_bytes(launches) <= 1.05 * 8 * rows * n, k
+    assert gpu_model.traffic(launches) <= 1.55 * 8 * rows * n, k  # two reads and a write requested
+    assert gpu_model.coalescing(k) >= 0.95, k

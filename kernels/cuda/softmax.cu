@@ -1,6 +1,6 @@
 // CUDA softmax (Note [Softmax family]): a block per line when the reduced dimension is the innermost one
-// (the row staged in shared memory when it fits, so it is read once), else a thread per line running the
-// shared line function.
+// (the row staged in shared memory when it fits, so it is read once; longer rows take an online pass for the
+// maximum and the sum, then the write pass), else a thread per line running the shared line function.
 #include <cfloat>
 
 #include "common.cuh"
@@ -39,6 +39,50 @@ __global__ void forward_rows(SoftmaxArgs s) {
       y[j] = static_cast<O>(s.log ? v - lse : exp(v) / sum);
     }
     __syncthreads();  // the staged row is reused by the block's next row
+  }
+}
+
+// The running maximum of a row and the sum of exp(x - maximum) so far (online softmax): one pass for both.
+template <typename A>
+struct MaxSum {
+  A m;
+  A s;
+};
+template <typename A>
+__device__ inline void push_online(MaxSum<A>& a, A v) {
+  const A m = (v != v || v > a.m) ? v : a.m;
+  if (m == A(-INFINITY)) return;  // only -inf so far: adds nothing (and exp(-inf - -inf) would be NaN)
+  a.s = (m == a.m ? a.s : a.s * exp(a.m - m)) + exp(v - m);
+  a.m = m;
+}
+template <typename A>
+__device__ inline void combine_online(MaxSum<A>& a, const MaxSum<A>& b) {
+  const A m = (b.m != b.m || b.m > a.m) ? b.m : a.m;
+  if (m == A(-INFINITY)) return;
+  a.s = (a.m == m ? a.s : a.s * exp(a.m - m)) + (b.m == m ? b.s : b.s * exp(b.m - m));
+  a.m = m;
+}
+
+// Rows too long for shared memory: the maximum and the sum in one pass (online, each thread rescaling its sum
+// when its maximum grows, the threads' pairs combined in a fixed tree), then the write pass: the row is read twice,
+// not three times.
+template <typename I, typename O, typename A>
+__global__ void forward_rows_online(SoftmaxArgs s) {
+  __shared__ MaxSum<A> parts[kRowThreads];
+  for (int64_t row = blockIdx.x; row < s.outer; row += gridDim.x) {
+    const I* x = static_cast<const I*>(s.in) + row * s.dim;
+    O* y = static_cast<O*>(s.out) + row * s.dim;
+    MaxSum<A> acc{A(-INFINITY), A(0)};
+    for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) push_online(acc, static_cast<A>(x[j]));
+    parts[threadIdx.x] = acc;
+    block_tree(parts, [](MaxSum<A>& a, const MaxSum<A>& b) { combine_online(a, b); });
+    const A mx = parts[0].m, sum = parts[0].s;
+    const A lse = log(sum);
+    for (int64_t j = threadIdx.x; j < s.dim; j += blockDim.x) {
+      const A v = static_cast<A>(x[j]) - mx;
+      y[j] = static_cast<O>(s.log ? v - lse : exp(v) / sum);
+    }
+    __syncthreads();  // parts is reused by the block's next row
   }
 }
 
@@ -91,7 +135,7 @@ void launch(const SoftmaxArgs& s, cudaStream_t st) {
       else backward_rows<I, O, A, false><<<grid, kRowThreads, 0, st>>>(s);
     } else {
       if (staged) forward_rows<I, O, A, true><<<grid, kRowThreads, row_bytes, st>>>(s);
-      else forward_rows<I, O, A, false><<<grid, kRowThreads, 0, st>>>(s);
+      else forward_rows_online<I, O, A><<<grid, kRowThreads, 0, st>>>(s);
     }
   } else {
     lines<I, O, A><<<grid_for(s.outer * s.inner), kThreads, 0, st>>>(s);
