@@ -212,7 +212,7 @@ def cases(size: str) -> list[Case]:
         return lambda: o.scatter_add_(0, i, s)
 
     add("scatter_add", f"scatter_add_ {sn2} into {tgt_n} f32", scatter, 12.0 * sn2)
-    srow, sv2 = (4096, 50257) if big else (64, 32768)
+    srow, sv2 = (4096, 50257) if big else (2304, 12288)
     (ls,) = _inputs(((srow, sv2), f32))
     add(
         "softmax_long",
