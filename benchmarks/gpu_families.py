@@ -72,6 +72,8 @@ def cases(size: str) -> list[Case]:
     sn = 1 << 22 if big else 1 << 16
     (sv,) = _inputs(((sn,), f32))
     add("sort", f"sort of {sn} f32", lambda d, sv=sv: (lambda t=sv.to(d): lambda: torch.sort(t))(), 16 * sn)
+    ui = torch.randint(0, sn // 4, (sn,), generator=torch.Generator().manual_seed(6))
+    add("sort", f"unique of {sn} int64", lambda d, ui=ui: (lambda t=ui.to(d): lambda: torch.unique(t))(), 16 * sn)
     vb, vocab = (8, 131072) if big else (2, 131072)
     (lg,) = _inputs(((vb, vocab), f32))
     add(
@@ -122,6 +124,14 @@ def cases(size: str) -> list[Case]:
         lambda d, e=emb, i=idx: (lambda w=e.to(d), j=i.to(d): lambda: F.embedding(j, w))(),
         8 * ntok * D,
     )
+
+    def emb_bwd(d, e=emb, i=idx):
+        w = e.to(d).requires_grad_()
+        y = F.embedding(i.to(d), w)
+        g = torch.ones_like(y)
+        return lambda: torch.autograd.grad(y, w, g, retain_graph=True)
+
+    add("index", f"embedding backward {ntok} of {V}x{D} f32", emb_bwd, 8 * ntok * D + 4 * V * D, backward=True)
     add(
         "index",
         f"index_select {ntok} rows of {V}x{D} f32",
