@@ -119,29 +119,49 @@ __device__ inline void column_tree(red::Acc<A>* parts, Combine combine) {
   }
 }
 
-template <RedOp op, typename T, bool kPartial>
+template <RedOp op, typename T, bool kPartial, int kVec>
 __global__ void reduce_columns_kernel(ReduceArgs r, ReducePlan p) {
   using R = red::Reduction<op>;
   using A = red::acc_t<op, T>;
+  struct alignas(16) Group { T v[kVec]; };
   extern __shared__ unsigned char smem[];
-  auto* parts = reinterpret_cast<red::Acc<A>*>(smem);
+  auto* parts = reinterpret_cast<red::Acc<A>*>(smem);  // [kVec][rows][blockDim.x]: lanes adjacent, no conflicts
   const T* in = static_cast<const T*>(r.in);
   const int64_t lo = int64_t(blockIdx.y) * p.chunk;
   const int64_t hi = lo + p.chunk < r.red_numel ? lo + p.chunk : r.red_numel;
-  for (int64_t base = int64_t(blockIdx.x) * blockDim.x; base < r.out_numel; base += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t o = base + threadIdx.x;
-    red::Acc<A> acc = R::template init<A>(r.params);
+  const int width = int(blockDim.x) * kVec;
+  for (int64_t base = int64_t(blockIdx.x) * width; base < r.out_numel; base += int64_t(gridDim.x) * width) {
+    const int64_t o = base + int64_t(threadIdx.x) * kVec;  // this thread's first output; kVec adjacent ones
+    red::Acc<A> acc[kVec];
+    for (int k = 0; k < kVec; ++k) acc[k] = R::template init<A>(r.params);
     if (o < r.out_numel) {
       const int64_t in_base = red::red_output_offsets(r, o).in_base;
       for (int64_t j = lo + threadIdx.y; j < hi; j += blockDim.y) {
-        R::push(acc, static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.params);
+        if constexpr (kVec == 1) {
+          R::push(acc[0], static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.params);
+        } else {  // the plan checked that the group starts 16-byte aligned in every reduced row
+          const Group g = *reinterpret_cast<const Group*>(in + in_base + red::red_offset(r, j));
+          for (int k = 0; k < kVec; ++k) R::push(acc[k], static_cast<A>(g.v[k]), j, r.params);
+        }
       }
     }
-    parts[threadIdx.y * blockDim.x + threadIdx.x] = acc;
-    column_tree(parts, [&](red::Acc<A>& x, const red::Acc<A>& y) { R::combine(x, y, r.params); });
-    if (threadIdx.y == 0 && o < r.out_numel) {
-      if constexpr (kPartial) put_partial<op>(r.workspace, blockIdx.y * r.out_numel + o, parts[threadIdx.x]);
-      else finish<op>(r, o, parts[threadIdx.x]);
+    const int plane = int(blockDim.y * blockDim.x), at = int(threadIdx.y * blockDim.x + threadIdx.x);
+    for (int k = 0; k < kVec; ++k) parts[k * plane + at] = acc[k];
+    __syncthreads();
+    for (unsigned s = blockDim.y / 2; s > 0; s /= 2) {
+      if (threadIdx.y < s) {
+        for (int k = 0; k < kVec; ++k) {
+          R::combine(parts[k * plane + at], parts[k * plane + at + int(s * blockDim.x)], r.params);
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.y == 0) {
+      for (int k = 0; k < kVec && o + k < r.out_numel; ++k) {
+        const red::Acc<A>& total = parts[k * plane + int(threadIdx.x)];
+        if constexpr (kPartial) put_partial<op>(r.workspace, blockIdx.y * r.out_numel + o + k, total);
+        else finish<op>(r, o + k, total);
+      }
     }
     __syncthreads();
   }
@@ -211,15 +231,19 @@ rt::Status launch(const ReduceArgs& r, rt::Stream stream) {
       const cudaStream_t s = native(stream);
       if (p.columns) {
         const dim3 cblock(kRedColumns, kRedColumnRows);
-        const dim3 grid(grid_blocks(r.out_numel, kRedColumns), static_cast<unsigned>(p.splits));
-        const size_t cshm = kRedColumns * kRedColumnRows * sizeof(red::Acc<A>);
+        const dim3 grid(grid_blocks(r.out_numel, kRedColumns * p.vec), static_cast<unsigned>(p.splits));
+        const size_t cshm = kRedColumns * p.vec * kRedColumnRows * sizeof(red::Acc<A>);
+        const bool vec = p.vec == 4;
+        if constexpr (sizeof(T) == 4) {
+          if (vec && p.splits > 1) reduce_columns_kernel<op, T, true, 4><<<grid, cblock, cshm, s>>>(r, p);
+          else if (vec) reduce_columns_kernel<op, T, false, 4><<<grid, cblock, cshm, s>>>(r, p);
+        }
+        if (!vec && p.splits > 1) reduce_columns_kernel<op, T, true, 1><<<grid, cblock, cshm, s>>>(r, p);
+        else if (!vec) reduce_columns_kernel<op, T, false, 1><<<grid, cblock, cshm, s>>>(r, p);
         if (p.splits > 1) {
-          reduce_columns_kernel<op, T, true><<<grid, cblock, cshm, s>>>(r, p);
           const dim3 fblock(kRedColumns, kRedFinishThreads / kRedColumns);
           const size_t fshm = kRedFinishThreads * sizeof(red::Acc<A>);
           reduce_finish_columns_kernel<op, T><<<grid_blocks(r.out_numel, kRedColumns), fblock, fshm, s>>>(r, p);
-        } else {
-          reduce_columns_kernel<op, T, false><<<grid, cblock, cshm, s>>>(r, p);
         }
       } else {
         const dim3 grid(grid_blocks(r.out_numel), static_cast<unsigned>(p.splits));

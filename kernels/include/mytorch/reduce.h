@@ -92,8 +92,9 @@ struct ReduceArgs {
 //    reduced elements are one contiguous run); used when the reduced elements are innermost in memory, or the
 //    outputs are not adjacent;
 //  - columns: when adjacent outputs are adjacent in memory and the reduced elements are strided (sum over a
-//    leading dimension, bias gradients): a block of kRedColumns x kRedColumnRows threads per 32 adjacent
-//    outputs, a warp reading one reduced row of them (coalesced), the block's rows combined in shared memory;
+//    leading dimension, bias gradients): a block of kRedColumns x kRedColumnRows threads per 32 (or, 16 bytes a
+//    thread for aligned 4-byte types, 128) adjacent outputs, a warp reading one reduced row of them (coalesced),
+//    the block's rows combined in shared memory;
 //  - splits: when the outputs alone cannot fill the device (fewer blocks than kRedTargetWaves waves of
 //    resident blocks), each output's reduced elements are cut into `splits` fixed chunks; the first pass writes
 //    a partial accumulator per (output, chunk) to the workspace (just its value for red::kOneValue reductions)
@@ -101,6 +102,7 @@ struct ReduceArgs {
 //    No atomics: the result depends only on the shape, never on the schedule.
 struct ReducePlan {
   bool columns = false;
+  int vec = 1; // columns: adjacent outputs per thread, read 16 bytes at a time (4-byte types)
   int64_t splits = 1; // chunks of each output's reduced elements (> 1: two passes)
   int64_t chunk = 0; // reduced elements per chunk
   size_t workspace_bytes = 0; // out_numel x splits partial accumulators
@@ -111,7 +113,7 @@ constexpr int64_t kRedTargetWaves = 2; // a split plan aims at this many waves o
 constexpr int64_t kRedMinRowChunk = 1024; // reduced elements a block of a split row plan reads at least
 constexpr int64_t kRedColumns = 32; // outputs of a column block (a warp's width)
 constexpr int64_t kRedColumnRows = 8; // reduced rows a column block reads at once
-constexpr int64_t kRedMinColumnChunk = 128; // reduced rows a block of a split column plan reads at least
+constexpr int64_t kRedMinColumnChunk = 64; // reduced rows a block of a split column plan reads at least
 constexpr int64_t kRedMaxSplits = 65535; // grid.y
 constexpr size_t kRedPartialBytes = 24; // the largest partial accumulator (Acc<double>, Acc<int64_t>)
 
@@ -121,8 +123,16 @@ inline ReducePlan reduce_plan(const ReduceArgs& r, int64_t sms) {
   if (r.out_numel <= 0 || r.red_numel <= 0) return p;
   const bool red_inner = r.red_ndim >= 1 && r.red_in_strides[r.red_ndim - 1] == 1;
   p.columns = !red_inner && r.out_ndim >= 1 && r.out_in_strides[r.out_ndim - 1] == 1;
+  if (p.columns && dtype_size(r.in_dtype) == 4 && reinterpret_cast<uintptr_t>(r.in) % 16 == 0 &&
+      r.out_sizes[r.out_ndim - 1] % 4 == 0) {
+    bool aligned = true; // every group of 4 adjacent outputs starts 16-byte aligned in every reduced row
+    for (int d = 0; d < r.red_ndim; ++d) aligned = aligned && r.red_in_strides[d] % 4 == 0;
+    for (int d = 0; d + 1 < r.out_ndim; ++d) aligned = aligned && r.out_in_strides[d] % 4 == 0;
+    if (aligned) p.vec = 4;
+  }
   const int64_t target = kRedTargetWaves * kRedBlocksPerSm * (sms > 0 ? sms : 1);
-  const int64_t blocks = p.columns ? (r.out_numel + kRedColumns - 1) / kRedColumns : r.out_numel;
+  const int64_t per_block = kRedColumns * p.vec;
+  const int64_t blocks = p.columns ? (r.out_numel + per_block - 1) / per_block : r.out_numel;
   if (blocks >= target) return p;
   const int64_t min_chunk = p.columns ? kRedMinColumnChunk : kRedMinRowChunk;
   int64_t splits = std::min((target + blocks - 1) / blocks, r.red_numel / min_chunk);
