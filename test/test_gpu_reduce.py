@@ -167,7 +167,7 @@ def test_full_sum_uses_the_whole_gpu():
 def test_leading_dim_sum_is_coalesced():
     """sum over dim 0 of a [rows, cols] tensor (bias gradients): a thread per column, adjacent threads on
     adjacent columns, the rows split over blocks when the columns are few."""
-    r, c = 32768, 256
+    r, c = 65536, 256
     x = torch.randn(r, c, device="mytorch")
     x.sum(0)
     launches = gpu_model.trace(lambda: x.sum(0))
