@@ -115,6 +115,28 @@ def test_unscale_kernel_matches_cpu(dtype):
             torch.testing.assert_close(d.cpu(), c, rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.every_runtime
+def test_unscale_of_long_mixed_lists_matches_cpu():
+    """The list goes to the kernels in launches of up to 64 tensors of one dtype (one launch each on cuda: a block
+    row per tensor): 150 tensors, dtypes interleaved, empty and non-contiguous ones, an inf in the last launch."""
+    g = torch.Generator().manual_seed(4)
+    dtypes = [torch.float32, torch.float32, torch.bfloat16, torch.float32, torch.float64]
+    grads = [torch.randn(1 + (i * 37) % 300, generator=g).to(dtypes[i % len(dtypes)]) for i in range(150)]
+    grads[7] = torch.randn(9, 4, generator=g).t()
+    grads[8] = torch.empty(0)
+    for found_expected, poison in ((0.0, None), (1.0, float("inf"))):
+        cpu = [t.clone() for t in grads]
+        if poison is not None:
+            cpu[140][0] = poison
+        dev = [t.to("mytorch") for t in cpu]
+        f_cpu, f_dev = torch.zeros(1), torch.zeros(1, device="mytorch")
+        torch._amp_foreach_non_finite_check_and_unscale_(cpu, f_cpu, torch.tensor([0.5]))
+        torch._amp_foreach_non_finite_check_and_unscale_(dev, f_dev, torch.tensor([0.5], device="mytorch"))
+        assert f_dev.item() == f_cpu.item() == found_expected
+        for c, d in zip(cpu, dev):
+            torch.testing.assert_close(d.cpu(), c, rtol=0, atol=0, equal_nan=True)
+
+
 def test_update_scale_kernel_matches_cpu():
     s_cpu, t_cpu = torch.tensor([64.0]), torch.tensor([0], dtype=torch.int32)
     s_dev, t_dev = s_cpu.to("mytorch"), t_cpu.to("mytorch")

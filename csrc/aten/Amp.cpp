@@ -10,6 +10,9 @@
 #include "csrc/core/Stream.h"
 #include "mytorch/amp.h"
 
+#include <utility>
+#include <vector>
+
 namespace mytorch {
 namespace {
 
@@ -26,21 +29,31 @@ void wrapper_non_finite_check_and_unscale_(at::TensorList self, at::Tensor& foun
   checkScalarOnDevice(inv_scale, "inv_scale", at::kFloat, device);
   c10::DeviceGuard guard(device);
   const rt::Stream stream = nativeHandle(currentStream(device.index()));
+  // One launch per run of up to kMaxUnscaleTensors tensors of one dtype; non-dense tensors go through a dense copy.
+  UnscaleParams p;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (the user's tensor, its dense copy) of this launch
+  auto flush = [&] {
+    if (p.count > 0) MT_RT_CHECK(kernels::non_finite_check_and_unscale(p, stream));
+    for (auto& [t, dense] : copies) const_cast<at::Tensor&>(t).copy_(dense);
+    p.count = 0;
+    copies.clear();
+  };
   for (const at::Tensor& t : self) {
     TORCH_CHECK(t.device() == device, "all tensors must be on ", device, ", but one is on ", t.device());
     TORCH_CHECK(at::isFloatingType(t.scalar_type()), "grads must be floating point, but one is ", t.scalar_type());
     if (t.numel() == 0) continue;
-    // Dense tensors are one run of memory; others go through a dense copy.
+    const DType dtype = toKernelDType(t.scalar_type());
+    if (p.count == kMaxUnscaleTensors || (p.count > 0 && p.dtype != dtype)) flush();
     at::Tensor dense = t.is_non_overlapping_and_dense() ? t : t.contiguous();
-    UnscaleParams p;
-    p.data = dense.data_ptr();
-    p.dtype = toKernelDType(dense.scalar_type());
-    p.numel = dense.numel();
+    if (!dense.is_same(t)) copies.emplace_back(t, dense);
+    p.dtype = dtype;
+    p.data[p.count] = dense.data_ptr();
+    p.numel[p.count] = dense.numel();
     p.inv_scale = inv_scale.const_data_ptr<float>();
     p.found_inf = found_inf.mutable_data_ptr<float>();
-    MT_RT_CHECK(kernels::non_finite_check_and_unscale(p, stream));
-    if (!dense.is_same(t)) const_cast<at::Tensor&>(t).copy_(dense);
+    ++p.count;
   }
+  flush();
 }
 
 at::Tensor& wrapper_update_scale_(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,

@@ -1,17 +1,19 @@
-// CUDA mixed-precision family: unscale-and-check (grid-stride, flag written only by threads that see a
-// non-finite value) and the one-thread scale update.
+// CUDA mixed-precision family: unscale-and-check of a whole tensor list in one launch (grid-stride, flag written
+// only by threads that see a non-finite value) and the one-thread scale update.
 #include "common.cuh"
 #include "mytorch/amp.h"
 
 namespace mytorch::cuda {
 namespace {
 
+// A row of blocks per tensor (blockIdx.y), grid-stride within it: every tensor of the list in one launch.
 template <typename T>
 __global__ void unscale_kernel(UnscaleParams p) {
   using Op = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  T* x = static_cast<T*>(p.data);
+  T* x = static_cast<T*>(p.data[blockIdx.y]);
+  const int64_t n = p.numel[blockIdx.y];
   const Op inv = static_cast<Op>(*p.inv_scale);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.numel; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const Op v = static_cast<Op>(x[i]);
     if (!isfinite(v)) *p.found_inf = 1.0f;
     x[i] = static_cast<T>(v * inv);
@@ -23,8 +25,17 @@ __global__ void update_scale_kernel(UpdateScaleParams p) { update_scale_step(p);
 } // namespace
 
 rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream stream) {
-  if (p.numel == 0) return rt::Status::Success;
-  const unsigned grid = grid_for(p.numel);
+  if (p.count <= 0) return rt::Status::Success;
+  if (p.count > kMaxUnscaleTensors) return rt::report(rt::Status::InvalidValue, "unscale: too many tensors");
+  int64_t longest = 0;
+  for (int t = 0; t < p.count; ++t) longest = p.numel[t] > longest ? p.numel[t] : longest;
+  if (longest == 0) return rt::Status::Success;
+  // enough blocks for the longest tensor, at most about two waves of 8 blocks per SM over the whole list
+  int dev = 0, sms = 1;
+  ignore_error(cudaGetDevice(&dev));
+  ignore_error(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const unsigned cap = static_cast<unsigned>(std::max<int64_t>(1, 16 * int64_t(sms) / p.count));
+  const dim3 grid(std::min(grid_for(longest), cap), static_cast<unsigned>(p.count));
   cudaStream_t st = native(stream);
   switch (p.dtype) {
     case DType::Float: unscale_kernel<float><<<grid, kThreads, 0, st>>>(p); break;

@@ -11,12 +11,14 @@ rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream) {
   bool ok = dispatch_dtype(p.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>) {
-      T* x = static_cast<T*>(p.data);
-      for (int64_t i = 0; i < p.numel; ++i) {
-        using Op = std::conditional_t<std::is_same_v<T, double>, double, float>;
-        const Op v = static_cast<Op>(x[i]);
-        any_bad = any_bad || !std::isfinite(v);
-        x[i] = static_cast<T>(v * static_cast<Op>(inv));
+      for (int t = 0; t < p.count; ++t) {
+        T* x = static_cast<T*>(p.data[t]);
+        for (int64_t i = 0; i < p.numel[t]; ++i) {
+          using Op = std::conditional_t<std::is_same_v<T, double>, double, float>;
+          const Op v = static_cast<Op>(x[i]);
+          any_bad = any_bad || !std::isfinite(v);
+          x[i] = static_cast<T>(v * static_cast<Op>(inv));
+        }
       }
     }
   });

@@ -10,10 +10,14 @@
 
 namespace mytorch {
 
+// Up to kMaxUnscaleTensors tensors of one dtype in one launch (the cuda kernel takes them all: a block row per
+// tensor, grid-stride within it), each a dense run of numel[i] elements.
+constexpr int kMaxUnscaleTensors = 64;
 struct UnscaleParams {
-  void* data = nullptr;           // dense run of numel elements (floating dtype)
-  DType dtype = DType::Float;
-  int64_t numel = 0;
+  int count = 0;
+  void* data[kMaxUnscaleTensors] = {};
+  int64_t numel[kMaxUnscaleTensors] = {};
+  DType dtype = DType::Float;     // floating
   const float* inv_scale = nullptr;
   float* found_inf = nullptr;     // set to 1.0 when any element is not finite
 };
