@@ -256,3 +256,16 @@ def test_long_softmax_rows_read_once_from_memory():
     assert gpu_model.dram_bytes(launches) <= 1.05 * 8 * rows * n, k
     assert gpu_model.traffic(launches) <= 1.55 * 8 * rows * n, k  # two reads and a write requested
     assert gpu_model.coalescing(k) >= 0.95, k
+
+
+@needs_model
+def test_amp_unscale_is_one_launch_per_list():
+    """GradScaler's unscale of 16 gradients: before, a launch per tensor (16 launches of 64 blocks, 13% of peak at
+    scale in the model); now one launch, a block row per tensor."""
+    grads = [torch.randn(1 << 14, device="mytorch") for _ in range(16)]
+    found, inv = torch.zeros(1, device="mytorch"), torch.ones(1, device="mytorch")
+    launches = gpu_model.trace(lambda: torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv))
+    assert len(launches) == 1 and launches[0]["grid"][1] == 16, launches
+    assert gpu_model.coalescing(launches[0]) >= 0.95, launches
+    # (its stores are not counted: the instrumentation elides a store's check right after a load of the same
+    # address, so the model cannot see in-place writes; docs/gpu.md, "Its limits")

@@ -9,8 +9,8 @@
 // With MYTORCH_EMU_TRACE=<file> (or torch.mytorch's mytorch._C._emu_trace(path)), each launch appends one JSON
 // object (a line) to the file once its grid ran:
 //   kernel, site (file:line), grid, block, smem (dynamic + static bytes), regs (and regs_source),
-//   bytes_read, bytes_written (global memory, as the kernel asked for them), sectors (distinct 32-byte sectors
-//   of global memory touched: the DRAM traffic if every sector moved once), requests (warp-wide global
+//   bytes_read, bytes_written (global memory, as the kernel asked for them), sectors (the distinct 32-byte sectors
+//   read plus the distinct sectors written: the DRAM traffic if every sector moved once each way), requests (warp-wide global
 //   memory instructions), sectors_per_request and ideal_sectors_per_request (the sectors the same bytes need
 //   when packed: coalescing), shared_requests, bank_conflicts (extra shared-memory wavefronts), mma (warp-wide
 //   mma.sync.m16n8k16 instructions), blocks_per_sm, waves, est_us (the model's H100 time) and bound (which
@@ -62,21 +62,21 @@ struct Grid {
   size_t static_bytes = 0;
   bool first_block = true;
   int nthreads = 0;
-  std::vector<std::vector<Access>> seq[kKinds];  // per thread of the block
+  std::vector<std::vector<Access>> seq[kKinds]; // per thread of the block
   // which 4 KiB pages are device memory (device allocations are page-mapped: a page is one or the other)
   std::unordered_map<uintptr_t, bool> pages;
   uintptr_t last_page = ~uintptr_t(0);
   bool last_global = false;
   // the launch's totals
   uint64_t bytes_read = 0, bytes_written = 0;
-  std::unordered_set<uintptr_t> sectors;
+  std::unordered_set<uintptr_t> sectors_read, sectors_written; // a sector both read and written moves twice
   uint64_t requests = 0, request_sectors = 0, ideal_sectors = 0;
   uint64_t shared_requests = 0, wavefronts = 0, ideal_wavefronts = 0;
   uint64_t mma_lanes = 0;
 };
 
 thread_local Grid* t_grid = nullptr;
-std::atomic<int> g_active{0};  // grids being traced now, on any thread: the instrumentation's fast exit
+std::atomic<int> g_active{0}; // grids being traced now, on any thread: the instrumentation's fast exit
 
 std::mutex g_mu;
 std::FILE* g_file = nullptr;
@@ -116,7 +116,7 @@ const std::unordered_map<std::string, int>& register_table() {
       if (tab == std::string::npos) continue;
       const int regs = std::atoi(line.c_str() + tab + 1);
       int& slot = t[base_name(line.substr(0, tab))];
-      slot = std::max(slot, regs);  // several instantiations: the heaviest
+      slot = std::max(slot, regs); // several instantiations: the heaviest
     }
     return t;
   }();
@@ -126,7 +126,7 @@ const std::unordered_map<std::string, int>& register_table() {
 // ---- the model -------------------------------------------------------------------------------------------
 struct H100 {
   static constexpr double sms = 132, clock_hz = 1.755e9, dram_bytes_s = 3.35e12, dram_efficiency = 0.92;
-  static constexpr double per_sm_bytes_s = 2.0 * dram_bytes_s / sms;  // one SM alone pulls about twice its share
+  static constexpr double per_sm_bytes_s = 2.0 * dram_bytes_s / sms; // one SM alone pulls about twice its share
   static constexpr double latency_s = 600e-9, requests_in_flight = 2;
   static constexpr double l2_bytes_s = 5.5e12, mma_flops_s = 660e12, launch_us = 2.0;
   static constexpr int threads_per_sm = 2048, blocks_per_sm = 32, regs_per_sm = 65536;
@@ -158,7 +158,7 @@ Estimate estimate(const Grid& g, const LaunchRec& L, size_t smem) {
   bpsm = std::min(bpsm, H100::regs_per_sm / std::max(1, regs_per_warp * warps));
   bpsm = std::min(bpsm, static_cast<int>(H100::smem_per_sm / (smem + H100::smem_reserved_per_block)));
   e.blocks_per_sm = std::max(bpsm, 0);
-  if (e.blocks_per_sm == 0) {  // does not fit an SM: the launch fails on hardware
+  if (e.blocks_per_sm == 0) { // does not fit an SM: the launch fails on hardware
     e.est_us = INFINITY;
     e.bound = "does not fit";
     return e;
@@ -172,7 +172,7 @@ Estimate estimate(const Grid& g, const LaunchRec& L, size_t smem) {
   double bw = H100::dram_bytes_s * H100::dram_efficiency;
   bw = std::min(bw, active_sms * H100::per_sm_bytes_s);
   bw = std::min(bw, resident_warps * H100::requests_in_flight * per_request / H100::latency_s);
-  const double t_dram = double(g.sectors.size()) * 32.0 / bw;
+  const double t_dram = double(g.sectors_read.size() + g.sectors_written.size()) * 32.0 / bw;
   const double t_l2 = double(g.request_sectors) * 32.0 / (H100::l2_bytes_s * active_sms / H100::sms);
   const double t_smem = double(g.wavefronts) / (active_sms * H100::clock_hz);
   const double t_mma = double(g.mma_lanes / 32) * 2.0 * 16 * 8 * 16 / (H100::mma_flops_s * active_sms / H100::sms);
@@ -281,9 +281,10 @@ __attribute__((no_sanitize_address)) void on_access(uintptr_t a, size_t n, bool 
   } else if (is_global(*g, a)) {
     k = store ? GlobalStore : GlobalLoad;
     (store ? g->bytes_written : g->bytes_read) += n;
-    for (uintptr_t x = a >> 5; x <= (a + n - 1) >> 5; ++x) g->sectors.insert(x);
+    auto& sectors = store ? g->sectors_written : g->sectors_read;
+    for (uintptr_t x = a >> 5; x <= (a + n - 1) >> 5; ++x) sectors.insert(x);
   } else {
-    return;  // the thread's own stack (local variables), the emulator's state
+    return; // the thread's own stack (local variables), the emulator's state
   }
   const int t = self().linear;
   if (t >= 0 && t < g->nthreads) g->seq[k][size_t(t)].push_back(Access{a, static_cast<uint32_t>(n)});
@@ -302,7 +303,7 @@ std::string escaped(const char* s) {
   return out;
 }
 
-}  // namespace
+} // namespace
 
 bool enabled() {
   std::lock_guard<std::mutex> l(g_mu);
@@ -379,7 +380,7 @@ void launch_end(const LaunchRec& L, bool faulted) {
     << "\", \"grid\": " << json_dim(L.grid) << ", \"block\": " << json_dim(L.block) << ", \"smem\": " << smem
     << ", \"regs\": " << e.regs << ", \"regs_source\": \"" << (e.regs_known ? "ptxas" : "assumed")
     << "\", \"bytes_read\": " << g->bytes_read << ", \"bytes_written\": " << g->bytes_written
-    << ", \"sectors\": " << g->sectors.size() << ", \"requests\": " << g->requests
+    << ", \"sectors\": " << g->sectors_read.size() + g->sectors_written.size() << ", \"requests\": " << g->requests
     << ", \"sectors_per_request\": " << (g->requests ? double(g->request_sectors) / double(g->requests) : 0.0)
     << ", \"ideal_sectors_per_request\": " << (g->requests ? double(g->ideal_sectors) / double(g->requests) : 0.0)
     << ", \"shared_requests\": " << g->shared_requests
@@ -395,7 +396,7 @@ void launch_end(const LaunchRec& L, bool faulted) {
   }
 }
 
-}  // namespace mytorch::emu::trace
+} // namespace mytorch::emu::trace
 
 // ---- the instrumentation's calls -------------------------------------------------------------------------
 // The extension exports none of them (CMakeLists.txt: --exclude-libs), so that its kernels bind to these
@@ -406,7 +407,7 @@ void launch_end(const LaunchRec& L, bool faulted) {
 // reports it. Measured on test_gpu.py, test_gpu_nn.py and test_op_tables.py under ASan: see docs/gpu.md.
 namespace mytorch::emu::trace {
 __attribute__((no_sanitize_address)) void on_access_hook(uintptr_t a, size_t n, bool store) { on_access(a, n, store); }
-}  // namespace mytorch::emu::trace
+} // namespace mytorch::emu::trace
 
 namespace {
 __attribute__((always_inline, no_sanitize_address)) inline void count(void* a, size_t n, bool store) {
@@ -428,7 +429,7 @@ __attribute__((always_inline, no_sanitize_address)) inline bool shadow_clear(voi
 #endif
 }
 #endif
-}  // namespace
+} // namespace
 
 #define MT_STR2(x) #x
 #define MT_STR(x) MT_STR2(x)

@@ -65,8 +65,8 @@ def traffic(records: list[dict]) -> int:
 
 
 def dram_bytes(records: list[dict]) -> int:
-    """Distinct 32-byte sectors touched, in bytes, summed over launches (the DRAM traffic without caching
-    across launches)."""
+    """The distinct 32-byte sectors each launch reads plus those it writes, in bytes, summed over launches (the
+    DRAM traffic without caching across launches)."""
     return sum(32 * r["sectors"] for r in records)
 
 
