@@ -147,6 +147,15 @@ needs_model = pytest.mark.skipif(
 )
 
 
+def assert_uses_the_gpu(launches, main, min_bytes):
+    """The battery's bar for a large input: the main launch over at least two waves, coalesced, the launches'
+    traffic within 1.25x of the op's minimum and at least half the H100's bandwidth (the model's estimate)."""
+    assert main["waves"] >= 2, main
+    assert gpu_model.traffic(launches) <= 1.25 * min_bytes, launches
+    assert gpu_model.coalescing(main) >= 0.95, main
+    assert gpu_model.fraction_of_peak(launches, min_bytes=min_bytes) >= 0.5, launches
+
+
 @needs_model
 def test_full_sum_uses_the_whole_gpu():
     """x.sum() of 4M floats: before, one 256-thread block (0.1% of the bandwidth); now blocks over every SM for
@@ -155,12 +164,8 @@ def test_full_sum_uses_the_whole_gpu():
     x = torch.randn(n, device="mytorch")
     x.sum()
     launches = gpu_model.trace(lambda: x.sum())
-    first = launches[0]
     assert len(launches) == 2, launches
-    assert first["waves"] >= 2, first
-    assert gpu_model.traffic(launches) <= 1.25 * 4 * n, launches
-    assert gpu_model.coalescing(first) >= 0.95, first
-    assert gpu_model.fraction_of_peak(launches, min_bytes=4 * n) >= 0.5, launches
+    assert_uses_the_gpu(launches, launches[0], 4 * n)
 
 
 @needs_model
@@ -171,11 +176,7 @@ def test_leading_dim_sum_is_coalesced():
     x = torch.randn(r, c, device="mytorch")
     x.sum(0)
     launches = gpu_model.trace(lambda: x.sum(0))
-    first = launches[0]
-    assert first["waves"] >= 2, first
-    assert gpu_model.traffic(launches) <= 1.25 * 4 * r * c, launches
-    assert gpu_model.coalescing(first) >= 0.95, first
-    assert gpu_model.fraction_of_peak(launches, min_bytes=4 * r * c) >= 0.5, launches
+    assert_uses_the_gpu(launches, launches[0], 4 * r * c)
 
 
 @needs_model
@@ -196,11 +197,7 @@ def test_long_scans_use_the_whole_gpu():
     x = torch.randn(lines, n, device="mytorch")
     x.cumsum(1)
     launches = gpu_model.trace(lambda: x.cumsum(1))
-    scan = launches[-1]
-    assert scan["waves"] >= 2, scan
-    assert gpu_model.traffic(launches) <= 1.25 * 8 * lines * n, launches
-    assert gpu_model.coalescing(scan) >= 0.95, scan
-    assert gpu_model.fraction_of_peak(launches, min_bytes=8 * lines * n) >= 0.5, launches
+    assert_uses_the_gpu(launches, launches[-1], 8 * lines * n)
 
 
 @needs_model
