@@ -12,6 +12,16 @@
 #include "csrc/core/Stream.h"
 
 namespace mytorch {
+namespace {
+
+// Scratch bytes a launch plan asks for, on like's device and stream (freed when the caller's handle goes: the
+// caching allocator keeps them stream-ordered); undefined for none (the sim runtime's plans need none).
+at::Tensor kernelWorkspace(size_t bytes, const at::Tensor& like) {
+  if (bytes == 0) return at::Tensor();
+  return at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+}
+
+} // namespace
 
 void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, const at::Tensor& out,
                const at::Tensor& out2, double p, double correction, bool take_sqrt, bool want_values) {
@@ -90,14 +100,10 @@ void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, b
               " dimensions");
   if (r.out_numel == 0) return;
   c10::DeviceGuard guard(self.device());
-  at::Tensor workspace;  // Note [CUDA reduction plan]: the partials of a split reduction
-  if (!onSim()) {
-    const ReducePlan plan = reduce_plan(r, multiProcessors(self.device().index()));
-    if (plan.workspace_bytes > 0) {
-      workspace = at::empty({static_cast<int64_t>(plan.workspace_bytes)}, self.options().dtype(at::kByte));
-      r.workspace = workspace.data_ptr();
-    }
-  }
+  // Note [CUDA reduction plan]: the partials of a split reduction
+  const at::Tensor workspace =
+      kernelWorkspace(onSim() ? 0 : reduce_plan(r, multiProcessors(self.device().index())).workspace_bytes, self);
+  r.workspace = workspace.defined() ? workspace.data_ptr() : nullptr;
   MT_RT_CHECK(kernels::reduce(r, nativeHandle(currentStream(self.device().index()))));
 }
 
@@ -134,14 +140,9 @@ void runScan(ScanOp op, const at::Tensor& self, int64_t dim, const at::Tensor& o
   }
   if (in.numel() == 0) return;
   c10::DeviceGuard guard(self.device());
-  at::Tensor workspace;  // Note [CUDA scan plan]: the chunks' look-back tiles
-  if (!onSim()) {
-    const ScanPlan plan = scan_plan(s);
-    if (plan.workspace_bytes > 0) {
-      workspace = at::empty({static_cast<int64_t>(plan.workspace_bytes)}, self.options().dtype(at::kByte));
-      s.workspace = workspace.data_ptr();
-    }
-  }
+  // Note [CUDA scan plan]: the chunks' look-back tiles
+  const at::Tensor workspace = kernelWorkspace(onSim() ? 0 : scan_plan(s).workspace_bytes, self);
+  s.workspace = workspace.defined() ? workspace.data_ptr() : nullptr;
   MT_RT_CHECK(kernels::scan(s, nativeHandle(currentStream(self.device().index()))));
 }
 
