@@ -44,7 +44,8 @@ namespace {
 using at::Tensor;
 
 // Sorts along dim; returns (values, indices) shaped like self, or with k along dim for a top-k (k >= 0: only the
-// first k of each sorted slice are computed, which the sim kernels do by selection; Note [Sim sort and top-k]).
+// first k of each sorted slice are computed, by selection on both runtimes: Notes [Sim sort and top-k], [CUDA radix
+// sort and select]).
 std::tuple<Tensor, Tensor> sortAlong(const Tensor& self, int64_t dim, bool descending, int64_t k = -1) {
   TORCH_CHECK(!self.is_complex(), "sort(): complex tensors cannot be sorted");
   TORCH_CHECK(toKernelDType(self.scalar_type()) != DType::Other, "sort(): unsupported dtype ", self.scalar_type());
@@ -64,9 +65,10 @@ std::tuple<Tensor, Tensor> sortAlong(const Tensor& self, int64_t dim, bool desce
   a.slices = a.length ? moved.numel() / a.length : 0;
   a.descending = descending;
   a.k = k;
-  Tensor scratch;
-  if (a.length > kSharedSortMax && k < 0) {
-    scratch = at::empty({a.slices * a.length * 2}, self.options().dtype(at::kLong));
+  Tensor scratch;  // the cuda radix sort's and select's (Note [CUDA radix sort and select]); the sim needs none
+  const size_t ws = onSim() ? 0 : sort_workspace_bytes(a);
+  if (ws > 0) {
+    scratch = at::empty({static_cast<int64_t>(ws)}, self.options().dtype(at::kByte));
     a.scratch = scratch.data_ptr();
   }
   if (moved.numel() > 0) {
@@ -157,7 +159,7 @@ std::tuple<Tensor&, Tensor&> topk_out(const Tensor& self, int64_t k, int64_t dim
   const int64_t d = self.dim() ? at::maybe_wrap_dim(dim, self.dim()) : 0;
   const int64_t n = self.dim() ? self.size(d) : 1;
   TORCH_CHECK(k >= 0 && k <= n, "selected index k out of range");
-  auto [v, i] = onSim() && self.dim() ? sortAlong(self, d, largest, k) : sortAlong(self, d, largest);
+  auto [v, i] = self.dim() ? sortAlong(self, d, largest, k) : sortAlong(self, d, largest);
   Tensor tv = self.dim() ? v.narrow(d, 0, k) : v, ti = self.dim() ? i.narrow(d, 0, k) : i;
   at::native::resize_output(values, tv.sizes());
   at::native::resize_output(indices, ti.sizes());
@@ -262,16 +264,17 @@ Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement, st
   TORCH_CHECK(at::all(at::gt(total, 0)).item().toBool(),
               "invalid multinomial distribution (sum of probabilities <= 0)");
   Tensor result;
-  if (replacement) {
+  if (replacement && num_samples > 1) {
     Tensor cdf = at::div(at::cumsum(pf, -1), total);
     Tensor u = at::empty({p.size(0), num_samples}, pf.options()).uniform_(0, 1, gen);
     result = at::clamp_max(at::sum(at::lt(cdf.unsqueeze(-2), u.unsqueeze(-1)), -1), cats - 1);
   } else {
-    // Exponential-race (Gumbel top-k): the k largest log(u) / p are a sample without replacement.
+    // Exponential race (Gumbel top-k), as ATen: the k largest log(u) / p are a sample without replacement, and one
+    // draw (with or without replacement) is their argmax: a reduction, never a sort (Note [CUDA radix sort and
+    // select] for k > 1).
     Tensor u = at::empty(pf.sizes(), pf.options()).uniform_(0, 1, gen);
     Tensor keys = at::div(at::log(u), pf);
-    auto [v, i] = sortAlong(keys, -1, true);
-    result = i.narrow(-1, 0, num_samples);
+    result = num_samples == 1 ? at::argmax(keys, -1, true) : std::get<1>(sortAlong(keys, -1, true, num_samples));
   }
   result = result.contiguous();
   return self.dim() == 1 ? result.squeeze(0) : result;

@@ -83,6 +83,34 @@ __device__ inline void block_tree(V* parts, Combine combine) {
   }
 }
 
+// Block-wide exclusive prefix sum of one value per thread (blockDim.x a multiple of 32, <= 1024), in thread order;
+// *total gets the block's sum. `smem` holds one value per warp; it starts with a barrier, so it may be reused at once.
+template <typename A>
+__device__ inline A block_exclusive_sum(A v, A* smem, A* total) {
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, warps = int(blockDim.x) >> 5;
+  A incl = v;
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const A o = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += o;
+  }
+  __syncthreads();
+  if (lane == 31) smem[warp] = incl;
+  __syncthreads();
+  A before = 0, all = 0;
+  for (int w = 0; w < warps; ++w) {
+    if (w < warp) before += smem[w];
+    all += smem[w];
+  }
+  *total = all;
+  return before + incl - v;
+}
+
+// Shared-memory slot of element i of an array that threads read in runs of consecutive elements: one padding slot
+// every 32, so that neighbouring threads' runs fall in different banks. Host too: launchers size shared memory with
+// it (nvcc compiles a host call of a __device__-only function into exit(1): scripts/ptxas_check.py looks for those).
+__host__ __device__ constexpr int padded_slot(int i) { return i + i / 32; }
+
 inline rt::Status check_launch(const char* what) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return rt::Status::Success;

@@ -300,11 +300,6 @@ __device__ inline red::IndexedState<A> shfl_up_state(red::IndexedState<A> v, int
   return {__shfl_up_sync(0xffffffffu, v.v, d), __shfl_up_sync(0xffffffffu, v.i, d)};
 }
 
-// Shared-memory slot of element i of a chunk: one padding slot every 32, so that a thread reading its kScanItems
-// consecutive elements does not conflict with its neighbours. Host too: the launcher sizes shared memory with it
-// (nvcc compiles a host call of a __device__-only function into exit(1): scripts/ptxas_check.py looks for those).
-__host__ __device__ constexpr int scan_slot(int i) { return i + i / 32; }
-
 template <ScanOp op, typename T>
 __global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
   using A = red::sum_acc_t<T>;
@@ -312,7 +307,7 @@ __global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
   using St = typename P::State;
   extern __shared__ unsigned char smem[];
   St* items = reinterpret_cast<St*>(smem);                // kScanChunk (+ padding) states
-  St* warp_totals = items + scan_slot(int(kScanChunk));   // one per warp, then the chunk's prefix
+  St* warp_totals = items + padded_slot(int(kScanChunk));   // one per warp, then the chunk's prefix
   auto* tiles = static_cast<ScanTile<St>*>(s.workspace);
   __shared__ unsigned long long ticket;
   __shared__ int has_prefix;
@@ -333,15 +328,15 @@ __global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
   // coalesced loads: element k * kScanThreads + t by thread t
   for (int k = 0; k < kScanItems; ++k) {
     const int i = k * int(kScanThreads) + int(threadIdx.x);
-    items[scan_slot(i)] = i < n ? P::make(static_cast<A>(in[i]), start + i) : P::identity();
+    items[padded_slot(i)] = i < n ? P::make(static_cast<A>(in[i]), start + i) : P::identity();
   }
   __syncthreads();
   // each thread scans its kScanItems consecutive elements
   const int first = int(threadIdx.x) * int(kScanItems);
-  St run = items[scan_slot(first)];
+  St run = items[padded_slot(first)];
   for (int k = 1; k < kScanItems; ++k) {
-    run = P::combine(run, items[scan_slot(first + k)]);
-    items[scan_slot(first + k)] = run;
+    run = P::combine(run, items[padded_slot(first + k)]);
+    items[padded_slot(first + k)] = run;
   }
   // the threads' totals scanned across the warp (shuffles), then across the warps
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
@@ -410,7 +405,7 @@ __global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
     any = true;
   }
   for (int k = 0; k < kScanItems; ++k) {
-    St& x = items[scan_slot(first + k)];
+    St& x = items[padded_slot(first + k)];
     if (any) x = P::combine(before, x);
   }
   __syncthreads();
@@ -418,8 +413,8 @@ __global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
   for (int k = 0; k < kScanItems; ++k) {
     const int i = k * int(kScanThreads) + int(threadIdx.x);
     if (i < n) {
-      out[i] = static_cast<T>(P::value(items[scan_slot(i)]));
-      if constexpr (red::scan_indexed<op>()) idx[i] = P::index(items[scan_slot(i)]);
+      out[i] = static_cast<T>(P::value(items[padded_slot(i)]));
+      if constexpr (red::scan_indexed<op>()) idx[i] = P::index(items[padded_slot(i)]);
     }
   }
 }
@@ -457,7 +452,7 @@ rt::Status scan(const ScanArgs& s, rt::Stream stream) {
             static_assert(sizeof(ScanTile<St>) <= kScanTileBytes, "a scan tile larger than the plan's");
             const cudaStream_t st = native(stream);
             if (p.chunked) {
-              const size_t shm = (scan_slot(int(kScanChunk)) + kScanThreads / 32 + 1) * sizeof(St);
+              const size_t shm = (padded_slot(int(kScanChunk)) + kScanThreads / 32 + 1) * sizeof(St);
               const unsigned grid = static_cast<unsigned>(s.lines * p.chunks);
               scan_chunked_kernel<o, T><<<grid, kScanThreads, shm, st>>>(s, p.chunks);
             } else {

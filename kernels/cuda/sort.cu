@@ -2,6 +2,7 @@
 #include "common.cuh"
 #include "mytorch/ops_math.h"
 #include "mytorch/sort.h"
+#include "sort_radix.cuh"
 
 namespace mytorch::cuda {
 namespace {
@@ -52,44 +53,11 @@ __global__ void bitonic_kernel(SortArgs a, int64_t padded) {
       __syncthreads();
     }
   }
-  T* out = static_cast<T*>(a.values) + s * a.length;
-  for (int64_t i = threadIdx.x; i < a.length; i += blockDim.x) {
+  const int64_t out_len = a.k >= 0 && a.k < a.length ? a.k : a.length;  // top-k: the first k
+  T* out = static_cast<T*>(a.values) + s * out_len;
+  for (int64_t i = threadIdx.x; i < out_len; i += blockDim.x) {
     out[i] = row[ix[i]];
-    a.indices[s * a.length + i] = ix[i];
-  }
-}
-
-// Long slices: bottom-up merge sort of indices per slice (one thread per slice).
-template <typename T>
-__global__ void merge_kernel(SortArgs a) {
-  using O = ew::opmath_t<T>;
-  for (int64_t s = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; s < a.slices; s += int64_t(gridDim.x) * blockDim.x) {
-    const T* row = static_cast<const T*>(a.in) + s * a.length;
-    int64_t* src = static_cast<int64_t*>(a.scratch) + s * a.length * 2;
-    int64_t* dst = src + a.length;
-    for (int64_t i = 0; i < a.length; ++i) src[i] = i;
-    for (int64_t w = 1; w < a.length; w <<= 1) {
-      for (int64_t lo = 0; lo < a.length; lo += 2 * w) {
-        int64_t mid = lo + w < a.length ? lo + w : a.length, hi = lo + 2 * w < a.length ? lo + 2 * w : a.length;
-        int64_t i = lo, j = mid, k = lo;
-        while (i < mid && j < hi) {
-          dst[k++] =
-              sort_before<O>(static_cast<O>(row[src[j]]), src[j], static_cast<O>(row[src[i]]), src[i], a.descending)
-                  ? src[j++]
-                  : src[i++];
-        }
-        while (i < mid) dst[k++] = src[i++];
-        while (j < hi) dst[k++] = src[j++];
-      }
-      int64_t* t = src;
-      src = dst;
-      dst = t;
-    }
-    T* out = static_cast<T*>(a.values) + s * a.length;
-    for (int64_t i = 0; i < a.length; ++i) {
-      out[i] = row[src[i]];
-      a.indices[s * a.length + i] = src[i];
-    }
+    a.indices[s * out_len + i] = a.in_indices ? a.in_indices[s * a.length + ix[i]] : ix[i];
   }
 }
 
@@ -115,24 +83,43 @@ rt::Status isin(const IsinArgs& a, rt::Stream stream) {
   return check_launch("isin");
 }
 
-rt::Status sort(const SortArgs& a, rt::Stream stream) {
-  if (a.slices == 0 || a.length == 0) return rt::Status::Success;
-  bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
+namespace {
+// Slices of up to kSharedSortMax elements: the bitonic kernel (a block per slice).
+rt::Status bitonic_sort(const SortArgs& a, rt::Stream stream) {
+  bool ok = false;
+  dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!is_complex_t<T>::value) {
       using O = ew::opmath_t<T>;
-      if (a.length <= kSharedSortMax) {
-        int64_t padded = 1;
-        while (padded < a.length) padded <<= 1;
-        const size_t shm = static_cast<size_t>(padded) * (sizeof(O) + sizeof(int64_t));
-        bitonic_kernel<T><<<static_cast<unsigned>(a.slices), kThreads, shm, native(stream)>>>(a, padded);
-      } else {
-        merge_kernel<T><<<grid_for(a.slices), kThreads, 0, native(stream)>>>(a);
-      }
+      int64_t padded = 1;
+      while (padded < a.length) padded <<= 1;
+      const size_t shm = static_cast<size_t>(padded) * (sizeof(O) + sizeof(int64_t));
+      bitonic_kernel<T><<<static_cast<unsigned>(a.slices), kThreads, shm, native(stream)>>>(a, padded);
+      ok = true;
     }
   });
   if (!ok) return rt::report(rt::Status::InvalidValue, "sort: unsupported dtype");
   return check_launch("sort");
+}
+
+} // namespace
+
+rt::Status sort(const SortArgs& a, rt::Stream stream) {
+  const SortPlan plan = sort_plan(a);
+  if (a.slices == 0 || a.length == 0 || a.k == 0) return rt::Status::Success;
+  if ((plan.radix || plan.select) && a.scratch == nullptr) {
+    return rt::report(rt::Status::InvalidValue, "sort: a long slice needs the workspace sort_plan sizes");
+  }
+  if (!plan.select) return plan.radix ? radix_sort(a, plan, stream) : bitonic_sort(a, stream);
+  // top-k of long slices: select the k first pairs (in element order), then sort just those
+  rt::Status st = radix_select(a, plan, stream);
+  if (st != rt::Status::Success) return st;
+  SortArgs b = a;
+  b.in = static_cast<const char*>(a.scratch) + plan.sel_values;
+  b.in_indices = reinterpret_cast<const int64_t*>(static_cast<const char*>(a.scratch) + plan.sel_indices);
+  b.length = a.k;
+  b.k = -1;
+  return plan.radix ? radix_sort(b, plan, stream) : bitonic_sort(b, stream);
 }
 
 } // namespace mytorch::cuda

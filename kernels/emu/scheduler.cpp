@@ -304,8 +304,13 @@ void* block_static_shared(const void* key, size_t bytes, size_t align) {
   Block& b = *t_block;
   for (const auto& s : b.statics)
     if (s.first == key) return s.second;
-  // Exact size (rounded up to the alignment only), so that an overrun reaches the allocator's red zone.
-  void* p = std::aligned_alloc(align < 16 ? 16 : align, (bytes + align - 1) / align * align);
+  // Exact size (rounded up to the alignment only), so that an overrun reaches the allocator's red zone;
+  // posix_memalign because aligned_alloc may refuse a size that is not a multiple of the alignment (ASan's does).
+  void* p = nullptr;
+  if (posix_memalign(&p, align < 16 ? 16 : align, (bytes + align - 1) / align * align) != 0 || p == nullptr) {
+    std::fprintf(stderr, "mytorch emu: cannot allocate %zu bytes of static shared memory\n", bytes);
+    std::abort();
+  }
   std::memset(p, 0xA5, bytes);
   b.statics.emplace_back(key, p);
   trace::static_shared(p, bytes);

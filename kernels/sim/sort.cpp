@@ -20,7 +20,7 @@ namespace {
 // - Longer slices: a stable least-significant-digit radix sort, 8 bits a pass, of keys whose unsigned order is the
 //   engine's order (floats: sign-flipped bits, -0 folded onto +0, every NaN one key above +inf; descending: the
 //   keys inverted, so NaN comes first and equal values keep ascending indices, as stable order wants). Passes
-//   whose digit is the same for every key are skipped (small integers, half types widened to float).
+//   whose digit is the same for every key are skipped (small integers; sort_key in sort.h).
 // - top-k (SortArgs::k >= 0) is a selection, never a sort of the slice: the k first pairs kept in a heap whose top
 //   is the one that sorts last, each further element compared with the top (a block of elements is skipped when
 //   none of them can enter: one vectorised comparison), then the heap sorted. A long slice with few slices to
@@ -28,31 +28,6 @@ namespace {
 //   them gives the same k pairs whatever the thread count.
 // Slices run in parallel (each writes its own rows).
 constexpr int64_t kRadixMin = 4096;
-
-template <typename T>
-using key_t = std::conditional_t<sizeof(ew::opmath_t<T>) == 8 || sizeof(T) == 8, uint64_t, uint32_t>;
-
-// The unsigned key of v: ascending key order = the engine's ascending order for non-equal values.
-template <typename T>
-key_t<T> sort_key(T v) {
-  using K = key_t<T>;
-  if constexpr (std::is_same_v<T, bool>) {
-    return static_cast<K>(v);
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    if constexpr (std::is_signed_v<T>) return static_cast<K>(static_cast<U>(v) ^ (U(1) << (sizeof(T) * 8 - 1)));
-    else return static_cast<K>(v);
-  } else {
-    using F = std::conditional_t<sizeof(K) == 8, double, float>;
-    F f = static_cast<F>(v);
-    if (f != f) return ~K(0);  // every NaN: above +inf
-    if (f == F(0)) f = F(0);   // -0 == +0
-    K b;
-    std::memcpy(&b, &f, sizeof(K));
-    const K sign = K(1) << (sizeof(K) * 8 - 1);
-    return (b & sign) ? ~b : (b | sign);
-  }
-}
 
 // Stable LSD radix sort of n (key, index) pairs; the result in (keys, idx).
 template <typename K>
@@ -94,7 +69,7 @@ void sort_slice(const SortArgs& a, int64_t s) {
     }
     return;
   }
-  using K = key_t<T>;
+  using K = sort_key_t<T>;
   std::vector<K> keys(static_cast<size_t>(n)), k2;
   std::vector<int64_t> idx(static_cast<size_t>(n)), i2;
   for (int64_t i = 0; i < n; ++i) {

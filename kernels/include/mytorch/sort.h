@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
@@ -27,10 +29,13 @@ struct SortArgs {
   int64_t slices = 0;
   int64_t length = 0;
   bool descending = false;
-  // top-k: keep the first k of each sorted slice (values and indices are then [slices, k]); -1 sorts it all. The sim
-  // selects (Note [Sim sort and top-k] in sim/sort.cpp); the cuda kernels do not take k yet (the glue sorts there).
+  // top-k: keep the first k of each sorted slice (values and indices are then [slices, k]); -1 sorts it all. Both
+  // runtimes select without sorting the slice (Notes [Sim sort and top-k], [CUDA radix sort and select]).
   int64_t k = -1;
-  void* scratch = nullptr;      // cuda merge sort: 2 * slices * length * (elem + 8) bytes, from the glue
+  // Optional: the indices to report instead of positions (indices[j] = in_indices[slice * length + position]); the
+  // cuda top-k sorts its selected pairs with it.
+  const int64_t* in_indices = nullptr;
+  void* scratch = nullptr;      // cuda: sort_workspace_bytes(*this) bytes, from the glue (aligned to 256)
 };
 
 // a before b? (value, index) order with NaN above everything.
@@ -44,6 +49,138 @@ MT_HOST_DEVICE inline bool sort_before(O av, int64_t ai, O bv, int64_t bi, bool 
   if (av == bv) return ai < bi;
   return descending ? av > bv : av < bv;
 }
+
+// The unsigned key of a value: ascending key order is the engine's ascending order for unequal values (floats: the
+// sign-flipped bits, -0 folded onto +0, every NaN one key above +inf; half types on their own 16 bits; signed
+// integers: the sign bit flipped). Descending: the keys inverted (~), so NaN comes first and a stable sort still
+// keeps equal values in ascending index order. Only the low sort_key_bits<T>() bits vary.
+template <typename T>
+using sort_key_t = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+template <typename T>
+constexpr int sort_key_bits() {
+  return std::is_same_v<T, bool> ? 1 : static_cast<int>(8 * sizeof(T));
+}
+template <typename T>
+MT_HOST_DEVICE inline sort_key_t<T> sort_key(T v) {
+  using K = sort_key_t<T>;
+  if constexpr (std::is_same_v<T, bool>) {
+    return static_cast<K>(v);
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if constexpr (std::is_signed_v<T>)
+      return static_cast<K>(static_cast<U>(static_cast<U>(v) ^ (U(1) << (sizeof(T) * 8 - 1))));
+    else return static_cast<K>(v);
+  } else if constexpr (sizeof(T) == 2) {  // c10::Half, c10::BFloat16: their bits
+    const float f = static_cast<float>(v);
+    if (f != f) return K(0xffff);
+    if (f == 0.0f) return K(0x8000);
+    const K b = v.x;
+    return (b & 0x8000u) ? (~b & 0xffffu) : (b | 0x8000u);
+  } else {
+    using F = std::conditional_t<sizeof(K) == 8, double, float>;
+    F f = static_cast<F>(v);
+    if (f != f) return ~K(0);
+    if (f == F(0)) f = F(0);
+    K b;
+    memcpy(&b, &f, sizeof(K));
+    const K sign = K(1) << (sizeof(K) * 8 - 1);
+    return (b & sign) ? ~b : (b | sign);
+  }
+}
+
+// Note [CUDA radix sort and select]
+// Slices longer than kSharedSortMax are sorted by a stable least-significant-digit radix sort of (sort_key,
+// position) pairs, kRadixBits a pass, over every slice at once (segmented): each pass counts each tile's digits
+// (a block per kRadixTile elements of a slice), scans those counts per slice in (digit, tile) order, and scatters
+// each tile's pairs, ranked stably in shared memory, to their places (the writes of a digit's run coalesced). The
+// counting also adds each slice's digit totals (integer atomics), so the scan is a block per (slice, digit). The
+// first pass reads the input, the last writes int64 indices and the values restored from their keys (gathered from
+// the input only for keys shared by several bit patterns: zeros and NaNs); between them the pairs ping-pong through
+// the workspace. 4-bit digits keep the stable ranking's per-thread counters (16 x 256) in shared memory; a pass
+// reads 4-8 bytes an element to count and moves 8-12 each way to scatter.
+// A top-k over a long slice never sorts it: a radix select finds the k-th key, kSelectBits a pass from the top
+// (each pass a histogram, per slice, of the next digit of the keys that share the prefix found so far, then a block
+// per slice picking the digit where the count reaches k), then the keys below it and the first ties (in index
+// order) are compacted in index order, and those k pairs sorted (bitonic, or the radix sort above). Integer atomics
+// only add counts, so every result is deterministic.
+constexpr int kRadixBits = 4;
+constexpr int kRadixBins = 1 << kRadixBits;
+constexpr int kRadixThreads = 256;
+constexpr int kRadixItems = 8;
+constexpr int64_t kRadixTile = int64_t(kRadixThreads) * kRadixItems;
+constexpr int kSelectBits = 8;
+constexpr int kSelectBins = 1 << kSelectBits;  // = the select kernels' block size
+constexpr int kSelectItems = 4;
+constexpr int64_t kSelectTile = int64_t(kSelectBins) * kSelectItems;
+
+struct SelectState {  // per slice: the k-th key's digits found so far and how many keys sort below that prefix
+  uint64_t prefix;
+  uint64_t mask;
+  int64_t below;
+};
+
+// Where each part of a cuda sort's workspace lies (byte offsets from SortArgs::scratch), and its size.
+struct SortPlan {
+  bool radix = false;   // the radix sort (else the bitonic kernel, or nothing)
+  bool select = false;  // a radix select then a sort of the k selected
+  int64_t tiles = 0;    // radix sort: tiles per slice of the pairs it sorts
+  int passes = 0;
+  size_t keys[2] = {0, 0}, pay[2] = {0, 0}, hist = 0, totals = 0;  // radix sort
+  int64_t sel_tiles = 0;                                            // select: tiles per slice
+  size_t sel_hist = 0, sel_state = 0, sel_counts = 0, sel_values = 0, sel_indices = 0;
+  size_t bytes = 0;
+};
+
+inline size_t sort_align(size_t b) { return (b + 255) / 256 * 256; }
+
+// The radix sort of `slices` x `length` pairs with keys of `key_bytes`, from byte `at` of the workspace.
+inline void radix_sort_plan(SortPlan& p, int64_t slices, int64_t length, int key_bytes, int key_bits, size_t at) {
+  const size_t n = static_cast<size_t>(slices * length);
+  p.radix = true;
+  p.tiles = (length + kRadixTile - 1) / kRadixTile;
+  p.passes = (key_bits + kRadixBits - 1) / kRadixBits;
+  for (int b = 0; b < 2; ++b) {
+    p.keys[b] = at;
+    at = sort_align(at + n * key_bytes);
+  }
+  for (int b = 0; b < 2; ++b) {
+    p.pay[b] = at;
+    at = sort_align(at + n * 4);
+  }
+  p.hist = at;
+  at = sort_align(at + static_cast<size_t>(slices * kRadixBins * p.tiles) * 4);
+  p.totals = at;  // per pass and slice, the digits' counts
+  p.bytes = sort_align(at + static_cast<size_t>(p.passes * slices * kRadixBins) * 4);
+}
+
+inline SortPlan sort_plan(const SortArgs& a) {
+  SortPlan p;
+  const int es = dtype_size(a.dtype);
+  const int key_bytes = es == 8 ? 8 : 4, key_bits = a.dtype == DType::Bool ? 1 : 8 * es;
+  const int64_t out_len = a.k >= 0 ? a.k : a.length;
+  if (a.slices == 0 || out_len == 0) return p;
+  if (a.k >= 0 && a.k < a.length && a.length > kSharedSortMax) {
+    p.select = true;
+    p.sel_tiles = (a.length + kSelectTile - 1) / kSelectTile;
+    size_t at = 0;
+    p.sel_hist = at;  // per pass and slice, the histogram of the next digit
+    at = sort_align(at + static_cast<size_t>((key_bits + kSelectBits - 1) / kSelectBits * a.slices * kSelectBins) * 4);
+    p.sel_state = at;
+    at = sort_align(at + static_cast<size_t>(a.slices) * sizeof(SelectState));
+    p.sel_counts = at;
+    at = sort_align(at + static_cast<size_t>(a.slices * 2 * p.sel_tiles) * 4);
+    p.sel_values = at;
+    at = sort_align(at + static_cast<size_t>(a.slices * a.k) * es);
+    p.sel_indices = at;
+    at = sort_align(at + static_cast<size_t>(a.slices * a.k) * 8);
+    p.bytes = at;
+    if (a.k > kSharedSortMax) radix_sort_plan(p, a.slices, a.k, key_bytes, key_bits, at);
+    return p;
+  }
+  if (a.length > kSharedSortMax) radix_sort_plan(p, a.slices, a.length, key_bytes, key_bits, 0);
+  return p;
+}
+inline size_t sort_workspace_bytes(const SortArgs& a) { return sort_plan(a).bytes; }
 
 // isin: out[i] = (elements[i] is one of the m values of `sorted`) != invert. `sorted` is ascending in the sort
 // engine's order (NaN last), elements and sorted share the dtype, both contiguous.
