@@ -23,6 +23,7 @@
 
 #include <cstring>
 
+#include "csrc/core/DeviceErrors.h"
 #include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/HostAllocator.h"
@@ -45,7 +46,11 @@ bool blockCopyable(const at::Tensor& dst, const at::Tensor& src) {
          src.is_non_overlapping_and_dense();
 }
 
-void syncStream(const at::Tensor& t) { MT_RT_CHECK(rt::stream_synchronize(t.device().index(), streamOn(t))); }
+// A synchronisation point: also raises what kernels recorded on the device (Note [Device-side errors]).
+void syncStream(const at::Tensor& t) {
+  MT_RT_CHECK(rt::stream_synchronize(t.device().index(), streamOn(t)));
+  raiseDeviceError(t.device().index());
+}
 
 // dst (mytorch) <- src on the same device: cast kernel over TensorIterator's description.
 void deviceCopy(const at::Tensor& dst, const at::Tensor& src) {

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "csrc/core/Checked.h"
+#include "csrc/core/DeviceErrors.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/embedding.h"
@@ -33,7 +34,6 @@ Tensor embeddingDenseBackward(const Tensor& grad_output, const Tensor& indices, 
   auto [sorted, order] = at::sort(indices.reshape({n}).to(at::kLong), /*stable=*/true, 0, false);
   sorted = sorted.contiguous();
   order = order.contiguous();
-  Tensor err = at::zeros({2}, indices.options().dtype(at::kLong));
   EmbeddingBackwardArgs a;
   a.dtype = toKernelDType(g.scalar_type());
   a.sorted = sorted.data_ptr<int64_t>();
@@ -45,13 +45,11 @@ Tensor embeddingDenseBackward(const Tensor& grad_output, const Tensor& indices, 
   a.num_weights = num_weights;
   a.padding_idx = padding_idx;
   a.scale_grad_by_freq = scale_grad_by_freq;
-  a.error_value = err.data_ptr<int64_t>();
-  a.error_flag = reinterpret_cast<int*>(err.data_ptr<int64_t>() + 1);
+  a.error = deviceErrorSite(out.device(), "embedding_dense_backward", DeviceErrorFormat::EmbeddingIndex, true, -1,
+                            num_weights);
   c10::DeviceGuard guard(out.device());
   MT_RT_CHECK(kernels::embedding_backward(a, streamFor(out)));
-  Tensor host = err.cpu();
-  TORCH_CHECK_INDEX(host[1].item<int64_t>() == 0, "embedding_dense_backward: index ", host[0].item<int64_t>(),
-                    " is out of bounds for ", num_weights, " embeddings");
+  afterErrorCheckedLaunch(out.device());  // Note [Device-side errors]
   return out;
 }
 

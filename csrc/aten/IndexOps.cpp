@@ -26,6 +26,7 @@
 #include <string>
 
 #include "csrc/core/Checked.h"
+#include "csrc/core/DeviceErrors.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -85,6 +86,7 @@ Tensor realPairs(IndexArgs& a, const at::Device& device) {
 // whether a negative index counts from the end (indexing, take, put, index_fill) or is out of bounds (the
 // gather/scatter family, index_select, index_add, index_copy; so also embedding, take_along_dim and one_hot).
 struct OutOfBounds {
+  const char* op = "indexing";  // names the op in a deferred error (Note [Device-side errors])
   bool runtime_error = false;
   int64_t dim = -1;   // with its size, for "out of bounds for dimension D with size S"
   int64_t size = -1;
@@ -94,8 +96,8 @@ struct OutOfBounds {
 // The rule of the ops that index along one dimension (the gather/scatter family, index_select, index_add,
 // index_copy): negative indices out of bounds, the message naming the dimension; RuntimeError unless the CPU's
 // kernel for the op raises IndexError.
-OutOfBounds alongDim(const Tensor& t, int64_t dim, bool runtime_error = true) {
-  return {runtime_error, dim, t.dim() ? t.size(dim) : 1, false};
+OutOfBounds alongDim(const char* op, const Tensor& t, int64_t dim, bool runtime_error = true) {
+  return {op, runtime_error, dim, t.dim() ? t.size(dim) : 1, false};
 }
 
 // Launches and turns an out-of-bounds index into the op's exception (the kernels never use such an index).
@@ -104,21 +106,12 @@ void launch(Kind kind, IndexArgs& a, const at::Device& device, const OutOfBounds
   Tensor keep;
   if (kind == Kind::Scatter && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble))
     keep = realPairs(a, device);
-  Tensor err = at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(device));
   a.negative_wraps = oob.negative_wraps;
-  a.error_value = err.data_ptr<int64_t>();
-  a.error_flag = reinterpret_cast<int*>(err.data_ptr<int64_t>() + 1);
+  a.error = deviceErrorSite(device, oob.op, DeviceErrorFormat::IndexOutOfBounds, !oob.runtime_error, oob.dim, oob.size);
   c10::DeviceGuard guard(device);
   const rt::Stream s = nativeHandle(currentStream(device.index()));
   MT_RT_CHECK(kind == Kind::Gather ? kernels::gather(a, s) : kernels::scatter(a, s));
-  Tensor host = err.cpu();
-  if (host[1].item<int64_t>() == 0) return;
-  const int64_t v = host[0].item<int64_t>();
-  const std::string where = oob.dim >= 0
-                                ? "dimension " + std::to_string(oob.dim) + " with size " + std::to_string(oob.size)
-                                : std::string("the dimension it indexes");
-  if (oob.runtime_error) TORCH_CHECK(false, "index ", v, " is out of bounds for ", where);
-  TORCH_CHECK_INDEX(false, "index ", v, " is out of bounds for ", where);
+  afterErrorCheckedLaunch(device);  // no synchronisation on cuda (Note [Device-side errors])
 }
 
 void setShape(IndexArgs& a, at::IntArrayRef shape) {
@@ -178,7 +171,7 @@ Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index_in
     addIndex(a, index, istr, self.size(dim), self.stride(dim));
   }
   // The CPU's exception class: RuntimeError from its kernel for dimension 1 of a tensor with more, else IndexError.
-  launch(Kind::Gather, a, self.device(), alongDim(self, dim, dim == 1 && self.dim() > 1));
+  launch(Kind::Gather, a, self.device(), alongDim("index_select", self, dim, dim == 1 && self.dim() > 1));
   return out;
 }
 
@@ -215,7 +208,7 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index_in, bool
     a.other_strides[d] = out.stride(d);
   }
   addIndex(a, index, index.strides(), self.dim() ? self.size(dim) : 1, self.dim() ? self.stride(dim) : 0);
-  launch(Kind::Gather, a, self.device(), alongDim(self, dim));
+  launch(Kind::Gather, a, self.device(), alongDim("gather", self, dim));
   return out;
 }
 
@@ -234,7 +227,7 @@ Tensor& take_out(const Tensor& self, const Tensor& index_in, Tensor& out) {
   a.other = out.data_ptr();
   for (int64_t d = 0; d < index.dim(); ++d) a.other_strides[d] = out.stride(d);
   addIndex(a, index, index.strides(), self.numel(), 1);
-  launch(Kind::Gather, a, self.device());
+  launch(Kind::Gather, a, self.device(), OutOfBounds{"take"});
   return out;
 }
 
@@ -318,7 +311,7 @@ Tensor& scatterOverload(const Tensor& self, int64_t dim, const Tensor& index_in,
   Tensor index = longIndex(index_in, self, name);
   checkGatherShapes(self, dim, index, src, name);
   prepare(self, out);
-  scatterInto(out, dim, index, src, value, op, alongDim(out, dim));
+  scatterInto(out, dim, index, src, value, op, alongDim("scatter", out, dim));
   return out;
 }
 
@@ -353,9 +346,9 @@ Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& in
     c10::Scalar identity = 0;
     if (op == ScatterOp::Mul) identity = 1;
     if (op == ScatterOp::Max || op == ScatterOp::Min) identity = extreme(self.scalar_type(), op == ScatterOp::Max);
-    scatterInto(out, dim, index, nullptr, &identity, ScatterOp::Assign, alongDim(out, dim));
+    scatterInto(out, dim, index, nullptr, &identity, ScatterOp::Assign, alongDim("scatter", out, dim));
   }
-  scatterInto(out, dim, index, &src, nullptr, op, alongDim(out, dim));
+  scatterInto(out, dim, index, &src, nullptr, op, alongDim("scatter", out, dim));
   if (mean) {
     Tensor counts = include_self ? at::ones_like(out) : at::zeros_like(out);
     Tensor ones = at::ones_like(src);
@@ -385,7 +378,7 @@ void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tens
   }
   if (source.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
   addIndex(a, index, istr, out.dim() ? out.size(dim) : 1, out.dim() ? out.stride(dim) : 0);
-  launch(Kind::Scatter, a, out.device(), alongDim(out, dim, runtime_error));
+  launch(Kind::Scatter, a, out.device(), alongDim("index_add/index_copy", out, dim, runtime_error));
 }
 
 Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source,
@@ -430,7 +423,7 @@ Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index_in, const c10
   for (int64_t d = 0; d < self.dim(); ++d) a.target_strides[d] = d == dim ? 0 : self.stride(d);
   if (self.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
   addIndex(a, index, istr, self.dim() ? self.size(dim) : 1, self.dim() ? self.stride(dim) : 0);
-  launch(Kind::Scatter, a, self.device());
+  launch(Kind::Scatter, a, self.device(), OutOfBounds{"index_fill"});
   return self;
 }
 
@@ -647,7 +640,7 @@ Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& in
   a.other = out.data_ptr();
   describe(a, adv, adv.self);
   for (int64_t d = 0; d < out.dim(); ++d) a.other_strides[d] = out.stride(d);
-  launch(Kind::Gather, a, self.device());
+  launch(Kind::Gather, a, self.device(), OutOfBounds{"index"});
   return out;
 }
 
@@ -665,7 +658,7 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
   a.op = accumulate ? ScatterOp::Add : ScatterOp::Assign;
   describe(a, adv, adv.self);
   for (int64_t d = 0; d < v.dim(); ++d) a.other_strides[d] = v.stride(d);
-  launch(Kind::Scatter, a, self.device());
+  launch(Kind::Scatter, a, self.device(), OutOfBounds{"index_put"});
   return self;
 }
 

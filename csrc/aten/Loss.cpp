@@ -13,9 +13,11 @@
 #include <torch/library.h>
 
 #include "csrc/core/Checked.h"
+#include "csrc/core/DeviceErrors.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
 #include "mytorch/loss.h"
 
 namespace mytorch {
@@ -35,15 +37,13 @@ Tensor weightOf(const std::optional<Tensor>& weight, int64_t c) {
   return weight->contiguous();
 }
 
-// Launches and turns a bad target into IndexError.
+// Launches; a bad target is an IndexError (Note [Device-side errors]: at once on sim, else at the next
+// synchronisation unless launch-blocking is on).
 void launch(NllArgs& a, const at::Device& device) {
-  Tensor err = at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(device));
-  a.error_value = err.data_ptr<int64_t>();
-  a.error_flag = reinterpret_cast<int*>(err.data_ptr<int64_t>() + 1);
+  a.error = deviceErrorSite(device, "nll_loss", DeviceErrorFormat::TargetOutOfBounds, true);
   c10::DeviceGuard guard(device);
-  MT_RT_CHECK(kernels::nll_loss(a, streamFor(err)));
-  Tensor host = err.cpu();
-  TORCH_CHECK_INDEX(host[1].item<int64_t>() == 0, "Target ", host[0].item<int64_t>(), " is out of bounds.");
+  MT_RT_CHECK(kernels::nll_loss(a, nativeHandle(currentStream(device.index()))));
+  afterErrorCheckedLaunch(device);
 }
 
 // Shapes: self [n, c, inner...] (or [c]), target [n, inner...] (or []).

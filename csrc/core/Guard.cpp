@@ -2,6 +2,7 @@
 // (DeviceGuard, StreamGuard, torch.Stream, torch.Event, torch.accelerator).
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "csrc/core/DeviceErrors.h"
 #include "csrc/core/DeviceAllocator.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -78,12 +79,15 @@ struct MytorchGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeStream(const c10::Stream& stream) const override {
     MT_RT_CHECK(rt::stream_synchronize(stream.device_index(), nativeHandle(stream)));
+    raiseDeviceError(stream.device_index());  // synchronisation points (Note [Device-side errors])
   }
   void synchronizeEvent(void* event) const override {
     if (event) MT_RT_CHECK(rt::event_synchronize(event));
+    raiseDeviceErrors();
   }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     MT_RT_CHECK(rt::device_synchronize(resolveDevice(device_index)));
+    raiseDeviceError(resolveDevice(device_index));
   }
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
     deviceAllocator()->recordStream(data_ptr, stream);

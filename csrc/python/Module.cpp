@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "csrc/aten/OpTables.h"
+#include "csrc/core/DeviceErrors.h"
 #include "csrc/core/DeviceAllocator.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Generator.h"
@@ -155,9 +156,15 @@ PYBIND11_MODULE(_C, m) {
     check(rt::set_device(d), "set_device");
   });
   m.def("_synchronize", [](int d) {
-    py::gil_scoped_release nogil;
-    check(rt::device_synchronize(resolveDevice(static_cast<c10::DeviceIndex>(d))), "synchronize");
+    const c10::DeviceIndex dev = resolveDevice(static_cast<c10::DeviceIndex>(d));
+    {
+      py::gil_scoped_release nogil;
+      check(rt::device_synchronize(dev), "synchronize");
+    }
+    raiseDeviceError(dev);  // Note [Device-side errors]
   });
+  m.def("_set_launch_blocking", [](bool on) { setLaunchBlocking(on); });
+  m.def("_launch_blocking", [] { return launchBlocking(); });
   m.def("_device_properties", [](int d) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(d));
     rt::DeviceProps p{};

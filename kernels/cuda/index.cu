@@ -7,9 +7,7 @@
 namespace mytorch::cuda {
 namespace {
 
-__device__ inline void report_bad(const IndexArgs& a, int64_t v) {
-  if (atomicCAS(a.error_flag, 0, 1) == 0) *a.error_value = v;
-}
+__device__ inline void report_bad(const IndexArgs& a, int64_t v) { record_error(a.error, v); }
 
 template <int ES>
 struct alignas(ES) Raw {

@@ -16,9 +16,8 @@ namespace mytorch::sim {
 namespace {
 
 rt::Status out_of_bounds(const IndexArgs& a, int64_t v) {
-  if (a.error_value) *a.error_value = v;
-  if (a.error_flag) *a.error_flag = 1;
-  return rt::Status::Success;  // the glue reads the flag and raises IndexError with the value
+  record_error(a.error, v);
+  return rt::Status::Success;  // the glue raises IndexError with the value (Note [Device-side errors])
 }
 
 template <typename T>

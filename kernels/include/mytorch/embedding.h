@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "mytorch/device_error.h"
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
 #include "mytorch/ops_math.h"
@@ -25,8 +26,7 @@ struct EmbeddingBackwardArgs {
   int64_t n = 0, dim = 0, num_weights = 0;
   int64_t padding_idx = -1;
   bool scale_grad_by_freq = false;
-  int64_t* error_value = nullptr;
-  int* error_flag = nullptr;
+  ErrorSite error;  // an index out of range is recorded there (device_error.h)
 };
 
 namespace emb {
@@ -38,10 +38,7 @@ MT_HOST_DEVICE inline void run(const EmbeddingBackwardArgs& a, int64_t s, int64_
   const int64_t idx = a.sorted[s];
   if (s > 0 && a.sorted[s - 1] == idx) return;
   if (idx < 0 || idx >= a.num_weights) {
-    if (a.error_flag && *a.error_flag == 0) {
-      *a.error_value = idx;
-      *a.error_flag = 1;
-    }
+    record_error(a.error, idx);
     return;
   }
   if (idx == a.padding_idx) return;

@@ -6,13 +6,14 @@
 // strides over it. Up to kMaxIndices index tensors (int64) add `index * indexed_stride` to the target's
 // offset after wrapping negative values (unless the op refuses them) and checking them against `bound`. gather: out[o] = src[at(o)];
 // scatter: dst[at(o)] (op)= src[o] or a scalar. An index out of bounds is not used: the launcher reports
-// the first such value through `error_value` (the glue raises IndexError). Duplicate targets in a scatter
+// the first such value through `error` (device_error.h; the glue raises IndexError). Duplicate targets in a scatter
 // accumulate atomically on cuda (compare-and-swap, any dtype) and in order on sim; plain assignment with
 // duplicates keeps one of the values (on sim the last, as on the CPU).
 #pragma once
 
 #include <cstdint>
 
+#include "mytorch/device_error.h"
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
 #include "mytorch/launch.h"
@@ -42,8 +43,7 @@ struct IndexArgs {
   int64_t idx_target_stride[kMaxIndices] = {};
   bool negative_wraps = true; // -1 is the last position (indexing, take, put, index_fill); else out of bounds
   ScatterOp op = ScatterOp::Assign;
-  int64_t* error_value = nullptr; // set to the offending index; the glue resets it
-  int* error_flag = nullptr;
+  ErrorSite error; // an index out of bounds is recorded there (device_error.h)
 };
 
 MT_LAUNCHER(gather, (const IndexArgs& a, rt::Stream stream), (a, stream))

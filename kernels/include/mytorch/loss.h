@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "mytorch/device_error.h"
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
 #include "mytorch/ops_math.h"
@@ -34,8 +35,7 @@ struct NllArgs {
   int64_t n = 0, c = 0, inner = 1;
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
-  int64_t* error_value = nullptr;    // the first bad target
-  int* error_flag = nullptr;
+  ErrorSite error;  // a target out of range is recorded there (device_error.h)
 };
 
 namespace nll {
@@ -46,10 +46,7 @@ MT_HOST_DEVICE inline bool element(const NllArgs& a, int64_t e, int64_t* t, A* w
   *t = a.target[e];
   if (*t == a.ignore_index) return false;
   if (*t < 0 || *t >= a.c) {
-    if (a.error_flag && *a.error_flag == 0) {
-      *a.error_value = *t;
-      *a.error_flag = 1;
-    }
+    record_error(a.error, *t);
     return false;
   }
   *w = a.weight ? static_cast<A>(static_cast<const T*>(a.weight)[*t]) : A(1);

@@ -13,6 +13,8 @@ from ._device import (  # noqa: F401
     is_initialized,
     runtime,
     sim_threads,
+    set_launch_blocking,
+    launch_blocking,
     set_device,
     synchronize,
     _is_in_bad_fork,

@@ -126,6 +126,19 @@ def synchronize(dev: Any = None) -> None:
     _C._synchronize(_checked_index(dev))
 
 
+def set_launch_blocking(enabled: bool) -> None:
+    """Raise the errors kernels find in their data (an index out of bounds, a target out of range) at the op that
+    launched them, synchronising its stream, instead of at the next synchronisation point (Note [Device-side errors]
+    in csrc/core/DeviceErrors.h). MYTORCH_LAUNCH_BLOCKING=1 or CUDA_LAUNCH_BLOCKING=1 turns it on at import. The sim
+    runtime always raises at the op."""
+    _C._set_launch_blocking(bool(enabled))
+
+
+def launch_blocking() -> bool:
+    """Whether set_launch_blocking is on."""
+    return bool(_C._launch_blocking())
+
+
 class _MytorchDeviceProperties(NamedTuple):
     name: str
     total_memory: int

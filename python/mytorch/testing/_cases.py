@@ -302,6 +302,7 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
         _C._op_trace_start()
         try:
             dev_out, dev_grads = _run(op, s, _convert(s, None, False), want_grad, cot_seed)
+            torch.mytorch.synchronize()  # an error recorded on the device is this sample's (Note [Device-side errors])
             dev_exc = None
         except Exception as e:
             dev_exc = e

@@ -130,8 +130,14 @@ def _to(tree, device, only=None, memo=None):
 
 
 def _call(op, args, kwargs):
+    """The op's result or its exception; the device synchronised inside, so that an error its kernels recorded on
+    the device (Note [Device-side errors]: raised at the next synchronisation on cuda and emu) is this op's."""
+    import torch
+
     try:
-        return op(*args, **kwargs), None
+        out = op(*args, **kwargs)
+        torch.mytorch.synchronize()
+        return out, None
     except Exception as e:  # noqa: BLE001 - the outcome under test
         return None, e
 
