@@ -3,6 +3,7 @@
 #include <ATen/core/DistributionsHelper.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/view_as_real.h>
@@ -34,6 +35,13 @@ at::Tensor unsignedAsSigned(const at::Tensor& self) {
   }
 }
 
+// The (seed, offset) of one call on `device`'s generator (or gen), advancing its offset (Note [Philox layout]).
+std::pair<uint64_t, uint64_t> philoxCall(const c10::Device& device, const std::optional<at::Generator>& gen) {
+  auto* g = at::get_generator_or_default<MytorchGeneratorImpl>(gen, defaultGenerator(device.index()));
+  std::lock_guard<std::mutex> lock(g->mutex_);
+  return g->philoxStep();
+}
+
 at::Tensor& randomFill(at::Tensor& self, RandomParams p, const std::optional<at::Generator>& gen) {
   if (self.numel() == 0) return self;
   if (!unsignedAsSigned(self).is_same(self)) {
@@ -47,11 +55,7 @@ at::Tensor& randomFill(at::Tensor& self, RandomParams p, const std::optional<at:
   TORCH_CHECK(toKernelDType(self.scalar_type()) != DType::Other, "mytorch random fills do not support dtype ",
               self.scalar_type());
   c10::DeviceGuard guard(self.device());
-  auto* g = at::get_generator_or_default<MytorchGeneratorImpl>(gen, defaultGenerator(self.device().index()));
-  {
-    std::lock_guard<std::mutex> lock(g->mutex_);
-    std::tie(p.seed, p.offset) = g->philoxStep();
-  }
+  std::tie(p.seed, p.offset) = philoxCall(self.device(), gen);
   at::Tensor target = self.is_contiguous() ? self : at::empty(self.sizes(), self.options());
   p.data = target.data_ptr();
   p.dtype = toKernelDType(self.scalar_type());
@@ -212,9 +216,26 @@ std::tuple<at::Tensor, at::Tensor> wrapper_native_dropout(const at::Tensor& inpu
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
   }
   at::Tensor mask = at::empty(input.sizes(), input.options().dtype(at::kBool));
-  wrapper_bernoulli_float(mask, 1.0 - prob, std::nullopt);
   const double scale = prob == 1 ? 0.0 : 1.0 / (1.0 - prob);
-  return {at::mul(at::mul(input, mask), scale), mask};
+  if (!input.is_contiguous() || !at::isFloatingType(input.scalar_type()) ||
+      toKernelDType(input.scalar_type()) == DType::Other) {  // the composition (ATen's own)
+    wrapper_bernoulli_float(mask, 1.0 - prob, std::nullopt);
+    return {at::mul(at::mul(input, mask), scale), mask};
+  }
+  // Note [Fused dropout]: one pass, the same mask and values as the composition above
+  at::Tensor out = at::empty_like(input, at::MemoryFormat::Contiguous);
+  DropoutParams d;
+  d.in = input.const_data_ptr();
+  d.out = out.data_ptr();
+  d.mask = mask.data_ptr<bool>();
+  d.dtype = toKernelDType(input.scalar_type());
+  d.numel = input.numel();
+  d.keep = 1.0 - prob;
+  d.scale = scale;
+  c10::DeviceGuard guard(input.device());
+  std::tie(d.seed, d.offset) = philoxCall(input.device(), std::nullopt);
+  MT_RT_CHECK(kernels::dropout(d, nativeHandle(currentStream(input.device().index()))));
+  return {out, mask};
 }
 
 } // namespace

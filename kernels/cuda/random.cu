@@ -1,5 +1,7 @@
-// CUDA random family: one thread per element, values from random_element (shared with the sim twin).
+// CUDA random family: one thread per element, values from random_element (shared with the sim twin); dropout
+// fused, a thread per Philox block of 4 elements (Note [Fused dropout]).
 #include "common.cuh"
+#include "mytorch/ops_math.h"
 #include "mytorch/random.h"
 
 namespace mytorch::cuda {
@@ -9,6 +11,46 @@ __global__ void random_kernel(RandomParams p) {
   T* out = static_cast<T*>(p.data);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.numel; i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = random_element<T>(p, i);
+  }
+}
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+// kVec: every block's 4 elements load and store at once (the launcher checked the alignment of all three).
+template <typename T, bool kVec>
+__global__ void dropout_kernel(DropoutParams p) {
+  using O = ew::opmath_t<T>;
+  const T* in = static_cast<const T*>(p.in);
+  T* out = static_cast<T*>(p.out);
+  const int64_t blocks = (p.numel + 3) / 4;
+  for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b < blocks; b += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i0 = 4 * b;
+    O x[4] = {}, y[4];
+    bool m[4];
+    if (kVec && i0 + 4 <= p.numel) {
+      const Pack<T, 4> v = *reinterpret_cast<const Pack<T, 4>*>(in + i0);
+      for (int j = 0; j < 4; ++j) x[j] = static_cast<O>(v.v[j]);
+      dropout_block<O>(p, b, x, y, m);
+      Pack<T, 4> o;
+      Pack<bool, 4> mk;
+      for (int j = 0; j < 4; ++j) {
+        o.v[j] = mt_cast<T, O>(y[j]);
+        mk.v[j] = m[j];
+      }
+      *reinterpret_cast<Pack<T, 4>*>(out + i0) = o;
+      *reinterpret_cast<Pack<bool, 4>*>(p.mask + i0) = mk;
+    } else {
+      const int n = p.numel - i0 < 4 ? int(p.numel - i0) : 4;
+      for (int j = 0; j < n; ++j) x[j] = static_cast<O>(in[i0 + j]);
+      dropout_block<O>(p, b, x, y, m);
+      for (int j = 0; j < n; ++j) {
+        out[i0 + j] = mt_cast<T, O>(y[j]);
+        p.mask[i0 + j] = m[j];
+      }
+    }
   }
 }
 } // namespace
@@ -26,6 +68,20 @@ rt::Status random(const RandomParams& p, rt::Stream stream) {
   });
   if (!ok) return rt::report(rt::Status::InvalidValue, "random: unsupported element type");
   return check_launch("random");
+}
+
+rt::Status dropout(const DropoutParams& p, rt::Stream stream) {
+  if (p.numel == 0) return rt::Status::Success;
+  const bool ok = dispatch_floating(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const auto aligned = [](const void* ptr, size_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+    const bool vec = aligned(p.in, 4 * sizeof(T)) && aligned(p.out, 4 * sizeof(T)) && aligned(p.mask, 4);
+    const unsigned grid = grid_for((p.numel + 3) / 4);
+    if (vec) dropout_kernel<T, true><<<grid, kThreads, 0, native(stream)>>>(p);
+    else dropout_kernel<T, false><<<grid, kThreads, 0, native(stream)>>>(p);
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "dropout: not a floating dtype");
+  return check_launch("dropout");
 }
 
 } // namespace mytorch::cuda

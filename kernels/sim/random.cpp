@@ -1,6 +1,9 @@
 // Sim twin of cuda/random.cu.
 #include "mytorch/random.h"
 
+#include "mytorch/ops_math.h"
+#include "mytorch/parallel.h"
+
 namespace mytorch::sim {
 
 rt::Status random(const RandomParams& p, rt::Stream) {
@@ -15,6 +18,31 @@ rt::Status random(const RandomParams& p, rt::Stream) {
     }
   });
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "random: unsupported element type");
+}
+
+// Note [Fused dropout]: blocks of 4 elements, split over the sim's workers (each block's draws are its own).
+rt::Status dropout(const DropoutParams& p, rt::Stream) {
+  const bool ok = dispatch_floating(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using O = ew::opmath_t<T>;
+    const T* in = static_cast<const T*>(p.in);
+    T* out = static_cast<T*>(p.out);
+    const int64_t blocks = (p.numel + 3) / 4;
+    par::parallel_for(blocks, par::grain_for(16), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t i0 = 4 * b, n = p.numel - i0 < 4 ? p.numel - i0 : 4;
+        O x[4] = {}, y[4];
+        bool m[4];
+        for (int j = 0; j < n; ++j) x[j] = static_cast<O>(in[i0 + j]);
+        dropout_block<O>(p, b, x, y, m);
+        for (int j = 0; j < n; ++j) {
+          out[i0 + j] = mt_cast<T, O>(y[j]);
+          p.mask[i0 + j] = m[j];
+        }
+      }
+    });
+  });
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "dropout: not a floating dtype");
 }
 
 } // namespace mytorch::sim

@@ -137,4 +137,33 @@ MT_HOST_DEVICE inline T random_element(const RandomParams& p, int64_t i) {
 // Fills a contiguous buffer with p.numel values of p.dtype (real types only).
 MT_LAUNCHER(random, (const RandomParams& p, rt::Stream stream), (p, stream))
 
+// Note [Fused dropout]
+// native_dropout in one pass: a thread (cuda) or loop step (sim) per Philox block of 4 elements, its four words
+// the four draws, in the Bernoulli layout of Note [Philox layout]: the mask is bit for bit bernoulli_(keep) for the
+// same generator state, and out = (x * mask) * scale in opmath as ATen's input.mul(mask).mul(scale) computes it
+// (a dropped NaN or inf stays NaN, as there). One read of x, one write of out and of the mask.
+struct DropoutParams {
+  const void* in = nullptr;  // contiguous
+  void* out = nullptr;       // contiguous, in's dtype
+  bool* mask = nullptr;      // contiguous
+  DType dtype = DType::Float;
+  int64_t numel = 0;
+  uint64_t seed = 0, offset = 0;
+  double keep = 1;   // 1 - p
+  double scale = 1;  // 1 / (1 - p), 0 when p = 1
+};
+
+// Block b's draws (elements 4b .. 4b + 3) applied to their values x (opmath O), results y and m.
+template <typename O>
+MT_HOST_DEVICE inline void dropout_block(const DropoutParams& p, int64_t b, const O* x, O* y, bool* m) {
+  const Philox4x32 r(p.seed, static_cast<uint64_t>(b), p.offset);
+  const O scale = static_cast<O>(p.scale);
+  for (int j = 0; j < 4; ++j) {
+    m[j] = static_cast<double>(u32_to_unit_float(r.c[j])) < p.keep;
+    y[j] = (x[j] * static_cast<O>(m[j])) * scale;
+  }
+}
+
+MT_LAUNCHER(dropout, (const DropoutParams& p, rt::Stream stream), (p, stream))
+
 } // namespace mytorch

@@ -1,0 +1,74 @@
+"""Elementwise-shaped CUDA kernels rewritten for the whole GPU (issue 28): dropout fused into one pass (Note [Fused
+dropout] in kernels/include/mytorch/random.h), bit for bit the composition it replaces on every runtime, and — on
+the emulated build — one launch reading and writing each byte once (the GPU performance model, docs/gpu.md)."""
+
+import pytest
+import torch
+
+from mytorch.testing import gpu_model
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+
+
+@pytest.mark.every_runtime
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [1, 7, 4096, 100003])
+@pytest.mark.parametrize("p", [0.1, 0.5, 1.0])
+def test_fused_dropout_is_the_composition_bit_for_bit(dtype, n, p):
+    """The mask is bernoulli_(1 - p) for the same generator state and the output input * mask * scale, as ATen
+    composes native_dropout (a dropped NaN or inf stays NaN; p = 1 scales by 0)."""
+    x = torch.randn(n).to(dtype)
+    x[::13] = float("nan")
+    x[1::17] = float("inf")
+    xd = x.to("mytorch")
+    torch.mytorch.manual_seed(5)
+    out, mask = torch.native_dropout(xd, p, True)
+    torch.mytorch.manual_seed(5)
+    ref_mask = torch.empty(n, dtype=torch.bool, device="mytorch").bernoulli_(1 - p).cpu()
+    ref = x * ref_mask * (0.0 if p == 1 else 1 / (1 - p))
+    assert torch.equal(mask.cpu(), ref_mask)
+    got = out.cpu()
+    assert torch.equal(got.isnan(), ref.isnan()) and torch.equal(got[~got.isnan()], ref[~ref.isnan()])
+    assert 0 < ref_mask.sum() < n or n < 100 or p == 1  # not vacuous: a mix of kept and dropped elements
+
+
+@pytest.mark.every_runtime
+def test_dropout_of_a_view_and_in_training_modules():
+    x = torch.randn(64, 48)
+    xd = x.to("mytorch")
+    torch.mytorch.manual_seed(1)
+    out, mask = torch.native_dropout(xd.t(), 0.3, True)  # not contiguous: the composition
+    assert out.shape == (48, 64) and torch.equal(out.cpu(), x.t() * mask.cpu() * (1 / 0.7))
+    drop = torch.nn.Dropout(0.25).train()
+    y = drop(xd.requires_grad_())
+    y.sum().backward()
+    kept = (y != 0).cpu()
+    assert torch.allclose(xd.grad.cpu()[kept], torch.full_like(x, 1 / 0.75)[kept])
+
+
+needs_model = pytest.mark.skipif(
+    torch.mytorch.runtime() != "emu" or not gpu_model.available(), reason="the GPU performance model: emu build only"
+)
+
+
+@needs_model
+@pytest.mark.gpu
+def test_dropout_is_one_pass():
+    """Before: a Bernoulli fill (each element a whole Philox round, 1 of its 4 words kept), then two multiplies: 3
+    launches and 3.25x the minimum bytes. Now one launch, a thread per Philox block of 4 elements, 16-byte loads:
+    x read once, out and the mask written once. Negative control: the composition, traced the same way."""
+    n = 1 << 20
+    x = torch.randn(n, device="mytorch")
+    torch.native_dropout(x, 0.1, True)
+    fused = gpu_model.trace(lambda: torch.native_dropout(x, 0.1, True))
+    assert [r["kernel"] for r in fused] == ["dropout_kernel<T, true>"], gpu_model.summarize(fused)
+    minimum = 4 * n + 4 * n + n
+    assert gpu_model.traffic(fused) <= 1.05 * minimum and gpu_model.coalescing(fused[0]) >= 0.95, fused
+    assert gpu_model.fraction_of_peak(fused, min_bytes=minimum) >= 0.5, gpu_model.summarize(fused)
+
+    def composed():
+        m = torch.empty(n, dtype=torch.bool, device="mytorch").bernoulli_(0.9)
+        return x * m * (1 / 0.9)
+
+    old = gpu_model.trace(composed)
+    assert len(old) >= 3 and gpu_model.traffic(old) > 2 * gpu_model.traffic(fused), gpu_model.summarize(old)
