@@ -266,3 +266,35 @@ def test_amp_unscale_is_one_launch_per_list():
     assert gpu_model.coalescing(launches[0]) >= 0.95, launches
     # (its stores are not counted: the instrumentation elides a store's check right after a load of the same
     # address, so the model cannot see in-place writes; docs/gpu.md, "Its limits")
+
+
+@needs_model
+def test_layer_norm_weight_gradients_use_the_planner():
+    """LayerNorm's backward: dw and db were partial rows per warp (2048 rows of 256: 2048 partial rows, 4 MB each)
+    summed by one thread per column over all of them (0.2% of the bandwidth at scale). Now the block's warps combine
+    in shared memory first (a partial row per block) and the reduction planner's column plan sums the rows (split
+    over blocks, second pass): the partials move an eighth of what they did, and the backward reaches 10% of the
+    bandwidth at scale (x and dy are read twice and the weight once a row: 2.6x the minimum bytes)."""
+    import torch.nn.functional as F
+
+    T, H = 2048, 256
+    x = torch.randn(T, H, device="mytorch", requires_grad=True)
+    w = torch.randn(H, device="mytorch", requires_grad=True)
+    b = torch.randn(H, device="mytorch", requires_grad=True)
+    y = F.layer_norm(x, (H,), w, b)
+    g = torch.randn(T, H, device="mytorch")
+
+    def backward():
+        torch.autograd.grad(y, (x, w, b), g, retain_graph=True)
+
+    backward()
+    launches = gpu_model.trace(backward)
+    main = [r for r in launches if r["kernel"].startswith("backward_kernel")]
+    sums = [r for r in launches if r["kernel"].startswith("reduce_")]
+    assert len(main) == 1 and len(sums) >= 2, gpu_model.summarize(launches)
+    partial_rows = main[0]["grid"][0]
+    assert sum(r["bytes_read"] for r in sums if "finish" not in r["kernel"]) == 2 * partial_rows * H * 4
+    assert partial_rows * 8 <= T, main[0]  # a partial row per block of 8 rows' warps, not per warp
+    minimum = 12 * T * H
+    assert gpu_model.traffic(launches) <= 3 * minimum, gpu_model.summarize(launches)
+    assert gpu_model.fraction_of_peak(launches, min_bytes=minimum) >= 0.1, gpu_model.summarize(launches)

@@ -153,6 +153,8 @@ def test_topk_never_sorts_the_row():
     assert gpu_model.traffic(full) > 5 * gpu_model.traffic(top)
     p = torch.softmax(x, -1)
     one = [r["kernel"] for r in gpu_model.trace(lambda: torch.multinomial(p, 1))]  # one draw: an argmax
-    assert any(k.startswith("reduce_") for k in one) and not any(k.startswith(("radix", "select", "bitonic")) for k in one)
+    assert any(k.startswith("reduce_") for k in one) and not any(
+        k.startswith(("radix", "select", "bitonic")) for k in one
+    )
     some = [r["kernel"] for r in gpu_model.trace(lambda: torch.multinomial(p, 8))]  # without replacement: a select
     assert any(k.startswith("select_hist") for k in some) and not any(k.startswith("radix_scatter") for k in some)

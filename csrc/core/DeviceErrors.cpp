@@ -89,9 +89,7 @@ int32_t codeFor(const char* op, DeviceErrorFormat format, bool index_error) {
             (e.dim >= 0 ? "dimension " + std::to_string(e.dim) + " with size " + std::to_string(e.size)
                         : std::string("the dimension it indexes"));
       break;
-    case DeviceErrorFormat::TargetOutOfBounds:
-      msg = "Target " + std::to_string(e.value) + " is out of bounds.";
-      break;
+    case DeviceErrorFormat::TargetOutOfBounds: msg = "Target " + std::to_string(e.value) + " is out of bounds."; break;
     case DeviceErrorFormat::EmbeddingIndex:
       msg = "embedding_dense_backward: index " + std::to_string(e.value) + " is out of bounds for " +
             std::to_string(e.size) + " embeddings";

@@ -4,11 +4,13 @@
 //   wider: a block per row re-reading the row from device memory (the statistics stay exact two-pass).
 // Loads and stores are 16-byte vectors when every row pointer is 16-byte aligned and the width divides.
 // The backward accumulates dw/db per thread in registers (or, for the widest rows, in the slot's own
-// workspace row) and a column kernel sums the slots in order: deterministic, no atomics.
+// workspace row) and the reduction planner's column sums combine the slots in a fixed order: deterministic, no
+// atomics.
 #include <algorithm>
 
 #include "common.cuh"
 #include "mytorch/layernorm.h"
+#include "mytorch/reduce.h"
 
 namespace mytorch::cuda {
 namespace {
@@ -147,8 +149,37 @@ __global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock) forward_ke
   }
 }
 
-// Backward: dx per row in two passes over (x, dy); dw/db partials per slot (a slot = one row group of
-// threads) in registers (REGS) or in the slot's workspace row.
+// The narrow backward's warps' dw or db registers summed into warp 0's, in a fixed tree order (warp w += warp
+// w + half, half = 4, 2, 1) through shared memory: a block writes one row of partials, not one per warp.
+template <typename A, int K, int VEC>
+__device__ inline void combine_warps(A* v, int64_t cols, A* buf) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  for (int half = int(blockDim.x) / 64; half >= 1; half /= 2) {
+    if (warp >= half && warp < 2 * half) {
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const int64_t j = (int64_t(k) * 32 + lane) * VEC + e;
+          if (j < cols) buf[(warp - half) * kNarrow + j] = v[k * VEC + e];
+        }
+    }
+    __syncthreads();
+    if (warp < half) {
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const int64_t j = (int64_t(k) * 32 + lane) * VEC + e;
+          if (j < cols) v[k * VEC + e] += buf[warp * kNarrow + j];
+        }
+    }
+    __syncthreads();
+  }
+}
+
+// Backward: dx per row in two passes over (x, dy); dw/db partials per block (the narrow path's warps combined) in
+// registers (REGS) or in the block's workspace row (Wider: one row per block).
 template <typename T, typename P, int TPR, int VEC, bool REGS>
 __global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock)
     backward_kernel(RowNormArgs a, ew::opmath_t<T>* part_w, ew::opmath_t<T>* part_b) {
@@ -229,31 +260,26 @@ __global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock)
     }
   }
   if constexpr (REGS) {
+    if constexpr (TPR == 32) {
+      __shared__ A buf[(kWarpBlock / 64) * kNarrow];
+      if (want_w) combine_warps<A, K, VEC>(pw, cols, buf);
+      if (want_b) combine_warps<A, K, VEC>(pb, cols, buf);
+    }
+    A* row_w = part_w + int64_t(blockIdx.x) * cols;
+    A* row_b = part_b + int64_t(blockIdx.x) * cols;
+    if (TPR != 32 || threadIdx.x < 32) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int64_t j = (int64_t(k) * TPR + lane) * VEC;
-      if (j < cols) {
+      for (int k = 0; k < K; ++k) {
+        const int64_t j = (int64_t(k) * TPR + lane) * VEC;
+        if (j < cols) {
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          if (want_w) slot_w[j + e] = pw[k * VEC + e];
-          if (want_b) slot_b[j + e] = pb[k * VEC + e];
+          for (int e = 0; e < VEC; ++e) {
+            if (want_w) row_w[j + e] = pw[k * VEC + e];
+            if (want_b) row_b[j + e] = pb[k * VEC + e];
+          }
         }
       }
     }
-  }
-}
-
-// Column sums of the slots' partials, in slot order.
-template <typename P, typename A>
-__global__ void reduce_columns(const A* part_w, const A* part_b, int64_t slots, int64_t cols, P* dw, P* db) {
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < cols; j += int64_t(gridDim.x) * blockDim.x) {
-    A sw = 0, sb = 0;
-    for (int64_t s = 0; s < slots; ++s) {
-      if (dw) sw += part_w[s * cols + j];
-      if (db) sb += part_b[s * cols + j];
-    }
-    if (dw) dw[j] = static_cast<P>(sw);
-    if (db) db[j] = static_cast<P>(sb);
   }
 }
 
@@ -298,29 +324,76 @@ void launch_forward(const RowNormArgs& a, cudaStream_t s) {
   }
 }
 
+// The backward's workspace: dw and db partials ([slots, cols] each, in slot order, each 16-byte aligned), then the
+// workspace of the column sums that combine them.
+struct BackwardLayout {
+  int64_t slots = 0;
+  size_t part_b = 0, sums = 0, bytes = 0;  // byte offsets, total
+};
+
+// dw or db: column sums of the slots' partials by the reduction planner (Note [CUDA reduction plan]: its columns
+// plan reads each row of partials coalesced and splits the slots over blocks when the columns are few), in a
+// fixed order: deterministic, no atomics.
+ReduceArgs partial_sums(const RowNormArgs& a, int64_t slots, const void* part, void* out, void* ws) {
+  ReduceArgs r;
+  r.op = RedOp::Sum;
+  r.in_dtype = a.dtype == DType::Double ? DType::Double : DType::Float;  // the partials' opmath type
+  r.out_dtype = a.param_dtype;
+  r.in = part;
+  r.out = out;
+  r.out_ndim = 1;
+  r.out_sizes[0] = a.cols;
+  r.out_in_strides[0] = 1;
+  r.out_strides[0] = 1;
+  r.red_ndim = 1;
+  r.red_sizes[0] = slots;
+  r.red_in_strides[0] = a.cols;
+  r.out_numel = a.cols;
+  r.red_numel = slots;
+  r.params.count = slots;
+  r.workspace = ws;
+  return r;
+}
+
+BackwardLayout backward_layout(const RowNormArgs& a) {
+  BackwardLayout l;
+  const int rpb = shape_of(a.cols) == Narrow ? kWarpBlock / 32 : 1;
+  l.slots = int64_t(grid_rows(a.rows, rpb));  // a row of partials per block
+  const size_t acc = a.dtype == DType::Double ? sizeof(double) : sizeof(float);
+  const size_t part = (static_cast<size_t>(l.slots * a.cols) * acc + 255) / 256 * 256;
+  l.part_b = part;
+  l.sums = 2 * part;
+  // planned for 16-byte aligned partials (the largest workspace: vector loads mean fewer blocks, more splits)
+  l.bytes = l.sums + reduce_plan(partial_sums(a, l.slots, nullptr, nullptr, nullptr), sm_count()).workspace_bytes;
+  return l;
+}
+
 template <typename T, typename P, int VEC>
-void launch_backward(const RowNormArgs& a, cudaStream_t s) {
+rt::Status launch_backward(const RowNormArgs& a, cudaStream_t s) {
   using A = ew::opmath_t<T>;
   const Shape sh = shape_of(a.cols);
   const int rpb = sh == Narrow ? kWarpBlock / 32 : 1;
   const unsigned grid = grid_rows(a.rows, rpb);
-  const int64_t slots = int64_t(grid) * rpb;
-  A* part_w = static_cast<A*>(a.workspace);
-  A* part_b = part_w + slots * a.cols;
+  const BackwardLayout l = backward_layout(a);
+  char* ws = static_cast<char*>(a.workspace);
+  A* part_w = reinterpret_cast<A*>(ws);
+  A* part_b = reinterpret_cast<A*>(ws + l.part_b);
   switch (sh) {
     case Narrow: backward_kernel<T, P, 32, VEC, true><<<grid, kWarpBlock, 0, s>>>(a, part_w, part_b); break;
     case Wide: backward_kernel<T, P, kRowBlock, VEC, true><<<grid, kRowBlock, 0, s>>>(a, part_w, part_b); break;
     case Wider: backward_kernel<T, P, kRowBlock, VEC, false><<<grid, kRowBlock, 0, s>>>(a, part_w, part_b); break;
   }
-  if (a.dweight || a.dbias)
-    reduce_columns<P, A><<<grid_for(a.cols), kThreads, 0, s>>>(part_w, part_b, slots, a.cols,
-                                                               static_cast<P*>(a.dweight), static_cast<P*>(a.dbias));
+  rt::Status st = check_launch("layernorm backward");
+  if (st == rt::Status::Success && a.dweight) st = reduce(partial_sums(a, l.slots, part_w, a.dweight, ws + l.sums), s);
+  if (st == rt::Status::Success && a.dbias) st = reduce(partial_sums(a, l.slots, part_b, a.dbias, ws + l.sums), s);
+  return st;
 }
 
 template <bool fwd>
 rt::Status run(const RowNormArgs& a, rt::Stream stream) {
   if (a.rows == 0 || a.cols == 0) return rt::Status::Success;
   const cudaStream_t s = native(stream);
+  rt::Status st = rt::Status::Success;
   const bool ok = dispatch_floating_with_param(a.dtype, a.param_dtype, [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
@@ -330,14 +403,13 @@ rt::Status run(const RowNormArgs& a, rt::Stream stream) {
       if (vec) launch_forward<T, P, N>(a, s);
       else launch_forward<T, P, 1>(a, s);
     } else {
-      if (vec) launch_backward<T, P, N>(a, s);
-      else launch_backward<T, P, 1>(a, s);
+      st = vec ? launch_backward<T, P, N>(a, s) : launch_backward<T, P, 1>(a, s);
     }
   });
   if (!ok)
     return rt::report(rt::Status::InvalidValue,
                       "layernorm: expected floating inputs with parameters of the same dtype or float32");
-  return check_launch(fwd ? "layernorm forward" : "layernorm backward");
+  return fwd ? check_launch("layernorm forward") : st;
 }
 
 } // namespace
@@ -347,10 +419,7 @@ rt::Status layernorm_backward(const RowNormArgs& a, rt::Stream stream) { return 
 
 size_t layernorm_workspace_bytes(const RowNormArgs& a) {
   if (a.rows == 0 || a.cols == 0) return 0;
-  const int rpb = shape_of(a.cols) == Narrow ? kWarpBlock / 32 : 1;
-  const int64_t slots = int64_t(grid_rows(a.rows, rpb)) * rpb;
-  const size_t acc = a.dtype == DType::Double ? sizeof(double) : sizeof(float);
-  return static_cast<size_t>(2 * slots * a.cols) * acc;
+  return backward_layout(a).bytes;
 }
 
 } // namespace mytorch::cuda

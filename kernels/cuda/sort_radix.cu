@@ -31,7 +31,8 @@ __device__ inline T value_of_key(sort_key_t<T> key, bool descending, bool* exact
     return key != 0;
   } else if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
-    if constexpr (std::is_signed_v<T>) return static_cast<T>(static_cast<U>(static_cast<U>(key) ^ (U(1) << (bits - 1))));
+    if constexpr (std::is_signed_v<T>)
+      return static_cast<T>(static_cast<U>(static_cast<U>(key) ^ (U(1) << (bits - 1))));
     else return static_cast<T>(key);
   } else {
     const K sign = K(1) << (bits - 1), all = bits < int(8 * sizeof(K)) ? (K(1) << bits) - 1 : ~K(0);
@@ -83,8 +84,9 @@ __global__ void __launch_bounds__(kRadixThreads) radix_count_kernel(SortArgs a, 
   uint64_t packed = 0;
   for (int j = 0; j < kRadixItems; ++j) {
     const int i = j * kRadixThreads + t;
-    if (i < n) packed += uint64_t(1) << (4 * ((load_key<T, kFromInput>(a, p, s * a.length + start + i) >> p.shift) &
-                                               (kRadixBins - 1)));
+    if (i < n)
+      packed += uint64_t(1) << (4 * ((load_key<T, kFromInput>(a, p, s * a.length + start + i) >> p.shift) &
+                                     (kRadixBins - 1)));
   }
   for (int d = 0; d < kRadixBins; ++d) {
     const uint32_t c = uint32_t(packed >> (4 * d)) & 15u;
@@ -282,9 +284,9 @@ __global__ void __launch_bounds__(kSelectBins)
 // Select, step 4 (after the counts' scan per slice): the keys below the k-th, then the first ties, compacted in
 // element order into [slices, k] pairs (value, element index).
 template <typename T>
-__global__ void __launch_bounds__(kSelectBins) select_write_kernel(SortArgs a, const SelectState* state,
-                                                                  const uint32_t* offsets, int64_t tiles,
-                                                                  T* sel_values, int64_t* sel_indices) {
+__global__ void __launch_bounds__(kSelectBins)
+    select_write_kernel(SortArgs a, const SelectState* state, const uint32_t* offsets, int64_t tiles, T* sel_values,
+                        int64_t* sel_indices) {
   __shared__ uint32_t warp_sums[kSelectBins / 32];
   const int64_t s = blockIdx.x / tiles, tile = blockIdx.x % tiles, start = tile * kSelectTile;
   const int t = int(threadIdx.x);
@@ -331,7 +333,7 @@ template <typename T, bool kFromInput, bool kToOutput>
 void launch_pass(const SortArgs& a, const RadixPass& p, unsigned grid, cudaStream_t st) {
   radix_count_kernel<T, kFromInput><<<grid, kRadixThreads, 0, st>>>(a, p);
   exclusive_scan_rows_kernel<<<static_cast<unsigned>(a.slices * kRadixBins), 1024, 0, st>>>(p.hist, p.tiles, p.totals,
-                                                                                          kRadixBins);
+                                                                                            kRadixBins);
   radix_scatter_kernel<T, kFromInput, kToOutput><<<grid, kRadixThreads, radix_scatter_smem<T>(), st>>>(a, p);
 }
 
@@ -412,15 +414,13 @@ rt::Status visit_sortable(DType dtype, const char* what, Launch launch) {
 }
 
 rt::Status radix_sort(const SortArgs& a, const SortPlan& plan, rt::Stream stream) {
-  return visit_sortable(a.dtype, "sort: unsupported dtype", [&](auto tag) {
-    return radix_sort_typed<decltype(tag)>(a, plan, native(stream));
-  });
+  return visit_sortable(a.dtype, "sort: unsupported dtype",
+                        [&](auto tag) { return radix_sort_typed<decltype(tag)>(a, plan, native(stream)); });
 }
 
 rt::Status radix_select(const SortArgs& a, const SortPlan& plan, rt::Stream stream) {
-  return visit_sortable(a.dtype, "topk: unsupported dtype", [&](auto tag) {
-    return radix_select_typed<decltype(tag)>(a, plan, native(stream));
-  });
+  return visit_sortable(a.dtype, "topk: unsupported dtype",
+                        [&](auto tag) { return radix_select_typed<decltype(tag)>(a, plan, native(stream)); });
 }
 
 } // namespace mytorch::cuda

@@ -33,7 +33,8 @@ MT_HOST_DEVICE inline void record_error(const ErrorSite& e, int64_t value) {
   const bool first = atomicCAS(&e.slot->flag, 0, 1) == 0;
 #else
   int32_t expected = 0;
-  const bool first = __atomic_compare_exchange_n(&e.slot->flag, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  const bool first =
+      __atomic_compare_exchange_n(&e.slot->flag, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 #endif
   if (first) {
     e.slot->code = e.code;
