@@ -152,15 +152,16 @@ __global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock) forward_ke
 // The narrow backward's warps' dw or db registers summed into warp 0's, in a fixed tree order (warp w += warp
 // w + half, half = 4, 2, 1) through shared memory: a block writes one row of partials, not one per warp.
 template <typename A, int K, int VEC>
-__device__ inline void combine_warps(A* v, int64_t cols, A* buf) {
+__device__ inline void combine_warps(A* v, int cols, A* buf) {
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  for (int half = int(blockDim.x) / 64; half >= 1; half /= 2) {
+#pragma unroll
+  for (int half = kWarpBlock / 64; half >= 1; half /= 2) {
     if (warp >= half && warp < 2 * half) {
 #pragma unroll
       for (int k = 0; k < K; ++k)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
-          const int64_t j = (int64_t(k) * 32 + lane) * VEC + e;
+          const int j = (k * 32 + lane) * VEC + e;
           if (j < cols) buf[(warp - half) * kNarrow + j] = v[k * VEC + e];
         }
     }
@@ -170,7 +171,7 @@ __device__ inline void combine_warps(A* v, int64_t cols, A* buf) {
       for (int k = 0; k < K; ++k)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
-          const int64_t j = (int64_t(k) * 32 + lane) * VEC + e;
+          const int j = (k * 32 + lane) * VEC + e;
           if (j < cols) v[k * VEC + e] += buf[warp * kNarrow + j];
         }
     }
@@ -262,8 +263,8 @@ __global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock)
   if constexpr (REGS) {
     if constexpr (TPR == 32) {
       __shared__ A buf[(kWarpBlock / 64) * kNarrow];
-      if (want_w) combine_warps<A, K, VEC>(pw, cols, buf);
-      if (want_b) combine_warps<A, K, VEC>(pb, cols, buf);
+      if (want_w) combine_warps<A, K, VEC>(pw, int(cols), buf);
+      if (want_b) combine_warps<A, K, VEC>(pb, int(cols), buf);
     }
     A* row_w = part_w + int64_t(blockIdx.x) * cols;
     A* row_b = part_b + int64_t(blockIdx.x) * cols;
