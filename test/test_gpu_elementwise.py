@@ -72,3 +72,35 @@ def test_dropout_is_one_pass():
 
     old = gpu_model.trace(composed)
     assert len(old) >= 3 and gpu_model.traffic(old) > 2 * gpu_model.traffic(fused), gpu_model.summarize(old)
+
+
+STRIDED_SHAPES = [(3, 7, 31), (33, 65, 5), (1, 257, 9), (127, 2, 129), (2, 65537, 3)]
+
+
+@pytest.mark.every_runtime
+@pytest.mark.parametrize("shape", STRIDED_SHAPES, ids=str)
+def test_strided_elementwise_copies_and_fills_index_every_dimension(shape):
+    """The strided kernels' 32-bit indices (Note [Fast divmod] in kernels/include/mytorch/strided_index.h): a
+    divisor per dimension of awkward sizes (primes, 2^k +- 1), permuted operands, a cast, a fill of a view."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(shape, generator=g)
+    y = torch.randn(shape[::-1], generator=g)
+    xd, yd = x.to("mytorch"), y.to("mytorch")
+    assert torch.equal((xd.permute(2, 1, 0) + yd).cpu(), x.permute(2, 1, 0) + y)
+    assert torch.equal(xd.permute(1, 2, 0).contiguous().cpu(), x.permute(1, 2, 0).contiguous())
+    assert torch.equal(xd.transpose(0, 2).half().cpu(), x.transpose(0, 2).half())
+    zd, z = xd.clone(), x.clone()
+    zd[:, ::2].fill_(3.5)
+    z[:, ::2].fill_(3.5)
+    assert torch.equal(zd.cpu(), z)
+
+
+@needs_model
+@pytest.mark.gpu
+def test_the_strided_kernels_ran():
+    """Not vacuous: on the emulated build the operations above take the strided kernels (not the contiguous
+    paths), so the 32-bit index arithmetic is what the comparison checked."""
+    x = torch.randn(33, 65, 5, device="mytorch")
+    y = torch.randn(5, 65, 33, device="mytorch")
+    names = [r["kernel"] for r in gpu_model.trace(lambda: (x.permute(2, 1, 0) + y, x.transpose(0, 2).half()))]
+    assert any(n.startswith("ew_strided") for n in names) and any(n.startswith("cast_kernel") for n in names), names

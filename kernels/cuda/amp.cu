@@ -31,10 +31,7 @@ rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream strea
   for (int t = 0; t < p.count; ++t) longest = p.numel[t] > longest ? p.numel[t] : longest;
   if (longest == 0) return rt::Status::Success;
   // enough blocks for the longest tensor, at most about two waves of 8 blocks per SM over the whole list
-  int dev = 0, sms = 1;
-  ignore_error(cudaGetDevice(&dev));
-  ignore_error(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const unsigned cap = static_cast<unsigned>(std::max<int64_t>(1, 16 * int64_t(sms) / p.count));
+  const unsigned cap = static_cast<unsigned>(std::max<int64_t>(1, 16 * int64_t(device_sms()) / p.count));
   const dim3 grid(std::min(grid_for(longest), cap), static_cast<unsigned>(p.count));
   cudaStream_t st = native(stream);
   switch (p.dtype) {

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <string>
@@ -148,20 +149,35 @@ inline void ignore_error(cudaError_t err) {
 
 inline cudaStream_t native(rt::Stream s) { return static_cast<cudaStream_t>(s); }
 
+// The current device's streaming multiprocessors, queried once per device (launch plans size grids and the
+// glue's workspaces by it: both must see the same value for a device).
+inline int device_sms() {
+  constexpr int kCached = 64;
+  static std::atomic<int> cache[kCached];
+  int dev = 0;
+  ignore_error(cudaGetDevice(&dev));
+  const bool cacheable = dev >= 0 && dev < kCached;
+  int v = cacheable ? cache[dev].load(std::memory_order_relaxed) : 0;
+  if (v > 0) return v;
+  ignore_error(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+  if (v < 1) v = 1;
+  if (cacheable) cache[dev].store(v, std::memory_order_relaxed);
+  return v;
+}
+
 // Blocks for n work items of kThreads threads: enough to cover them, capped at what the device keeps resident
 // at once for `kernel` (its occupancy; grid-stride loops cover the rest).
 template <typename Kernel>
 unsigned grid_resident(Kernel kernel, int64_t items) {
-  static int resident = 0;  // per instantiation: blocks per SM x SMs
-  if (resident == 0) {
-    int dev = 0, sms = 1, per_sm = 1;
-    ignore_error(cudaGetDevice(&dev));
-    ignore_error(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    ignore_error(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-    resident = sms * (per_sm > 0 ? per_sm : 1);
+  static int per_sm = 0;  // per instantiation: the kernel's resident blocks per SM (the same on every device here)
+  if (per_sm == 0) {
+    int v = 1;
+    ignore_error(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, kThreads, 0));
+    per_sm = v > 0 ? v : 1;
   }
+  const int64_t resident = int64_t(device_sms()) * per_sm;
   const unsigned blocks = grid_for(items);
-  return blocks < static_cast<unsigned>(resident) ? blocks : static_cast<unsigned>(resident);
+  return blocks < resident ? blocks : static_cast<unsigned>(resident);
 }
 
 } // namespace mytorch::cuda

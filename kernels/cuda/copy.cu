@@ -1,7 +1,9 @@
 // CUDA copy family: strided copy with dtype conversion and fill. Contiguous equal-type copies and
-// byte-uniform fills go to the copy/memset engines; the rest is a grid-stride strided kernel.
+// byte-uniform fills go to the copy/memset engines; the rest is a grid-stride strided kernel indexing in 32 bits
+// below 2^31 elements (Note [Fast divmod]).
 #include "common.cuh"
 #include "mytorch/copy.h"
+#include "mytorch/strided_index.h"
 #include "mytorch/runtime.h"
 
 namespace mytorch::cuda {
@@ -13,37 +15,37 @@ struct alignas(ES) Bytes {
 };
 
 template <int ES>
-__global__ void copy_bytes_kernel(CopyParams p) {
+__global__ void copy_bytes_kernel(CopyParams p, StridedDivs v) {
   char* dst = static_cast<char*>(p.dst.data);
   const char* src = static_cast<const char*>(p.src.data);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.shape.numel;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t o0, o1;
-    strided_offsets(p.shape, p.dst.strides, p.src.strides, i, &o0, &o1);
+    strided_offsets(p.shape, v, p.dst.strides, p.src.strides, i, &o0, &o1);
     *reinterpret_cast<Bytes<ES>*>(dst + o0) = *reinterpret_cast<const Bytes<ES>*>(src + o1);
   }
 }
 
 template <typename To, typename From>
-__global__ void cast_kernel(CopyParams p) {
+__global__ void cast_kernel(CopyParams p, StridedDivs v) {
   char* dst = static_cast<char*>(p.dst.data);
   const char* src = static_cast<const char*>(p.src.data);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.shape.numel;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t o0, o1;
-    strided_offsets(p.shape, p.dst.strides, p.src.strides, i, &o0, &o1);
+    strided_offsets(p.shape, v, p.dst.strides, p.src.strides, i, &o0, &o1);
     *reinterpret_cast<To*>(dst + o0) = mt_cast<To, From>(*reinterpret_cast<const From*>(src + o1));
   }
 }
 
 template <int ES>
-__global__ void fill_kernel(FillParams p) {
+__global__ void fill_kernel(FillParams p, StridedDivs dv) {
   char* dst = static_cast<char*>(p.dst.data);
   const Bytes<ES> v = *reinterpret_cast<const Bytes<ES>*>(p.value);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.shape.numel;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t o0, o1;
-    strided_offsets(p.shape, p.dst.strides, nullptr, i, &o0, &o1);
+    strided_offsets(p.shape, dv, p.dst.strides, nullptr, i, &o0, &o1);
     *reinterpret_cast<Bytes<ES>*>(dst + o0) = v;
   }
 }
@@ -66,17 +68,18 @@ rt::Status copy(const CopyParams& p, rt::Stream stream) {
   if (p.shape.numel == 0) return rt::Status::Success;
   const unsigned grid = grid_for(p.shape.numel);
   cudaStream_t st = native(stream);
+  const StridedDivs v = strided_divs(p.shape);  // Note [Fast divmod]
   if (p.dst.dtype == p.src.dtype && p.dst.elem_size == p.src.elem_size) {
     if (dense1d(p.shape, p.dst) && dense1d(p.shape, p.src)) {
       return rt::memcpy_async(p.dst.data, p.src.data, size_t(p.shape.numel) * p.dst.elem_size,
                               rt::CopyKind::DeviceToDevice, stream);
     }
     switch (p.dst.elem_size) {
-      case 1: copy_bytes_kernel<1><<<grid, kThreads, 0, st>>>(p); break;
-      case 2: copy_bytes_kernel<2><<<grid, kThreads, 0, st>>>(p); break;
-      case 4: copy_bytes_kernel<4><<<grid, kThreads, 0, st>>>(p); break;
-      case 8: copy_bytes_kernel<8><<<grid, kThreads, 0, st>>>(p); break;
-      case 16: copy_bytes_kernel<16><<<grid, kThreads, 0, st>>>(p); break;
+      case 1: copy_bytes_kernel<1><<<grid, kThreads, 0, st>>>(p, v); break;
+      case 2: copy_bytes_kernel<2><<<grid, kThreads, 0, st>>>(p, v); break;
+      case 4: copy_bytes_kernel<4><<<grid, kThreads, 0, st>>>(p, v); break;
+      case 8: copy_bytes_kernel<8><<<grid, kThreads, 0, st>>>(p, v); break;
+      case 16: copy_bytes_kernel<16><<<grid, kThreads, 0, st>>>(p, v); break;
       default: return rt::report(rt::Status::InvalidValue, "copy: unsupported element size");
     }
     return check_launch("copy");
@@ -86,7 +89,7 @@ rt::Status copy(const CopyParams& p, rt::Stream stream) {
     using To = decltype(to);
     ok = dispatch_dtype(p.src.dtype, [&](auto from) {
       using From = decltype(from);
-      cast_kernel<To, From><<<grid, kThreads, 0, st>>>(p);
+      cast_kernel<To, From><<<grid, kThreads, 0, st>>>(p, v);
     });
   });
   if (!ok)
@@ -105,12 +108,13 @@ rt::Status fill(const FillParams& p, rt::Stream stream) {
   }
   const unsigned grid = grid_for(p.shape.numel);
   cudaStream_t st = native(stream);
+  const StridedDivs v = strided_divs(p.shape);  // Note [Fast divmod]
   switch (es) {
-    case 1: fill_kernel<1><<<grid, kThreads, 0, st>>>(p); break;
-    case 2: fill_kernel<2><<<grid, kThreads, 0, st>>>(p); break;
-    case 4: fill_kernel<4><<<grid, kThreads, 0, st>>>(p); break;
-    case 8: fill_kernel<8><<<grid, kThreads, 0, st>>>(p); break;
-    case 16: fill_kernel<16><<<grid, kThreads, 0, st>>>(p); break;
+    case 1: fill_kernel<1><<<grid, kThreads, 0, st>>>(p, v); break;
+    case 2: fill_kernel<2><<<grid, kThreads, 0, st>>>(p, v); break;
+    case 4: fill_kernel<4><<<grid, kThreads, 0, st>>>(p, v); break;
+    case 8: fill_kernel<8><<<grid, kThreads, 0, st>>>(p, v); break;
+    case 16: fill_kernel<16><<<grid, kThreads, 0, st>>>(p, v); break;
     default: return rt::report(rt::Status::InvalidValue, "fill: unsupported element size");
   }
   return check_launch("fill");

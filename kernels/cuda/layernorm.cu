@@ -284,20 +284,10 @@ __global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock)
   }
 }
 
-int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    ignore_error(cudaGetDevice(&dev));
-    ignore_error(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v > 0 ? v : 1;
-  }();
-  return n;
-}
-
 // Blocks for `rows`: every row gets its group, up to a few waves (the backward's slots stay bounded).
 unsigned grid_rows(int64_t rows, int rpb) {
   const int64_t need = (rows + rpb - 1) / rpb;
-  const int64_t cap = int64_t(sm_count()) * (rpb > 1 ? 8 : 4);
+  const int64_t cap = int64_t(device_sms()) * (rpb > 1 ? 8 : 4);
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(need, cap)));
 }
 
@@ -365,7 +355,7 @@ BackwardLayout backward_layout(const RowNormArgs& a) {
   l.part_b = part;
   l.sums = 2 * part;
   // planned for 16-byte aligned partials (the largest workspace: vector loads mean fewer blocks, more splits)
-  l.bytes = l.sums + reduce_plan(partial_sums(a, l.slots, nullptr, nullptr, nullptr), sm_count()).workspace_bytes;
+  l.bytes = l.sums + reduce_plan(partial_sums(a, l.slots, nullptr, nullptr, nullptr), device_sms()).workspace_bytes;
   return l;
 }
 

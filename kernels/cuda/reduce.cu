@@ -218,10 +218,7 @@ rt::Status launch(const ReduceArgs& r, rt::Stream stream) {
     if constexpr (red::supported<op, T>()) {
       using A = red::acc_t<op, T>;
       static_assert(sizeof(red::Acc<A>) <= kRedPartialBytes, "a partial accumulator larger than the plan's");
-      int dev = 0, sms = 1;
-      ignore_error(cudaGetDevice(&dev));
-      ignore_error(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-      const ReducePlan p = reduce_plan(r, sms);
+      const ReducePlan p = reduce_plan(r, device_sms());
       if (p.splits > 1 && r.workspace == nullptr) {
         st = rt::report(rt::Status::InvalidValue, "reduce: a split plan needs the workspace reduce_plan sizes");
         return;
