@@ -468,3 +468,10 @@ MT_TRACE_FIXED(store, 8, true)
 MT_TRACE_FIXED(store, 16, true)
 MT_TRACE_SIZED(load, false)
 MT_TRACE_SIZED(store, true)
+
+#if !MYTORCH_EMU_ASAN
+// -fsanitize=kernel-address also calls this before every noreturn call (a throw, abort); with no fake stacks
+// (asan-use-after-return is off) there is nothing to do. The ASan flavour's libasan has its own. Without it the
+// plain emu flavour did not load (undefined symbol).
+extern "C" void __asan_handle_no_return() {}
+#endif
