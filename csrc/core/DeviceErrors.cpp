@@ -9,7 +9,6 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -25,18 +24,17 @@ struct Code {
   bool index_error;
 };
 
+// Both registries are read on every error-checked launch and every synchronisation point: lock-free reads of
+// append-only arrays, the mutex only to add an entry.
 std::mutex& mu() {
   static std::mutex m;
   return m;
 }
-std::vector<Code>& codes() {  // the registry the kernels' `code` indexes (interned: a handful of entries)
-  static std::vector<Code> c;
-  return c;
-}
-std::vector<DeviceError*>& slots() {  // per device, allocated on first use, never freed
-  static std::vector<DeviceError*> s;
-  return s;
-}
+constexpr int kMaxCodes = 64;  // (op, format, exception type) triples: a handful in practice
+Code g_codes[kMaxCodes];
+std::atomic<int> g_ncodes{0};
+constexpr int kMaxSlots = 128;  // every c10::DeviceIndex
+std::atomic<DeviceError*> g_slots[kMaxSlots];  // per device, allocated on first use, never freed
 
 bool envOn(const char* name) {
   const char* v = std::getenv(name);
@@ -48,40 +46,45 @@ std::atomic<bool>& blocking() {
 }
 
 DeviceError* slotFor(c10::DeviceIndex device, bool create) {
+  if (device < 0 || device >= kMaxSlots) return nullptr;
+  DeviceError* slot = g_slots[device].load(std::memory_order_acquire);
+  if (slot != nullptr || !create) return slot;
   std::lock_guard<std::mutex> lock(mu());
-  auto& s = slots();
-  if (device < 0) return nullptr;
-  if (static_cast<size_t>(device) >= s.size()) {
-    if (!create) return nullptr;
-    s.resize(static_cast<size_t>(device) + 1, nullptr);
-  }
-  if (s[device] == nullptr && create) {
+  slot = g_slots[device].load(std::memory_order_relaxed);
+  if (slot == nullptr) {
     void* p = nullptr;
     MT_RT_CHECK(rt::host_malloc(sizeof(DeviceError), &p));  // pinned: mapped into the device's address space
     std::memset(p, 0, sizeof(DeviceError));
-    s[device] = static_cast<DeviceError*>(p);
+    slot = static_cast<DeviceError*>(p);
+    g_slots[device].store(slot, std::memory_order_release);
   }
-  return s[device];
+  return slot;
+}
+
+int32_t findCode(int n, const char* op, DeviceErrorFormat format, bool index_error) {
+  for (int i = 0; i < n; ++i) {
+    const Code& c = g_codes[i];
+    if ((c.op == op || std::strcmp(c.op, op) == 0) && c.format == format && c.index_error == index_error) return i;
+  }
+  return -1;
 }
 
 int32_t codeFor(const char* op, DeviceErrorFormat format, bool index_error) {
+  int32_t k = findCode(g_ncodes.load(std::memory_order_acquire), op, format, index_error);
+  if (k >= 0) return k;
   std::lock_guard<std::mutex> lock(mu());
-  auto& c = codes();
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (std::strcmp(c[i].op, op) == 0 && c[i].format == format && c[i].index_error == index_error) {
-      return static_cast<int32_t>(i);
-    }
-  }
-  c.push_back({op, format, index_error});
-  return static_cast<int32_t>(c.size() - 1);
+  const int n = g_ncodes.load(std::memory_order_relaxed);
+  k = findCode(n, op, format, index_error);
+  if (k >= 0) return k;
+  TORCH_CHECK(n < kMaxCodes, "mytorch: more than ", kMaxCodes, " device-side error kinds");
+  g_codes[n] = {op, format, index_error};
+  g_ncodes.store(n + 1, std::memory_order_release);
+  return n;
 }
 
 [[noreturn]] void raise(const DeviceError& e, bool deferred) {
   Code code{"an op", DeviceErrorFormat::IndexOutOfBounds, true};
-  {
-    std::lock_guard<std::mutex> lock(mu());
-    if (e.code >= 0 && static_cast<size_t>(e.code) < codes().size()) code = codes()[e.code];
-  }
+  if (e.code >= 0 && e.code < g_ncodes.load(std::memory_order_acquire)) code = g_codes[e.code];
   std::string msg;
   switch (code.format) {
     case DeviceErrorFormat::IndexOutOfBounds:
@@ -131,12 +134,7 @@ void afterErrorCheckedLaunch(const c10::Device& device) {
 void raiseDeviceError(c10::DeviceIndex device) { raiseIfSet(slotFor(device, false), true); }
 
 void raiseDeviceErrors() {
-  std::vector<DeviceError*> all;
-  {
-    std::lock_guard<std::mutex> lock(mu());
-    all = slots();
-  }
-  for (DeviceError* s : all) raiseIfSet(s, true);
+  for (auto& s : g_slots) raiseIfSet(s.load(std::memory_order_acquire), true);
 }
 
 void setLaunchBlocking(bool on) { blocking().store(on); }
