@@ -1,6 +1,6 @@
 """A case per CUDA kernel family of issue 28 (docs/gpu.md, "Kernel families"), on whatever runtime runs.
 
-    python benchmarks/gpu_families.py [--only family,...] [--list]       (MYTORCH_ATTN_MMA=1: tensor-core attention)
+    python benchmarks/gpu_families.py [--only family,...] [--list]       (MYTORCH_ATTN_MMA=0: CUDA-core attention)
 
 - cuda runtime on a GPU: mytorch against torch.cuda, interleaved (mytorch.testing.bench), the ratio and the
   achieved fraction of the H100's peak (bytes / 3.35 TB/s, or FLOPs / 990 TFLOP/s for attention and GEMMs);
@@ -148,22 +148,24 @@ def cases(size: str) -> list[Case]:
         lambda d, a=lsm, t=tgt: (lambda x=a.to(d), y=t.to(d): lambda: F.nll_loss(x, y))(),
         12 * lrows,
     )
-    B, nh, S, hd = (4, 16, 2048, 128) if big else (1, 2, 256, 64)
-    q, k, v = _inputs(((B, nh, S, hd), bf16), ((B, nh, S, hd), bf16), ((B, nh, S, hd), bf16))
-    fl = 4.0 * B * nh * S * S * hd / 2  # causal
+    # on emu also a grid of more than a wave (the model's fraction of peak needs the SMs full; ~3 minutes emulated)
+    shapes = [(4, 16, 2048, 128)] if big else [(1, 2, 256, 64)] + ([(1, 48, 512, 64)] if size == "emu" else [])
+    for B, nh, S, hd in shapes:
+        q, k, v = _inputs(((B, nh, S, hd), bf16), ((B, nh, S, hd), bf16), ((B, nh, S, hd), bf16))
+        fl = 4.0 * B * nh * S * S * hd / 2  # causal
 
-    def attn(d, q=q, k=k, v=v):
-        a, b_, c = q.to(d), k.to(d), v.to(d)
-        return lambda: F.scaled_dot_product_attention(a, b_, c, is_causal=True)
+        def attn(d, q=q, k=k, v=v):
+            a, b_, c = q.to(d), k.to(d), v.to(d)
+            return lambda: F.scaled_dot_product_attention(a, b_, c, is_causal=True)
 
-    def attn_bwd(d, q=q, k=k, v=v):
-        a, b_, c = (t.to(d).requires_grad_() for t in (q, k, v))
-        o = F.scaled_dot_product_attention(a, b_, c, is_causal=True)
-        g = torch.ones_like(o)
-        return lambda: torch.autograd.grad(o, (a, b_, c), g, retain_graph=True)
+        def attn_bwd(d, q=q, k=k, v=v):
+            a, b_, c = (t.to(d).requires_grad_() for t in (q, k, v))
+            o = F.scaled_dot_product_attention(a, b_, c, is_causal=True)
+            g = torch.ones_like(o)
+            return lambda: torch.autograd.grad(o, (a, b_, c), g, retain_graph=True)
 
-    add("attention", f"sdpa causal fwd {B}x{nh}x{S}x{hd} bf16", attn, flops=fl)
-    add("attention", f"sdpa causal bwd {B}x{nh}x{S}x{hd} bf16", attn_bwd, flops=2.5 * fl, backward=True)
+        add("attention", f"sdpa causal fwd {B}x{nh}x{S}x{hd} bf16", attn, flops=fl)
+        add("attention", f"sdpa causal bwd {B}x{nh}x{S}x{hd} bf16", attn_bwd, flops=2.5 * fl, backward=True)
     E, tok, K, Nn = (8, 8192, 2048, 2048) if big else (4, 512, 256, 256)
     a_, bw = _inputs(((tok, K), bf16), ((E, Nn, K), bf16))
     offs = torch.arange(1, E + 1, dtype=torch.int32) * (tok // E)
@@ -374,8 +376,11 @@ def main() -> None:
     p.add_argument("--only", default="", help="comma-separated families")
     p.add_argument("--name", default="gpu_families")
     p.add_argument("--list", action="store_true")
+    p.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True)")
     args = parse_args(p)
     import mytorch  # noqa: F401
+
+    torch.use_deterministic_algorithms(args.deterministic)
 
     runtime = torch.mytorch.runtime()
     gpu = runtime == "cuda" and torch.cuda.is_available()

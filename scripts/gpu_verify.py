@@ -193,8 +193,10 @@ def stage_tests(r: Run) -> None:
     run_files(r, "tests", {})
 
 
-def stage_tests_mma(r: Run) -> None:
-    run_files(r, "tests_mma", {"MYTORCH_ATTN_MMA": "1"})
+def stage_tests_cuda_core(r: Run) -> None:
+    """The test files again with the tensor-core attention off (MYTORCH_ATTN_MMA=0): the CUDA-core attention
+    kernels, which the default run takes only for the shapes the tensor-core kernels do not."""
+    run_files(r, "tests_cuda_core", {"MYTORCH_ATTN_MMA": "0"})
 
 
 def stage_ipc(r: Run) -> None:
@@ -289,10 +291,11 @@ def stage_fuzz(r: Run) -> None:
 
 def stage_bench(r: Run) -> None:
     """benchmarks/gpu_families.py: a case per kernel family of issue 28, ratios to torch.cuda on a GPU (the
-    tensor-core attention included), the performance model's estimates on the emulated build."""
+    tensor-core attention by default, then its cases on the CUDA-core kernels), the performance model's estimates
+    on the emulated build."""
     out = r.path("bench")
     env = r.emu_env()
-    mma = dict(env, MYTORCH_ATTN_MMA="1")
+    cuda_core = dict(env, MYTORCH_ATTN_MMA="0")
     only = os.environ.get("GPU_VERIFY_BENCH_ONLY", "")
     sel = f" --only {shlex.quote(only)}" if only else ""
     cmds = [
@@ -303,9 +306,10 @@ def stage_bench(r: Run) -> None:
             STAGE_LIMIT,
         ),
         (
-            "gpu_families mma",
-            f"{PY} benchmarks/gpu_families.py --out {out} --name gpu_families_mma --only attention --repeat 3 --warmup 1",
-            mma,
+            "gpu_families cuda-core attention",
+            f"{PY} benchmarks/gpu_families.py --out {out} --name gpu_families_cuda_core --only attention --repeat 3 "
+            "--warmup 1",
+            cuda_core,
             150,
         ),
     ]
@@ -324,7 +328,7 @@ STAGES = {
     "build": stage_build,
     "tests": stage_tests,
     "bench": stage_bench,
-    "tests_mma": stage_tests_mma,
+    "tests_cuda_core": stage_tests_cuda_core,
     "ptxas": stage_ptxas,
     "ipc": stage_ipc,
     "compile": stage_compile,

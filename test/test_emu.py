@@ -127,7 +127,6 @@ def test_tensor_core_backward_opts_in_on_every_device():
             assert torch.equal(a, b)
     """,
         MYTORCH_SIM_DEVICES=2,
-        MYTORCH_ATTN_MMA=1,
     )
 
 
@@ -255,28 +254,34 @@ def test_missing_record_stream_gives_a_wrong_result_on_emu():
     assert "bad 16384" in bad and "bad 0" in good, (bad, good)
 
 
-def test_wrong_mma_fragment_layout_is_caught():
-    """The negative control of the mma.sync emulation: with a deliberately wrong fragment layout the
-    tensor-core attention no longer matches its sim twin, so the passing comparison means something."""
+def test_wrong_tensor_core_emulation_is_caught():
+    """The negative controls of the tensor-core emulation: with a deliberately wrong mma.sync fragment layout, a
+    wrong ldmatrix (.trans swapped), or cp.async copies that never land, the tensor-core attention no longer matches
+    its sim twin, so the passing comparison (test_gpu_nn.py) means something: the kernels really take those paths
+    and their results depend on the emulated layouts and on the copies landing at the waits."""
     if torch.mytorch.runtime() != "emu":
-        pytest.skip("the emulator's mma.sync")
+        pytest.skip("the emulator's mma.sync, ldmatrix and cp.async")
     import os
     import tempfile
     from test_gpu_nn import MMA_BATTERY, battery
     from mytorch.testing._compare import compare_tensor
 
+    controls = {
+        "mma": {"MYTORCH_EMU_MMA_LAYOUT": "wrong"},  # mma.sync's A fragment registers swapped
+        "ldmatrix": {"MYTORCH_EMU_MMA_LAYOUT": "ldmatrix"},  # ldmatrix with and without .trans swapped
+        "cp_async": {"MYTORCH_EMU_CP_ASYNC": "never"},  # cp.async copies never land
+    }
     with tempfile.TemporaryDirectory() as d:
-        paths = {}
-        for name, env in (
-            ("wrong", {"MYTORCH_ATTN_MMA": "1", "MYTORCH_EMU_MMA_LAYOUT": "wrong"}),
-            ("sim", {"MYTORCH_RUNTIME": "sim"}),
-        ):
-            paths[name] = os.path.join(d, name + ".pt")
-            run_ok(MMA_BATTERY + f"\ntorch.save(run('mytorch'), {paths[name]!r})\n", **env)
-        wrong, sim = torch.load(paths["wrong"]), torch.load(paths["sim"])
+        results = {}
+        for name, env in {**controls, "sim": {"MYTORCH_RUNTIME": "sim"}}.items():
+            path = os.path.join(d, name + ".pt")
+            run_ok(MMA_BATTERY + f"\ntorch.save(run('mytorch'), {path!r})\n", **env)
+            results[name] = torch.load(path)
+    sim = results.pop("sim")
     cpu = battery(MMA_BATTERY, "cpu")  # the rule test_gpu_nn's positive comparison applies
-    off = [k for k, v in sim.items() if not compare_tensor(wrong[k], v, None, (cpu[k],)).ok]
-    assert len(off) >= len(sim) // 2, off  # forward and gradients alike
+    for name, wrong in results.items():
+        off = [k for k, v in sim.items() if not compare_tensor(wrong[k], v, None, (cpu[k],)).ok]
+        assert len(off) >= len(sim) // 2, (name, off)  # forward and gradients alike
 
 
 def test_peer_copy_runs_on_the_destination_stream_whatever_the_current_device():

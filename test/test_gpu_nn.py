@@ -188,7 +188,8 @@ def test_cudnn_and_cublaslt_are_used():
 
 
 MMA_BATTERY = """
-import torch, torch.nn.functional as F, mytorch
+import os, torch, torch.nn.functional as F, mytorch
+torch.use_deterministic_algorithms(os.environ.get("MMA_DETERMINISTIC") == "1")
 g = torch.Generator().manual_seed(3)
 def run(dev):
     out = {}
@@ -209,17 +210,21 @@ def run(dev):
 """
 
 
-def test_tensor_core_attention_forward_matches_sim_twin(tmp_path):
-    """The opt-in mma.sync forward and backward (MYTORCH_ATTN_MMA=1) against the sim reference."""
+def test_tensor_core_attention_matches_sim_twin(tmp_path):
+    """The tensor-core forward and backward (the default for fp16/bf16, head dims 64/128) against the sim reference:
+    the 5-GEMM backward with its atomic dQ, and under torch.use_deterministic_algorithms the 7-GEMM kernels."""
     paths = {}
-    for name, env in (("mma", {"MYTORCH_ATTN_MMA": "1"}), ("sim", {"MYTORCH_RUNTIME": "sim"})):
+    runs = (("mma", {}), ("mma_deterministic", {"MMA_DETERMINISTIC": "1"}), ("sim", {"MYTORCH_RUNTIME": "sim"}))
+    for name, env in runs:
         paths[name] = tmp_path / f"{name}.pt"
         r = run_python(MMA_BATTERY + f"\ntorch.save(run('mytorch'), {str(paths[name])!r})\n", env=env, timeout=600)
         assert r.returncode == 0, r.stderr
-    mma, sim = torch.load(paths["mma"]), torch.load(paths["sim"])
+    sim = torch.load(paths["sim"])
     cpu = battery(MMA_BATTERY, "cpu")
-    for k, v in sim.items():
-        assert_like_reference(mma[k], v, cpu[k], k)
+    for name in ("mma", "mma_deterministic"):
+        mine = torch.load(paths[name])
+        for k, v in sim.items():
+            assert_like_reference(mine[k], v, cpu[k], f"{name} {k}")
 
 
 @pytest.mark.hardware

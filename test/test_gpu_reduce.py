@@ -211,17 +211,20 @@ def test_model_sees_a_single_block():
 
 @needs_model
 def test_model_counts_shared_memory_bank_conflicts():
-    """A shared-memory access pattern with known conflicts (the tensor-core attention's unpadded tiles) shows
-    extra wavefronts; a conflict-free kernel (elementwise) shows none."""
-    import os
-
+    """A shared-memory access pattern with known conflicts (the deterministic attention backward's unpadded tiles)
+    shows extra wavefronts; a conflict-free kernel (elementwise) shows none."""
     x = torch.randn(1 << 16, device="mytorch")
     plain = gpu_model.trace(lambda: x + 1)
     assert sum(r["bank_conflicts"] for r in plain) == 0, plain
-    q = torch.randn(1, 2, 128, 64, device="mytorch", dtype=torch.bfloat16)
-    attn = gpu_model.trace(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))
-    if os.environ.get("MYTORCH_ATTN_MMA") == "1":
-        assert sum(r["bank_conflicts"] for r in attn) > 0, attn
+    # the deterministic attention backward reads its tiles down columns of unpadded shared memory: conflicts
+    q = torch.randn(1, 2, 128, 64, device="mytorch", dtype=torch.bfloat16, requires_grad=True)
+    o = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    torch.use_deterministic_algorithms(True)
+    try:
+        attn = gpu_model.trace(lambda: torch.autograd.grad(o, q, torch.ones_like(o)))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert sum(r["bank_conflicts"] for r in attn) > 0, attn
     assert all(r["est_us"] > 0 for r in attn), attn
 
 

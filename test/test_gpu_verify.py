@@ -31,7 +31,7 @@ def test_every_listed_stage_is_dispatched():
         "build",
         "tests",
         "bench",
-        "tests_mma",
+        "tests_cuda_core",
         "ptxas",
         "ipc",
         "compile",

@@ -200,6 +200,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fusedAttentionBackward(
   a.dk = view(dk_rows);
   a.dvv = view(dv_rows);
   a.delta = delta.data_ptr();
+  a.deterministic = at::globalContext().deterministicAlgorithms();
+  Tensor dq_accum;  // the tensor-core backward's fp32 dQ (cuda; none for the deterministic kernels)
+  if (const size_t bytes = onSim() ? 0 : attention_backward_workspace_bytes(a)) {
+    dq_accum = at::empty({static_cast<int64_t>(bytes / sizeof(float))}, q.options().dtype(at::kFloat));
+    a.dq_accum = dq_accum.data_ptr();
+  }
   c10::DeviceGuard guard(q.device());
   MT_RT_CHECK(kernels::attention_backward(a, streamFor(q)));
   settle(dq, dq_rows);

@@ -112,6 +112,51 @@ __device__ inline A block_exclusive_sum(A v, A* smem, A* total) {
 // it (nvcc compiles a host call of a __device__-only function into exit(1): scripts/ptxas_check.py looks for those).
 __host__ __device__ constexpr int padded_slot(int i) { return i + i / 32; }
 
+// N elements of T moved as one access of sizeof(T) * N bytes (so aligned to that): the vector loads and stores of
+// the kernels (16 bytes where they can).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+// Vec loads and stores that stay one access in the emulated build too: there the host compiler splits a struct
+// load whose elements are used one by one into scalar loads (and the performance model would count those), so they
+// go through a GCC vector of the same size, one access (checked for alignment, as the GPU's).
+template <typename T, int N>
+__device__ inline Vec<T, N> load_vec(const void* p) {
+#if defined(MYTORCH_EMU_ACTIVE)
+  typedef char Whole __attribute__((vector_size(sizeof(T) * N)));
+  const Whole w = *static_cast<const Whole*>(p);
+  Vec<T, N> v;
+  __builtin_memcpy(&v, &w, sizeof(v));
+  return v;
+#else
+  return *static_cast<const Vec<T, N>*>(p);
+#endif
+}
+template <typename T, int N>
+__device__ inline void store_vec(void* p, const Vec<T, N>& v) {
+#if defined(MYTORCH_EMU_ACTIVE)
+  typedef char Whole __attribute__((vector_size(sizeof(T) * N)));
+  Whole w;
+  __builtin_memcpy(&w, &v, sizeof(v));
+  *static_cast<Whole*>(p) = w;
+#else
+  *static_cast<Vec<T, N>*>(p) = v;
+#endif
+}
+
+// p[0] += a and p[1] += b atomically in global memory (p 8-byte aligned): one vector atomic on sm_90 (half the
+// instructions and requests of two scalar ones), two scalar atomics before.
+__device__ inline void atomic_add2(float* p, float a, float b) {
+#if defined(MYTORCH_EMU_ACTIVE) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+  atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
+#else
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+#endif
+}
+
 inline rt::Status check_launch(const char* what) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return rt::Status::Success;

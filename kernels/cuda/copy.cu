@@ -10,11 +10,6 @@ namespace mytorch::cuda {
 namespace {
 
 template <int ES>
-struct alignas(ES) Bytes {
-  unsigned char b[ES];
-};
-
-template <int ES>
 __global__ void copy_bytes_kernel(CopyParams p, StridedDivs v) {
   char* dst = static_cast<char*>(p.dst.data);
   const char* src = static_cast<const char*>(p.src.data);
@@ -22,7 +17,7 @@ __global__ void copy_bytes_kernel(CopyParams p, StridedDivs v) {
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t o0, o1;
     strided_offsets(p.shape, v, p.dst.strides, p.src.strides, i, &o0, &o1);
-    *reinterpret_cast<Bytes<ES>*>(dst + o0) = *reinterpret_cast<const Bytes<ES>*>(src + o1);
+    *reinterpret_cast<Vec<unsigned char, ES>*>(dst + o0) = *reinterpret_cast<const Vec<unsigned char, ES>*>(src + o1);
   }
 }
 
@@ -41,12 +36,12 @@ __global__ void cast_kernel(CopyParams p, StridedDivs v) {
 template <int ES>
 __global__ void fill_kernel(FillParams p, StridedDivs dv) {
   char* dst = static_cast<char*>(p.dst.data);
-  const Bytes<ES> v = *reinterpret_cast<const Bytes<ES>*>(p.value);
+  const Vec<unsigned char, ES> v = *reinterpret_cast<const Vec<unsigned char, ES>*>(p.value);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.shape.numel;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t o0, o1;
     strided_offsets(p.shape, dv, p.dst.strides, nullptr, i, &o0, &o1);
-    *reinterpret_cast<Bytes<ES>*>(dst + o0) = v;
+    *reinterpret_cast<Vec<unsigned char, ES>*>(dst + o0) = v;
   }
 }
 

@@ -10,11 +10,6 @@
 
 namespace mytorch::cuda {
 
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
-
 template <EwOp op, typename T>
 struct EwTraits {
   using O = ew::opmath_t<T>;

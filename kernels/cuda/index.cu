@@ -10,11 +10,6 @@ namespace {
 __device__ inline void report_bad(const IndexArgs& a, int64_t v) { record_error(a.error, v); }
 
 template <int ES>
-struct alignas(ES) Raw {
-  unsigned char b[ES];
-};
-
-template <int ES>
 __global__ void gather_kernel(IndexArgs a) {
   const char* src = static_cast<const char*>(a.target);
   char* out = static_cast<char*>(a.other);
@@ -24,7 +19,7 @@ __global__ void gather_kernel(IndexArgs a) {
       report_bad(a, bad);
       continue;
     }
-    *reinterpret_cast<Raw<ES>*>(out + u * ES) = *reinterpret_cast<const Raw<ES>*>(src + t * ES);
+    *reinterpret_cast<Vec<unsigned char, ES>*>(out + u * ES) = *reinterpret_cast<const Vec<unsigned char, ES>*>(src + t * ES);
   }
 }
 

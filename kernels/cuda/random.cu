@@ -14,11 +14,6 @@ __global__ void random_kernel(RandomParams p) {
   }
 }
 
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
-
 // kVec: every block's 4 elements load and store at once (the launcher checked the alignment of all three).
 template <typename T, bool kVec>
 __global__ void dropout_kernel(DropoutParams p) {
@@ -31,17 +26,17 @@ __global__ void dropout_kernel(DropoutParams p) {
     O x[4] = {}, y[4];
     bool m[4];
     if (kVec && i0 + 4 <= p.numel) {
-      const Pack<T, 4> v = *reinterpret_cast<const Pack<T, 4>*>(in + i0);
+      const Vec<T, 4> v = *reinterpret_cast<const Vec<T, 4>*>(in + i0);
       for (int j = 0; j < 4; ++j) x[j] = static_cast<O>(v.v[j]);
       dropout_block<O>(p, b, x, y, m);
-      Pack<T, 4> o;
-      Pack<bool, 4> mk;
+      Vec<T, 4> o;
+      Vec<bool, 4> mk;
       for (int j = 0; j < 4; ++j) {
         o.v[j] = mt_cast<T, O>(y[j]);
         mk.v[j] = m[j];
       }
-      *reinterpret_cast<Pack<T, 4>*>(out + i0) = o;
-      *reinterpret_cast<Pack<bool, 4>*>(p.mask + i0) = mk;
+      *reinterpret_cast<Vec<T, 4>*>(out + i0) = o;
+      *reinterpret_cast<Vec<bool, 4>*>(p.mask + i0) = mk;
     } else {
       const int n = p.numel - i0 < 4 ? int(p.numel - i0) : 4;
       for (int j = 0; j < n; ++j) x[j] = static_cast<O>(in[i0 + j]);

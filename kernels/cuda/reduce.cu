@@ -65,9 +65,7 @@ __device__ inline red::Acc<A> get_partial(const void* ws, int64_t i, const RedPa
 
 // 16 bytes of T, loaded at once.
 template <typename T>
-struct alignas(16) Pack {
-  T v[16 / sizeof(T)];
-};
+using Pack = Vec<T, 16 / sizeof(T)>;
 
 // Rows: a block per (output, chunk); threads stride over the chunk's reduced elements, 16 bytes a load when
 // they are one aligned contiguous run. kPartial: the block's accumulator goes to ws[o * splits + chunk].
@@ -123,7 +121,7 @@ template <RedOp op, typename T, bool kPartial, int kVec>
 __global__ void reduce_columns_kernel(ReduceArgs r, ReducePlan p) {
   using R = red::Reduction<op>;
   using A = red::acc_t<op, T>;
-  struct alignas(16) Group { T v[kVec]; };
+  using Group = Vec<T, kVec>;
   extern __shared__ unsigned char smem[];
   auto* parts = reinterpret_cast<red::Acc<A>*>(smem);  // [kVec][rows][blockDim.x]: lanes adjacent, no conflicts
   const T* in = static_cast<const T*>(r.in);

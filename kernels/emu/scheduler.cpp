@@ -352,6 +352,46 @@ Fault run_grid(const LaunchRec& L) {
   return out;
 }
 
+// ---- ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 as a warp collective -----------------------------------
+// From the PTX ISA (Warp-level matrix load instruction: ldmatrix): lanes 8i..8i+7 name the rows of matrix i; lane
+// l receives in register i, from matrix i, the two 16-bit elements (row l/4, cols 2(l%4), 2(l%4)+1), or with .trans
+// (rows 2(l%4), 2(l%4)+1, col l/4), the lower-numbered element in the lower half. MYTORCH_EMU_MMA_LAYOUT=ldmatrix
+// swaps .trans and its absence: the negative control of the tests that use it.
+namespace {
+bool wrong_ldmatrix() {
+  static const bool w = [] {
+    const char* s = std::getenv("MYTORCH_EMU_MMA_LAYOUT");
+    return s && std::string(s) == "ldmatrix";
+  }();
+  return w;
+}
+}  // namespace
+
+void ldmatrix_x4(uint32_t* regs, const uint4& row, bool trans) {
+  const unsigned char* slots = warp_exchange(0xffffffffu, &row, sizeof(row), trans ? "ldmatrix.trans" : "ldmatrix");
+  auto elem = [&](int matrix, int r, int c) {
+    uint16_t v;
+    std::memcpy(&v, slots + (matrix * 8 + r) * kSlotBytes + c * 2, 2);
+    return static_cast<uint32_t>(v);
+  };
+  const int lane = self().linear % 32, g = lane / 4, t = lane % 4;
+  if (wrong_ldmatrix()) trans = !trans;
+  uint32_t out[4];
+  for (int i = 0; i < 4; ++i)
+    out[i] =
+        trans ? elem(i, 2 * t, g) | (elem(i, 2 * t + 1, g) << 16) : elem(i, g, 2 * t) | (elem(i, g, 2 * t + 1) << 16);
+  warp_leave();
+  for (int i = 0; i < 4; ++i) regs[i] = out[i];
+}
+
+bool cp_async_never_lands() {
+  static const bool never = [] {
+    const char* s = std::getenv("MYTORCH_EMU_CP_ASYNC");
+    return s && std::string(s) == "never";
+  }();
+  return never;
+}
+
 // ---- mma.sync.m16n8k16 (fp16/bf16 in, fp32 accumulate) as a warp collective --------------------------------
 // Fragment layouts from the PTX ISA (Matrix fragments for mma.m16n8k16 with floating point type), with
 // g = lane / 4 and t = lane % 4:

@@ -469,6 +469,15 @@ MT_TRACE_FIXED(store, 16, true)
 MT_TRACE_SIZED(load, false)
 MT_TRACE_SIZED(store, true)
 
+// An access an emulated instruction makes as one (a vector atomic: atomicAdd(float2*)), whose emulation runs
+// uninstrumented host atomics: counted, and checked in the ASan flavour, as that one access.
+namespace mytorch::emu {
+__attribute__((no_sanitize_address)) void instruction_access(void* a, size_t n, bool store) {
+  if (store) MT_CAT(__asan_storeN, MT_TRACE_SUFFIX)(a, static_cast<long>(n));
+  else MT_CAT(__asan_loadN, MT_TRACE_SUFFIX)(a, static_cast<long>(n));
+}
+} // namespace mytorch::emu
+
 #if !MYTORCH_EMU_ASAN
 // -fsanitize=kernel-address also calls this before every noreturn call (a throw, abort); with no fake stacks
 // (asan-use-after-return is off) there is nothing to do. The ASan flavour's libasan has its own. Without it the

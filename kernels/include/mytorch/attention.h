@@ -19,16 +19,17 @@
 // Decoding (q_len = 1, a long KV cache): the keys are split into chunks of kAttnSplitChunk, each chunk
 // yields (max m_c, sum l_c, unnormalised output acc_c), and a second pass combines them per row:
 // M = max m_c, L = sum l_c e^(m_c - M), O = sum acc_c e^(m_c - M) / L, lse = M + log L — flash decoding.
-// sim/ runs the tiled algorithm in loops (tiles of 64 keys) — the C++ reference. cuda/ runs the same
-// algorithm with a warp per query row (forward, dQ) and per key row (dK, dV) on CUDA cores, and has a
-// tensor-core forward (mma.sync, FlashAttention-2's schedule; attention_mma.cu) for fp16/bf16 with head
-// dims 64/128 and a tensor-core backward (attention_mma_bwd.cu: delta, dK/dV per key tile, dQ per query
-// tile, no atomics) for head dims 64/128, both opt-in (MYTORCH_ATTN_MMA=1) until a GPU session has verified
-// them; the Hopper (wgmma/TMA) kernels are the performance work still to come.
+// sim/ runs the tiled algorithm in loops (tiles of 64 keys) — the C++ reference. cuda/ runs, for fp16/bf16 with head
+// dims 64/128 (attention_tensor_cores below), FlashAttention-2's schedule on tensor cores (mma.sync with ldmatrix
+// fragments from swizzled tiles that cp.async stages double-buffered): the forward (attention_mma.cu) and the 5-GEMM
+// backward with an fp32 dQ accumulated by atomics (attention_mma_bwd.cu; the 7-GEMM kernels without atomics under
+// torch.use_deterministic_algorithms); every other shape runs CUDA-core kernels with a warp per query row (forward,
+// dQ) and per key row (dK, dV). The Hopper (wgmma/TMA) kernels are the performance work still to come.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "mytorch/dtype.h"
@@ -62,7 +63,36 @@ struct AttentionArgs {
   // backward
   AttnTensor dout, dq, dk, dvv;       // dvv: the gradient of v
   void* delta = nullptr;             // [B, Hq, L] scratch in the accumulation type (cuda)
+  void* dq_accum = nullptr;          // cuda: attention_backward_workspace_bytes(*this) bytes, from the glue
+  bool deterministic = false;        // torch.use_deterministic_algorithms: no atomics (cuda)
 };
+
+// The cuda runtime's tensor-core kernels (attention_mma.cu, attention_mma_bwd.cu) take fp16/bf16 with head dims 64
+// or 128 (d == dv), no bias, no dropout, no split, and every row of q, k, v, out (and for the backward dout and the
+// gradients) 16-byte aligned: cp.async and 16-byte stores. The default; MYTORCH_ATTN_MMA=0 turns them off.
+inline bool attention_mma_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MYTORCH_ATTN_MMA");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+inline bool attention_tensor_cores(const AttentionArgs& a, bool backward) {
+  if (!attention_mma_enabled() || a.bias || a.dropout_p > 0 || a.split_ws || a.d != a.dv) return false;
+  if ((a.d != 64 && a.d != 128) || (a.dtype != DType::Half && a.dtype != DType::BFloat16)) return false;
+  if (a.b * a.hq * a.lq == 0 || a.lk == 0) return false;
+  auto aligned = [](const AttnTensor& t) {
+    return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.sh % 8 == 0 && t.ss % 8 == 0;
+  };
+  if (!aligned(a.q) || !aligned(a.k) || !aligned(a.v) || !aligned(a.out)) return false;
+  return !backward || (aligned(a.dout) && aligned(a.dq) && aligned(a.dk) && aligned(a.dvv));
+}
+// The tensor-core backward's dQ accumulator: fp32 [B, Hq, Lq, D], zeroed by its first kernel, summed into with
+// atomics by the key tiles (FlashAttention-2's 5-GEMM backward); none for the deterministic kernels.
+inline size_t attention_backward_workspace_bytes(const AttentionArgs& a) {
+  if (a.deterministic || !attention_tensor_cores(a, true)) return 0;
+  return static_cast<size_t>(a.b * a.hq * a.lq * a.d) * sizeof(float);
+}
 
 // Decoding: one query row per (batch, head) against a long KV cache splits the keys across blocks.
 constexpr int64_t kAttnSplitChunk = 256;

@@ -32,6 +32,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 // ---- the kernel language -----------------------------------------------------------------------------
 #define __global__
@@ -193,12 +194,20 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F* func, 
 namespace mytorch::emu {
 
 // ---- the emulated thread ---------------------------------------------------------------------------------
+// A cp.async this thread issued and no cp.async.wait_group has landed yet (cp_async16 below).
+struct AsyncCopy {
+  void* dst;
+  uint4 data;
+  unsigned group;
+};
 struct ThreadState {
   uint3 thread_idx;
   uint3 block_idx;
   dim3 block_dim;
   dim3 grid_dim;
   int linear;  // thread index within the block
+  std::vector<AsyncCopy> async;  // issued, not yet landed
+  unsigned async_groups = 0;     // cp.async.commit_group count
 };
 ThreadState& self();
 
@@ -273,6 +282,36 @@ Launcher<P...> launcher(void (*kernel)(P...), const char* name, const char* file
 
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16} as a warp collective (kernels/emu/scheduler.cpp).
 void mma_m16n8k16(float* c, const uint32_t* a, const uint32_t* b, bool bf16);
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 as a warp collective: `row` is the 16-byte row this lane's
+// address names (lanes 8i..8i+7 the rows of matrix i), read by the caller in the kernel's own code so that the
+// performance model counts it as the instruction's shared-memory access (a phase of 8 rows, as the hardware's).
+void ldmatrix_x4(uint32_t* regs, const uint4& row, bool trans);
+
+// cp.async.cg.shared.global (16 bytes, zero-filled when !valid), cp.async.commit_group and cp.async.wait_group:
+// the global read happens at the issue, the shared-memory write only at the wait that covers its group (the
+// latest a GPU may land it), so a kernel that reads a stage before waiting for it reads stale data here too.
+// Inline, in the kernel's translation unit: both accesses are instrumented (the model counts them).
+// MYTORCH_EMU_CP_ASYNC=never lands nothing (the negative control: the batteries then fail).
+bool cp_async_never_lands();
+inline void cp_async16(void* dst, const void* src, bool valid) {
+  uint4 v{0u, 0u, 0u, 0u};
+  if (valid) v = *static_cast<const uint4*>(src);
+  ThreadState& t = self();
+  t.async.push_back(AsyncCopy{dst, v, t.async_groups});
+}
+inline void cp_async_commit() { self().async_groups++; }
+inline void cp_async_wait(unsigned pending) {
+  ThreadState& t = self();
+  if (cp_async_never_lands()) return;
+  size_t keep = 0;
+  for (size_t i = 0; i < t.async.size(); ++i) {
+    const AsyncCopy c = t.async[i];
+    if (c.group + pending < t.async_groups) *static_cast<uint4*>(c.dst) = c.data;
+    else t.async[keep++] = c;
+  }
+  t.async.resize(keep);
+}
 
 // The fault of the sticky error, if any (for messages and tests).
 const char* sticky_fault();
@@ -365,6 +404,28 @@ T atomicAdd(T* addr, T v) {
     std::memcpy(&r, &old, sizeof(T));
     return r;
   }
+}
+// sm_90's vector atomic (global memory): one 8-byte access for the performance model and the sanitizer
+// (instruction_access, kernels/emu/trace.cpp), two scalar host atomics for the values.
+namespace mytorch::emu {
+void instruction_access(void* a, size_t n, bool store);
+}
+__attribute__((no_sanitize_address)) inline float emu_atomic_add_unseen(float* addr, float v) {
+  unsigned* word = reinterpret_cast<unsigned*>(addr);
+  unsigned old = __atomic_load_n(word, __ATOMIC_SEQ_CST), next;
+  do {
+    float x;
+    std::memcpy(&x, &old, 4);
+    x += v;
+    std::memcpy(&next, &x, 4);
+  } while (!__atomic_compare_exchange_n(word, &old, next, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+  float r;
+  std::memcpy(&r, &old, 4);
+  return r;
+}
+inline float2 atomicAdd(float2* addr, float2 v) {
+  ::mytorch::emu::instruction_access(addr, 8, true);
+  return float2{emu_atomic_add_unseen(&addr->x, v.x), emu_atomic_add_unseen(&addr->y, v.y)};
 }
 template <typename T>
 T atomicMax(T* addr, T v) {
