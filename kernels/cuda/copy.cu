@@ -17,7 +17,7 @@ __global__ void copy_bytes_kernel(CopyParams p, StridedDivs v) {
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t o0, o1;
     strided_offsets(p.shape, v, p.dst.strides, p.src.strides, i, &o0, &o1);
-    *reinterpret_cast<Vec<unsigned char, ES>*>(dst + o0) = *reinterpret_cast<const Vec<unsigned char, ES>*>(src + o1);
+    store_vec<unsigned char, ES>(dst + o0, load_vec<unsigned char, ES>(src + o1));
   }
 }
 
@@ -36,12 +36,12 @@ __global__ void cast_kernel(CopyParams p, StridedDivs v) {
 template <int ES>
 __global__ void fill_kernel(FillParams p, StridedDivs dv) {
   char* dst = static_cast<char*>(p.dst.data);
-  const Vec<unsigned char, ES> v = *reinterpret_cast<const Vec<unsigned char, ES>*>(p.value);
+  const Vec<unsigned char, ES> v = load_vec<unsigned char, ES>(p.value);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.shape.numel;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t o0, o1;
     strided_offsets(p.shape, dv, p.dst.strides, nullptr, i, &o0, &o1);
-    *reinterpret_cast<Vec<unsigned char, ES>*>(dst + o0) = v;
+    store_vec<unsigned char, ES>(dst + o0, v);
   }
 }
 

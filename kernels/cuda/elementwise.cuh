@@ -63,12 +63,11 @@ __global__ void ew_contiguous(ElementwiseArgs a) {
 #pragma unroll
           for (int j = 0; j < VEC; ++j) v[j][k] = s[k];
         } else if (Tr::masked && k == 0) {
-          const Vec<bool, VEC> mv =
-              *reinterpret_cast<const Vec<bool, VEC>*>(static_cast<const bool*>(a.in[0].data) + base);
+          const Vec<bool, VEC> mv = load_vec<bool, VEC>(static_cast<const bool*>(a.in[0].data) + base);
 #pragma unroll
           for (int j = 0; j < VEC; ++j) v[j][0] = static_cast<O>(mv.v[j]);
         } else {
-          const Vec<T, VEC> iv = *reinterpret_cast<const Vec<T, VEC>*>(static_cast<const T*>(a.in[k].data) + base);
+          const Vec<T, VEC> iv = load_vec<T, VEC>(static_cast<const T*>(a.in[k].data) + base);
 #pragma unroll
           for (int j = 0; j < VEC; ++j) v[j][k] = static_cast<O>(iv.v[j]);
         }
@@ -76,7 +75,7 @@ __global__ void ew_contiguous(ElementwiseArgs a) {
       Vec<Out, VEC> ov;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) ov.v[j] = ew_compute<op, T>(v[j], a.p);
-      *reinterpret_cast<Vec<Out, VEC>*>(static_cast<Out*>(a.out.data) + base) = ov;
+      store_vec<Out, VEC>(static_cast<Out*>(a.out.data) + base, ov);
     } else {
       for (int64_t i = base; i < n; ++i) {
         O v[3] = {s[0], s[1], s[2]};

@@ -19,7 +19,7 @@ __global__ void gather_kernel(IndexArgs a) {
       report_bad(a, bad);
       continue;
     }
-    *reinterpret_cast<Vec<unsigned char, ES>*>(out + u * ES) = *reinterpret_cast<const Vec<unsigned char, ES>*>(src + t * ES);
+    store_vec<unsigned char, ES>(out + u * ES, load_vec<unsigned char, ES>(src + t * ES));
   }
 }
 

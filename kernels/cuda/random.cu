@@ -26,7 +26,7 @@ __global__ void dropout_kernel(DropoutParams p) {
     O x[4] = {}, y[4];
     bool m[4];
     if (kVec && i0 + 4 <= p.numel) {
-      const Vec<T, 4> v = *reinterpret_cast<const Vec<T, 4>*>(in + i0);
+      const Vec<T, 4> v = load_vec<T, 4>(in + i0);
       for (int j = 0; j < 4; ++j) x[j] = static_cast<O>(v.v[j]);
       dropout_block<O>(p, b, x, y, m);
       Vec<T, 4> o;
@@ -35,8 +35,8 @@ __global__ void dropout_kernel(DropoutParams p) {
         o.v[j] = mt_cast<T, O>(y[j]);
         mk.v[j] = m[j];
       }
-      *reinterpret_cast<Vec<T, 4>*>(out + i0) = o;
-      *reinterpret_cast<Vec<bool, 4>*>(p.mask + i0) = mk;
+      store_vec<T, 4>(out + i0, o);
+      store_vec<bool, 4>(p.mask + i0, mk);
     } else {
       const int n = p.numel - i0 < 4 ? int(p.numel - i0) : 4;
       for (int j = 0; j < n; ++j) x[j] = static_cast<O>(in[i0 + j]);

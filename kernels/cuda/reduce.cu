@@ -86,9 +86,9 @@ __global__ void reduce_rows_kernel(ReduceArgs r, ReducePlan p) {
     int64_t j = lo + threadIdx.x;
     if (dense && kPack > 1 && reinterpret_cast<uintptr_t>(in + in_base + lo) % 16 == 0) {
       const int64_t packs = (hi - lo) / kPack;
-      const auto* pk = reinterpret_cast<const Pack<T>*>(in + in_base + lo);
+      const T* pk = in + in_base + lo;
       for (int64_t q = threadIdx.x; q < packs; q += blockDim.x) {
-        const Pack<T> v = pk[q];
+        const Pack<T> v = load_vec<T, kPack>(pk + q * kPack);
         for (int e = 0; e < kPack; ++e) R::push(acc, static_cast<A>(v.v[e]), lo + q * kPack + e, r.params);
       }
       j = lo + packs * kPack + threadIdx.x;  // the tail
@@ -138,7 +138,7 @@ __global__ void reduce_columns_kernel(ReduceArgs r, ReducePlan p) {
         if constexpr (kVec == 1) {
           R::push(acc[0], static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.params);
         } else {  // the plan checked that the group starts 16-byte aligned in every reduced row
-          const Group g = *reinterpret_cast<const Group*>(in + in_base + red::red_offset(r, j));
+          const Group g = load_vec<T, kVec>(in + in_base + red::red_offset(r, j));
           for (int k = 0; k < kVec; ++k) R::push(acc[k], static_cast<A>(g.v[k]), j, r.params);
         }
       }
