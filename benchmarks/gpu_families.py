@@ -101,14 +101,21 @@ def cases(size: str) -> list[Case]:
         return lambda: torch.autograd.grad(y, (x, w, b), g, retain_graph=True)
 
     add("norm_backward", f"layer_norm backward {T}x{H} f32", ln_bwd, 12 * T * H, backward=True)
-    N, C, HW = (64, 256, 28) if big else (8, 64, 16)
+    N, C, HW = (64, 256, 28) if big else (8, 64, 64)
     (im,) = _inputs(((N, C, HW, HW), f32))
 
     def bn(d, im=im, C=C):
         t, w, b = im.to(d), torch.ones(C, device=d), torch.zeros(C, device=d)
         return lambda: F.batch_norm(t, None, None, w, b, training=True)
 
+    def bn_bwd(d, im=im, C=C):
+        t, w, b = im.to(d).requires_grad_(), torch.ones(C, device=d, requires_grad=True), torch.zeros(C, device=d)
+        y = F.batch_norm(t, None, None, w, b.requires_grad_(), training=True)
+        g = torch.ones_like(y)
+        return lambda: torch.autograd.grad(y, (t, w, b), g, retain_graph=True)
+
     add("batch_group_norm", f"batch_norm train {N}x{C}x{HW}x{HW} f32", bn, 8 * im.numel())
+    add("batch_group_norm", f"batch_norm backward {N}x{C}x{HW}x{HW} f32", bn_bwd, 12 * im.numel(), backward=True)
     add(
         "batch_group_norm",
         f"group_norm 32 groups {N}x{C}x{HW}x{HW} f32",

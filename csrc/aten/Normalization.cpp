@@ -53,12 +53,22 @@ void checkParam(const Tensor& t, int64_t c, const char* what, const char* op) {
               t.sizes());
 }
 
+// The cuda runtime's split sums (Note [Normalisation family]) need a small workspace; none on sim.
+Tensor workspaceFor(NormArgs& a, const Tensor& like) {
+  const size_t bytes = kernels::norm_workspace_bytes(a);
+  if (bytes == 0) return Tensor();
+  Tensor ws = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+  a.workspace = ws.data_ptr();
+  return ws;
+}
 void runForward(NormArgs& a, const Tensor& like) {
   c10::DeviceGuard guard(like.device());
+  const Tensor ws = workspaceFor(a, like);
   MT_RT_CHECK(kernels::norm_forward(a, streamFor(like)));
 }
 void runBackward(NormArgs& a, const Tensor& like) {
   c10::DeviceGuard guard(like.device());
+  const Tensor ws = workspaceFor(a, like);
   MT_RT_CHECK(kernels::norm_backward(a, streamFor(like)));
 }
 

@@ -10,7 +10,10 @@
 // elementwise apply, the input gradient per group (dx = rstd * (w dy - mean(w dy) - xhat mean(w dy xhat)),
 // or dy w rstd for batch norm in eval mode), and the weight/bias gradients per channel. Saved statistics
 // are in opmath (fp32 for half types), as CUDA PyTorch saves them; weights, biases and running statistics
-// have their own dtype (`param_dtype`). cuda/ gives each group (or channel) a block.
+// have their own dtype (`param_dtype`). cuda/ gives each group (or channel) a block, or, when the groups are too few
+// to fill the device, `splits` blocks each summing a fixed range of it into a partial (in double) that a second
+// pass combines in range order (Note [CUDA reduction plan]'s split, with the family's own sums); dx is then an
+// elementwise pass.
 //
 // Note [Two-level sums]
 // A group or channel can hold tens of millions of elements (GroupNorm over 1x8x256x256x72 in 2 groups: 19M per
@@ -53,6 +56,7 @@ struct NormArgs {
   void* dx = nullptr;
   void* dweight = nullptr;
   void* dbias = nullptr;
+  void* workspace = nullptr;         // cuda: norm_workspace_bytes(*this) bytes, from the glue
 };
 
 namespace nrm {
@@ -134,11 +138,9 @@ MT_HOST_DEVICE inline void apply(const NormArgs& a, int64_t off) {
   static_cast<T*>(a.y)[off] = static_cast<T>(xhat * param<P, A>(a.weight, ch, A(1)) + param<P, A>(a.bias, ch, A(0)));
 }
 
-// dx of element j of group g, given the group's sums s1 = sum(w dy) and s2 = sum(w dy xhat).
+// dx of the element at `off` (of group g, channel ch), given the group's sums s1 = sum(w dy) and s2 = sum(w dy xhat).
 template <typename T, typename P, typename A>
-MT_HOST_DEVICE inline void dx_element(const NormArgs& a, int64_t g, int64_t j, A s1, A s2) {
-  int64_t ch = 0;
-  const int64_t off = group_offset(a, g, j, &ch);
+MT_HOST_DEVICE inline void dx_at(const NormArgs& a, int64_t off, int64_t g, int64_t ch, A s1, A s2) {
   const A mean = static_cast<const A*>(a.mean)[g], rstd = static_cast<const A*>(a.rstd)[g];
   const A wdy = static_cast<A>(static_cast<const T*>(a.dy)[off]) * param<P, A>(a.weight, ch, A(1));
   A r;
@@ -150,6 +152,12 @@ MT_HOST_DEVICE inline void dx_element(const NormArgs& a, int64_t g, int64_t j, A
     r = rstd * (wdy - s1 * inv_n - xhat * s2 * inv_n);
   }
   static_cast<T*>(a.dx)[off] = static_cast<T>(r);
+}
+template <typename T, typename P, typename A>
+MT_HOST_DEVICE inline void dx_element(const NormArgs& a, int64_t g, int64_t j, A s1, A s2) {
+  int64_t ch = 0;
+  const int64_t off = group_offset(a, g, j, &ch);
+  dx_at<T, P, A>(a, off, g, ch, s1, s2);
 }
 
 // The sums of element j of group g (for dx) — w dy and w dy xhat.
@@ -176,12 +184,15 @@ MT_HOST_DEVICE inline void dw_terms(const NormArgs& a, int64_t ch, int64_t i, A*
   *db += dy;
 }
 
-constexpr int64_t kNormChunk = 1024;
+// 64: a float partial of 64 terms stays within a few ulps; chunks of 1,024 put batch norm's weight gradient over
+// 20-30k elements per channel 2-3x further from float64 than the CPU (test_gpu_norm.py).
+constexpr int64_t kNormChunk = 64;
 
 // Note [Two-level sums]: the Welford statistics of the lane's elements of group g.
 template <typename T, typename A>
-MT_HOST_DEVICE inline red::Acc<A> lane_stats(const NormArgs& a, int64_t g, int64_t first, int64_t step) {
-  const int64_t len = group_len(a);
+MT_HOST_DEVICE inline red::Acc<A> lane_stats(const NormArgs& a, int64_t g, int64_t first, int64_t step,
+                                             int64_t len = -1) {
+  if (len < 0) len = group_len(a);  // else the end of a range of the group (cuda's split plan)
   red::Acc<double> total{0.0, 0.0, 0};
   red::Acc<A> part{A(0), A(0), 0};
   int64_t ch = 0, k = 0;
@@ -219,19 +230,27 @@ MT_HOST_DEVICE inline void lane_sum2(int64_t first, int64_t step, int64_t len, F
 
 // The lane's part of the dx sums of group g.
 template <typename T, typename P, typename A>
-MT_HOST_DEVICE inline void lane_dx_sums(const NormArgs& a, int64_t g, int64_t first, int64_t step, A* s1, A* s2) {
-  lane_sum2<A>(first, step, group_len(a), [&](int64_t j, A* x, A* y) { dx_sums<T, P, A>(a, g, j, x, y); }, s1, s2);
+MT_HOST_DEVICE inline void lane_dx_sums(const NormArgs& a, int64_t g, int64_t first, int64_t step, A* s1, A* s2,
+                                        int64_t len = -1) {
+  lane_sum2<A>(
+      first, step, len < 0 ? group_len(a) : len, [&](int64_t j, A* x, A* y) { dx_sums<T, P, A>(a, g, j, x, y); }, s1,
+      s2);
 }
 
 // The lane's part of the weight and bias gradients of channel ch.
 template <typename T, typename A>
-MT_HOST_DEVICE inline void lane_dw_terms(const NormArgs& a, int64_t ch, int64_t first, int64_t step, A* dw, A* db) {
-  lane_sum2<A>(first, step, channel_len(a), [&](int64_t i, A* x, A* y) { dw_terms<T, A>(a, ch, i, x, y); }, dw, db);
+MT_HOST_DEVICE inline void lane_dw_terms(const NormArgs& a, int64_t ch, int64_t first, int64_t step, A* dw, A* db,
+                                         int64_t len = -1) {
+  lane_sum2<A>(
+      first, step, len < 0 ? channel_len(a) : len, [&](int64_t i, A* x, A* y) { dw_terms<T, A>(a, ch, i, x, y); }, dw,
+      db);
 }
 
 } // namespace nrm
 
-// Phases: forward (stats + apply) and backward (dx when set, dweight/dbias when set).
+// Phases: forward (stats + apply) and backward (dx when set, dweight/dbias when set); the cuda runtime's split
+// sums need norm_workspace_bytes (0 on sim; the same for the forward and the backward of one NormArgs).
+MT_LAUNCHER_RETURNING(size_t, norm_workspace_bytes, (const NormArgs& a), (a))
 MT_LAUNCHER(norm_forward, (const NormArgs& a, rt::Stream stream), (a, stream))
 MT_LAUNCHER(norm_backward, (const NormArgs& a, rt::Stream stream), (a, stream))
 
