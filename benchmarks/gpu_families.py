@@ -173,15 +173,19 @@ def cases(size: str) -> list[Case]:
 
         add("attention", f"sdpa causal fwd {B}x{nh}x{S}x{hd} bf16", attn, flops=fl)
         add("attention", f"sdpa causal bwd {B}x{nh}x{S}x{hd} bf16", attn_bwd, flops=2.5 * fl, backward=True)
-    E, tok, K, Nn = (8, 8192, 2048, 2048) if big else (4, 512, 256, 256)
-    a_, bw = _inputs(((tok, K), bf16), ((E, Nn, K), bf16))
-    offs = torch.arange(1, E + 1, dtype=torch.int32) * (tok // E)
+    # on emu also a grid of more than a wave (about a minute emulated)
+    shapes = (
+        [(8, 8192, 2048, 2048)] if big else [(4, 512, 256, 256)] + ([(8, 4096, 512, 1024)] if size == "emu" else [])
+    )
+    for E, tok, K, Nn in shapes:
+        a_, bw = _inputs(((tok, K), bf16), ((E, Nn, K), bf16))
+        offs = torch.arange(1, E + 1, dtype=torch.int32) * (tok // E)
 
-    def gmm(d, a_=a_, bw=bw, offs=offs):
-        a, b, o = a_.to(d), bw.to(d).transpose(-2, -1), offs.to(d)  # transposed expert weights, as in MoE layers
-        return lambda: torch._grouped_mm(a, b, offs=o)
+        def gmm(d, a_=a_, bw=bw, offs=offs):
+            a, b, o = a_.to(d), bw.to(d).transpose(-2, -1), offs.to(d)  # transposed expert weights, as in MoE layers
+            return lambda: torch._grouped_mm(a, b, offs=o)
 
-    add("grouped_gemm", f"_grouped_mm {E} experts {tok}x{K}x{Nn} bf16", gmm, flops=2.0 * tok * K * Nn)
+        add("grouped_gemm", f"_grouped_mm {E} experts {tok}x{K}x{Nn} bf16", gmm, flops=2.0 * tok * K * Nn)
     sq = 4096 if big else 1024
     xa, xb = _inputs(((sq, sq), f32), ((sq, sq), f32))
     add(

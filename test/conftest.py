@@ -115,6 +115,8 @@ def grouped_mm_cases(dtype: torch.dtype) -> dict:
         return torch.randn(*shape, generator=g).to(dtype)
 
     offs = torch.tensor([8, 8, 24, 40], dtype=torch.int32)
+    odd = torch.tensor([5, 5, 37, 72], dtype=torch.int32)  # group boundaries off multiples of 8 (partial chunks)
+    big = torch.tensor([64, 128, 200, 256], dtype=torch.int32)
     return {
         "rows": (r(40, 32), r(4, 32, 24), offs),
         "rows_bt": (r(40, 32), r(4, 24, 32).transpose(-2, -1), offs),
@@ -122,6 +124,13 @@ def grouped_mm_cases(dtype: torch.dtype) -> dict:
         "depth": (r(16, 40), r(40, 24), offs),
         "depth_at": (r(40, 16).t(), r(40, 24), offs),
         "batched": (r(4, 16, 32), r(4, 32, 24), None),
+        "rows_odd": (r(72, 80), r(4, 80, 40), odd),
+        "rows_odd_bt": (r(72, 80), r(4, 40, 80).transpose(-2, -1), odd),
+        "rows_odd_at": (r(80, 72).t(), r(4, 80, 40), odd),
+        "cols_odd": (r(4, 24, 80), r(80, 72), odd),
+        "depth_odd": (r(24, 72), r(72, 40), odd),
+        "depth_odd_at": (r(72, 24).t(), r(72, 40), odd),
+        "rows_big_bt": (r(256, 136), r(4, 130, 136).transpose(-2, -1), big),  # 3 slices, partial n and k tiles
     }
 
 

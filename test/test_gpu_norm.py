@@ -78,7 +78,9 @@ def test_batch_norm_eval_matches_the_cpu():
     x = torch.randn(8, 4, 64, 64, generator=g)
     rm, rv = torch.randn(4, generator=g), torch.rand(4, generator=g) + 0.5
     w, b = torch.rand(4, generator=g) + 0.5, torch.randn(4, generator=g)
-    out = _grads(lambda x_, w_, b_: F.batch_norm(x_, rm.to(x_.device, x_.dtype), rv.to(x_.device, x_.dtype), w_, b_), x, w, b)
+    out = _grads(
+        lambda x_, w_, b_: F.batch_norm(x_, rm.to(x_.device, x_.dtype), rv.to(x_.device, x_.dtype), w_, b_), x, w, b
+    )
     for i, (m, r, gd) in enumerate(zip(out["mytorch"], out["cpu"], out["gold"])):
         assert_aligned(m, r, gd, f"batch_norm eval {i}")
 

@@ -7,55 +7,29 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "grouped_gemm.cuh"
 #include "mytorch/gemm.h"
 
 namespace mytorch::cuda {
 namespace {
 
-constexpr int kTile = 64;   // rows and columns of C per block
 constexpr int kDepth = 16;  // contraction slice per shared-memory stage
-constexpr int kSide = 16;   // threads per side of the block; each computes (kTile / kSide)^2 outputs
-constexpr int kPer = kTile / kSide;
-
-// Group g's extent along a dimension of `total`, as ATen's slices give it: [offs[g-1], offs[g]) clamped.
-__device__ inline void group_extent(const int32_t* offs, int64_t g, int64_t total, int64_t* lo, int64_t* hi) {
-  const int64_t start = g == 0 ? 0 : offs[g - 1];
-  *lo = start < 0 ? 0 : (start > total ? total : start);
-  const int64_t end = offs[g];
-  *hi = end < *lo ? *lo : (end > total ? total : end);
-}
-
-// The group and the first index of tile `t` when each group's extent is cut into kTile pieces.
-__device__ inline bool find_tile(const int32_t* offs, int64_t groups, int64_t total, int64_t t, int64_t* g,
-                                 int64_t* first, int64_t* end) {
-  for (int64_t i = 0; i < groups; ++i) {
-    int64_t lo, hi;
-    group_extent(offs, i, total, &lo, &hi);
-    const int64_t tiles = (hi - lo + kTile - 1) / kTile;
-    if (t < tiles) {
-      *g = i;
-      *first = lo + t * kTile;
-      *end = hi;
-      return true;
-    }
-    t -= tiles;
-  }
-  return false;
-}
+constexpr int kSide = 16;   // threads per side of the block; each computes (kGgTile / kSide)^2 outputs
+constexpr int kPer = kGgTile / kSide;
 
 template <typename T>
 __global__ void grouped_gemm_kernel(GroupedGemmArgs p) {
-  __shared__ float As[kDepth][kTile + 1];
-  __shared__ float Bs[kDepth][kTile + 1];
+  __shared__ float As[kDepth][kGgTile + 1];
+  __shared__ float Bs[kDepth][kGgTile + 1];
   const T* A = static_cast<const T*>(p.a);
   const T* B = static_cast<const T*>(p.b);
   T* C = static_cast<T*>(p.c);
-  int64_t row0 = int64_t(blockIdx.y) * kTile, row_end = p.m;
-  int64_t col0 = int64_t(blockIdx.x) * kTile, col_end = p.n;
+  int64_t row0 = int64_t(blockIdx.y) * kGgTile, row_end = p.m;
+  int64_t col0 = int64_t(blockIdx.x) * kGgTile, col_end = p.n;
   int64_t k_lo = 0, k_hi = p.k, g = 0;
   if (p.mode == GroupMode::Rows) {
     if (!find_tile(p.offs, p.groups, p.m, blockIdx.x, &g, &row0, &row_end)) return;
-    col0 = int64_t(blockIdx.y) * kTile;
+    col0 = int64_t(blockIdx.y) * kGgTile;
     B += g * p.b_group;
   } else if (p.mode == GroupMode::Cols) {
     if (!find_tile(p.offs, p.groups, p.n, blockIdx.x, &g, &col0, &col_end)) return;
@@ -69,11 +43,11 @@ __global__ void grouped_gemm_kernel(GroupedGemmArgs p) {
   const int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
   float acc[kPer][kPer] = {};
   for (int64_t k0 = k_lo; k0 < k_hi; k0 += kDepth) {
-    for (int i = threadIdx.x; i < kTile * kDepth; i += kSide * kSide) {
+    for (int i = threadIdx.x; i < kGgTile * kDepth; i += kSide * kSide) {
       const int r = i / kDepth, kk = i % kDepth;
       const int64_t row = row0 + r, kidx = k0 + kk;
       As[kk][r] = row < row_end && kidx < k_hi ? static_cast<float>(A[row * p.a_row + kidx * p.a_col]) : 0.0f;
-      const int kb = i / kTile, c = i % kTile;
+      const int kb = i / kGgTile, c = i % kGgTile;
       const int64_t col = col0 + c, kidx_b = k0 + kb;
       Bs[kb][c] = col < col_end && kidx_b < k_hi ? static_cast<float>(B[kidx_b * p.b_row + col * p.b_col]) : 0.0f;
     }
@@ -106,9 +80,11 @@ __global__ void grouped_gemm_kernel(GroupedGemmArgs p) {
 
 } // namespace
 
+bool grouped_gemm_mma(const GroupedGemmArgs& g, dim3 grid, rt::Stream stream);  // grouped_gemm_mma.cu
+
 rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream) {
   if (g.groups == 0 || g.m == 0 || g.n == 0) return rt::Status::Success;
-  auto tiles = [](int64_t n) { return static_cast<unsigned>((n + kTile - 1) / kTile); };
+  auto tiles = [](int64_t n) { return static_cast<unsigned>((n + kGgTile - 1) / kGgTile); };
   dim3 grid;
   switch (g.mode) {  // the grouped dimension on x (the largest grid extent): worst case one partial tile per group
     case GroupMode::Rows: grid = dim3(tiles(g.m) + static_cast<unsigned>(g.groups), tiles(g.n)); break;
@@ -117,6 +93,7 @@ rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream) {
   }
   if (grid.y > kMaxGridYZ || grid.z > kMaxGridYZ)
     return rt::report(rt::Status::InvalidValue, "grouped_gemm: too many tiles or groups for one launch");
+  if (grouped_gemm_mma(g, grid, stream)) return check_launch("grouped_gemm (tensor cores)");
   bool ok = dispatch_floating(g.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, double>) grouped_gemm_kernel<T><<<grid, kSide * kSide, 0, native(stream)>>>(g);

@@ -63,14 +63,15 @@ __device__ inline void ldmatrix_x4(uint32_t* r, const void* row) {
 #endif
 }
 
-// cp.async.cg of 16 bytes from global to shared memory (both 16-byte aligned); zero-filled when !valid (the
-// source is then not read, but must still be a mapped address: pass the tensor's base).
-__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
+// cp.async.cg of 16 bytes from global to shared memory (both 16-byte aligned): the first `bytes` (0..16, even)
+// from `src`, the rest zero-filled (with 0 the source is not read, but must still be a mapped address: pass the
+// tensor's base).
+__device__ inline void cp_async16(void* dst, const void* src, int bytes) {
 #if defined(MYTORCH_EMU_ACTIVE)
-  ::mytorch::emu::cp_async16(dst, src, valid);
+  ::mytorch::emu::cp_async16(dst, src, bytes);
 #else
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
 #endif
 }
 __device__ inline void cp_async_commit() {
@@ -108,7 +109,7 @@ __device__ inline void stage_tile(T* tile, const T* src, int64_t r0, int64_t len
   for (int idx = threadIdx.x; idx < Rows * C; idx += blockDim.x) {
     const int r = idx / C, c = idx % C;
     const bool valid = r0 + r < len;
-    cp_async16(tile + swizzled<C>(r, c), valid ? src + (r0 + r) * ss + c * 8 : src, valid);
+    cp_async16(tile + swizzled<C>(r, c), valid ? src + (r0 + r) * ss + c * 8 : src, valid ? 16 : 0);
   }
 }
 

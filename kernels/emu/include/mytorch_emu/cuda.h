@@ -288,15 +288,22 @@ void mma_m16n8k16(float* c, const uint32_t* a, const uint32_t* b, bool bf16);
 // performance model counts it as the instruction's shared-memory access (a phase of 8 rows, as the hardware's).
 void ldmatrix_x4(uint32_t* regs, const uint4& row, bool trans);
 
-// cp.async.cg.shared.global (16 bytes, zero-filled when !valid), cp.async.commit_group and cp.async.wait_group:
+// cp.async.cg.shared.global (16 bytes, the first `bytes` copied and the rest zero-filled), cp.async.commit_group
+// and cp.async.wait_group:
 // the global read happens at the issue, the shared-memory write only at the wait that covers its group (the
 // latest a GPU may land it), so a kernel that reads a stage before waiting for it reads stale data here too.
 // Inline, in the kernel's translation unit: both accesses are instrumented (the model counts them).
 // MYTORCH_EMU_CP_ASYNC=never lands nothing (the negative control: the batteries then fail).
 bool cp_async_never_lands();
-inline void cp_async16(void* dst, const void* src, bool valid) {
+inline void cp_async16(void* dst, const void* src, int bytes) {
   uint4 v{0u, 0u, 0u, 0u};
-  if (valid) v = *static_cast<const uint4*>(src);
+  if (bytes == 16) {
+    v = *static_cast<const uint4*>(src);
+  } else {  // a partial chunk: its 16-bit elements, the rest zero
+    uint16_t part[8] = {};
+    for (int e = 0; e < bytes / 2; ++e) part[e] = static_cast<const uint16_t*>(src)[e];
+    std::memcpy(&v, part, sizeof(v));
+  }
   ThreadState& t = self();
   t.async.push_back(AsyncCopy{dst, v, t.async_groups});
 }
