@@ -1,6 +1,7 @@
-// CUDA fused attention (Note [Fused attention]): the baseline kernels — a warp per query row for the
-// forward (online softmax over the keys, the row's output accumulated in registers) and for dQ, a warp
-// per key row for dK/dV (summing its query heads and rows in a fixed order). Correct for every supported
+// CUDA fused attention (Note [Fused attention]) on CUDA cores, for the shapes the tensor-core kernels do not take:
+// a warp per query row for the forward (online softmax over the keys, the row's output accumulated in registers)
+// and for dQ, with the key and value tiles shared by a block's rows in shared memory; a warp per key row for dK/dV,
+// sharing tiles of query rows (summing its query heads and rows in a fixed order). Correct for every supported
 // input (head dims up to 256, any lengths, causal, bias, GQA, dropout), on CUDA cores; the tensor-core
 // FlashAttention kernels (mma.sync, then wgmma/TMA on sm_90a) replace them on the performance path.
 // Decoding (one query row against a long cache) splits the keys across warps and combines per row.
@@ -32,70 +33,178 @@ __device__ inline A dot_row(const A* r, const AttnTensor& t, int64_t b, int64_t 
   return warp_sum(p);
 }
 
+// Forward on CUDA cores, for the shapes the tensor-core kernel does not take (Note [Fused attention]): a block of
+// kRowWarps warps owns as many consecutive query rows of one (batch, head), a warp a row. The key and value tiles
+// of kKeyTile rows are staged once per block in shared memory (coalesced, in the accumulation type, rows padded by
+// one element so that a lane per key reads without bank conflicts), with the block's query rows; a lane computes
+// one key's score, the warp's online softmax runs once per tile (not a warp reduction per key), and each lane
+// accumulates its output dims over the tile's probabilities, which the warp shares through shared memory.
+constexpr int kRowWarps = 8, kKeyTile = 32;
+
+// Shared memory of forward_tiled_kernel, in elements of the accumulation type.
+constexpr size_t tiled_smem_elems(int64_t d, int64_t dv) {
+  return size_t(kRowWarps) * size_t(d + 1) + size_t(kKeyTile) * size_t(d + 1) + size_t(kKeyTile) * size_t(dv + 1) +
+         size_t(kRowWarps) * kKeyTile;
+}
+
 template <typename T>
-__global__ void forward_kernel(AttentionArgs a) {
+__global__ void __launch_bounds__(kRowWarps * 32) forward_tiled_kernel(AttentionArgs a) {
   using A = attn::acc_t<T>;
-  const int lane = threadIdx.x % 32;
-  const int64_t rows = a.b * a.hq * a.lq, warps = int64_t(gridDim.x) * blockDim.x / 32;
-  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
-    const int64_t i = row % a.lq, h = (row / a.lq) % a.hq, b = row / (a.lq * a.hq), hk = attn::kv_head(a, h);
-    A q[kMaxPerLane], acc[kMaxPerLane];
-    load_row<T>(a.q, b, h, i, a.d, lane, q);
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  A* qs = reinterpret_cast<A*>(smem_raw);  // [kRowWarps][d + 1]
+  A* ks = qs + kRowWarps * (a.d + 1);       // [kKeyTile][d + 1]
+  A* vs = ks + kKeyTile * (a.d + 1);        // [kKeyTile][dv + 1]
+  A* ps = vs + kKeyTile * (a.dv + 1);       // [kRowWarps][kKeyTile]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t groups = (a.lq + kRowWarps - 1) / kRowWarps;
+  const int64_t bh = blockIdx.x / groups, i0 = (blockIdx.x % groups) * kRowWarps;
+  const int64_t b = bh / a.hq, h = bh % a.hq, hk = attn::kv_head(a, h), i = i0 + warp;
+  for (int64_t x = threadIdx.x; x < int64_t(kRowWarps) * a.d; x += blockDim.x) {
+    const int64_t r = x / a.d, e = x % a.d;
+    qs[r * (a.d + 1) + e] = i0 + r < a.lq ? attn::ld<T, A>(a.q, b, h, i0 + r, e) : A(0);
+  }
+  const int64_t last = i0 + kRowWarps - 1 < a.lq ? i0 + kRowWarps - 1 : a.lq - 1;
+  const int64_t block_end = a.causal ? (a.lk < last + 1 ? a.lk : last + 1) : a.lk;
+  const int64_t end = i >= a.lq ? 0 : (a.causal ? (a.lk < i + 1 ? a.lk : i + 1) : a.lk);
+  A acc[kMaxPerLane];
 #pragma unroll
-    for (int k = 0; k < kMaxPerLane; ++k) acc[k] = A(0);
-    A m = -INFINITY, l = 0;
-    const int64_t end = a.causal ? (a.lk < i + 1 ? a.lk : i + 1) : a.lk;
-    for (int64_t j = 0; j < end; ++j) {
-      const A sc = dot_row<T>(q, a.k, b, hk, j, a.d, lane) * static_cast<A>(a.scale) + attn::bias_at(a, b, h, i, j);
-      const A m_new = sc > m ? sc : m;
-      if (m_new == -INFINITY) continue;
-      const A corr = exp(m - m_new), p = exp(sc - m_new);
-      l = l * corr + p;
-      const A pz = p * static_cast<A>(attn::dropout_factor(a, b, h, i, j));
-#pragma unroll
-      for (int k = 0; k < kMaxPerLane; ++k) {
-        const int64_t e = lane + 32 * k;
-        acc[k] = acc[k] * corr + (e < a.dv && pz != A(0) ? pz * attn::ld<T, A>(a.v, b, hk, j, e) : A(0));
-      }
-      m = m_new;
+  for (int k = 0; k < kMaxPerLane; ++k) acc[k] = A(0);
+  A m = -INFINITY, l = 0;
+  const A* q = qs + warp * (a.d + 1);
+  A* p_row = ps + warp * kKeyTile;
+  for (int64_t j0 = 0; j0 < block_end; j0 += kKeyTile) {
+    __syncthreads();  // the previous tile is no longer read (and, the first time, the query rows are staged)
+    for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.d; x += blockDim.x) {
+      const int64_t r = x / a.d, e = x % a.d;
+      ks[r * (a.d + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.k, b, hk, j0 + r, e) : A(0);
     }
+    for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.dv; x += blockDim.x) {
+      const int64_t r = x / a.dv, e = x % a.dv;
+      vs[r * (a.dv + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.v, b, hk, j0 + r, e) : A(0);
+    }
+    __syncthreads();
+    if (j0 >= end) continue;  // this row sees none of the tile (causal, or a row past the last query)
+    const int64_t j = j0 + lane;
+    A sc = -INFINITY;
+    if (j < end) {
+      A dot = 0;
+      const A* kr = ks + lane * (a.d + 1);
+      for (int64_t e = 0; e < a.d; ++e) dot += q[e] * kr[e];
+      sc = dot * static_cast<A>(a.scale) + attn::bias_at(a, b, h, i, j);
+    }
+    // The tile's maximum ignoring NaN, as the per-key update did (a NaN score still makes the row NaN through p).
+    const A tile_max = warp_reduce(sc, [](A x, A y) { return y > x ? y : x; });
+    const A m_new = tile_max > m ? tile_max : m;
+    if (m_new == -INFINITY) continue;  // every key so far masked: nothing to add
+    const A corr = exp(m - m_new);
+    const A p = sc == -INFINITY ? A(0) : exp(sc - m_new);
+    l = l * corr + warp_sum(p);
+    p_row[lane] = j < end ? p * static_cast<A>(attn::dropout_factor(a, b, h, i, j)) : A(0);
+    __syncwarp();
+    const int64_t n = end - j0 < kKeyTile ? end - j0 : kKeyTile;
+#pragma unroll
+    for (int k = 0; k < kMaxPerLane; ++k) {
+      const int64_t e = lane + 32 * k;
+      if (e >= a.dv) continue;
+      A s = acc[k] * corr;
+      for (int64_t t = 0; t < n; ++t)
+        if (p_row[t] != A(0)) s += p_row[t] * vs[t * (a.dv + 1) + e];  // (a dropped key adds nothing, not 0 x inf)
+      acc[k] = s;
+    }
+    __syncwarp();  // p_row is rewritten by the next tile
+    m = m_new;
+  }
+  if (i < a.lq) {
     T* o = static_cast<T*>(a.out.data) + b * a.out.sb + h * a.out.sh + i * a.out.ss;
 #pragma unroll
     for (int k = 0; k < kMaxPerLane; ++k) {
       const int64_t e = lane + 32 * k;
       if (e < a.dv) o[e] = static_cast<T>(l > A(0) ? acc[k] / l : A(0));  // fully masked: 0
     }
-    if (lane == 0) static_cast<A*>(a.lse)[row] = attn::row_lse(m, l);
+    if (lane == 0) static_cast<A*>(a.lse)[(b * a.hq + h) * a.lq + i] = attn::row_lse(m, l);
   }
 }
 
+// dQ on CUDA cores, tiled as forward_tiled_kernel: a warp per query row, kRowWarps rows a block sharing the key and
+// value tiles in shared memory; a lane computes one key's probability and dS, dQ sums the tile's dS rows of K.
 template <typename T>
-__global__ void dq_kernel(AttentionArgs a) {
+__global__ void __launch_bounds__(kRowWarps * 32) dq_tiled_kernel(AttentionArgs a) {
   using A = attn::acc_t<T>;
-  const int lane = threadIdx.x % 32;
-  const int64_t rows = a.b * a.hq * a.lq, warps = int64_t(gridDim.x) * blockDim.x / 32;
-  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
-    const int64_t i = row % a.lq, h = (row / a.lq) % a.hq, b = row / (a.lq * a.hq), hk = attn::kv_head(a, h);
-    A q[kMaxPerLane], g[kMaxPerLane], dq[kMaxPerLane];
-    load_row<T>(a.q, b, h, i, a.d, lane, q);
-    load_row<T>(a.dout, b, h, i, a.dv, lane, g);
-    const A delta = dot_row<T>(g, a.out, b, h, i, a.dv, lane);
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  A* qs = reinterpret_cast<A*>(smem_raw);  // [kRowWarps][d + 1]
+  A* ks = qs + kRowWarps * (a.d + 1);       // [kKeyTile][d + 1]
+  A* vs = ks + kKeyTile * (a.d + 1);        // [kKeyTile][dv + 1]
+  A* ps = vs + kKeyTile * (a.dv + 1);       // [kRowWarps][kKeyTile]
+  A* gs = ps + kRowWarps * kKeyTile;        // [kRowWarps][dv + 1]: the rows of dO
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t groups = (a.lq + kRowWarps - 1) / kRowWarps;
+  const int64_t bh = blockIdx.x / groups, i0 = (blockIdx.x % groups) * kRowWarps;
+  const int64_t b = bh / a.hq, h = bh % a.hq, hk = attn::kv_head(a, h), i = i0 + warp;
+  for (int64_t x = threadIdx.x; x < int64_t(kRowWarps) * a.d; x += blockDim.x) {
+    const int64_t r = x / a.d, e = x % a.d;
+    qs[r * (a.d + 1) + e] = i0 + r < a.lq ? attn::ld<T, A>(a.q, b, h, i0 + r, e) : A(0);
+  }
+  for (int64_t x = threadIdx.x; x < int64_t(kRowWarps) * a.dv; x += blockDim.x) {
+    const int64_t r = x / a.dv, e = x % a.dv;
+    gs[r * (a.dv + 1) + e] = i0 + r < a.lq ? attn::ld<T, A>(a.dout, b, h, i0 + r, e) : A(0);
+  }
+  const bool live = i < a.lq;
+  const int64_t row = (b * a.hq + h) * a.lq + i;
+  A delta = 0, lse = 0;
+  if (live) {  // D_i = dO_i . O_i (a warp per row, as the per-row kernel)
+    A part = 0;
+    for (int64_t e = lane; e < a.dv; e += 32)
+      part += attn::ld<T, A>(a.dout, b, h, i, e) * attn::ld<T, A>(a.out, b, h, i, e);
+    delta = warp_sum(part);
     if (lane == 0) static_cast<A*>(a.delta)[row] = delta;
-    const A lse = static_cast<const A*>(a.lse)[row];
+    lse = static_cast<const A*>(a.lse)[row];
+  }
+  const int64_t last = i0 + kRowWarps - 1 < a.lq ? i0 + kRowWarps - 1 : a.lq - 1;
+  const int64_t block_end = a.causal ? (a.lk < last + 1 ? a.lk : last + 1) : a.lk;
+  const int64_t end = !live ? 0 : (a.causal ? (a.lk < i + 1 ? a.lk : i + 1) : a.lk);
+  A dq[kMaxPerLane];
 #pragma unroll
-    for (int k = 0; k < kMaxPerLane; ++k) dq[k] = A(0);
-    const int64_t end = a.causal ? (a.lk < i + 1 ? a.lk : i + 1) : a.lk;
-    for (int64_t j = 0; j < end; ++j) {
-      const A p =
-          exp(dot_row<T>(q, a.k, b, hk, j, a.d, lane) * static_cast<A>(a.scale) + attn::bias_at(a, b, h, i, j) - lse);
-      const A dp = dot_row<T>(g, a.v, b, hk, j, a.dv, lane);
-      const A ds = p * (static_cast<A>(attn::dropout_factor(a, b, h, i, j)) * dp - delta) * static_cast<A>(a.scale);
-#pragma unroll
-      for (int k = 0; k < kMaxPerLane; ++k) {
-        const int64_t e = lane + 32 * k;
-        if (e < a.d) dq[k] += ds * attn::ld<T, A>(a.k, b, hk, j, e);
-      }
+  for (int k = 0; k < kMaxPerLane; ++k) dq[k] = A(0);
+  const A* q = qs + warp * (a.d + 1);
+  const A* go = gs + warp * (a.dv + 1);
+  A* p_row = ps + warp * kKeyTile;
+  for (int64_t j0 = 0; j0 < block_end; j0 += kKeyTile) {
+    __syncthreads();
+    for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.d; x += blockDim.x) {
+      const int64_t r = x / a.d, e = x % a.d;
+      ks[r * (a.d + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.k, b, hk, j0 + r, e) : A(0);
     }
+    for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.dv; x += blockDim.x) {
+      const int64_t r = x / a.dv, e = x % a.dv;
+      vs[r * (a.dv + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.v, b, hk, j0 + r, e) : A(0);
+    }
+    __syncthreads();
+    if (j0 >= end) continue;
+    const int64_t j = j0 + lane;
+    A ds = 0;
+    if (j < end) {
+      A s = 0, dp = 0;
+      const A* kr = ks + lane * (a.d + 1);
+      const A* vr = vs + lane * (a.dv + 1);
+      for (int64_t e = 0; e < a.d; ++e) s += q[e] * kr[e];
+      for (int64_t e = 0; e < a.dv; ++e) dp += go[e] * vr[e];
+      const A p = exp(s * static_cast<A>(a.scale) + attn::bias_at(a, b, h, i, j) - lse);
+      ds = p * (static_cast<A>(attn::dropout_factor(a, b, h, i, j)) * dp - delta) * static_cast<A>(a.scale);
+    }
+    p_row[lane] = ds;
+    __syncwarp();
+    const int64_t n = end - j0 < kKeyTile ? end - j0 : kKeyTile;
+#pragma unroll
+    for (int k = 0; k < kMaxPerLane; ++k) {
+      const int64_t e = lane + 32 * k;
+      if (e >= a.d) continue;
+      A s = dq[k];
+      for (int64_t t = 0; t < n; ++t) s += p_row[t] * ks[t * (a.d + 1) + e];
+      dq[k] = s;
+    }
+    __syncwarp();
+  }
+  if (live) {
     T* out = static_cast<T*>(a.dq.data) + b * a.dq.sb + h * a.dq.sh + i * a.dq.ss;
 #pragma unroll
     for (int k = 0; k < kMaxPerLane; ++k) {
@@ -105,34 +214,99 @@ __global__ void dq_kernel(AttentionArgs a) {
   }
 }
 
+// Shared memory of dq_tiled_kernel: the forward's and the rows of dO.
+constexpr size_t dq_tiled_smem_elems(int64_t d, int64_t dv) {
+  return tiled_smem_elems(d, dv) + size_t(kRowWarps) * size_t(dv + 1);
+}
+
+// dK and dV on CUDA cores, tiled as the forward the other way round: a warp per key row, kRowWarps key rows a block
+// sharing tiles of kKeyTile query rows (with their dO rows, logsumexp and delta) in shared memory; a lane computes
+// one query's probability and dS, and dV / dK sum the tile's dO / Q rows. The query heads of the group and their rows
+// are visited in a fixed order: deterministic.
 template <typename T>
-__global__ void dkv_kernel(AttentionArgs a) {
+__global__ void __launch_bounds__(kRowWarps * 32) dkv_tiled_kernel(AttentionArgs a) {
   using A = attn::acc_t<T>;
-  const int lane = threadIdx.x % 32;
-  const int64_t rows = a.b * a.hkv * a.lk, warps = int64_t(gridDim.x) * blockDim.x / 32, group = a.hq / a.hkv;
-  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
-    const int64_t j = row % a.lk, hk = (row / a.lk) % a.hkv, b = row / (a.lk * a.hkv);
-    A k[kMaxPerLane], v[kMaxPerLane], dk[kMaxPerLane], dv[kMaxPerLane];
-    load_row<T>(a.k, b, hk, j, a.d, lane, k);
-    load_row<T>(a.v, b, hk, j, a.dv, lane, v);
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  A* ks = reinterpret_cast<A*>(smem_raw);  // [kRowWarps][d + 1]: this block's key rows
+  A* vs = ks + kRowWarps * (a.d + 1);       // [kRowWarps][dv + 1]
+  A* qs = vs + kRowWarps * (a.dv + 1);      // [kKeyTile][d + 1]: a tile of query rows
+  A* gs = qs + kKeyTile * (a.d + 1);        // [kKeyTile][dv + 1]: their dO rows
+  A* ps = gs + kKeyTile * (a.dv + 1);       // [kRowWarps][2][kKeyTile]: a warp's z p and dS per query
+  A* st = ps + kRowWarps * 2 * kKeyTile;    // [2][kKeyTile]: the tile's logsumexp and delta
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t groups = (a.lk + kRowWarps - 1) / kRowWarps, hgroup = a.hq / a.hkv;
+  const int64_t bh = blockIdx.x / groups, j0 = (blockIdx.x % groups) * kRowWarps;
+  const int64_t b = bh / a.hkv, hk = bh % a.hkv, j = j0 + warp;
+  for (int64_t x = threadIdx.x; x < int64_t(kRowWarps) * a.d; x += blockDim.x) {
+    const int64_t r = x / a.d, e = x % a.d;
+    ks[r * (a.d + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.k, b, hk, j0 + r, e) : A(0);
+  }
+  for (int64_t x = threadIdx.x; x < int64_t(kRowWarps) * a.dv; x += blockDim.x) {
+    const int64_t r = x / a.dv, e = x % a.dv;
+    vs[r * (a.dv + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.v, b, hk, j0 + r, e) : A(0);
+  }
+  const bool live = j < a.lk;
+  A dk[kMaxPerLane], dv[kMaxPerLane];
 #pragma unroll
-    for (int e = 0; e < kMaxPerLane; ++e) dk[e] = dv[e] = A(0);
-    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-      for (int64_t i = a.causal ? j : 0; i < a.lq; ++i) {
-        const int64_t qrow = (b * a.hq + h) * a.lq + i;
-        const A p = exp(dot_row<T>(k, a.q, b, h, i, a.d, lane) * static_cast<A>(a.scale) +
-                        attn::bias_at(a, b, h, i, j) - static_cast<const A*>(a.lse)[qrow]);
+  for (int e = 0; e < kMaxPerLane; ++e) dk[e] = dv[e] = A(0);
+  const A* kr = ks + warp * (a.d + 1);
+  const A* vr = vs + warp * (a.dv + 1);
+  A* zp_row = ps + warp * 2 * kKeyTile;
+  A* ds_row = zp_row + kKeyTile;
+  // causal: query i sees key j when j <= i, so the block's first key bounds the queries it needs
+  const int64_t i_begin = a.causal ? j0 / kKeyTile * kKeyTile : 0;
+  for (int64_t h = hk * hgroup; h < (hk + 1) * hgroup; ++h) {
+    for (int64_t i0 = i_begin; i0 < a.lq; i0 += kKeyTile) {
+      __syncthreads();  // the previous tile is no longer read (and, the first time, the key rows are staged)
+      for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.d; x += blockDim.x) {
+        const int64_t r = x / a.d, e = x % a.d;
+        qs[r * (a.d + 1) + e] = i0 + r < a.lq ? attn::ld<T, A>(a.q, b, h, i0 + r, e) : A(0);
+      }
+      for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.dv; x += blockDim.x) {
+        const int64_t r = x / a.dv, e = x % a.dv;
+        gs[r * (a.dv + 1) + e] = i0 + r < a.lq ? attn::ld<T, A>(a.dout, b, h, i0 + r, e) : A(0);
+      }
+      for (int64_t r = threadIdx.x; r < kKeyTile; r += blockDim.x) {
+        const int64_t qrow = (b * a.hq + h) * a.lq + i0 + r;
+        st[r] = i0 + r < a.lq ? static_cast<const A*>(a.lse)[qrow] : A(0);
+        st[kKeyTile + r] = i0 + r < a.lq ? static_cast<const A*>(a.delta)[qrow] : A(0);
+      }
+      __syncthreads();
+      const int64_t i = i0 + lane;
+      const bool seen = live && i < a.lq && !(a.causal && j > i);
+      A zp = 0, ds = 0;
+      if (seen) {
+        A s = 0, dp = 0;
+        const A* qr = qs + lane * (a.d + 1);
+        const A* gr = gs + lane * (a.dv + 1);
+        for (int64_t e = 0; e < a.d; ++e) s += kr[e] * qr[e];
+        for (int64_t e = 0; e < a.dv; ++e) dp += vr[e] * gr[e];
+        const A p = exp(s * static_cast<A>(a.scale) + attn::bias_at(a, b, h, i, j) - st[lane]);
         const A z = static_cast<A>(attn::dropout_factor(a, b, h, i, j));
-        const A dp = dot_row<T>(v, a.dout, b, h, i, a.dv, lane);
-        const A ds = p * (z * dp - static_cast<const A*>(a.delta)[qrow]) * static_cast<A>(a.scale);
+        zp = z * p;
+        ds = p * (z * dp - st[kKeyTile + lane]) * static_cast<A>(a.scale);
+      }
+      zp_row[lane] = zp;
+      ds_row[lane] = ds;
+      __syncwarp();
+      if (live) {
+        const int64_t n = a.lq - i0 < kKeyTile ? a.lq - i0 : kKeyTile;
 #pragma unroll
         for (int e = 0; e < kMaxPerLane; ++e) {
           const int64_t c = lane + 32 * e;
-          if (c < a.dv) dv[e] += z * p * attn::ld<T, A>(a.dout, b, h, i, c);
-          if (c < a.d) dk[e] += ds * attn::ld<T, A>(a.q, b, h, i, c);
+          A sv = dv[e], sk = dk[e];
+          for (int64_t t = 0; t < n; ++t) {
+            if (c < a.dv) sv += zp_row[t] * gs[t * (a.dv + 1) + c];
+            if (c < a.d) sk += ds_row[t] * qs[t * (a.d + 1) + c];
+          }
+          dv[e] = sv;
+          dk[e] = sk;
         }
       }
+      __syncwarp();
     }
+  }
+  if (live) {
     T* dko = static_cast<T*>(a.dk.data) + b * a.dk.sb + hk * a.dk.sh + j * a.dk.ss;
     T* dvo = static_cast<T*>(a.dvv.data) + b * a.dvv.sb + hk * a.dvv.sh + j * a.dvv.ss;
 #pragma unroll
@@ -142,6 +316,11 @@ __global__ void dkv_kernel(AttentionArgs a) {
       if (c < a.dv) dvo[c] = static_cast<T>(dv[e]);
     }
   }
+}
+
+// Shared memory of dkv_tiled_kernel.
+constexpr size_t dkv_tiled_smem_elems(int64_t d, int64_t dv) {
+  return size_t(kRowWarps + kKeyTile) * size_t(d + 1 + dv + 1) + size_t(kRowWarps) * 2 * kKeyTile + 2 * kKeyTile;
 }
 
 // Decoding, first pass: a warp per (row, chunk of keys) writes (m, l, unnormalised output).
@@ -223,6 +402,15 @@ __global__ void combine_kernel(AttentionArgs a, int64_t chunks) {
 // A warp per row.
 unsigned warps_grid(int64_t rows) { return grid_blocks(rows, kThreads / 32); }
 
+// The tiled kernels' grid (a block per kRowWarps query rows of a (batch, head)) and their shared-memory opt-in, once
+// per kernel and device for the largest head dims (256) so that every launch fits.
+rt::Status tiled_grid(const void* kernel, const AttentionArgs& a, size_t max_bytes, const char* what, dim3* grid) {
+  const int64_t blocks = a.b * a.hq * ((a.lq + kRowWarps - 1) / kRowWarps);
+  if (blocks > 2147483647) return rt::report(rt::Status::InvalidValue, "attention: too many query rows for one launch");
+  *grid = dim3(static_cast<unsigned>(blocks));
+  return opt_in_shared_memory(kernel, max_bytes, what);
+}
+
 } // namespace
 
 bool attention_forward_mma(const AttentionArgs& a, rt::Stream stream, rt::Status* st);   // attention_mma.cu
@@ -235,6 +423,7 @@ rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream) {
     return rt::report(rt::Status::InvalidValue, "attention: head dimensions above 256 are not supported");
   const int64_t rows = a.b * a.hq * a.lq;
   if (rows == 0) return rt::Status::Success;
+  rt::Status st = rt::Status::Success;
   const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (a.split_ws) {
@@ -242,11 +431,16 @@ rt::Status attention_forward(const AttentionArgs& a, rt::Stream stream) {
       split_kernel<T><<<warps_grid(rows * chunks), kThreads, 0, native(stream)>>>(a, chunks);
       combine_kernel<T><<<warps_grid(rows), kThreads, 0, native(stream)>>>(a, chunks);
     } else {
-      forward_kernel<T><<<warps_grid(rows), kThreads, 0, native(stream)>>>(a);
+      using A = attn::acc_t<T>;
+      dim3 grid;
+      st = tiled_grid(reinterpret_cast<const void*>(&forward_tiled_kernel<T>), a,
+                      tiled_smem_elems(256, 256) * sizeof(A), "attention forward", &grid);
+      const size_t bytes = tiled_smem_elems(a.d, a.dv) * sizeof(A);
+      if (st == rt::Status::Success) forward_tiled_kernel<T><<<grid, kRowWarps * 32, bytes, native(stream)>>>(a);
     }
   });
   if (!ok) return rt::report(rt::Status::InvalidValue, "attention: expected a floating dtype");
-  return check_launch("attention forward");
+  return st != rt::Status::Success ? st : check_launch("attention forward");
 }
 
 rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream) {
@@ -254,13 +448,32 @@ rt::Status attention_backward(const AttentionArgs& a, rt::Stream stream) {
   if (attention_backward_mma(a, stream, &mma_status)) return mma_status;
   if (a.d > 32 * kMaxPerLane || a.dv > 32 * kMaxPerLane)
     return rt::report(rt::Status::InvalidValue, "attention: head dimensions above 256 are not supported");
+  rt::Status st = rt::Status::Success;
   const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (a.b * a.hq * a.lq > 0) dq_kernel<T><<<warps_grid(a.b * a.hq * a.lq), kThreads, 0, native(stream)>>>(a);
-    if (a.b * a.hkv * a.lk > 0) dkv_kernel<T><<<warps_grid(a.b * a.hkv * a.lk), kThreads, 0, native(stream)>>>(a);
+    using A = attn::acc_t<T>;
+    if (a.b * a.hq * a.lq > 0) {
+      dim3 grid;
+      st = tiled_grid(reinterpret_cast<const void*>(&dq_tiled_kernel<T>), a, dq_tiled_smem_elems(256, 256) * sizeof(A),
+                      "attention backward (dQ)", &grid);
+      const size_t bytes = dq_tiled_smem_elems(a.d, a.dv) * sizeof(A);
+      if (st == rt::Status::Success) dq_tiled_kernel<T><<<grid, kRowWarps * 32, bytes, native(stream)>>>(a);
+    }
+    if (st == rt::Status::Success && a.b * a.hkv * a.lk > 0) {
+      const int64_t blocks = a.b * a.hkv * ((a.lk + kRowWarps - 1) / kRowWarps);
+      if (blocks > 2147483647) {
+        st = rt::report(rt::Status::InvalidValue, "attention: too many key rows for one launch");
+        return;
+      }
+      st = opt_in_shared_memory(reinterpret_cast<const void*>(&dkv_tiled_kernel<T>),
+                                dkv_tiled_smem_elems(256, 256) * sizeof(A), "attention backward (dK, dV)");
+      const dim3 grid(static_cast<unsigned>(blocks));
+      const size_t bytes = dkv_tiled_smem_elems(a.d, a.dv) * sizeof(A);
+      if (st == rt::Status::Success) dkv_tiled_kernel<T><<<grid, kRowWarps * 32, bytes, native(stream)>>>(a);
+    }
   });
   if (!ok) return rt::report(rt::Status::InvalidValue, "attention: expected a floating dtype");
-  return check_launch("attention backward");
+  return st != rt::Status::Success ? st : check_launch("attention backward");
 }
 
 } // namespace mytorch::cuda
