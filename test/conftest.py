@@ -130,7 +130,7 @@ def grouped_mm_cases(dtype: torch.dtype) -> dict:
         "cols_odd": (r(4, 24, 80), r(80, 72), odd),
         "depth_odd": (r(24, 72), r(72, 40), odd),
         "depth_odd_at": (r(72, 24).t(), r(72, 40), odd),
-        "rows_big_bt": (r(256, 136), r(4, 130, 136).transpose(-2, -1), big),  # 3 slices, partial n and k tiles
+        "rows_big_bt": (r(256, 136), r(4, 136, 136).transpose(-2, -1), big),  # 3 slices, partial n and k tiles
     }
 
 
