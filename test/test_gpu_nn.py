@@ -257,9 +257,9 @@ def test_cudnn_from_several_threads_on_their_own_streams():
 def test_grouped_mm_kernel_matches_the_cpu(dtype):
     """The grouped GEMM kernel (kernels/cuda/grouped_gemm.cu) in every mode, forward and backward, within the
     tolerance rule of the CPU's result against float64 (its float32 accumulation order is not the CPU's)."""
-    from conftest import grouped_mm_cases, grouped_mm_golden
+    from conftest import grouped_mm_cases, grouped_mm_golden, grouped_mm_kernel_cases
 
-    for name, (a, b, offs) in grouped_mm_cases(dtype).items():
+    for name, (a, b, offs) in grouped_mm_kernel_cases(dtype).items():
         got = torch._grouped_mm(a.to("mytorch"), b.to("mytorch"), offs.to("mytorch") if offs is not None else None)
         want = torch._grouped_mm(a, b, offs)
         errors = compare_tensor(got, want, grouped_mm_golden(a, b, offs))
