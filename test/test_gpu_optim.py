@@ -148,5 +148,7 @@ def test_fused_adamw_fills_the_gpu_with_16_byte_accesses():
     # param, grad, exp_avg, exp_avg_sq read once (and each thread reads its tensor's step count); the model does
     # not see in-place writes of a basic block that loaded the same address (docs/gpu.md)
     assert 16 * n * size <= r["bytes_read"] <= 1.1 * 16 * n * size, r
-    assert r["ideal_sectors_per_request"] >= 14 and gpu_model.coalescing(r) >= 0.95, r  # 16-byte accesses
+    # 16-byte accesses: 16 sectors a request (4-byte ones would give 4); the step count each thread reads (a sector)
+    # lowers the average, by more in the plain emulated flavour, whose instrumentation sees a few more such reads
+    assert r["ideal_sectors_per_request"] >= 12 and gpu_model.coalescing(r) >= 0.95, r
     assert gpu_model.fraction_of_peak(main, min_bytes=28.0 * n * size) >= 0.5, r
