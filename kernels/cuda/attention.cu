@@ -47,6 +47,18 @@ constexpr size_t tiled_smem_elems(int64_t d, int64_t dv) {
          size_t(kRowWarps) * kKeyTile;
 }
 
+// Stages `rows` rows of t (batch b, head h) from row r0, `width` elements each, into dst in the accumulation type,
+// rows padded by one element (so that a lane per row reads without bank conflicts); rows at or past `limit` are
+// zeros. The whole block takes part, consecutive threads on consecutive elements (coalesced).
+template <typename T, typename A>
+__device__ void stage_rows(A* dst, const AttnTensor& t, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t width,
+                           int64_t limit) {
+  for (int64_t x = threadIdx.x; x < rows * width; x += blockDim.x) {
+    const int64_t r = x / width, e = x % width;
+    dst[r * (width + 1) + e] = r0 + r < limit ? attn::ld<T, A>(t, b, h, r0 + r, e) : A(0);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kRowWarps * 32) forward_tiled_kernel(AttentionArgs a) {
   using A = attn::acc_t<T>;
@@ -59,10 +71,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) forward_tiled_kernel(Attention
   const int64_t groups = (a.lq + kRowWarps - 1) / kRowWarps;
   const int64_t bh = blockIdx.x / groups, i0 = (blockIdx.x % groups) * kRowWarps;
   const int64_t b = bh / a.hq, h = bh % a.hq, hk = attn::kv_head(a, h), i = i0 + warp;
-  for (int64_t x = threadIdx.x; x < int64_t(kRowWarps) * a.d; x += blockDim.x) {
-    const int64_t r = x / a.d, e = x % a.d;
-    qs[r * (a.d + 1) + e] = i0 + r < a.lq ? attn::ld<T, A>(a.q, b, h, i0 + r, e) : A(0);
-  }
+  stage_rows<T, A>(qs, a.q, b, h, i0, kRowWarps, a.d, a.lq);
   const int64_t last = i0 + kRowWarps - 1 < a.lq ? i0 + kRowWarps - 1 : a.lq - 1;
   const int64_t block_end = a.causal ? (a.lk < last + 1 ? a.lk : last + 1) : a.lk;
   const int64_t end = i >= a.lq ? 0 : (a.causal ? (a.lk < i + 1 ? a.lk : i + 1) : a.lk);
@@ -74,14 +83,8 @@ __global__ void __launch_bounds__(kRowWarps * 32) forward_tiled_kernel(Attention
   A* p_row = ps + warp * kKeyTile;
   for (int64_t j0 = 0; j0 < block_end; j0 += kKeyTile) {
     __syncthreads();  // the previous tile is no longer read (and, the first time, the query rows are staged)
-    for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.d; x += blockDim.x) {
-      const int64_t r = x / a.d, e = x % a.d;
-      ks[r * (a.d + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.k, b, hk, j0 + r, e) : A(0);
-    }
-    for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.dv; x += blockDim.x) {
-      const int64_t r = x / a.dv, e = x % a.dv;
-      vs[r * (a.dv + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.v, b, hk, j0 + r, e) : A(0);
-    }
+    stage_rows<T, A>(ks, a.k, b, hk, j0, kKeyTile, a.d, a.lk);
+    stage_rows<T, A>(vs, a.v, b, hk, j0, kKeyTile, a.dv, a.lk);
     __syncthreads();
     if (j0 >= end) continue;  // this row sees none of the tile (causal, or a row past the last query)
     const int64_t j = j0 + lane;
@@ -140,14 +143,8 @@ __global__ void __launch_bounds__(kRowWarps * 32) dq_tiled_kernel(AttentionArgs 
   const int64_t groups = (a.lq + kRowWarps - 1) / kRowWarps;
   const int64_t bh = blockIdx.x / groups, i0 = (blockIdx.x % groups) * kRowWarps;
   const int64_t b = bh / a.hq, h = bh % a.hq, hk = attn::kv_head(a, h), i = i0 + warp;
-  for (int64_t x = threadIdx.x; x < int64_t(kRowWarps) * a.d; x += blockDim.x) {
-    const int64_t r = x / a.d, e = x % a.d;
-    qs[r * (a.d + 1) + e] = i0 + r < a.lq ? attn::ld<T, A>(a.q, b, h, i0 + r, e) : A(0);
-  }
-  for (int64_t x = threadIdx.x; x < int64_t(kRowWarps) * a.dv; x += blockDim.x) {
-    const int64_t r = x / a.dv, e = x % a.dv;
-    gs[r * (a.dv + 1) + e] = i0 + r < a.lq ? attn::ld<T, A>(a.dout, b, h, i0 + r, e) : A(0);
-  }
+  stage_rows<T, A>(qs, a.q, b, h, i0, kRowWarps, a.d, a.lq);
+  stage_rows<T, A>(gs, a.dout, b, h, i0, kRowWarps, a.dv, a.lq);
   const bool live = i < a.lq;
   const int64_t row = (b * a.hq + h) * a.lq + i;
   A delta = 0, lse = 0;
@@ -170,14 +167,8 @@ __global__ void __launch_bounds__(kRowWarps * 32) dq_tiled_kernel(AttentionArgs 
   A* p_row = ps + warp * kKeyTile;
   for (int64_t j0 = 0; j0 < block_end; j0 += kKeyTile) {
     __syncthreads();
-    for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.d; x += blockDim.x) {
-      const int64_t r = x / a.d, e = x % a.d;
-      ks[r * (a.d + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.k, b, hk, j0 + r, e) : A(0);
-    }
-    for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.dv; x += blockDim.x) {
-      const int64_t r = x / a.dv, e = x % a.dv;
-      vs[r * (a.dv + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.v, b, hk, j0 + r, e) : A(0);
-    }
+    stage_rows<T, A>(ks, a.k, b, hk, j0, kKeyTile, a.d, a.lk);
+    stage_rows<T, A>(vs, a.v, b, hk, j0, kKeyTile, a.dv, a.lk);
     __syncthreads();
     if (j0 >= end) continue;
     const int64_t j = j0 + lane;
@@ -237,14 +228,8 @@ __global__ void __launch_bounds__(kRowWarps * 32) dkv_tiled_kernel(AttentionArgs
   const int64_t groups = (a.lk + kRowWarps - 1) / kRowWarps, hgroup = a.hq / a.hkv;
   const int64_t bh = blockIdx.x / groups, j0 = (blockIdx.x % groups) * kRowWarps;
   const int64_t b = bh / a.hkv, hk = bh % a.hkv, j = j0 + warp;
-  for (int64_t x = threadIdx.x; x < int64_t(kRowWarps) * a.d; x += blockDim.x) {
-    const int64_t r = x / a.d, e = x % a.d;
-    ks[r * (a.d + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.k, b, hk, j0 + r, e) : A(0);
-  }
-  for (int64_t x = threadIdx.x; x < int64_t(kRowWarps) * a.dv; x += blockDim.x) {
-    const int64_t r = x / a.dv, e = x % a.dv;
-    vs[r * (a.dv + 1) + e] = j0 + r < a.lk ? attn::ld<T, A>(a.v, b, hk, j0 + r, e) : A(0);
-  }
+  stage_rows<T, A>(ks, a.k, b, hk, j0, kRowWarps, a.d, a.lk);
+  stage_rows<T, A>(vs, a.v, b, hk, j0, kRowWarps, a.dv, a.lk);
   const bool live = j < a.lk;
   A dk[kMaxPerLane], dv[kMaxPerLane];
 #pragma unroll
@@ -258,14 +243,8 @@ __global__ void __launch_bounds__(kRowWarps * 32) dkv_tiled_kernel(AttentionArgs
   for (int64_t h = hk * hgroup; h < (hk + 1) * hgroup; ++h) {
     for (int64_t i0 = i_begin; i0 < a.lq; i0 += kKeyTile) {
       __syncthreads();  // the previous tile is no longer read (and, the first time, the key rows are staged)
-      for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.d; x += blockDim.x) {
-        const int64_t r = x / a.d, e = x % a.d;
-        qs[r * (a.d + 1) + e] = i0 + r < a.lq ? attn::ld<T, A>(a.q, b, h, i0 + r, e) : A(0);
-      }
-      for (int64_t x = threadIdx.x; x < int64_t(kKeyTile) * a.dv; x += blockDim.x) {
-        const int64_t r = x / a.dv, e = x % a.dv;
-        gs[r * (a.dv + 1) + e] = i0 + r < a.lq ? attn::ld<T, A>(a.dout, b, h, i0 + r, e) : A(0);
-      }
+      stage_rows<T, A>(qs, a.q, b, h, i0, kKeyTile, a.d, a.lq);
+      stage_rows<T, A>(gs, a.dout, b, h, i0, kKeyTile, a.dv, a.lq);
       for (int64_t r = threadIdx.x; r < kKeyTile; r += blockDim.x) {
         const int64_t qrow = (b * a.hq + h) * a.lq + i0 + r;
         st[r] = i0 + r < a.lq ? static_cast<const A*>(a.lse)[qrow] : A(0);

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "mytorch/gemm.h"
+
 namespace mytorch::cuda {
 
 constexpr int kGgTile = 64;  // rows and columns of C per block
@@ -33,6 +35,38 @@ __device__ inline bool find_tile(const int32_t* offs, int64_t groups, int64_t to
     t -= tiles;
   }
   return false;
+}
+
+// What a block of either kernel owns: C's rows [row0, row_end) and columns [col0, col_end), the contraction
+// [k_lo, k_hi), and its group's A, B and C. False when the block has no tile (the grid is sized for the worst case)
+// or its tile is empty.
+template <typename T>
+struct GroupTile {
+  int64_t row0, row_end, col0, col_end, k_lo, k_hi;
+  const T *A, *B;
+  T* C;
+};
+
+template <typename T>
+__device__ inline bool locate_tile(const GroupedGemmArgs& p, GroupTile<T>* t) {
+  t->A = static_cast<const T*>(p.a), t->B = static_cast<const T*>(p.b), t->C = static_cast<T*>(p.c);
+  t->row0 = int64_t(blockIdx.y) * kGgTile, t->row_end = p.m;
+  t->col0 = int64_t(blockIdx.x) * kGgTile, t->col_end = p.n;
+  t->k_lo = 0, t->k_hi = p.k;
+  int64_t g = 0;
+  if (p.mode == GroupMode::Rows) {
+    if (!find_tile(p.offs, p.groups, p.m, blockIdx.x, &g, &t->row0, &t->row_end)) return false;
+    t->col0 = int64_t(blockIdx.y) * kGgTile;
+    t->B += g * p.b_group;
+  } else if (p.mode == GroupMode::Cols) {
+    if (!find_tile(p.offs, p.groups, p.n, blockIdx.x, &g, &t->col0, &t->col_end)) return false;
+    t->A += g * p.a_group;
+  } else {
+    g = blockIdx.z;
+    group_extent(p.offs, g, p.k, &t->k_lo, &t->k_hi);
+    t->C += g * p.c_group;
+  }
+  return t->row0 < t->row_end && t->col0 < t->col_end;
 }
 
 } // namespace mytorch::cuda

@@ -48,25 +48,11 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_mma_kernel(GroupedGemmArg
   __shared__ uint4 b_raw[2 * 64 * 64 * sizeof(T) / 16];
   T(*As)[64 * 64] = reinterpret_cast<T(*)[64 * 64]>(a_raw);
   T(*Bs)[64 * 64] = reinterpret_cast<T(*)[64 * 64]>(b_raw);
-  const T* A = static_cast<const T*>(p.a);
-  const T* B = static_cast<const T*>(p.b);
-  T* C = static_cast<T*>(p.c);
-  int64_t row0 = int64_t(blockIdx.y) * kGgTile, row_end = p.m;
-  int64_t col0 = int64_t(blockIdx.x) * kGgTile, col_end = p.n;
-  int64_t k_lo = 0, k_hi = p.k, g = 0;
-  if (p.mode == GroupMode::Rows) {
-    if (!find_tile(p.offs, p.groups, p.m, blockIdx.x, &g, &row0, &row_end)) return;
-    col0 = int64_t(blockIdx.y) * kGgTile;
-    B += g * p.b_group;
-  } else if (p.mode == GroupMode::Cols) {
-    if (!find_tile(p.offs, p.groups, p.n, blockIdx.x, &g, &col0, &col_end)) return;
-    A += g * p.a_group;
-  } else {
-    g = blockIdx.z;
-    group_extent(p.offs, g, p.k, &k_lo, &k_hi);
-    C += g * p.c_group;
-  }
-  if (row0 >= row_end || col0 >= col_end) return;
+  GroupTile<T> t;
+  if (!locate_tile(p, &t)) return;
+  const T *A = t.A, *B = t.B;
+  T* C = t.C;
+  const int64_t row0 = t.row0, row_end = t.row_end, col0 = t.col0, col_end = t.col_end, k_lo = t.k_lo, k_hi = t.k_hi;
   // 16-byte alignment of every chunk this block stages (the bases and strides the launcher checked)
   const bool a_aligned = (AK ? k_lo : row0) % 8 == 0, b_aligned = (BK ? k_lo : col0) % 8 == 0;
   auto stage = [&](int64_t k0, int buf) {
