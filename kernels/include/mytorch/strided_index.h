@@ -30,6 +30,27 @@ struct FastDiv {
   }
 };
 
+// n / d and n % d for one divisor d of an index range below `limit`: FastDiv when the range fits 2^31, else 64-bit
+// division (the flat index -> (row, column) split of the row kernels).
+struct DivMod {
+  FastDiv fast;
+  int64_t d = 1;
+  bool use32 = false;
+  DivMod() = default;
+  DivMod(int64_t divisor, int64_t limit) : d(divisor > 0 ? divisor : 1), use32(limit < (int64_t(1) << 31)) {
+    if (use32) fast = FastDiv(static_cast<uint32_t>(d));
+  }
+  MT_HOST_DEVICE int64_t div(int64_t n, int64_t* rem) const {
+    if (use32) {
+      const uint32_t q = fast.div(static_cast<uint32_t>(n));
+      *rem = static_cast<int64_t>(static_cast<uint32_t>(n) - q * static_cast<uint32_t>(d));
+      return q;
+    }
+    *rem = n % d;
+    return n / d;
+  }
+};
+
 struct StridedDivs {
   bool use32 = false;  // numel < 2^31: 32-bit indices with the divisors below
   FastDiv div[kMaxDims];

@@ -1,4 +1,4 @@
-"""mytorch's fused ops beyond aten: the residual add fused into LayerNorm / RMSNorm.
+"""The residual add fused into LayerNorm / RMSNorm.
 
     y, s = mytorch.ops.add_layer_norm(x, residual, (d,), weight, bias, eps)   # s = x + residual, y = LN(s)
     y, s = mytorch.ops.add_rms_norm(x, residual, (d,), weight, eps)           # y = RMSNorm(s)

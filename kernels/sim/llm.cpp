@@ -1,0 +1,119 @@
+// Sim twin of cuda/llm.cu (Note [Fused LLM ops]): rows in parallel, each row through opmath buffers with the
+// activation fixed at compile time, so the AVX2 variant's loops vectorise over libmvec (Note [Sim vector math]).
+// Compiled for each ISA variant (Note [Sim ISA variants]).
+#include <type_traits>
+#include <vector>
+
+#include "mytorch/llm.h"
+#include "mytorch/parallel.h"
+#include "mytorch/sim_isa.h"
+#include "mytorch/sim_vec.h"
+#include "mytorch/sim_vmath.h"
+
+namespace mytorch::sim::MT_SIM_ISA_NS {
+namespace {
+
+// f(std::integral_constant<GluAct, act>{}) for the runtime act.
+template <typename F>
+void with_act(GluAct act, F&& f) {
+  switch (act) {
+    case GluAct::Gelu: f(std::integral_constant<GluAct, GluAct::Gelu>{}); break;
+    case GluAct::GeluTanh: f(std::integral_constant<GluAct, GluAct::GeluTanh>{}); break;
+    default: f(std::integral_constant<GluAct, GluAct::Silu>{}); break;
+  }
+}
+
+template <typename T, GluAct act>
+void glu(const GluArgs& a, bool forward) {
+  using A = ew::opmath_t<T>;
+  const int64_t n = a.cols;
+  par::parallel_for(a.rows, par::grain_for((forward ? 12 : 24) * n), [&](int64_t rb, int64_t re) {
+    std::vector<A> buf(static_cast<size_t>(5 * n));
+    A *gb = buf.data(), *ub = gb + n, *db = ub + n, *o0 = db + n, *o1 = o0 + n;
+    for (int64_t r = rb; r < re; ++r) {
+      const A* g = vec::as_opmath(static_cast<const T*>(a.gate) + r * a.gate_ld, gb, n);
+      const A* u = vec::as_opmath(static_cast<const T*>(a.up) + r * a.up_ld, ub, n);
+      if (forward) {
+        for (int64_t j = 0; j < n; ++j) o0[j] = llm::glu_act<T, A>(act, g[j]) * u[j];
+        vec::from_opmath(o0, static_cast<T*>(a.y) + r * a.y_ld, n);
+        continue;
+      }
+      const A* d = vec::as_opmath(static_cast<const T*>(a.dy) + r * a.dy_ld, db, n);
+      for (int64_t j = 0; j < n; ++j) {
+        o0[j] = llm::glu_act_backward<T, A>(act, d[j] * u[j], g[j]);
+        o1[j] = d[j] * llm::glu_act<T, A>(act, g[j]);
+      }
+      vec::from_opmath(o0, static_cast<T*>(a.dgate) + r * a.dgate_ld, n);
+      vec::from_opmath(o1, static_cast<T*>(a.dup) + r * a.dup_ld, n);
+    }
+  });
+}
+
+rt::Status run_glu(const GluArgs& a, bool forward) {
+  if (a.rows == 0 || a.cols == 0) return rt::Status::Success;
+  const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
+    with_act(a.act, [&](auto act) { glu<decltype(tag), decltype(act)::value>(a, forward); });
+  });
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "glu: expected a floating dtype");
+}
+
+template <typename T, typename C>
+void rope(const RopeArgs& a) {
+  using A = ew::opmath_t<T>;
+  const int64_t pairs = a.rot / 2, rows = a.n[0] * a.n[1] * a.n[2];
+  par::parallel_for(rows, par::grain_for(4 * a.head_dim), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const int64_t i2 = r % a.n[2], i1 = r / a.n[2] % a.n[1], i0 = r / (a.n[2] * a.n[1]);
+      int64_t cs = i0 * a.cs_st[0] + i1 * a.cs_st[1] + i2 * a.cs_st[2];
+      if (a.pos) {
+        const int64_t p = a.pos[i0 * a.pos_st[0] + i1 * a.pos_st[1] + i2 * a.pos_st[2]];
+        if (p < 0 || p >= a.pos_limit) {
+          record_error(a.error, p);
+          continue;
+        }
+        cs = p * a.cs_row;
+      }
+      const T* x = static_cast<const T*>(a.x) + i0 * a.x_st[0] + i1 * a.x_st[1] + i2 * a.x_st[2];
+      T* y = static_cast<T*>(a.out) + i0 * a.out_st[0] + i1 * a.out_st[1] + i2 * a.out_st[2];
+      const C* cr = static_cast<const C*>(a.cos) + cs;
+      const C* sr = static_cast<const C*>(a.sin) + cs;
+      for (int64_t k = 0; k < pairs; ++k) {
+        int64_t j0, j1;
+        llm::rope_pair(a, k, &j0, &j1);
+        const int64_t c0 = llm::rope_cs_index(a, j0), c1 = llm::rope_cs_index(a, j1);
+        A y0, y1;
+        llm::rope_rotate<A>(a.inverse, static_cast<A>(x[j0]), static_cast<A>(x[j1]), static_cast<A>(cr[c0]),
+                            static_cast<A>(sr[c0]), static_cast<A>(cr[c1]), static_cast<A>(sr[c1]), &y0, &y1);
+        y[j0] = static_cast<T>(y0);
+        y[j1] = static_cast<T>(y1);
+      }
+      if (y != x)
+        for (int64_t j = a.rot; j < a.head_dim; ++j) y[j] = x[j];
+    }
+  });
+}
+
+} // namespace
+
+MT_SIM_ENTRY rt::Status glu_forward(const GluArgs& a, rt::Stream) { return run_glu(a, true); }
+MT_SIM_ENTRY rt::Status glu_backward(const GluArgs& a, rt::Stream) { return run_glu(a, false); }
+
+MT_SIM_ENTRY rt::Status rope(const RopeArgs& a, rt::Stream) {
+  if (a.rot % 2 != 0 || a.rot > a.head_dim || (a.cs_width != a.rot && 2 * a.cs_width != a.rot))
+    return rt::report(rt::Status::InvalidValue, "rope: expected an even rotary dim within the head");
+  if (a.n[0] * a.n[1] * a.n[2] == 0 || a.head_dim == 0) return rt::Status::Success;
+  const bool ok =
+      dispatch_floating_with_param(a.dtype, a.cs_dtype, [&](auto t, auto c) { rope<decltype(t), decltype(c)>(a); });
+  return ok ? rt::Status::Success
+            : rt::report(rt::Status::InvalidValue, "rope: expected a floating x with cos/sin of its dtype or float32");
+}
+
+} // namespace mytorch::sim::MT_SIM_ISA_NS
+
+#if !defined(MT_SIM_ISA_AVX2)
+namespace mytorch::sim {
+MT_SIM_DISPATCH(rt::Status, glu_forward, (const GluArgs& a, rt::Stream s), (a, s))
+MT_SIM_DISPATCH(rt::Status, glu_backward, (const GluArgs& a, rt::Stream s), (a, s))
+MT_SIM_DISPATCH(rt::Status, rope, (const RopeArgs& a, rt::Stream s), (a, s))
+} // namespace mytorch::sim
+#endif

@@ -1,0 +1,12 @@
+"""mytorch's fused ops beyond aten (torch.ops.mytorch.*, with autograd, fake kernels and CPU implementations):
+
+- norm.py: the residual add fused into LayerNorm / RMSNorm (add_layer_norm, add_rms_norm);
+- glu.py: SwiGLU / GeGLU (swiglu, geglu), packed gate_up or separate halves;
+- rope.py: the rotary position embedding (rotary_embedding, rotary_embedding_complex).
+"""
+
+from .glu import geglu, swiglu
+from .norm import add_layer_norm, add_rms_norm
+from .rope import rotary_embedding, rotary_embedding_complex
+
+__all__ = ["add_layer_norm", "add_rms_norm", "swiglu", "geglu", "rotary_embedding", "rotary_embedding_complex"]

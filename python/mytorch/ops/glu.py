@@ -1,0 +1,97 @@
+"""Gated MLP activations, SwiGLU and GeGLU, fused (Note [Fused LLM ops] in kernels/include/mytorch/llm.h).
+
+    y = mytorch.ops.swiglu(gate, up)                    # silu(gate) * up
+    y = mytorch.ops.swiglu(gate_up)                     # a packed projection [..., 2 * I]: gate half first
+    y = mytorch.ops.geglu(gate, up, approximate="tanh")  # gelu(gate) * up
+
+One pass each way, in float32 for half-precision inputs (rounded once), keeping only gate and up for the backward:
+aten's composition keeps act(gate) as well. With a packed gate_up (one GEMM for both projections, as Phi-3 and
+GPT-OSS store it) the backward writes both gradients into one buffer of gate_up's shape, so no cat follows.
+`torch.ops.mytorch.glu` / `glu_backward` (schemas in csrc/aten/FusedLlm.cpp) have autograd, fake kernels for
+torch.compile and a CPU implementation (the reference).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["swiglu", "geglu"]
+
+
+def _halves(gate: torch.Tensor, up: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    if up is not None:
+        return gate, up
+    n = gate.shape[-1] // 2
+    return gate[..., :n], gate[..., n:]
+
+
+def _act(x: torch.Tensor, activation: str) -> torch.Tensor:
+    if activation == "silu":
+        return F.silu(x)
+    return F.gelu(x, approximate="tanh" if activation == "gelu_tanh" else "none")
+
+
+def _opmath(x: torch.Tensor) -> torch.Tensor:
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+@torch.library.register_fake("mytorch::glu")
+def _glu_fake(gate, up, activation):
+    g, _ = _halves(gate, up)
+    return g.new_empty(g.shape)
+
+
+@torch.library.register_fake("mytorch::glu_backward")
+def _glu_backward_fake(grad, gate, up, activation):
+    g, _ = _halves(gate, up)
+    return g.new_empty((*g.shape[:-1], 2 * g.shape[-1]))
+
+
+@torch.library.impl("mytorch::glu", "cpu")
+def _glu_cpu(gate, up, activation):
+    g, u = _halves(gate, up)
+    return (_act(_opmath(g), activation) * _opmath(u)).to(g.dtype)
+
+
+@torch.library.impl("mytorch::glu_backward", "cpu")
+def _glu_backward_cpu(grad, gate, up, activation):
+    g, u = _halves(gate, up)
+    g32, u32, d32 = _opmath(g), _opmath(u), _opmath(grad)
+    du = d32 * _act(g32, activation)
+    if activation == "silu":
+        dg = torch.ops.aten.silu_backward(d32 * u32, g32)
+    else:
+        dg = torch.ops.aten.gelu_backward(d32 * u32, g32, approximate="tanh" if activation == "gelu_tanh" else "none")
+    return torch.cat([dg, du], dim=-1).to(g.dtype)
+
+
+def _setup(ctx, inputs, output):
+    gate, up, activation = inputs
+    ctx.activation = activation
+    ctx.packed = up is None
+    ctx.save_for_backward(gate, up)
+
+
+def _backward(ctx, grad):
+    gate, up = ctx.saved_tensors
+    both = torch.ops.mytorch.glu_backward(grad, gate, up, ctx.activation)
+    if ctx.packed:
+        return both, None, None
+    n = both.shape[-1] // 2
+    return both[..., :n], both[..., n:], None
+
+
+torch.library.register_autograd("mytorch::glu", _backward, setup_context=_setup)
+
+
+def swiglu(gate: torch.Tensor, up: torch.Tensor | None = None) -> torch.Tensor:
+    """silu(gate) * up; with `up` omitted, `gate` is a packed [..., 2 * I] projection (gate half first)."""
+    return torch.ops.mytorch.glu(gate, up, "silu")
+
+
+def geglu(gate: torch.Tensor, up: torch.Tensor | None = None, approximate: str = "none") -> torch.Tensor:
+    """gelu(gate, approximate) * up (approximate "none" or "tanh"); `up` omitted as in swiglu."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"geglu: expected approximate 'none' or 'tanh', but got {approximate!r}")
+    return torch.ops.mytorch.glu(gate, up, "gelu_tanh" if approximate == "tanh" else "gelu")

@@ -1,0 +1,249 @@
+"""The fused LLM ops (mytorch.ops: swiglu/geglu, rotary_embedding; Note [Fused LLM ops]) against the aten
+compositions they replace: each result and gradient within the alignment rule of the CPU at float64, PyTorch's own
+error being the composition's on the CPU at the same dtype. Runs on sim (the twins) and on the emulated CUDA build
+(the kernels), with the CPU fallback forbidden."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
+
+import mytorch
+from mytorch.testing._compare import assert_aligned
+
+pytestmark = pytest.mark.native
+
+DEV = "mytorch"
+# The emulated build runs the CUDA kernels a thousand times slower: it takes the bfloat16 cases (the 16-byte
+# vector path and the float32 opmath) and every test that is not a dtype sweep.
+EMU = pytest.mark.every_runtime
+DTYPES = [torch.float32, pytest.param(torch.bfloat16, marks=EMU), torch.float16]
+
+
+def run(fn, inputs, grad_out=None, device="cpu", dtype=None):
+    """fn(*inputs) on `device` at `dtype` (the inputs' own dtype when None); returns (output, input grads)."""
+    xs = [x.detach().to(device=device, dtype=dtype or x.dtype).requires_grad_(x.requires_grad) for x in inputs]
+    out = fn(*xs)
+    grads = []
+    if grad_out is not None:
+        out.backward(grad_out.to(device=device, dtype=out.dtype))
+        grads = [x.grad for x in xs if x.requires_grad]
+    return out, grads
+
+
+def check(fused, composition, inputs, what):
+    """The fused op on mytorch against the composition on the CPU (same dtype) and at float64: value and grads."""
+    torch.manual_seed(1)
+    out_ref, _ = run(composition, inputs)
+    grad_out = torch.randn(out_ref.shape, dtype=torch.float64)
+    dev_out, dev_grads = run(fused, inputs, grad_out, device=DEV)
+    ref_out, ref_grads = run(composition, inputs, grad_out)
+    gold_out, gold_grads = run(composition, inputs, grad_out, dtype=torch.float64)
+    assert_aligned(dev_out, ref_out, gold_out, f"{what} output")
+    assert len(dev_grads) == len(ref_grads) > 0
+    for i, (d, r, g) in enumerate(zip(dev_grads, ref_grads, gold_grads)):
+        assert_aligned(d, r, g, f"{what} grad {i}")
+
+
+# ---- SwiGLU / GeGLU ----------------------------------------------------------------------------------------------
+ACTS = {
+    "swiglu": (lambda g, u: mytorch.ops.swiglu(g, u), lambda g: F.silu(g)),
+    "geglu": (lambda g, u: mytorch.ops.geglu(g, u), lambda g: F.gelu(g)),
+    "geglu_tanh": (lambda g, u: mytorch.ops.geglu(g, u, approximate="tanh"), lambda g: F.gelu(g, approximate="tanh")),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", sorted(ACTS))
+@pytest.mark.parametrize("shape", [(4, 7, 64), (3, 5, 37), (1, 1)])
+def test_glu_matches_the_composition(act, dtype, shape):
+    fused, a = ACTS[act]
+    gate = torch.randn(shape, dtype=dtype, requires_grad=True)
+    up = torch.randn(shape, dtype=dtype, requires_grad=True)
+    check(fused, lambda g, u: a(g) * u, [gate, up], f"{act} {dtype} {shape}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", [64, 19])
+def test_glu_packed_gate_up(dtype, cols):
+    """One packed projection [..., 2 * I]: the halves are read as views and the gradient is one buffer."""
+    gate_up = torch.randn(3, 6, 2 * cols, dtype=dtype, requires_grad=True)
+    check(mytorch.ops.swiglu, lambda x: F.silu(x[..., :cols]) * x[..., cols:], [gate_up], f"packed {dtype}")
+    y = mytorch.ops.swiglu(gate_up.detach().to(DEV).requires_grad_())
+    assert y.shape == (3, 6, cols)
+
+
+@EMU
+def test_glu_strided_operands():
+    """Transposed and sliced operands: rows at any stride, or a copy where the rows are not evenly spaced."""
+    base = torch.randn(6, 4, 40)
+    gate = base.transpose(0, 1)[..., :32].requires_grad_()  # rows not evenly spaced: copied
+    up = torch.randn(4, 6, 64)[..., ::2].requires_grad_()  # last dim strided: copied
+    gate_t = gate.detach().clone().requires_grad_()
+    check(lambda g, u: mytorch.ops.swiglu(g, u), lambda g, u: F.silu(g) * u, [gate_t, up], "strided")
+    g_dev = base.to(DEV).transpose(0, 1)[..., :32]
+    u_dev = torch.randn(4, 6, 32).to(DEV)
+    assert_aligned(mytorch.ops.swiglu(g_dev, u_dev), F.silu(gate.detach()) * u_dev.cpu(), what="strided view")
+
+
+@EMU
+def test_glu_keeps_only_its_inputs():
+    """The backward is recomputed from gate and up: the graph saves those two tensors and nothing else."""
+    gate = torch.randn(8, 32, device=DEV, requires_grad=True)
+    up = torch.randn(8, 32, device=DEV, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        mytorch.ops.swiglu(gate, up)
+    assert len(saved) == 2 and {t.data_ptr() for t in saved} == {gate.data_ptr(), up.data_ptr()}
+
+
+@EMU
+def test_glu_bad_input_raises():
+    g = torch.randn(4, 8, device=DEV)
+    with pytest.raises(RuntimeError, match="same shape"):
+        mytorch.ops.swiglu(g, torch.randn(4, 7, device=DEV))
+    with pytest.raises(RuntimeError, match="even last dim"):
+        mytorch.ops.swiglu(torch.randn(4, 7, device=DEV))
+    with pytest.raises(RuntimeError, match="floating dtype"):
+        mytorch.ops.swiglu(torch.ones(4, 8, dtype=torch.long, device=DEV), torch.ones(4, 8, dtype=torch.long, device=DEV))
+    with pytest.raises(RuntimeError, match="activation"):
+        torch.ops.mytorch.glu(g, g, "relu")
+    with pytest.raises(ValueError, match="approximate"):
+        mytorch.ops.geglu(g, g, approximate="erf")
+
+
+# ---- rotary embedding --------------------------------------------------------------------------------------------
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
+
+
+def rotate_every_two(x):
+    return torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+
+
+def rope_composition(x, cos, sin, rot, interleaved):
+    """transformers' apply_rotary_pos_emb for one tensor (rotate_every_two for GPT-J), partial rotary as Phi."""
+    xr, xp = x[..., :rot], x[..., rot:]
+    rotated = rotate_every_two(xr) if interleaved else rotate_half(xr)
+    return torch.cat([xr * cos + rotated * sin, xp], dim=-1)
+
+
+def tables(batch, seq, rot, interleaved, width=None, dtype=torch.float32):
+    ang = torch.rand(batch, seq, rot // 2) * 6.28
+    c, s = ang.cos(), ang.sin()
+    if width == rot // 2:
+        return c.to(dtype), s.to(dtype)
+    if interleaved:
+        return c.repeat_interleave(2, -1).to(dtype), s.repeat_interleave(2, -1).to(dtype)
+    return torch.cat([c, c], -1).to(dtype), torch.cat([s, s], -1).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("rot", [32, 16])  # head dim 32: full and partial rotary
+def test_rope_matches_the_composition(dtype, interleaved, rot):
+    b, h, s, d = 2, 3, 5, 32
+    cos, sin = tables(b, s, rot, interleaved, dtype=dtype)
+    q = torch.randn(b, h, s, d, dtype=dtype, requires_grad=True)
+
+    def fused(x):
+        return mytorch.ops.rotary_embedding(x, None, cos.to(x.device), sin.to(x.device), interleaved=interleaved)[0]
+
+    def composition(x):
+        c, si = cos.to(x.dtype).unsqueeze(1), sin.to(x.dtype).unsqueeze(1)
+        return rope_composition(x, c, si, rot, interleaved)
+
+    check(fused, composition, [q], f"rope {dtype} interleaved={interleaved} rot={rot}")
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@EMU
+def test_rope_half_width_tables_and_bshd_layout(interleaved):
+    """cos/sin per pair (width rot / 2) and q in [batch, seq, heads, dim] read through a transposed view."""
+    b, h, s, d = 2, 4, 6, 16
+    c_half, s_half = tables(b, s, d, interleaved, width=d // 2)
+    c_full, s_full = tables(1, 1, d, interleaved)  # shape only
+    c_full = c_half.repeat_interleave(2, -1) if interleaved else torch.cat([c_half, c_half], -1)
+    s_full = s_half.repeat_interleave(2, -1) if interleaved else torch.cat([s_half, s_half], -1)
+    q_bshd = torch.randn(b, s, h, d)
+    dev_q = q_bshd.to(DEV).transpose(1, 2)  # bhsd view of bshd memory
+    got, _ = mytorch.ops.rotary_embedding(
+        dev_q, None, c_half.to(DEV), s_half.to(DEV), interleaved=interleaved, rotary_dim=d
+    )
+    want = rope_composition(q_bshd.transpose(1, 2), c_full.unsqueeze(1), s_full.unsqueeze(1), d, interleaved)
+    gold = rope_composition(
+        q_bshd.transpose(1, 2).double(), c_full.double().unsqueeze(1), s_full.double().unsqueeze(1), d, interleaved
+    )
+    assert_aligned(got, want, gold, "half-width tables, bshd")
+
+
+@EMU
+def test_rope_position_ids_and_in_place():
+    b, h, s, d, positions = 2, 2, 5, 8, 11
+    ang = torch.rand(positions, d // 2) * 6.28
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+    pos = torch.randint(0, positions, (b, s))
+    q, k = torch.randn(b, h, s, d), torch.randn(b, 1, s, d)
+    want_q = rope_composition(q, cos[pos].unsqueeze(1), sin[pos].unsqueeze(1), d, False)
+    want_k = rope_composition(k, cos[pos].unsqueeze(1), sin[pos].unsqueeze(1), d, False)
+    dq, dk = q.to(DEV), k.to(DEV)
+    got_q, got_k = mytorch.ops.rotary_embedding(dq, dk, cos.to(DEV), sin.to(DEV), position_ids=pos.to(DEV))
+    assert_aligned(got_q, want_q, what="q by position ids")
+    assert_aligned(got_k, want_k, what="k by position ids")
+    with torch.no_grad():
+        out_q, out_k = mytorch.ops.rotary_embedding(
+            dq, dk, cos.to(DEV), sin.to(DEV), position_ids=pos.to(DEV), inplace=True
+        )
+    assert out_q is dq and out_k is dk
+    assert_aligned(dq, want_q, what="q in place")
+    assert_aligned(dk, want_k, what="k in place")
+
+
+@EMU
+def test_rope_complex_form():
+    """DeepSeek-V2's apply_rotary_emb: x's pairs as complex numbers times freqs_cis."""
+    b, s, h, d = 2, 5, 3, 16
+    freqs = torch.polar(torch.ones(s, d // 2), torch.rand(s, d // 2) * 6.28)
+    x = torch.randn(b, s, h, d)
+    xc = torch.view_as_complex(x.reshape(b, s, h, d // 2, 2))
+    want = torch.view_as_real(xc * freqs.view(1, s, 1, d // 2)).flatten(3)
+    got = mytorch.ops.rotary_embedding_complex(x.to(DEV), freqs.to(DEV))
+    assert_aligned(got, want, what="complex form")
+
+
+@EMU
+def test_rope_bad_input_raises():
+    q = torch.randn(1, 2, 3, 8, device=DEV)
+    cos = torch.randn(1, 3, 8, device=DEV)
+    with pytest.raises(RuntimeError, match="even rotary dim"):
+        mytorch.ops.rotary_embedding(q, None, cos, cos, rotary_dim=7)
+    with pytest.raises(RuntimeError, match="width"):
+        mytorch.ops.rotary_embedding(q, None, cos[..., :3], cos[..., :3], rotary_dim=8)
+    with pytest.raises(RuntimeError, match="broadcast"):
+        mytorch.ops.rotary_embedding(q, None, torch.randn(1, 4, 8, device=DEV), torch.randn(1, 4, 8, device=DEV))
+    with pytest.raises(IndexError, match="out of bounds"):
+        table = torch.randn(4, 8, device=DEV)
+        out, _ = mytorch.ops.rotary_embedding(q, None, table, table, position_ids=torch.full((1, 3), 9, device=DEV))
+        out.cpu()  # on the CUDA kernels the error is raised at the next synchronisation (Note [Device-side errors])
+    with pytest.raises(NotImplementedError, match="cos/sin"):
+        mytorch.ops.rotary_embedding(q, None, cos.requires_grad_(), cos)
+    with pytest.raises(RuntimeError, match="internal overlap"):
+        torch.ops.mytorch.rope_(torch.randn(1, 8, device=DEV).expand(3, 8), cos[0], cos[0], None, False, 0)
+
+
+@pytest.mark.slow
+def test_fused_ops_stay_extern_kernels_in_compiled_graphs():
+    """torch.compile keeps the ops as calls of their kernels (fake kernels trace them), with the same results."""
+
+    def block(x, gate_up, cos, sin):
+        q, _ = mytorch.ops.rotary_embedding(x, None, cos, sin)
+        return mytorch.ops.swiglu(gate_up) + q.sum()
+
+    args = [torch.randn(2, 2, 4, 8), torch.randn(2, 4, 32), *tables(2, 4, 8, False)]
+    dev_args = [a.to(DEV) for a in args]
+    eager = block(*dev_args)
+    compiled, codes = run_and_get_code(torch.compile(block, fullgraph=True), *dev_args)
+    assert_aligned(compiled, eager.cpu(), what="compiled")
+    code = "\n".join(codes)
+    assert "torch.ops.mytorch.glu.default" in code and "torch.ops.mytorch.rope.default" in code, code
