@@ -193,10 +193,18 @@ def stage_tests(r: Run) -> None:
     run_files(r, "tests", {})
 
 
+# The test files that run the fused attention (its batteries, model checks and sim-twin comparisons).
+ATTENTION_TEST_FILES = ["test/test_gpu_attention.py", "test/test_gpu_nn.py"]
+
+
 def stage_tests_cuda_core(r: Run) -> None:
-    """The test files again with the tensor-core attention off (MYTORCH_ATTN_MMA=0): the CUDA-core attention
-    kernels, which the default run takes only for the shapes the tensor-core kernels do not."""
-    run_files(r, "tests_cuda_core", {"MYTORCH_ATTN_MMA": "0"})
+    """The attention tests again with the tensor-core attention off (MYTORCH_ATTN_MMA=0): the CUDA-core attention
+    kernels, which the default run takes only for the shapes the tensor-core kernels do not (the tests of the
+    tensor-core kernels themselves, marked tensor_cores, skip)."""
+    env = dict(r.emu_env(), MYTORCH_ATTN_MMA="0")
+    r.stage(
+        "tests_cuda_core", [(f, pytest_cmd(r, "tests_cuda_core", [f]), env, FILE_TIMEOUT) for f in ATTENTION_TEST_FILES]
+    )
 
 
 def stage_ipc(r: Run) -> None:
@@ -310,7 +318,7 @@ def stage_bench(r: Run) -> None:
             f"{PY} benchmarks/gpu_families.py --out {out} --name gpu_families_cuda_core --only attention --repeat 3 "
             "--warmup 1",
             cuda_core,
-            150,
+            150 if r.gpu else 300,  # the emulated kernels' CUDA-core attention: ~2 minutes on 2 cores
         ),
     ]
     if only and "attention" not in only.split(","):

@@ -22,12 +22,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def pytest_collection_modifyitems(config, items):
     """`gpu` tests run the CUDA kernels: on a GPU (cuda runtime) and on the emulated CUDA build (emu runtime,
-    scripts/emu.sh). `hardware` tests need what only a real GPU has (cuDNN, NCCL, the device's own properties)."""
+    scripts/emu.sh). `hardware` tests need what only a real GPU has (cuDNN, NCCL, the device's own properties).
+    `tensor_cores` tests check the tensor-core attention itself: skipped where MYTORCH_ATTN_MMA=0 turns it off
+    (gpu_verify's CUDA-core stage, which runs the attention tests again on the other kernels)."""
     runtime = torch.mytorch.runtime()
     skip_gpu = pytest.mark.skip(reason="needs the CUDA kernels: the cuda runtime on a GPU, or the emu build")
     skip_hw = pytest.mark.skip(reason="needs a real GPU (cuDNN, NCCL or the device itself)")
+    skip_tc = pytest.mark.skip(reason="the tensor-core attention is off (MYTORCH_ATTN_MMA=0)")
+    mma_off = os.environ.get("MYTORCH_ATTN_MMA") == "0"
     for item in items:
-        if "gpu" in item.keywords and runtime not in ("cuda", "emu"):
+        if "tensor_cores" in item.keywords and mma_off:
+            item.add_marker(skip_tc)
+        elif "gpu" in item.keywords and runtime not in ("cuda", "emu"):
             item.add_marker(skip_gpu)
         elif "hardware" in item.keywords and runtime != "cuda":
             item.add_marker(skip_hw)

@@ -254,6 +254,7 @@ def test_missing_record_stream_gives_a_wrong_result_on_emu():
     assert "bad 16384" in bad and "bad 0" in good, (bad, good)
 
 
+@pytest.mark.tensor_cores
 def test_wrong_tensor_core_emulation_is_caught():
     """The negative controls of the tensor-core emulation: with a deliberately wrong mma.sync fragment layout, a
     wrong ldmatrix (.trans swapped), or cp.async copies that never land, the tensor-core attention no longer matches

@@ -105,7 +105,9 @@ def test_glu_bad_input_raises():
     with pytest.raises(RuntimeError, match="even last dim"):
         mytorch.ops.swiglu(torch.randn(4, 7, device=DEV))
     with pytest.raises(RuntimeError, match="floating dtype"):
-        mytorch.ops.swiglu(torch.ones(4, 8, dtype=torch.long, device=DEV), torch.ones(4, 8, dtype=torch.long, device=DEV))
+        mytorch.ops.swiglu(
+            torch.ones(4, 8, dtype=torch.long, device=DEV), torch.ones(4, 8, dtype=torch.long, device=DEV)
+        )
     with pytest.raises(RuntimeError, match="activation"):
         torch.ops.mytorch.glu(g, g, "relu")
     with pytest.raises(ValueError, match="approximate"):

@@ -34,6 +34,7 @@ def _tile_pairs(h, s, causal):
     return h * (t * (t + 1) // 2 if causal else t * t)
 
 
+@pytest.mark.tensor_cores
 @pytest.mark.parametrize("d", [64, 128])
 def test_forward_is_one_conflict_free_coalesced_launch(d):
     h, s = 4, 256
@@ -53,6 +54,7 @@ def test_forward_is_one_conflict_free_coalesced_launch(d):
     assert r["smem"] == 5 * TILE * d * 2, r  # Q and two stages of K and V
 
 
+@pytest.mark.tensor_cores
 def test_backward_is_five_gemms_with_atomic_dq():
     h, s, d = 4, 256, 64
     q, k, v = (t.requires_grad_() for t in _qkv(1, h, s, d))
@@ -68,6 +70,7 @@ def test_backward_is_five_gemms_with_atomic_dq():
     assert gpu_model.coalescing(r) >= 0.8, r  # the dQ atomics are 8-byte pairs on 4 lanes of a row
 
 
+@pytest.mark.tensor_cores
 def test_deterministic_backward_takes_the_kernels_without_atomics():
     """Under torch.use_deterministic_algorithms the 7-GEMM kernels run (no atomics), and agree with the default."""
     h, s, d = 2, 192, 64

@@ -210,6 +210,7 @@ def run(dev):
 """
 
 
+@pytest.mark.tensor_cores
 def test_tensor_core_attention_matches_sim_twin(tmp_path):
     """The tensor-core forward and backward (the default for fp16/bf16, head dims 64/128) against the sim reference:
     the 5-GEMM backward with its atomic dQ, and under torch.use_deterministic_algorithms the 7-GEMM kernels."""

@@ -209,6 +209,7 @@ def test_model_sees_a_single_block():
     assert launches[0]["waves"] == 1 and gpu_model.fraction_of_peak(launches, min_bytes=8 * 2 << 14) < 0.01, launches
 
 
+@pytest.mark.tensor_cores
 @needs_model
 def test_model_counts_shared_memory_bank_conflicts():
     """A shared-memory access pattern with known conflicts (the deterministic attention backward's unpadded tiles)
