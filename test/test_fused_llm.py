@@ -238,14 +238,121 @@ def test_rope_bad_input_raises():
 def test_fused_ops_stay_extern_kernels_in_compiled_graphs():
     """torch.compile keeps the ops as calls of their kernels (fake kernels trace them), with the same results."""
 
-    def block(x, gate_up, cos, sin):
+    def block(x, gate_up, cos, sin, w, t):
         q, _ = mytorch.ops.rotary_embedding(x, None, cos, sin)
-        return mytorch.ops.swiglu(gate_up) + q.sum()
+        y = mytorch.ops.swiglu(gate_up)
+        return y + q.sum() + mytorch.ops.linear_cross_entropy(y, w, t)
 
-    args = [torch.randn(2, 2, 4, 8), torch.randn(2, 4, 32), *tables(2, 4, 8, False)]
+    args = [torch.randn(2, 2, 4, 8), torch.randn(2, 4, 32), *tables(2, 4, 8, False), torch.randn(10, 16)]
+    args.append(torch.randint(0, 10, (2, 4)))
     dev_args = [a.to(DEV) for a in args]
     eager = block(*dev_args)
     compiled, codes = run_and_get_code(torch.compile(block, fullgraph=True), *dev_args)
     assert_aligned(compiled, eager.cpu(), what="compiled")
     code = "\n".join(codes)
-    assert "torch.ops.mytorch.glu.default" in code and "torch.ops.mytorch.rope.default" in code, code
+    for op in ("glu", "rope", "linear_cross_entropy"):
+        assert f"torch.ops.mytorch.{op}.default" in code, (op, code)
+
+
+# ---- linear + cross-entropy --------------------------------------------------------------------------------------
+def lce_composition(h, w, t, b, ignore_index=-100, label_smoothing=0.0, reduction="mean", softcap=None, z_loss=0.0):
+    """transformers' causal-LM loss over logits.float(), with Gemma-2's softcap and PaLM's z-loss."""
+    logits = F.linear(h, w, b).float() if h.dtype != torch.float64 else F.linear(h, w, b)
+    if softcap:
+        logits = softcap * torch.tanh(logits / softcap)
+    loss = F.cross_entropy(logits, t, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
+    if z_loss:
+        valid = t != ignore_index
+        z = torch.where(valid, z_loss * torch.logsumexp(logits, -1) ** 2, torch.zeros((), dtype=logits.dtype))
+        loss = loss + (z.sum() / valid.sum() if reduction == "mean" else z.sum() if reduction == "sum" else z)
+    return loss
+
+
+def lce_inputs(dtype, rows=37, hidden=16, vocab=100, bias=True):
+    torch.manual_seed(3)
+    h = torch.randn(rows, hidden, dtype=dtype, requires_grad=True)
+    w = (torch.randn(vocab, hidden) * 0.3).to(dtype).requires_grad_()
+    t = torch.randint(0, vocab, (rows,))
+    t[::7] = -100
+    b = torch.randn(vocab, dtype=dtype, requires_grad=True) if bias else None
+    return h, w, t, b
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_linear_cross_entropy_matches_the_composition(dtype, reduction):
+    """37 rows in chunks of 8 (chunk_rows), ignored rows, label smoothing, bias: loss and every gradient."""
+    h, w, t, b = lce_inputs(dtype)
+    assert mytorch.ops.cross_entropy.chunk_rows(37, 100, 16) == 8
+
+    def fused(h, w, b):
+        return mytorch.ops.linear_cross_entropy(h, w, t.to(h.device), b, label_smoothing=0.1, reduction=reduction)
+
+    def composition(h, w, b):
+        return lce_composition(h, w, t, b, label_smoothing=0.1, reduction=reduction)
+
+    check(fused, composition, [h, w, b], f"linear_cross_entropy {dtype} {reduction}")
+
+
+@EMU
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_linear_cross_entropy_softcap_and_z_loss(dtype):
+    h, w, t, _ = lce_inputs(dtype, bias=False)
+    kw = dict(softcap=3.0, z_loss=1e-2)
+
+    def fused(h, w):
+        return mytorch.ops.linear_cross_entropy(h, w, t.to(h.device), **kw)
+
+    check(fused, lambda h, w: lce_composition(h, w, t, None, **kw), [h, w], f"softcap and z-loss {dtype}")
+    loss, z = mytorch.ops.linear_cross_entropy(h.to(DEV), w.to(DEV), t.to(DEV), **kw, return_z_loss=True)
+    valid = t != -100
+    logits = 3.0 * torch.tanh((h.double() @ w.double().t()) / 3.0)
+    z_gold = (1e-2 * torch.logsumexp(logits, -1)[valid] ** 2).mean()
+    z_ref = (1e-2 * torch.logsumexp(3.0 * torch.tanh((h @ w.t()).float() / 3.0), -1)[valid] ** 2).mean()
+    assert_aligned(z, z_ref, z_gold, "z-loss term")
+
+
+@EMU
+def test_linear_cross_entropy_never_holds_the_logits():
+    """Peak device memory of the fused forward + backward against the unfused one's: the logits (rows x vocab) are
+    the unfused op's largest tensors, the fused op's chunks are the size of the hidden states."""
+    rows, hidden, vocab = 256, 64, 8192
+    h, w, t, _ = lce_inputs(torch.float32, rows, hidden, vocab, bias=False)
+    peaks = {}
+    fns = {
+        "fused": lambda h, w, t: mytorch.ops.linear_cross_entropy(h, w, t),
+        "unfused": lambda h, w, t: F.cross_entropy(h @ w.t(), t),
+    }
+    for fn in fns.values():  # once first: what a first GEMM allocates (a GEMM library's workspace) stays
+        fn(h.detach().to(DEV).requires_grad_(), w.detach().to(DEV).requires_grad_(), t.to(DEV)).backward()
+    for name, fn in fns.items():
+        hd, wd, td = h.detach().to(DEV).requires_grad_(), w.detach().to(DEV).requires_grad_(), t.to(DEV)
+        torch.mytorch.synchronize()
+        base = torch.mytorch.memory_allocated()
+        torch.mytorch.reset_peak_memory_stats()
+        fn(hd, wd, td).backward()
+        torch.mytorch.synchronize()
+        peaks[name] = torch.mytorch.max_memory_allocated() - base
+        del hd, wd
+    logits_bytes = rows * vocab * 4
+    assert peaks["unfused"] >= 2 * logits_bytes, peaks  # the logits and their gradient at least
+    assert peaks["fused"] < 0.35 * peaks["unfused"], peaks
+    assert peaks["fused"] < logits_bytes, peaks
+
+
+@EMU
+def test_linear_cross_entropy_bad_input_raises():
+    h, w = torch.randn(4, 8, device=DEV), torch.randn(10, 8, device=DEV)
+    t = torch.tensor([1, 2, 3, 4], device=DEV)
+    with pytest.raises(ValueError, match="reduction"):
+        mytorch.ops.linear_cross_entropy(h, w, t, reduction="avg")
+    with pytest.raises(ValueError, match="weight"):
+        mytorch.ops.linear_cross_entropy(h, torch.randn(10, 9, device=DEV), t)
+    with pytest.raises(ValueError, match="target of shape"):
+        mytorch.ops.linear_cross_entropy(h, w, t[:3])
+    with pytest.raises(TypeError, match="integer class targets"):
+        mytorch.ops.linear_cross_entropy(h, w, t.float())
+    with pytest.raises(TypeError, match="one dtype"):
+        mytorch.ops.linear_cross_entropy(h.double(), w, t)
+    with pytest.raises(IndexError, match="out of bounds"):
+        mytorch.ops.linear_cross_entropy(h, w, torch.tensor([1, 2, 30, 4], device=DEV)).cpu()

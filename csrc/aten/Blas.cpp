@@ -26,6 +26,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Fallback.h"
@@ -35,6 +39,21 @@
 
 namespace mytorch {
 namespace {
+
+// The GEMM library's workspace: one per (device, stream), allocated through the caching allocator on first use and
+// kept, as torch.cuda keeps cuBLAS's per handle and stream, so a GEMM allocates nothing (and the memory statistics
+// do not see a 32 MiB block come and go with each call). Never freed (the map outlives the allocator at exit).
+void* gemmWorkspace(const at::Tensor& out) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::pair<int, rt::Stream>, at::Tensor>();
+  const std::pair<int, rt::Stream> key{out.device().index(), streamFor(out)};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache->find(key);
+  if (it == cache->end())
+    it = cache->emplace(key, at::empty({static_cast<int64_t>(kGemmWorkspaceBytes)}, out.options().dtype(at::kByte)))
+             .first;
+  return it->second.data_ptr();
+}
 
 using at::Tensor;
 
@@ -120,8 +139,7 @@ void cudaGemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
   g.alpha = alpha;
   g.beta = beta;
   g.allow_tf32 = at::globalContext().float32MatmulPrecision() != at::Float32MatmulPrecision::HIGHEST;
-  Tensor ws = at::empty({static_cast<int64_t>(kGemmWorkspaceBytes)}, out.options().dtype(at::kByte));
-  g.workspace = ws.data_ptr();
+  g.workspace = gemmWorkspace(out);
   g.workspace_bytes = kGemmWorkspaceBytes;
   if (g.k == 0) {  // an empty product: out = beta * out (cuBLASLt wants k >= 1)
     if (beta == 0) out.zero_();

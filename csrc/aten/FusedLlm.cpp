@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -229,6 +230,58 @@ Tensor& ropeInplace(Tensor& x, const Tensor& cos, const Tensor& sin, const std::
   return x;
 }
 
+// The loss and logsumexp of each row of `logits` [rows, vocab] (float32), and with grad the gradient written over
+// the logits (Note [Fused linear cross-entropy] in python/mytorch/ops/cross_entropy.py).
+std::tuple<Tensor, Tensor> crossEntropyRows(Tensor& logits, const Tensor& target, const std::optional<Tensor>& divisor,
+                                            const std::optional<Tensor>& row_scale, int64_t ignore_index,
+                                            double label_smoothing, double softcap, double z_loss, double grad_scale,
+                                            bool grad) {
+  const char* op = "mytorch::cross_entropy_rows_";
+  TORCH_CHECK(logits.dim() == 2 && logits.size(1) > 0, op, ": expected logits [rows, vocab], but got ", logits.sizes());
+  TORCH_CHECK(kernelFloating(logits.scalar_type()), op, ": expected floating logits, but got ", logits.scalar_type());
+  TORCH_CHECK(logits.stride(1) == 1 || logits.size(1) == 1, op, ": expected logits with contiguous rows");
+  TORCH_CHECK(target.dim() == 1 && target.size(0) == logits.size(0) && target.scalar_type() == at::kLong, op,
+              ": expected a Long target of ", logits.size(0), " rows, but got ", target.scalar_type(), " ",
+              target.sizes());
+  TORCH_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op, ": expected label_smoothing in [0, 1], but got ",
+              label_smoothing);
+  TORCH_CHECK(softcap >= 0, op, ": expected softcap >= 0 (0: none), but got ", softcap);
+  for (const Tensor* t : {&target}) TORCH_CHECK(t->device() == logits.device(), op, ": expected one device");
+  auto f32 = [&](const std::optional<Tensor>& t, int64_t n, const char* what) -> const float* {
+    if (!t.has_value() || !t->defined()) return nullptr;
+    TORCH_CHECK(
+        t->scalar_type() == at::kFloat && t->numel() == n && t->device() == logits.device() && t->is_contiguous(), op,
+        ": expected ", what, " as ", n, " contiguous float32 value(s) on ", logits.device(), ", but got ",
+        t->scalar_type(), " ", t->sizes(), " on ", t->device());
+    return t->data_ptr<float>();
+  };
+  CeRowsArgs a;
+  a.divisor = f32(divisor, 1, "divisor");
+  a.row_scale = f32(row_scale, logits.size(0), "row_scale");
+  const Tensor tgt = target.contiguous();
+  Tensor loss = at::empty({logits.size(0)}, logits.options().dtype(at::kFloat));
+  Tensor lse = at::empty({logits.size(0)}, logits.options().dtype(at::kFloat));
+  a.logits = logits.data_ptr();
+  a.rows = logits.size(0);
+  a.vocab = logits.size(1);
+  a.ld = logits.size(0) > 1 ? logits.stride(0) : a.vocab;
+  a.target = tgt.data_ptr<int64_t>();
+  a.loss = loss.data_ptr<float>();
+  a.lse = lse.data_ptr<float>();
+  a.grad_scale = grad_scale;
+  a.label_smoothing = label_smoothing;
+  a.softcap = softcap;
+  a.z_loss = z_loss;
+  a.ignore_index = ignore_index;
+  a.grad = grad;
+  a.dtype = toKernelDType(logits.scalar_type());
+  a.error = deviceErrorSite(logits.device(), op, DeviceErrorFormat::TargetOutOfBounds, true);
+  c10::DeviceGuard guard(logits.device());
+  MT_RT_CHECK(kernels::cross_entropy_rows(a, streamFor(logits)));
+  afterErrorCheckedLaunch(logits.device());  // Note [Device-side errors]
+  return {loss, lse};
+}
+
 } // namespace
 
 TORCH_LIBRARY_FRAGMENT(mytorch, m) {
@@ -240,6 +293,9 @@ TORCH_LIBRARY_FRAGMENT(mytorch, m) {
   m.def(
       "rope_(Tensor(a!) x, Tensor cos, Tensor sin, Tensor? position_ids, bool interleaved, int rotary_dim) "
       "-> Tensor(a!)");
+  m.def(
+      "cross_entropy_rows_(Tensor(a!) logits, Tensor target, Tensor? divisor, Tensor? row_scale, int ignore_index, "
+      "float label_smoothing, float softcap, float z_loss, float grad_scale, bool grad) -> (Tensor loss, Tensor lse)");
 }
 
 TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
@@ -247,6 +303,7 @@ TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("glu_backward", TORCH_FN(gluBackward));
   m.impl("rope", TORCH_FN(rope));
   m.impl("rope_", TORCH_FN(ropeInplace));
+  m.impl("cross_entropy_rows_", TORCH_FN(crossEntropyRows));
 }
 
 } // namespace mytorch

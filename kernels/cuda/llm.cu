@@ -1,5 +1,5 @@
-// CUDA fused LLM family (Note [Fused LLM ops]): the gated-MLP activations and the rotary embedding, each one
-// memory-bound pass. glu: a thread per 16 bytes of each operand's row where every row stride and base allows it
+// CUDA fused LLM family (Note [Fused LLM ops]): the gated-MLP activations, the rotary embedding and the
+// cross-entropy rows of the fused linear + cross-entropy, each a memory-bound pass. glu: a thread per 16 bytes of each operand's row where every row stride and base allows it
 // (else per element), the flat index split into (row, column) by fast division. rope: a thread per pair of a
 // head's rotated elements (and per copied element past the rotary dims), so the op may run in place.
 #include "common.cuh"
@@ -71,7 +71,7 @@ __global__ void rope_kernel(RopeArgs a, DivMod items, DivMod n2, DivMod n1) {
     const int64_t row = items.div(i, &k), rest = n2.div(row, &i2), i0 = n1.div(rest, &i1);
     const T* x = static_cast<const T*>(a.x) + i0 * a.x_st[0] + i1 * a.x_st[1] + i2 * a.x_st[2];
     T* y = static_cast<T*>(a.out) + i0 * a.out_st[0] + i1 * a.out_st[1] + i2 * a.out_st[2];
-    if (k >= pairs) {  // past the rotary dims
+    if (k >= pairs) { // past the rotary dims
       y[a.rot + k - pairs] = x[a.rot + k - pairs];
       continue;
     }
@@ -96,6 +96,49 @@ __global__ void rope_kernel(RopeArgs a, DivMod items, DivMod n2, DivMod n1) {
   }
 }
 
+// A block per row (grid-stride over rows): one read for the online max / sum of exponentials and the logit sum,
+// one read-and-write for the gradient over the logits.
+template <typename T>
+__global__ void ce_rows_kernel(CeRowsArgs a) {
+  using A = ew::opmath_t<T>;
+  __shared__ A smem[32];
+  const A cap = A(a.softcap);
+  for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    T* x = static_cast<T*>(a.logits) + r * a.ld;
+    const int64_t t = a.target[r];
+    bool ignored = t == a.ignore_index;
+    if (!ignored && (t < 0 || t >= a.vocab)) {
+      if (threadIdx.x == 0) record_error(a.error, t);
+      ignored = true;
+    }
+    const A ct = !ignored && threadIdx.x == 0 ? llm::ce_cap(A(x[t]), cap) : A(0);
+    A m = -INFINITY, s = 0, cs = 0;
+    for (int64_t j = threadIdx.x; j < a.vocab; j += blockDim.x) {
+      const A c = llm::ce_cap(A(x[j]), cap);
+      cs += c;
+      if (c > m) {
+        s = s * std::exp(m - c) + A(1);
+        m = c;
+      } else {
+        s += std::exp(c - m);
+      }
+    }
+    const A mx = block_reduce(m, smem, MaxOp{}, A(-INFINITY));
+    s = m == A(-INFINITY) ? A(0) : s * std::exp(m - mx);
+    const A sum = block_reduce(s, smem, SumOp{}, A(0));
+    const A csum = block_reduce(cs, smem, SumOp{}, A(0)); // (its barrier: x[t] read before any write below)
+    const A lse = mx + std::log(sum);
+    if (threadIdx.x == 0) {
+      a.lse[r] = float(lse);
+      a.loss[r] = ignored ? 0.f : float(llm::ce_row_loss(a, lse, ct, csum));
+    }
+    if (!a.grad) continue;
+    const A scale = A(llm::ce_scale(a, r));
+    for (int64_t j = threadIdx.x; j < a.vocab; j += blockDim.x)
+      x[j] = ignored ? T(0.f) : T(llm::ce_grad(a, llm::ce_cap(A(x[j]), cap), lse, j == t, scale));
+  }
+}
+
 } // namespace
 
 rt::Status glu_forward(const GluArgs& a, rt::Stream stream) { return run_glu(a, true, stream); }
@@ -117,6 +160,17 @@ rt::Status rope(const RopeArgs& a, rt::Stream stream) {
   if (!ok)
     return rt::report(rt::Status::InvalidValue, "rope: expected a floating x with cos/sin of its dtype or float32");
   return check_launch("rope");
+}
+
+rt::Status cross_entropy_rows(const CeRowsArgs& a, rt::Stream stream) {
+  if (a.rows == 0) return rt::Status::Success;
+  if (a.vocab <= 0) return rt::report(rt::Status::InvalidValue, "cross_entropy_rows: expected a non-empty vocabulary");
+  const unsigned grid = grid_blocks(a.rows);
+  const cudaStream_t s = native(stream);
+  const bool ok =
+      dispatch_floating(a.dtype, [&](auto tag) { ce_rows_kernel<decltype(tag)><<<grid, kThreads, 0, s>>>(a); });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "cross_entropy_rows: expected floating logits");
+  return check_launch("cross_entropy_rows");
 }
 
 } // namespace mytorch::cuda

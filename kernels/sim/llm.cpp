@@ -1,6 +1,7 @@
 // Sim twin of cuda/llm.cu (Note [Fused LLM ops]): rows in parallel, each row through opmath buffers with the
 // activation fixed at compile time, so the AVX2 variant's loops vectorise over libmvec (Note [Sim vector math]).
 // Compiled for each ISA variant (Note [Sim ISA variants]).
+#include <cmath>
 #include <type_traits>
 #include <vector>
 
@@ -93,6 +94,38 @@ void rope(const RopeArgs& a) {
   });
 }
 
+template <typename T>
+void ce_rows(const CeRowsArgs& a) {
+  using A = ew::opmath_t<T>;
+  const int64_t v = a.vocab;
+  const A cap = static_cast<A>(a.softcap);
+  par::parallel_for(a.rows, par::grain_for(12 * v), [&](int64_t rb, int64_t re) {
+    std::vector<A> buf(static_cast<size_t>(2 * v));
+    A *c = buf.data(), *e = c + v;
+    for (int64_t r = rb; r < re; ++r) {
+      T* x = static_cast<T*>(a.logits) + r * a.ld;
+      const int64_t t = a.target[r];
+      bool ignored = t == a.ignore_index;
+      if (!ignored && (t < 0 || t >= v)) {
+        record_error(a.error, t);
+        ignored = true;
+      }
+      vec::to_opmath(x, c, v);
+      if (a.softcap > 0)
+        for (int64_t j = 0; j < v; ++j) c[j] = llm::ce_cap(c[j], cap);
+      const A m = vec::max_nan(c, v);
+      vec::exp_shifted(c, m, e, v);
+      const A lse = m + std::log(vec::sum(e, v));
+      a.lse[r] = static_cast<float>(lse);
+      a.loss[r] = ignored ? 0.f : static_cast<float>(llm::ce_row_loss(a, lse, c[t], vec::sum(c, v)));
+      if (!a.grad) continue;
+      const A scale = static_cast<A>(llm::ce_scale(a, r));
+      for (int64_t j = 0; j < v; ++j) e[j] = ignored ? A(0) : llm::ce_grad(a, c[j], lse, j == t, scale);
+      vec::from_opmath(e, x, v);
+    }
+  });
+}
+
 } // namespace
 
 MT_SIM_ENTRY rt::Status glu_forward(const GluArgs& a, rt::Stream) { return run_glu(a, true); }
@@ -108,6 +141,14 @@ MT_SIM_ENTRY rt::Status rope(const RopeArgs& a, rt::Stream) {
             : rt::report(rt::Status::InvalidValue, "rope: expected a floating x with cos/sin of its dtype or float32");
 }
 
+MT_SIM_ENTRY rt::Status cross_entropy_rows(const CeRowsArgs& a, rt::Stream) {
+  if (a.rows == 0) return rt::Status::Success;
+  if (a.vocab <= 0) return rt::report(rt::Status::InvalidValue, "cross_entropy_rows: expected a non-empty vocabulary");
+  const bool ok = dispatch_floating(a.dtype, [&](auto tag) { ce_rows<decltype(tag)>(a); });
+  return ok ? rt::Status::Success
+            : rt::report(rt::Status::InvalidValue, "cross_entropy_rows: expected floating logits");
+}
+
 } // namespace mytorch::sim::MT_SIM_ISA_NS
 
 #if !defined(MT_SIM_ISA_AVX2)
@@ -115,5 +156,6 @@ namespace mytorch::sim {
 MT_SIM_DISPATCH(rt::Status, glu_forward, (const GluArgs& a, rt::Stream s), (a, s))
 MT_SIM_DISPATCH(rt::Status, glu_backward, (const GluArgs& a, rt::Stream s), (a, s))
 MT_SIM_DISPATCH(rt::Status, rope, (const RopeArgs& a, rt::Stream s), (a, s))
+MT_SIM_DISPATCH(rt::Status, cross_entropy_rows, (const CeRowsArgs& a, rt::Stream s), (a, s))
 } // namespace mytorch::sim
 #endif

@@ -1,5 +1,5 @@
-// Fused LLM family (Note [Fused LLM ops]): the gated-MLP activations (SwiGLU, GeGLU) and the rotary position
-// embedding, ops beyond aten that mytorch.ops exposes. The per-element math is here once, shared by the CUDA
+// Fused LLM family (Note [Fused LLM ops]): the gated-MLP activations (SwiGLU, GeGLU), the rotary position
+// embedding and the cross-entropy rows of the fused linear + cross-entropy, ops beyond aten that mytorch.ops exposes. The per-element math is here once, shared by the CUDA
 // kernels (cuda/llm.cu) and their sim twins (sim/llm.cpp); the activations are the pointwise table's functors.
 #pragma once
 
@@ -31,8 +31,8 @@ enum class GluAct : int { Silu = 0, Gelu = 1, GeluTanh = 2 };
 struct GluArgs {
   const void* gate = nullptr;
   const void* up = nullptr;
-  void* y = nullptr;          // forward
-  const void* dy = nullptr;   // backward: dy in, dgate and dup out
+  void* y = nullptr; // forward
+  const void* dy = nullptr; // backward: dy in, dgate and dup out
   void* dgate = nullptr;
   void* dup = nullptr;
   int64_t rows = 0, cols = 0;
@@ -70,17 +70,17 @@ MT_HOST_DEVICE inline O glu_act_backward(GluAct act, O dy, O g) {
 // x viewed as [n[0]][n[1]][n[2]][head_dim] (leading dims collapsed by the glue), the head contiguous.
 struct RopeArgs {
   const void* x = nullptr;
-  void* out = nullptr;  // may be x (in place)
+  void* out = nullptr; // may be x (in place)
   const void* cos = nullptr;
-  const void* sin = nullptr;  // the same layout as cos
-  const int64_t* pos = nullptr;  // position ids: cos/sin row pos[...] of a table of pos_limit rows, else by cs_st
+  const void* sin = nullptr; // the same layout as cos
+  const int64_t* pos = nullptr; // position ids: cos/sin row pos[...] of a table of pos_limit rows, else by cs_st
   int64_t n[3] = {1, 1, 1};
-  int64_t x_st[3] = {}, out_st[3] = {}, cs_st[3] = {}, pos_st[3] = {};  // elements; 0 where broadcast
+  int64_t x_st[3] = {}, out_st[3] = {}, cs_st[3] = {}, pos_st[3] = {}; // elements; 0 where broadcast
   int64_t cs_row = 0, pos_limit = 0;
-  int64_t head_dim = 0, rot = 0, cs_width = 0;  // cs_width: rot (a value per element) or rot / 2 (per pair)
+  int64_t head_dim = 0, rot = 0, cs_width = 0; // cs_width: rot (a value per element) or rot / 2 (per pair)
   bool interleaved = false, inverse = false;
-  DType dtype = DType::Float, cs_dtype = DType::Float;  // cos/sin: x's dtype or float32
-  ErrorSite error;  // a position id outside [0, pos_limit): recorded, the row left unwritten
+  DType dtype = DType::Float, cs_dtype = DType::Float; // cos/sin: x's dtype or float32
+  ErrorSite error; // a position id outside [0, pos_limit): recorded, the row left unwritten
 };
 
 namespace llm {
@@ -105,7 +105,7 @@ MT_HOST_DEVICE inline void rope_rotate(bool inverse, O x0, O x1, O c0, O s0, O c
   if (!inverse) {
     *y0 = x0 * c0 - x1 * s0;
     *y1 = x1 * c1 + x0 * s1;
-  } else {  // the transpose: dx0 = dy0 c0 + dy1 s1, dx1 = dy1 c1 - dy0 s0
+  } else { // the transpose: dx0 = dy0 c0 + dy1 s1, dx1 = dy1 c1 - dy0 s0
     *y0 = x0 * c0 + x1 * s1;
     *y1 = x1 * c1 - x0 * s0;
   }
@@ -113,8 +113,62 @@ MT_HOST_DEVICE inline void rope_rotate(bool inverse, O x0, O x1, O c0, O s0, O c
 
 } // namespace llm
 
+// Cross-entropy over rows of logits, the chunks of mytorch.ops.linear_cross_entropy (Note [Fused linear
+// cross-entropy] in python/mytorch/ops/cross_entropy.py): per row the loss and the logsumexp of the (soft-capped)
+// logits and, with grad, dL/dlogits written over the logits, so a chunk's logits are the only [rows x vocab]
+// buffer. Loss of row r with target t: (1 - eps)(lse - c_t) + eps (lse - mean_j c_j) + z lse^2, c = cap * tanh(x /
+// cap) with a softcap (else x); rows whose target is ignore_index give 0 and a zero gradient.
+struct CeRowsArgs {
+  void* logits = nullptr; // [rows][vocab], rows at stride ld
+  int64_t rows = 0, vocab = 0, ld = 0;
+  const int64_t* target = nullptr;
+  float* loss = nullptr; // [rows]
+  float* lse = nullptr; // [rows]
+  const float* divisor = nullptr; // device scalar or null: the gradient divided by it (the mean's count)
+  const float* row_scale = nullptr; // [rows] or null: the gradient of row r times row_scale[r]
+  double grad_scale = 1, label_smoothing = 0, softcap = 0, z_loss = 0;
+  int64_t ignore_index = -100;
+  bool grad = false;
+  DType dtype = DType::Float;
+  ErrorSite error; // a target outside [0, vocab) that is not ignore_index: recorded, the row ignored
+};
+
+namespace llm {
+
+template <typename A>
+MT_HOST_DEVICE inline A ce_cap(A x, A cap) {
+  return cap > A(0) ? cap * std::tanh(x / cap) : x;
+}
+template <typename A>
+MT_HOST_DEVICE inline A ce_row_loss(const CeRowsArgs& a, A lse, A ct, A csum) {
+  const A eps = A(a.label_smoothing);
+  return (A(1) - eps) * (lse - ct) + eps * (lse - csum / A(a.vocab)) + A(a.z_loss) * lse * lse;
+}
+// dL/dx_j from the capped logit c_j: scale (p_j (1 + 2 z lse) - (1 - eps)[j = t] - eps / V) (1 - (c_j / cap)^2)
+template <typename A>
+MT_HOST_DEVICE inline A ce_grad(const CeRowsArgs& a, A c, A lse, bool is_target, A scale) {
+  const A eps = A(a.label_smoothing);
+  A g = std::exp(c - lse) * (A(1) + A(2) * A(a.z_loss) * lse) - eps / A(a.vocab);
+  if (is_target) g -= A(1) - eps;
+  if (a.softcap > 0) {
+    const A t = c / A(a.softcap);
+    g *= A(1) - t * t;
+  }
+  return g * scale;
+}
+// The row's gradient factor: grad_scale / divisor * row_scale[r].
+MT_HOST_DEVICE inline float ce_scale(const CeRowsArgs& a, int64_t r) {
+  float s = static_cast<float>(a.grad_scale);
+  if (a.divisor) s /= *a.divisor;
+  if (a.row_scale) s *= a.row_scale[r];
+  return s;
+}
+
+} // namespace llm
+
 MT_LAUNCHER(glu_forward, (const GluArgs& a, rt::Stream stream), (a, stream))
 MT_LAUNCHER(glu_backward, (const GluArgs& a, rt::Stream stream), (a, stream))
 MT_LAUNCHER(rope, (const RopeArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER(cross_entropy_rows, (const CeRowsArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch
