@@ -26,6 +26,8 @@ VOCABULARY = {
     "ops_nn.h",
     "window.h",
     "pointwise.def",
+    # where a kernel records an error in its data (Note [Device-side errors]): every family that indexes by data
+    "device_error.h",
     # the sim runtime's execution model, shared by its kernel families (Note [Sim parallelism], [Sim ISA variants],
     # [Sim row loops], [Sim vector math], [Sim GEMM])
     "parallel.h",

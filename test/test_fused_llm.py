@@ -356,3 +356,159 @@ def test_linear_cross_entropy_bad_input_raises():
         mytorch.ops.linear_cross_entropy(h.double(), w, t)
     with pytest.raises(IndexError, match="out of bounds"):
         mytorch.ops.linear_cross_entropy(h, w, torch.tensor([1, 2, 30, 4], device=DEV)).cpu()
+
+
+# ---- MoE routing ---------------------------------------------------------------------------------------------------
+def topk_composition(
+    logits, k, score="softmax", renormalize=True, bias=None, n_group=1, topk_group=1, group_top=1, scaling=1.0
+):
+    """transformers' routers (Mixtral/Qwen-MoE softmax + top-k + renormalise; DeepSeek-V3 sigmoid + expert bias +
+    grouped top-k + scaling) in float32, ids by a stable sort."""
+    from mytorch.ops.moe import _topk_reference
+
+    return _topk_reference(logits, k, score, renormalize, bias, n_group, topk_group, group_top, scaling)
+
+
+ROUTERS = {
+    "mixtral": dict(k=2),
+    "qwen_no_renorm": dict(k=4, renormalize=False),
+    "deepseek_v3": dict(k=4, score="sigmoid", n_group=4, topk_group=2, group_top=2, scaling=2.5, bias=True),
+    "deepseek_v2": dict(k=3, n_group=8, topk_group=3, group_top=1, renormalize=False),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("router", sorted(ROUTERS))
+def test_moe_topk_matches_the_router(router, dtype):
+    kw = dict(ROUTERS[router])
+    torch.manual_seed(5)
+    tokens, experts = 45, 64
+    logits = torch.randn(tokens, experts, dtype=dtype, requires_grad=True)
+    bias = (torch.randn(experts) * 0.1) if kw.pop("bias", False) else None
+    group_score = {1: "max", 2: "top2"}[kw.pop("group_top", 1)] if "n_group" in kw else None
+    comp_kw = dict(kw, bias=bias, group_top={"max": 1, "top2": 2, None: 1}[group_score])
+    _, ids_ref = topk_composition(logits.detach(), **comp_kw)
+    w_dev, ids_dev = mytorch.ops.moe_topk(
+        logits.detach().to(DEV), expert_bias=bias.to(DEV) if bias is not None else None, group_score=group_score, **kw
+    )
+    assert torch.equal(ids_dev.cpu(), ids_ref), f"{router}: the picked experts differ"
+
+    def fused(x):
+        b = bias.to(x.device) if bias is not None else None
+        return mytorch.ops.moe_topk(x, expert_bias=b, group_score=group_score, **kw)[0]
+
+    def composition(x):  # the weights of the picks the dtype's own reference made
+        return topk_composition(x, **comp_kw)[0]
+
+    check(fused, composition, [logits], f"moe_topk {router} {dtype}")
+
+
+@EMU
+def test_moe_permute_groups_rows_by_expert():
+    torch.manual_seed(6)
+    tokens, k, experts, hidden = 23, 3, 8, 16
+    x = torch.randn(tokens, hidden, requires_grad=True)
+    ids = torch.stack([torch.randperm(experts)[:k] for _ in range(tokens)])
+    xd = x.detach().to(DEV).requires_grad_()
+    rows, offsets, pos = mytorch.ops.moe_permute(xd, ids.to(DEV), experts)
+    order = torch.sort(ids.reshape(-1), stable=True).indices
+    assert torch.equal(rows.detach().cpu(), x.detach()[order // k])
+    assert torch.equal(offsets.cpu(), torch.cumsum(torch.bincount(ids.reshape(-1), minlength=experts), 0).int())
+    assert torch.equal(rows.detach().cpu()[pos.cpu()], x.detach().unsqueeze(1).expand(tokens, k, hidden))
+    g = torch.randn(tokens * k, hidden)
+    rows.backward(g.to(DEV))
+    want = torch.zeros(tokens, hidden).index_add_(0, order // k, g)
+    assert_aligned(xd.grad, want, what="moe_permute grad")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, pytest.param(torch.bfloat16, marks=EMU)])
+def test_moe_unpermute_matches_the_weighted_sum(dtype):
+    torch.manual_seed(7)
+    tokens, k, hidden = 19, 2, 24
+    rows = torch.randn(tokens * k, hidden, dtype=dtype, requires_grad=True)
+    pos = torch.randperm(tokens * k).view(tokens, k)
+    w = torch.rand(tokens, k, dtype=dtype, requires_grad=True)
+
+    def fused(r, w):
+        return mytorch.ops.moe_unpermute(r, pos.to(r.device), w)
+
+    def composition(r, w):
+        return (r[pos] * w.unsqueeze(-1)).sum(1)
+
+    check(fused, composition, [rows, w], f"moe_unpermute {dtype}")
+
+
+@EMU
+def test_moe_bad_input_raises():
+    logits = torch.randn(4, 8, device=DEV)
+    with pytest.raises(RuntimeError, match="k <="):
+        mytorch.ops.moe_topk(logits, 9)
+    with pytest.raises(RuntimeError, match="n_group"):
+        mytorch.ops.moe_topk(logits, 2, n_group=3)
+    with pytest.raises(ValueError, match="score"):
+        mytorch.ops.moe_topk(logits, 2, score="relu")
+    with pytest.raises(RuntimeError, match="experts"):
+        mytorch.ops.moe_topk(torch.randn(2, 600, device=DEV), 2)
+    rows = torch.randn(6, 4, device=DEV)
+    with pytest.raises(IndexError, match="out of bounds"):
+        mytorch.ops.moe_unpermute(rows, torch.tensor([[0, 9]], device=DEV)).cpu()
+    with pytest.raises(ValueError, match="expert_ids"):
+        mytorch.ops.moe_permute(rows, torch.zeros(5, 2, dtype=torch.long, device=DEV), 4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["qwen3_moe", "mixtral"])
+def test_experts_implementation_mytorch_matches_eager(family, monkeypatch):
+    """transformers' experts_implementation="mytorch" (registered, no model code patched) against "eager"."""
+    import transformers
+    from transformers.integrations.moe import ExpertsInterface
+
+    calls = []
+    registered = ExpertsInterface._global_mapping["mytorch"]
+    assert registered is mytorch.ops.experts_forward
+    monkeypatch.setitem(
+        ExpertsInterface._global_mapping, "mytorch", lambda *a, **k: calls.append(1) or registered(*a, **k)
+    )
+
+    torch.manual_seed(8)
+    if family == "qwen3_moe":
+        cfg = transformers.Qwen3MoeConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            moe_intermediate_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            num_experts=8,
+            num_experts_per_tok=2,
+            head_dim=8,
+        )
+        cls = transformers.Qwen3MoeForCausalLM
+    else:
+        cfg = transformers.MixtralConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            head_dim=8,
+        )
+        cls = transformers.MixtralForCausalLM
+    model = cls(cfg).to(DEV)
+    ids = torch.randint(0, 64, (2, 7), device=DEV)
+    results = {}
+    for impl in ("eager", "mytorch"):
+        model.set_experts_implementation(impl)
+        model.zero_grad()
+        out = model(ids, labels=ids)
+        out.loss.backward()
+        grads = {n: p.grad.detach().cpu().clone() for n, p in model.named_parameters() if p.grad is not None}
+        results[impl] = (out.logits.detach().cpu(), grads)
+    assert len(calls) == cfg.num_hidden_layers, calls  # the layers' experts ran the registered implementation
+    assert_aligned(results["mytorch"][0], results["eager"][0], what=f"{family} logits")
+    for name, g in results["eager"][1].items():
+        assert_aligned(results["mytorch"][1][name], g, what=f"{family} grad {name}")
