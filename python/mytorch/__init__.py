@@ -62,6 +62,7 @@ _register()
 from . import backend  # noqa: E402
 from .audit import audit  # noqa: E402
 from . import ops  # noqa: E402,F401  (mytorch.ops: fused custom ops)
+from ._optimize import optimize  # noqa: E402,F401  (mytorch.optimize: the fused ops put into a model)
 from . import distributed  # noqa: E402  (the "mytorch" c10d backend)
 
 distributed._register()

@@ -253,7 +253,7 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights):
     expert_of_row = None
     if self.has_bias:
         steps = torch.arange(rows.shape[0], device=rows.device, dtype=torch.int32)
-        expert_of_row = torch.searchsorted(offsets, steps, right=True).clamp(max=num_experts - 1)
+        expert_of_row = (steps.unsqueeze(1) >= offsets.unsqueeze(0)).sum(1).clamp(max=num_experts - 1)
     weights = self.gate_up_proj if self.has_gate else self.up_proj
     bias = None
     if self.has_bias:
