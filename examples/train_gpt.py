@@ -8,6 +8,7 @@ same batches, and the two loss curves are compared step by step.
     python examples/train_gpt.py                # defaults (300 steps): README, "How long things take"
     python examples/train_gpt.py --steps 30     # a short run (a tenth of the time), still checked
     python examples/train_gpt.py --compile      # the model compiled with torch.compile (Inductor) on mytorch
+    python examples/train_gpt.py --optimize     # mytorch.optimize(model) on mytorch: the fused ops where they fit
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import mytorch  # noqa: F401  (registers the device)
+import mytorch  # registers the device
 
 
 class CausalSelfAttention(nn.Module):
@@ -73,7 +74,11 @@ class GPT(nn.Module):
         T = idx.shape[1]
         pos = torch.arange(T, device=idx.device)
         x = self.blocks(self.tok(idx) + self.pos(pos))
-        logits = self.head(self.ln_f(x))
+        return self.loss(self.ln_f(x), targets)
+
+    def loss(self, h, targets):
+        """Cross-entropy of the head's logits (mytorch.optimize swaps it for linear_cross_entropy)."""
+        logits = self.head(h)
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
@@ -137,7 +142,7 @@ def step_fn(model: nn.Module, opt: torch.optim.Optimizer, compiled: bool = False
 def seconds_per_step(model: nn.Module, device: str, args, data: torch.Tensor, steps: int = 3) -> float:
     """The pace of training on `device`, measured on a throwaway copy of the model (the runs that count are
     untouched): one warm-up step, then the median of `steps` timed ones."""
-    model = copy.deepcopy(model).to(device)
+    model = prepare(copy.deepcopy(model), device, args)
     step = step_fn(model, torch.optim.AdamW(model.parameters(), lr=args.lr))
     times = []
     for i, (x, y) in enumerate(batches(data, steps + 1, args.batch, args.block, args.seed + 1)):
@@ -148,8 +153,17 @@ def seconds_per_step(model: nn.Module, device: str, args, data: torch.Tensor, st
     return sorted(times)[len(times) // 2]
 
 
-def train(model: nn.Module, device: str, args, data: torch.Tensor, after: float = 0.0) -> tuple[list[float], float]:
+def prepare(model: nn.Module, device: str, args) -> nn.Module:
+    """The model on `device`; with --optimize, mytorch's fused ops put in on mytorch (the CPU stays stock)."""
     model = model.to(device)
+    if getattr(args, "optimize", False) and device == "mytorch":
+        mytorch.optimize(model, verbose=not getattr(args, "_optimize_reported", False))
+        args._optimize_reported = True
+    return model
+
+
+def train(model: nn.Module, device: str, args, data: torch.Tensor, after: float = 0.0) -> tuple[list[float], float]:
+    model = prepare(model, device, args)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     compiled = args.compile and device == "mytorch"
     step = step_fn(model, opt, compiled)
@@ -200,6 +214,11 @@ def main(argv=None) -> int:
         "--compile",
         action="store_true",
         help="compile the model with torch.compile (Inductor) on mytorch; the CPU reference stays eager",
+    )
+    p.add_argument(
+        "--optimize",
+        action="store_true",
+        help="mytorch.optimize(model) on mytorch (the fused ops; here the loss); the CPU reference stays stock",
     )
     args = p.parse_args(argv)
 

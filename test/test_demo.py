@@ -7,6 +7,22 @@ import sys
 from conftest import ROOT
 
 
+SMALL = ["--layers", "1", "--embd", "64", "--heads", "2", "--block", "32", "--batch", "4", "--corpus-bytes", "200000"]
+
+
+def test_train_gpt_optimized_agrees_with_cpu():
+    """bash scripts/demo.sh --optimize: mytorch.optimize swaps the GPT's loss for linear_cross_entropy."""
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "train_gpt.py"), "--optimize", "--steps", "8", *SMALL],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "mytorch.optimize: GPT: cross_entropy x1" in r.stdout
+    assert "OK: mytorch and CPU training agree" in r.stdout
+
+
 def test_train_gpt_agrees_with_cpu():
     r = subprocess.run(
         [
