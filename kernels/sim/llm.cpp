@@ -58,11 +58,15 @@ rt::Status run_glu(const GluArgs& a, bool forward) {
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "glu: expected a floating dtype");
 }
 
+// A row through opmath buffers (x, and cos/sin expanded to one value per element), so that the Llama/NeoX layout's
+// loop over the first half of the pairs vectorises (the pairs are (j, j + rot / 2)).
 template <typename T, typename C>
 void rope(const RopeArgs& a) {
   using A = ew::opmath_t<T>;
-  const int64_t pairs = a.rot / 2, rows = a.n[0] * a.n[1] * a.n[2];
-  par::parallel_for(rows, par::grain_for(4 * a.head_dim), [&](int64_t rb, int64_t re) {
+  const int64_t rot = a.rot, half = rot / 2, rows = a.n[0] * a.n[1] * a.n[2];
+  par::parallel_for(rows, par::grain_for(6 * a.head_dim), [&](int64_t rb, int64_t re) {
+    std::vector<A> buf(static_cast<size_t>(4 * rot));
+    A *xb = buf.data(), *cb = xb + rot, *sb = cb + rot, *yb = sb + rot;
     for (int64_t r = rb; r < re; ++r) {
       const int64_t i2 = r % a.n[2], i1 = r / a.n[2] % a.n[1], i0 = r / (a.n[2] * a.n[1]);
       int64_t cs = i0 * a.cs_st[0] + i1 * a.cs_st[1] + i2 * a.cs_st[2];
@@ -78,18 +82,31 @@ void rope(const RopeArgs& a) {
       T* y = static_cast<T*>(a.out) + i0 * a.out_st[0] + i1 * a.out_st[1] + i2 * a.out_st[2];
       const C* cr = static_cast<const C*>(a.cos) + cs;
       const C* sr = static_cast<const C*>(a.sin) + cs;
-      for (int64_t k = 0; k < pairs; ++k) {
-        int64_t j0, j1;
-        llm::rope_pair(a, k, &j0, &j1);
-        const int64_t c0 = llm::rope_cs_index(a, j0), c1 = llm::rope_cs_index(a, j1);
-        A y0, y1;
-        llm::rope_rotate<A>(a.inverse, static_cast<A>(x[j0]), static_cast<A>(x[j1]), static_cast<A>(cr[c0]),
-                            static_cast<A>(sr[c0]), static_cast<A>(cr[c1]), static_cast<A>(sr[c1]), &y0, &y1);
-        y[j0] = static_cast<T>(y0);
-        y[j1] = static_cast<T>(y1);
+      // (each pair is read before it is written, so writing y directly is safe in place too)
+      const A* xo = vec::as_opmath(x, xb, rot);
+      const A *co = cb, *so = sb;
+      if (a.cs_width == rot) {
+        co = vec::as_opmath(cr, cb, rot);
+        so = vec::as_opmath(sr, sb, rot);
+      } else {
+        for (int64_t j = 0; j < rot; ++j) {
+          cb[j] = static_cast<A>(cr[llm::rope_cs_index(a, j)]);
+          sb[j] = static_cast<A>(sr[llm::rope_cs_index(a, j)]);
+        }
       }
+      A* yo = yb;
+      if constexpr (std::is_same_v<T, A>) yo = y;
+      if (!a.interleaved) {
+        for (int64_t j = 0; j < half; ++j)
+          llm::rope_rotate<A>(a.inverse, xo[j], xo[j + half], co[j], so[j], co[j + half], so[j + half], &yo[j],
+                              &yo[j + half]);
+      } else {
+        for (int64_t j = 0; j < rot; j += 2)
+          llm::rope_rotate<A>(a.inverse, xo[j], xo[j + 1], co[j], so[j], co[j + 1], so[j + 1], &yo[j], &yo[j + 1]);
+      }
+      if constexpr (!std::is_same_v<T, A>) vec::from_opmath(yb, y, rot);
       if (y != x)
-        for (int64_t j = a.rot; j < a.head_dim; ++j) y[j] = x[j];
+        for (int64_t j = rot; j < a.head_dim; ++j) y[j] = x[j];
     }
   });
 }
