@@ -281,9 +281,9 @@ def lce_inputs(dtype, rows=37, hidden=16, vocab=100, bias=True):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_linear_cross_entropy_matches_the_composition(dtype, reduction):
-    """37 rows in chunks of 8 (chunk_rows), ignored rows, label smoothing, bias: loss and every gradient."""
+    """37 rows in chunks of 16 (chunk_rows), ignored rows, label smoothing, bias: loss and every gradient."""
     h, w, t, b = lce_inputs(dtype)
-    assert mytorch.ops.cross_entropy.chunk_rows(37, 100, 16) == 8
+    assert mytorch.ops.cross_entropy.chunk_rows(37, 100, 16) == 16
 
     def fused(h, w, b):
         return mytorch.ops.linear_cross_entropy(h, w, t.to(h.device), b, label_smoothing=0.1, reduction=reduction)

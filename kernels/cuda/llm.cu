@@ -134,8 +134,12 @@ __global__ void ce_rows_kernel(CeRowsArgs a) {
     }
     if (!a.grad) continue;
     const A scale = A(llm::ce_scale(a, r));
-    for (int64_t j = threadIdx.x; j < a.vocab; j += blockDim.x)
-      x[j] = ignored ? T(0.f) : T(llm::ce_grad(a, llm::ce_cap(A(x[j]), cap), lse, j == t, scale));
+    for (int64_t j = threadIdx.x; j < a.vocab; j += blockDim.x) {
+      const A c = llm::ce_cap(A(x[j]), cap);
+      A g = llm::ce_grad(a, std::exp(c - lse), c, lse, scale);
+      if (j == t) g += llm::ce_target_grad(a, c, scale);
+      x[j] = ignored ? T(0.f) : T(g);
+    }
   }
 }
 

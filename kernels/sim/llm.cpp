@@ -1,6 +1,7 @@
 // Sim twin of cuda/llm.cu (Note [Fused LLM ops]): rows in parallel, each row through opmath buffers with the
 // activation fixed at compile time, so the AVX2 variant's loops vectorise over libmvec (Note [Sim vector math]).
 // Compiled for each ISA variant (Note [Sim ISA variants]).
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -132,12 +133,17 @@ void ce_rows(const CeRowsArgs& a) {
         for (int64_t j = 0; j < v; ++j) c[j] = llm::ce_cap(c[j], cap);
       const A m = vec::max_nan(c, v);
       vec::exp_shifted(c, m, e, v);
-      const A lse = m + std::log(vec::sum(e, v));
+      const A sum = vec::sum(e, v), lse = m + std::log(sum);
       a.lse[r] = static_cast<float>(lse);
       a.loss[r] = ignored ? 0.f : static_cast<float>(llm::ce_row_loss(a, lse, c[t], vec::sum(c, v)));
       if (!a.grad) continue;
-      const A scale = static_cast<A>(llm::ce_scale(a, r));
-      for (int64_t j = 0; j < v; ++j) e[j] = ignored ? A(0) : llm::ce_grad(a, c[j], lse, j == t, scale);
+      if (ignored) {
+        std::fill(e, e + v, A(0));
+      } else {
+        const A scale = static_cast<A>(llm::ce_scale(a, r)), inv = A(1) / sum;
+        for (int64_t j = 0; j < v; ++j) e[j] = llm::ce_grad(a, e[j] * inv, c[j], lse, scale);  // p = e / sum
+        e[t] += llm::ce_target_grad(a, c[t], scale);
+      }
       vec::from_opmath(e, x, v);
     }
   });

@@ -144,14 +144,24 @@ MT_HOST_DEVICE inline A ce_row_loss(const CeRowsArgs& a, A lse, A ct, A csum) {
   const A eps = A(a.label_smoothing);
   return (A(1) - eps) * (lse - ct) + eps * (lse - csum / A(a.vocab)) + A(a.z_loss) * lse * lse;
 }
-// dL/dx_j from the capped logit c_j: scale (p_j (1 + 2 z lse) - (1 - eps)[j = t] - eps / V) (1 - (c_j / cap)^2)
+// dL/dx_j from the probability p_j = exp(c_j - lse) of the capped logit c_j, leaving out the target's term
+// (ce_target_grad): scale (p_j (1 + 2 z lse) - eps / V) (1 - (c_j / cap)^2). Branch-free, so a row's loop
+// vectorises; the caller adds the target's term to its element.
 template <typename A>
-MT_HOST_DEVICE inline A ce_grad(const CeRowsArgs& a, A c, A lse, bool is_target, A scale) {
-  const A eps = A(a.label_smoothing);
-  A g = std::exp(c - lse) * (A(1) + A(2) * A(a.z_loss) * lse) - eps / A(a.vocab);
-  if (is_target) g -= A(1) - eps;
+MT_HOST_DEVICE inline A ce_grad(const CeRowsArgs& a, A p, A c, A lse, A scale) {
+  A g = p * (A(1) + A(2) * A(a.z_loss) * lse) - A(a.label_smoothing) / A(a.vocab);
   if (a.softcap > 0) {
     const A t = c / A(a.softcap);
+    g *= A(1) - t * t;
+  }
+  return g * scale;
+}
+// The target's term of its gradient: -scale (1 - eps) (1 - (c_t / cap)^2).
+template <typename A>
+MT_HOST_DEVICE inline A ce_target_grad(const CeRowsArgs& a, A ct, A scale) {
+  A g = -(A(1) - A(a.label_smoothing));
+  if (a.softcap > 0) {
+    const A t = ct / A(a.softcap);
     g *= A(1) - t * t;
   }
   return g * scale;

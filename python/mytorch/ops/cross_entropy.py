@@ -6,7 +6,9 @@
 Note [Fused linear cross-entropy]
 The logits of a language model's head are rows x vocabulary values (a 128k vocabulary makes them the largest
 tensor of a step), and aten keeps them, their log-softmax and their gradient. Here the rows are cut into chunks
-whose logits are about the size of the hidden states (as Liger Kernel's): for each chunk one GEMM gives its logits,
+whose logits are about the size of the weight or of the hidden states, whichever is larger (Liger Kernel sizes
+them by the hidden states alone; each chunk then rewrites the whole float32 weight gradient, which on the sim
+runtime made the op 2x slower than the unfused one): for each chunk one GEMM gives its logits,
 one kernel (torch.ops.mytorch.cross_entropy_rows_: cuda/llm.cu, sim/llm.cpp) turns them into the rows' losses
 and, in place, dL/dlogits, and two GEMMs give that chunk's dL/dhidden and add its share of dL/dweight (and a
 column sum dL/dbias). With a scalar loss (reduction "mean" or "sum") the gradients are made in the forward and
@@ -30,9 +32,11 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 def chunk_rows(rows: int, vocab: int, hidden: int) -> int:
-    """Rows per chunk: a power of two whose logits are about the size of the hidden states."""
-    per = max(1, math.ceil(rows / max(1, math.ceil(vocab / max(1, hidden)))))
-    return 1 << (per - 1).bit_length()
+    """Rows per chunk: a power of two whose logits are about the size of the weight (vocab x hidden) or of the
+    hidden states, whichever is larger. Each chunk adds its share to the whole weight gradient (a pass over
+    vocab x hidden floats), so chunks much smaller than the weight make that pass the op's cost."""
+    per = max(hidden, math.ceil(rows * hidden / max(1, vocab)), 1)
+    return min(1 << (per - 1).bit_length(), 1 << (max(rows, 1) - 1).bit_length())
 
 
 def _acc(t: torch.Tensor) -> torch.dtype:
