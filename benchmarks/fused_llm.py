@@ -263,7 +263,49 @@ def main():
             **small,
         )
         model_case(b, "qwen3_moe", cfg, 4, 256, args.repeat)
+    plot(b)
     b.finish()
+
+
+def plot(b: Bench) -> None:
+    """Per case: the fused op's speed against the unfused one on the reference and on mytorch, and its peak
+    memory against the unfused one's on mytorch (docs/fused_ops.png with --docs)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        b.note("matplotlib is not installed: no plot")
+        return
+    rows = b.rows
+    if not rows:
+        return
+
+    def vs(row, variant):  # the ratio against a reference variant ("": the reference device)
+        if row.reference_variant == variant:
+            return row.ratio
+        return row.extra.get(f"{variant}_ratio", float("nan"))
+
+    names = [r.case.split(" q ")[0].replace("linear_cross_entropy", "lin+CE") for r in rows]
+    ys = range(len(rows))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 0.45 * len(rows) + 1.5), sharey=True)
+    h = 0.38
+    axes[0].barh([y - h / 2 for y in ys], [vs(r, "") for r in rows], h, label=f"vs unfused on {b.ref}")
+    axes[0].barh([y + h / 2 for y in ys], [vs(r, "unfused mytorch") for r in rows], h, label="vs unfused on mytorch")
+    axes[0].axvline(1, color="k", lw=0.8)
+    axes[0].set_xlabel("speed ratio (above 1: the fused op is faster)")
+    axes[0].legend(fontsize=7)
+    axes[1].barh(list(ys), [r.extra["memory_ratio"] for r in rows], 0.6, color="tab:green")
+    axes[1].axvline(1, color="k", lw=0.8)
+    axes[1].set_xlabel("peak device memory, fused / unfused (mytorch)")
+    axes[0].set_yticks(list(ys), names, fontsize=7)
+    axes[0].invert_yaxis()
+    for ax in axes:
+        ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(f"mytorch.ops and mytorch.optimize on {b.runtime} (forward + backward; training steps)", fontsize=9)
+    fig.tight_layout()
+    b.save_plot(fig, "fused_ops.png")
 
 
 if __name__ == "__main__":

@@ -110,6 +110,8 @@ MoeCombineArgs combineArgs(const Tensor& rows, const Tensor& pos, const std::opt
   TORCH_CHECK(pos.dim() == 2 && pos.scalar_type() == at::kLong && pos.device() == rows.device(), op,
               ": expected Long positions [tokens, k] on ", rows.device(), ", but got ", pos.scalar_type(), " ",
               pos.sizes(), " on ", pos.device());
+  TORCH_CHECK(pos.size(1) <= kMoeMaxTopk, op, ": expected at most ", kMoeMaxTopk, " slots a token, but got ",
+              pos.size(1));
   MoeCombineArgs a;
   if (weights.has_value() && weights->defined()) {
     TORCH_CHECK(weights->sizes() == pos.sizes() && weights->device() == rows.device(), op, ": expected weights of ",

@@ -169,21 +169,33 @@ __global__ void __launch_bounds__(kThreads) moe_topk_backward_kernel(MoeTopkArgs
   }
 }
 
+// A token's k positions and weights read once into shared memory (not by every thread of the row), a slot out of
+// range recorded and skipped (position -1).
+__device__ inline void stage_slots(const MoeCombineArgs& a, int64_t t, int64_t* pos, float* w) {
+  __syncthreads();  // the previous row's slots are no longer read
+  for (int64_t s = threadIdx.x; s < a.k; s += blockDim.x) {
+    int64_t p = a.pos[t * a.k + s];
+    if (p < 0 || p >= a.num_rows) {
+      record_error(a.error, p);
+      p = -1;
+    }
+    pos[s] = p;
+    w[s] = a.weights ? a.weights[t * a.k + s] : 1.f;
+  }
+  __syncthreads();
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) moe_combine_kernel(MoeCombineArgs a) {
   using A = ew::opmath_t<T>;
+  __shared__ int64_t pos[kMoeMaxTopk];
+  __shared__ float w[kMoeMaxTopk];
   for (int64_t t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    stage_slots(a, t, pos, w);
     for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
       A acc = 0;
-      for (int64_t s = 0; s < a.k; ++s) {
-        const int64_t p = a.pos[t * a.k + s];
-        if (p < 0 || p >= a.num_rows) {
-          if (j == threadIdx.x && threadIdx.x == 0) record_error(a.error, p);
-          continue;
-        }
-        const A w = a.weights ? A(a.weights[t * a.k + s]) : A(1);
-        acc += w * A(static_cast<const T*>(a.rows)[p * a.cols + j]);
-      }
+      for (int64_t s = 0; s < a.k; ++s)
+        if (pos[s] >= 0) acc += A(w[s]) * A(static_cast<const T*>(a.rows)[pos[s] * a.cols + j]);
       static_cast<T*>(a.out)[t * a.cols + j] = T(acc);
     }
   }
@@ -193,19 +205,18 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) moe_combine_backward_kernel(MoeCombineArgs a) {
   using A = ew::opmath_t<T>;
   __shared__ float smem[32];
+  __shared__ int64_t pos[kMoeMaxTopk];
+  __shared__ float w[kMoeMaxTopk];
   for (int64_t t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    stage_slots(a, t, pos, w);
     const T* d = static_cast<const T*>(a.dout) + t * a.cols;
     for (int64_t s = 0; s < a.k; ++s) {
-      const int64_t p = a.pos[t * a.k + s];
-      if (p < 0 || p >= a.num_rows) {
-        if (threadIdx.x == 0) record_error(a.error, p);
-        continue;
-      }
-      const A w = a.weights ? A(a.weights[t * a.k + s]) : A(1);
+      const int64_t p = pos[s];
+      if (p < 0) continue;
       float dot = 0.f;
       for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
         const A dj = A(d[j]);
-        if (a.drows) static_cast<T*>(a.drows)[p * a.cols + j] = T(w * dj);
+        if (a.drows) static_cast<T*>(a.drows)[p * a.cols + j] = T(A(w[s]) * dj);
         if (a.dweights) dot += float(dj * A(static_cast<const T*>(a.rows)[p * a.cols + j]));
       }
       if (a.dweights) {
@@ -251,6 +262,7 @@ rt::Status moe_topk_backward(const MoeTopkArgs& a, rt::Stream stream) {
 
 rt::Status moe_combine(const MoeCombineArgs& a, rt::Stream stream) {
   if (a.tokens == 0 || a.cols == 0) return rt::Status::Success;
+  if (a.k > kMoeMaxTopk) return rt::report(rt::Status::InvalidValue, "moe_combine: expected at most 32 slots a token");
   const unsigned grid = grid_blocks(a.tokens);
   const cudaStream_t s = native(stream);
   const bool ok =
@@ -261,6 +273,7 @@ rt::Status moe_combine(const MoeCombineArgs& a, rt::Stream stream) {
 
 rt::Status moe_combine_backward(const MoeCombineArgs& a, rt::Stream stream) {
   if (a.tokens == 0 || a.cols == 0) return rt::Status::Success;
+  if (a.k > kMoeMaxTopk) return rt::report(rt::Status::InvalidValue, "moe_combine: expected at most 32 slots a token");
   const unsigned grid = grid_blocks(a.tokens);
   const cudaStream_t s = native(stream);
   const bool ok = dispatch_floating(
