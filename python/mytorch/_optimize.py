@@ -23,12 +23,19 @@ module's forward), except rope's:
   shift_labels as transformers'); the logits are not computed and the output's logits are None (as Liger's).
   Eval and generate() keep the logits. A model of ours with `loss(hidden, targets)` over a Linear `head` (the
   examples' GPT) gets the same swap of that method.
-The residual add is not fused into the norms: that needs the decoder layer's forward rewritten per family.
+- rms_norm also fuses the attention's residual add into the second norm of a decoder layer written as
+  transformers' Llama layer (Mistral, Qwen2/3, Gemma, Qwen3-MoE and DeepSeek-V3 share its forward word for word:
+  the source is compared) -> mytorch.ops.add_rms_norm, checked on a random input with the model's rotary
+  embedding. The other add (the MLP's, before the next layer's first norm) stays: fusing it would change what a
+  layer returns. Layers written otherwise (Gemma-2's four norms, Phi-3's dropouts, Mixtral, GPT-OSS) stay.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 import sys
+import textwrap
 import types
 from collections import Counter
 
@@ -155,6 +162,85 @@ def _swap(module: nn.Module, fwd) -> None:
     """The module's forward becomes fwd(module, ...), bound: a deep copy of the model binds it to the copy."""
     fwd.mytorch_fused = True
     module.forward = types.MethodType(fwd, module)
+
+
+# ---- the residual add fused into the second norm of a decoder layer --------------------------------------------
+def _body(fn) -> str | None:
+    """A function's body as one whitespace-normalised line (its signature dropped), None without its source."""
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return None
+    start = src.find(") ->")
+    start = src.find(":\n", start if start >= 0 else src.find("):"))
+    return re.sub(r"\s+", " ", src[start + 2 :]).strip() if start >= 0 else None
+
+
+_PRE_NORM_LAYER = None  # the body of transformers' LlamaDecoderLayer.forward, read once
+
+
+def _pre_norm_layer(layer: nn.Module) -> bool:
+    """Whether the layer's forward is transformers' pre-norm decoder layer as Llama writes it (norm, attention,
+    add, norm, MLP, add: Mistral, Qwen2/3, Gemma, Qwen3-MoE, DeepSeek-V3 share it word for word)."""
+    global _PRE_NORM_LAYER
+    if not type(layer).__name__.endswith("DecoderLayer"):
+        return False
+    if _PRE_NORM_LAYER is None:
+        try:
+            from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+        except ImportError:
+            return False
+        _PRE_NORM_LAYER = _body(LlamaDecoderLayer.forward) or ""
+    return bool(_PRE_NORM_LAYER) and _body(type(layer).forward) == _PRE_NORM_LAYER
+
+
+def _layer_forward(gemma: bool):
+    """The pre-norm layer with the attention's residual add fused into post_attention_layernorm
+    (mytorch.ops.add_rms_norm: the sum written once, the norm reading it from registers)."""
+
+    def forward(self, hidden_states, *args, **kwargs):
+        if args:
+            return type(self).forward(self, hidden_states, *args, **kwargs)
+        residual = hidden_states
+        h = self.input_layernorm(hidden_states)
+        h, _ = self.self_attn(hidden_states=h, **kwargs)
+        norm = self.post_attention_layernorm
+        eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))
+        w = 1.0 + norm.weight if gemma else norm.weight
+        h, residual = ops.add_rms_norm(h, residual, (w.shape[0],), w, eps)
+        return residual + self.mlp(h)
+
+    return forward
+
+
+def _fuse_residual_norms(model: nn.Module, done: Counter) -> None:
+    layers = [m for m in model.modules() if _pre_norm_layer(m)]
+    rotary = next((m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")), None)
+    if not layers or rotary is None:
+        return
+    for layer in layers:
+        if getattr(layer.forward, "mytorch_fused", False):
+            continue
+        p = next(layer.parameters())
+        g = torch.Generator().manual_seed(0)
+        h = torch.randn(1, 5, layer.post_attention_layernorm.weight.shape[0], generator=g).to(p.device, p.dtype)
+        pos = torch.arange(5, device=p.device).unsqueeze(0)
+        kw = dict(position_ids=pos, position_embeddings=rotary(h, pos), attention_mask=None)
+        fwd = None
+        with torch.no_grad():
+            want = type(layer).forward(layer, h, **kw)
+            for cand in (_layer_forward(False), _layer_forward(True)):
+                try:
+                    if _same(cand(layer, h, **kw), want):
+                        fwd = cand
+                        break
+                except (RuntimeError, TypeError, ValueError):
+                    continue
+        if fwd is None:
+            done[f"left:{type(layer).__name__}"] += 1
+        else:
+            _swap(layer, fwd)
+            done["residual_rms_norm"] += 1
 
 
 # ---- rope ------------------------------------------------------------------------------------------------------
@@ -289,6 +375,8 @@ def optimize(
             continue
         _swap(m, fwd)
         done[kind] += 1
+    if rms_norm:
+        _fuse_residual_norms(model, done)
     if (
         moe
         and hasattr(model, "set_experts_implementation")
