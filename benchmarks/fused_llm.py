@@ -263,8 +263,30 @@ def main():
             **small,
         )
         model_case(b, "qwen3_moe", cfg, 4, 256, args.repeat)
+    table(b)
     plot(b)
     b.finish()
+
+
+def _vs(row, variant: str) -> float:
+    """The row's ratio against a reference variant ("": the reference device; the harness keeps the fastest)."""
+    return row.ratio if row.reference_variant == variant else row.extra.get(f"{variant}_ratio", float("nan"))
+
+
+def table(b: Bench) -> None:
+    """The figures as docs/fused_ops.md's table."""
+    b.note(
+        f"\n| case | fused on mytorch | vs unfused on {b.ref} | vs unfused on mytorch | peak memory fused / unfused "
+        "| memory ratio |\n|---|---|---|---|---|---|"
+    )
+    for r in b.rows:
+        ms = r.mytorch_ms
+        t = f"{ms:.3g} ms" if ms < 1000 else f"{ms / 1000:.3g} s"
+        ex = r.extra
+        b.note(
+            f"| {r.case} | {t} | {_vs(r, ''):.2f}x | {_vs(r, 'unfused mytorch'):.2f}x | "
+            f"{ex['peak_fused_mib']:.1f} / {ex['peak_unfused_mib']:.1f} MiB | {ex['memory_ratio']:.2f}x |"
+        )
 
 
 def plot(b: Bench) -> None:
@@ -282,17 +304,12 @@ def plot(b: Bench) -> None:
     if not rows:
         return
 
-    def vs(row, variant):  # the ratio against a reference variant ("": the reference device)
-        if row.reference_variant == variant:
-            return row.ratio
-        return row.extra.get(f"{variant}_ratio", float("nan"))
-
     names = [r.case.split(" q ")[0].replace("linear_cross_entropy", "lin+CE") for r in rows]
     ys = range(len(rows))
     fig, axes = plt.subplots(1, 2, figsize=(13, 0.45 * len(rows) + 1.5), sharey=True)
     h = 0.38
-    axes[0].barh([y - h / 2 for y in ys], [vs(r, "") for r in rows], h, label=f"vs unfused on {b.ref}")
-    axes[0].barh([y + h / 2 for y in ys], [vs(r, "unfused mytorch") for r in rows], h, label="vs unfused on mytorch")
+    axes[0].barh([y - h / 2 for y in ys], [_vs(r, "") for r in rows], h, label=f"vs unfused on {b.ref}")
+    axes[0].barh([y + h / 2 for y in ys], [_vs(r, "unfused mytorch") for r in rows], h, label="vs unfused on mytorch")
     axes[0].axvline(1, color="k", lw=0.8)
     axes[0].set_xlabel("speed ratio (above 1: the fused op is faster)")
     axes[0].legend(fontsize=7)

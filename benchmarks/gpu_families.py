@@ -248,62 +248,70 @@ def cases(size: str) -> list[Case]:
 
 
 def fused_llm_cases(add, big: int) -> None:
-    """The fused LLM ops of mytorch.ops (issue 29): their kernels alone, on tensors made beforehand."""
+    """The fused LLM ops of mytorch.ops (issue 29): their kernels alone, on tensors made beforehand. On another
+    device (the reference: torch.cuda, the CPU) each case runs the aten composition the op replaces."""
     import mytorch
+
+    def on(d, fused, plain):
+        return fused if torch.device(d).type == "mytorch" else plain
 
     bf16 = torch.bfloat16
     T, inter = (16384, 8192) if big else (2048, 1024)
     (gu,) = _inputs(((T, 2 * inter), bf16))
-    add(
-        "fused_glu",
-        f"swiglu packed {T}x{2 * inter} bf16",
-        lambda d, a=gu: (lambda p=a.to(d): lambda: mytorch.ops.swiglu(p))(),
-        2 * 3 * T * inter,
-    )
+
+    def glu(d, gu=gu):
+        p = gu.to(d)
+        return on(d, lambda: mytorch.ops.swiglu(p), lambda: F.silu(p[:, :inter]) * p[:, inter:])
+
+    add("fused_glu", f"swiglu packed {T}x{2 * inter} bf16", glu, 2 * 3 * T * inter)
     B, Hq, S, D = (8, 32, 2048, 128) if big else (2, 16, 256, 64)
     q, ang = _inputs(((B, Hq, S, D), bf16), ((B, S, D // 2), torch.float32))
-    cos = torch.cat([ang.cos()] * 2, -1).to(bf16)
-    sin = torch.cat([ang.sin()] * 2, -1).to(bf16)
-    add(
-        "fused_rope",
-        f"rotary_embedding q {B}x{Hq}x{S}x{D} bf16",
-        lambda d, q=q: (
-            lambda p=q.to(d), c=cos.to(d), s_=sin.to(d): lambda: mytorch.ops.rotary_embedding(p, None, c, s_)
-        )(),
-        2 * 2 * q.numel() + 2 * 2 * cos.numel(),
-    )
+    cos = torch.cat([ang.cos()] * 2, -1).to(bf16).unsqueeze(1)
+    sin = torch.cat([ang.sin()] * 2, -1).to(bf16).unsqueeze(1)
+
+    def rope(d, q=q):
+        p, c, s_ = q.to(d), cos.to(d), sin.to(d)
+        return on(
+            d,
+            lambda: mytorch.ops.rotary_embedding(p, None, c, s_, unsqueeze_dim=None),
+            lambda: p * c + torch.cat([-p[..., D // 2 :], p[..., : D // 2]], -1) * s_,
+        )
+
+    add("fused_rope", f"rotary_embedding q {B}x{Hq}x{S}x{D} bf16", rope, 2 * 2 * q.numel() + 2 * 2 * cos.numel())
     R, V = (8192, 128256) if big else (256, 32768)
     (lg,) = _inputs(((R, V), bf16))
     tgt = torch.randint(0, V, (R,), generator=torch.Generator().manual_seed(9))
-    add(
-        "fused_ce_rows",
-        f"cross_entropy_rows_ (loss + grad in place) {R}x{V} bf16",
-        lambda d, lg=lg, tgt=tgt: (
-            lambda p=lg.to(d), t=tgt.to(d): (
-                lambda: torch.ops.mytorch.cross_entropy_rows_(p, t, None, None, -100, 0.0, 0.0, 0.0, 1.0, True)
-            )
-        )(),
-        2 * 2 * R * V,
-    )
+
+    def ce_rows(d, lg=lg, tgt=tgt):
+        p, t = lg.to(d), tgt.to(d)
+        return on(
+            d,
+            lambda: torch.ops.mytorch.cross_entropy_rows_(p, t, None, None, -100, 0.0, 0.0, 0.0, 1.0, True),
+            lambda: (F.cross_entropy(p.float(), t, reduction="none"), F.softmax(p.float(), -1) - F.one_hot(t, V)),
+        )
+
+    add("fused_ce_rows", f"cross_entropy_rows_ (loss + grad in place) {R}x{V} bf16", ce_rows, 2 * 2 * R * V)
     tok, E, k, Hd = (65536, 128, 8, 4096) if big else (8192, 64, 8, 256)
     (rl,) = _inputs(((tok, E), torch.float32))
-    add(
-        "moe_topk",
-        f"moe_topk {tok}x{E} k={k} f32",
-        lambda d, rl=rl: (lambda p=rl.to(d): lambda: mytorch.ops.moe_topk(p, k))(),
-        4 * tok * E + 12 * tok * k,
-    )
+
+    def topk(d, rl=rl):
+        p = rl.to(d)
+        return on(d, lambda: mytorch.ops.moe_topk(p, k), lambda: torch.topk(p.softmax(-1), k))
+
+    add("moe_topk", f"moe_topk {tok}x{E} k={k} f32", topk, 4 * tok * E + 12 * tok * k)
     tk = tok // 8
     rows, w = _inputs(((tk * k, Hd), bf16), ((tk, k), torch.float32))
     pos = torch.randperm(tk * k, generator=torch.Generator().manual_seed(4)).view(tk, k)
-    add(
-        "moe_combine",
-        f"moe_unpermute {tk}x{k}x{Hd} bf16",
-        lambda d, rows=rows, w=w, pos=pos: (
-            lambda r=rows.to(d), p=pos.to(d), ww=w.to(d): lambda: mytorch.ops.moe_unpermute(r, p, ww)
-        )(),
-        2 * rows.numel() + 2 * tk * Hd + 12 * tk * k,
-    )
+
+    def combine(d, rows=rows, w=w, pos=pos):
+        r, p, ww = rows.to(d), pos.to(d), w.to(d)
+        return on(
+            d,
+            lambda: mytorch.ops.moe_unpermute(r, p, ww),
+            lambda: (r[p].float() * ww.unsqueeze(-1)).sum(1).to(r.dtype),
+        )
+
+    add("moe_combine", f"moe_unpermute {tk}x{k}x{Hd} bf16", combine, 2 * rows.numel() + 2 * tk * Hd + 12 * tk * k)
 
 
 PEAK_BYTES = 3.35e12
