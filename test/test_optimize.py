@@ -161,3 +161,25 @@ def test_the_comparison_catches_a_loss_that_is_slightly_off(monkeypatch):
     monkeypatch.setattr(mytorch.ops, "linear_cross_entropy", lambda *a, **k: original(*a, **dict(k, z_loss=1e-4)))
     with pytest.raises(AssertionError, match="loss"):
         test_optimized_model_trains_like_the_original("llama", torch.float32)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3_moe"])
+def test_optimize_works_on_the_cpu(family):
+    """A model on the CPU: the ops' CPU implementations (aten compositions), the same loss and gradients."""
+    torch.manual_seed(0)
+    plain = transformers.AutoModelForCausalLM.from_config(FAMILIES[family]())
+    fused = copy.deepcopy(plain)
+    report = mytorch.optimize(fused, verbose=False)
+    assert {"rms_norm", "residual_rms_norm", "rope", "cross_entropy"} <= set(report), report
+    ids = torch.randint(3, 96, (2, 12), generator=torch.Generator().manual_seed(1))
+    losses = []
+    for m in (fused, plain):
+        loss = m(input_ids=ids, labels=ids).loss
+        loss.backward()
+        losses.append(loss.detach())
+    e = compare_tensor(losses[0], losses[1], None)
+    assert e.ok, losses
+    for (name, p), q in zip(fused.named_parameters(), plain.parameters()):
+        if q.grad is not None:
+            e = compare_tensor(p.grad, q.grad, None)
+            assert e.ok, f"{name}: {e.bad} of {e.total} gradients out of tolerance (max abs {e.max_abs:.3g})"

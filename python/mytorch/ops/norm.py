@@ -86,9 +86,10 @@ def _backward_layer(ctx, gy, _gmean, _grstd, gsum):
 
 
 def _setup_rms(ctx, inputs, output):
-    _, _, normalized_shape, weight, _ = inputs
+    _, _, normalized_shape, weight, eps = inputs
     _, rstd, s = output
     ctx.normalized_shape = list(normalized_shape)
+    ctx.eps = eps
     ctx.save_for_backward(s, rstd, weight)
 
 
@@ -97,7 +98,15 @@ def _backward_rms(ctx, gy, _grstd, gsum):
     if gy is None:
         gy = torch.zeros_like(s)
     mask = [True, weight is not None and ctx.needs_input_grad[3]]
-    dx, dw = torch.ops.aten._fused_rms_norm_backward(gy, s, ctx.normalized_shape, rstd, weight, mask)
+    if s.device.type == "cpu":  # aten's CPU build has no _fused_rms_norm_backward: autograd of the composition
+        with torch.enable_grad():
+            x = s.detach().requires_grad_()
+            w = weight.detach().requires_grad_() if mask[1] else weight
+            y = torch.nn.functional.rms_norm(x, ctx.normalized_shape, w, ctx.eps)
+            grads = torch.autograd.grad(y, [x, w] if mask[1] else [x], gy)
+        dx, dw = grads[0], grads[1] if mask[1] else None
+    else:
+        dx, dw = torch.ops.aten._fused_rms_norm_backward(gy, s, ctx.normalized_shape, rstd, weight, mask)
     if gsum is not None:
         dx = dx + gsum
     return dx, dx, None, dw, None
