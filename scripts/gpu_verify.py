@@ -158,10 +158,11 @@ def stage_build(r: Run) -> None:
             f"MYTORCH_CUDA=1 {PY} scripts/build.py record && "
             f"{PY} -c 'import torch, mytorch; print(\"ok build:\", torch.mytorch.runtime(), torch.mytorch.get_device_name())'"
         )
-    else:
+    else:  # the emulated build, and its ASan flavour for the sanitizer stage (which then only runs tests)
         ext = r.path("emu_extension")
         cmd = (
-            f"{PY} scripts/build.py flavour emu | tail -n 1 > {ext} && cat {ext} && MYTORCH_RUNTIME=emu "
+            f"{PY} scripts/build.py flavour emu | tail -n 1 > {ext} && cat {ext} && "
+            f"{PY} scripts/build.py flavour emu-address | tail -n 1 && MYTORCH_RUNTIME=emu "
             f"MYTORCH_EXTENSION=$(cat {ext}) {PY} -c 'import torch, mytorch; "
             'print("ok build:", torch.mytorch.runtime(), torch.mytorch.get_device_name())\''
         )
