@@ -75,15 +75,8 @@ __global__ void rope_kernel(RopeArgs a, DivMod items, DivMod n2, DivMod n1) {
       y[a.rot + k - pairs] = x[a.rot + k - pairs];
       continue;
     }
-    int64_t cs = i0 * a.cs_st[0] + i1 * a.cs_st[1] + i2 * a.cs_st[2];
-    if (a.pos) {
-      const int64_t p = a.pos[i0 * a.pos_st[0] + i1 * a.pos_st[1] + i2 * a.pos_st[2]];
-      if (p < 0 || p >= a.pos_limit) {
-        record_error(a.error, p);
-        continue;
-      }
-      cs = p * a.cs_row;
-    }
+    int64_t cs;
+    if (!llm::rope_cs_row(a, i0, i1, i2, &cs)) continue;
     int64_t j0, j1;
     llm::rope_pair(a, k, &j0, &j1);
     const int64_t c0 = cs + llm::rope_cs_index(a, j0), c1 = cs + llm::rope_cs_index(a, j1);
@@ -149,8 +142,7 @@ rt::Status glu_forward(const GluArgs& a, rt::Stream stream) { return run_glu(a, 
 rt::Status glu_backward(const GluArgs& a, rt::Stream stream) { return run_glu(a, false, stream); }
 
 rt::Status rope(const RopeArgs& a, rt::Stream stream) {
-  if (a.rot % 2 != 0 || a.rot > a.head_dim || (a.cs_width != a.rot && 2 * a.cs_width != a.rot))
-    return rt::report(rt::Status::InvalidValue, "rope: expected an even rotary dim within the head");
+  if (rt::Status st = rope_check(a); st != rt::Status::Success) return st;
   const int64_t rows = a.n[0] * a.n[1] * a.n[2];
   if (rows == 0 || a.head_dim == 0) return rt::Status::Success;
   const int64_t per_row = a.rot / 2 + (a.out != a.x ? a.head_dim - a.rot : 0);

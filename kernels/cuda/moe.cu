@@ -174,12 +174,7 @@ __global__ void __launch_bounds__(kThreads) moe_topk_backward_kernel(MoeTopkArgs
 __device__ inline void stage_slots(const MoeCombineArgs& a, int64_t t, int64_t* pos, float* w) {
   __syncthreads();  // the previous row's slots are no longer read
   for (int64_t s = threadIdx.x; s < a.k; s += blockDim.x) {
-    int64_t p = a.pos[t * a.k + s];
-    if (p < 0 || p >= a.num_rows) {
-      record_error(a.error, p);
-      p = -1;
-    }
-    pos[s] = p;
+    pos[s] = moe::slot_row(a, t, s);
     w[s] = a.weights ? a.weights[t * a.k + s] : 1.f;
   }
   __syncthreads();
@@ -227,19 +222,10 @@ __global__ void __launch_bounds__(kThreads) moe_combine_backward_kernel(MoeCombi
   }
 }
 
-rt::Status check_topk(const MoeTopkArgs& a) {
-  if (a.experts < 1 || a.experts > kMoeMaxExperts || a.k < 1 || a.k > a.experts || a.k > kMoeMaxTopk)
-    return rt::report(rt::Status::InvalidValue, "moe_topk: expected 1 <= k <= experts <= 512, k <= 32");
-  if (a.n_group < 1 || a.n_group > 32 || a.experts % a.n_group != 0 || a.topk_group < 1 || a.topk_group > a.n_group)
-    return rt::report(rt::Status::InvalidValue,
-                      "moe_topk: expected n_group <= 32 dividing the experts, topk_group <= n_group");
-  return rt::Status::Success;
-}
-
 } // namespace
 
 rt::Status moe_topk(const MoeTopkArgs& a, rt::Stream stream) {
-  if (rt::Status st = check_topk(a); st != rt::Status::Success) return st;
+  if (rt::Status st = moe_check_topk(a); st != rt::Status::Success) return st;
   if (a.tokens == 0) return rt::Status::Success;
   const unsigned grid = grid_blocks(a.tokens, kRowsPerBlock);
   const cudaStream_t s = native(stream);
@@ -250,7 +236,7 @@ rt::Status moe_topk(const MoeTopkArgs& a, rt::Stream stream) {
 }
 
 rt::Status moe_topk_backward(const MoeTopkArgs& a, rt::Stream stream) {
-  if (rt::Status st = check_topk(a); st != rt::Status::Success) return st;
+  if (rt::Status st = moe_check_topk(a); st != rt::Status::Success) return st;
   if (a.tokens == 0) return rt::Status::Success;
   const unsigned grid = grid_blocks(a.tokens, kRowsPerBlock);
   const cudaStream_t s = native(stream);

@@ -70,15 +70,8 @@ void rope(const RopeArgs& a) {
     A *xb = buf.data(), *cb = xb + rot, *sb = cb + rot, *yb = sb + rot;
     for (int64_t r = rb; r < re; ++r) {
       const int64_t i2 = r % a.n[2], i1 = r / a.n[2] % a.n[1], i0 = r / (a.n[2] * a.n[1]);
-      int64_t cs = i0 * a.cs_st[0] + i1 * a.cs_st[1] + i2 * a.cs_st[2];
-      if (a.pos) {
-        const int64_t p = a.pos[i0 * a.pos_st[0] + i1 * a.pos_st[1] + i2 * a.pos_st[2]];
-        if (p < 0 || p >= a.pos_limit) {
-          record_error(a.error, p);
-          continue;
-        }
-        cs = p * a.cs_row;
-      }
+      int64_t cs;
+      if (!llm::rope_cs_row(a, i0, i1, i2, &cs)) continue;
       const T* x = static_cast<const T*>(a.x) + i0 * a.x_st[0] + i1 * a.x_st[1] + i2 * a.x_st[2];
       T* y = static_cast<T*>(a.out) + i0 * a.out_st[0] + i1 * a.out_st[1] + i2 * a.out_st[2];
       const C* cr = static_cast<const C*>(a.cos) + cs;
@@ -155,8 +148,7 @@ MT_SIM_ENTRY rt::Status glu_forward(const GluArgs& a, rt::Stream) { return run_g
 MT_SIM_ENTRY rt::Status glu_backward(const GluArgs& a, rt::Stream) { return run_glu(a, false); }
 
 MT_SIM_ENTRY rt::Status rope(const RopeArgs& a, rt::Stream) {
-  if (a.rot % 2 != 0 || a.rot > a.head_dim || (a.cs_width != a.rot && 2 * a.cs_width != a.rot))
-    return rt::report(rt::Status::InvalidValue, "rope: expected an even rotary dim within the head");
+  if (rt::Status st = rope_check(a); st != rt::Status::Success) return st;
   if (a.n[0] * a.n[1] * a.n[2] == 0 || a.head_dim == 0) return rt::Status::Success;
   const bool ok =
       dispatch_floating_with_param(a.dtype, a.cs_dtype, [&](auto t, auto c) { rope<decltype(t), decltype(c)>(a); });

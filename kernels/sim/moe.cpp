@@ -125,11 +125,8 @@ void combine(const MoeCombineArgs& a) {
     for (int64_t t = tb; t < te; ++t) {
       std::fill(acc.begin(), acc.end(), A(0));
       for (int64_t s = 0; s < a.k; ++s) {
-        const int64_t p = a.pos[t * a.k + s];
-        if (p < 0 || p >= a.num_rows) {
-          record_error(a.error, p);
-          continue;
-        }
+        const int64_t p = moe::slot_row(a, t, s);
+        if (p < 0) continue;
         const A w = a.weights ? static_cast<A>(a.weights[t * a.k + s]) : A(1);
         const A* row = vec::as_opmath(static_cast<const T*>(a.rows) + p * n, buf.data(), n);
         for (int64_t j = 0; j < n; ++j) acc[j] += w * row[j];
@@ -148,11 +145,8 @@ void combine_backward(const MoeCombineArgs& a) {
     for (int64_t t = tb; t < te; ++t) {
       vec::to_opmath(static_cast<const T*>(a.dout) + t * n, d.data(), n);
       for (int64_t s = 0; s < a.k; ++s) {
-        const int64_t p = a.pos[t * a.k + s];
-        if (p < 0 || p >= a.num_rows) {
-          record_error(a.error, p);
-          continue;
-        }
+        const int64_t p = moe::slot_row(a, t, s);
+        if (p < 0) continue;
         const A w = a.weights ? static_cast<A>(a.weights[t * a.k + s]) : A(1);
         if (a.drows) {
           for (int64_t j = 0; j < n; ++j) out[j] = w * d[j];
@@ -167,25 +161,16 @@ void combine_backward(const MoeCombineArgs& a) {
   });
 }
 
-rt::Status check_topk(const MoeTopkArgs& a) {
-  if (a.experts < 1 || a.experts > kMoeMaxExperts || a.k < 1 || a.k > a.experts || a.k > kMoeMaxTopk)
-    return rt::report(rt::Status::InvalidValue, "moe_topk: expected 1 <= k <= experts <= 512, k <= 32");
-  if (a.n_group < 1 || a.n_group > 32 || a.experts % a.n_group != 0 || a.topk_group < 1 || a.topk_group > a.n_group)
-    return rt::report(rt::Status::InvalidValue,
-                      "moe_topk: expected n_group <= 32 dividing the experts, topk_group <= n_group");
-  return rt::Status::Success;
-}
-
 } // namespace
 
 MT_SIM_ENTRY rt::Status moe_topk(const MoeTopkArgs& a, rt::Stream) {
-  if (rt::Status st = check_topk(a); st != rt::Status::Success) return st;
+  if (rt::Status st = moe_check_topk(a); st != rt::Status::Success) return st;
   const bool ok = dispatch_floating(a.dtype, [&](auto tag) { topk<decltype(tag)>(a); });
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "moe_topk: expected floating logits");
 }
 
 MT_SIM_ENTRY rt::Status moe_topk_backward(const MoeTopkArgs& a, rt::Stream) {
-  if (rt::Status st = check_topk(a); st != rt::Status::Success) return st;
+  if (rt::Status st = moe_check_topk(a); st != rt::Status::Success) return st;
   const bool ok = dispatch_floating(a.dtype, [&](auto tag) { topk_backward<decltype(tag)>(a); });
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "moe_topk: expected floating logits");
 }

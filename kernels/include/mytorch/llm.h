@@ -99,6 +99,21 @@ MT_HOST_DEVICE inline void rope_pair(const RopeArgs& a, int64_t k, int64_t* j0, 
   *j0 = a.interleaved ? 2 * k : k;
   *j1 = rope_partner(a, *j0);
 }
+// Where cos/sin's row for x's row (i0, i1, i2) starts: by their strides, or by the row's position id; false (the
+// error recorded, the row to be left alone) for a position id outside the table.
+MT_HOST_DEVICE inline bool rope_cs_row(const RopeArgs& a, int64_t i0, int64_t i1, int64_t i2, int64_t* cs) {
+  if (!a.pos) {
+    *cs = i0 * a.cs_st[0] + i1 * a.cs_st[1] + i2 * a.cs_st[2];
+    return true;
+  }
+  const int64_t p = a.pos[i0 * a.pos_st[0] + i1 * a.pos_st[1] + i2 * a.pos_st[2]];
+  if (p < 0 || p >= a.pos_limit) {
+    record_error(a.error, p);
+    return false;
+  }
+  *cs = p * a.cs_row;
+  return true;
+}
 // The pair's two outputs from its inputs x0, x1 and cos/sin at both elements.
 template <typename O>
 MT_HOST_DEVICE inline void rope_rotate(bool inverse, O x0, O x1, O c0, O s0, O c1, O s1, O* y0, O* y1) {
@@ -175,6 +190,14 @@ MT_HOST_DEVICE inline float ce_scale(const CeRowsArgs& a, int64_t r) {
 }
 
 } // namespace llm
+
+// The launchers' checks of what the glue passes (both runtimes): an even rotary dim within the head, tables of
+// one value per element or per pair.
+inline rt::Status rope_check(const RopeArgs& a) {
+  if (a.rot % 2 != 0 || a.rot > a.head_dim || (a.cs_width != a.rot && 2 * a.cs_width != a.rot))
+    return rt::report(rt::Status::InvalidValue, "rope: expected an even rotary dim within the head");
+  return rt::Status::Success;
+}
 
 MT_LAUNCHER(glu_forward, (const GluArgs& a, rt::Stream stream), (a, stream))
 MT_LAUNCHER(glu_backward, (const GluArgs& a, rt::Stream stream), (a, stream))

@@ -77,7 +77,27 @@ MT_HOST_DEVICE inline bool before(float v, int64_t i, float w, int64_t j) {
   return v > w || (v == w && i < j);
 }
 
+// The permuted row of (token t, slot s), or -1 (the error recorded) for a position outside the rows.
+MT_HOST_DEVICE inline int64_t slot_row(const MoeCombineArgs& a, int64_t t, int64_t s) {
+  const int64_t p = a.pos[t * a.k + s];
+  if (p < 0 || p >= a.num_rows) {
+    record_error(a.error, p);
+    return -1;
+  }
+  return p;
+}
+
 } // namespace moe
+
+// The router launchers' checks of what the glue passes (both runtimes).
+inline rt::Status moe_check_topk(const MoeTopkArgs& a) {
+  if (a.experts < 1 || a.experts > kMoeMaxExperts || a.k < 1 || a.k > a.experts || a.k > kMoeMaxTopk)
+    return rt::report(rt::Status::InvalidValue, "moe_topk: expected 1 <= k <= experts <= 512, k <= 32");
+  if (a.n_group < 1 || a.n_group > 32 || a.experts % a.n_group != 0 || a.topk_group < 1 || a.topk_group > a.n_group)
+    return rt::report(rt::Status::InvalidValue,
+                      "moe_topk: expected n_group <= 32 dividing the experts, topk_group <= n_group");
+  return rt::Status::Success;
+}
 
 MT_LAUNCHER(moe_topk, (const MoeTopkArgs& a, rt::Stream stream), (a, stream))
 MT_LAUNCHER(moe_topk_backward, (const MoeTopkArgs& a, rt::Stream stream), (a, stream))
