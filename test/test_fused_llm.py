@@ -421,7 +421,7 @@ def test_moe_permute_groups_rows_by_expert():
     assert_aligned(xd.grad, want, what="moe_permute grad")
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, pytest.param(torch.bfloat16, marks=EMU)])
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_moe_unpermute_matches_the_weighted_sum(dtype):
     torch.manual_seed(7)
     tokens, k, hidden = 19, 2, 24
