@@ -31,8 +31,9 @@ def run(fn, inputs, grad_out=None, device="cpu", dtype=None):
     return out, grads
 
 
-def check(fused, composition, inputs, what):
-    """The fused op on mytorch against the composition on the CPU (same dtype) and at float64: value and grads."""
+def check(fused, composition, inputs, what) -> int:
+    """The fused op on mytorch against the composition on the CPU (same dtype) and at float64: value and grads.
+    Returns how many gradients were compared (the callers assert it: every input's)."""
     torch.manual_seed(1)
     out_ref, _ = run(composition, inputs)
     grad_out = torch.randn(out_ref.shape, dtype=torch.float64)
@@ -43,6 +44,7 @@ def check(fused, composition, inputs, what):
     assert len(dev_grads) == len(ref_grads) > 0
     for i, (d, r, g) in enumerate(zip(dev_grads, ref_grads, gold_grads)):
         assert_aligned(d, r, g, f"{what} grad {i}")
+    return len(dev_grads)
 
 
 # ---- SwiGLU / GeGLU ----------------------------------------------------------------------------------------------
@@ -60,7 +62,7 @@ def test_glu_matches_the_composition(act, dtype, shape):
     fused, a = ACTS[act]
     gate = torch.randn(shape, dtype=dtype, requires_grad=True)
     up = torch.randn(shape, dtype=dtype, requires_grad=True)
-    check(fused, lambda g, u: a(g) * u, [gate, up], f"{act} {dtype} {shape}")
+    assert check(fused, lambda g, u: a(g) * u, [gate, up], f"{act} {dtype} {shape}") == 2
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -68,7 +70,7 @@ def test_glu_matches_the_composition(act, dtype, shape):
 def test_glu_packed_gate_up(dtype, cols):
     """One packed projection [..., 2 * I]: the halves are read as views and the gradient is one buffer."""
     gate_up = torch.randn(3, 6, 2 * cols, dtype=dtype, requires_grad=True)
-    check(mytorch.ops.swiglu, lambda x: F.silu(x[..., :cols]) * x[..., cols:], [gate_up], f"packed {dtype}")
+    assert check(mytorch.ops.swiglu, lambda x: F.silu(x[..., :cols]) * x[..., cols:], [gate_up], f"packed {dtype}") == 1
     y = mytorch.ops.swiglu(gate_up.detach().to(DEV).requires_grad_())
     assert y.shape == (3, 6, cols)
 
@@ -80,7 +82,7 @@ def test_glu_strided_operands():
     gate = base.transpose(0, 1)[..., :32].requires_grad_()  # rows not evenly spaced: copied
     up = torch.randn(4, 6, 64)[..., ::2].requires_grad_()  # last dim strided: copied
     gate_t = gate.detach().clone().requires_grad_()
-    check(lambda g, u: mytorch.ops.swiglu(g, u), lambda g, u: F.silu(g) * u, [gate_t, up], "strided")
+    assert check(lambda g, u: mytorch.ops.swiglu(g, u), lambda g, u: F.silu(g) * u, [gate_t, up], "strided") == 2
     g_dev = base.to(DEV).transpose(0, 1)[..., :32]
     u_dev = torch.randn(4, 6, 32).to(DEV)
     assert_aligned(mytorch.ops.swiglu(g_dev, u_dev), F.silu(gate.detach()) * u_dev.cpu(), what="strided view")
@@ -156,7 +158,7 @@ def test_rope_matches_the_composition(dtype, interleaved, rot):
         c, si = cos.to(x.dtype).unsqueeze(1), sin.to(x.dtype).unsqueeze(1)
         return rope_composition(x, c, si, rot, interleaved)
 
-    check(fused, composition, [q], f"rope {dtype} interleaved={interleaved} rot={rot}")
+    assert check(fused, composition, [q], f"rope {dtype} interleaved={interleaved} rot={rot}") == 1
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
@@ -291,7 +293,7 @@ def test_linear_cross_entropy_matches_the_composition(dtype, reduction):
     def composition(h, w, b):
         return lce_composition(h, w, t, b, label_smoothing=0.1, reduction=reduction)
 
-    check(fused, composition, [h, w, b], f"linear_cross_entropy {dtype} {reduction}")
+    assert check(fused, composition, [h, w, b], f"linear_cross_entropy {dtype} {reduction}") == 3
 
 
 @EMU
@@ -303,7 +305,7 @@ def test_linear_cross_entropy_softcap_and_z_loss(dtype):
     def fused(h, w):
         return mytorch.ops.linear_cross_entropy(h, w, t.to(h.device), **kw)
 
-    check(fused, lambda h, w: lce_composition(h, w, t, None, **kw), [h, w], f"softcap and z-loss {dtype}")
+    assert check(fused, lambda h, w: lce_composition(h, w, t, None, **kw), [h, w], f"softcap and z-loss {dtype}") == 2
     loss, z = mytorch.ops.linear_cross_entropy(h.to(DEV), w.to(DEV), t.to(DEV), **kw, return_z_loss=True)
     valid = t != -100
     logits = 3.0 * torch.tanh((h.double() @ w.double().t()) / 3.0)
@@ -400,7 +402,7 @@ def test_moe_topk_matches_the_router(router, dtype):
     def composition(x):  # the weights of the picks the dtype's own reference made
         return topk_composition(x, **comp_kw)[0]
 
-    check(fused, composition, [logits], f"moe_topk {router} {dtype}")
+    assert check(fused, composition, [logits], f"moe_topk {router} {dtype}") == 1
 
 
 @EMU
@@ -435,7 +437,7 @@ def test_moe_unpermute_matches_the_weighted_sum(dtype):
     def composition(r, w):
         return (r[pos] * w.unsqueeze(-1)).sum(1)
 
-    check(fused, composition, [rows, w], f"moe_unpermute {dtype}")
+    assert check(fused, composition, [rows, w], f"moe_unpermute {dtype}") == 2
 
 
 @EMU

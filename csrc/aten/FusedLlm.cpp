@@ -246,7 +246,8 @@ std::tuple<Tensor, Tensor> crossEntropyRows(Tensor& logits, const Tensor& target
   TORCH_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op, ": expected label_smoothing in [0, 1], but got ",
               label_smoothing);
   TORCH_CHECK(softcap >= 0, op, ": expected softcap >= 0 (0: none), but got ", softcap);
-  for (const Tensor* t : {&target}) TORCH_CHECK(t->device() == logits.device(), op, ": expected one device");
+  TORCH_CHECK(target.device() == logits.device(), op, ": expected target on the logits' device (", logits.device(),
+              "), but got ", target.device());
   auto f32 = [&](const std::optional<Tensor>& t, int64_t n, const char* what) -> const float* {
     if (!t.has_value() || !t->defined()) return nullptr;
     TORCH_CHECK(
