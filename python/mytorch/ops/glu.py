@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ._opmath import opmath
+
 __all__ = ["swiglu", "geglu"]
 
 
@@ -30,10 +32,6 @@ def _act(x: torch.Tensor, activation: str) -> torch.Tensor:
     if activation == "silu":
         return F.silu(x)
     return F.gelu(x, approximate="tanh" if activation == "gelu_tanh" else "none")
-
-
-def _opmath(x: torch.Tensor) -> torch.Tensor:
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
 @torch.library.register_fake("mytorch::glu")
@@ -51,13 +49,13 @@ def _glu_backward_fake(grad, gate, up, activation):
 @torch.library.impl("mytorch::glu", "cpu")
 def _glu_cpu(gate, up, activation):
     g, u = _halves(gate, up)
-    return (_act(_opmath(g), activation) * _opmath(u)).to(g.dtype)
+    return (_act(opmath(g), activation) * opmath(u)).to(g.dtype)
 
 
 @torch.library.impl("mytorch::glu_backward", "cpu")
 def _glu_backward_cpu(grad, gate, up, activation):
     g, u = _halves(gate, up)
-    g32, u32, d32 = _opmath(g), _opmath(u), _opmath(grad)
+    g32, u32, d32 = opmath(g), opmath(u), opmath(grad)
     du = d32 * _act(g32, activation)
     if activation == "silu":
         dg = torch.ops.aten.silu_backward(d32 * u32, g32)

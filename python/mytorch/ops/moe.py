@@ -24,6 +24,8 @@ import sys
 
 import torch
 
+from ._opmath import opmath
+
 __all__ = ["moe_topk", "moe_permute", "moe_unpermute", "experts_forward"]
 
 
@@ -179,13 +181,9 @@ def _moe_combine_backward_fake(grad, rows, pos, weights, rows_grad, weights_grad
     return drows, rows.new_empty(tuple(pos.shape) if want_dw else (0, 0), dtype=torch.float32)
 
 
-def _opmath(t: torch.Tensor) -> torch.Tensor:
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
-
-
 @torch.library.impl("mytorch::moe_combine", "cpu")
 def _moe_combine_cpu(rows, pos, weights):
-    picked = _opmath(rows)[pos]  # [T, k, H]
+    picked = opmath(rows)[pos]  # [T, k, H]
     if weights is not None:
         picked = picked * weights.to(picked.dtype).unsqueeze(-1)
     return picked.sum(1).to(rows.dtype)
@@ -193,7 +191,7 @@ def _moe_combine_cpu(rows, pos, weights):
 
 @torch.library.impl("mytorch::moe_combine_backward", "cpu")
 def _moe_combine_backward_cpu(grad, rows, pos, weights, rows_grad, weights_grad):
-    g = _opmath(grad)
+    g = opmath(grad)
     drows = rows.new_empty(0)
     if rows_grad:
         w = weights.to(g.dtype).unsqueeze(-1) if weights is not None else torch.ones((), dtype=g.dtype)
@@ -201,7 +199,7 @@ def _moe_combine_backward_cpu(grad, rows, pos, weights, rows_grad, weights_grad)
         drows[pos.reshape(-1)] = (w * g.unsqueeze(1)).reshape(-1, rows.shape[-1]).to(rows.dtype)
     dw = rows.new_empty((0, 0), dtype=torch.float32)
     if weights_grad and weights is not None:
-        dw = (g.unsqueeze(1) * _opmath(rows)[pos]).sum(-1).float()
+        dw = (g.unsqueeze(1) * opmath(rows)[pos]).sum(-1).float()
     return drows, dw
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from ._opmath import opmath_dtype
+
 __all__ = ["rotary_embedding", "rotary_embedding_complex"]
 
 
@@ -48,7 +50,7 @@ def _rope_reference(x, cos, sin, position_ids, interleaved, rotary_dim, inverse)
     rot = _rotary_dim(cos, rotary_dim)
     if position_ids is not None:
         cos, sin = cos[position_ids.long()], sin[position_ids.long()]
-    op = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    op = opmath_dtype(x.dtype)
     c = _per_element(cos, rot, interleaved).to(op)
     s = _per_element(sin, rot, interleaved).to(op)
     xr = x[..., :rot].to(op)
