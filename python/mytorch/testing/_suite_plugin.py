@@ -19,7 +19,10 @@ import signal
 
 import pytest
 
-_DEVICE_CLASS = re.compile(r"(CPU|PRIVATEUSE1)$")
+# The harness names a device class after its base's device_type: PRIVATEUSE1 as a rule, the backend's own name
+# (MYTORCH) where PrivateUse1TestBase.device_type has been set to it before instantiation.
+_MYTORCH_CLASS = ("PRIVATEUSE1", "MYTORCH")
+_DEVICE_CLASS = re.compile(r"(CPU|PRIVATEUSE1|MYTORCH)$")
 _TOKEN = {"cpu": re.compile(r"_cpu(?=_|$)"), "mytorch": re.compile(r"_(mytorch|privateuse1)(?=_|$)")}
 
 
@@ -42,7 +45,7 @@ def twin_key(nodeid: str) -> str:
 
 def device_of(nodeid: str) -> str:
     cls = nodeid.split("::")[-2] if "::" in nodeid else ""
-    if cls.endswith("PRIVATEUSE1"):
+    if cls.endswith(_MYTORCH_CLASS):
         return "mytorch"
     if cls.endswith("CPU"):
         return "cpu"

@@ -31,6 +31,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ._suite_plugin import device_of, twin_key
@@ -50,6 +51,8 @@ DEVICE_SUITES = {
     "test_unary_ufuncs": ("test_unary_ufuncs.py", None),
     "test_autograd": ("test_autograd.py", None),
 }
+# files a suite imports from PyTorch's test/ besides its own
+HELPERS = {"test_autograd": ["test/autograd/test_complex.py", "test/autograd/test_functional.py"]}
 OPENREG_DIR = "test/cpp_extensions/open_registration_extension/torch_openreg/tests"
 OPENREG_FILES = [
     "test_autocast.py",
@@ -106,10 +109,10 @@ def _fetch(path: str, dest: Path, commit: str) -> None:
 
 
 def translate_openreg(text: str) -> str:
-    """torch_openreg's tests for mytorch: the module and the device name only."""
+    """torch_openreg's tests for mytorch: the module and the device name only, wherever the name occurs,
+    inside identifiers too (is_openreg, _openreg_, DeviceType.OPENREG), in each spelling it has."""
     text = text.replace("torch_openreg", "mytorch")
-    text = text.replace("OpenReg", "Mytorch").replace("OPENREG", "PRIVATEUSE1")
-    return re.sub(r"\bopenreg\b", "mytorch", text)
+    return text.replace("openreg", "mytorch").replace("OpenReg", "Mytorch").replace("OPENREG", "MYTORCH")
 
 
 def prepare(src: Path | None, suites: list[str], work: Path) -> Path:
@@ -118,7 +121,9 @@ def prepare(src: Path | None, suites: list[str], work: Path) -> Path:
     tree = work / commit
     for name in suites:
         files = (
-            [f"{OPENREG_DIR}/{f}" for f in OPENREG_FILES] if name == "openreg" else [f"test/{DEVICE_SUITES[name][0]}"]
+            [f"{OPENREG_DIR}/{f}" for f in OPENREG_FILES]
+            if name == "openreg"
+            else [f"test/{DEVICE_SUITES[name][0]}", *HELPERS.get(name, [])]
         )
         for path in files:
             dest = tree / path
@@ -139,6 +144,9 @@ def prepare(src: Path | None, suites: list[str], work: Path) -> Path:
             if name == "openreg" and dest.exists():
                 translated = dest.with_name(dest.name.replace("test_", "test_mytorch_", 1))
                 translated.write_text(translate_openreg(dest.read_text()))
+    if any(name != "openreg" for name in suites):
+        # names the test files import that moved since they were written (_suite_conftest.py)
+        shutil.copyfile(Path(__file__).with_name("_suite_conftest.py"), tree / "test" / "conftest.py")
     return tree
 
 
@@ -161,7 +169,7 @@ def run_suite(tree: Path, name: str, sample: float, seed: int, timeout: int, sui
         MYTORCH_SUITE_SEED=str(seed),
         MYTORCH_SUITE_TIMEOUT=str(timeout),
         MYTORCH_SIM_DEVICES=os.environ.get("MYTORCH_SIM_DEVICES", "2"),
-        PYTHONPATH=str(cwd),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(cwd), os.environ.get("PYTHONPATH")])),
     )
     cmd = [
         sys.executable,
@@ -177,6 +185,8 @@ def run_suite(tree: Path, name: str, sample: float, seed: int, timeout: int, sui
     ]
     if kexpr:
         cmd += ["-k", kexpr]
+    if name == "openreg":
+        cmd += ["--confcutdir", str(cwd)]  # not the device suites' conftest above it
     log = tree / f"log-{name}.txt"
     with open(log, "w") as out:
         try:
@@ -298,6 +308,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=int, default=120, help="seconds per test")
     p.add_argument("--suite-timeout", type=int, default=4 * 3600, help="seconds per suite")
+    p.add_argument("--jobs", type=int, default=1, help="suites run at once (each is one process)")
     p.add_argument("--json", type=Path)
     p.add_argument("--markdown", type=Path)
     args = p.parse_args(argv)
@@ -305,19 +316,23 @@ def main(argv=None) -> int:
         args.src = Path(args.src)
     suites = args.suite or [*DEVICE_SUITES, "openreg"]
     tree = prepare(args.src, suites, args.work)
-    summaries = []
-    for name in suites:
+
+    def one(name: str) -> dict:
         start = time.time()
         rows = run_suite(tree, name, args.sample, args.seed, args.timeout, args.suite_timeout)
         s = summarize(name, rows)
         s["seconds"] = round(time.time() - start)
-        summaries.append(s)
         rate = "—" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
         print(
             f"{name}: {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped; pass rate {rate} "
             f"({s['seconds']} s)",
             flush=True,
         )
+        return s
+
+    # each suite is its own pytest process: --jobs runs that many at once, the table keeps the suites' order
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        summaries = list(pool.map(one, suites))
     command = "python -m mytorch.testing.suites " + " ".join(argv if argv is not None else sys.argv[1:])
     table = markdown(summaries, command.strip())
     print(table)
