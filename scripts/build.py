@@ -45,6 +45,7 @@ REQUIREMENTS = [
     "transformers==5.23.0",  # the fused-attention and compile tests build small Llama / GPT-2 models from configs
     "triton==3.9.0",  # torch.compile's Triton path, tested in Triton's interpreter without a GPU (issue 17)
     "accelerate==1.15.0",  # Hugging Face Trainer needs it; the model zoo trains with Trainer on mytorch (issue 18)
+    "hypothesis==6.155.2",  # PyTorch's test_nn imports it (python -m mytorch.testing.suites, issue 30)
     "setuptools>=64",
     "wheel",
     "cmake>=3.24",
@@ -234,7 +235,22 @@ def _installed_here() -> bool:
         url = json.loads(dist.read_text("direct_url.json") or "{}")
     except (md.PackageNotFoundError, ValueError):
         return False
-    return url.get("dir_info", {}).get("editable", False) and url.get("url") == ROOT.as_uri()
+    here = url.get("dir_info", {}).get("editable", False) and url.get("url") == ROOT.as_uri()
+    return here and _entry_points(dist) == _declared_entry_points()
+
+
+def _entry_points(dist) -> set:
+    return {(ep.group, ep.name, ep.value) for ep in dist.entry_points}
+
+
+def _declared_entry_points() -> set:
+    """pyproject.toml's entry points: an install made before one was added or changed must be redone."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return {
+        (group, name, value) for group, eps in project.get("entry-points", {}).items() for name, value in eps.items()
+    }
 
 
 def _state(flavour: str) -> dict:

@@ -240,6 +240,27 @@ def test_import_mytorch_does_not_import_inductor():
     assert r.stdout.split() == ["False", "False"]
 
 
+def test_dynamo_knows_mytorch_before_the_first_compile():
+    """Dynamo's device interface answers as soon as Dynamo is imported (registered on its import, not at `import
+    mytorch`, and without Inductor's code generators), and torch.compile(backend="mytorch") is Inductor."""
+    r = run_python(
+        """
+        import sys, torch, mytorch
+        assert "torch._dynamo" not in sys.modules
+        from torch._dynamo.device_interface import get_interface_for_device
+        iface = get_interface_for_device("mytorch")
+        print(iface.device_count() == torch.mytorch.device_count(), iface.is_available())
+        print("torch._inductor.codegen.cpp" in sys.modules, "torch._inductor.compile_fx" in sys.modules)
+        from torch._dynamo.backends.registry import list_backends
+        fn = torch.compile(lambda x: torch.relu(x * 2 + 1), backend="mytorch", fullgraph=True)
+        x = torch.randn(64, device="mytorch")
+        print("mytorch" in list_backends(exclude_tags=()), torch.equal(fn(x).cpu(), torch.relu(x.cpu() * 2 + 1)))
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True", "False", "False", "True", "True"], r.stdout
+
+
 def _mlp():
     torch.manual_seed(0)
     return torch.nn.Sequential(

@@ -58,6 +58,33 @@ def test_accelerator_api():
     del x
 
 
+def test_device_capability_is_what_the_device_allocates_and_copies():
+    """torch.accelerator.get_device_capability: every dtype mytorch allocates and copies both ways (as the CPU
+    does), quantized ones excepted, which are refused with a message that says so."""
+    supported = torch.accelerator.get_device_capability("mytorch:0")["supported_dtypes"]
+    assert supported == torch.accelerator.get_device_capability(torch.mytorch.device_count() - 1)["supported_dtypes"]
+    quantized = {torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4}
+    assert not supported & quantized
+    for dtype in supported:
+        host = torch.zeros(4, dtype=torch.uint8).view(dtype) if dtype.itemsize == 1 else torch.empty(4, dtype=dtype)
+        dev = host.to("mytorch")
+        assert dev.dtype == dtype and torch.equal(dev.cpu().view(torch.uint8), host.view(torch.uint8)), dtype
+    for dtype in (
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.int64,
+        torch.bool,
+        torch.complex64,
+        torch.float8_e4m3fn,
+        torch.uint32,
+    ):
+        assert dtype in supported
+    with pytest.raises(NotImplementedError, match="mytorch does not support quantized tensors"):
+        torch.quantize_per_tensor(torch.ones(3, device="mytorch"), 0.1, 10, torch.qint8)
+
+
 def test_module_methods():
     m = torch.nn.Linear(3, 2).mytorch()
     assert all(p.device.type == "mytorch" for p in m.parameters())
@@ -76,6 +103,8 @@ def test_bad_device_index_in_api():
     n = torch.mytorch.device_count()
     with pytest.raises((RuntimeError, ValueError), match=r"\[0, %d\)" % n):
         torch.mytorch.set_device(n + 3)
+    with pytest.raises(RuntimeError, match=r"The device index is out of range. It must be in \[0, %d\)" % n):
+        torch.accelerator.set_device_index(n)
     with pytest.raises(ValueError):
         torch.mytorch.get_device_properties(n)
     with pytest.raises(ValueError, match="expected a mytorch device"):

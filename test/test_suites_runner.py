@@ -13,11 +13,17 @@ from mytorch.testing._suite_plugin import device_of, twin_key
 DEVICE_SUITE = """
 import time
 import torch
-from torch.testing._internal.common_utils import TestCase
-from torch.testing._internal.common_device_type import instantiate_device_type_tests, dtypes, onlyCPU
+from torch.testing._internal.common_utils import TestCase, skipIfMps  # a 2023 name the runner's conftest supplies
+from torch.testing._internal.common_device_type import (
+    PrivateUse1TestBase,
+    instantiate_device_type_tests,
+    dtypes,
+    onlyCPU,
+)
 
 
 class TestMini(TestCase):
+    @skipIfMps
     def test_add(self, device):
         self.assertEqual(torch.ones(3, device=device) + 1, torch.full((3,), 2.0, device=device))
 
@@ -42,6 +48,17 @@ class TestMini(TestCase):
 
 
 instantiate_device_type_tests(TestMini, globals())
+
+
+class TestOther(TestCase):
+    def test_mul(self, device):
+        self.assertEqual((torch.ones(2, device=device) * 2).sum().item(), 4)
+
+
+# a device class named after the backend (TestOtherMYTORCH), as the harness names some
+PrivateUse1TestBase.device_type = torch._C._get_privateuse1_backend_name()
+instantiate_device_type_tests(TestOther, globals())
+PrivateUse1TestBase.device_type = "privateuse1"
 """
 
 OPENREG_SUITE = """
@@ -53,6 +70,7 @@ from torch.testing._internal.common_utils import TestCase
 class TestDevice(TestCase):
     def test_device_name(self):
         self.assertEqual(torch.empty(2, device="openreg").device.type, "openreg")
+        self.assertTrue(torch.empty(2, device="openreg").is_openreg)  # the name inside an identifier
         self.assertTrue(torch.openreg.is_available())
 
     def test_private_binding(self):
@@ -99,16 +117,17 @@ def test_runner_counts_twins_samples_and_openreg(tmp_path):
 
     got, stdout = run("--suite", "test_indexing", "--suite", "openreg")
     s = got["test_indexing"]
-    # mytorch: add, sum x2 pass; fails_everywhere, cpu_passes_mytorch_fails, hangs (timed out) fail; cpu_only skips
-    assert (s["passed"], s["failed"], s["skipped"]) == (3, 3, 1)
-    # twins passing on the CPU: add, sum x2, cpu_passes_mytorch_fails, hangs_on_mytorch, cpu_only (skipped on
+    # mytorch: add, sum x2, mul (TestOtherMYTORCH) pass; fails_everywhere, cpu_passes_mytorch_fails, hangs (timed
+    # out) fail; cpu_only skips
+    assert (s["passed"], s["failed"], s["skipped"]) == (4, 3, 1)
+    # twins passing on the CPU: add, sum x2, mul, cpu_passes_mytorch_fails, hangs_on_mytorch, cpu_only (skipped on
     # mytorch, so out of the rate)
-    assert s["cpu_passing_twins"] == 6 and s["twins_skipped"] == 1 and s["attributable_failures"] == 2
-    assert abs(s["pass_rate"] - 3 / 5) < 1e-9
+    assert s["cpu_passing_twins"] == 7 and s["twins_skipped"] == 1 and s["attributable_failures"] == 2
+    assert abs(s["pass_rate"] - 4 / 6) < 1e-9
     ids = {f["id"].split("::")[-1]: f["message"] for f in s["failures"]}
     assert set(ids) == {"test_cpu_passes_mytorch_fails_mytorch", "test_hangs_on_mytorch_mytorch"}
     assert "MYTORCH_SUITE_TIMEOUT" in ids["test_hangs_on_mytorch_mytorch"]
-    assert "| test_indexing | 3 | 3 | 1 | 6 | 2 | 60.0% |" in stdout
+    assert "| test_indexing | all | 4 | 3 | 1 | 7 | 2 | 66.7% |" in stdout
 
     o = got["openreg"]
     assert (o["passed"], o["failed"]) == (2, 0)  # renaming to the name it has is allowed
@@ -127,4 +146,12 @@ def test_runner_counts_twins_samples_and_openreg(tmp_path):
     kept = {}
     for r in rows:
         kept.setdefault(twin_key(r["id"]), set()).add(device_of(r["id"]))
-    assert 0 < len(kept) < 7 and all(devs == {"cpu", "mytorch"} for devs in kept.values())
+    assert 0 < len(kept) < 8 and all(devs == {"cpu", "mytorch"} for devs in kept.values())
+
+
+def test_device_classes_of_both_spellings_pair_with_their_cpu_twins():
+    cpu = "test_torch.py::TestTorchDeviceTypeCPU::test_x_cpu_float32"
+    for cls in ("TestTorchDeviceTypePRIVATEUSE1", "TestTorchDeviceTypeMYTORCH"):
+        mine = f"test_torch.py::{cls}::test_x_mytorch_float32"
+        assert device_of(mine) == "mytorch" and twin_key(mine) == twin_key(cpu)
+    assert device_of(cpu) == "cpu" and device_of("test_torch.py::TestTorch::test_y") == "other"

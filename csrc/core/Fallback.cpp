@@ -411,6 +411,19 @@ void resetFallbackStats() {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>()); }
 
+// Quantized tensors (qint8, quint8, qint32, quint4x2, quint2x4) are out of scope on mytorch (and deprecated in
+// PyTorch 2.13): any operator reaching the QuantizedPrivateUse1 key says so, instead of the dispatcher's "could
+// not run ... from the 'Quantizedmytorch' backend". torch.accelerator.get_device_capability leaves them out.
+static void refuseQuantized(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "mytorch does not support quantized tensors: ", op.schema().operator_name(),
+                              " was asked to make or use one on the device. Quantize on the CPU (tensor.cpu()) "
+                              "or keep a float dtype on mytorch");
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuseQuantized>());
+}
+
 // Composite kernels that ATen picks for PrivateUse1 but that refuse any device other than the CPU and CUDA
 // (mode.values: "mode only supports CPU, CUDA and XPU device type"): the CPU fallback runs them instead.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

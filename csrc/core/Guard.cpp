@@ -1,5 +1,6 @@
 // The PrivateUse1 device guard: current device, streams and events for c10's generic machinery
 // (DeviceGuard, StreamGuard, torch.Stream, torch.Event, torch.accelerator).
+#include <c10/core/DeviceCapability.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "csrc/core/DeviceErrors.h"
@@ -71,6 +72,16 @@ struct MytorchGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return true;
   }
   c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(rt::device_count()); }
+  // torch.accelerator.get_device_capability: the dtypes a tensor can be allocated in and converted between on
+  // every runtime (empty, copy_, to). Quantized tensors are out of scope (QuantizedPrivateUse1 refuses them).
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability cap;  // every scalar type
+    for (auto q :
+         {c10::kIndex_QInt8, c10::kIndex_QUInt8, c10::kIndex_QInt32, c10::kIndex_QUInt4x2, c10::kIndex_QUInt2x4}) {
+      cap.capability_data.capability_bits &= ~(1ULL << q);
+    }
+    return cap;
+  }
   bool queryStream(const c10::Stream& stream) const override {
     rt::Status s = rt::stream_query(stream.device_index(), nativeHandle(stream));
     if (s == rt::Status::NotReady) return false;

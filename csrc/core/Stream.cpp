@@ -53,8 +53,9 @@ c10::DeviceIndex currentDeviceIndex() {
 
 void checkDeviceIndex(c10::DeviceIndex index) {
   const int n = rt::device_count();
-  TORCH_CHECK(index >= 0 && index < n, "mytorch device index must be in [0, ", n, ") (", rt::kind_name(),
-              " runtime with ", n, " device(s)), but got ", static_cast<int>(index));
+  // worded as the in-tree accelerators (XPU) word it, so that torch.accelerator's callers see one message
+  TORCH_CHECK(index >= 0 && index < n, "The device index is out of range. It must be in [0, ", n, ") (mytorch's ",
+              rt::kind_name(), " runtime has ", n, " device(s)), but got ", static_cast<int>(index));
 }
 
 c10::DeviceIndex resolveDevice(c10::DeviceIndex index) {

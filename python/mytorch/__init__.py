@@ -15,8 +15,7 @@ import torch
 def _load_extension_from(path: str) -> None:
     """MYTORCH_EXTENSION=/path/to/_C.so loads another build of the extension (the emulated CUDA build that
     scripts/emu.sh makes) in place of the installed one."""
-    import importlib.util
-
+    
     spec = importlib.util.spec_from_file_location(f"{__name__}._C", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"MYTORCH_EXTENSION={path!r} is not a loadable extension module")
@@ -60,12 +59,16 @@ def _register():
 _register()
 
 from . import backend  # noqa: E402
+from . import _after_import  # noqa: E402
+from .backend import inductor as _inductor  # noqa: E402  (imports neither Inductor nor Dynamo)
 from .audit import audit  # noqa: E402
 from . import ops  # noqa: E402,F401  (mytorch.ops: fused custom ops)
 from ._optimize import optimize  # noqa: E402,F401  (mytorch.optimize: the fused ops put into a model)
 from . import distributed  # noqa: E402  (the "mytorch" c10d backend)
 
 distributed._register()
+# Dynamo's device interface answers for mytorch as soon as Dynamo is imported, before any compile
+_after_import.after_import("torch._dynamo.device_interface", _inductor.register_interface)
 
 __all__ = ["audit", "backend"]
 __version__ = "0.1.0"

@@ -344,6 +344,24 @@ def path() -> tuple[str, str | None]:
     )
 
 
+def dynamo_backend(gm, example_inputs, **kwargs):
+    """torch.compile(backend="mytorch") (an entry point of torch_dynamo_backends): Inductor, as backend="inductor",
+    which generates mytorch's code for the graph's device tensors."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(gm, example_inputs, **kwargs)
+
+
+def register_interface(device_interface=None) -> None:
+    """Dynamo's device interface for mytorch (get_interface_for_device("mytorch")), registered once
+    torch._dynamo.device_interface is imported (mytorch/__init__.py, through _after_import) so that it answers
+    before the first compile, without importing Inductor."""
+    if device_interface is None:
+        from torch._dynamo import device_interface
+    kind, reason = path()
+    device_interface.register_interface_for_device(_BACKEND, _interface(kind == "triton" and reason is None))
+
+
 def register() -> dict:
     """The code generators Inductor asks torch.mytorch for (Note [Inductor on mytorch], Note [Triton on mytorch]),
     and once, the Dynamo interface, the op overrides and, for the C++ path, the adaptation. Where the path cannot
@@ -352,14 +370,13 @@ def register() -> dict:
     with _lock:
         if _generators is not None:
             return _generators
-        from torch._dynamo.device_interface import register_interface_for_device
         from torch._inductor.codegen.common import register_device_op_overrides
         from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
         kind, reason = path()
         triton = kind == "triton"
         _check_torch()
-        register_interface_for_device(_BACKEND, _interface(triton and reason is None))
+        register_interface()
         register_device_op_overrides(_BACKEND, _op_overrides(triton))
         if triton:
             from mytorch.backend import inductor_triton

@@ -18,12 +18,11 @@ works without patching model code).
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.util
-import sys
 
 import torch
 
+from .._after_import import after_import
 from ._opmath import opmath
 
 __all__ = ["moe_topk", "moe_permute", "moe_unpermute", "experts_forward"]
@@ -285,30 +284,7 @@ def register_experts() -> bool:
     return True
 
 
-class _RegisterAfterImport(importlib.abc.MetaPathFinder):
-    """Registers the experts implementation once transformers' MoE integration module has been executed, so that
-    importing mytorch does not import transformers (seconds) and importing transformers later still finds it."""
-
-    name = "transformers.integrations.moe"
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return None
-        exec_module = spec.loader.exec_module
-
-        def exec_and_register(module):
-            exec_module(module)
-            module.ExpertsInterface.register("mytorch", experts_forward)
-
-        spec.loader.exec_module = exec_and_register
-        return spec
-
-
-if "transformers.integrations.moe" in sys.modules:
-    register_experts()
-elif importlib.util.find_spec("transformers") is not None:
-    sys.meta_path.insert(0, _RegisterAfterImport())
+# once transformers' MoE integration has been imported, by whoever imports it: importing mytorch does not import
+# transformers (seconds), and importing transformers later still finds "mytorch"
+if importlib.util.find_spec("transformers") is not None:
+    after_import("transformers.integrations.moe", lambda m: m.ExpertsInterface.register("mytorch", experts_forward))

@@ -60,6 +60,7 @@ OPENREG_FILES = [
     "test_compile.py",
     "test_device.py",
     "test_device_type.py",
+    "test_distributed.py",
     "test_event.py",
     "test_ipc.py",
     "test_memory.py",
@@ -72,13 +73,81 @@ OPENREG_FILES = [
     "test_sdpa.py",
     "test_storage.py",
     "test_streams.py",
+    "test_testing.py",
     "test_utils.py",
 ]
 # Tests of openreg's own internals: (nodeid regex, reason). A failure that reaches into the translated
 # extension module's private bindings (mytorch._C has no such attribute) is counted here too, automatically.
 # Filled from a run over the suite at the installed torch's commit (docs/conformance.md); ids are of the
 # translated files (test_mytorch_<name>.py).
-OPENREG_INTERNAL: list[tuple[str, str]] = []
+_BACKEND_META = (
+    "openreg's own BackendMeta (format_number, version_number): tensor metadata its extension defines, serialises "
+    "and propagates through fake tensors; mytorch attaches none"
+)
+_CUSTOM_OPS = (
+    "openreg's own custom operators (torch.ops.openreg.custom_abs, custom_autograd_fn_*), defined by its extension"
+)
+OPENREG_INTERNAL: list[tuple[str, str]] = [
+    (
+        r"test_mytorch_autocast\.py::TestAutocast::test_mytorch_autocast_error_message$",
+        "openreg's autocast policy refuses float32 as the autocast dtype; mytorch accepts float16, bfloat16 and "
+        "float32, as torch.cuda does",
+    ),
+    (
+        r"test_mytorch_autocast\.py::TestAutocast::test_mytorch_autocast_float32_supported$",
+        "openreg's autocast lists run dot in float32; mytorch's lists are CUDA's, which leave dot in the input dtype",
+    ),
+    (r"test_mytorch_compile\.py::TestFakeTensor::test_backend_metadata_propagation$", _BACKEND_META),
+    (
+        r"test_mytorch_storage\.py::TestSerialization::test_(copy_backend_meta|fake_tensor_metadata_preservation"
+        r"(_functional)?|serialization|serialization_metadata_preservation)$",
+        _BACKEND_META,
+    ),
+    (
+        r"test_mytorch_device\.py::TestDevice::test_device_capability$",
+        "asserts openreg's capability set, which claims every dtype, quantized ones included; mytorch answers the "
+        "dtypes it allocates and copies: all but the quantized ones (out of scope, refused with a clear error)",
+    ),
+    (
+        r"test_mytorch_device\.py::TestDevice::test_device_poison_fork$",
+        "message text with openreg's display name (OpenReg); mytorch raises the same sentence in its own words",
+    ),
+    (
+        r"test_mytorch_misc\.py::TestTensorType::test_backend_type_methods$",
+        "asserts openreg has no typed storage classes (storage.type() is torch.storage.TypedStorage); mytorch "
+        "defines torch.mytorch.FloatStorage and the others, as torch.cuda does (Tensor.storage_type())",
+    ),
+    (
+        r"test_mytorch_ops\.py::TestQuantization::test_quantize$",
+        "openreg's own quantized kernels (quantize_per_tensor to a device qint8 tensor); quantized tensors are out "
+        "of scope on mytorch (and deprecated in torch 2.13): refused with a NotImplementedError saying so",
+    ),
+    (r"test_mytorch_ops\.py::Test\w+::test_(compile_autograd_function|custom_autograd_fn|custom_abs)\w*$", _CUSTOM_OPS),
+    (
+        r"test_mytorch_rng\.py::TestRNG::test_offset_unsupported$",
+        "asserts openreg has no generator offsets (torch.openreg.set_offset raising); mytorch's generators have "
+        "them, as torch.cuda's do (Generator.get_offset/set_offset)",
+    ),
+]
+# Tests whose failure is torch 2.13's own, whatever the device (the file is newer or older than the installed torch,
+# or races with torch itself): (nodeid regex, reason); set apart only when they fail.
+OPENREG_UPSTREAM: list[tuple[str, str]] = [
+    (
+        r"test_mytorch_autograd\.py::TestAutograd::test_autograd_init$",
+        "racy with torch 2.13's engine: it starts one thread per device at the first backward and each names itself "
+        "(pt_autograd_<i>) when it first runs, which backward() does not wait for; on a loaded machine "
+        "pt_autograd_1 may not be named yet (seen once in four runs here, under load)",
+    ),
+    (
+        r"test_mytorch_device\.py::TestDevice::test_device_properties$",
+        "expects torch.accelerator.get_memory_info() to return a dict; torch 2.13's returns (free, total) for "
+        "every device",
+    ),
+    (
+        r"test_mytorch_ops\.py::TestFactory::test_empty$",
+        "named tensors: torch 2.13 removed them (torch.empty(..., names=...) raises TypeError on the CPU too)",
+    ),
+]
 _INTERNAL_MESSAGE = re.compile(r"module 'mytorch(\._C)?' has no attribute")
 RAW = "https://raw.githubusercontent.com/pytorch/pytorch/{commit}/{path}"
 
@@ -205,8 +274,12 @@ def run_suite(tree: Path, name: str, sample: float, seed: int, timeout: int, sui
 def summarize(name: str, rows: list[dict]) -> dict:
     """Counts per suite. Device-generic: mytorch outcomes, twins' outcomes, attributable failures."""
     if name == "openreg":
-        internal, counts, failures = [], Counter(), []
+        internal, upstream, counts, failures = [], [], Counter(), []
         for r in rows:
+            why_upstream = next((why for pat, why in OPENREG_UPSTREAM if re.search(pat, r["id"])), None)
+            if why_upstream is not None and r["outcome"] in ("failed", "error"):
+                upstream.append({"id": r["id"], "outcome": r["outcome"], "reason": why_upstream})
+                continue
             reason = next((why for pat, why in OPENREG_INTERNAL if re.search(pat, r["id"])), None)
             if reason is None and r["outcome"] in ("failed", "error") and _INTERNAL_MESSAGE.search(r["message"]):
                 reason = "uses openreg's private extension bindings"
@@ -223,6 +296,7 @@ def summarize(name: str, rows: list[dict]) -> dict:
             "failed": counts["failed"],
             "skipped": counts["skipped"],
             "internal": internal,
+            "upstream": upstream,
             "pass_rate": counts["passed"] / ran if ran else None,
             "failures": failures,
         }
@@ -271,20 +345,24 @@ def markdown(summaries: list[dict], command: str) -> str:
     lines = [
         f"`{command}`",
         "",
-        "| suite | mytorch passed | failed | skipped | CPU-passing twins | attributable failures | pass rate |",
-        "|---|---|---|---|---|---|---|",
+        "| suite | tests run | mytorch passed | failed | skipped | CPU-passing twins | attributable failures "
+        "| pass rate | time |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         rate = "—" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
+        share = "all" if s.get("sample", 1.0) >= 1 else f"{100 * s['sample']:g}% (seeded)"
+        took = f"{s['seconds'] // 60} min" if "seconds" in s else "—"
         if s["suite"] == "openreg":
+            excluded = f"{len(s['internal'])} openreg-internal, {len(s['upstream'])} torch 2.13's own"
             lines.append(
-                f"| torch_openreg (translated) | {s['passed']} | {s['failed']} | {s['skipped']} | — | "
-                f"{s['failed']} ({len(s['internal'])} openreg-internal excluded) | {rate} |"
+                f"| torch_openreg (translated) | {share} | {s['passed']} | {s['failed']} | {s['skipped']} | — | "
+                f"{s['failed']} ({excluded}: excluded) | {rate} | {took} |"
             )
         else:
             lines.append(
-                f"| {s['suite']} | {s['passed']} | {s['failed']} | {s['skipped']} | {s['cpu_passing_twins']} | "
-                f"{s['attributable_failures']} | {rate} |"
+                f"| {s['suite']} | {share} | {s['passed']} | {s['failed']} | {s['skipped']} | "
+                f"{s['cpu_passing_twins']} | {s['attributable_failures']} | {rate} | {took} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -305,6 +383,13 @@ def main(argv=None) -> int:
     )
     p.add_argument("--work", type=Path, default=ROOT / "build" / "pytorch-tests")
     p.add_argument("--sample", type=float, default=1.0, help="fraction of each device-generic suite (seeded)")
+    p.add_argument(
+        "--sample-for",
+        action="append",
+        default=[],
+        metavar="SUITE=F",
+        help="a fraction for one suite, overriding --sample (repeatable)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=int, default=120, help="seconds per test")
     p.add_argument("--suite-timeout", type=int, default=4 * 3600, help="seconds per suite")
@@ -317,10 +402,19 @@ def main(argv=None) -> int:
     suites = args.suite or [*DEVICE_SUITES, "openreg"]
     tree = prepare(args.src, suites, args.work)
 
+    fractions = {name: args.sample for name in suites}
+    for item in args.sample_for:
+        name, _, fraction = item.partition("=")
+        if name not in fractions:
+            p.error(f"--sample-for {item}: {name} is not one of the suites run ({', '.join(suites)})")
+        fractions[name] = float(fraction)
+
     def one(name: str) -> dict:
         start = time.time()
-        rows = run_suite(tree, name, args.sample, args.seed, args.timeout, args.suite_timeout)
+        sample = 1.0 if name == "openreg" else fractions[name]
+        rows = run_suite(tree, name, sample, args.seed, args.timeout, args.suite_timeout)
         s = summarize(name, rows)
+        s["sample"] = sample
         s["seconds"] = round(time.time() - start)
         rate = "—" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
         print(
