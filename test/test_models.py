@@ -549,22 +549,26 @@ print(json.dumps({"device": str(next(model.parameters()).device),
 """
 
 
-def test_trainer_trains_on_mytorch_through_accelerates_device_setting(tmp_path):
-    """Hugging Face Trainer on mytorch through accelerate's own configuration point, ACCELERATE_TORCH_DEVICE
-    (docs/ecosystem.md; accelerate does not detect a PrivateUse1 device by itself): the parameters train on the
-    device, with the losses of a CPU run (use_cpu=True, the variable unset)."""
+def test_trainer_picks_mytorch(tmp_path):
+    """Hugging Face Trainer picks mytorch by itself (mytorch/_accelerate.py; docs/ecosystem.md): with default
+    arguments the parameters train on the device, with the losses of a CPU run, and use_cpu=True trains on the
+    CPU. The adaptations are written for one accelerate and one transformers version: a bump fails here."""
+    import importlib.metadata
     import json
     import os
     import subprocess
     import sys
 
+    from mytorch import _accelerate
+
     pytest.importorskip("accelerate")
     script = tmp_path / "train.py"
     script.write_text(TRAINER_SCRIPT)
     runs = {}
-    for name, env in (("mytorch", {"ACCELERATE_TORCH_DEVICE": "mytorch"}), ("cpu", {})):
-        full = {k: v for k, v in os.environ.items() if k != "ACCELERATE_TORCH_DEVICE"}
-        full.update(env)
+    for package, tested in _accelerate.TESTED.items():
+        assert importlib.metadata.version(package).startswith(tested), (package, "re-read the adaptation")
+    for name in ("mytorch", "cpu"):
+        full = {k: v for k, v in os.environ.items() if k not in ("ACCELERATE_TORCH_DEVICE", "ACCELERATE_USE_CPU")}
         r = subprocess.run(
             [sys.executable, str(script), str(tmp_path / name), name],
             capture_output=True,
@@ -576,5 +580,20 @@ def test_trainer_trains_on_mytorch_through_accelerates_device_setting(tmp_path):
         runs[name] = json.loads(r.stdout.strip().splitlines()[-1])
     assert runs["mytorch"]["device"] == "mytorch:0" and runs["cpu"]["device"] == "cpu"
     assert len(runs["mytorch"]["losses"]) == 2
+    # accelerate and transformers imported before mytorch (no backend autoload): adapted at `import mytorch`
+    late = (
+        "import accelerate.state, transformers.training_args, mytorch\n"
+        "args = transformers.TrainingArguments(output_dir='x', report_to=[])\n"
+        "print(accelerate.state.PartialState().device, args.device)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", late],
+        capture_output=True,
+        text=True,
+        env={**full, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert r.returncode == 0 and r.stdout.split() == ["mytorch", "mytorch"], r.stdout + r.stderr[-2000:]
     for got, want in zip(runs["mytorch"]["losses"], runs["cpu"]["losses"]):
         assert abs(got - want) <= LOSS_RTOL * abs(want)

@@ -6,6 +6,7 @@ device API lives at ``torch.mytorch`` (also ``mytorch.backend``), named like ``t
 """
 
 import atexit
+import importlib.util
 import os
 import sys
 
@@ -15,7 +16,8 @@ import torch
 def _load_extension_from(path: str) -> None:
     """MYTORCH_EXTENSION=/path/to/_C.so loads another build of the extension (the emulated CUDA build that
     scripts/emu.sh makes) in place of the installed one."""
-    
+    import importlib.util
+
     spec = importlib.util.spec_from_file_location(f"{__name__}._C", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"MYTORCH_EXTENSION={path!r} is not a loadable extension module")
@@ -69,6 +71,12 @@ from . import distributed  # noqa: E402  (the "mytorch" c10d backend)
 distributed._register()
 # Dynamo's device interface answers for mytorch as soon as Dynamo is imported, before any compile
 _after_import.after_import("torch._dynamo.device_interface", _inductor.register_interface)
+# accelerate (Trainer) picks mytorch when no other accelerator is there (_accelerate.py)
+if importlib.util.find_spec("accelerate") is not None:
+    from . import _accelerate  # noqa: E402
+
+    _after_import.after_import("accelerate.state", _accelerate.adapt)
+    _after_import.after_import("transformers.training_args", _accelerate.adapt_training_args)
 
 __all__ = ["audit", "backend"]
 __version__ = "0.1.0"
