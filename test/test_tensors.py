@@ -306,3 +306,39 @@ def test_module_to_keeps_parameters_and_tied_weights():
     assert model[0].weight is w and model[1].weight is w and w.device.type == "mytorch"
     model.cpu()
     assert model[0].weight is model[1].weight and w.device.type == "cpu"
+
+
+NON_STANDARD_BOOL_OPS = {
+    "to int64": lambda b, o: b.to(torch.int64),
+    "to float (strided)": lambda b, o: b.t().to(torch.float32),
+    "eq": lambda b, o: b == o,
+    "ne": lambda b, o: torch.ne(b, o),
+    "add": lambda b, o: b + o,
+    "logical_and": lambda b, o: torch.logical_and(b, o),
+    "bitwise_xor": lambda b, o: b ^ o,
+    "mul by float": lambda b, o: b * 2.5,
+    "where": lambda b, o: torch.where(b, 1.0, -1.0),
+    "masked_fill": lambda b, o: torch.zeros(b.shape, device=b.device).masked_fill(b, 3.0),
+    "sum": lambda b, o: b.sum(),
+    "sum dim 0": lambda b, o: b.sum(0),
+    "sum dim 1 (strided rows)": lambda b, o: b.sum(1),
+    "any / all": lambda b, o: torch.stack([b.any(), b.all(), b.all(1).any()]),
+    "count_nonzero": lambda b, o: torch.count_nonzero(b),
+    "cumsum": lambda b, o: b.cumsum(1),
+    "max": lambda b, o: b.to(torch.uint8).max(),
+}
+
+
+@pytest.mark.every_runtime
+@pytest.mark.parametrize("name", sorted(NON_STANDARD_BOOL_OPS))
+def test_bool_bytes_other_than_one_read_as_true(name):
+    """A uint8 tensor viewed as bool may hold 2..255 (PyTorch's test_non_standard_bool_values): every kernel reads
+    such a byte as True, as the CPU's loops do (mt_load in kernels/include/mytorch/dtype.h)."""
+    g = torch.Generator().manual_seed(0)
+    raw = torch.randint(0, 255, (9, 33), dtype=torch.uint8, generator=g) * (torch.rand(9, 33, generator=g) < 0.5)
+    other = torch.rand(9, 33, generator=g) < 0.5
+    fn = NON_STANDARD_BOOL_OPS[name]
+    want = fn(raw.view(torch.bool), other)
+    got = fn(raw.to("mytorch").view(torch.bool), other.to("mytorch"))
+    assert got.dtype == want.dtype and torch.equal(got.cpu().to(torch.int64), want.to(torch.int64)), name
+    assert raw.max() > 1  # the input does hold non-standard bytes (else the test could not fail)

@@ -29,7 +29,7 @@ __global__ void cast_kernel(CopyParams p, StridedDivs v) {
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t o0, o1;
     strided_offsets(p.shape, v, p.dst.strides, p.src.strides, i, &o0, &o1);
-    *reinterpret_cast<To*>(dst + o0) = mt_cast<To, From>(*reinterpret_cast<const From*>(src + o1));
+    *reinterpret_cast<To*>(dst + o0) = mt_cast<To, From>(mt_load(reinterpret_cast<const From*>(src + o1)));
   }
 }
 

@@ -28,8 +28,8 @@ __device__ inline typename EwTraits<op, T>::Out ew_compute(const typename EwTrai
 template <EwOp op, typename T>
 __device__ inline typename EwTraits<op, T>::O ew_load(const void* base, int k, int64_t i) {
   using O = typename EwTraits<op, T>::O;
-  if (EwTraits<op, T>::masked && k == 0) return static_cast<O>(static_cast<const bool*>(base)[i]);
-  return static_cast<O>(static_cast<const T*>(base)[i]);
+  if (EwTraits<op, T>::masked && k == 0) return static_cast<O>(mt_load(static_cast<const bool*>(base) + i));
+  return static_cast<O>(mt_load(static_cast<const T*>(base) + i));
 }
 
 template <EwOp op, typename T>
@@ -39,7 +39,7 @@ __device__ inline void ew_scalars(const ElementwiseArgs& a, typename EwTraits<op
   for (int k = 0; k < EwTraits<op, T>::n; ++k) {
     s[k] = O(0);
     if (!a.is_scalar[k]) continue;
-    if (EwTraits<op, T>::masked && k == 0) s[k] = static_cast<O>(*reinterpret_cast<const bool*>(a.scalar[0]));
+    if (EwTraits<op, T>::masked && k == 0) s[k] = static_cast<O>(mt_load(reinterpret_cast<const bool*>(a.scalar[0])));
     else if (EwTraits<op, T>::masked) s[k] = static_cast<O>(*reinterpret_cast<const T*>(a.scalar[k])); // compute dtype
     else s[k] = *reinterpret_cast<const O*>(a.scalar[k]); // arithmetic scalars stay in opmath precision
   }
@@ -65,11 +65,11 @@ __global__ void ew_contiguous(ElementwiseArgs a) {
         } else if (Tr::masked && k == 0) {
           const Vec<bool, VEC> mv = load_vec<bool, VEC>(static_cast<const bool*>(a.in[0].data) + base);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) v[j][0] = static_cast<O>(mv.v[j]);
+          for (int j = 0; j < VEC; ++j) v[j][0] = static_cast<O>(mt_load(&mv.v[j]));
         } else {
           const Vec<T, VEC> iv = load_vec<T, VEC>(static_cast<const T*>(a.in[k].data) + base);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) v[j][k] = static_cast<O>(iv.v[j]);
+          for (int j = 0; j < VEC; ++j) v[j][k] = static_cast<O>(mt_load(&iv.v[j]));
         }
       }
       Vec<Out, VEC> ov;

@@ -99,7 +99,7 @@ __global__ void scatter_kernel(IndexArgs a) {
       report_bad(a, bad);
       continue;
     }
-    atomic_combine<T>(dst + t, a.src_is_scalar ? scalar : src[u], a.op);
+    atomic_combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + u), a.op);
   }
 }
 

@@ -89,11 +89,12 @@ __global__ void reduce_rows_kernel(ReduceArgs r, ReducePlan p) {
       const T* pk = in + in_base + lo;
       for (int64_t q = threadIdx.x; q < packs; q += blockDim.x) {
         const Pack<T> v = load_vec<T, kPack>(pk + q * kPack);
-        for (int e = 0; e < kPack; ++e) R::push(acc, static_cast<A>(v.v[e]), lo + q * kPack + e, r.params);
+        for (int e = 0; e < kPack; ++e) R::push(acc, static_cast<A>(mt_load(&v.v[e])), lo + q * kPack + e, r.params);
       }
       j = lo + packs * kPack + threadIdx.x;  // the tail
     }
-    for (; j < hi; j += blockDim.x) R::push(acc, static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.params);
+    for (; j < hi; j += blockDim.x)
+      R::push(acc, static_cast<A>(mt_load(in + in_base + red::red_offset(r, j))), j, r.params);
     parts[threadIdx.x] = acc;
     block_tree(parts, [&](red::Acc<A>& x, const red::Acc<A>& y) { R::combine(x, y, r.params); });
     if (threadIdx.x == 0) {
@@ -136,10 +137,10 @@ __global__ void reduce_columns_kernel(ReduceArgs r, ReducePlan p) {
       const int64_t in_base = red::red_output_offsets(r, o).in_base;
       for (int64_t j = lo + threadIdx.y; j < hi; j += blockDim.y) {
         if constexpr (kVec == 1) {
-          R::push(acc[0], static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.params);
+          R::push(acc[0], static_cast<A>(mt_load(in + in_base + red::red_offset(r, j))), j, r.params);
         } else {  // the plan checked that the group starts 16-byte aligned in every reduced row
           const Group g = load_vec<T, kVec>(in + in_base + red::red_offset(r, j));
-          for (int k = 0; k < kVec; ++k) R::push(acc[k], static_cast<A>(g.v[k]), j, r.params);
+          for (int k = 0; k < kVec; ++k) R::push(acc[k], static_cast<A>(mt_load(&g.v[k])), j, r.params);
         }
       }
     }
@@ -323,7 +324,7 @@ __global__ void scan_chunked_kernel(ScanArgs s, int64_t chunks) {
   // coalesced loads: element k * kScanThreads + t by thread t
   for (int k = 0; k < kScanItems; ++k) {
     const int i = k * int(kScanThreads) + int(threadIdx.x);
-    items[padded_slot(i)] = i < n ? P::make(static_cast<A>(in[i]), start + i) : P::identity();
+    items[padded_slot(i)] = i < n ? P::make(static_cast<A>(mt_load(in + i)), start + i) : P::identity();
   }
   __syncthreads();
   // each thread scans its kScanItems consecutive elements

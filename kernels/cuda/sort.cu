@@ -20,7 +20,7 @@ __global__ void bitonic_kernel(SortArgs a, int64_t padded) {
   const T* row = static_cast<const T*>(a.in) + s * a.length;
   for (int64_t i = threadIdx.x; i < padded; i += blockDim.x) {
     if (i < a.length) {
-      v[i] = static_cast<O>(row[i]);
+      v[i] = static_cast<O>(mt_load(row + i));
       ix[i] = i;
     } else {
       ix[i] = -1;  // padding sorts after everything

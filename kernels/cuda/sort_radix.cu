@@ -67,7 +67,7 @@ struct RadixPass {
 
 template <typename T, bool kFromInput>
 __device__ inline sort_key_t<T> load_key(const SortArgs& a, const RadixPass& p, int64_t g) {
-  if constexpr (kFromInput) return key_of(static_cast<const T*>(a.in)[g], a.descending);
+  if constexpr (kFromInput) return key_of(mt_load(static_cast<const T*>(a.in) + g), a.descending);
   else return static_cast<const sort_key_t<T>*>(p.keys_in)[g];
 }
 
@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(kSelectBins)
   for (int j = 0; j < kSelectItems; ++j) {
     const int64_t i = start + j * kSelectBins + t;
     if (i < a.length) {
-      const uint64_t key = key_of(row[i], a.descending);
+      const uint64_t key = key_of(mt_load(row + i), a.descending);
       if (((key ^ st.prefix) & st.mask) == 0) atomicAdd(&h[(key >> shift) & (kSelectBins - 1)], 1u);
     }
   }
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(kSelectBins)
   for (int j = 0; j < kSelectItems; ++j) {
     const int64_t i = start + j * kSelectBins + t;
     if (i < a.length) {
-      const uint64_t key = key_of(row[i], a.descending);
+      const uint64_t key = key_of(mt_load(row + i), a.descending);
       lt += key < kth;
       eq += key == kth;
     }
@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(kSelectBins)
     T v{};
     uint64_t key = 0;
     if (i < a.length) {
-      v = row[i];
+      v = mt_load(row + i);
       key = key_of(v, a.descending);
     }
     const bool lt = i < a.length && key < kth, eq = i < a.length && key == kth;

@@ -60,12 +60,13 @@ void cast_run(char* dst, const char* src, int64_t n, int64_t sd, int64_t ss) {
                        (std::is_same_v<To, c10::Half> || std::is_same_v<To, c10::BFloat16>))
       vec::from_opmath(s, d, n);
     else
-      for (int64_t i = 0; i < n; ++i) d[i] = mt_cast<To, From>(s[i]);
+      for (int64_t i = 0; i < n; ++i) d[i] = mt_cast<To, From>(mt_load(s + i));
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
     From v;
-    std::memcpy(&v, src + i * ss, sizeof(From));
+    if constexpr (std::is_same_v<From, bool>) v = mt_load(reinterpret_cast<const bool*>(src + i * ss));
+    else std::memcpy(&v, src + i * ss, sizeof(From));
     To out = mt_cast<To, From>(v);
     std::memcpy(dst + i * sd, &out, sizeof(To));
   }

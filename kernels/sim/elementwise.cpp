@@ -177,8 +177,8 @@ rt::Status run(const ElementwiseArgs& a) {
         for (int k = 0; k < n; ++k) {
           if (a.is_scalar[k]) continue;
           const char* p = in[k] + off[k + 1] + i * s[k + 1];
-          if (masked && k == 0) v[0] = static_cast<O>(*reinterpret_cast<const bool*>(p));
-          else v[k] = static_cast<O>(*reinterpret_cast<const T*>(p));
+          if (masked && k == 0) v[0] = static_cast<O>(mt_load(reinterpret_cast<const bool*>(p)));
+          else v[k] = static_cast<O>(mt_load(reinterpret_cast<const T*>(p)));
         }
         *reinterpret_cast<Out*>(out + off[0] + i * s[0]) = static_cast<Out>(ew::apply<op, T>(v[0], v[1], v[2], a.p));
       }

@@ -25,13 +25,13 @@ void combine(T* dst, T v, ScatterOp op) {
   using O = ew::opmath_t<T>;
   switch (op) {
     case ScatterOp::Assign: *dst = v; break;
-    case ScatterOp::Add: *dst = static_cast<T>(static_cast<O>(*dst) + static_cast<O>(v)); break;
-    case ScatterOp::Mul: *dst = static_cast<T>(static_cast<O>(*dst) * static_cast<O>(v)); break;
+    case ScatterOp::Add: *dst = static_cast<T>(static_cast<O>(mt_load(dst)) + static_cast<O>(v)); break;
+    case ScatterOp::Mul: *dst = static_cast<T>(static_cast<O>(mt_load(dst)) * static_cast<O>(v)); break;
     case ScatterOp::Max:
-      *dst = ew::apply<EwOp::Maximum, T>(static_cast<O>(*dst), static_cast<O>(v), O(0), EwParams{});
+      *dst = ew::apply<EwOp::Maximum, T>(static_cast<O>(mt_load(dst)), static_cast<O>(v), O(0), EwParams{});
       break;
     case ScatterOp::Min:
-      *dst = ew::apply<EwOp::Minimum, T>(static_cast<O>(*dst), static_cast<O>(v), O(0), EwParams{});
+      *dst = ew::apply<EwOp::Minimum, T>(static_cast<O>(mt_load(dst)), static_cast<O>(v), O(0), EwParams{});
       break;
   }
 }
@@ -113,7 +113,7 @@ rt::Status scatter(const IndexArgs& a, rt::Stream) {
           out_of_bounds(a, bad);
           return;
         }
-        combine<T>(dst + t, a.src_is_scalar ? scalar : src[u], a.op);
+        combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + u), a.op);
       }
     }
   });

@@ -54,7 +54,7 @@ red::Acc<A> chunk_partial(const ReduceArgs& r, const T* in, int64_t in_base, int
     const T* x = in + in_base;
     auto push = [&](A& a, int64_t j) {
       red::Acc<A> t{a, init.b, init.n};
-      R::push(t, static_cast<A>(x[j]), j, r.params);
+      R::push(t, static_cast<A>(mt_load(x + j)), j, r.params);
       a = t.a;
     };
     int64_t j = c;
@@ -78,10 +78,10 @@ red::Acc<A> chunk_partial(const ReduceArgs& r, const T* in, int64_t in_base, int
     const int64_t e = std::min(b + kLeaf, end);
     if (r.red_ndim == 1) {
       const int64_t s = r.red_in_strides[0];
-      for (int64_t j = b; j < e; ++j) R::push(leaf[m], static_cast<A>(in[in_base + j * s]), j, r.params);
+      for (int64_t j = b; j < e; ++j) R::push(leaf[m], static_cast<A>(mt_load(in + in_base + j * s)), j, r.params);
     } else {
       for (int64_t j = b; j < e; ++j)
-        R::push(leaf[m], static_cast<A>(in[in_base + red::red_offset(r, j)]), j, r.params);
+        R::push(leaf[m], static_cast<A>(mt_load(in + in_base + red::red_offset(r, j))), j, r.params);
     }
   }
   return combine_pairwise<R>(leaf, m, r.params);
@@ -151,7 +151,7 @@ void column_totals(const ReduceArgs& r, const T* in, int64_t base, int nb, red::
       for (int k = 0; k < nb; ++k) lf[k] = St::init(r.params);
       for (int64_t j = b; j < std::min(b + kLeaf, end); ++j) {
         const T* row = in + base + j * s;
-        for (int k = 0; k < nb; ++k) St::push(lf[k], static_cast<A>(row[k]), j, r.params);
+        for (int k = 0; k < nb; ++k) St::push(lf[k], static_cast<A>(mt_load(row + k)), j, r.params);
       }
     }
     combine_rows<St>(&leaf[0][0], kCols, m, nb, r.params);

@@ -59,7 +59,7 @@ void sort_slice(const SortArgs& a, int64_t s) {
   const int64_t n = a.length;
   if (n < kRadixMin) {
     std::vector<std::pair<O, int64_t>> p(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) p[i] = {static_cast<O>(row[i]), i};
+    for (int64_t i = 0; i < n; ++i) p[i] = {static_cast<O>(mt_load(row + i)), i};
     std::sort(p.begin(), p.end(), [&](const auto& x, const auto& y) {
       return sort_before<O>(x.first, x.second, y.first, y.second, a.descending);
     });
@@ -73,7 +73,7 @@ void sort_slice(const SortArgs& a, int64_t s) {
   std::vector<K> keys(static_cast<size_t>(n)), k2;
   std::vector<int64_t> idx(static_cast<size_t>(n)), i2;
   for (int64_t i = 0; i < n; ++i) {
-    keys[i] = a.descending ? ~sort_key(row[i]) : sort_key(row[i]);
+    keys[i] = a.descending ? ~sort_key(mt_load(row + i)) : sort_key(mt_load(row + i));
     idx[i] = i;
   }
   radix_sort(keys, idx, k2, i2);
@@ -94,13 +94,13 @@ void select_part(const SortArgs& a, const T* row, int64_t b, int64_t e,
   const int64_t k = a.k;
   int64_t j = b;
   for (; j < e && static_cast<int64_t>(heap.size()) < k; ++j) {
-    heap.emplace_back(static_cast<O>(row[j]), j);
+    heap.emplace_back(static_cast<O>(mt_load(row + j)), j);
     std::push_heap(heap.begin(), heap.end(), before);
   }
   if (k == 0) return;
   constexpr int64_t kBlock = 32;
   auto consider = [&](int64_t i) {
-    const P c{static_cast<O>(row[i]), i};
+    const P c{static_cast<O>(mt_load(row + i)), i};
     if (!before(c, heap.front())) return;
     std::pop_heap(heap.begin(), heap.end(), before);
     heap.back() = c;
@@ -112,9 +112,9 @@ void select_part(const SortArgs& a, const T* row, int64_t b, int64_t e,
     const O thr = heap.front().first;
     bool any = false;
     if (desc) {
-      for (int64_t i = 0; i < kBlock; ++i) any |= !(static_cast<O>(row[j + i]) <= thr);
+      for (int64_t i = 0; i < kBlock; ++i) any |= !(static_cast<O>(mt_load(row + j + i)) <= thr);
     } else {
-      for (int64_t i = 0; i < kBlock; ++i) any |= static_cast<O>(row[j + i]) < thr;
+      for (int64_t i = 0; i < kBlock; ++i) any |= static_cast<O>(mt_load(row + j + i)) < thr;
       any |= thr != thr;
     }
     if (!any) continue;

@@ -60,6 +60,16 @@ MT_HOST_DEVICE inline int dtype_size(DType t) {
 template <typename T> struct is_complex_t : std::false_type {};
 template <typename T> struct is_complex_t<c10::complex<T>> : std::true_type {};
 
+// An element read as ATen's loops read it (c10::load): a bool is any non-zero byte. A uint8 tensor viewed as bool
+// may hold 2..255, and such a byte read as a C++ bool flows into the arithmetic as it is (246 + 1, a comparison
+// with 1 that fails, a conversion to 246). Every kernel reads its bool operands through this, from memory or from
+// an element of a vector just loaded (the byte is read through unsigned char, which may alias anything).
+template <typename T>
+MT_HOST_DEVICE inline T mt_load(const T* p) {
+  if constexpr (std::is_same_v<T, bool>) return *reinterpret_cast<const unsigned char*>(p) != 0;
+  else return *p;
+}
+
 // dst = cast(src) with ATen's CPU semantics: bool is "non-zero", complex to real keeps the real part,
 // floating to uint8 goes through int64 (as c10::convert does, to avoid undefined behaviour).
 template <typename To, typename From>
