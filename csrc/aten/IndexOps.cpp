@@ -106,6 +106,16 @@ void launch(Kind kind, IndexArgs& a, const at::Device& device, const OutOfBounds
   Tensor keep;
   if (kind == Kind::Scatter && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble))
     keep = realPairs(a, device);
+  if (a.dtype == DType::Other && (kind == Kind::Gather || a.op == ScatterOp::Assign)) {
+    // moves only (complex32, float8, the unsigned dtypes): the integer type of the element's size carries the bytes
+    switch (a.elem_size) {
+      case 1: a.dtype = DType::UInt8; break;
+      case 2: a.dtype = DType::Int16; break;
+      case 4: a.dtype = DType::Int32; break;
+      case 8: a.dtype = DType::Int64; break;
+      default: break;
+    }
+  }
   a.negative_wraps = oob.negative_wraps;
   a.error = deviceErrorSite(device, oob.op, DeviceErrorFormat::IndexOutOfBounds, !oob.runtime_error, oob.dim, oob.size);
   c10::DeviceGuard guard(device);
@@ -383,6 +393,9 @@ void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tens
 
 Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source,
                       const c10::Scalar& alpha, Tensor& out) {
+  if (self.scalar_type() == at::kComplexHalf) {  // no complex32 arithmetic in the kernels: complex64, rounded back
+    return out.copy_(at::index_add(self.to(at::kComplexFloat), dim, index_in, source.to(at::kComplexFloat), alpha));
+  }
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "index_add").reshape({-1});
   prepare(self, out);
@@ -646,6 +659,11 @@ Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& in
 
 Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& indices, const Tensor& values,
                         bool accumulate, bool) {
+  if (accumulate && self.scalar_type() == at::kComplexHalf) {  // as index_add: complex64, rounded back
+    Tensor wide = self.to(at::kComplexFloat);
+    at::_index_put_impl_(wide, indices, values.to(at::kComplexFloat), true, false);
+    return self.copy_(wide);
+  }
   Advanced adv = makeAdvanced(self, indices);
   Tensor v = values.to(self.scalar_type());
   if (v.device() != self.device()) v = v.to(self.device());

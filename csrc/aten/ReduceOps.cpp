@@ -59,6 +59,11 @@ bool native(const Tensor& self, const Tensor& out) { return !self.is_complex() &
 
 // all/any: a bool out= (uint8 for a uint8 input), with ATen's message.
 void checkLogicalOut(const Tensor& self, const Tensor& out, const char* name) {
+  // as TensorIterator's device check (a CPU out would otherwise take the fallback and be written on the host)
+  TORCH_CHECK(out.device() == self.device(),
+              "Expected all tensors to be on the same device, but found at least two "
+              "devices, ",
+              self.device(), " and ", out.device(), "!");
   const auto t = out.scalar_type();
   TORCH_CHECK(t == at::kBool || (t == at::kByte && self.scalar_type() == at::kByte), name,
               " only supports bool tensor for result, got: ", t);

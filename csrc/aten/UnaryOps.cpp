@@ -40,10 +40,11 @@ Tensor& sgn_out(const Tensor& self, Tensor& out) {
 
 // round(decimals) as ATen: scale by 10^|d|, round half to even, scale back (native kernels, scalars in opmath).
 Tensor& round_decimals_out(const Tensor& self, int64_t decimals, Tensor& out) {
-  if (decimals == 0) return at::round_out(out, self);
-  checkExactOut(out, self.scalar_type());
+  // floating only, decimals=0 included (the CPU's round(int) is the identity, its round(int, decimals=0) raises)
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "round_decimals: expected a floating point tensor, got ",
               self.scalar_type());
+  if (decimals == 0) return at::round_out(out, self);
+  checkExactOut(out, self.scalar_type());
   const double ten = std::pow(10.0, static_cast<double>(std::abs(decimals)));
   Tensor r = decimals > 0 ? at::div(at::round(at::mul(self, ten)), ten) : at::mul(at::round(at::div(self, ten)), ten);
   at::native::resize_output(out, r.sizes());
