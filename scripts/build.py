@@ -285,10 +285,14 @@ def status() -> tuple[bool, str]:
     return True, f"up to date ({flavour} build of torch {saved['state']['torch']}); nothing to do"
 
 
-def record() -> None:
+def record(built_at: float | None = None) -> None:
     flavour, _ = plan()
     BUILD.mkdir(exist_ok=True)
-    STAMP.write_text(json.dumps({"state": _state(flavour), "built_at": _newest_input(flavour)[0]}, indent=1))
+    # built_at: the newest input the build read, taken before it started (an edit made while it compiled is newer
+    # and makes the next set-up rebuild)
+    if built_at is None:
+        built_at = _newest_input(flavour)[0]
+    STAMP.write_text(json.dumps({"state": _state(flavour), "built_at": built_at}, indent=1))
 
 
 def main(argv: list[str]) -> int:
@@ -303,9 +307,11 @@ def main(argv: list[str]) -> int:
     elif cmd == "missing-deps":
         print("\n".join(missing_deps()))
     elif cmd == "rebuild":
-        built = cmake_build(plan()[0])
+        flavour = plan()[0]
+        before = _newest_input(flavour)[0]
+        built = cmake_build(flavour)
         install_extension(built, ROOT / "python" / "mytorch" / built.name)
-        record()
+        record(before)
     elif cmd == "torch-ok":
         return 0 if torch_ok(_torch_version()) else 1
     elif cmd == "installed-here":

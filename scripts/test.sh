@@ -9,10 +9,13 @@
 #      seeded sample of the robustness fuzzer;
 #   3. torch.compile's Triton path: Inductor's Triton kernels for mytorch graphs, run by Triton's interpreter
 #      over sim memory (test/test_compile_triton.py; the path is chosen per process);
-#   4. the style of every tracked source (scripts/lint.sh: clang-format and ruff, pinned versions);
-#   5. the main suite on the installed build.
+#   4. PyTorch's own suites from ../shared/pytorch-tests (where it is): a seeded 1% of each device-generic suite
+#      and torch_openreg's suite in full, failing on an openreg failure outside its listed exclusions or a pooled
+#      pass rate under 99% (python -m mytorch.testing.suites --check; docs/conformance.md);
+#   5. the style of every tracked source (scripts/lint.sh: clang-format and ruff, pinned versions);
+#   6. the main suite on the installed build.
 # Extra arguments go to the main pytest run only (e.g. -k allocator), and then parts 1 and 2 run only when
-# asked. MYTORCH_TEST_CUDA=0 skips part 1, MYTORCH_TEST_EMU=0 part 2, MYTORCH_TEST_TRITON=0 part 3 (README,
+# asked. MYTORCH_TEST_CUDA=0 skips part 1, MYTORCH_TEST_EMU=0 part 2, MYTORCH_TEST_TRITON=0 part 3, MYTORCH_TEST_SUITES=0 part 4 (README,
 # "How long things take").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +24,10 @@ PY=${PYTHON:-python3}
 cuda=${MYTORCH_TEST_CUDA:-1}
 emu=${MYTORCH_TEST_EMU:-1}
 triton=${MYTORCH_TEST_TRITON:-1}
-if [ $# -gt 0 ]; then cuda=${MYTORCH_TEST_CUDA:-0}; emu=${MYTORCH_TEST_EMU:-0}; triton=${MYTORCH_TEST_TRITON:-0}; fi
+suites=${MYTORCH_TEST_SUITES:-1}
+if [ $# -gt 0 ]; then
+  cuda=${MYTORCH_TEST_CUDA:-0}; emu=${MYTORCH_TEST_EMU:-0}; triton=${MYTORCH_TEST_TRITON:-0}; suites=${MYTORCH_TEST_SUITES:-0}
+fi
 start=$(date +%s)
 stage() { echo "== [$(( $(date +%s) - start )) s] $*"; }
 if [ "$cuda" = "1" ]; then
@@ -50,6 +56,14 @@ if [ "$triton" = "1" ]; then
   stage "torch.compile's Triton path, in Triton's interpreter over sim memory"
   MYTORCH_INDUCTOR=triton TRITON_INTERPRET=1 TRITON_DEFAULT_FP_FUSION=1 \
     "$PY" -m pytest -q -p no:cacheprovider test/test_compile_triton.py
+fi
+if [ "$suites" = "1" ]; then
+  if [ -d ../shared/pytorch-tests ]; then
+    stage "PyTorch's own suites: a seeded 1% of each device-generic suite, torch_openreg's suite in full"
+    "$PY" -m mytorch.testing.suites --src ../shared/pytorch-tests --sample 0.01 --seed 30 --jobs 2 --check
+  else
+    stage "no ../shared/pytorch-tests: PyTorch's own suites are skipped (docs/conformance.md)"
+  fi
 fi
 stage "style: clang-format and ruff over every tracked source (scripts/lint.sh)"
 bash scripts/lint.sh
