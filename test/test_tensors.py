@@ -342,3 +342,26 @@ def test_bool_bytes_other_than_one_read_as_true(name):
     got = fn(raw.to("mytorch").view(torch.bool), other.to("mytorch"))
     assert got.dtype == want.dtype and torch.equal(got.cpu().to(torch.int64), want.to(torch.int64)), name
     assert raw.max() > 1  # the input does hold non-standard bytes (else the test could not fail)
+
+
+@pytest.mark.parametrize("reduce", ["prod", "amax", "mean", "multiply"])
+def test_complex_scatter_reductions_match_the_cpu(reduce):
+    """Complex scatter reductions other than add and assign run through the CPU fallback (the kernels add and
+    assign complex values as real pairs only): the CPU's result, not an error."""
+    g = torch.Generator().manual_seed(0)
+    self = torch.randn(4, 5, dtype=torch.complex64, generator=g)
+    src = torch.randn(4, 5, dtype=torch.complex64, generator=g)
+    index = torch.randint(0, 4, (4, 5), generator=g)
+    if reduce == "multiply":
+        want = self.clone().scatter_(0, index, src, reduce=reduce)
+        got = self.to("mytorch").scatter_(0, index.to("mytorch"), src.to("mytorch"), reduce=reduce)
+    elif reduce == "amax":
+        with pytest.raises(RuntimeError) as cpu_error:
+            self.scatter_reduce(0, index, src, reduce)
+        with pytest.raises(RuntimeError, match=str(cpu_error.value)[:30]):
+            self.to("mytorch").scatter_reduce(0, index.to("mytorch"), src.to("mytorch"), reduce)
+        return
+    else:
+        want = self.scatter_reduce(0, index, src, reduce)
+        got = self.to("mytorch").scatter_reduce(0, index.to("mytorch"), src.to("mytorch"), reduce)
+    assert torch.equal(got.cpu(), want)  # the CPU's kernel on the same values: exact

@@ -331,12 +331,22 @@ Tensor& scatter_src_out(const Tensor& self, int64_t dim, const Tensor& index, co
 Tensor& scatter_value_out(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value, Tensor& out) {
   return scatterOverload(self, dim, index, nullptr, &value, ScatterOp::Assign, "scatter", out);
 }
+// Complex tensors: the kernels add and assign through real pairs (Note [Complex index writes]); the other
+// reductions (multiply, amax, ...) run through the CPU fallback.
+bool complexReduction(const Tensor& self, ScatterOp op) {
+  return self.is_complex() && op != ScatterOp::Assign && op != ScatterOp::Add;
+}
+
 Tensor& scatter_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                            c10::string_view reduce, Tensor& out) {
+  if (complexReduction(self, reduceOp(reduce, false)))
+    return Fallback<at::_ops::scatter_reduce_out>::call(self, dim, index, src, reduce, out);
   return scatterOverload(self, dim, index, &src, nullptr, reduceOp(reduce, false), "scatter", out);
 }
 Tensor& scatter_value_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value,
                                  c10::string_view reduce, Tensor& out) {
+  if (complexReduction(self, reduceOp(reduce, false)))
+    return Fallback<at::_ops::scatter_value_reduce_out>::call(self, dim, index, value, reduce, out);
   return scatterOverload(self, dim, index, nullptr, &value, reduceOp(reduce, false), "scatter", out);
 }
 Tensor& scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
@@ -351,6 +361,8 @@ Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& in
   prepare(self, out);
   const bool mean = reduce == "mean";
   const ScatterOp op = mean ? ScatterOp::Add : reduceOp(reduce, true);
+  if (complexReduction(self, op) || (mean && self.is_complex()))
+    return Fallback<at::_ops::scatter_reduce_two_out>::call(self, dim, index_in, src, reduce, include_self, out);
   if (!include_self) {
     // Positions that receive a value start from the reduction's identity instead of self.
     c10::Scalar identity = 0;
