@@ -671,6 +671,12 @@ Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& in
 
 Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& indices, const Tensor& values,
                         bool accumulate, bool) {
+  for (const std::optional<Tensor>& o : indices) {  // the CPU's index_put_ warns; ATen's index (reads) already does
+    if (o.has_value() && o->defined() && o->scalar_type() == at::kByte) {
+      TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
+      break;
+    }
+  }
   if (accumulate && self.scalar_type() == at::kComplexHalf) {  // as index_add: complex64, rounded back
     Tensor wide = self.to(at::kComplexFloat);
     at::_index_put_impl_(wide, indices, values.to(at::kComplexFloat), true, false);

@@ -387,14 +387,17 @@ def summarize(name: str, rows: list[dict]) -> dict:
 
 # Out of scope by the error itself, in any suite: other layouts, whose dispatch keys mytorch registers nothing for
 # (PyTorch's own "Could not run ... from the 'Sparsemytorch' backend").
-_OUT_OF_SCOPE = re.compile(r"from the '(Sparse|SparseCsr|NestedTensor)mytorch' backend")
+_OUT_OF_SCOPE = re.compile(
+    r"from the '(Sparse|SparseCsr|NestedTensor)mytorch' backend|mytorch does not support (quantized) tensors"
+)
 
 
 def _set_apart(suite: str, test_id: str, message: str = "") -> str | None:
     name = test_id.split("::")[-1]
     why = next((why for s, pat, why in DEVICE_SET_APART if s == suite and re.search(pat, name)), None)
     if why is None and (m := _OUT_OF_SCOPE.search(message)):
-        why = f"{m.group(1)} tensors: out of scope on mytorch (PyTorch's error for the {m.group(1)}mytorch key)"
+        kind = m.group(1) or m.group(2)
+        why = f"{kind} tensors: out of scope on mytorch (refused with an error that says so)"
     return why
 
 
