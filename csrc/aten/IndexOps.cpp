@@ -1,5 +1,7 @@
 // Op table: indexing on the index engine (Note [Index engine] in kernels/include/mytorch/index.h), and
 // nonzero / masked_select / masked_scatter composed of native kernels.
+#include <sstream>
+
 #include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
@@ -574,7 +576,14 @@ Advanced makeAdvanced(const Tensor& self_in, const c10::List<std::optional<Tenso
   std::vector<Tensor> defined;
   for (const Tensor& t : idx)
     if (t.defined()) defined.push_back(t);
-  defined = at::expand_outplace(defined);
+  try {
+    defined = at::expand_outplace(defined);
+  } catch (const c10::Error&) {  // ATen's IndexError and message (test_indexing's test_broaderrors_indexing)
+    std::ostringstream shapes;
+    for (size_t j = 0; j < defined.size(); ++j) shapes << (j ? ", " : "") << defined[j].sizes();
+    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+                      shapes.str());
+  }
   size_t k = 0;
   for (Tensor& t : idx)
     if (t.defined()) t = defined[k++];
@@ -685,6 +694,8 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
   Advanced adv = makeAdvanced(self, indices);
   Tensor v = values.to(self.scalar_type());
   if (v.device() != self.device()) v = v.to(self.device());
+  TORCH_CHECK(at::is_expandable_to(v.sizes(), adv.shape), "shape mismatch: value tensor of shape ", v.sizes(),
+              " cannot be broadcast to indexing result of shape ", adv.shape);
   v = v.expand(adv.shape);
   IndexArgs a;
   a.dtype = toKernelDType(self.scalar_type());
