@@ -148,6 +148,20 @@ def test_runner_counts_twins_samples_and_openreg(tmp_path):
         kept.setdefault(twin_key(r["id"]), set()).add(device_of(r["id"]))
     assert 0 < len(kept) < 8 and all(devs == {"cpu", "mytorch"} for devs in kept.values())
 
+    # two shards at once: every test once, each shard keeping twins together, the same counts as one process
+    sharded, _ = run("--suite", "test_indexing", "--shards", "2")
+    assert {k: sharded["test_indexing"][k] for k in ("passed", "failed", "skipped", "cpu_passing_twins")} == {
+        k: s[k] for k in ("passed", "failed", "skipped", "cpu_passing_twins")
+    }
+    work = next((tmp_path / "work").glob("*/"))
+    shard_keys = []
+    for k in range(2):
+        part = [json.loads(line) for line in (work / f"results-test_indexing.{k}.jsonl").read_text().splitlines()]
+        keys = {twin_key(r["id"]) for r in part}
+        assert all({device_of(r["id"]) for r in part if twin_key(r["id"]) == key} == {"cpu", "mytorch"} for key in keys)
+        shard_keys.append(keys)
+    assert shard_keys[0] and shard_keys[1] and not shard_keys[0] & shard_keys[1]
+
 
 def test_device_classes_of_both_spellings_pair_with_their_cpu_twins():
     cpu = "test_torch.py::TestTorchDeviceTypeCPU::test_x_cpu_float32"

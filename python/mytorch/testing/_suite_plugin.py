@@ -6,6 +6,7 @@ Environment (set by suites.py):
   MYTORCH_SUITE_SAMPLE    fraction of the tests to keep (default 1), chosen by a hash of the test's
                           device-independent name, so a CPU test and its mytorch twin are kept together
   MYTORCH_SUITE_SEED      changes the sample
+  MYTORCH_SUITE_SHARD     K/N: keep only the K-th of N shards (by the same hash, so twins stay together)
   MYTORCH_SUITE_TIMEOUT   seconds one test may run (default 120); past it the test fails with TimeoutError
 """
 
@@ -52,18 +53,34 @@ def device_of(nodeid: str) -> str:
     return "other"
 
 
-def _keep(nodeid: str, fraction: float, seed: str) -> bool:
+def _keep(nodeid: str, fraction: float, seed: str, shard: tuple[int, int] = (0, 1)) -> bool:
+    key = twin_key(nodeid)
+    if shard[1] > 1:
+        h = hashlib.sha256(f"shard:{key}".encode()).digest()
+        if int.from_bytes(h[:8], "big") % shard[1] != shard[0]:
+            return False
     if fraction >= 1:
         return True
-    h = hashlib.sha256(f"{seed}:{twin_key(nodeid)}".encode()).digest()
+    h = hashlib.sha256(f"{seed}:{key}".encode()).digest()
     return int.from_bytes(h[:8], "big") / 2**64 < fraction
+
+
+def shard_of(spec: str) -> tuple[int, int]:
+    """'K/N' -> (K, N), K in [0, N)."""
+    k, _, n = spec.partition("/")
+    k, n = int(k), int(n or 1)
+    if not 0 <= k < n:
+        raise ValueError(f"MYTORCH_SUITE_SHARD: expected K/N with 0 <= K < N, got {spec!r}")
+    return k, n
 
 
 def pytest_collection_modifyitems(config, items):
     fraction = float(os.environ.get("MYTORCH_SUITE_SAMPLE", "1"))
     seed = os.environ.get("MYTORCH_SUITE_SEED", "0")
-    keep = [it for it in items if _keep(it.nodeid, fraction, seed)]
-    dropped = [it for it in items if not _keep(it.nodeid, fraction, seed)]
+    shard = shard_of(os.environ.get("MYTORCH_SUITE_SHARD", "0/1"))
+    kept = {id(it) for it in items if _keep(it.nodeid, fraction, seed, shard)}
+    keep = [it for it in items if id(it) in kept]
+    dropped = [it for it in items if id(it) not in kept]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

@@ -255,9 +255,17 @@ def prepare(src: Path | None, suites: list[str], work: Path) -> Path:
 
 
 def run_suite(
-    tree: Path, name: str, sample: float, seed: int, timeout: int, suite_timeout: int, only: list[str] | None = None
+    tree: Path,
+    name: str,
+    sample: float,
+    seed: int,
+    timeout: int,
+    suite_timeout: int,
+    only: list[str] | None = None,
+    shards: int = 1,
 ) -> list[dict]:
-    """One suite's rows; `only`: these test ids alone (file::class::test, as in the rows)."""
+    """One suite's rows; `only`: these test ids alone (file::class::test, as in the rows); `shards`: pytest
+    processes run at once for it, each with its share of the twin pairs."""
     results = tree / f"results-{name}.jsonl"
     results.unlink(missing_ok=True)
     if only is not None:
@@ -277,7 +285,6 @@ def run_suite(
         return []
     env = dict(
         os.environ,
-        MYTORCH_SUITE_RESULTS=str(results),
         MYTORCH_SUITE_SAMPLE=str(sample),
         MYTORCH_SUITE_SEED=str(seed),
         MYTORCH_SUITE_TIMEOUT=str(timeout),
@@ -300,18 +307,34 @@ def run_suite(
         cmd += ["-k", kexpr]
     if name == "openreg":
         cmd += ["--confcutdir", str(cwd)]  # not the device suites' conftest above it
-    log = tree / f"log-{name}.txt"
-    with open(log, "w") as out:
+    # shards: that many pytest processes at once, each keeping its share of the twin pairs (_suite_plugin.py)
+    shards = max(1, shards if only is None else 1)
+    parts = [(k, tree / f"results-{name}.{k}.jsonl", tree / f"log-{name}.{k}.txt") for k in range(shards)]
+    if shards == 1:
+        parts = [(0, results, tree / f"log-{name}.txt")]
+    procs = []
+    for k, part_results, log in parts:
+        part_results.unlink(missing_ok=True)
+        out = open(log, "w")
+        penv = dict(env, MYTORCH_SUITE_RESULTS=str(part_results), MYTORCH_SUITE_SHARD=f"{k}/{shards}")
+        procs.append((subprocess.Popen(cmd, cwd=cwd, env=penv, stdout=out, stderr=subprocess.STDOUT), out))
+    deadline = time.time() + suite_timeout
+    rows = []
+    for (proc, out), (_k, part_results, log) in zip(procs, parts):
         try:
-            rc = subprocess.run(
-                cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=suite_timeout
-            ).returncode
+            rc = proc.wait(timeout=max(1.0, deadline - time.time()))
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
             rc = "timeout"
-    rows = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
-    if not rows and rc not in (0, 5):
-        tail = log.read_text()[-2000:]
-        rows.append({"id": f"{name}::<collection>", "outcome": "error", "message": f"pytest exit {rc}: {tail[-300:]}"})
+        out.close()
+        part = [json.loads(line) for line in part_results.read_text().splitlines()] if part_results.exists() else []
+        if not part and rc not in (0, 5):
+            tail = log.read_text()[-2000:]
+            part.append(
+                {"id": f"{name}::<collection>", "outcome": "error", "message": f"pytest exit {rc}: {tail[-300:]}"}
+            )
+        rows += part
     return rows
 
 
@@ -465,6 +488,12 @@ def main(argv=None) -> int:
     p.add_argument("--suite-timeout", type=int, default=4 * 3600, help="seconds per suite")
     p.add_argument("--jobs", type=int, default=1, help="suites run at once (each is one process)")
     p.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="pytest processes per suite, each running a share of its twin pairs (--jobs x --shards at once)",
+    )
+    p.add_argument(
         "--check",
         action="store_true",
         help="exit 1 when openreg's suite fails outside its listed exclusions, or when the device-generic suites' "
@@ -503,7 +532,7 @@ def main(argv=None) -> int:
             rows = [by_test.get(r["id"].split("::", 1)[1], r) for r in before]
             sample = json.loads((args.rerun / "sample.json").read_text()).get(name, 1.0)
         else:
-            rows = run_suite(tree, name, sample, args.seed, args.timeout, args.suite_timeout)
+            rows = run_suite(tree, name, sample, args.seed, args.timeout, args.suite_timeout, shards=args.shards)
         (tree / f"results-{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         s = summarize(name, rows)
         s["sample"] = sample
