@@ -22,6 +22,7 @@
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/ne_ops.h>
 #include <ATen/ops/pow_ops.h>
+#include <ATen/ops/sub.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/where_ops.h>
 #include <torch/library.h>
@@ -87,6 +88,9 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
   return ewOr(EwOp::Sub, {self, other}, out, withAlpha(alpha),
               [&]() -> Tensor& { return Fallback<at::_ops::sub_out>::call(self, other, alpha, out); });
 }
+
+// rsub(self, other, alpha) = other - alpha * self: ATen's own definition, on the native sub.
+Tensor rsub(const Tensor& self, const Tensor& other, const Scalar& alpha) { return at::sub(other, self, alpha); }
 
 Tensor& div_mode_out(const Tensor& self, const Tensor& other, std::optional<c10::string_view> mode, Tensor& out) {
   EwOp op = EwOp::Div;
@@ -247,6 +251,7 @@ Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "add.out", add_out);
   MT_IMPL(m, "sub.out", sub_out);
+  MT_IMPL(m, "rsub.Tensor", rsub);
   MT_IMPL(m, "div.out_mode", div_mode_out);
   MT_IMPL(m, "floor_divide", floor_divide);
   MT_IMPL(m, "floor_divide_.Tensor", floor_divide_);

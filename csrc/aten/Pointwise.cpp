@@ -69,7 +69,7 @@ c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float)
 }
 
 c10::ScalarType ewComputeType(EwOp op, const std::vector<EwInput>& inputs) {
-  return ewComputeType(inputs, ew_dtypes(op) == EwDtypes::ToFloat);
+  return ewComputeType(inputs, ew_dtypes(op) == EwDtypes::ToFloat || ew_dtypes(op) == EwDtypes::ToWide);
 }
 
 bool ewNative(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs) {

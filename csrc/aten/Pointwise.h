@@ -18,7 +18,7 @@ using EwInput = std::variant<at::Tensor, c10::Scalar>;
 // Type promotion as ATen's: result_type over tensors and scalars; `to_float` promotes integral/bool results
 // to the default floating dtype.
 c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float);
-// The compute dtype of `op` on these inputs: promoted to floating point for the table's ToFloat rows.
+// The compute dtype of `op` on these inputs: promoted to floating point for the table's ToFloat and ToWide rows.
 c10::ScalarType ewComputeType(EwOp op, const std::vector<EwInput>& inputs);
 
 // Whether the kernels take this call: false when an input or the compute dtype is one they do not cover

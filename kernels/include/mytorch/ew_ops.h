@@ -27,10 +27,10 @@ enum class EwOp : int {
 };
 
 // The column values (tables/pointwise.def explains each).
-enum class EwDtypes : int { All, Num, Int, IntBool, Float, ToFloat, Mask };
+enum class EwDtypes : int { All, Num, Int, IntBool, Float, ToFloat, ToWide, Mask };
 enum class EwResult : int { Cast, Exact, Bool };
 // The CUDA translation units (kernels/cuda/elementwise_<group>.cu), one per value.
-#define MT_EW_GROUPS(_) _(Arith) _(Logic) _(Ternary) _(UnaryFloat) _(Unary) _(Nn)
+#define MT_EW_GROUPS(_) _(Arith) _(Logic) _(Ternary) _(UnaryFloat) _(Unary) _(Nn) _(Special)
 enum class EwGroup : int {
 #define MT_EW_GROUP_ENUM(g) g,
   MT_EW_GROUPS(MT_EW_GROUP_ENUM)
@@ -86,7 +86,7 @@ inline auto ew_visit(EwOp op, F&& f, G&& otherwise) {
   return otherwise();
 }
 
-// Per-op constants. NN ops: LeakyRelu slope = alpha; Softplus beta = lo, threshold = hi; Elu alpha = alpha,
+// Per-op constants. Polygamma n = ialpha; Logit / LogitBackward eps = lo when has_lo. NN ops: LeakyRelu slope = alpha; Softplus beta = lo, threshold = hi; Elu alpha = alpha,
 // scale = lo, input_scale = hi, is_result = has_lo (backward from the output); Hardtanh bounds lo/hi;
 // MseBackward / SmoothL1Backward / HuberBackward norm = alpha; SmoothL1 beta / Huber delta = lo.
 struct EwParams {

@@ -218,6 +218,54 @@ template <> struct Fn<EwOp::Copysign> {
 template <> struct Fn<EwOp::Hypot> {
   MT_EW_FN(O a, O b, const EwParams&) { return static_cast<O>(std::hypot(a, b)); }
 };
+// fmax / fmin: NaN loses (floating); integers as maximum / minimum.
+template <bool kMax>
+struct FMaxMin {
+  MT_EW_FN(O a, O b, const EwParams&) {
+    if constexpr (is_float_v<O>) return kMax ? std::fmax(a, b) : std::fmin(a, b);
+    else return kMax ? (a > b ? a : b) : (a < b ? a : b);
+  }
+};
+template <> struct Fn<EwOp::Fmax> : FMaxMin<true> {};
+template <> struct Fn<EwOp::Fmin> : FMaxMin<false> {};
+// log(exp(a) + exp(b)) and its base-2 twin, exact for equal infinities.
+template <> struct Fn<EwOp::Logaddexp> {
+  MT_EW_FN(O a, O b, const EwParams&) {
+    if (a == b && (a - a != O(0))) return a;  // +-inf twice (NaN fails a == b)
+    const O m = a > b ? a : b;
+    return static_cast<O>(m + std::log1p(std::exp(-std::abs(a - b))));
+  }
+};
+template <> struct Fn<EwOp::Logaddexp2> {
+  MT_EW_FN(O a, O b, const EwParams&) {
+    if (a == b && (a - a != O(0))) return a;
+    const O m = a > b ? a : b;
+    return static_cast<O>(m + std::log1p(std::exp2(-std::abs(a - b))) * O(1.44269504088896340736));
+  }
+};
+// gcd by Euclid on magnitudes; lcm = |a / gcd * b|, 0 when both are 0.
+template <typename O>
+MT_HOST_DEVICE inline O gcd_of(O a, O b) {
+  a = a < 0 ? static_cast<O>(-a) : a;
+  b = b < 0 ? static_cast<O>(-b) : b;
+  while (a != 0) {
+    const O c = a;
+    a = static_cast<O>(b % a);
+    b = c;
+  }
+  return b;
+}
+template <> struct Fn<EwOp::Gcd> {
+  MT_EW_FN(O a, O b, const EwParams&) { return gcd_of(a, b); }
+};
+template <> struct Fn<EwOp::Lcm> {
+  MT_EW_FN(O a, O b, const EwParams&) {
+    const O g = gcd_of(a, b);
+    if (g == 0) return O(0);
+    const O l = static_cast<O>(a / g * b);
+    return l < 0 ? static_cast<O>(-l) : l;
+  }
+};
 
 // ---- binary bitwise, comparisons and logic -------------------------------------------------------------------
 template <> struct Fn<EwOp::BitAnd> {
@@ -381,6 +429,28 @@ template <> struct Fn<EwOp::Erfinv> {
 template <> struct Fn<EwOp::Sinh> {
   MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::sinh(a)); }
 };
+#define MT_EW_STD_UNARY(Name, fn)                                         \
+  template <> struct Fn<EwOp::Name> {                                     \
+    MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::fn(a)); } \
+  };
+MT_EW_STD_UNARY(Cosh, cosh)
+MT_EW_STD_UNARY(Asin, asin)
+MT_EW_STD_UNARY(Acos, acos)
+MT_EW_STD_UNARY(Atan, atan)
+MT_EW_STD_UNARY(Asinh, asinh)
+MT_EW_STD_UNARY(Acosh, acosh)
+MT_EW_STD_UNARY(Atanh, atanh)
+MT_EW_STD_UNARY(Erfc, erfc)
+MT_EW_STD_UNARY(Lgamma, lgamma)
+#undef MT_EW_STD_UNARY
+// sin(pi x) / (pi x), 1 at 0.
+template <> struct Fn<EwOp::Sinc> {
+  MT_EW_FN(O a, const EwParams&) {
+    if (a == O(0)) return O(1);
+    const O x = static_cast<O>(3.14159265358979323846) * a;
+    return static_cast<O>(std::sin(x) / x);
+  }
+};
 
 // ---- other unary ops -------------------------------------------------------------------------------------------
 template <> struct Fn<EwOp::Neg> {
@@ -469,11 +539,26 @@ template <> struct Fn<EwOp::IsFinite> {
 template <> struct Fn<EwOp::LogicalNot> {
   MT_EW_PRED(O a, const EwParams&) { return !(a != O(0)); }
 };
+template <> struct Fn<EwOp::Signbit> {
+  MT_EW_PRED(O a, const EwParams&) {
+    if constexpr (is_float_v<O>) return std::signbit(a);
+    else if constexpr (std::is_signed_v<O>) return a < O(0);
+    else return false;
+  }
+};
+// The argument of a real number: pi below 0, 0 otherwise, NaN kept.
+template <> struct Fn<EwOp::Angle> {
+  MT_EW_FN(O a, const EwParams&) {
+    if (a != a) return a;
+    return a < O(0) ? static_cast<O>(3.14159265358979323846) : O(0);
+  }
+};
 
 } // namespace mytorch::ew
 
-// The NN group's functors.
+// The NN and Special groups' functors.
 #include "mytorch/ops_nn.h"
+#include "mytorch/ops_special.h"
 
 namespace mytorch::ew {
 
@@ -501,6 +586,7 @@ constexpr bool supported() {
     case EwDtypes::IntBool: return in || bo;
     case EwDtypes::Float:
     case EwDtypes::ToFloat: return fl;
+    case EwDtypes::ToWide: return std::is_floating_point_v<T>;
   }
   return false;
 }

@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflat
 
 from .. import _C
 from ._compare import Errors, compare_outputs
+from ._precise import has_precise_golden, precise_golden
 
 # Saved statistics that CPU PyTorch keeps in the input's half dtype and CUDA PyTorch in float32 (mytorch
 # follows CUDA): output indices per op (see compare_outputs).
@@ -259,6 +260,7 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
         case.update(verdict="unsupported", detail="OpInfo gives no samples at this dtype")
         return case
     golden = dtype.is_floating_point and dtype != torch.float64 and torch.float64 in cpu_dtypes
+    precise = has_precise_golden(key) and dtype.is_floating_point  # the function itself (_precise.py)
     fwd, bwd = Errors(), Errors()
     native_kernels, fallback_ops = set(), set()
     ref_failures = dev_errors = both_raised = 0
@@ -285,9 +287,11 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
                 )
                 return case
         gold_out = gold_grads = None
-        if ref_exc is None and golden:
+        if ref_exc is None and (golden or precise):
             try:
                 gold_out, gold_grads = _run(op, s, _convert(s, "cpu", True), want_grad, cot_seed)
+                if precise:
+                    gold_out = precise_golden(key, s.input, gold_out)
             except Exception:
                 gold_out = gold_grads = None
         extra_out, extra_grads = (), ()
