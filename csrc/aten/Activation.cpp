@@ -16,6 +16,11 @@
 #include <ATen/ops/hardswish_backward_ops.h>
 #include <ATen/ops/hardswish_ops.h>
 #include <ATen/ops/hardtanh_backward_ops.h>
+#include <ATen/ops/hardshrink_backward_ops.h>
+#include <ATen/ops/hardshrink_ops.h>
+#include <ATen/ops/softshrink_backward_ops.h>
+#include <ATen/ops/softshrink_ops.h>
+#include <ATen/ops/threshold_ops.h>
 #include <ATen/ops/hardtanh_ops.h>
 #include <ATen/ops/huber_loss_backward_ops.h>
 #include <ATen/ops/huber_loss_ops.h>
@@ -179,6 +184,40 @@ Tensor& hardtanhBackwardOut(const Tensor& grad, const Tensor& self, const Scalar
   if (!ewTry(EwOp::HardtanhBackward, {grad, self}, gi, p))
     return Fallback<at::_ops::hardtanh_backward_grad_input>::call(grad, self, min, max, gi);
   return gi;
+}
+
+// hardshrink / softshrink (lambda), their backwards, threshold (threshold, value).
+EwParams lambdaParams(const Scalar& lambd) {
+  EwParams p;
+  p.lo = lambd.toDouble();
+  return p;
+}
+Tensor& hardshrinkOut(const Tensor& self, const Scalar& lambd, Tensor& out) {
+  return ewOr(EwOp::Hardshrink, {self}, out, lambdaParams(lambd),
+              [&]() -> Tensor& { return Fallback<at::_ops::hardshrink_out>::call(self, lambd, out); });
+}
+Tensor& hardshrinkBackwardOut(const Tensor& grad, const Tensor& self, const Scalar& lambd, Tensor& gi) {
+  return ewOr(EwOp::HardshrinkBackward, {grad, self}, gi, lambdaParams(lambd), [&]() -> Tensor& {
+    return Fallback<at::_ops::hardshrink_backward_grad_input>::call(grad, self, lambd, gi);
+  });
+}
+Tensor& softshrinkOut(const Tensor& self, const Scalar& lambd, Tensor& out) {
+  // a negative lambda: ATen's own message, from the fallback
+  if (lambd.toDouble() < 0) return Fallback<at::_ops::softshrink_out>::call(self, lambd, out);
+  return ewOr(EwOp::Softshrink, {self}, out, lambdaParams(lambd),
+              [&]() -> Tensor& { return Fallback<at::_ops::softshrink_out>::call(self, lambd, out); });
+}
+Tensor& softshrinkBackwardOut(const Tensor& grad, const Tensor& self, const Scalar& lambd, Tensor& gi) {
+  return ewOr(EwOp::SoftshrinkBackward, {grad, self}, gi, lambdaParams(lambd), [&]() -> Tensor& {
+    return Fallback<at::_ops::softshrink_backward_grad_input>::call(grad, self, lambd, gi);
+  });
+}
+Tensor& thresholdOut(const Tensor& self, const Scalar& threshold, const Scalar& value, Tensor& out) {
+  EwParams p;
+  p.lo = threshold.toDouble();
+  p.hi = value.toDouble();
+  return ewOr(EwOp::Threshold, {self}, out, p,
+              [&]() -> Tensor& { return Fallback<at::_ops::threshold_out>::call(self, threshold, value, out); });
 }
 
 // --- pointwise losses -------------------------------------------------------------------------------------
@@ -365,6 +404,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "hardtanh", hardtanh);
   MT_IMPL(m, "hardtanh_", hardtanh_);
   MT_IMPL(m, "hardtanh_backward.grad_input", hardtanhBackwardOut);
+  MT_IMPL(m, "hardshrink.out", hardshrinkOut);
+  MT_IMPL(m, "hardshrink_backward.grad_input", hardshrinkBackwardOut);
+  MT_IMPL(m, "softshrink.out", softshrinkOut);
+  MT_IMPL(m, "softshrink_backward.grad_input", softshrinkBackwardOut);
+  MT_IMPL(m, "threshold.out", thresholdOut);
   MT_IMPL(m, "mse_loss.out", mseOut);
   MT_IMPL(m, "mse_loss_backward.grad_input", mseBackwardOut);
   MT_IMPL(m, "smooth_l1_loss.out", smoothL1Out);

@@ -15,6 +15,7 @@
 #include <ATen/ops/eq_ops.h>
 #include <ATen/ops/floor_divide.h>
 #include <ATen/ops/ge_ops.h>
+#include <ATen/ops/heaviside_ops.h>
 #include <ATen/ops/gt_ops.h>
 #include <ATen/ops/le_ops.h>
 #include <ATen/ops/lerp_ops.h>
@@ -87,6 +88,13 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
               "operator instead.");
   return ewOr(EwOp::Sub, {self, other}, out, withAlpha(alpha),
               [&]() -> Tensor& { return Fallback<at::_ops::sub_out>::call(self, other, alpha, out); });
+}
+
+// heaviside refuses operands of different dtypes (the fallback raises ATen's message).
+Tensor& heaviside_out(const Tensor& self, const Tensor& values, Tensor& out) {
+  if (self.scalar_type() != values.scalar_type()) return Fallback<at::_ops::heaviside_out>::call(self, values, out);
+  return ewOr(EwOp::Heaviside, {self, values}, out, {},
+              [&]() -> Tensor& { return Fallback<at::_ops::heaviside_out>::call(self, values, out); });
 }
 
 // rsub(self, other, alpha) = other - alpha * self: ATen's own definition, on the native sub.
@@ -252,6 +260,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "add.out", add_out);
   MT_IMPL(m, "sub.out", sub_out);
   MT_IMPL(m, "rsub.Tensor", rsub);
+  MT_IMPL(m, "heaviside.out", heaviside_out);
   MT_IMPL(m, "div.out_mode", div_mode_out);
   MT_IMPL(m, "floor_divide", floor_divide);
   MT_IMPL(m, "floor_divide_.Tensor", floor_divide_);

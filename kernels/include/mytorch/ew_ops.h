@@ -86,7 +86,8 @@ inline auto ew_visit(EwOp op, F&& f, G&& otherwise) {
   return otherwise();
 }
 
-// Per-op constants. Polygamma n = ialpha; Logit / LogitBackward eps = lo when has_lo. NN ops: LeakyRelu slope = alpha; Softplus beta = lo, threshold = hi; Elu alpha = alpha,
+// Per-op constants. Hardshrink / Softshrink (and backwards) lambda = lo; Threshold threshold = lo, value = hi;
+// Polygamma n = ialpha; Logit / LogitBackward eps = lo when has_lo. NN ops: LeakyRelu slope = alpha; Softplus beta = lo, threshold = hi; Elu alpha = alpha,
 // scale = lo, input_scale = hi, is_result = has_lo (backward from the output); Hardtanh bounds lo/hi;
 // MseBackward / SmoothL1Backward / HuberBackward norm = alpha; SmoothL1 beta / Huber delta = lo.
 struct EwParams {

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -255,6 +256,30 @@ MT_HOST_DEVICE inline O gcd_of(O a, O b) {
   }
   return b;
 }
+// heaviside(x, values): values where x is 0, else x > 0.
+template <> struct Fn<EwOp::Heaviside> {
+  MT_EW_FN(O a, O b, const EwParams&) { return a == O(0) ? b : static_cast<O>(a > O(0)); }
+};
+// nextafter by one step of the stored type's representation (float16 and bfloat16 step in their own ulps).
+template <typename T, typename U>
+MT_HOST_DEVICE inline T next_toward(T a, T b) {
+  if (a != a || b != b) return static_cast<T>(static_cast<float>(a) + static_cast<float>(b));
+  if (a == b) return b;
+  U bits;
+  memcpy(&bits, &a, sizeof(U));
+  if (a == T(0)) bits = static_cast<U>((b < T(0) ? (U(1) << (sizeof(U) * 8 - 1)) : U(0)) | U(1));
+  else if ((a < b) == (a > T(0))) ++bits;
+  else --bits;
+  T r;
+  memcpy(&r, &bits, sizeof(U));
+  return r;
+}
+template <> struct Fn<EwOp::Nextafter> {
+  MT_EW_FN(O a, O b, const EwParams&) {
+    using U = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>>;
+    return static_cast<O>(next_toward<T, U>(static_cast<T>(a), static_cast<T>(b)));
+  }
+};
 template <> struct Fn<EwOp::Gcd> {
   MT_EW_FN(O a, O b, const EwParams&) { return gcd_of(a, b); }
 };

@@ -127,6 +127,30 @@ template <> struct Fn<EwOp::HardsigmoidBackward> {
 template <> struct Fn<EwOp::HardtanhBackward> {
   MT_EW_FN(O a, O b, const EwParams& p) { return (b <= static_cast<O>(p.lo) || b >= static_cast<O>(p.hi)) ? O(0) : a; }
 };
+// hardshrink / softshrink with lambda (lo): 0 inside [-lambda, lambda]; their backwards (grad, x) pass grad outside.
+template <> struct Fn<EwOp::Hardshrink> {
+  MT_EW_FN(O a, const EwParams& p) {
+    const O l = static_cast<O>(p.lo);
+    return (a >= -l && a <= l) ? O(0) : a;
+  }
+};
+template <> struct Fn<EwOp::Softshrink> {
+  MT_EW_FN(O a, const EwParams& p) {
+    const O l = static_cast<O>(p.lo);
+    return a > l ? a - l : (a < -l ? a + l : a * O(0));  // a * 0 keeps a NaN
+  }
+};
+template <> struct Fn<EwOp::HardshrinkBackward> {
+  MT_EW_FN(O g, O x, const EwParams& p) {
+    const O l = static_cast<O>(p.lo);
+    return (x >= -l && x <= l) ? O(0) : g;
+  }
+};
+template <> struct Fn<EwOp::SoftshrinkBackward> : Fn<EwOp::HardshrinkBackward> {};
+// threshold(x, threshold = lo, value = hi): value where x <= threshold.
+template <> struct Fn<EwOp::Threshold> {
+  MT_EW_FN(O a, const EwParams& p) { return a <= static_cast<O>(p.lo) ? static_cast<O>(p.hi) : a; }
+};
 template <> struct Fn<EwOp::LogSigmoidBackward> {
   MT_EW_FN(O a, O b, const EwParams&) {
     const bool neg = b < O(0);
