@@ -263,12 +263,14 @@ template <> struct Fn<EwOp::Heaviside> {
 // nextafter by one step of the stored type's representation (float16 and bfloat16 step in their own ulps).
 template <typename T, typename U>
 MT_HOST_DEVICE inline T next_toward(T a, T b) {
-  if (a != a || b != b) return static_cast<T>(static_cast<float>(a) + static_cast<float>(b));
-  if (a == b) return b;
+  using C = std::conditional_t<sizeof(T) >= 4, T, float>;  // half types compare as float (nvcc: no ambiguity)
+  const C ca = static_cast<C>(a), cb = static_cast<C>(b);
+  if (ca != ca || cb != cb) return static_cast<T>(ca + cb);
+  if (ca == cb) return b;
   U bits;
   memcpy(&bits, &a, sizeof(U));
-  if (a == T(0)) bits = static_cast<U>((b < T(0) ? (U(1) << (sizeof(U) * 8 - 1)) : U(0)) | U(1));
-  else if ((a < b) == (a > T(0))) ++bits;
+  if (ca == C(0)) bits = static_cast<U>((cb < C(0) ? (U(1) << (sizeof(U) * 8 - 1)) : U(0)) | U(1));
+  else if ((ca < cb) == (ca > C(0))) ++bits;
   else --bits;
   T r;
   memcpy(&r, &bits, sizeof(U));
