@@ -59,6 +59,7 @@ HAND = {
     "IsInf": lambda a: torch.isinf(a / (a > 0)),
     "IsFinite": lambda a: torch.isfinite(a / (a > 0)),
     "Angle": torch.angle,
+    "Signbit": torch.signbit,
     "Polygamma": lambda a: torch.polygamma(2, a),
     "Logit": lambda a: torch.logit(torch.sigmoid(a), eps=0.2),
     "LogitBackward": _vjp(lambda x: torch.logit(x, 0.2)),

@@ -229,6 +229,16 @@ def test_gcd_lcm_signbit_and_rsub():
         torch.polygamma(-1, a.to("mytorch"))
 
 
+def test_out_dtypes_as_the_cpu():
+    """signbit refuses a non-bool out=; angle of a real tensor casts into a wider out= (both as the CPU)."""
+    x = torch.randn(9, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="signbit does not support non-boolean outputs"):
+        torch.signbit(x.to("mytorch"), out=torch.empty(9, dtype=torch.float64, device="mytorch"))
+    out = torch.empty(9, dtype=torch.float64, device="mytorch")
+    torch.angle(x.to("mytorch"), out=out)
+    assert torch.equal(out.cpu(), torch.angle(x, out=torch.empty(9, dtype=torch.float64)))
+
+
 def test_logit_in_place_and_backward():
     g = torch.Generator().manual_seed(3)
     x = torch.rand(64, generator=g, dtype=torch.float64) * 1.2 - 0.1  # values outside [0, 1] too

@@ -1,6 +1,6 @@
 // Op table: the glue of the unary pointwise rows marked Hand in the pointwise table (extra arguments, checks or
-// overloads: neg, sgn, round with decimals, nan_to_num, the predicates without an out= form), and relu, its
-// backward and isneginf/isposinf composed from native ops. The Table rows register in PointwiseTable.cpp.
+// overloads: neg, sgn, round with decimals, nan_to_num, signbit's bool out=, the predicates without an out= form),
+// and relu, its backward and isneginf/isposinf composed from native ops. The Table rows register in PointwiseTable.cpp.
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
@@ -19,6 +19,7 @@
 #include <ATen/ops/nan_to_num_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/round_ops.h>
+#include <ATen/ops/signbit_ops.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -102,6 +103,13 @@ Tensor& nan_to_num_out(const Tensor& self, std::optional<double> nan, std::optio
               [&]() -> Tensor& { return Fallback<at::_ops::nan_to_num_out>::call(self, nan, posinf, neginf, out); });
 }
 
+// signbit: a bool out= only (ATen refuses any other).
+Tensor& signbit_out(const Tensor& self, Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kBool, "signbit does not support non-boolean outputs.");
+  return ewOr(EwOp::Signbit, {self}, out, {},
+              [&]() -> Tensor& { return Fallback<at::_ops::signbit_out>::call(self, out); });
+}
+
 // The predicates ATen has no out= form for: a bool tensor of self's shape.
 template <EwOp op, typename AtenOp>
 Tensor predicate(const Tensor& self) {
@@ -137,6 +145,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "relu_", relu_);
   MT_IMPL(m, "threshold_backward.grad_input", threshold_backward_out);
   MT_IMPL(m, "nan_to_num.out", nan_to_num_out);
+  MT_IMPL(m, "signbit.out", signbit_out);
   MT_IMPL(m, "isnan", isnan);
   MT_IMPL(m, "isinf", isinf);
   MT_IMPL(m, "isfinite", isfinite);
