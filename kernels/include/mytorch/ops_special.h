@@ -37,12 +37,13 @@ constexpr double kEps = 1e-17;  // a series stops when a term falls below kEps t
 MT_HOST_DEVICE inline double digamma(double x) {
   if (x == 0) return std::copysign(kInf, -x);
   if (x != x) return x;
-  if (x < 0) {
+  double shift = 0;
+  if (x < 0) {  // reflection, without recursion (a device function that recurses needs a stack: ptxas spills)
     if (x == std::trunc(x)) return kNaN;
     const double frac = x - std::trunc(x);
-    return digamma(1 - x) - kPi / std::tan(kPi * frac);
+    shift = -kPi / std::tan(kPi * frac);
+    x = 1 - x;
   }
-  double shift = 0;
   while (x < 10) {
     shift -= 1 / x;
     x += 1;
