@@ -24,6 +24,7 @@ VOCABULARY = {
     "ew_ops.h",
     "ops_math.h",
     "ops_nn.h",
+    "ops_special.h",  # the Special group's functors, included by ops_math.h as ops_nn.h is
     "window.h",
     "pointwise.def",
     # where a kernel records an error in its data (Note [Device-side errors]): every family that indexes by data

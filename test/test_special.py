@@ -239,6 +239,14 @@ def test_out_dtypes_as_the_cpu():
     assert torch.equal(out.cpu(), torch.angle(x, out=torch.empty(9, dtype=torch.float64)))
 
 
+def test_heaviside_refuses_mixed_dtypes_as_the_cpu():
+    a, b = torch.randn(6), torch.randn(6)
+    torch.mytorch.set_fallback_mode("silent")  # the refusal is the fallback's (ATen's message)
+    for args, out in (((a, b.double()), None), ((a, b), torch.empty(6, dtype=torch.float64))):
+        with pytest.raises(RuntimeError, match="heaviside is not yet implemented for tensors with different dtypes"):
+            torch.heaviside(*(t.to("mytorch") for t in args), out=out.to("mytorch") if out is not None else None)
+
+
 def test_logit_in_place_and_backward():
     g = torch.Generator().manual_seed(3)
     x = torch.rand(64, generator=g, dtype=torch.float64) * 1.2 - 0.1  # values outside [0, 1] too

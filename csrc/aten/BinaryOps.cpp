@@ -90,9 +90,10 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
               [&]() -> Tensor& { return Fallback<at::_ops::sub_out>::call(self, other, alpha, out); });
 }
 
-// heaviside refuses operands of different dtypes (the fallback raises ATen's message).
+// heaviside refuses operands and an out= of different dtypes (the fallback raises ATen's message).
 Tensor& heaviside_out(const Tensor& self, const Tensor& values, Tensor& out) {
-  if (self.scalar_type() != values.scalar_type()) return Fallback<at::_ops::heaviside_out>::call(self, values, out);
+  if (self.scalar_type() != values.scalar_type() || out.scalar_type() != self.scalar_type())
+    return Fallback<at::_ops::heaviside_out>::call(self, values, out);
   return ewOr(EwOp::Heaviside, {self, values}, out, {},
               [&]() -> Tensor& { return Fallback<at::_ops::heaviside_out>::call(self, values, out); });
 }
