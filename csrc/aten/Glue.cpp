@@ -16,6 +16,11 @@ void checkExactOut(const at::Tensor& out, c10::ScalarType expected) {
   TORCH_CHECK(out.scalar_type() == expected, "Found dtype ", out.scalar_type(), " but expected ", expected);
 }
 
+void checkCastOut(const at::Tensor& out, c10::ScalarType result) {
+  TORCH_CHECK(at::canCast(result, out.scalar_type()), "result type ", result,
+              " can't be cast to the desired output type ", out.scalar_type());
+}
+
 rt::Stream streamFor(const at::Tensor& t) { return nativeHandle(currentStream(t.device().index())); }
 
 StridedShape stridedShape(const at::TensorIteratorBase& iter) {

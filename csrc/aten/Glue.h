@@ -61,6 +61,8 @@ inline void* dataOrNull(const at::Tensor& t) { return t.defined() ? t.data_ptr()
 void checkOutDtype(const at::Tensor& out, c10::ScalarType expected);
 // The same for ops ATen builds on TensorIterator with every dtype equal, with TensorIterator's message.
 void checkExactOut(const at::Tensor& out, c10::ScalarType expected);
+// The same for TensorIterator ops that cast their result into the out= (a safe cast only), with its message.
+void checkCastOut(const at::Tensor& out, c10::ScalarType result);
 // The kernel stream of the device `t` lives on.
 rt::Stream streamFor(const at::Tensor& t);
 

@@ -88,8 +88,7 @@ bool ewNative(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inpu
 void ewRun(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs, const at::Tensor& out,
            const EwParams& params) {
   const c10::ScalarType result_dtype = ew_is_predicate(op) ? at::kBool : compute;
-  TORCH_CHECK(at::canCast(result_dtype, out.scalar_type()), "result type ", result_dtype,
-              " can't be cast to the desired output type ", out.scalar_type());
+  checkCastOut(out, result_dtype);
   // ATen builds these with all dtypes equal (its TensorIterator message); the others cast safely.
   if (ew_result(op) == EwResult::Exact) checkExactOut(out, result_dtype);
   ElementwiseArgs a;

@@ -424,10 +424,4 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuseQuantized>());
 }
 
-// Composite kernels that ATen picks for PrivateUse1 but that refuse any device other than the CPU and CUDA
-// (mode.values: "mode only supports CPU, CUDA and XPU device type"): the CPU fallback runs them instead.
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
-}
-
 } // namespace mytorch

@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 from .. import _C
-from ._compare import Errors, compare_outputs
+from ._compare import Errors, compare_outputs, select_equivalent
 from ._precise import has_precise_golden, precise_golden
 
 # Saved statistics that CPU PyTorch keeps in the input's half dtype and CUDA PyTorch in float32 (mytorch
@@ -131,6 +131,8 @@ def _run(op, sample, triple, want_grad: bool, cot_seed: int, probe=None):
 
 # Ops whose index outputs may order ties differently on any two correct implementations (unstable sorts).
 TIE_ORDER_OPS = {"sort", "argsort", "msort", "topk"}
+# Ops that select one element per slice and return its index (their ties: select_equivalent in _compare.py).
+SELECT_OPS = {"median", "nanmedian", "kthvalue", "mode", "masked.median"}
 
 
 def _tie_equivalent(inp: torch.Tensor, dev_idx: torch.Tensor, ref_idx: torch.Tensor, same_set: bool = True) -> bool:
@@ -179,7 +181,16 @@ def _settle_ties(key: str, sample, dev_out, ref_out):
     """For unstable sorts, index outputs that are tie-equivalent to the reference's count as equal. Returns
     (dev_out, ref_out, settled): settled when indices differed only in the order of ties."""
     base = key.split(".")[0]
-    if base not in TIE_ORDER_OPS or not isinstance(sample.input, torch.Tensor):
+    if not isinstance(sample.input, torch.Tensor):
+        return dev_out, ref_out, False
+    if key in SELECT_OPS or base in SELECT_OPS:
+        if not (isinstance(dev_out, tuple) and len(dev_out) == 2 and isinstance(ref_out, tuple)):
+            return dev_out, ref_out, False
+        d_idx, r_idx = dev_out[1], ref_out[1]
+        if torch.equal(d_idx.cpu(), r_idx.cpu()) or not select_equivalent(sample.input, d_idx, r_idx):
+            return dev_out, ref_out, False
+        return type(dev_out)((dev_out[0], r_idx.to(d_idx.device))), ref_out, True
+    if base not in TIE_ORDER_OPS:
         return dev_out, ref_out, False
     if base == "topk":
         dev_out, ref_out = _canonical_topk(sample, dev_out), _canonical_topk(sample, ref_out)

@@ -198,3 +198,27 @@ def compare_outputs(dev, ref, gold, extra_refs=(), stat_outputs=frozenset()) -> 
         elif a != b and not (isinstance(a, torch.device) or isinstance(b, torch.device)):
             e.problems.append(f"output {i}: {a!r} != reference {b!r}")
     return e
+
+
+def select_equivalent(inp: torch.Tensor, dev_idx: torch.Tensor, ref_idx: torch.Tensor) -> bool:
+    """dev_idx points, along some dimension, at elements of `inp` equal to those ref_idx points at (NaN equal to
+    NaN). The rule for ops that select one element per slice and return its index (median, nanmedian, kthvalue,
+    mode): among equal values the index is implementation-defined (ATen's CPU kernels use std::nth_element or an
+    unstable std::sort; torch's docs say so for median and kthvalue)."""
+    inp, dev_idx, ref_idx = inp.detach().cpu(), dev_idx.cpu(), ref_idx.cpu()
+    if dev_idx.shape != ref_idx.shape:
+        return False
+    for d in range(inp.dim()):
+        want = list(inp.shape)
+        want[d] = 1
+        di, ri = dev_idx, ref_idx
+        if di.dim() == inp.dim() - 1:
+            di, ri = di.unsqueeze(d), ri.unsqueeze(d)
+        if list(di.shape) != want or bool((di < 0).any()) or bool((di >= inp.size(d)).any()):
+            continue
+        a, b = inp.gather(d, di), inp.gather(d, ri)
+        if torch.equal(a.isnan(), b.isnan()) if a.is_floating_point() else True:
+            keep = ~(a.isnan() & b.isnan()) if a.is_floating_point() else torch.ones_like(a, dtype=torch.bool)
+            if torch.equal(a[keep], b[keep]):
+                return True
+    return False

@@ -1,0 +1,201 @@
+"""Operators mytorch composes from its native kernels (Note [Composed ops], csrc/aten/Composed.cpp) and the order
+statistics read off its stable sort (Note [Order statistics from the sort], csrc/aten/OrderStats.cpp): with the
+fallback forbidden (marker `native`), each matches the CPU, with ATen's edge cases and refusals."""
+
+import pytest
+import torch
+
+from mytorch.testing._compare import assert_aligned
+
+pytestmark = [pytest.mark.native, pytest.mark.every_runtime]
+
+g = torch.Generator().manual_seed(31)
+X = torch.randn(5, 6, 3, generator=g)
+Y = torch.randn(5, 6, 3, generator=g)
+TIES = torch.randint(-3, 4, (4, 40), generator=g)  # many ties: indices are implementation-defined there
+NAN = torch.tensor([[float("nan")] * 3, [1.0, float("nan"), 2.0], [3.0, float("nan"), float("nan")], [7.0, 5.0, 4.0]])
+
+
+def _dev(x):
+    return x.to("mytorch")
+
+
+def _check(dev, ref, gold=None, what=""):
+    dev = dev if isinstance(dev, (tuple, list)) else (dev,)
+    ref = ref if isinstance(ref, (tuple, list)) else (ref,)
+    gold = gold if isinstance(gold, (tuple, list)) else (gold,) * len(ref)
+    assert len(dev) == len(ref)
+    for d, r, o in zip(dev, ref, gold):
+        assert d.device.type == "mytorch", what
+        assert_aligned(d, r, o if (o is not None and r.is_floating_point()) else None, what)
+
+
+COMPOSED = {
+    "trace": lambda x, y: torch.trace(x[:, :, 0]),
+    "trace_int": lambda x, y: torch.trace((x[:, :, 0] * 10).int()),
+    "aminmax": lambda x, y: torch.aminmax(x),
+    "aminmax_dim": lambda x, y: torch.aminmax(x, dim=1, keepdim=True),
+    "aminmax_all_keepdim": lambda x, y: torch.aminmax(x, keepdim=True),
+    "norm": lambda x, y: torch.norm(x, p=3, dim=(0, 2)),
+    "norm_dtype": lambda x, y: torch.norm(x, dim=1, dtype=torch.float64),
+    "dist": lambda x, y: torch.dist(x, y, 1.5),
+    "renorm": lambda x, y: torch.renorm(x, 2, 1, 1.5),
+    "cross": lambda x, y: torch.linalg.cross(x, y),
+    "cross_dim0": lambda x, y: torch.cross(x[:3], y[:3].transpose(1, 2).contiguous().transpose(1, 2), dim=0),
+    "glu": lambda x, y: torch.nn.functional.glu(x, dim=1),
+    "channel_shuffle": lambda x, y: torch.nn.functional.channel_shuffle(x.reshape(1, 6, 5, 3), 3),
+    "unfold_overlapping": lambda x, y: x.unfold(1, 4, 1) * 1.0,
+    "nonzero_static": lambda x, y: torch.nonzero_static(x > 0.5, size=20, fill_value=-7),
+    "nonzero_static_cut": lambda x, y: torch.nonzero_static(x > 0, size=3),
+    "repeat_interleave": lambda x, y: torch.repeat_interleave(torch.tensor([2, 0, 3, 1, 0], device=x.device)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSED))
+def test_composed_op_matches_the_cpu(name):
+    fn = COMPOSED[name]
+    _check(fn(_dev(X), _dev(Y)), fn(X, Y), fn(X.double(), Y.double()), name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_composed_backwards_match_the_cpu(dtype):
+    """glu's backward, unfold's (overlapping windows add up), cross's and renorm's, in each floating dtype."""
+    for name, fn in [
+        ("glu", lambda a, b: torch.nn.functional.glu(a, 1)),
+        ("unfold", lambda a, b: a.unfold(1, 3, 2)),
+        ("cross", lambda a, b: torch.linalg.cross(a, b)),
+        ("renorm", lambda a, b: torch.renorm(a, 1, 0, 2.0)),
+    ]:
+        grads = []
+        for device in ("cpu", "mytorch"):
+            a = X.to(dtype).to(device).clone().requires_grad_()
+            b = Y.to(dtype).to(device).clone().requires_grad_()
+            out = fn(a, b)
+            cot = torch.randn(out.shape, generator=torch.Generator().manual_seed(2)).to(dtype).to(device)
+            grads.append(torch.autograd.grad(out, [a, b], cot, allow_unused=True))
+        for d, r in zip(grads[1], grads[0]):
+            if r is None:
+                assert d is None, name
+            else:
+                assert_aligned(d, r, None, f"{name} gradient {dtype}")
+
+
+def test_equal_matches_the_cpu():
+    a = _dev(X)
+    assert torch.equal(a, _dev(X.clone()))
+    b = X.clone()
+    b[4, 5, 2] += 1
+    assert not torch.equal(a, _dev(b))
+    assert not torch.equal(a, _dev(X[:4]))  # another size: False, as the CPU
+    n = torch.tensor([1.0, float("nan")])
+    assert torch.equal(_dev(n), _dev(n)) == torch.equal(n, n.clone())  # NaN is not equal to itself
+    assert torch.equal(_dev(torch.empty(0, 3)), _dev(torch.empty(0, 3)))
+    with pytest.raises(RuntimeError, match="Expected object of scalar type"):
+        torch.equal(a, _dev(X.double()))
+
+
+def test_composed_ops_refuse_as_the_cpu():
+    for fn in [
+        lambda t: torch.trace(t),  # a 3-d tensor
+        lambda t: torch.linalg.cross(t[:, :, :2], t[:, :, :2]),
+        lambda t: torch.nn.functional.glu(t[:, :5], 1),
+        lambda t: torch.renorm(t, -1, 0, 1.0),
+        lambda t: torch.norm((t * 10).long(), dim=0),
+        lambda t: torch.nn.functional.channel_shuffle(t.reshape(1, 6, 5, 3), 4),
+        lambda t: torch.aminmax(t[:, :0], dim=1),
+        lambda t: torch.nonzero_static(t, size=-1),
+        lambda t: torch.repeat_interleave(torch.tensor([1, -1], device=t.device)),
+    ]:
+        with pytest.raises((RuntimeError, IndexError)) as ref:
+            fn(X)
+        with pytest.raises(ref.type) as dev:
+            fn(_dev(X))
+        assert str(dev.value).split("\n")[0] == str(ref.value).split("\n")[0]
+
+
+def test_composed_out_variants_and_aliasing():
+    out = torch.empty(0, device="mytorch")
+    torch.linalg.cross(_dev(X), _dev(Y), out=out)
+    assert_aligned(out, torch.linalg.cross(X, Y), None, "cross out=")
+    a = _dev(X).clone()
+    torch.linalg.cross(a, _dev(Y), out=a)  # out is an input: computed apart, then copied
+    assert_aligned(a, torch.linalg.cross(X, Y), None, "cross out=input")
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch.linalg.cross(_dev(X), _dev(Y), out=torch.empty(0, device="mytorch", dtype=torch.float64))
+    lo, hi = torch.empty(0, device="mytorch"), torch.empty(0, device="mytorch")
+    torch.aminmax(_dev(X), dim=0, out=(lo, hi))
+    assert torch.equal(lo.cpu(), X.amin(0)) and torch.equal(hi.cpu(), X.amax(0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int32])
+def test_order_statistics_match_the_cpu(dtype):
+    """Values equal the CPU's; where values tie, an index may differ but must point at an equal value."""
+    x = (TIES if not dtype.is_floating_point else TIES.float() + 0.25 * torch.randn(4, 40, generator=g)).to(dtype)
+    for name, fn in [
+        ("median", lambda t: torch.median(t, 1)),
+        ("median_kd", lambda t: torch.median(t, 0, keepdim=True)),
+        ("nanmedian", lambda t: torch.nanmedian(t, 1)),
+        ("kthvalue", lambda t: torch.kthvalue(t, 7, 1)),
+        ("kthvalue_d0", lambda t: torch.kthvalue(t, 2, 0, keepdim=True)),
+        ("mode", lambda t: torch.mode(t, 1)),
+        ("mode_d0", lambda t: torch.mode(t, 0)),
+    ]:
+        ref, dev = fn(x), fn(_dev(x))
+        assert torch.equal(dev.values.cpu(), ref.values), name
+        d = 1 if dev.indices.dim() == 1 and dev.values.numel() == x.size(0) else 0
+        picked = x.gather(d, dev.indices.cpu() if dev.indices.dim() == 2 else dev.indices.cpu().unsqueeze(d))
+        assert torch.equal(picked.reshape(-1), ref.values.reshape(-1)), name
+    assert torch.equal(torch.median(_dev(x)).cpu(), torch.median(x))
+    assert torch.equal(torch.nanmedian(_dev(x)).cpu(), torch.nanmedian(x))
+
+
+def test_mode_picks_the_smallest_of_the_most_frequent_values():
+    x = torch.tensor([[5, 1, 5, 1, 2, 9], [3, 3, 3, 0, 0, 0]])
+    v, i = torch.mode(_dev(x), 1)
+    assert v.cpu().tolist() == [1, 0]  # equal counts: the smallest value, as the CPU
+    assert x.gather(1, i.cpu().unsqueeze(1)).squeeze(1).tolist() == [1, 0]
+
+
+def test_median_and_nanmedian_with_nan_match_the_cpu():
+    for fn in (torch.median, torch.nanmedian):
+        ref, dev = fn(NAN, 1), fn(_dev(NAN), 1)
+        torch.testing.assert_close(dev.values.cpu(), ref.values, equal_nan=True)
+        assert torch.equal(dev.indices.cpu(), ref.indices), fn  # the first NaN; the lower median of the rest
+        torch.testing.assert_close(fn(_dev(NAN)).cpu(), fn(NAN), equal_nan=True)
+
+
+def test_order_statistics_edge_cases():
+    e = torch.empty(0, 3)
+    for fn in [lambda t: torch.median(t, 0), lambda t: torch.mode(t, 0), lambda t: torch.kthvalue(t, 1, 0)]:
+        with pytest.raises(IndexError) as ref:
+            fn(e)
+        with pytest.raises(IndexError) as dev:
+            fn(_dev(e))
+        assert str(dev.value).split("\n")[0] == str(ref.value).split("\n")[0]
+        r, d = fn(e.t()), fn(_dev(e.t()))  # empty along the kept dimension: empty results
+        assert d.values.shape == r.values.shape and d.indices.shape == r.indices.shape
+    with pytest.raises(RuntimeError, match="out of range"):
+        torch.kthvalue(_dev(X), 7, 0)
+    s = torch.tensor(2.5)
+    for fn in [lambda t: torch.median(t, 0), lambda t: torch.mode(t), lambda t: torch.kthvalue(t, 1)]:
+        assert torch.equal(fn(_dev(s)).values.cpu(), fn(s).values)
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_unique_consecutive_matches_the_cpu(dim):
+    x = torch.tensor([[1, 1, 2, 2, 2, 3], [1, 1, 2, 2, 2, 4], [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]])
+    for t in (x, x.float(), x.t().contiguous()):
+        ref = torch.unique_consecutive(t, return_inverse=True, return_counts=True, dim=dim)
+        dev = torch.unique_consecutive(_dev(t), return_inverse=True, return_counts=True, dim=dim)
+        for d, r in zip(dev, ref):
+            assert torch.equal(d.cpu(), r)
+    n = torch.tensor([float("nan"), float("nan"), 1.0, 1.0])  # NaN is unequal to NaN: two runs
+    assert torch.equal(
+        torch.unique_consecutive(_dev(n), return_counts=True)[1].cpu(), torch.unique_consecutive(n, return_counts=True)[1]
+    )
+    e = torch.empty(5, 0, 5)
+    for d in (None, 1):
+        for a, b in zip(torch.unique_consecutive(_dev(e), True, True, d), torch.unique_consecutive(e, True, True, d)):
+            assert a.shape == b.shape and a.dtype == b.dtype
+    with pytest.raises(RuntimeError, match="0 sized dimensions"):
+        torch.unique_consecutive(_dev(e), dim=0)
