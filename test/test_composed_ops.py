@@ -191,7 +191,8 @@ def test_unique_consecutive_matches_the_cpu(dim):
             assert torch.equal(d.cpu(), r)
     n = torch.tensor([float("nan"), float("nan"), 1.0, 1.0])  # NaN is unequal to NaN: two runs
     assert torch.equal(
-        torch.unique_consecutive(_dev(n), return_counts=True)[1].cpu(), torch.unique_consecutive(n, return_counts=True)[1]
+        torch.unique_consecutive(_dev(n), return_counts=True)[1].cpu(),
+        torch.unique_consecutive(n, return_counts=True)[1],
     )
     e = torch.empty(5, 0, 5)
     for d in (None, 1):

@@ -1,7 +1,7 @@
-// Op table: the GEMM family (mm, addmm, bmm, baddbmm, addmv, dot, _addmm_activation) on
-// mytorch. cuda: cuBLASLt with the bias/activation fused in the epilogue (Note [GEMM family]); sim: ATen's
-// CPU BLAS on host views of the same buffers, i.e. exactly what CPU PyTorch computes. Non-floating dtypes
-// (CUDA PyTorch has no integer GEMM either) take the counted CPU fallback.
+// Op table: the GEMM family (mm, addmm, bmm, baddbmm, addbmm, addmv, dot, vdot, _addmm_activation) on
+// mytorch. cuda: cuBLASLt with the bias/activation fused in the epilogue (Note [GEMM family]), the integer dtypes
+// on the family's own kernel (Note [Integer GEMM]); sim: ATen's CPU BLAS on host views of the same buffers, i.e.
+// exactly what CPU PyTorch computes. Complex and bool take the counted CPU fallback.
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
@@ -11,6 +11,7 @@
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/addmv.h>
+#include <ATen/ops/addbmm_ops.h>
 #include <ATen/ops/addmv_ops.h>
 #include <ATen/ops/baddbmm.h>
 #include <ATen/ops/baddbmm_ops.h>
@@ -18,6 +19,7 @@
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/dot.h>
 #include <ATen/ops/dot_ops.h>
+#include <ATen/ops/vdot_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/mm.h>
@@ -57,9 +59,12 @@ void* gemmWorkspace(const at::Tensor& out) {
 
 using at::Tensor;
 
-bool gemmDtype(c10::ScalarType t) {
+bool floatGemmDtype(c10::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble;
 }
+
+// The dtypes the family computes natively: the floating ones and the integers (Note [Integer GEMM]).
+bool gemmDtype(c10::ScalarType t) { return floatGemmDtype(t) || gemm_integer_dtype(toKernelDType(t)); }
 
 void checkSameDtype(const Tensor& a, const Tensor& b, const char* op) {
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), op,
@@ -99,15 +104,16 @@ bool rowMajorOut(const Tensor& out) {
 
 // out = alpha * a @ b + beta * out (+ bias per column, + activation) on the cuda runtime. a: [B,]m x k,
 // b: [B,]k x n, out: [B,]m x n (any strides: a non row-major out is computed in a scratch and copied).
-void cudaGemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta, const Tensor& bias,
-              GemmEpilogue epi) {
+void cudaGemm(const Tensor& out, const Tensor& a, const Tensor& b, const c10::Scalar& alpha_s,
+              const c10::Scalar& beta_s, const Tensor& bias, GemmEpilogue epi) {
+  const double alpha = alpha_s.toDouble(), beta = beta_s.toDouble();
   if (out.numel() == 0) return;
   // The GEMM library's handle is per device and taken from the current device: it must be out's device, the
   // device of the stream the work goes to.
   c10::DeviceGuard guard(out.device());
   if (!rowMajorOut(out)) {
     Tensor tmp = beta != 0 ? out.contiguous() : at::empty(out.sizes(), out.options());
-    cudaGemm(tmp, a, b, alpha, beta, bias, epi);
+    cudaGemm(tmp, a, b, alpha_s, beta_s, bias, epi);
     out.copy_(tmp);
     return;
   }
@@ -138,12 +144,16 @@ void cudaGemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
   g.epilogue = epi;
   g.alpha = alpha;
   g.beta = beta;
+  if (!out.is_floating_point()) {
+    g.alpha_int = alpha_s.toLong();  // a floating alpha or beta is truncated, as ATen's CPU integer GEMM does
+    g.beta_int = beta_s.toLong();
+  }
   g.allow_tf32 = at::globalContext().float32MatmulPrecision() != at::Float32MatmulPrecision::HIGHEST;
   g.workspace = gemmWorkspace(out);
   g.workspace_bytes = kGemmWorkspaceBytes;
   if (g.k == 0) {  // an empty product: out = beta * out (cuBLASLt wants k >= 1)
     if (beta == 0) out.zero_();
-    else out.mul_(beta);
+    else out.mul_(beta_s);
     if (bias.defined()) out.add_(bias);
     return;
   }
@@ -200,20 +210,20 @@ Tensor& addmmImpl(const Tensor& self, const Tensor& a, const Tensor& b, const c1
       at::addmm_out(ho, hs, ha, hb, beta_s, alpha_s);
     return out;
   }
-  const double alpha = alpha_s.toDouble(), beta = beta_s.toDouble();
+  const double beta = beta_s.toDouble();
   const GemmEpilogue epi = !act_gelu.has_value() ? GemmEpilogue::None
                            : *act_gelu           ? GemmEpilogue::Gelu
                                                  : GemmEpilogue::Relu;
-  if (!out.is_same(self) && beta == 1.0 && isColumnBias(self, m, n)) {
+  if (!out.is_same(self) && beta == 1.0 && floatGemmDtype(a.scalar_type()) && isColumnBias(self, m, n)) {
     at::native::resize_output(out, {m, n});
-    cudaGemm(out, a, b, alpha, 0.0, self.dim() == 1 ? self : self.select(0, 0), epi);
+    cudaGemm(out, a, b, alpha_s, 0.0, self.dim() == 1 ? self : self.select(0, 0), epi);
     return out;
   }
   if (!out.is_same(self)) {
     at::native::resize_output(out, {m, n});
     if (beta != 0) out.copy_(self_exp);
   }
-  cudaGemm(out, a, b, alpha, beta, Tensor(), GemmEpilogue::None);
+  cudaGemm(out, a, b, alpha_s, beta_s, Tensor(), GemmEpilogue::None);
   if (epi == GemmEpilogue::Relu) at::relu_(out);
   if (epi == GemmEpilogue::Gelu) out.copy_(at::gelu(out, "tanh"));
   return out;
@@ -227,7 +237,7 @@ Tensor& addmmOut(const Tensor& self, const Tensor& a, const Tensor& b, const c10
 
 Tensor& addmmActivationOut(const Tensor& self, const Tensor& a, const Tensor& b, const c10::Scalar& beta,
                            const c10::Scalar& alpha, bool use_gelu, Tensor& out) {
-  if (!gemmDtype(a.scalar_type()))
+  if (!floatGemmDtype(a.scalar_type()))
     return Fallback<at::_ops::_addmm_activation_out>::call(self, a, b, beta, alpha, use_gelu, out);
   return addmmImpl(self, a, b, beta, alpha, out, use_gelu);
 }
@@ -276,8 +286,31 @@ Tensor& baddbmmOut(const Tensor& self, const Tensor& a, const Tensor& b, const c
     at::native::resize_output(out, shape);
     if (beta != 0) out.copy_(self_exp);
   }
-  cudaGemm(out, a, b, alpha_s.toDouble(), beta, Tensor(), GemmEpilogue::None);
+  cudaGemm(out, a, b, alpha_s, beta_s, Tensor(), GemmEpilogue::None);
   return out;
+}
+
+// addbmm: beta * self + alpha * sum_b A_b B_b, one GEMM over the batches laid side by side: [m, B*k] x [B*k, n].
+Tensor& addbmmOut(const Tensor& self, const Tensor& a, const Tensor& b, const c10::Scalar& beta_s,
+                  const c10::Scalar& alpha_s, Tensor& out) {
+  if (!gemmDtype(a.scalar_type()) || a.dim() != 3 || b.dim() != 3)
+    return Fallback<at::_ops::addbmm_out>::call(self, a, b, beta_s, alpha_s, out);
+  TORCH_CHECK(a.size(0) == b.size(0), "batch1 and batch2 must have same number of batches, got ", a.size(0), " and ",
+              b.size(0));
+  TORCH_CHECK(a.size(2) == b.size(1), "Incompatible matrix sizes for bmm (", a.size(1), "x", a.size(2), " and ",
+              b.size(1), "x", b.size(2), ")");
+  const int64_t batches = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
+  Tensor wide = a.permute({1, 0, 2}).reshape({m, batches * k}), tall = b.reshape({batches * k, n});
+  return addmmOut(self, wide, tall, beta_s, alpha_s, out);
+}
+
+Tensor addbmm(const Tensor& self, const Tensor& a, const Tensor& b, const c10::Scalar& beta, const c10::Scalar& alpha) {
+  Tensor out = at::empty({0}, self.options());
+  return addbmmOut(self, a, b, beta, alpha, out);
+}
+
+Tensor& addbmm_(Tensor& self, const Tensor& a, const Tensor& b, const c10::Scalar& beta, const c10::Scalar& alpha) {
+  return addbmmOut(self, a, b, beta, alpha, self);
 }
 
 Tensor& addmvOut(const Tensor& self, const Tensor& mat, const Tensor& vec, const c10::Scalar& beta_s,
@@ -302,12 +335,12 @@ Tensor& addmvOut(const Tensor& self, const Tensor& mat, const Tensor& vec, const
     at::native::resize_output(out, {mat.size(0)});
     if (beta != 0) out.copy_(self_exp);
   }
-  cudaGemm(out.unsqueeze(1), mat, vec.unsqueeze(1), alpha_s.toDouble(), beta, Tensor(), GemmEpilogue::None);
+  cudaGemm(out.unsqueeze(1), mat, vec.unsqueeze(1), alpha_s, beta_s, Tensor(), GemmEpilogue::None);
   return out;
 }
 
-Tensor dot(const Tensor& a, const Tensor& b) {
-  if (!gemmDtype(a.scalar_type())) return Fallback<at::_ops::dot>::call(a, b);
+// dot, and vdot for real dtypes (where it is dot; complex vdot conjugates: the CPU fallback).
+Tensor dotImpl(const Tensor& a, const Tensor& b) {
   TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
               a.scalar_type(), " and ", b.scalar_type());
@@ -323,6 +356,16 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor dot(const Tensor& a, const Tensor& b) {
+  if (!gemmDtype(a.scalar_type())) return Fallback<at::_ops::dot>::call(a, b);
+  return dotImpl(a, b);
+}
+
+Tensor vdot(const Tensor& a, const Tensor& b) {
+  if (!gemmDtype(a.scalar_type())) return Fallback<at::_ops::vdot>::call(a, b);
+  return dotImpl(a, b);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -333,6 +376,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "baddbmm.out", baddbmmOut);
   MT_IMPL(m, "addmv.out", addmvOut);
   MT_IMPL(m, "dot", dot);
+  MT_IMPL(m, "vdot", vdot);
+  MT_IMPL(m, "addbmm.out", addbmmOut);
+  MT_IMPL(m, "addbmm", addbmm);
+  MT_IMPL(m, "addbmm_", addbmm_);
 }
 
 } // namespace mytorch

@@ -86,8 +86,9 @@ std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64
     TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, "aminmax: Expected reduction dim ", d,
                       " to have non-zero size.");
   } else {
-    TORCH_CHECK(self.numel() > 0, "aminmax(): cannot compute aminmax over an empty dimension as the operation has "
-                                  "no identity.");
+    TORCH_CHECK(self.numel() > 0,
+                "aminmax(): cannot compute aminmax over an empty dimension as the operation has "
+                "no identity.");
   }
   checkOutDtype(min, self.scalar_type());
   checkOutDtype(max, self.scalar_type());
@@ -201,8 +202,7 @@ Tensor& glu_backward_out(const Tensor& grad, const Tensor& self, int64_t dim, Te
   Tensor result = at::empty(self.sizes(), self.options());
   const int64_t half = self.size(d) / 2;
   result.narrow(d, 0, half).copy_(at::mul(sig, grad));
-  result.narrow(d, half, half)
-      .copy_(at::mul(at::mul(at::mul(at::rsub(sig_acc, 1), sig_acc), a.to(acc)), grad.to(acc)));
+  result.narrow(d, half, half).copy_(at::mul(at::mul(at::mul(at::rsub(sig_acc, 1), sig_acc), a.to(acc)), grad.to(acc)));
   return assignOut(grad_input, result);
 }
 

@@ -68,9 +68,7 @@ const char* opName(Select s) {
   return "";
 }
 
-bool sortable(const Tensor& self) {
-  return !self.is_complex() && toKernelDType(self.scalar_type()) != DType::Other;
-}
+bool sortable(const Tensor& self) { return !self.is_complex() && toKernelDType(self.scalar_type()) != DType::Other; }
 
 // Positions 0..n-1 along dim d of a tensor of `ndim` dimensions, shaped to broadcast against it.
 Tensor positionsAlong(int64_t n, int64_t d, int64_t ndim, const Tensor& like) {
@@ -101,10 +99,11 @@ std::tuple<Tensor, Tensor> selectAlong(const Tensor& self, int64_t dim, bool kee
     return {self.clone(), at::zeros({}, self.options().dtype(at::kLong))};
   }
   const int64_t n = self.size(d);
-  TORCH_CHECK_INDEX(n > 0, opName(what), ": Expected reduction dim ", d,
-                    " to have non-zero size.");
-  TORCH_CHECK(what != Select::Kth || (k >= 1 && k <= std::max<int64_t>(n, 1)), "kthvalue(): selected number k out "
-              "of range for dimension ", d);
+  TORCH_CHECK_INDEX(n > 0, opName(what), ": Expected reduction dim ", d, " to have non-zero size.");
+  TORCH_CHECK(what != Select::Kth || (k >= 1 && k <= std::max<int64_t>(n, 1)),
+              "kthvalue(): selected number k out "
+              "of range for dimension ",
+              d);
   std::vector<int64_t> out_shape = self.sizes().vec();
   out_shape[d] = 1;
   if (self.numel() == 0) {
@@ -175,8 +174,7 @@ std::tuple<Tensor&, Tensor&> kthvalue_out(const Tensor& self, int64_t k, int64_t
   return assignPair(selectAlong(self, dim, keepdim, Select::Kth, k), self, values, indices);
 }
 
-std::tuple<Tensor&, Tensor&> mode_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
-                                      Tensor& indices) {
+std::tuple<Tensor&, Tensor&> mode_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
   if (!sortable(self)) return Fallback<at::_ops::mode_values>::call(self, dim, keepdim, values, indices);
   return assignPair(selectAlong(self, dim, keepdim, Select::Mode), self, values, indices);
 }

@@ -127,8 +127,11 @@ uint32_t alignment(const void* p, int64_t ld, int64_t stride, int64_t batch, siz
 
 } // namespace
 
+rt::Status gemm_integer(const GemmArgs& g, rt::Stream stream);  // cuda/gemm_int.cu (Note [Integer GEMM])
+
 rt::Status gemm(const GemmArgs& g, rt::Stream stream) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return rt::Status::Success;
+  if (gemm_integer_dtype(g.dtype)) return gemm_integer(g, stream);
   if (g.dtype != DType::Half && g.dtype != DType::BFloat16 && g.dtype != DType::Float && g.dtype != DType::Double)
     return rt::report(rt::Status::InvalidValue, "gemm: expected a floating dtype");
   if (!lt().error.empty()) return rt::report(rt::Status::Unavailable, lt().error.c_str());

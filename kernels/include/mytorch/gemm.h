@@ -9,12 +9,22 @@
 // cores only when `allow_tf32` (torch.set_float32_matmul_precision("high"/"medium")). sim/ is the plain
 // reference loop (fp32/fp64 accumulation) that the GPU tests compare cuBLAS against; the torch glue on sim
 // prefers ATen's CPU BLAS on host views of the buffers (docs/architecture.md), which is what CPU PyTorch computes.
+//
+// Note [Integer GEMM]
+// torch.mm and its kin take every integer dtype on the CPU (and on CUDA since 2.x for int8 and wider); cuBLASLt
+// has no such GEMM beyond int8 x int8 -> int32. The integer dtypes (int8, uint8, int16, int32, int64) therefore
+// take the family's own kernel on cuda (cuda/gemm_int.cu: 16 x 16 output tiles, each thread one element, the
+// operands staged through shared memory a 16-deep slice of k at a time) and the same loop on sim. Products and
+// sums wrap at the dtype's width, as the CPU's integer arithmetic does, by computing in its unsigned twin
+// (gemm::wrap_t), and alpha / beta are integers (alpha_int, beta_int); beta == 0 ignores C's old contents.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "mytorch/dtype.h"
 #include "mytorch/launch.h"
+#include "mytorch/macros.h"
 
 namespace mytorch {
 
@@ -34,6 +44,7 @@ struct GemmArgs {
   const void* bias = nullptr;   // n values added to every row (requires beta == 0)
   GemmEpilogue epilogue = GemmEpilogue::None;
   double alpha = 1, beta = 0;
+  int64_t alpha_int = 1, beta_int = 0;  // the integer dtypes' (Note [Integer GEMM])
   bool allow_tf32 = false;
   void* workspace = nullptr;    // cuda: scratch for cuBLASLt
   size_t workspace_bytes = 0;
@@ -41,6 +52,38 @@ struct GemmArgs {
 
 // Scratch bytes the cuda launcher wants (the glue allocates them from the caching allocator).
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+
+namespace gemm {
+// The unsigned type an integer GEMM computes in, so that products and sums wrap (Note [Integer GEMM]); at least
+// 32 bits wide, so that no operand is promoted to a signed int (whose overflow is undefined). The result is cut
+// to T's width at the end, which is the same modulo 2^width.
+template <typename T>
+using wrap_t = std::conditional_t<(sizeof(T) < 4), uint32_t, std::make_unsigned_t<T>>;
+
+// Element (i, j) of op(A) and op(B) for a GemmArgs' operands at batch offset 0.
+template <typename T>
+MT_HOST_DEVICE inline T a_at(const GemmArgs& g, const T* a, int64_t i, int64_t l) {
+  return g.trans_a ? a[l * g.lda + i] : a[i * g.lda + l];
+}
+template <typename T>
+MT_HOST_DEVICE inline T b_at(const GemmArgs& g, const T* b, int64_t l, int64_t j) {
+  return g.trans_b ? b[j * g.ldb + l] : b[l * g.ldb + j];
+}
+
+// C = alpha * acc + beta * C, wrapped to T.
+template <typename T>
+MT_HOST_DEVICE inline T int_result(const GemmArgs& g, wrap_t<T> acc, T c) {
+  using W = wrap_t<T>;
+  W v = static_cast<W>(static_cast<W>(g.alpha_int) * acc);
+  if (g.beta_int != 0) v = static_cast<W>(v + static_cast<W>(static_cast<W>(g.beta_int) * static_cast<W>(c)));
+  return static_cast<T>(v);
+}
+} // namespace gemm
+
+// True for the dtypes the integer path takes (Note [Integer GEMM]).
+constexpr bool gemm_integer_dtype(DType t) {
+  return t == DType::UInt8 || t == DType::Int8 || t == DType::Int16 || t == DType::Int32 || t == DType::Int64;
+}
 
 MT_LAUNCHER(gemm, (const GemmArgs& g, rt::Stream stream), (g, stream))
 
