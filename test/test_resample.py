@@ -1,0 +1,98 @@
+"""Resampling by index maps (Note [Resampling by index maps], csrc/aten/Resample.cpp): reflection and replication
+padding, nearest and nearest-exact upsampling of every rank, max unpooling. With the fallback forbidden (marker
+`native`): forwards move elements, so they equal the CPU's bit for bit; backwards sum the same terms as the CPU,
+within the shared tolerance; bad arguments raise the CPU's errors."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mytorch.testing._compare import assert_aligned
+
+pytestmark = [pytest.mark.native, pytest.mark.every_runtime]
+
+g = torch.Generator().manual_seed(5)
+SHAPES = {1: (2, 3, 9), 2: (2, 3, 7, 6), 3: (1, 2, 5, 6, 4)}
+
+
+def _fwd_bwd(fn, x, dtype):
+    """fn on the CPU and on mytorch at dtype: forward bit-equal, backward aligned (against the CPU at float64, the
+    gold: the half types' gradients accumulate in float32 on mytorch, in the half type on the CPU)."""
+    outs, grads = [], []
+    for device, dt in (("cpu", dtype), ("mytorch", dtype), ("cpu", torch.float64)):
+        t = x.to(dt).to(device).requires_grad_()
+        y = fn(t)
+        cot = torch.randn(y.shape, generator=torch.Generator().manual_seed(1)).to(dtype).to(dt).to(device)
+        (gx,) = torch.autograd.grad(y, t, cot)
+        outs.append(y.detach())
+        grads.append(gx)
+    assert outs[1].device.type == "mytorch"
+    assert torch.equal(outs[1].cpu(), outs[0]), "forward differs"
+    assert_aligned(grads[1], grads[0], grads[2], "gradient")
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_padding_matches_the_cpu(mode, rank, dtype):
+    x = torch.randn(SHAPES[rank], generator=g)
+    pads = [(2, 3), (1, 0, 3, 2), (1, 2, 0, 3, 2, 1)][rank - 1]
+    _fwd_bwd(lambda t: F.pad(t, pads, mode=mode), x, dtype)
+    # negative padding crops; replication takes it on every side
+    crop = [(-1, 2), (2, -1, -2, 1), (-1, 1, 1, -2, 1, 0)][rank - 1]
+    _fwd_bwd(lambda t: F.pad(t, crop, mode=mode), x, dtype)
+
+
+def test_padding_keeps_channels_last_and_takes_integers():
+    x = torch.randn(2, 3, 7, 6, generator=g).to(memory_format=torch.channels_last)
+    for mode in ("reflect", "replicate"):
+        ref, dev = F.pad(x, (2, 1, 1, 2), mode=mode), F.pad(x.to("mytorch"), (2, 1, 1, 2), mode=mode)
+        assert torch.equal(dev.cpu(), ref)
+    i = torch.randint(-50, 50, (2, 4, 9), generator=g)
+    assert torch.equal(F.pad(i.to("mytorch"), (3, 2), mode="reflect").cpu(), F.pad(i, (3, 2), mode="reflect"))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_nearest_upsampling_matches_the_cpu(mode, rank):
+    x = torch.randn(SHAPES[rank], generator=g)
+    spatial = x.shape[2:]
+    for size in ([s * 2 for s in spatial], [s + 3 for s in spatial], [max(1, s - 2) for s in spatial]):
+        _fwd_bwd(lambda t: F.interpolate(t, size=size, mode=mode), x, torch.float32)
+    for factor in (1.7, 0.6, 3.0):
+        _fwd_bwd(lambda t: F.interpolate(t, scale_factor=factor, mode=mode), x, torch.float32)
+        _fwd_bwd(
+            lambda t: F.interpolate(t, scale_factor=factor, mode=mode, recompute_scale_factor=True), x, torch.float16
+        )
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_max_unpool_matches_the_cpu(rank):
+    x = torch.randn(SHAPES[rank], generator=g)
+    pool = [F.max_pool1d, F.max_pool2d, F.max_pool3d][rank - 1]
+    unpool = [F.max_unpool1d, F.max_unpool2d, F.max_unpool3d][rank - 1]
+    y, idx = pool(x, 2, stride=2, return_indices=True)
+    ref = unpool(y, idx, 2, stride=2, output_size=x.shape[2:])
+    dev = unpool(y.to("mytorch"), idx.to("mytorch"), 2, stride=2, output_size=x.shape[2:])
+    assert torch.equal(dev.cpu(), ref)
+    assert (ref != 0).sum() == y.numel()  # not vacuous: every pooled value was placed, the rest is zero
+    _fwd_bwd(lambda t: unpool(t, idx.to(t.device), 2, stride=2), y, torch.float32)
+
+
+def test_resampling_refuses_as_the_cpu():
+    x = torch.randn(2, 3, 4, generator=g)
+    for fn in [
+        lambda t: F.pad(t, (4, 1), mode="reflect"),  # padding not smaller than the input
+        lambda t: F.pad(t, (-3, -2), mode="replicate"),  # nothing left
+        lambda t: torch.ops.aten.reflection_pad2d(t, [1, 1, 1, 1]).sum() + torch.ops.aten.reflection_pad2d(t[0, 0], [1]),
+        lambda t: torch.ops.aten.upsample_nearest1d(t, [0], None),
+        lambda t: torch.ops.aten.replication_pad1d.out(t, [1, 1], out=torch.empty(0, dtype=torch.float64, device=t.device)),
+        lambda t: torch.ops.aten.reflection_pad2d.out(t, [1, 1, 1, 1], out=torch.empty(0, dtype=torch.int64, device=t.device)),
+    ]:
+        with pytest.raises(RuntimeError) as ref:
+            fn(x)
+        with pytest.raises(RuntimeError) as dev:
+            fn(x.to("mytorch"))
+        # ATen's checks run on meta tensors, where some of torch's Python meta functions word them a little
+        # differently (a size printed as torch.Size): the same error, the same opening words
+        assert str(dev.value)[:40] == str(ref.value)[:40]
