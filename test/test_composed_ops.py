@@ -200,3 +200,24 @@ def test_unique_consecutive_matches_the_cpu(dim):
             assert a.shape == b.shape and a.dtype == b.dtype
     with pytest.raises(RuntimeError, match="0 sized dimensions"):
         torch.unique_consecutive(_dev(e), dim=0)
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_index_reduce_matches_the_cpu(reduce, dtype):
+    """index_reduce as a scatter_reduce over the spread index: repeated indices, rows never indexed, both
+    include_self settings, a leading and a trailing dim, in place too."""
+    x = (torch.randn(6, 5, generator=g) * 4).to(dtype)
+    src = (torch.randn(7, 5, generator=g) * 4).to(dtype)
+    idx = torch.tensor([0, 2, 2, 5, 0, 2, 3])
+    for include_self in (True, False):
+        ref = x.index_reduce(0, idx, src, reduce, include_self=include_self)
+        dev = _dev(x).index_reduce(0, _dev(idx), _dev(src), reduce, include_self=include_self)
+        _check(dev, ref, None, f"index_reduce {reduce} {include_self}")
+        ref = x.t().index_reduce(1, idx, src.t(), reduce, include_self=include_self)
+        dev = _dev(x).t().index_reduce(1, _dev(idx), _dev(src).t(), reduce, include_self=include_self)
+        _check(dev, ref, None, f"index_reduce dim 1 {reduce} {include_self}")
+    a = _dev(x)
+    a.index_reduce_(0, _dev(idx), _dev(src), reduce)
+    _check(a, x.clone().index_reduce_(0, idx, src, reduce), None, "index_reduce_")
+    assert not torch.equal(a.cpu(), x)  # the reduction changed rows: not vacuous
