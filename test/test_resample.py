@@ -84,10 +84,16 @@ def test_resampling_refuses_as_the_cpu():
     for fn in [
         lambda t: F.pad(t, (4, 1), mode="reflect"),  # padding not smaller than the input
         lambda t: F.pad(t, (-3, -2), mode="replicate"),  # nothing left
-        lambda t: torch.ops.aten.reflection_pad2d(t, [1, 1, 1, 1]).sum() + torch.ops.aten.reflection_pad2d(t[0, 0], [1]),
+        lambda t: (
+            torch.ops.aten.reflection_pad2d(t, [1, 1, 1, 1]).sum() + torch.ops.aten.reflection_pad2d(t[0, 0], [1])
+        ),
         lambda t: torch.ops.aten.upsample_nearest1d(t, [0], None),
-        lambda t: torch.ops.aten.replication_pad1d.out(t, [1, 1], out=torch.empty(0, dtype=torch.float64, device=t.device)),
-        lambda t: torch.ops.aten.reflection_pad2d.out(t, [1, 1, 1, 1], out=torch.empty(0, dtype=torch.int64, device=t.device)),
+        lambda t: torch.ops.aten.replication_pad1d.out(
+            t, [1, 1], out=torch.empty(0, dtype=torch.float64, device=t.device)
+        ),
+        lambda t: torch.ops.aten.reflection_pad2d.out(
+            t, [1, 1, 1, 1], out=torch.empty(0, dtype=torch.int64, device=t.device)
+        ),
     ]:
         with pytest.raises(RuntimeError) as ref:
             fn(x)

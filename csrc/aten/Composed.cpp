@@ -311,9 +311,9 @@ Tensor& index_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, c
   auto meta = [](const Tensor& t) { return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)); };
   at::_ops::index_reduce_out::call(meta(self), dim, meta(index), meta(source), reduce, include_self, meta_out);
   if (source.dim() == 0) {  // 0-d self and source: the one element, as a 1-element vector
-    return assignOut(out, at::scatter_reduce(self.reshape({1}), 0, index.reshape({1}), source.reshape({1}), reduce,
-                                             include_self)
-                              .reshape(self.sizes()));
+    return assignOut(
+        out, at::scatter_reduce(self.reshape({1}), 0, index.reshape({1}), source.reshape({1}), reduce, include_self)
+                 .reshape(self.sizes()));
   }
   const int64_t d = at::maybe_wrap_dim(dim, source.dim());
   std::vector<int64_t> shape(source.dim(), 1);

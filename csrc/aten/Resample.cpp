@@ -65,9 +65,7 @@ using at::Tensor;
 using OptD = std::optional<double>;
 
 // A tensor of the same shape, strides and dtype on the meta device: ATen's meta kernels check it for free.
-Tensor meta(const Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
-}
+Tensor meta(const Tensor& t) { return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)); }
 
 bool indexable(const Tensor& t) { return !t.is_complex() && toKernelDType(t.scalar_type()) != DType::Other; }
 
@@ -199,8 +197,8 @@ template <bool kExact>
 Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
                         std::vector<OptD> scales, Tensor& grad_input) {
   if (grad.numel() == 0) return assignOut(grad_input, at::zeros(input_size, grad.options()));
-  return assignOut(grad_input,
-                   scatterMaps(grad, input_size, nearestMaps(input_size, output_size, std::move(scales), kExact, grad)));
+  return assignOut(
+      grad_input, scatterMaps(grad, input_size, nearestMaps(input_size, output_size, std::move(scales), kExact, grad)));
 }
 
 #define MT_NEAREST_1D(NAME, OP, EXACT)                                                                             \
@@ -222,43 +220,43 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
     return nearestBackward<EXACT>(grad, output_size, input_size, {s}, grad_input);                                 \
   }
 
-#define MT_NEAREST_2D(NAME, OP, EXACT)                                                                                \
-  Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD sh, OptD sw, Tensor& out) {                \
-    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sh, sw, out);                  \
-    checkOutDtype(out, self.scalar_type());                                                                           \
-    Tensor meta_out = meta(out);                                                                                      \
-    at::_ops::OP##_out::call(meta(self), c10::fromIntArrayRefSlow(output_size), sh, sw, meta_out);                    \
-    return nearestForward<EXACT>(self, output_size, {sh, sw}, out, meta_out);                                         \
-  }                                                                                                                   \
-  Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sh,   \
-                              OptD sw, Tensor& grad_input) {                                                          \
-    if (!indexable(grad))                                                                                             \
-      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sh, sw, grad_input);   \
-    checkOutDtype(grad_input, grad.scalar_type());                                                                    \
-    Tensor meta_in = meta(grad_input);                                                                                \
-    at::_ops::OP##_backward_grad_input::call(meta(grad), c10::fromIntArrayRefSlow(output_size),                       \
-                                             c10::fromIntArrayRefSlow(input_size), sh, sw, meta_in);                  \
-    return nearestBackward<EXACT>(grad, output_size, input_size, {sh, sw}, grad_input);                               \
+#define MT_NEAREST_2D(NAME, OP, EXACT)                                                                              \
+  Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD sh, OptD sw, Tensor& out) {              \
+    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sh, sw, out);                \
+    checkOutDtype(out, self.scalar_type());                                                                         \
+    Tensor meta_out = meta(out);                                                                                    \
+    at::_ops::OP##_out::call(meta(self), c10::fromIntArrayRefSlow(output_size), sh, sw, meta_out);                  \
+    return nearestForward<EXACT>(self, output_size, {sh, sw}, out, meta_out);                                       \
+  }                                                                                                                 \
+  Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sh, \
+                              OptD sw, Tensor& grad_input) {                                                        \
+    if (!indexable(grad))                                                                                           \
+      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sh, sw, grad_input); \
+    checkOutDtype(grad_input, grad.scalar_type());                                                                  \
+    Tensor meta_in = meta(grad_input);                                                                              \
+    at::_ops::OP##_backward_grad_input::call(meta(grad), c10::fromIntArrayRefSlow(output_size),                     \
+                                             c10::fromIntArrayRefSlow(input_size), sh, sw, meta_in);                \
+    return nearestBackward<EXACT>(grad, output_size, input_size, {sh, sw}, grad_input);                             \
   }
 
-#define MT_NEAREST_3D(NAME, OP, EXACT)                                                                               \
-  Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD sd, OptD sh, OptD sw, Tensor& out) {      \
-    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sd, sh, sw, out);             \
-    checkOutDtype(out, self.scalar_type());                                                                          \
-    Tensor meta_out = meta(out);                                                                                     \
-    at::_ops::OP##_out::call(meta(self), c10::fromIntArrayRefSlow(output_size), sd, sh, sw, meta_out);               \
-    return nearestForward<EXACT>(self, output_size, {sd, sh, sw}, out, meta_out);                                    \
-  }                                                                                                                  \
-  Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sd,  \
-                              OptD sh, OptD sw, Tensor& grad_input) {                                                \
-    if (!indexable(grad))                                                                                            \
-      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sd, sh, sw,           \
-                                                                grad_input);                                         \
-    checkOutDtype(grad_input, grad.scalar_type());                                                                   \
-    Tensor meta_in = meta(grad_input);                                                                               \
-    at::_ops::OP##_backward_grad_input::call(meta(grad), c10::fromIntArrayRefSlow(output_size),                      \
-                                             c10::fromIntArrayRefSlow(input_size), sd, sh, sw, meta_in);             \
-    return nearestBackward<EXACT>(grad, output_size, input_size, {sd, sh, sw}, grad_input);                          \
+#define MT_NEAREST_3D(NAME, OP, EXACT)                                                                              \
+  Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD sd, OptD sh, OptD sw, Tensor& out) {     \
+    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sd, sh, sw, out);            \
+    checkOutDtype(out, self.scalar_type());                                                                         \
+    Tensor meta_out = meta(out);                                                                                    \
+    at::_ops::OP##_out::call(meta(self), c10::fromIntArrayRefSlow(output_size), sd, sh, sw, meta_out);              \
+    return nearestForward<EXACT>(self, output_size, {sd, sh, sw}, out, meta_out);                                   \
+  }                                                                                                                 \
+  Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sd, \
+                              OptD sh, OptD sw, Tensor& grad_input) {                                               \
+    if (!indexable(grad))                                                                                           \
+      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sd, sh, sw,          \
+                                                                grad_input);                                        \
+    checkOutDtype(grad_input, grad.scalar_type());                                                                  \
+    Tensor meta_in = meta(grad_input);                                                                              \
+    at::_ops::OP##_backward_grad_input::call(meta(grad), c10::fromIntArrayRefSlow(output_size),                     \
+                                             c10::fromIntArrayRefSlow(input_size), sd, sh, sw, meta_in);            \
+    return nearestBackward<EXACT>(grad, output_size, input_size, {sd, sh, sw}, grad_input);                         \
   }
 
 MT_NEAREST_1D(nearest1d, upsample_nearest1d, false)
@@ -276,8 +274,7 @@ Tensor unpoolPlanes(const Tensor& self, const Tensor& indices, at::IntArrayRef o
   for (int64_t d = nd - spatial; d < nd; ++d) plane *= out_sizes[d];
   const int64_t planes = plane > 0 ? c10::multiply_integers(out_sizes) / plane : 0;
   Tensor out = at::zeros({planes, plane}, self.options());
-  if (self.numel() > 0 && plane > 0)
-    out.scatter_(1, indices.reshape({planes, -1}), self.reshape({planes, -1}));
+  if (self.numel() > 0 && plane > 0) out.scatter_(1, indices.reshape({planes, -1}), self.reshape({planes, -1}));
   return out.view(out_sizes);
 }
 
@@ -294,8 +291,8 @@ Tensor max_unpool2d(const Tensor& self, const Tensor& indices, at::IntArrayRef o
   return max_unpool2d_out(self, indices, output_size, out);
 }
 
-Tensor& max_unpool3d_out(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size,
-                         at::IntArrayRef stride, at::IntArrayRef padding, Tensor& out) {
+Tensor& max_unpool3d_out(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, at::IntArrayRef stride,
+                         at::IntArrayRef padding, Tensor& out) {
   if (!indexable(self))
     return Fallback<at::_ops::max_unpool3d_out>::call(self, indices, output_size, stride, padding, out);
   checkOut(out, self.scalar_type(), false);
@@ -327,10 +324,10 @@ Tensor padBackward(const Tensor& grad, const Tensor& self, at::IntArrayRef paddi
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-#define MT_PAD(NAME, REFLECT)                                                                                     \
-  MT_IMPL(m, #NAME ".out", (padOut<at::_ops::NAME##_out, REFLECT>));                                              \
-  MT_IMPL(m, #NAME, (pad<at::_ops::NAME##_out, REFLECT>));                                                        \
-  MT_IMPL(m, #NAME "_backward.grad_input", (padBackwardOut<at::_ops::NAME##_backward_grad_input, REFLECT>));      \
+#define MT_PAD(NAME, REFLECT)                                                                                \
+  MT_IMPL(m, #NAME ".out", (padOut<at::_ops::NAME##_out, REFLECT>));                                         \
+  MT_IMPL(m, #NAME, (pad<at::_ops::NAME##_out, REFLECT>));                                                   \
+  MT_IMPL(m, #NAME "_backward.grad_input", (padBackwardOut<at::_ops::NAME##_backward_grad_input, REFLECT>)); \
   MT_IMPL(m, #NAME "_backward", (padBackward<at::_ops::NAME##_backward_grad_input, REFLECT>));
   MT_PAD(reflection_pad1d, true)
   MT_PAD(reflection_pad2d, true)

@@ -1,5 +1,6 @@
-// Op table: sort and what is built on it (topk, unique, randperm), multinomial and the dropout backward,
-// all on native kernels; random draws come from the device's Philox generator.
+// Op table: sort and what is built on it (topk, unique, randperm), the binary searches (isin, searchsorted,
+// bucketize), multinomial and the dropout backward, all on native kernels; random draws come from the device's
+// Philox generator.
 #include <ATen/ScalarOps.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
@@ -16,6 +17,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/all.h>
+#include <ATen/ops/aminmax.h>
+#include <ATen/ops/searchsorted_ops.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/isfinite.h>
@@ -247,6 +250,116 @@ Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, Tensor& out) {
   return out.copy_(perm);
 }
 
+// searchsorted / bucketize (sort.h): ATen's checks (torch.searchsorted's pre-check; the sorter's range costs a
+// synchronisation there too), both sides in their common dtype, a binary search per value.
+void checkSearch(const Tensor& boundaries, const Tensor& input, const Tensor& out, bool out_int32, bool right,
+                 std::optional<c10::string_view> side, const Tensor& sorter) {
+  if (side.has_value()) {
+    TORCH_CHECK(*side == "left" || *side == "right", "torch.searchsorted(): side can only be 'left' or 'right' but ",
+                "got ", *side);
+    TORCH_CHECK(!right || *side == "right", "torch.searchsorted(): side and right can't be set to opposites, got side ",
+                "of ", *side, " while right was True");
+  }
+  if (sorter.defined()) {
+    TORCH_CHECK(sorter.sizes() == boundaries.sizes(), "torch.searchsorted(): boundary and sorter must have the same ",
+                "size, but got boundary tensor ", boundaries.sizes(), "and got sorter tensor ", sorter.sizes());
+    TORCH_CHECK(sorter.scalar_type() == at::kLong, "torch.searchsorted(): sorter must be a tensor of long ",
+                "dtype but got dtype ", sorter.scalar_type());
+    if (sorter.numel() > 0) {
+      auto [lo, hi] = at::aminmax(sorter);
+      TORCH_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < sorter.sizes().back(),
+                  "torch.searchsorted(): sorter index out of range");
+    }
+  }
+  TORCH_CHECK(input.dim() > 0 || (input.numel() == 1 && boundaries.dim() == 1),
+              "torch.searchsorted(): input value can be a scalar only when boundaries tensor dimension is 1, but we ",
+              "got boundaries tensor dim(", boundaries.dim(), ") and input value's dim(", input.dim(), ") numel(",
+              input.numel(), ")");
+  TORCH_CHECK(boundaries.dim() != 0, "torch.searchsorted(): boundaries tensor should have positive dimension, but ",
+              "got 0 dimension");
+  TORCH_CHECK(boundaries.dim() == 1 ||
+                  (boundaries.dim() == input.dim() &&
+                   boundaries.sizes().slice(0, boundaries.dim() - 1) == input.sizes().slice(0, input.dim() - 1)),
+              "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
+              "tensor and input value tensor must match, but we got boundaries tensor ",
+              boundaries.sizes(), " and input value tensor ", input.sizes());
+  const auto od = out.scalar_type();
+  TORCH_CHECK(
+      (od == at::kLong && !out_int32) || (od == at::kInt && out_int32),
+      "torch.searchsorted(): output tensor's dtype is wrong, it can only be Int(int32) or Long(int64) depending ",
+      "on whether out_int32 flag is True, but we got output tensor's dtype ", od, " and out_int32 flag is ",
+      out_int32 ? "True" : "False");
+}
+
+Tensor& searchsortedOut(const Tensor& boundaries, const Tensor& self, bool out_int32, bool right,
+                        std::optional<c10::string_view> side, const std::optional<Tensor>& sorter_opt, Tensor& out) {
+  const Tensor sorter = sorter_opt.has_value() ? *sorter_opt : Tensor();
+  if (boundaries.is_complex() || self.is_complex())
+    return Fallback<at::_ops::searchsorted_Tensor_out>::call(boundaries, self, out_int32, right, side, sorter_opt, out);
+  checkSearch(boundaries, self, out, out_int32, right, side, sorter);
+  at::native::resize_output(out, self.sizes());
+  if (self.numel() == 0) return out;
+  const auto common = at::result_type(boundaries, self);
+  TORCH_CHECK(toKernelDType(common) != DType::Other && common != at::kBool, "torch.searchsorted(): unsupported dtype ",
+              common);
+  Tensor values = self.to(common).contiguous(), bd = boundaries.to(common).contiguous();
+  Tensor order = sorter.defined() ? sorter.contiguous() : Tensor();
+  Tensor result = out.is_contiguous() ? out : at::empty(self.sizes(), out.options());
+  SearchArgs a;
+  a.dtype = toKernelDType(common);
+  a.values = values.const_data_ptr();
+  a.n = values.numel();
+  a.inner = self.dim() == 0 ? 1 : self.size(-1);
+  a.boundaries = bd.const_data_ptr();
+  a.bd_len = boundaries.size(-1);
+  a.one_row = boundaries.dim() == 1;
+  a.sorter = order.defined() ? order.const_data_ptr<int64_t>() : nullptr;
+  a.right = side.has_value() ? *side == "right" : right;
+  a.out_int32 = out_int32;
+  a.out = result.data_ptr();
+  {
+    c10::DeviceGuard guard(self.device());
+    MT_RT_CHECK(kernels::searchsorted(a, nativeHandle(currentStream(self.device().index()))));
+  }
+  if (!result.is_same(out)) out.copy_(result);
+  return out;
+}
+
+Tensor searchsortedFn(const Tensor& boundaries, const Tensor& self, bool out_int32, bool right,
+                      std::optional<c10::string_view> side, const std::optional<Tensor>& sorter) {
+  Tensor out = at::empty({0}, self.options().dtype(out_int32 ? at::kInt : at::kLong));
+  return searchsortedOut(boundaries, self, out_int32, right, side, sorter, out);
+}
+
+Tensor& searchsortedScalarOut(const Tensor& boundaries, const at::Scalar& self, bool out_int32, bool right,
+                              std::optional<c10::string_view> side, const std::optional<Tensor>& sorter, Tensor& out) {
+  return searchsortedOut(boundaries, at::scalar_to_tensor(self, boundaries.device()), out_int32, right, side, sorter,
+                         out);
+}
+
+Tensor searchsortedScalar(const Tensor& boundaries, const at::Scalar& self, bool out_int32, bool right,
+                          std::optional<c10::string_view> side, const std::optional<Tensor>& sorter) {
+  return searchsortedFn(boundaries, at::scalar_to_tensor(self, boundaries.device()), out_int32, right, side, sorter);
+}
+
+Tensor& bucketizeOut(const Tensor& self, const Tensor& boundaries, bool out_int32, bool right, Tensor& out) {
+  TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(), ")");
+  return searchsortedOut(boundaries, self, out_int32, right, std::nullopt, std::nullopt, out);
+}
+
+Tensor bucketizeFn(const Tensor& self, const Tensor& boundaries, bool out_int32, bool right) {
+  TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(), ")");
+  return searchsortedFn(boundaries, self, out_int32, right, std::nullopt, std::nullopt);
+}
+
+Tensor bucketizeScalar(const at::Scalar& self, const Tensor& boundaries, bool out_int32, bool right) {
+  return bucketizeFn(at::scalar_to_tensor(self, boundaries.device()), boundaries, out_int32, right);
+}
+
+Tensor& bucketizeScalarOut(const at::Scalar& self, const Tensor& boundaries, bool out_int32, bool right, Tensor& out) {
+  return bucketizeOut(at::scalar_to_tensor(self, boundaries.device()), boundaries, out_int32, right, out);
+}
+
 Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement, std::optional<at::Generator> gen) {
   TORCH_CHECK(self.dim() == 1 || self.dim() == 2, "prob_dist must be 1 or 2 dim");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
@@ -290,6 +403,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "sort.values_stable", sort_out);
   MT_IMPL(m, "topk.values", topk_out);
   MT_IMPL(m, "_unique2", unique2);
+  MT_IMPL(m, "searchsorted.Tensor", searchsortedFn);
+  MT_IMPL(m, "searchsorted.Tensor_out", searchsortedOut);
+  MT_IMPL(m, "searchsorted.Scalar", searchsortedScalar);
+  MT_IMPL(m, "searchsorted.Scalar_out", searchsortedScalarOut);
+  MT_IMPL(m, "bucketize.Tensor", bucketizeFn);
+  MT_IMPL(m, "bucketize.Tensor_out", bucketizeOut);
+  MT_IMPL(m, "bucketize.Scalar", bucketizeScalar);
+  MT_IMPL(m, "bucketize.Scalar_out", bucketizeScalarOut);
   MT_IMPL(m, "isin.Tensor_Tensor", isinTT);
   MT_IMPL(m, "isin.Tensor_Tensor_out", isinOut);
   MT_IMPL(m, "isin.Tensor_Scalar", isinTS);

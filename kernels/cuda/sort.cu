@@ -71,7 +71,31 @@ __global__ void isin_kernel(IsinArgs a) {
     a.out[i] = sorted_contains<O>(sorted, a.m, static_cast<O>(el[i])) != a.invert;
 }
 
+template <typename T>
+__global__ void searchsorted_kernel(SearchArgs a) {
+  using O = ew::opmath_t<T>;
+  const T* values = static_cast<const T*>(a.values);
+  const T* bd = static_cast<const T*>(a.boundaries);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t p = search_bound<O>(a, values, bd, i);
+    if (a.out_int32) static_cast<int32_t*>(a.out)[i] = static_cast<int32_t>(p);
+    else static_cast<int64_t*>(a.out)[i] = p;
+  }
+}
+
 } // namespace
+
+rt::Status searchsorted(const SearchArgs& a, rt::Stream stream) {
+  if (a.n == 0) return rt::Status::Success;
+  bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!is_complex_t<T>::value && !std::is_same_v<T, bool>)
+      searchsorted_kernel<T><<<grid_for(a.n), kThreads, 0, native(stream)>>>(a);
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "searchsorted: unsupported dtype");
+  return check_launch("searchsorted");
+}
 
 rt::Status isin(const IsinArgs& a, rt::Stream stream) {
   if (a.n == 0) return rt::Status::Success;

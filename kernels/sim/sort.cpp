@@ -198,4 +198,23 @@ rt::Status isin(const IsinArgs& a, rt::Stream) {
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "isin: unsupported dtype");
 }
 
+rt::Status searchsorted(const SearchArgs& a, rt::Stream) {
+  bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!is_complex_t<T>::value && !std::is_same_v<T, bool>) {
+      using O = ew::opmath_t<T>;
+      const T* values = static_cast<const T*>(a.values);
+      const T* bd = static_cast<const T*>(a.boundaries);
+      par::parallel_for(a.n, par::grain_for(32), [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const int64_t p = search_bound<O>(a, values, bd, i);
+          if (a.out_int32) static_cast<int32_t*>(a.out)[i] = static_cast<int32_t>(p);
+          else static_cast<int64_t*>(a.out)[i] = p;
+        }
+      });
+    }
+  });
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "searchsorted: unsupported dtype");
+}
+
 } // namespace mytorch::sim

@@ -1,5 +1,5 @@
-// Sort family: sorts independent slices of a tensor, producing values and int64 indices; and membership in a
-// sorted set (isin: a binary search per element).
+// Sort family: sorts independent slices of a tensor, producing values and int64 indices; membership in a sorted
+// set (isin) and positions in sorted rows (searchsorted, bucketize): a binary search per element.
 //
 // Note [Sort engine]
 // Elements compare as (value, original index) pairs, so the order is stable and the same on both runtimes;
@@ -207,7 +207,40 @@ MT_HOST_DEVICE inline bool sorted_contains(const T* s, int64_t m, O x) {
   return lo < m && static_cast<O>(s[lo]) == x;
 }
 
+// searchsorted / bucketize: out[i] = the first position p in value i's row of `boundaries` (read through `sorter`
+// when given) whose boundary is >= the value (> with `right`): ATen's lower and upper bounds, written with ATen's
+// comparisons (`!(b >= v)`), so a NaN value lands past every boundary as it does there. Values, boundaries and
+// sorter are contiguous and share the dtype; a row of `bd_len` boundaries serves `inner` consecutive values, or
+// every value when `one_row` (1-D boundaries).
+struct SearchArgs {
+  DType dtype = DType::Float;
+  const void* values = nullptr;
+  int64_t n = 0, inner = 1;
+  const void* boundaries = nullptr;
+  int64_t bd_len = 0;
+  bool one_row = true;
+  const int64_t* sorter = nullptr;
+  bool right = false, out_int32 = false;
+  void* out = nullptr;
+};
+
+template <typename O, typename T>
+MT_HOST_DEVICE inline int64_t search_bound(const SearchArgs& a, const T* values, const T* bd, int64_t i) {
+  const int64_t row = a.one_row ? 0 : (i / a.inner) * a.bd_len;
+  const O v = static_cast<O>(values[i]);
+  int64_t lo = 0, hi = a.bd_len;
+  while (lo < hi) {
+    const int64_t mid = lo + ((hi - lo) >> 1);
+    const O b = static_cast<O>(bd[row + (a.sorter ? a.sorter[row + mid] : mid)]);
+    const bool before = a.right ? !(b > v) : !(b >= v);
+    if (before) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 MT_LAUNCHER(sort, (const SortArgs& a, rt::Stream stream), (a, stream))
 MT_LAUNCHER(isin, (const IsinArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER(searchsorted, (const SearchArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch
