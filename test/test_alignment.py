@@ -7,7 +7,9 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import torch
 
 import mytorch
@@ -145,3 +147,38 @@ def test_audit_reports_native_and_fallback_ops():
     with mytorch.audit() as a:
         torch.zeros(3, device="mytorch").fill_(1)
     assert set(a.ops.values()) == {"native"}
+
+
+def test_committed_coverage_is_current(tmp_path):
+    """docs/coverage.md is the rendering of the committed report (docs/alignment/sim.json) with today's registered
+    kernels, and a fast subset of OpInfos (FAST_SUBSET in _coverage.py: native and fallback cases of every family)
+    aligns now exactly as committed: same verdict, same native/fallback split, same fallback operators. Either
+    failing means the report is stale: rerun `python -m mytorch.testing.align --jobs 2` and commit docs/."""
+    from mytorch.testing._coverage import FAST_SUBSET, case_key
+
+    if torch.mytorch.runtime() != "sim":
+        pytest.skip("the committed report is the sim runtime's")
+    stale = "stale: rerun `python -m mytorch.testing.align --jobs 2` and commit docs/"
+    # rendered in a fresh process, whose registrations are the package's alone (test modules may add kernels)
+    render = (
+        "import json, sys, mytorch; from mytorch.testing._report import render_coverage; "
+        "sys.stdout.write(render_coverage(json.load(open('docs/alignment/sim.json'))))"
+    )
+    r = subprocess.run([sys.executable, "-c", render], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    docs = Path(ROOT) / "docs"
+    assert r.stdout == (docs / "coverage.md").read_text(), f"docs/coverage.md is {stale}"
+
+    committed = {(c["op"], c["dtype"]): c for c in json.load(open(docs / "alignment" / "sim.json"))["cases"]}
+    out = tmp_path / "subset.json"
+    r = run_align(tmp_path, "--ops", ",".join(FAST_SUBSET), "--jobs", "2", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    now = json.load(open(out))["cases"]
+    assert set(FAST_SUBSET) <= {c["op"] for c in now}, "a FAST_SUBSET name is not an OpInfo"
+    differ = [
+        f"{c['op']}[{c['dtype']}]: now {case_key(c)}, committed "
+        f"{case_key(committed[(c['op'], c['dtype'])]) if (c['op'], c['dtype']) in committed else 'absent'}"
+        for c in now
+        if (c["op"], c["dtype"]) not in committed or case_key(c) != case_key(committed[(c["op"], c["dtype"])])
+    ]
+    assert not differ, f"docs/alignment/sim.json is {stale}:\n" + "\n".join(differ)

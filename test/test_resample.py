@@ -102,3 +102,37 @@ def test_resampling_refuses_as_the_cpu():
         # ATen's checks run on meta tensors, where some of torch's Python meta functions word them a little
         # differently (a size printed as torch.Size): the same error, the same opening words
         assert str(dev.value)[:40] == str(ref.value)[:40]
+
+
+def _aligned_fwd_bwd(fn, x, dtype):
+    """Resampling by weight matrices (csrc/aten/Interpolate.cpp): forward and backward within the shared tolerance
+    of the CPU at dtype, against the CPU at float64."""
+    outs, grads = [], []
+    for device, dt in (("cpu", dtype), ("mytorch", dtype), ("cpu", torch.float64)):
+        t = x.to(dt).to(device).requires_grad_()
+        y = fn(t)
+        cot = torch.randn(y.shape, generator=torch.Generator().manual_seed(2)).to(dtype).to(dt).to(device)
+        (gx,) = torch.autograd.grad(y, t, cot)
+        outs.append(y.detach())
+        grads.append(gx)
+    assert outs[1].device.type == "mytorch"
+    assert_aligned(outs[1], outs[0], outs[2], "forward")
+    assert_aligned(grads[1], grads[0], grads[2], "gradient")
+
+
+@pytest.mark.parametrize("mode,rank", [("linear", 1), ("trilinear", 3), ("bicubic", 2)])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_linear_and_cubic_upsampling_match_the_cpu(mode, rank, align_corners, dtype):
+    x = torch.randn(SHAPES[rank], generator=g)
+    spatial = x.shape[2:]
+    for size in ([s * 2 + 1 for s in spatial], [max(1, s - 2) for s in spatial], list(spatial)):
+        _aligned_fwd_bwd(lambda t: F.interpolate(t, size=size, mode=mode, align_corners=align_corners), x, dtype)
+    _aligned_fwd_bwd(lambda t: F.interpolate(t, scale_factor=1.7, mode=mode, align_corners=align_corners), x, dtype)
+
+
+def test_adaptive_avg_pool3d_matches_the_cpu():
+    x = torch.randn(2, 3, 7, 5, 6, generator=g)
+    for size in ((3, 2, 4), (7, 5, 6), (1, 1, 1), (9, 6, 2)):  # overlapping, identity, global and growing windows
+        _aligned_fwd_bwd(lambda t: F.adaptive_avg_pool3d(t, size), x, torch.float32)
+    _aligned_fwd_bwd(lambda t: F.adaptive_avg_pool3d(t, (2, 3, 3)), x[0], torch.float16)

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ._compare import FLOORS
+from ._coverage import fallback_cases, family, per_family, reason
 
 VERDICTS = ["aligned", "mismatch", "error", "unsupported", "skipped"]
 SCHEMA_VERSION = 1
@@ -227,18 +228,32 @@ def render_coverage(report: dict) -> str:
         total = sum(cnt.values())
         label = f"{op} (runs on the CPU; counted as fallback)" if op in cpu_backed else op
         lines.append(f"| {label} | {cnt['aligned']} | {cnt['mismatch']} | {cnt['error']} | {total} |")
+    families = per_family(report["cases"])
+    lines += [
+        "",
+        "## Fallback cases per family",
+        "",
+        f"{len(fallback_cases(report['cases']))} op × dtype cases (aligned, mismatching or erroring) ran at least one "
+        "operator through the CPU fallback. A case that needs operators of two families counts in both.",
+        "",
+        "| family | cases | operators |",
+        "|---|---:|---|",
+    ]
+    for name, (total, ops) in families.items():
+        listed = ", ".join(f"{op.removeprefix('aten::')} {n}" for op, n in ops.most_common()) or "none"
+        lines.append(f"| {name} | {total} | {listed} |")
     lines += [
         "",
         "## Operators reached through the CPU fallback",
         "",
         "The aten kernels the fallback ran during the alignment run, by the number of op × dtype cases that "
-        "needed them: the list to work down with native kernels.",
+        "needed them, with the reason each still does.",
         "",
-        "| fallback op | cases |",
-        "|---|---:|",
+        "| fallback op | cases | family | reason |",
+        "|---|---:|---|---|",
     ]
     for op, n in fallback_by_op.most_common():
-        lines.append(f"| {op} | {n} |")
+        lines.append(f"| {op} | {n} | {family(op)} | {reason(op)} |")
     full = sorted({c["op"] for c in report["cases"] if c.get("native") and c["verdict"] == "aligned"})
     lines += ["", f"## OpInfos aligned on native kernels alone ({len(full)})", "", ", ".join(full) or "None.", ""]
     return "\n".join(lines)
