@@ -221,3 +221,31 @@ def test_index_reduce_matches_the_cpu(reduce, dtype):
     a.index_reduce_(0, _dev(idx), _dev(src), reduce)
     _check(a, x.clone().index_reduce_(0, idx, src, reduce), None, "index_reduce_")
     assert not torch.equal(a.cpu(), x)  # the reduction changed rows: not vacuous
+
+
+def test_factories_prelu_and_complex_match_the_cpu():
+    """tril/triu_indices, logspace (each dtype rounds its start, end and result as the CPU's kernel), prelu's
+    kernels with their gradients, complex(real, imag)."""
+    dev = torch.device("mytorch")
+    for fn in (torch.tril_indices, torch.triu_indices):
+        for args in ((5, 7, 0), (6, 4, -2), (4, 4, 3), (0, 3, 0)):
+            ref, got = fn(*args), fn(*args, device=dev)
+            assert got.device.type == "mytorch" and torch.equal(got.cpu(), ref), (fn, args)
+        assert torch.equal(fn(5, 6, 1, dtype=torch.int32, device=dev).cpu(), fn(5, 6, 1, dtype=torch.int32))
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.int64, torch.int32):
+        for start, end, steps, base in ((0, 3, 7, 10.0), (-2.5, 4.25, 11, 2.0), (1, 1, 1, 3.0), (3, -1, 4, 0.5)):
+            ref = torch.logspace(start, end, steps, base, dtype=dtype)
+            got = torch.logspace(start, end, steps, base, dtype=dtype, device=dev)
+            gold = torch.logspace(start, end, steps, base, dtype=torch.float64)
+            _check(got, ref, gold.to(ref.dtype) if dtype.is_floating_point else None, f"logspace {dtype}")
+    w = torch.tensor([0.25, -0.5, 2.0])
+    x = torch.randn(4, 3, 5, generator=g)
+    grads = []
+    for device in ("cpu", "mytorch"):
+        a, b = x.to(device).requires_grad_(), w.to(device).requires_grad_()
+        y = torch.nn.functional.prelu(a, b)
+        grads.append((y.detach(), *torch.autograd.grad(y, [a, b], torch.ones_like(y))))
+    for d, r in zip(grads[1], grads[0]):
+        _check(d, r, None, "prelu")
+    re, im = torch.randn(3, 1, generator=g), torch.randn(4, generator=g)
+    _check(torch.complex(_dev(re), _dev(im)), torch.complex(re, im), None, "complex")

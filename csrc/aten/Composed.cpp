@@ -9,6 +9,19 @@
 // to the shared tolerance. Arguments outside what a composition covers (complex, empty edge cases ATen words
 // specially) take the CPU fallback, counted as such.
 #include <ATen/ExpandUtils.h>
+#include <ATen/Dispatch.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/complex_ops.h>
+#include <ATen/ops/logspace_ops.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/_prelu_kernel_ops.h>
+#include <ATen/ops/_prelu_kernel_backward_ops.h>
+#include <ATen/ops/tril.h>
+#include <ATen/ops/tril_indices_ops.h>
+#include <ATen/ops/triu.h>
+#include <ATen/ops/triu_indices_ops.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
@@ -322,9 +335,90 @@ Tensor& index_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, c
   return assignOut(out, at::scatter_reduce(self, d, spread, source, reduce, include_self));
 }
 
+// prelu's kernels (the composite prelu broadcasts the weight): x > 0 ? x : w x, and its two gradients, each over
+// the broadcast shape as ATen's.
+Tensor prelu_kernel(const Tensor& self, const Tensor& weight) {
+  if (!kernelFloating(self.scalar_type()) || weight.scalar_type() != self.scalar_type())
+    return Fallback<at::_ops::_prelu_kernel>::call(self, weight);
+  return at::where(at::gt(self, 0), self, at::mul(weight, self));
+}
+
+std::tuple<Tensor, Tensor> prelu_kernel_backward(const Tensor& grad, const Tensor& self, const Tensor& weight) {
+  if (!kernelFloating(self.scalar_type()) || weight.scalar_type() != self.scalar_type() ||
+      grad.scalar_type() != self.scalar_type())
+    return Fallback<at::_ops::_prelu_kernel_backward>::call(grad, self, weight);
+  Tensor positive = at::gt(self, 0);
+  return {at::where(positive, grad, at::mul(weight, grad)),
+          at::where(positive, at::zeros({}, self.options()), at::mul(self, grad))};
+}
+
+// tril_indices / triu_indices: the (row, column) pairs of the triangle in row-major order, which is nonzero's order
+// over the triangle's mask.
+template <bool kLower>
+Tensor triangle_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                        std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin) {
+  const auto dt = dtype.value_or(at::kLong);
+  if ((dt != at::kLong && dt != at::kInt) || (layout.has_value() && *layout != at::kStrided))
+    return kLower ? Fallback<at::_ops::tril_indices>::call(row, col, offset, dtype, layout, device, pin)
+                  : Fallback<at::_ops::triu_indices>::call(row, col, offset, dtype, layout, device, pin);
+  TORCH_CHECK(row >= 0, "row must be non-negative, got", row);
+  TORCH_CHECK(col >= 0, "col must be non-negative, got", col);
+  const auto opts = at::TensorOptions().dtype(dt).device(device.value_or(at::Device(at::kPrivateUse1)));
+  if (row == 0 || col == 0) return at::empty({2, 0}, opts);
+  Tensor ones = at::ones({row, col}, opts.dtype(at::kBool));
+  Tensor mask = kLower ? at::tril(ones, offset) : at::triu(ones, offset);
+  return at::nonzero(mask).t().contiguous().to(dt);
+}
+
+// logspace: base ** exponent, the exponents ATen's CPU kernel computes (in double from the dtype's start and end,
+// from both ends toward the middle), then cast to the out= dtype.
+Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, double base, Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.is_complex() || toKernelDType(out.scalar_type()) == DType::Other || out.scalar_type() == at::kBool)
+    return Fallback<at::_ops::logspace_out>::call(start, end, steps, base, out);
+  at::native::resize_output(out, {steps});
+  if (steps == 0) return out;
+  if (steps == 1) {
+    out.fill_(std::pow(base, start.to<double>()));
+    return out;
+  }
+  double lo = 0, hi = 0;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "logspace", [&] {
+    lo = static_cast<double>(start.to<scalar_t>());
+    hi = static_cast<double>(end.to<scalar_t>());
+  });
+  const double step = (hi - lo) / static_cast<double>(steps - 1);
+  const auto dbl = out.options().dtype(at::kDouble);
+  Tensor i = at::arange(steps, dbl);
+  Tensor from_start = at::add(at::mul(i, step), lo);
+  Tensor from_end = at::rsub(at::mul(at::rsub(i, static_cast<double>(steps - 1)), step), hi);
+  Tensor exponent = at::where(at::lt(i, static_cast<double>(steps / 2)), from_start, from_end);
+  out.copy_(at::pow(base, exponent));
+  return out;
+}
+
+// complex(real, imag): the two halves of the complex result's real view.
+Tensor& complex_out(const Tensor& real, const Tensor& imag, Tensor& out) {
+  const auto t = real.scalar_type();
+  if ((t != at::kFloat && t != at::kDouble) || imag.scalar_type() != t || out.scalar_type() != c10::toComplexType(t))
+    return Fallback<at::_ops::complex_out>::call(real, imag, out);
+  const auto shape = at::infer_size(real.sizes(), imag.sizes());
+  at::native::resize_output(out, shape);
+  Tensor parts = at::view_as_real(out);
+  parts.select(-1, 0).copy_(real.expand(shape));
+  parts.select(-1, 1).copy_(imag.expand(shape));
+  return out;
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  MT_IMPL(m, "_prelu_kernel", prelu_kernel);
+  MT_IMPL(m, "_prelu_kernel_backward", prelu_kernel_backward);
+  MT_IMPL(m, "tril_indices", triangle_indices<true>);
+  MT_IMPL(m, "triu_indices", triangle_indices<false>);
+  MT_IMPL(m, "logspace.out", logspace_out);
+  MT_IMPL(m, "complex.out", complex_out);
   MT_IMPL(m, "equal", equal);
   MT_IMPL(m, "trace", trace);
   MT_IMPL(m, "aminmax", aminmax);
