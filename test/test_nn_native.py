@@ -251,6 +251,48 @@ def test_conv2d(kwargs):
     )
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(),
+        dict(stride=2, padding=1, output_padding=1),
+        dict(
+            stride=(3, 2), padding=(1, 2), dilation=(4, 4), output_padding=(2, 3), groups=3
+        ),  # output_padding >= stride
+        dict(dilation=2, groups=3, bias=False),
+    ],
+)
+def test_conv_transpose2d(kwargs):
+    """Transposed convolutions on the convolution's own passes (Note [Transposed convolution]), input, weight and
+    bias gradients."""
+    conv = nn.ConvTranspose2d(6, 9, 3, **kwargs)
+    bias = conv.bias.detach() if conv.bias is not None else None
+    assert_fwd_bwd_match_cpu(
+        lambda t, w: F.conv_transpose2d(
+            t,
+            w,
+            bias.to(t.device, t.dtype) if bias is not None else None,
+            conv.stride,
+            conv.padding,
+            conv.output_padding,
+            conv.groups,
+            conv.dilation,
+        ),
+        torch.randn(2, 6, 5, 4, generator=g0),
+        conv.weight.detach(),
+        grad_inputs=(0, 1),
+    )
+
+
+def test_conv_transpose1d():
+    assert_fwd_bwd_match_cpu(
+        lambda t, w: F.conv_transpose1d(t, w, stride=3, padding=2, output_padding=1, dilation=2),
+        torch.randn(2, 4, 7, generator=g0),
+        torch.randn(4, 5, 3, generator=g0),
+        grad_inputs=(0, 1),
+    )
+
+
 def test_conv1d_and_errors():
     assert_fwd_bwd_match_cpu(
         lambda t, w: F.conv1d(t, w, padding=1, stride=2),

@@ -1,8 +1,8 @@
 // Op table: convolution. ATen sends convolutions on PrivateUse1 to convolution_overrideable /
-// convolution_backward_overrideable. 1-D and 2-D convolutions (any stride, padding, dilation, groups) of
-// floating dtypes run natively as im2col + GEMM (Note [Convolution family]); transposed and 3-D ones still
-// run on the CPU here, counted as a fallback (the boxed fallback cannot reach these ops: they have no CPU
-// kernel of their own).
+// convolution_backward_overrideable. 1-D and 2-D convolutions (any stride, padding, dilation, groups), transposed
+// ones too (Note [Transposed convolution]), of floating dtypes run natively: cuDNN or im2col + GEMM (Note
+// [Convolution family]); 3-D ones still run on the CPU here, counted as a fallback (the boxed fallback cannot
+// reach these ops: they have no CPU kernel of their own).
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/convolution.h>
@@ -10,6 +10,7 @@
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -39,10 +40,11 @@ at::Tensor toDevice(const at::Tensor& t, const at::Device& d, int64_t* moved) {
 
 // --- native 1-D / 2-D convolution ----------------------------------------------------------------------------
 
-bool nativeConv(const at::Tensor& input, const at::Tensor& weight, bool transposed) {
+// 1-D and 2-D convolutions of the floating dtypes, transposed ones too (Note [Transposed convolution]).
+bool nativeConv(const at::Tensor& input, const at::Tensor& weight) {
   const auto t = input.scalar_type();
-  return !transposed && (input.dim() == 3 || input.dim() == 4) && weight.dim() == input.dim() &&
-         weight.scalar_type() == t && (t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16);
+  return (input.dim() == 3 || input.dim() == 4) && weight.dim() == input.dim() && weight.scalar_type() == t &&
+         (t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16);
 }
 
 // The geometry of one convolution, 1-D ones as height-1 2-D.
@@ -189,11 +191,141 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convBackward(const at::Tensor& gr
   return {gi, gw, gb};
 }
 
+// Note [Transposed convolution]
+// A transposed convolution is the data gradient of the convolution with the same weight, whose input has the
+// transposed one's output shape ((in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1):
+// its forward is that convolution's backward-data pass, its input gradient that convolution's forward, and its
+// weight gradient that convolution's weight gradient with the roles of input and output gradient exchanged. So
+// it runs on the same passes (cuDNN or im2col + GEMM + col2im) as the convolution itself.
+std::vector<int64_t> transposedShape(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                                     at::IntArrayRef padding, at::IntArrayRef dilation, at::IntArrayRef output_padding,
+                                     int64_t groups) {
+  const size_t sd = x.dim() - 2;
+  TORCH_CHECK(stride.size() == sd && padding.size() == sd && dilation.size() == sd && output_padding.size() == sd,
+              "convolution: expected ", sd, " stride, padding, dilation and output_padding values");
+  std::vector<int64_t> shape{x.size(0), w.size(1) * groups};
+  for (size_t i = 0; i < sd; ++i) {
+    TORCH_CHECK(output_padding[i] < stride[i] || output_padding[i] < dilation[i],
+                "output padding must be smaller than either stride or dilation, but got output_padding=",
+                output_padding[i], ", stride=", stride[i], ", dilation=", dilation[i]);
+    shape.push_back((x.size(2 + i) - 1) * stride[i] - 2 * padding[i] + dilation[i] * (w.size(2 + i) - 1) +
+                    output_padding[i] + 1);
+  }
+  return shape;
+}
+
+// The transposed output then maps back onto the input through the convolution's own output-size rule.
+bool outputPaddingBelowStride(at::IntArrayRef output_padding, at::IntArrayRef stride) {
+  if (output_padding.size() != stride.size()) return false;
+  for (size_t i = 0; i < stride.size(); ++i)
+    if (output_padding[i] >= stride[i]) return false;
+  return true;
+}
+
+// A tensor of `shape` with no memory behind it: the convolution's geometry reads only its sizes.
+at::Tensor shapeOnly(const at::Tensor& like, at::IntArrayRef shape) {
+  return at::empty({1}, like.options()).expand(shape);
+}
+
+// Output paddings up to the dilation (ATen allows them) break that size rule: such a convolution is computed
+// without padding, on the full canvas ((in - 1) * stride + dilation * (kernel - 1) + 1), and the output is the
+// window [padding, padding + out) of it, zeros past the canvas; its backward pads the gradient back onto the canvas.
+struct Canvas {
+  bool needed = false;
+  std::vector<int64_t> zeros, full;  // the unpadded geometry's padding (0) and canvas sizes per spatial dim
+};
+
+Canvas canvasFor(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride, at::IntArrayRef padding,
+                 at::IntArrayRef dilation, at::IntArrayRef output_padding) {
+  Canvas c;
+  c.needed = !outputPaddingBelowStride(output_padding, stride);
+  for (int64_t i = 0; i + 2 < x.dim(); ++i) {
+    c.zeros.push_back(0);
+    c.full.push_back((x.size(2 + i) - 1) * stride[i] + dilation[i] * (w.size(2 + i) - 1) + 1);
+  }
+  return c;
+}
+
+// The window [padding, padding + size) of each spatial dim of `canvas` (zeros where it runs past), or the adjoint:
+// `window` placed back onto a zero canvas.
+at::Tensor cropCanvas(const at::Tensor& canvas, at::IntArrayRef padding, at::IntArrayRef sizes) {
+  std::vector<int64_t> shape = canvas.sizes().vec();
+  for (size_t i = 0; i < sizes.size(); ++i) shape[2 + i] = sizes[i];
+  at::Tensor out = at::zeros(shape, canvas.options());
+  at::Tensor src = canvas, dst = out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t n = std::min(sizes[i], canvas.size(2 + i) - padding[i]);
+    src = src.narrow(2 + i, padding[i], n);
+    dst = dst.narrow(2 + i, 0, n);
+  }
+  dst.copy_(src);
+  return out;
+}
+at::Tensor placeOnCanvas(const at::Tensor& window, at::IntArrayRef padding, at::IntArrayRef full) {
+  std::vector<int64_t> shape = window.sizes().vec();
+  for (size_t i = 0; i < full.size(); ++i) shape[2 + i] = full[i];
+  at::Tensor out = at::zeros(shape, window.options());
+  at::Tensor src = window, dst = out;
+  for (size_t i = 0; i < full.size(); ++i) {
+    const int64_t n = std::min(window.size(2 + i), full[i] - padding[i]);
+    src = src.narrow(2 + i, 0, n);
+    dst = dst.narrow(2 + i, padding[i], n);
+  }
+  dst.copy_(src);
+  return out;
+}
+
+at::Tensor convTransposedForward(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                                 at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                 at::IntArrayRef output_padding, int64_t groups) {
+  const auto shape = transposedShape(x, weight, stride, padding, dilation, output_padding, groups);
+  const Canvas c = canvasFor(x, weight, stride, padding, dilation, output_padding);
+  at::Tensor y;
+  if (c.needed) {
+    std::vector<int64_t> full{shape[0], shape[1]};
+    full.insert(full.end(), c.full.begin(), c.full.end());
+    at::Tensor canvas = std::get<0>(
+        convBackward(x, shapeOnly(x, full), weight, stride, c.zeros, dilation, groups, {true, false, false}));
+    y = cropCanvas(canvas, padding, at::IntArrayRef(shape).slice(2));
+  } else {
+    y = std::get<0>(
+        convBackward(x, shapeOnly(x, shape), weight, stride, padding, dilation, groups, {true, false, false}));
+  }
+  if (bias.has_value() && bias->defined()) {
+    std::vector<int64_t> b(y.dim(), 1);
+    b[1] = -1;
+    y.add_(bias->view(b));
+  }
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convTransposedBackward(const at::Tensor& grad_output,
+                                                                      const at::Tensor& x, const at::Tensor& weight,
+                                                                      at::IntArrayRef stride, at::IntArrayRef padding,
+                                                                      at::IntArrayRef dilation,
+                                                                      at::IntArrayRef output_padding, int64_t groups,
+                                                                      std::array<bool, 3> mask) {
+  const Canvas c = canvasFor(x, weight, stride, padding, dilation, output_padding);
+  const at::Tensor gy = c.needed ? placeOnCanvas(grad_output, padding, c.full) : grad_output;
+  const at::IntArrayRef pad = c.needed ? at::IntArrayRef(c.zeros) : padding;
+  at::Tensor gi, gw, gb;
+  if (mask[0]) gi = convForward(gy, weight, std::nullopt, stride, pad, dilation, groups);
+  if (mask[1]) gw = std::get<1>(convBackward(x, gy, weight, stride, pad, dilation, groups, {false, true, false}));
+  if (mask[2]) {
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < grad_output.dim(); ++d) dims.push_back(d);
+    gb = grad_output.sum(dims);
+  }
+  return {gi, gw, gb};
+}
+
 at::Tensor wrapper_convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                             const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                             at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                                             at::IntArrayRef output_padding, int64_t groups) {
-  if (nativeConv(input, weight, transposed)) return convForward(input, weight, bias, stride, padding, dilation, groups);
+  if (nativeConv(input, weight))
+    return transposed ? convTransposedForward(input, weight, bias, stride, padding, dilation, output_padding, groups)
+                      : convForward(input, weight, bias, stride, padding, dilation, groups);
   static const std::string name = "aten::convolution_overrideable";
   beginFallback(name);
   RECORD_FUNCTION("mytorch::fallback::" + name, std::vector<c10::IValue>());
@@ -211,8 +343,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward_over
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
     std::array<bool, 3> output_mask) {
-  if (nativeConv(input, weight, transposed))
-    return convBackward(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
+  if (nativeConv(input, weight))
+    return transposed ? convTransposedBackward(grad_output, input, weight, stride, padding, dilation, output_padding,
+                                               groups, output_mask)
+                      : convBackward(grad_output, input, weight, stride, padding, dilation, groups, output_mask);
   static const std::string name = "aten::convolution_backward_overrideable";
   beginFallback(name);
   RECORD_FUNCTION("mytorch::fallback::" + name, std::vector<c10::IValue>());
