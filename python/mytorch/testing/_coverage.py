@@ -34,6 +34,15 @@ FAMILIES = [
 # Why an operator still takes the fallback, where the reason is more than "no native kernel yet".
 REASONS = {
     "aten::_efficientzerotensor": "a ZeroTensor (no storage): ATen makes it through its CPU kernel on every device",
+    "aten::convolution_overrideable": "3-D and integer convolutions: the im2col kernels are 2-D (cuDNN would take 3-D)",
+    "aten::convolution_backward_overrideable": "3-D convolutions: the im2col kernels are 2-D",
+    "aten::complex.out": "complex32 (chalf): the device kernels have no complex32 arithmetic",
+    "aten::_cummax_helper": "bool: the scan kernels take numbers only",
+    "aten::_cummin_helper": "bool: the scan kernels take numbers only",
+    "aten::threshold.out": "integer dtypes: the NN table's threshold row is floating-only",
+    "aten::mm.out": "complex GEMM (linalg.eig's eigenvectors): no complex GEMM yet",
+    "aten::bmm.out": "complex GEMM (linalg.eig's eigenvectors): no complex GEMM yet",
+    "aten::div.out": "complex division by a complex tensor (linalg.eig's eigenvectors)",
 }
 DEFAULT_REASON = "no native kernel yet"
 

@@ -193,8 +193,18 @@ def render_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def by_count(counter: collections.Counter) -> list:
+    """Most cases first, ties by name: the same page from the same report in every process."""
+    return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def render_coverage(report: dict) -> str:
-    registered = sorted(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"))
+    # mytorch's own registrations (torch adds fsdp:: ones for every backend when FSDP's module is imported)
+    registered = sorted(
+        r
+        for r in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
+        if r.startswith(("aten::", "c10d::", "mytorch::"))
+    )
     native_by_op = collections.defaultdict(lambda: collections.Counter())
     fallback_by_op = collections.Counter()
     for c in report["cases"]:
@@ -240,7 +250,7 @@ def render_coverage(report: dict) -> str:
         "|---|---:|---|",
     ]
     for name, (total, ops) in families.items():
-        listed = ", ".join(f"{op.removeprefix('aten::')} {n}" for op, n in ops.most_common()) or "none"
+        listed = ", ".join(f"{op.removeprefix('aten::')} {n}" for op, n in by_count(ops)) or "none"
         lines.append(f"| {name} | {total} | {listed} |")
     lines += [
         "",
@@ -252,7 +262,7 @@ def render_coverage(report: dict) -> str:
         "| fallback op | cases | family | reason |",
         "|---|---:|---|---|",
     ]
-    for op, n in fallback_by_op.most_common():
+    for op, n in by_count(fallback_by_op):
         lines.append(f"| {op} | {n} | {family(op)} | {reason(op)} |")
     full = sorted({c["op"] for c in report["cases"] if c.get("native") and c["verdict"] == "aligned"})
     lines += ["", f"## OpInfos aligned on native kernels alone ({len(full)})", "", ", ".join(full) or "None.", ""]
