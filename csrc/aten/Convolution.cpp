@@ -246,32 +246,20 @@ Canvas canvasFor(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef strid
   return c;
 }
 
-// The window [padding, padding + size) of each spatial dim of `canvas` (zeros where it runs past), or the adjoint:
-// `window` placed back onto a zero canvas.
-at::Tensor cropCanvas(const at::Tensor& canvas, at::IntArrayRef padding, at::IntArrayRef sizes) {
-  std::vector<int64_t> shape = canvas.sizes().vec();
-  for (size_t i = 0; i < sizes.size(); ++i) shape[2 + i] = sizes[i];
-  at::Tensor out = at::zeros(shape, canvas.options());
-  at::Tensor src = canvas, dst = out;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const int64_t n = std::min(sizes[i], canvas.size(2 + i) - padding[i]);
-    src = src.narrow(2 + i, padding[i], n);
-    dst = dst.narrow(2 + i, 0, n);
+// Copies `src` into `dst` (both N, C, spatial...) where they overlap once src is shifted by -shift[i] along spatial
+// dim i (shift >= 0): dst[j] = src[j + shift], the rest of dst zero. With the roles swapped it places a window back.
+at::Tensor shiftedCopy(const at::Tensor& src, at::IntArrayRef dst_spatial, at::IntArrayRef src_from,
+                       at::IntArrayRef dst_from) {
+  std::vector<int64_t> shape = src.sizes().vec();
+  for (size_t i = 0; i < dst_spatial.size(); ++i) shape[2 + i] = dst_spatial[i];
+  at::Tensor out = at::zeros(shape, src.options());
+  at::Tensor from = src, to = out;
+  for (size_t i = 0; i < dst_spatial.size(); ++i) {
+    const int64_t n = std::min(src.size(2 + i) - src_from[i], dst_spatial[i] - dst_from[i]);
+    from = from.narrow(2 + i, src_from[i], n);
+    to = to.narrow(2 + i, dst_from[i], n);
   }
-  dst.copy_(src);
-  return out;
-}
-at::Tensor placeOnCanvas(const at::Tensor& window, at::IntArrayRef padding, at::IntArrayRef full) {
-  std::vector<int64_t> shape = window.sizes().vec();
-  for (size_t i = 0; i < full.size(); ++i) shape[2 + i] = full[i];
-  at::Tensor out = at::zeros(shape, window.options());
-  at::Tensor src = window, dst = out;
-  for (size_t i = 0; i < full.size(); ++i) {
-    const int64_t n = std::min(window.size(2 + i), full[i] - padding[i]);
-    src = src.narrow(2 + i, 0, n);
-    dst = dst.narrow(2 + i, padding[i], n);
-  }
-  dst.copy_(src);
+  to.copy_(from);
   return out;
 }
 
@@ -286,7 +274,7 @@ at::Tensor convTransposedForward(const at::Tensor& x, const at::Tensor& weight, 
     full.insert(full.end(), c.full.begin(), c.full.end());
     at::Tensor canvas = std::get<0>(
         convBackward(x, shapeOnly(x, full), weight, stride, c.zeros, dilation, groups, {true, false, false}));
-    y = cropCanvas(canvas, padding, at::IntArrayRef(shape).slice(2));
+    y = shiftedCopy(canvas, at::IntArrayRef(shape).slice(2), padding, c.zeros);  // the window [padding, ...)
   } else {
     y = std::get<0>(
         convBackward(x, shapeOnly(x, shape), weight, stride, padding, dilation, groups, {true, false, false}));
@@ -306,7 +294,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convTransposedBackward(const at::
                                                                       at::IntArrayRef output_padding, int64_t groups,
                                                                       std::array<bool, 3> mask) {
   const Canvas c = canvasFor(x, weight, stride, padding, dilation, output_padding);
-  const at::Tensor gy = c.needed ? placeOnCanvas(grad_output, padding, c.full) : grad_output;
+  const at::Tensor gy = c.needed ? shiftedCopy(grad_output, c.full, c.zeros, padding) : grad_output;  // back on it
   const at::IntArrayRef pad = c.needed ? at::IntArrayRef(c.zeros) : padding;
   at::Tensor gi, gw, gb;
   if (mask[0]) gi = convForward(gy, weight, std::nullopt, stride, pad, dilation, groups);

@@ -23,21 +23,8 @@ namespace {
 // clang-format on
 
 #if defined(MYTORCH_EMU_ACTIVE)
-// The emulated build links the emulator's cuFFT (kernels/emu/cufft.cpp): its functions, no library.
-struct Fft {
-  MT_FFT_FUNCS(MT_DYNLIB_POINTER)
-  std::string error;
-};
-const Fft& lib() {
-  static const Fft l = [] {
-    Fft t;
-#define MT_FFT_BIND(f) t.f = &::f;
-    MT_FFT_FUNCS(MT_FFT_BIND)
-#undef MT_FFT_BIND
-    return t;
-  }();
-  return l;
-}
+// The emulated build links the emulator's library instead (kernels/emu/): its functions, no loading.
+MT_DYNLIB_LINKED(Fft, lib, MT_FFT_FUNCS)
 #else
 MT_DYNLIB(Fft, lib, MT_FFT_FUNCS, "cuFFT", "install the CUDA toolkit's cuFFT or the nvidia-cufft wheel",
           "libcufft.so.12", "libcufft.so.11", "libcufft.so")

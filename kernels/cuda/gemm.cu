@@ -24,21 +24,8 @@ namespace {
 // clang-format on
 
 #if defined(MYTORCH_EMU_ACTIVE)
-// The emulated build links the emulator's cuBLASLt (kernels/emu/cublaslt.cpp): its functions, no library.
-struct Lt {
-  MT_LT_FUNCS(MT_DYNLIB_POINTER)
-  std::string error;
-};
-const Lt& lt() {
-  static const Lt l = [] {
-    Lt t;
-#define MT_LT_BIND(f) t.f = &::f;
-    MT_LT_FUNCS(MT_LT_BIND)
-#undef MT_LT_BIND
-    return t;
-  }();
-  return l;
-}
+// The emulated build links the emulator's library instead (kernels/emu/): its functions, no loading.
+MT_DYNLIB_LINKED(Lt, lt, MT_LT_FUNCS)
 #else
 MT_DYNLIB(Lt, lt, MT_LT_FUNCS, "cuBLASLt", "install the CUDA toolkit's cuBLAS or the nvidia-cublas wheel",
           "libcublasLt.so.13", "libcublasLt.so")

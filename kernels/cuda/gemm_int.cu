@@ -39,18 +39,6 @@ __global__ void gemm_int_kernel(GemmArgs g) {
   }
 }
 
-template <typename F>
-bool dispatch_integer(DType t, F&& f) {
-  switch (t) {
-    case DType::UInt8: f(uint8_t{}); return true;
-    case DType::Int8: f(int8_t{}); return true;
-    case DType::Int16: f(int16_t{}); return true;
-    case DType::Int32: f(int32_t{}); return true;
-    case DType::Int64: f(int64_t{}); return true;
-    default: return false;
-  }
-}
-
 } // namespace
 
 rt::Status gemm_integer(const GemmArgs& g, rt::Stream stream) {

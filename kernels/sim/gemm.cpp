@@ -66,10 +66,7 @@ void run_integer(const GemmArgs& g) {
 rt::Status gemm(const GemmArgs& g, rt::Stream) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return rt::Status::Success;
   if (gemm_integer_dtype(g.dtype)) {
-    const bool ok = dispatch_dtype(g.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) run_integer<T>(g);
-    });
+    const bool ok = dispatch_integer(g.dtype, [&](auto tag) { run_integer<decltype(tag)>(g); });
     return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "gemm: unexpected dtype");
   }
   const bool ok = dispatch_floating(g.dtype, [&](auto tag) { run<decltype(tag)>(g); });

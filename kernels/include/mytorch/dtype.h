@@ -134,6 +134,19 @@ inline bool dispatch_floating(DType t, F&& f) {
   }
 }
 
+// Calls f(T{}) for the integer types (uint8, int8, int16, int32, int64; not bool); false for any other dtype.
+template <typename F>
+inline bool dispatch_integer(DType t, F&& f) {
+  switch (t) {
+    case DType::UInt8: f(uint8_t{}); return true;
+    case DType::Int8: f(int8_t{}); return true;
+    case DType::Int16: f(int16_t{}); return true;
+    case DType::Int32: f(int32_t{}); return true;
+    case DType::Int64: f(int64_t{}); return true;
+    default: return false;
+  }
+}
+
 // Calls f(T{}) for float32 and float64 only (families whose math has no half-precision form); false otherwise.
 template <typename F>
 inline bool dispatch_float_double(DType t, F&& f) {

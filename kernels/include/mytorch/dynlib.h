@@ -1,4 +1,4 @@
-// The one loader of dynamic libraries (cuBLASLt, cuDNN, NCCL): opened with dlopen at first use, so a build needs
+// The one loader of dynamic libraries (cuBLASLt, cuDNN, cuFFT, NCCL): opened with dlopen at first use, so a build needs
 // only their headers and still imports where they are absent (the launchers then report Unavailable with the
 // loader's message). Used as
 //   #define MY_FUNCS(_) _(fooCreate) _(fooRun)
@@ -56,4 +56,20 @@ class Library {
       return t;                                                  \
     }();                                                         \
     return loaded;                                               \
+  }
+// The same struct bound to functions linked into the binary: the emulated build's stand-ins for the libraries
+// (kernels/emu/cublaslt.cpp, cufft.cpp), so the CUDA code calls them through the same pointers.
+#define MT_DYNLIB_LINK(f) t.f = &::f;
+#define MT_DYNLIB_LINKED(Type, getter, FUNCS) \
+  struct Type {                               \
+    FUNCS(MT_DYNLIB_POINTER)                  \
+    std::string error;                        \
+  };                                          \
+  inline const Type& getter() {               \
+    static const Type linked = [] {           \
+      Type t;                                 \
+      FUNCS(MT_DYNLIB_LINK)                   \
+      return t;                               \
+    }();                                      \
+    return linked;                            \
   }

@@ -34,22 +34,8 @@ struct FftArgs {
   bool forward = true;         // C2C only
 };
 
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status fft(const FftArgs& a, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
 // Only the CUDA side has it: on sim the glue computes with ATen's CPU FFT on host views (Note [FFT family]).
-inline rt::Status fft(const FftArgs& a, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::fft(a, stream);
-#endif
-  (void)a;
-  (void)stream;
-  return rt::report(rt::Status::InvalidValue, "fft has no sim kernel (the glue computes it on the host)");
-}
-} // namespace kernels
+MT_CUDA_ONLY_LAUNCHER(fft, (const FftArgs& a, rt::Stream stream), (a, stream),
+                      "fft has no sim kernel (the glue computes it on the host)")
 
 } // namespace mytorch

@@ -110,22 +110,8 @@ struct GroupedGemmArgs {
   int64_t c_group = 0, c_row = 0, c_col = 0;        // c_group for Depth
 };
 
-#if MYTORCH_WITH_CUDA
-namespace cuda {
-rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream);
-}
-#endif
-
-namespace kernels {
 // Only the CUDA kernels have it: on sim the glue computes with ATen's CPU implementation on host views.
-inline rt::Status grouped_gemm(const GroupedGemmArgs& g, rt::Stream stream) {
-#if MYTORCH_WITH_CUDA
-  if (rt::cuda_kernels()) return cuda::grouped_gemm(g, stream);
-#endif
-  (void)g;
-  (void)stream;
-  return rt::report(rt::Status::InvalidValue, "grouped_gemm has no sim kernel (the glue computes it on the host)");
-}
-} // namespace kernels
+MT_CUDA_ONLY_LAUNCHER(grouped_gemm, (const GroupedGemmArgs& g, rt::Stream stream), (g, stream),
+                      "grouped_gemm has no sim kernel (the glue computes it on the host)")
 
 } // namespace mytorch

@@ -65,3 +65,13 @@ Status report(Status s, const char* message); // lets kernel launchers set the t
   }                                                  \
   }
 #define MT_LAUNCHER(name, params, args) MT_LAUNCHER_RETURNING(::mytorch::rt::Status, name, params, args)
+// A family only the CUDA side has (its sim glue computes with ATen on host views, as the grouped GEMM and the FFTs):
+// kernels::name reports InvalidValue with `why` on sim.
+#define MT_CUDA_ONLY_LAUNCHER(name, params, args, why)                      \
+  MT_LAUNCHER_CUDA_DECL(::mytorch::rt::Status, name, params)                \
+  namespace kernels {                                                       \
+  inline ::mytorch::rt::Status name params {                                \
+    MT_LAUNCHER_CUDA_CALL(name, args)                                       \
+    return ::mytorch::rt::report(::mytorch::rt::Status::InvalidValue, why); \
+  }                                                                         \
+  }
