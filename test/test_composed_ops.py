@@ -205,8 +205,8 @@ def test_unique_consecutive_matches_the_cpu(dim):
 @pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_index_reduce_matches_the_cpu(reduce, dtype):
-    """index_reduce as a scatter_reduce over the spread index: repeated indices, rows never indexed, both
-    include_self settings, a leading and a trailing dim, in place too."""
+    """index_reduce as a scatter_reduce over the spread index (csrc/aten/IndexOps.cpp): repeated indices, rows never
+    indexed, both include_self settings, a leading and a trailing dim, in place too, bad indices."""
     x = (torch.randn(6, 5, generator=g) * 4).to(dtype)
     src = (torch.randn(7, 5, generator=g) * 4).to(dtype)
     idx = torch.tensor([0, 2, 2, 5, 0, 2, 3])
@@ -221,6 +221,10 @@ def test_index_reduce_matches_the_cpu(reduce, dtype):
     a.index_reduce_(0, _dev(idx), _dev(src), reduce)
     _check(a, x.clone().index_reduce_(0, idx, src, reduce), None, "index_reduce_")
     assert not torch.equal(a.cpu(), x)  # the reduction changed rows: not vacuous
+    for bad in (7, -1):  # past the end, negative: IndexError, as the CPU's kernel raises
+        with pytest.raises(IndexError):
+            _dev(x).index_reduce_(0, _dev(torch.tensor([0, bad])), _dev(src[:2]), reduce)
+            torch.mytorch.synchronize()
 
 
 def test_factories_prelu_and_complex_match_the_cpu():

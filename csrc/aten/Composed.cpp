@@ -39,10 +39,7 @@
 #include <ATen/ops/glu_ops.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/gt.h>
-#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/index_put.h>
-#include <ATen/ops/index_reduce_ops.h>
-#include <ATen/ops/scatter_reduce.h>
 #include <ATen/ops/linalg_cross_ops.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/mul.h>
@@ -314,27 +311,6 @@ Tensor repeat_interleave(const Tensor& repeats, std::optional<c10::SymInt> outpu
   return at::cumsum(marks.narrow(0, 0, total), 0).to(repeats.scalar_type());
 }
 
-// index_reduce: scatter_reduce with the 1-D index spread along source's other dimensions (ATen's checks run first,
-// on meta tensors).
-Tensor& index_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
-                         c10::string_view reduce, bool include_self, Tensor& out) {
-  if (self.is_complex() || toKernelDType(self.scalar_type()) == DType::Other)
-    return Fallback<at::_ops::index_reduce_out>::call(self, dim, index, source, reduce, include_self, out);
-  Tensor meta_out = at::empty_strided(out.sizes(), out.strides(), out.options().device(at::kMeta));
-  auto meta = [](const Tensor& t) { return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)); };
-  at::_ops::index_reduce_out::call(meta(self), dim, meta(index), meta(source), reduce, include_self, meta_out);
-  if (source.dim() == 0) {  // 0-d self and source: the one element, as a 1-element vector
-    return assignOut(
-        out, at::scatter_reduce(self.reshape({1}), 0, index.reshape({1}), source.reshape({1}), reduce, include_self)
-                 .reshape(self.sizes()));
-  }
-  const int64_t d = at::maybe_wrap_dim(dim, source.dim());
-  std::vector<int64_t> shape(source.dim(), 1);
-  shape[d] = -1;
-  Tensor spread = index.reshape(shape).expand(source.sizes());
-  return assignOut(out, at::scatter_reduce(self, d, spread, source, reduce, include_self));
-}
-
 // prelu's kernels (the composite prelu broadcasts the weight): x > 0 ? x : w x, and its two gradients, each over
 // the broadcast shape as ATen's.
 Tensor prelu_kernel(const Tensor& self, const Tensor& weight) {
@@ -435,7 +411,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "nonzero_static", nonzero_static);
   MT_IMPL(m, "nonzero_static.out", nonzero_static_out);
   MT_IMPL(m, "repeat_interleave.Tensor", repeat_interleave);
-  MT_IMPL(m, "index_reduce.out", index_reduce_out);
 }
 
 } // namespace mytorch

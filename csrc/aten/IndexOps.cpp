@@ -17,6 +17,8 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/ones_like.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/index_reduce_ops.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/tensor.h>
@@ -355,24 +357,19 @@ Tensor& scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index, co
   return scatterOverload(self, dim, index, &src, nullptr, ScatterOp::Add, "scatter_add", out);
 }
 
-Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src,
-                               c10::string_view reduce, bool include_self, Tensor& out) {
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor index = longIndex(index_in, self, "scatter_reduce");
-  checkGatherShapes(self, dim, index, &src, "scatter_reduce");
-  prepare(self, out);
+// scatter_reduce (two) into `out`, which holds self: bad indices reported as `oob` says.
+void scatterReduceInto(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, c10::string_view reduce,
+                       bool include_self, const OutOfBounds& oob) {
   const bool mean = reduce == "mean";
   const ScatterOp op = mean ? ScatterOp::Add : reduceOp(reduce, true);
-  if (complexReduction(self, op) || (mean && self.is_complex()))
-    return Fallback<at::_ops::scatter_reduce_two_out>::call(self, dim, index_in, src, reduce, include_self, out);
   if (!include_self) {
     // Positions that receive a value start from the reduction's identity instead of self.
     c10::Scalar identity = 0;
     if (op == ScatterOp::Mul) identity = 1;
-    if (op == ScatterOp::Max || op == ScatterOp::Min) identity = extreme(self.scalar_type(), op == ScatterOp::Max);
-    scatterInto(out, dim, index, nullptr, &identity, ScatterOp::Assign, alongDim("scatter", out, dim));
+    if (op == ScatterOp::Max || op == ScatterOp::Min) identity = extreme(out.scalar_type(), op == ScatterOp::Max);
+    scatterInto(out, dim, index, nullptr, &identity, ScatterOp::Assign, oob);
   }
-  scatterInto(out, dim, index, &src, nullptr, op, alongDim("scatter", out, dim));
+  scatterInto(out, dim, index, &src, nullptr, op, oob);
   if (mean) {
     Tensor counts = include_self ? at::ones_like(out) : at::zeros_like(out);
     Tensor ones = at::ones_like(src);
@@ -381,6 +378,43 @@ Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& in
     if (at::isFloatingType(out.scalar_type())) out.div_(counts);
     else out.div_(counts, "floor");
   }
+}
+
+Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src,
+                               c10::string_view reduce, bool include_self, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor index = longIndex(index_in, self, "scatter_reduce");
+  checkGatherShapes(self, dim, index, &src, "scatter_reduce");
+  const bool mean = reduce == "mean";
+  if (complexReduction(self, mean ? ScatterOp::Add : reduceOp(reduce, true)) || (mean && self.is_complex()))
+    return Fallback<at::_ops::scatter_reduce_two_out>::call(self, dim, index_in, src, reduce, include_self, out);
+  prepare(self, out);
+  scatterReduceInto(out, dim, index, src, reduce, include_self, alongDim("scatter", out, dim));
+  return out;
+}
+
+// index_reduce: scatter_reduce with the 1-D index spread along source's other dimensions; a bad index raises
+// IndexError, as the CPU's kernel. ATen's checks run first, on meta tensors.
+Tensor& index_reduce_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source,
+                         c10::string_view reduce, bool include_self, Tensor& out) {
+  if (self.is_complex() || toKernelDType(self.scalar_type()) == DType::Other)
+    return Fallback<at::_ops::index_reduce_out>::call(self, dim, index_in, source, reduce, include_self, out);
+  auto meta = [](const Tensor& t) { return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)); };
+  Tensor meta_out = meta(out);
+  at::_ops::index_reduce_out::call(meta(self), dim, meta(index_in), meta(source), reduce, include_self, meta_out);
+  Tensor index = index_in.to(at::kLong).reshape({-1});
+  prepare(self, out);
+  if (source.dim() == 0) {  // 0-d self and source: the one element, as a 1-element vector
+    Tensor one = out.view({1});
+    scatterReduceInto(one, 0, index, source.reshape({1}), reduce, include_self,
+                      alongDim("index_reduce", one, 0, /*runtime_error=*/false));
+    return out;
+  }
+  dim = at::maybe_wrap_dim(dim, source.dim());
+  std::vector<int64_t> shape(source.dim(), 1);
+  shape[dim] = -1;
+  scatterReduceInto(out, dim, index.view(shape).expand(source.sizes()), source, reduce, include_self,
+                    alongDim("index_reduce", out, dim, /*runtime_error=*/false));
   return out;
 }
 
@@ -723,6 +757,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "scatter.value_reduce_out", scatter_value_reduce_out);
   MT_IMPL(m, "scatter_add.out", scatter_add_out);
   MT_IMPL(m, "scatter_reduce.two_out", scatter_reduce_two_out);
+  MT_IMPL(m, "index_reduce.out", index_reduce_out);
   MT_IMPL(m, "index_add.out", index_add_out);
   MT_IMPL(m, "index_copy.out", index_copy_out);
   MT_IMPL(m, "index_fill_.int_Scalar", index_fill_);
