@@ -67,8 +67,6 @@ namespace {
 
 using at::Tensor;
 
-bool reducedFloat(c10::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
-
 // out = value, resized as ATen resizes an out= (a fresh result is moved in without a copy).
 Tensor& assignOut(Tensor& out, const Tensor& value) {
   at::native::resize_output(out, value.sizes());
