@@ -274,9 +274,27 @@ std::tuple<Tensor, Tensor, Tensor> batchNormLegitNoTraining(const Tensor& input,
   return batchNorm(input, weight, bias, running_mean, running_var, false, momentum, eps);
 }
 
+// The training batch norm torch.nn.functional.batch_norm reaches through _batch_norm_with_update (ATen's CPU and
+// CUDA kernels: native_batch_norm's, plus an empty cuDNN reserve) and its backward.
+std::tuple<Tensor, Tensor, Tensor, Tensor> batchNormWithUpdate(const Tensor& input, const OptT& weight,
+                                                               const OptT& bias, Tensor& running_mean,
+                                                               Tensor& running_var, double momentum, double eps) {
+  auto [out, mean, rstd] = batchNorm(input, weight, bias, running_mean, running_var, true, momentum, eps);
+  return {out, mean, rstd, at::empty({0}, input.options().dtype(at::kByte))};
+}
+std::tuple<Tensor, Tensor, Tensor> batchNormBackwardReserve(const Tensor& grad, const Tensor& input,
+                                                            const Tensor& weight, const OptT& running_mean,
+                                                            const OptT& running_var, const OptT& save_mean,
+                                                            const OptT& save_rstd, bool update, double eps,
+                                                            std::array<bool, 3> mask, const Tensor& /*reserve*/) {
+  return batchNormBackward(grad, input, weight, running_mean, running_var, save_mean, save_rstd, update, eps, mask);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  MT_IMPL(m, "_batch_norm_with_update", batchNormWithUpdate);
+  MT_IMPL(m, "batch_norm_backward", batchNormBackwardReserve);
   MT_IMPL(m, "native_group_norm", groupNorm);
   MT_IMPL(m, "native_group_norm_backward", groupNormBackward);
   MT_IMPL(m, "native_batch_norm", batchNorm);

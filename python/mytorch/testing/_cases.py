@@ -30,6 +30,7 @@ STAT_OUTPUTS = {
         "native_batch_norm",
         "_native_batch_norm_legit",
         "_native_batch_norm_legit_no_training",
+        "_batch_norm_with_update",
     )
 }
 
