@@ -6,20 +6,21 @@ half completed by conjugate symmetry, normalisation after the transform."""
 import pytest
 import torch
 
-from mytorch.testing._compare import assert_aligned
+from mytorch.testing._compare import assert_aligned, misalignment
 
 pytestmark = [pytest.mark.native, pytest.mark.every_runtime]
 
 g = torch.Generator().manual_seed(3)
 
 
-def _check(fn, x, what):
+def _mismatch(fn, x, what):
+    """fn on mytorch against the CPU (float64 as the gold): "" when aligned, else what differs."""
     ref = fn(x)
     dev = fn(x.to("mytorch"))
     gold = fn(x.to(torch.complex128 if x.is_complex() else torch.float64))
-    assert dev.device.type == "mytorch", what
-    assert dev.dtype == ref.dtype and dev.shape == ref.shape, what
-    assert_aligned(dev, ref, gold, what)
+    if dev.device.type != "mytorch" or dev.dtype != ref.dtype or dev.shape != ref.shape:
+        return f"{what}: {dev.device} {dev.dtype} {tuple(dev.shape)}, the CPU gives {ref.dtype} {tuple(ref.shape)}"
+    return misalignment(dev, ref, gold, what)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -28,33 +29,35 @@ def test_one_dimensional_transforms_match_the_cpu(dtype, norm):
     x = torch.randn(3, 10, 7, generator=g, dtype=dtype)
     z = torch.randn(3, 10, 7, generator=g, dtype=dtype) * 1j + x
     for n in (None, 5, 12):  # trimmed and zero-padded signals
-        _check(lambda t: torch.fft.fft(t, n=n, dim=1, norm=norm), z, f"fft n={n}")
-        _check(lambda t: torch.fft.ifft(t, n=n, norm=norm), z, f"ifft n={n}")
-        _check(lambda t: torch.fft.rfft(t, n=n, dim=1, norm=norm), x, f"rfft n={n}")
-        _check(lambda t: torch.fft.irfft(t, n=n, norm=norm), z, f"irfft n={n}")
-        _check(lambda t: torch.fft.hfft(t, n=n, dim=0, norm=norm), z, f"hfft n={n}")
-        _check(lambda t: torch.fft.ihfft(t, n=n, norm=norm), x, f"ihfft n={n}")
+        assert not _mismatch(lambda t: torch.fft.fft(t, n=n, dim=1, norm=norm), z, f"fft n={n}")
+        assert not _mismatch(lambda t: torch.fft.ifft(t, n=n, norm=norm), z, f"ifft n={n}")
+        assert not _mismatch(lambda t: torch.fft.rfft(t, n=n, dim=1, norm=norm), x, f"rfft n={n}")
+        assert not _mismatch(lambda t: torch.fft.irfft(t, n=n, norm=norm), z, f"irfft n={n}")
+        assert not _mismatch(lambda t: torch.fft.hfft(t, n=n, dim=0, norm=norm), z, f"hfft n={n}")
+        assert not _mismatch(lambda t: torch.fft.ihfft(t, n=n, norm=norm), x, f"ihfft n={n}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_multi_dimensional_transforms_match_the_cpu(dtype):
     x = torch.randn(2, 5, 4, 6, 3, generator=g, dtype=dtype)
     z = torch.complex(x, torch.randn(x.shape, generator=g, dtype=dtype))
-    _check(lambda t: torch.fft.fft2(t, dim=(1, 3)), z, "fft2 over separated dims")
-    _check(lambda t: torch.fft.fftn(t, dim=(0, 1, 2, 3, 4)), z, "fftn over 5 dims (two plans)")
-    _check(lambda t: torch.fft.ifftn(t, dim=(3, 1, 2), norm="ortho"), z, "ifftn, dims out of order")
-    _check(lambda t: torch.fft.rfftn(t, dim=(1, 2, 3, 4)), x, "rfftn over 4 dims")
-    _check(lambda t: torch.fft.irfftn(t, dim=(0, 2, 3, 4), s=(2, 4, 6, 5)), z, "irfftn over 4 dims, odd length")
-    _check(lambda t: torch.fft.rfft2(t, norm="forward"), x, "rfft2")
-    _check(lambda t: torch.fft.irfft2(t, s=(6, 4)), z, "irfft2 with sizes")
-    _check(lambda t: torch.fft.hfftn(t, dim=(1, 2)), z, "hfftn")
-    _check(lambda t: torch.fft.ihfftn(t, dim=(1, 3, 4)), x, "ihfftn")
+    assert not _mismatch(lambda t: torch.fft.fft2(t, dim=(1, 3)), z, "fft2 over separated dims")
+    assert not _mismatch(lambda t: torch.fft.fftn(t, dim=(0, 1, 2, 3, 4)), z, "fftn over 5 dims (two plans)")
+    assert not _mismatch(lambda t: torch.fft.ifftn(t, dim=(3, 1, 2), norm="ortho"), z, "ifftn, dims out of order")
+    assert not _mismatch(lambda t: torch.fft.rfftn(t, dim=(1, 2, 3, 4)), x, "rfftn over 4 dims")
+    assert not _mismatch(
+        lambda t: torch.fft.irfftn(t, dim=(0, 2, 3, 4), s=(2, 4, 6, 5)), z, "irfftn over 4 dims, odd length"
+    )
+    assert not _mismatch(lambda t: torch.fft.rfft2(t, norm="forward"), x, "rfft2")
+    assert not _mismatch(lambda t: torch.fft.irfft2(t, s=(6, 4)), z, "irfft2 with sizes")
+    assert not _mismatch(lambda t: torch.fft.hfftn(t, dim=(1, 2)), z, "hfftn")
+    assert not _mismatch(lambda t: torch.fft.ihfftn(t, dim=(1, 3, 4)), x, "ihfftn")
 
 
 def test_two_sided_real_transform_and_out_variants():
     x = torch.randn(4, 6, 7, generator=g)
     for dims in ([2], [1, 2], [0, 1, 2]):  # even, odd and mixed lengths; the conjugate half over every dim
-        _check(lambda t: torch.ops.aten._fft_r2c(t, dims, 0, False), x, f"r2c two-sided {dims}")
+        assert not _mismatch(lambda t: torch.ops.aten._fft_r2c(t, dims, 0, False), x, f"r2c two-sided {dims}")
     z = torch.fft.fft(x)
     out = torch.empty(0, dtype=torch.complex64, device="mytorch")
     torch.ops.aten._fft_c2c.out(z.to("mytorch"), [1, 2], 2, True, out=out)
@@ -70,12 +73,14 @@ def test_two_sided_real_transform_and_out_variants():
 def test_stft_istft_and_inputs_left_intact():
     sig = torch.randn(2, 400, generator=g)
     win = torch.hann_window(64)
-    _check(lambda t: torch.stft(t, 64, hop_length=16, window=win.to(t.device), return_complex=True), sig, "stft")
-    _check(
+    assert not _mismatch(
+        lambda t: torch.stft(t, 64, hop_length=16, window=win.to(t.device), return_complex=True), sig, "stft"
+    )
+    assert not _mismatch(
         lambda t: torch.stft(t, 64, window=win.to(t.device), return_complex=True, onesided=False), sig, "stft 2-sided"
     )
     spec = torch.stft(sig, 64, hop_length=16, window=win, return_complex=True)
-    _check(lambda t: torch.istft(t, 64, hop_length=16, window=win.to(t.real.device)), spec, "istft")
+    assert not _mismatch(lambda t: torch.istft(t, 64, hop_length=16, window=win.to(t.real.device)), spec, "istft")
     # A complex-to-real transform may overwrite its input (cuFFT's does; the emulated one fills it with NaN): the
     # caller's tensor must come back unchanged.
     half = spec.to("mytorch")

@@ -153,17 +153,25 @@ def compare_tensor(dev: torch.Tensor, ref: torch.Tensor, gold: torch.Tensor | No
     return e
 
 
-def assert_aligned(dev, ref, gold=None, what: str = "result", extra_refs: tuple = ()) -> None:
-    """The rule of Note [Alignment tolerance] as a test's assertion, the one tolerance the tests use: every element
-    of `dev` (mytorch's result, any device) within max(2 * PyTorch's own error, the dtype's floor) of `gold` (the
-    CPU at float64), PyTorch's error being `ref`'s (the CPU, or another reference, at dev's dtype). Without `gold`,
-    `ref` is the golden value and only the floor applies. Integer and bool results must be equal."""
+def misalignment(dev, ref, gold=None, what: str = "result", extra_refs: tuple = ()) -> str:
+    """The rule of Note [Alignment tolerance] for one tensor: "" when every element of `dev` (mytorch's result, any
+    device) is within max(2 * PyTorch's own error, the dtype's floor) of `gold` (the CPU at float64), PyTorch's error
+    being `ref`'s (the CPU, or another reference, at dev's dtype), else what is wrong. Without `gold`, `ref` is the
+    golden value and only the floor applies. Integer and bool results must be equal."""
     ref = ref.to(dev.dtype) if isinstance(ref, torch.Tensor) and ref.dtype != dev.dtype else ref
     e = compare_tensor(dev, ref, gold, extra_refs)
-    assert e.ok, (
+    if e.ok:
+        return ""
+    return (
         f"{what}: {e.bad} of {e.total} elements outside the alignment tolerance (max abs error "
         f"{e.max_abs:.3g}, max rel {e.max_rel:.3g}, PyTorch's own {e.torch_err:.3g}) {e.problems}"
     )
+
+
+def assert_aligned(dev, ref, gold=None, what: str = "result", extra_refs: tuple = ()) -> None:
+    """misalignment() as a test's assertion: the one tolerance the tests use."""
+    problem = misalignment(dev, ref, gold, what, extra_refs)
+    assert not problem, problem
 
 
 def compare_outputs(dev, ref, gold, extra_refs=(), stat_outputs=frozenset()) -> Errors:
