@@ -141,8 +141,10 @@ Tensor& where_out(const Tensor& cond, const Tensor& self, const Tensor& other, T
   TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
   const auto compute = ewComputeType(EwOp::Where, {self, other});  // the mask takes no part in the promotion
-  if (!ewNative(EwOp::Where, compute, {self, other}))
+  if (!ewNative(EwOp::Where, compute, {self, other})) {
+    if (whereComplex(cond, self, other, out)) return out;
     return Fallback<at::_ops::where_self_out>::call(cond, self, other, out);
+  }
   ewRun(EwOp::Where, compute, {cond, self, other}, out);
   return out;
 }

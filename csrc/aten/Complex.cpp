@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/cos.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/div.h>
@@ -20,6 +21,8 @@
 #include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/neg.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/sin.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/view_as_real.h>
@@ -127,6 +130,21 @@ bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inp
   return true;
 }
 
+bool whereComplex(const Tensor& cond, const Tensor& self, const Tensor& other, Tensor& out) {
+  const auto compute = at::result_type(self, other);
+  if (!c10::isComplexType(compute) || !out.is_complex()) return false;
+  for (const Tensor* t : {&cond, &self, &other})
+    if (t->device() != out.device()) return false;
+  TORCH_CHECK(at::canCast(compute, out.scalar_type()), "result type ", compute,
+              " can't be cast to the desired output type ", out.scalar_type());
+  const Tensor s = at::view_as_real(self.to(compute).resolve_conj()),
+               o = at::view_as_real(other.to(compute).resolve_conj());
+  const Tensor r = at::view_as_complex(at::where(cond.unsqueeze(-1), s, o));
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return true;
+}
+
 bool ewComplexUnary(EwOp op, const at::Tensor& self, const at::Tensor& out) {
   if (!self.is_complex() || (op != EwOp::Abs && op != EwOp::Sign && op != EwOp::Neg)) return false;
   if (self.device() != out.device()) return false;
@@ -172,6 +190,43 @@ bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdi
     }
     Tensor r = mean ? at::mean(at::view_as_real(x), dims, keepdim) : at::sum(at::view_as_real(x), dims, keepdim);
     c = at::view_as_complex(r.contiguous());
+  }
+  at::native::resize_output(out, c.sizes());
+  out.copy_(c);
+  return true;
+}
+
+// A product over `dim` (all dimensions when none) as a tree of complex multiplications: halves multiplied
+// pairwise until one element is left (an odd element carried), so log2(n) native multiplications; the empty
+// product is 1.
+bool complexProd(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                 const at::Tensor& out) {
+  if (!self.is_complex() || !out.is_complex() || (dtype.has_value() && !c10::isComplexType(*dtype))) return false;
+  if (self.device() != out.device()) return false;
+  Tensor x = dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
+  Tensor c;
+  if (x.dim() == 0) {
+    c = x.clone();
+  } else {
+    int64_t d = 0;
+    if (dim.has_value()) {
+      d = at::maybe_wrap_dim(*dim, x.dim());
+    } else {
+      x = x.reshape(-1);
+      keepdim = false;
+    }
+    if (x.size(d) == 0) {
+      std::vector<int64_t> shape = x.sizes().vec();
+      shape[d] = 1;
+      x = at::ones(shape, x.options());
+    }
+    while (x.size(d) > 1) {
+      const int64_t n = x.size(d), h = n / 2;
+      Tensor p = at::mul(x.narrow(d, 0, h), x.narrow(d, h, h));
+      x = n % 2 ? at::cat({p, x.narrow(d, 2 * h, 1)}, d) : p;
+    }
+    c = keepdim ? x : x.squeeze(d);
+    if (!dim.has_value() && self.dim() > 0) c = c.reshape({});
   }
   at::native::resize_output(out, c.sizes());
   out.copy_(c);

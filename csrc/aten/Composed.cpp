@@ -68,12 +68,6 @@ namespace {
 using at::Tensor;
 
 // out = value, resized as ATen resizes an out= (a fresh result is moved in without a copy).
-Tensor& assignOut(Tensor& out, const Tensor& value) {
-  at::native::resize_output(out, value.sizes());
-  out.copy_(value);
-  return out;
-}
-
 bool equal(const Tensor& self, const Tensor& other) {
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "Expected object of scalar type ", self.scalar_type(),
               " but got scalar type ", other.scalar_type(), " for argument 'other'");

@@ -35,8 +35,6 @@ namespace {
 
 using at::Tensor;
 
-Tensor meta(const Tensor& t) { return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)); }
-
 // The precisions cuFFT and the CPU library share: float32 and float64 (complex64 and complex128).
 bool fftDtype(const Tensor& t) {
   const auto s = t.scalar_type();
@@ -47,11 +45,6 @@ std::vector<int64_t> wrapDims(at::IntArrayRef dim, int64_t ndim) {
   std::vector<int64_t> d(dim.begin(), dim.end());
   for (auto& x : d) x = at::maybe_wrap_dim(x, ndim);
   return d;
-}
-
-// A tensor like `like` (sizes and strides of ATen's answer, from its meta kernel) on the device.
-Tensor emptyLike(const Tensor& shape, const Tensor& device_tensor) {
-  return at::empty_strided(shape.sizes(), shape.strides(), shape.options().device(device_tensor.device()));
 }
 
 // ---- cuda: cuFFT on packed copies -------------------------------------------------------------------------------
@@ -133,7 +126,7 @@ Tensor normalized(Tensor x, double scale) { return scale == 1.0 ? x : x.mul_(sca
 
 Tensor fft_c2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward) {
   if (!fftDtype(self)) return Fallback<at::_ops::_fft_c2c>::call(self, dim, normalization, forward);
-  Tensor shape = at::_fft_c2c(meta(self), dim, normalization, forward);  // ATen's checks and result layout
+  Tensor shape = at::_fft_c2c(metaLike(self), dim, normalization, forward);  // ATen's checks and result layout
   if (onSim()) {
     Tensor out = emptyLike(shape, self);
     Tensor host_out = hostView(out);
@@ -148,7 +141,7 @@ Tensor fft_c2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, b
 Tensor fft_r2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
   if (!fftDtype(self) || self.is_complex())
     return Fallback<at::_ops::_fft_r2c>::call(self, dim, normalization, onesided);
-  Tensor shape = at::_fft_r2c(meta(self), dim, normalization, onesided);
+  Tensor shape = at::_fft_r2c(metaLike(self), dim, normalization, onesided);
   if (onSim()) {
     Tensor out = emptyLike(shape, self);
     Tensor host_out = hostView(out);
@@ -170,7 +163,7 @@ Tensor fft_c2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c
   const int64_t last_dim_size = last_dim_size_sym.guard_int(__FILE__, __LINE__);
   if (!fftDtype(self) || !self.is_complex())
     return Fallback<at::_ops::_fft_c2r>::call(self, dim, normalization, last_dim_size);
-  Tensor shape = at::_fft_c2r(meta(self), dim, normalization, last_dim_size);
+  Tensor shape = at::_fft_c2r(metaLike(self), dim, normalization, last_dim_size);
   const auto wrapped = wrapDims(dim, self.dim());
   if (!wrapped.empty() && self.size(wrapped.back()) < last_dim_size / 2 + 1)  // a short half spectrum: the CPU's call
     return Fallback<at::_ops::_fft_c2r>::call(self, dim, normalization, last_dim_size);
@@ -191,14 +184,8 @@ Tensor fft_c2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c
   return normalized(y, normScale(normalization, y, dims));
 }
 
-// An out= of the result's dtype is resized and written; one of another dtype goes to the CPU's out= kernel, whose
-// casting rules (and refusals) it then gets.
-Tensor& assignOut(Tensor& out, const Tensor& value) {
-  at::native::resize_output(out, value.sizes());
-  out.copy_(value);
-  return out;
-}
-
+// An out= of the result's dtype is resized and written (assignOut); one of another dtype goes to the CPU's out=
+// kernel, whose casting rules (and refusals) it then gets.
 Tensor& fft_c2c_out(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward, Tensor& out) {
   if (!fftDtype(self) || out.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::_fft_c2c_out>::call(self, dim, normalization, forward, out);

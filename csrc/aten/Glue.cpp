@@ -1,6 +1,8 @@
 // See Glue.h.
 #include "csrc/aten/Glue.h"
 
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 
 #include "csrc/core/Stream.h"
@@ -41,6 +43,25 @@ StridedOperand stridedOperand(const at::TensorIteratorBase& iter, int arg) {
   auto st = iter.strides(arg);
   for (size_t d = 0; d < st.size(); ++d) op.strides[d] = st[d];
   return op;
+}
+
+at::Tensor metaLike(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+at::Tensor emptyLike(const at::Tensor& shape, const at::Tensor& device_tensor) {
+  return at::empty_strided(shape.sizes(), shape.strides(), shape.options().device(device_tensor.device()));
+}
+
+at::Tensor& assignOut(at::Tensor& out, const at::Tensor& value) {
+  at::native::resize_output(out, value.sizes());
+  out.copy_(value);
+  return out;
+}
+
+at::Tensor& assignExactOut(at::Tensor& out, const at::Tensor& value) {
+  checkOutDtype(out, value.scalar_type());
+  return assignOut(out, value);
 }
 
 } // namespace mytorch

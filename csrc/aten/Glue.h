@@ -66,6 +66,17 @@ void checkCastOut(const at::Tensor& out, c10::ScalarType result);
 // The kernel stream of the device `t` lives on.
 rt::Stream streamFor(const at::Tensor& t);
 
+// A meta tensor of t's sizes, strides and dtype: calling an operator on these runs ATen's meta kernel, which checks
+// the arguments as ATen does and gives the result's sizes and strides.
+at::Tensor metaLike(const at::Tensor& t);
+// An uninitialised tensor with the sizes, strides and dtype of `shape` (a meta result) on `device_tensor`'s device.
+at::Tensor emptyLike(const at::Tensor& shape, const at::Tensor& device_tensor);
+// out= of a composed operator: resized (ATen's resize_output rules: a warning when a non-empty out changes size)
+// and assigned `value`.
+at::Tensor& assignOut(at::Tensor& out, const at::Tensor& value);
+// The same for a structured operator's out=, which must have exactly the result's dtype (ATen's message).
+at::Tensor& assignExactOut(at::Tensor& out, const at::Tensor& value);
+
 // Shape of an iterator, checked against the kernels' dimension limit.
 StridedShape stridedShape(const at::TensorIteratorBase& iter);
 // Operand `arg` of an iterator (0 = first output).

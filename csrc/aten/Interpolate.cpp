@@ -43,8 +43,6 @@ using OptD = std::optional<double>;
 
 enum class Kind { Linear, Cubic, AdaptiveAvg };
 
-Tensor meta(const Tensor& t) { return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)); }
-
 // ATen's area_pixel_compute_scale and area_pixel_compute_source_index, in the opmath type A.
 template <typename A>
 A pixelScale(int64_t in, int64_t out, bool align_corners, OptD scale) {
@@ -141,12 +139,6 @@ Tensor resample(Kind kind, const Tensor& x, at::IntArrayRef in_spatial, at::IntA
   return contract(x.to(acc), mats, backward).to(x.scalar_type()).contiguous(x.suggest_memory_format());
 }
 
-Tensor& assignOut(Tensor& out, const Tensor& value) {
-  at::native::resize_output(out, value.sizes());
-  out.copy_(value);
-  return out;
-}
-
 at::IntArrayRef spatialOf(at::IntArrayRef sizes, size_t k) { return sizes.slice(sizes.size() - k); }
 
 template <typename Op, Kind kKind, typename... Scales>
@@ -154,8 +146,8 @@ Tensor& upsampleOut(const Tensor& self, at::IntArrayRef output_size, bool align_
                     Scales... scales) {
   if (!interpolable(self)) return Fallback<Op>::call(self, output_size, align_corners, scales..., out);
   checkOutDtype(out, self.scalar_type());
-  Tensor meta_out = meta(out);
-  Op::call(meta(self), c10::fromIntArrayRefSlow(output_size), align_corners, scales..., meta_out);
+  Tensor meta_out = metaLike(out);
+  Op::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), align_corners, scales..., meta_out);
   if (meta_out.numel() == 0) {
     at::native::resize_output(out, meta_out.sizes());
     return out;
@@ -171,8 +163,8 @@ Tensor& upsampleBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at:
   if (!interpolable(grad))
     return Fallback<Op>::call(grad, output_size, input_size, align_corners, scales..., grad_input);
   checkOutDtype(grad_input, grad.scalar_type());
-  Tensor meta_in = meta(grad_input);
-  Op::call(meta(grad), c10::fromIntArrayRefSlow(output_size), c10::fromIntArrayRefSlow(input_size), align_corners,
+  Tensor meta_in = metaLike(grad_input);
+  Op::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size), c10::fromIntArrayRefSlow(input_size), align_corners,
            scales..., meta_in);
   if (grad.numel() == 0) return assignOut(grad_input, at::zeros(input_size, grad.options()));
   const size_t k = output_size.size();
@@ -210,7 +202,7 @@ Tensor& bicubic2d_backward_out(const Tensor& grad, at::IntArrayRef output_size, 
 
 // 3-D adaptive average pooling: (N, C,) D, H, W -> output_size.
 Tensor adaptive_avg_pool3d(const Tensor& self, at::IntArrayRef output_size) {
-  Tensor shape = at::_ops::_adaptive_avg_pool3d::call(meta(self), c10::fromIntArrayRefSlow(output_size));
+  Tensor shape = at::_ops::_adaptive_avg_pool3d::call(metaLike(self), c10::fromIntArrayRefSlow(output_size));
   if (!interpolable(self)) return Fallback<at::_ops::_adaptive_avg_pool3d>::call(self, output_size);
   if (shape.numel() == 0) return at::empty(shape.sizes(), self.options());
   return resample(Kind::AdaptiveAvg, self, spatialOf(self.sizes(), 3), output_size, false, {{}, {}, {}}, false);
@@ -219,7 +211,7 @@ Tensor adaptive_avg_pool3d(const Tensor& self, at::IntArrayRef output_size) {
 Tensor adaptive_avg_pool3d_backward(const Tensor& grad, const Tensor& self) {
   if (!interpolable(self) || grad.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::_adaptive_avg_pool3d_backward>::call(grad, self);
-  at::_ops::_adaptive_avg_pool3d_backward::call(meta(grad), meta(self));
+  at::_ops::_adaptive_avg_pool3d_backward::call(metaLike(grad), metaLike(self));
   if (grad.numel() == 0 || self.numel() == 0) return at::zeros(self.sizes(), self.options());
   return resample(Kind::AdaptiveAvg, grad, spatialOf(self.sizes(), 3), spatialOf(grad.sizes(), 3), false, {{}, {}, {}},
                   true);

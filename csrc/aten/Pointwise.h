@@ -49,5 +49,8 @@ bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inp
                const EwParams& params);
 // Complex abs (to a real or complex out), sgn (z / |z|, 0 at 0) and neg, composed the same way.
 bool ewComplexUnary(EwOp op, const at::Tensor& self, const at::Tensor& out);
+// where(cond, self, other) with a complex result: the real selection on both parts (Complex.cpp); false when an
+// operand is not a tensor of out's device (the caller falls back).
+bool whereComplex(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
 
 } // namespace mytorch

@@ -49,6 +49,9 @@ namespace mytorch {
 // Complex sum and mean over the real view (Complex.cpp): false when the call is not one.
 bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
                 bool mean, const at::Tensor& out);
+// Complex prod as a tree of complex multiplications (Complex.cpp): false when the call is not one.
+bool complexProd(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                 const at::Tensor& out);
 
 namespace {
 
@@ -97,7 +100,10 @@ Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, 
 
 Tensor& prod_dim_out(const Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
   checkNamedDtype(out, dtype);
-  if (!native(self, out)) return Fallback<at::_ops::prod_int_out>::call(self, dim, keepdim, dtype, out);
+  if (!native(self, out)) {
+    if (complexProd(self, dim, keepdim, dtype, out)) return out;
+    return Fallback<at::_ops::prod_int_out>::call(self, dim, keepdim, dtype, out);
+  }
   runReduce(RedOp::Prod, computeInput(self, dtype, out), at::IntArrayRef{dim}, keepdim, out);
   return out;
 }
@@ -105,7 +111,10 @@ Tensor& prod_dim_out(const Tensor& self, int64_t dim, bool keepdim, std::optiona
 Tensor prod_all(const Tensor& self, std::optional<at::ScalarType> dtype) {
   const auto t = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
   Tensor out = at::empty({}, self.options().dtype(t));
-  if (!native(self, out)) return Fallback<at::_ops::prod>::call(self, dtype);
+  if (!native(self, out)) {
+    if (complexProd(self, std::nullopt, false, dtype, out)) return out;
+    return Fallback<at::_ops::prod>::call(self, dtype);
+  }
   runReduce(RedOp::Prod, castFor(self, dtype), std::nullopt, false, out);
   return out;
 }

@@ -65,7 +65,6 @@ using at::Tensor;
 using OptD = std::optional<double>;
 
 // A tensor of the same shape, strides and dtype on the meta device: ATen's meta kernels check it for free.
-Tensor meta(const Tensor& t) { return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)); }
 
 bool indexable(const Tensor& t) { return !t.is_complex() && toKernelDType(t.scalar_type()) != DType::Other; }
 
@@ -79,12 +78,6 @@ void checkOut(const Tensor& out, c10::ScalarType expected, bool structured) {
 bool structuredPad(const char* name) {
   const std::string_view n(name);
   return n != "aten::reflection_pad2d" && n != "aten::reflection_pad2d_backward";
-}
-
-Tensor& assignOut(Tensor& out, const Tensor& value) {
-  at::native::resize_output(out, value.sizes());
-  out.copy_(value);
-  return out;
 }
 
 // The index maps (Note [Resampling by index maps]), int64 on the device of `like`.
@@ -151,8 +144,8 @@ template <typename Op, bool kReflect>
 Tensor& padOut(const Tensor& self, at::IntArrayRef padding, Tensor& out) {
   if (!indexable(self)) return Fallback<Op>::call(self, padding, out);
   checkOut(out, self.scalar_type(), structuredPad(Op::name));
-  Tensor meta_out = meta(out);
-  Op::call(meta(self), c10::fromIntArrayRefSlow(padding), meta_out);  // ATen's checks and output shape
+  Tensor meta_out = metaLike(out);
+  Op::call(metaLike(self), c10::fromIntArrayRefSlow(padding), meta_out);  // ATen's checks and output shape
   if (meta_out.numel() == 0) {
     at::native::resize_output(out, meta_out.sizes());
     return out;
@@ -165,8 +158,8 @@ Tensor& padBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef p
   if (!indexable(self) || grad.scalar_type() != self.scalar_type())
     return Fallback<Op>::call(grad, self, padding, grad_input);
   checkOut(grad_input, grad.scalar_type(), structuredPad(Op::name));
-  Tensor meta_in = meta(grad_input);
-  Op::call(meta(grad), meta(self), c10::fromIntArrayRefSlow(padding), meta_in);
+  Tensor meta_in = metaLike(grad_input);
+  Op::call(metaLike(grad), metaLike(self), c10::fromIntArrayRefSlow(padding), meta_in);
   if (self.numel() == 0 || grad.numel() == 0) return assignOut(grad_input, at::zeros(self.sizes(), grad.options()));
   return assignOut(grad_input, scatterMaps(grad, self.sizes(), padMaps(self, padding, grad.sizes(), kReflect)));
 }
@@ -205,8 +198,8 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
   Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD s, Tensor& out) {                       \
     if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, s, out);                    \
     checkOutDtype(out, self.scalar_type());                                                                        \
-    Tensor meta_out = meta(out);                                                                                   \
-    at::_ops::OP##_out::call(meta(self), c10::fromIntArrayRefSlow(output_size), s, meta_out);                      \
+    Tensor meta_out = metaLike(out);                                                                               \
+    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), s, meta_out);                  \
     return nearestForward<EXACT>(self, output_size, {s}, out, meta_out);                                           \
   }                                                                                                                \
   Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD s, \
@@ -214,8 +207,8 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
     if (!indexable(grad))                                                                                          \
       return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, s, grad_input);     \
     checkOutDtype(grad_input, grad.scalar_type());                                                                 \
-    Tensor meta_in = meta(grad_input);                                                                             \
-    at::_ops::OP##_backward_grad_input::call(meta(grad), c10::fromIntArrayRefSlow(output_size),                    \
+    Tensor meta_in = metaLike(grad_input);                                                                         \
+    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),                \
                                              c10::fromIntArrayRefSlow(input_size), s, meta_in);                    \
     return nearestBackward<EXACT>(grad, output_size, input_size, {s}, grad_input);                                 \
   }
@@ -224,8 +217,8 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
   Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD sh, OptD sw, Tensor& out) {              \
     if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sh, sw, out);                \
     checkOutDtype(out, self.scalar_type());                                                                         \
-    Tensor meta_out = meta(out);                                                                                    \
-    at::_ops::OP##_out::call(meta(self), c10::fromIntArrayRefSlow(output_size), sh, sw, meta_out);                  \
+    Tensor meta_out = metaLike(out);                                                                                \
+    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), sh, sw, meta_out);              \
     return nearestForward<EXACT>(self, output_size, {sh, sw}, out, meta_out);                                       \
   }                                                                                                                 \
   Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sh, \
@@ -233,8 +226,8 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
     if (!indexable(grad))                                                                                           \
       return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sh, sw, grad_input); \
     checkOutDtype(grad_input, grad.scalar_type());                                                                  \
-    Tensor meta_in = meta(grad_input);                                                                              \
-    at::_ops::OP##_backward_grad_input::call(meta(grad), c10::fromIntArrayRefSlow(output_size),                     \
+    Tensor meta_in = metaLike(grad_input);                                                                          \
+    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),                 \
                                              c10::fromIntArrayRefSlow(input_size), sh, sw, meta_in);                \
     return nearestBackward<EXACT>(grad, output_size, input_size, {sh, sw}, grad_input);                             \
   }
@@ -243,8 +236,8 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
   Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD sd, OptD sh, OptD sw, Tensor& out) {     \
     if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sd, sh, sw, out);            \
     checkOutDtype(out, self.scalar_type());                                                                         \
-    Tensor meta_out = meta(out);                                                                                    \
-    at::_ops::OP##_out::call(meta(self), c10::fromIntArrayRefSlow(output_size), sd, sh, sw, meta_out);              \
+    Tensor meta_out = metaLike(out);                                                                                \
+    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), sd, sh, sw, meta_out);          \
     return nearestForward<EXACT>(self, output_size, {sd, sh, sw}, out, meta_out);                                   \
   }                                                                                                                 \
   Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sd, \
@@ -253,8 +246,8 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
       return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sd, sh, sw,          \
                                                                 grad_input);                                        \
     checkOutDtype(grad_input, grad.scalar_type());                                                                  \
-    Tensor meta_in = meta(grad_input);                                                                              \
-    at::_ops::OP##_backward_grad_input::call(meta(grad), c10::fromIntArrayRefSlow(output_size),                     \
+    Tensor meta_in = metaLike(grad_input);                                                                          \
+    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),                 \
                                              c10::fromIntArrayRefSlow(input_size), sd, sh, sw, meta_in);            \
     return nearestBackward<EXACT>(grad, output_size, input_size, {sd, sh, sw}, grad_input);                         \
   }
@@ -281,8 +274,8 @@ Tensor unpoolPlanes(const Tensor& self, const Tensor& indices, at::IntArrayRef o
 Tensor& max_unpool2d_out(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, Tensor& out) {
   if (!indexable(self)) return Fallback<at::_ops::max_unpool2d_out>::call(self, indices, output_size, out);
   checkOut(out, self.scalar_type(), false);
-  Tensor meta_out = meta(out);
-  at::_ops::max_unpool2d_out::call(meta(self), meta(indices), c10::fromIntArrayRefSlow(output_size), meta_out);
+  Tensor meta_out = metaLike(out);
+  at::_ops::max_unpool2d_out::call(metaLike(self), metaLike(indices), c10::fromIntArrayRefSlow(output_size), meta_out);
   return assignOut(out, unpoolPlanes(self.contiguous(), indices.contiguous(), meta_out.sizes(), 2));
 }
 
@@ -296,9 +289,9 @@ Tensor& max_unpool3d_out(const Tensor& self, const Tensor& indices, at::IntArray
   if (!indexable(self))
     return Fallback<at::_ops::max_unpool3d_out>::call(self, indices, output_size, stride, padding, out);
   checkOut(out, self.scalar_type(), false);
-  Tensor meta_out = meta(out);
-  at::_ops::max_unpool3d_out::call(meta(self), meta(indices), c10::fromIntArrayRefSlow(output_size), stride, padding,
-                                   meta_out);
+  Tensor meta_out = metaLike(out);
+  at::_ops::max_unpool3d_out::call(metaLike(self), metaLike(indices), c10::fromIntArrayRefSlow(output_size), stride,
+                                   padding, meta_out);
   return assignOut(out, unpoolPlanes(self.contiguous(), indices.contiguous(), meta_out.sizes(), 3));
 }
 

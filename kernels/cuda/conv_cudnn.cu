@@ -4,11 +4,10 @@
 // cannot be loaded the launcher reports Unavailable and the glue takes im2col + GEMM.
 #include <cudnn.h>
 
-#include <mutex>
-#include <vector>
 #include <string>
 
 #include "common.cuh"
+#include "handle_pool.h"
 #include "mytorch/conv.h"
 #include "mytorch/dynlib.h"
 
@@ -41,51 +40,14 @@ rt::Status fail(const char* what, cudnnStatus_t s) {
     if (s_ != CUDNN_STATUS_SUCCESS) return fail(what, s_); \
   } while (0)
 
-// One handle per (host thread, device): cudnnSetStream followed by a call on a handle other threads share is a
-// race (another thread's stream can be set in between). A thread's handles go back to a per-device pool when
-// it ends and are reused by later threads, as torch.cuda's handle pool does; they are never destroyed (the
-// process may be exiting, with the CUDA context gone).
-struct HandlePool {
-  std::mutex mu;
-  std::vector<cudnnHandle_t> free[64];
-};
-HandlePool& pool() {
-  static HandlePool* p = new HandlePool();  // leaked: threads may return handles during exit
-  return *p;
-}
-struct ThreadHandles {
-  cudnnHandle_t h[64] = {};
-  ~ThreadHandles() {
-    std::lock_guard<std::mutex> lock(pool().mu);
-    for (int d = 0; d < 64; ++d)
-      if (h[d]) pool().free[d].push_back(h[d]);
-  }
-};
-
+// One handle per (host thread, device): handle_pool.h.
 cudnnHandle_t handle_for(int device, rt::Status* st) {
-  thread_local ThreadHandles mine;
-  if (device < 0 || device >= 64) {
-    *st = rt::report(rt::Status::InvalidDevice, "convolution: device index out of range");
-    return nullptr;
-  }
-  if (!mine.h[device]) {
-    {
-      std::lock_guard<std::mutex> lock(pool().mu);
-      auto& free = pool().free[device];
-      if (!free.empty()) {
-        mine.h[device] = free.back();
-        free.pop_back();
-      }
-    }
-    if (!mine.h[device]) {
-      cudnnStatus_t s = dnn().cudnnCreate(&mine.h[device]);
-      if (s != CUDNN_STATUS_SUCCESS) {
-        *st = fail("cudnnCreate", s);
-        return nullptr;
-      }
-    }
-  }
-  return mine.h[device];
+  cudnnHandle_t h = nullptr;
+  *st = HandlePool<cudnnHandle_t>::get(device, &h, [](cudnnHandle_t* made) {
+    cudnnStatus_t s = dnn().cudnnCreate(made);
+    return s == CUDNN_STATUS_SUCCESS ? rt::Status::Success : fail("cudnnCreate", s);
+  });
+  return *st == rt::Status::Success ? h : nullptr;
 }
 
 cudnnDataType_t dnn_type(DType t) {

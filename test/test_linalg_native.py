@@ -1,0 +1,279 @@
+"""The dense solver family (Note [Dense solver family] in kernels/include/mytorch/solver.h; csrc/aten/LinalgLu.cpp,
+LinalgDecompositions.cpp): torch.linalg's LU, solve, inverse, determinants, Cholesky, eigh and SVD with the fallback
+forbidden, against the CPU (float64 as the gold). On sim the primitives are torch's CPU LAPACK; on the emulated
+build the cuSOLVER calls of a GPU, answered by the emulated library's reference factorizations, so everything the
+glue composes around them (transposes, pivots, batches, broadcasting, info) is checked there too. Eigen- and
+singular vectors are unique only up to a unit factor per column: they are checked by reconstruction and
+orthonormality, each against the CPU's own error."""
+
+import os
+
+import pytest
+import torch
+
+from mytorch.testing._compare import misalignment
+
+pytestmark = [pytest.mark.native, pytest.mark.every_runtime]
+
+g = torch.Generator().manual_seed(31)
+DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+
+def _rand(*shape, dtype=torch.float64):
+    x = torch.randn(*shape, generator=g, dtype=torch.float64)
+    if dtype.is_complex:
+        x = torch.complex(x, torch.randn(*shape, generator=g, dtype=torch.float64))
+    return x.to(dtype)
+
+
+def _gold_dtype(dtype):
+    return torch.complex128 if dtype.is_complex else torch.float64
+
+
+def _compare(fn, *args, what):
+    """fn on mytorch against the CPU (float64 as the gold), output by output: the problems found."""
+    ref = fn(*args)
+    dev = fn(*[a.to("mytorch") if isinstance(a, torch.Tensor) else a for a in args])
+    gold = fn(
+        *[
+            a.to(_gold_dtype(a.dtype))
+            if isinstance(a, torch.Tensor) and a.is_floating_point() or isinstance(a, torch.Tensor) and a.is_complex()
+            else a
+            for a in args
+        ]
+    )
+    refs, devs, golds = [x if isinstance(x, (tuple, list)) else (x,) for x in (ref, dev, gold)]
+    problems = []
+    for i, (d, r, gd) in enumerate(zip(devs, refs, golds)):
+        if d.device.type != "mytorch" or d.dtype != r.dtype or d.shape != r.shape:
+            problems.append(f"{what}[{i}]: {d.device} {d.dtype} {tuple(d.shape)}, CPU {r.dtype} {tuple(r.shape)}")
+        elif not (r.dtype.is_floating_point or r.dtype.is_complex):
+            if not torch.equal(d.cpu(), r):
+                problems.append(f"{what}[{i}]: {d.cpu().tolist()} != CPU {r.tolist()}")
+        else:
+            p = misalignment(d, r, gd.to(torch.complex128 if r.is_complex() else torch.float64), f"{what}[{i}]")
+            if p:
+                problems.append(p)
+    return problems
+
+
+def _vectors_problems(dev_parts, ref_parts, A, recon, what, unitary):
+    """Vectors checked by reconstruction (recon(parts) == A) and orthonormality of each unitary factor, the
+    mytorch result's error against the CPU's own (the one tolerance rule)."""
+    gold = A.to(_gold_dtype(A.dtype))
+    problems = []
+    p = misalignment(recon(*[t.cpu() for t in dev_parts]), recon(*ref_parts), gold, f"{what} reconstruction")
+    if p:
+        problems.append(p)
+    for i in unitary:
+        dd, rr = dev_parts[i].cpu(), ref_parts[i]
+        if dd.shape[-1] > 1:
+            gram_d = dd.mH @ dd if dd.shape[-2] >= dd.shape[-1] else dd @ dd.mH
+            gram_r = rr.mH @ rr if rr.shape[-2] >= rr.shape[-1] else rr @ rr.mH
+            eye = torch.eye(gram_r.shape[-1], dtype=_gold_dtype(A.dtype)).expand(gram_r.shape)
+            p = misalignment(gram_d, gram_r, eye, f"{what} factor {i} orthonormality")
+            if p:
+                problems.append(p)
+    return problems
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lu_family_matches_the_cpu(dtype):
+    for shape in [(5, 5), (3, 6, 4), (2, 4, 7), (0, 3, 3), (1, 1)]:
+        A = _rand(*shape, dtype=dtype)
+        assert not _compare(lambda a: torch.linalg.lu_factor_ex(a), A, what=f"lu_factor_ex {shape}")
+        assert not _compare(lambda a: torch.linalg.lu(a), A, what=f"lu {shape}")
+        LU, piv = torch.linalg.lu_factor(A) if shape[-1] == shape[-2] else (None, None)
+        if LU is not None:
+            assert not _compare(lambda lu, p: torch.lu_unpack(lu, p), LU, piv, what=f"lu_unpack {shape}")
+    A = _rand(3, 4, 4, dtype=dtype)
+    LU, piv = torch.linalg.lu_factor(A)
+    for left in (True, False):
+        for adjoint in (False, True):
+            B = _rand(3, 4, 2, dtype=dtype) if left else _rand(3, 2, 4, dtype=dtype)
+            what = f"lu_solve left={left} adjoint={adjoint}"
+            assert not _compare(
+                lambda lu, p, b: torch.linalg.lu_solve(lu, p, b, left=left, adjoint=adjoint), LU, piv, B, what=what
+            )
+    # broadcasting: one factorisation against a batch of right-hand sides
+    assert not _compare(
+        lambda lu, p, b: torch.linalg.lu_solve(lu, p, b),
+        LU[0],
+        piv[0],
+        _rand(2, 3, 4, 3, dtype=dtype),
+        what="lu_solve broadcast",
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_solve_inverse_and_determinants_match_the_cpu(dtype):
+    A = _rand(3, 5, 5, dtype=dtype)
+    assert not _compare(lambda a, b: torch.linalg.solve(a, b), A, _rand(3, 5, 2, dtype=dtype), what="solve")
+    assert not _compare(lambda a, b: torch.linalg.solve(a, b), A, _rand(3, 5, dtype=dtype), what="solve vector rhs")
+    assert not _compare(
+        lambda a, b: torch.linalg.solve(a, b, left=False),
+        A,
+        _rand(2, 5, dtype=dtype).expand(3, 2, 5),
+        what="solve left=False",
+    )
+    assert not _compare(lambda a, b: torch.linalg.solve(a, b), A[0], _rand(4, 5, 1, dtype=dtype), what="solve bcast")
+    assert not _compare(lambda a: torch.linalg.inv_ex(a), A, what="inv_ex")
+    assert not _compare(lambda a: torch.linalg.inv(a.mT), A, what="inv of a transposed view")
+    assert not _compare(lambda a: torch.linalg.det(a), A, what="det")
+    assert not _compare(lambda a: torch.linalg.slogdet(a), A, what="slogdet")
+    singular = A.clone()
+    singular[:, 2] = singular[:, 1]  # two equal rows: det 0 up to rounding
+    assert not _compare(lambda a: torch.linalg.det(a), singular, what="det singular")
+    zero_column = A.clone()
+    zero_column[:, :, 2] = 0  # an exact zero pivot in column 3 whatever the rounding: info 3
+    assert not _compare(lambda a: torch.linalg.lu_factor_ex(a), zero_column, what="lu info singular")
+    assert not _compare(lambda a: torch.linalg.slogdet(a), zero_column, what="slogdet singular")
+    zero = torch.zeros(2, 3, 3, dtype=dtype)
+    assert not _compare(lambda a: torch.linalg.slogdet(a), zero, what="slogdet of zeros")
+    assert not _compare(lambda a: torch.linalg.inv_ex(a)[1], zero, what="inv_ex info of zeros")
+    with pytest.raises(torch.linalg.LinAlgError) as cpu:
+        torch.linalg.inv(zero)
+    with pytest.raises(torch.linalg.LinAlgError) as dev:
+        torch.linalg.inv(zero.to("mytorch"))
+    assert str(dev.value) == str(cpu.value)
+
+
+def _hermitian_pd(n, batch, dtype):
+    X = _rand(*batch, n, n, dtype=dtype)
+    return X @ X.mH + n * torch.eye(n, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cholesky_family_matches_the_cpu(dtype):
+    A = _hermitian_pd(5, (3,), dtype)
+    for upper in (False, True):
+        assert not _compare(lambda a: torch.linalg.cholesky_ex(a, upper=upper), A, what=f"cholesky_ex upper={upper}")
+        L = torch.linalg.cholesky(A, upper=upper)
+        assert not _compare(lambda f: torch.cholesky_inverse(f, upper=upper), L, what=f"cholesky_inverse {upper}")
+        assert not _compare(
+            lambda b, f: torch.cholesky_solve(b, f, upper=upper),
+            _rand(3, 5, 2, dtype=dtype),
+            L,
+            what=f"cholesky_solve upper={upper}",
+        )
+    assert not _compare(lambda a: torch.cholesky(a), A, what="torch.cholesky (deprecated)")
+    bad = A.clone()
+    bad[1, 3, 3] = -100  # the leading minor of order 4 of matrix 1 is not positive definite
+    assert not _compare(lambda a: torch.linalg.cholesky_ex(a)[1], bad, what="cholesky_ex info")
+    with pytest.raises(torch.linalg.LinAlgError) as cpu:
+        torch.linalg.cholesky(bad)
+    with pytest.raises(torch.linalg.LinAlgError) as dev:
+        torch.linalg.cholesky(bad.to("mytorch"))
+    assert str(dev.value) == str(cpu.value)
+    singular_factor = torch.linalg.cholesky(A[0]).clone()
+    singular_factor[2, 2] = 0
+    with pytest.raises(torch.linalg.LinAlgError) as cpu:
+        torch.cholesky_inverse(singular_factor)
+    with pytest.raises(torch.linalg.LinAlgError) as dev:
+        torch.cholesky_inverse(singular_factor.to("mytorch"))
+    assert str(dev.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_eigh_matches_the_cpu(dtype):
+    H = _rand(3, 6, 6, dtype=dtype)
+    H = H + H.mH
+    for uplo in ("L", "U"):
+        # only the named triangle is read: garbage in the other must not matter
+        noisy = H.clone()
+        mask = (
+            torch.ones(6, 6, dtype=torch.bool).triu(1) if uplo == "L" else torch.ones(6, 6, dtype=torch.bool).tril(-1)
+        )
+        noisy[:, mask] = 1e3
+        assert not _compare(lambda a: torch.linalg.eigvalsh(a, UPLO=uplo), noisy, what=f"eigvalsh {uplo}")
+        w_ref, V_ref = torch.linalg.eigh(noisy, UPLO=uplo)
+        w, V = torch.linalg.eigh(noisy.to("mytorch"), UPLO=uplo)
+        assert not misalignment(w, w_ref, torch.linalg.eigvalsh(noisy.to(_gold_dtype(dtype)), UPLO=uplo), "eigh w")
+        assert not _vectors_problems(
+            (w, V),
+            (w_ref, V_ref),
+            H,
+            lambda w_, V_: (V_ * w_.to(V_.dtype).unsqueeze(-2)) @ V_.mH,
+            f"eigh {uplo}",
+            unitary=(1,),
+        )
+    assert not _compare(lambda a: torch.linalg.eigvalsh(a), torch.zeros(0, 4, 4, dtype=dtype), what="eigvalsh empty")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_svd_matches_the_cpu(dtype):
+    for shape in [(5, 5), (2, 7, 4), (3, 4, 7), (6, 1)]:
+        A = _rand(*shape, dtype=dtype)
+        assert not _compare(lambda a: torch.linalg.svdvals(a), A, what=f"svdvals {shape}")
+        for full in (False, True):
+            U_ref, S_ref, Vh_ref = torch.linalg.svd(A, full_matrices=full)
+            U, S, Vh = torch.linalg.svd(A.to("mytorch"), full_matrices=full)
+            assert (U.shape, S.shape, Vh.shape) == (U_ref.shape, S_ref.shape, Vh_ref.shape)
+            assert not misalignment(S, S_ref, torch.linalg.svdvals(A.to(_gold_dtype(dtype))), f"svd S {shape}")
+            k = S_ref.shape[-1]
+
+            def recon(U_, S_, Vh_):
+                return (U_[..., :k] * S_.to(U_.dtype).unsqueeze(-2)) @ Vh_[..., :k, :]
+
+            assert not _vectors_problems(
+                (U, S, Vh), (U_ref, S_ref, Vh_ref), A, recon, f"svd {shape} full={full}", unitary=(0, 2)
+            )
+    for shape in [(0, 3), (3, 0)]:  # empty: identities as the valid full factors
+        assert not _compare(
+            lambda a: torch.linalg.svd(a, full_matrices=True), _rand(*shape, dtype=dtype), what=f"svd empty {shape}"
+        )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_triangular_solve_matches_the_cpu(dtype):
+    A = _rand(2, 4, 4, dtype=dtype) + 4 * torch.eye(4, dtype=dtype)
+    B = _rand(3, 1, 4, 2, dtype=dtype)
+    for upper in (True, False):
+        for transpose in (False, True):
+            for unit in (False, True):
+                what = f"triangular_solve upper={upper} transpose={transpose} unit={unit}"
+                assert not _compare(lambda b, a: torch.triangular_solve(b, a, upper, transpose, unit), B, A, what=what)
+
+
+def test_out_variants_and_unsupported_dtypes():
+    A = _rand(4, 4)
+    LU, piv, info = (
+        torch.empty(0, dtype=torch.float64, device="mytorch"),
+        torch.empty(0, dtype=torch.int32, device="mytorch"),
+        torch.empty(0, dtype=torch.int32, device="mytorch"),
+    )
+    torch.linalg.lu_factor_ex(A.to("mytorch"), out=(LU, piv, info))
+    ref = torch.linalg.lu_factor_ex(A)
+    assert not misalignment(LU, ref[0], None, "lu_factor_ex out=") and torch.equal(piv.cpu(), ref[1])
+    U, S, Vh = (torch.empty(0, dtype=torch.float64, device="mytorch") for _ in range(3))
+    torch.linalg.svd(A.to("mytorch"), out=(U, S, Vh))
+    assert not misalignment(S, torch.linalg.svdvals(A), None, "svd out=")
+    # half: the CPU refuses it, and so does mytorch (through the counted fallback, with the CPU's message)
+    torch.mytorch.set_fallback_mode("silent")
+    try:
+        with pytest.raises(RuntimeError) as cpu:
+            torch.linalg.inv(A.half())
+        with pytest.raises(RuntimeError) as dev:
+            torch.linalg.inv(A.half().to("mytorch"))
+        assert str(dev.value) == str(cpu.value)
+    finally:
+        torch.mytorch.set_fallback_mode("error")
+
+
+@pytest.mark.skipif(os.environ.get("MYTORCH_RUNTIME") != "emu", reason="a control of the emulated cuSOLVER")
+def test_negative_control_the_triangle_checks_fail_when_the_library_reads_the_other_one():
+    """MYTORCH_EMU_CUSOLVER_UPLO=swap makes the emulated potrf and syevd read the other triangle than asked: the
+    checks above must then fail (they would pass vacuously if the glue or the library ignored uplo; the matrices'
+    other triangles hold values that change the answer)."""
+    H = _rand(5, 5, dtype=torch.float64)
+    noisy = H + H.mT
+    noisy[torch.ones(5, 5, dtype=torch.bool).triu(1)] = 1e3
+    os.environ["MYTORCH_EMU_CUSOLVER_UPLO"] = "swap"
+    try:
+        assert _compare(lambda a: torch.linalg.eigvalsh(a), noisy, what="eigvalsh, library reading the other triangle")
+        pd = _hermitian_pd(4, (), torch.float64)
+        pd[torch.ones(4, 4, dtype=torch.bool).triu(1)] = 0.5
+        assert _compare(lambda a: torch.linalg.cholesky_ex(a), pd, what="cholesky, library reading the other triangle")
+    finally:
+        del os.environ["MYTORCH_EMU_CUSOLVER_UPLO"]
+    assert not _compare(lambda a: torch.linalg.eigvalsh(a), noisy, what="eigvalsh")
