@@ -16,7 +16,9 @@ On a machine without a GPU the same stages check what the emulated CUDA build ca
 stage then reports the GPU performance model's estimates instead of ratios to torch.cuda). The exit code is
 non-zero when a stage failed. Environment: PYTHON (interpreter of the stages), GPU_VERIFY_DEADLINE,
 GPU_VERIFY_FILE_TIMEOUT, GPU_VERIFY_TEST_FILES (the test files of the tests stages, space-separated; default every
-test/test_gpu*.py and test/test_emu.py), GPU_VERIFY_BENCH_ONLY (families of the bench, comma-separated).
+test/test_gpu*.py and test/test_emu.py), GPU_VERIFY_MARKER (the tests stages' pytest marker expression, default
+"gpu"; "gpu or every_runtime" for the files that run on every runtime), GPU_VERIFY_BENCH_ONLY (families of the
+bench, comma-separated), GPU_VERIFY_JOBS (worker processes of the align and fuzz stages, default 8).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = os.environ.get("PYTHON", sys.executable)
 STAGE_LIMIT = 570
 FILE_TIMEOUT = int(os.environ.get("GPU_VERIFY_FILE_TIMEOUT", "240"))
+JOBS = int(os.environ.get("GPU_VERIFY_JOBS", "8"))  # the align and fuzz stages' worker processes
 OUT_FILES = ("summary.json", "summary.md", "bench.json", "logs.tar.gz")
 
 
@@ -178,7 +181,9 @@ def gpu_test_files() -> list[str]:
     return files + ["test/test_emu.py"]
 
 
-def pytest_cmd(r: Run, name: str, files: list[str], marker: str = "gpu") -> str:
+def pytest_cmd(r: Run, name: str, files: list[str], marker: str | None = None) -> str:
+    if marker is None:
+        marker = os.environ.get("GPU_VERIFY_MARKER", "gpu")
     base = "_".join(os.path.basename(f)[:-3] for f in files)[:60]
     xml = r.path(f"{name}_{base}.xml")
     mark = f"-m {shlex.quote(marker)} " if marker else ""
@@ -278,7 +283,7 @@ def stage_align(r: Run) -> None:
         r.record("align", "skipped", 0, "expecttest is missing: carry its wheel (docs/gpu.md)")
         return
     cmd = (
-        f"{PY} -m mytorch.testing.align --no-write --json {r.path('alignment_cuda.json')} --jobs 4 "
+        f"{PY} -m mytorch.testing.align --no-write --json {r.path('alignment_cuda.json')} --jobs {JOBS} "
         f"--log {r.path('align-workers.log')}"
     )
     r.stage("align", [("align", cmd, r.env, STAGE_LIMIT)])
@@ -287,7 +292,7 @@ def stage_align(r: Run) -> None:
 def stage_fuzz(r: Run) -> None:
     if r.gpu:
         cmd = (
-            f"{PY} -m mytorch.testing.fuzz --cases 0 --seed 0 --jobs 8 --json {r.path('fuzz_cuda.json')} "
+            f"{PY} -m mytorch.testing.fuzz --cases 0 --seed 0 --jobs {JOBS} --json {r.path('fuzz_cuda.json')} "
             f"--log {r.path('fuzz-workers.log')}"
         )
     else:
