@@ -224,6 +224,31 @@ def test_svd_matches_the_cpu(dtype):
         )
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_qr_family_matches_the_cpu(dtype):
+    """Householder QR has one answer given LAPACK's reflector convention (larfg's beta = -sign(Re a) |(a, x)|), which
+    cuSOLVER and the emulated library follow too: Q, R, the reflectors and tau are compared directly."""
+    for shape in [(5, 3), (2, 4, 4), (3, 2, 5), (0, 3)]:
+        A = _rand(*shape, dtype=dtype)
+        assert not _compare(lambda a: torch.geqrf(a), A, what=f"geqrf {shape}")
+        for mode in ("reduced", "complete", "r"):
+            assert not _compare(lambda a: torch.linalg.qr(a, mode=mode), A, what=f"qr {shape} {mode}")
+    A = _rand(2, 6, 4, dtype=dtype)
+    refl, tau = torch.geqrf(A)
+    assert not _compare(lambda a, t: torch.linalg.householder_product(a, t), refl, tau, what="householder_product")
+    assert not _compare(lambda a, t: torch.linalg.householder_product(a, t), refl, tau[:, :2], what="hh k < n")
+    for left in (True, False):
+        for transpose in (False, True):
+            C = _rand(2, 6, 3, dtype=dtype) if left else _rand(2, 3, 6, dtype=dtype)
+            assert not _compare(
+                lambda a, t, c: torch.ormqr(a, t, c, left, transpose),
+                refl,
+                tau,
+                C,
+                what=f"ormqr left={left} transpose={transpose}",
+            )
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_triangular_solve_matches_the_cpu(dtype):
     A = _rand(2, 4, 4, dtype=dtype) + 4 * torch.eye(4, dtype=dtype)

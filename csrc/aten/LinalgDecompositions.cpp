@@ -1,5 +1,6 @@
-// Op table: Cholesky, eigh, SVD and the triangular solve of torch.linalg on mytorch — linalg.cholesky(_ex),
-// cholesky, cholesky_inverse, cholesky_solve, eigh/eigvalsh, svd/svdvals, triangular_solve — composed from the dense
+// Op table: Cholesky, eigh, SVD, QR and the triangular solve of torch.linalg on mytorch — linalg.cholesky(_ex),
+// cholesky, cholesky_inverse, cholesky_solve, eigh/eigvalsh, svd/svdvals, qr, geqrf, householder_product, ormqr,
+// triangular_solve — composed from the dense
 // solvers' primitives (csrc/aten/Solver.h; Note [Dense solver family]) and native tensor ops as ATen composes
 // them, with ATen's checks (its meta kernels, or its own messages where an operator has none). Dtypes the solvers
 // lack go to the counted CPU fallback, which raises the CPU's error for them.
@@ -15,6 +16,14 @@
 #include <ATen/ops/cholesky_inverse_ops.h>
 #include <ATen/ops/cholesky_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/geqrf_ops.h>
+#include <ATen/ops/linalg_householder_product.h>
+#include <ATen/ops/linalg_householder_product_ops.h>
+#include <ATen/ops/linalg_qr.h>
+#include <ATen/ops/linalg_qr_ops.h>
+#include <ATen/ops/ormqr.h>
+#include <ATen/ops/ormqr_ops.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/linalg_cholesky_ex.h>
 #include <ATen/ops/linalg_cholesky_ex_ops.h>
 #include <ATen/ops/linalg_solve_triangular.h>
@@ -241,6 +250,98 @@ std::tuple<Tensor&, Tensor&, Tensor&> svdOut(const Tensor& A, bool full_matrices
   return {U, S, Vh};
 }
 
+// ---- QR ----------------------------------------------------------------------------------------------------------
+
+std::tuple<Tensor, Tensor> geqrfOp(const Tensor& A) {
+  if (!solver::supported(A)) return Fallback<at::_ops::geqrf>::call(A);
+  TORCH_CHECK(A.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
+  std::vector<int64_t> tau_shape = batchShape(A);
+  tau_shape.push_back(std::min(A.size(-2), A.size(-1)));
+  Tensor a = solver::columnMajor(A), tau = at::empty(tau_shape, A.options());
+  solver::geqrf(a, tau);
+  return {a, tau};
+}
+
+std::tuple<Tensor&, Tensor&> geqrfOut(const Tensor& A, Tensor& a, Tensor& tau) {
+  if (!solver::supported(A)) return Fallback<at::_ops::geqrf_a>::call(A, a, tau);
+  auto r = geqrfOp(A);
+  compatibleOut(a, get<0>(r), "torch.geqrf");
+  compatibleOut(tau, get<1>(r), "torch.geqrf");
+  return {a, tau};
+}
+
+Tensor householderProduct(const Tensor& A, const Tensor& tau) {
+  if (!solver::supported(A) || !solver::supported(tau))
+    return Fallback<at::_ops::linalg_householder_product>::call(A, tau);
+  Tensor m = at::linalg_householder_product(metaLike(A), metaLike(tau));  // ATen's checks and layout
+  Tensor q = solver::columnMajor(A);
+  solver::orgqr(q, tau);
+  Tensor out = emptyLike(m, A);
+  out.copy_(q);
+  return out;
+}
+
+Tensor& householderProductOut(const Tensor& A, const Tensor& tau, Tensor& out) {
+  if (!solver::supported(A) || !solver::supported(tau))
+    return Fallback<at::_ops::linalg_householder_product_out>::call(A, tau, out);
+  return compatibleOut(out, householderProduct(A, tau), "torch.linalg.householder_product");
+}
+
+Tensor ormqrOp(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, bool transpose) {
+  if (!solver::supported(A) || !solver::supported(tau) || !solver::supported(C))
+    return Fallback<at::_ops::ormqr>::call(A, tau, C, left, transpose);
+  Tensor m = at::ormqr(metaLike(A), metaLike(tau), metaLike(C), left, transpose);
+  Tensor c = solver::columnMajor(C);
+  solver::ormqr(solver::columnMajor(A), tau, c, left, transpose);
+  Tensor out = emptyLike(m, C);
+  out.copy_(c);
+  return out;
+}
+
+Tensor& ormqrOut(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, bool transpose, Tensor& out) {
+  if (!solver::supported(A) || !solver::supported(tau) || !solver::supported(C))
+    return Fallback<at::_ops::ormqr_out>::call(A, tau, C, left, transpose, out);
+  return compatibleOut(out, ormqrOp(A, tau, C, left, transpose), "torch.ormqr");
+}
+
+// ATen's linalg_qr: geqrf, R the upper triangle of its first k rows (all m in 'complete' mode), Q formed from the
+// reflectors by orgqr with k or m columns.
+std::tuple<Tensor, Tensor> qr(const Tensor& A, c10::string_view mode) {
+  if (!solver::supported(A)) return Fallback<at::_ops::linalg_qr>::call(A, mode);
+  auto m = at::linalg_qr(metaLike(A), mode);
+  Tensor Q = emptyLike(get<0>(m), A), R = emptyLike(get<1>(m), A);
+  const int64_t rows = A.size(-2), cols = A.size(-1), k = std::min(rows, cols);
+  if (A.numel() == 0) {
+    R.zero_();
+    if (Q.numel() > 0) {
+      Q.zero_();
+      Q.diagonal(0, -2, -1).fill_(1);
+    }
+    return {Q, R};
+  }
+  auto f = geqrfOp(A);
+  const Tensor& qr = get<0>(f);
+  R.copy_(qr.narrow(-2, 0, R.size(-2)).triu());
+  if (Q.numel() > 0) {
+    const int64_t qcols = Q.size(-1), keep = std::min(cols, qcols);
+    std::vector<int64_t> shape = batchShape(A);
+    shape.insert(shape.end(), {qcols, rows});
+    Tensor q = at::zeros(shape, A.options()).mT();
+    q.narrow(-1, 0, keep).copy_(qr.narrow(-1, 0, keep));
+    solver::orgqr(q, get<1>(f).narrow(-1, 0, std::min(k, qcols)));
+    Q.copy_(q);
+  }
+  return {Q, R};
+}
+
+std::tuple<Tensor&, Tensor&> qrOut(const Tensor& A, c10::string_view mode, Tensor& Q, Tensor& R) {
+  if (!solver::supported(A)) return Fallback<at::_ops::linalg_qr_out>::call(A, mode, Q, R);
+  auto r = qr(A, mode);
+  assignExactOut(Q, get<0>(r));
+  assignExactOut(R, get<1>(r));
+  return {Q, R};
+}
+
 // ---- triangular_solve (deprecated) -------------------------------------------------------------------------------
 
 // op(A) X = B with op the transpose or the identity, on linalg.solve_triangular's kernels; the coefficient cloned.
@@ -281,6 +382,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "_linalg_eigh.eigenvalues", eighOut);
   MT_IMPL(m, "_linalg_svd", svd);
   MT_IMPL(m, "_linalg_svd.U", svdOut);
+  MT_IMPL(m, "geqrf", geqrfOp);
+  MT_IMPL(m, "geqrf.a", geqrfOut);
+  MT_IMPL(m, "linalg_householder_product", householderProduct);
+  MT_IMPL(m, "linalg_householder_product.out", householderProductOut);
+  MT_IMPL(m, "ormqr", ormqrOp);
+  MT_IMPL(m, "ormqr.out", ormqrOut);
+  MT_IMPL(m, "linalg_qr", qr);
+  MT_IMPL(m, "linalg_qr.out", qrOut);
   MT_IMPL(m, "triangular_solve", triangularSolve);
   MT_IMPL(m, "triangular_solve.X", triangularSolveOut);
 }

@@ -4,6 +4,9 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cholesky_solve.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/geqrf.h>
+#include <ATen/ops/linalg_householder_product.h>
+#include <ATen/ops/ormqr.h>
 #include <ATen/ops/linalg_cholesky_ex.h>
 #include <ATen/ops/linalg_eigh.h>
 #include <ATen/ops/linalg_eigvalsh.h>
@@ -269,6 +272,68 @@ void svd(Tensor& a, Tensor& s_out, Tensor& u, Tensor& vh, char job, Tensor& info
     s.vt_stride = s.n * s.n;
   }
   run(s, a);
+}
+
+void geqrf(Tensor& a, Tensor& tau) {
+  checkColumnMajor(a, "geqrf's input");
+  if (empty(a)) return;
+  if (onSim()) {
+    Tensor ha = hostView(a);
+    auto r = at::geqrf(ha);
+    ha.copy_(std::get<0>(r));
+    hostView(tau).copy_(std::get<1>(r));
+    return;
+  }
+  TORCH_INTERNAL_ASSERT(tau.is_contiguous());
+  Tensor info = at::empty({batchOf(a)}, a.options().dtype(at::kInt));
+  SolverArgs s = argsFor(SolverOp::Geqrf, a, info);
+  s.tau = tau.data_ptr();
+  s.tau_stride = tau.size(-1);
+  run(s, a);
+}
+
+void orgqr(Tensor& a, const Tensor& tau) {
+  checkColumnMajor(a, "orgqr's input");
+  if (empty(a)) return;
+  const Tensor t = tau.contiguous();
+  if (onSim()) {
+    Tensor ha = hostView(a);
+    ha.copy_(at::linalg_householder_product(ha, hostView(t)));
+    return;
+  }
+  Tensor info = at::empty({batchOf(a)}, a.options().dtype(at::kInt));
+  SolverArgs s = argsFor(SolverOp::Orgqr, a, info);
+  s.tau = const_cast<void*>(t.const_data_ptr());
+  s.k = t.size(-1);
+  s.tau_stride = s.k;
+  run(s, a);
+}
+
+void ormqr(const Tensor& a, const Tensor& tau, Tensor& c, bool left, bool transpose) {
+  checkColumnMajor(a, "the reflectors");
+  checkColumnMajor(c, "ormqr's C");
+  if (empty(c)) return;
+  const Tensor t = tau.contiguous();
+  if (onSim()) {
+    Tensor hc = hostView(c);
+    hc.copy_(at::ormqr(hostView(a), hostView(t), hc, left, transpose));
+    return;
+  }
+  Tensor info = at::empty({batchOf(c)}, c.options().dtype(at::kInt));
+  SolverArgs s = argsFor(SolverOp::Ormqr, c, info);  // m, n: C's
+  TORCH_INTERNAL_ASSERT(batchOf(a) == s.batch);
+  s.b = c.data_ptr();
+  s.ldb = s.lda;
+  s.b_stride = s.a_stride;
+  s.a = const_cast<void*>(a.const_data_ptr());
+  s.lda = std::max<int64_t>(1, a.size(-2));
+  s.a_stride = a.size(-2) * a.size(-1);
+  s.tau = const_cast<void*>(t.const_data_ptr());
+  s.k = t.size(-1);
+  s.tau_stride = s.k;
+  s.left = left;
+  s.trans = transpose ? 'T' : 'N';
+  run(s, c);
 }
 
 } // namespace mytorch::solver

@@ -44,4 +44,12 @@ void eigh(at::Tensor& a, at::Tensor& w, bool upper, bool vectors, at::Tensor& in
 // (u m x m, vh n x n), 'S' (u m x k, vh k x n) or 'N' (neither; u and vh undefined).
 void svd(at::Tensor& a, at::Tensor& s, at::Tensor& u, at::Tensor& vh, char job, at::Tensor& info);
 
+// Householder QR of m x n `a` in place (R on and above the diagonal, the reflectors below); tau [..., min(m, n)].
+void geqrf(at::Tensor& a, at::Tensor& tau);
+// The first n columns of Q from m x n `a`'s first k = tau.size(-1) columns of reflectors (k <= n <= m), in place.
+void orgqr(at::Tensor& a, const at::Tensor& tau);
+// op(Q) C (left) or C op(Q) into `c` (m x n), Q from the reflectors `a` (m or n rows by `left`, k columns), op the
+// identity or the adjoint (`transpose`: the transpose of a real Q, the adjoint of a complex one, as ATen's ormqr).
+void ormqr(const at::Tensor& a, const at::Tensor& tau, at::Tensor& c, bool left, bool transpose);
+
 } // namespace mytorch::solver

@@ -36,6 +36,9 @@ typedef enum {
 #define MT_CUBLAS_OP_N 0
 #define MT_CUBLAS_OP_T 1
 #define MT_CUBLAS_OP_C 2
+// cublasSideMode_t
+#define MT_CUBLAS_SIDE_LEFT 0
+#define MT_CUBLAS_SIDE_RIGHT 1
 // cudaDataType
 #define MT_CUDA_R_32F 0
 #define MT_CUDA_R_64F 1
@@ -87,5 +90,35 @@ cusolverStatus_t cusolverDnXgesvd(cusolverDnHandle_t handle, cusolverDnParams_t 
                                   int dataTypeS, void* S, int dataTypeU, void* U, int64_t ldu, int dataTypeVT, void* VT,
                                   int64_t ldvt, int computeType, void* bufferOnDevice, size_t workspaceInBytesOnDevice,
                                   void* bufferOnHost, size_t workspaceInBytesOnHost, int* info);
+
+cusolverStatus_t cusolverDnXgeqrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n,
+                                             int dataTypeA, const void* A, int64_t lda, int dataTypeTau,
+                                             const void* tau, int computeType, size_t* workspaceInBytesOnDevice,
+                                             size_t* workspaceInBytesOnHost);
+cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n,
+                                  int dataTypeA, void* A, int64_t lda, int dataTypeTau, void* tau, int computeType,
+                                  void* bufferOnDevice, size_t workspaceInBytesOnDevice, void* bufferOnHost,
+                                  size_t workspaceInBytesOnHost, int* info);
+
+// The legacy typed API for forming and applying Q (the 64-bit API has neither): S/D orgqr, ormqr and C/Z ungqr,
+// unmqr. Matrices are float*, double*, cuComplex* or cuDoubleComplex*: void* has the same ABI; lwork counts elements.
+#define MT_CUSOLVER_ORGQR(name)                                                                                        \
+  cusolverStatus_t name##_bufferSize(cusolverDnHandle_t handle, int m, int n, int k, const void* A, int lda,           \
+                                     const void* tau, int* lwork);                                                     \
+  cusolverStatus_t name(cusolverDnHandle_t handle, int m, int n, int k, void* A, int lda, const void* tau, void* work, \
+                        int lwork, int* info);
+#define MT_CUSOLVER_ORMQR(name)                                                                                      \
+  cusolverStatus_t name##_bufferSize(cusolverDnHandle_t handle, int side, int trans, int m, int n, int k,            \
+                                     const void* A, int lda, const void* tau, const void* C, int ldc, int* lwork);   \
+  cusolverStatus_t name(cusolverDnHandle_t handle, int side, int trans, int m, int n, int k, const void* A, int lda, \
+                        const void* tau, void* C, int ldc, void* work, int lwork, int* info);
+MT_CUSOLVER_ORGQR(cusolverDnSorgqr)
+MT_CUSOLVER_ORGQR(cusolverDnDorgqr)
+MT_CUSOLVER_ORGQR(cusolverDnCungqr)
+MT_CUSOLVER_ORGQR(cusolverDnZungqr)
+MT_CUSOLVER_ORMQR(cusolverDnSormqr)
+MT_CUSOLVER_ORMQR(cusolverDnDormqr)
+MT_CUSOLVER_ORMQR(cusolverDnCunmqr)
+MT_CUSOLVER_ORMQR(cusolverDnZunmqr)
 
 }  // extern "C"

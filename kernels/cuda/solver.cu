@@ -19,7 +19,11 @@ namespace {
   _(cusolverDnCreate) _(cusolverDnSetStream) _(cusolverDnCreateParams) _(cusolverDnXgetrf_bufferSize)        \
   _(cusolverDnXgetrf) _(cusolverDnXgetrs) _(cusolverDnXpotrf_bufferSize) _(cusolverDnXpotrf)                 \
   _(cusolverDnXpotrs) _(cusolverDnXsyevd_bufferSize) _(cusolverDnXsyevd) _(cusolverDnXgesvd_bufferSize)      \
-  _(cusolverDnXgesvd)
+  _(cusolverDnXgesvd) _(cusolverDnXgeqrf_bufferSize) _(cusolverDnXgeqrf) _(cusolverDnSorgqr_bufferSize)          \
+  _(cusolverDnSorgqr) _(cusolverDnDorgqr_bufferSize) _(cusolverDnDorgqr) _(cusolverDnCungqr_bufferSize)              \
+  _(cusolverDnCungqr) _(cusolverDnZungqr_bufferSize) _(cusolverDnZungqr) _(cusolverDnSormqr_bufferSize)              \
+  _(cusolverDnSormqr) _(cusolverDnDormqr_bufferSize) _(cusolverDnDormqr) _(cusolverDnCunmqr_bufferSize)              \
+  _(cusolverDnCunmqr) _(cusolverDnZunmqr_bufferSize) _(cusolverDnZunmqr)
 // clang-format on
 
 #if defined(MYTORCH_EMU_ACTIVE)
@@ -88,6 +92,33 @@ int fill(bool upper) { return upper ? MT_CUBLAS_FILL_MODE_UPPER : MT_CUBLAS_FILL
 
 int operation(char trans) { return trans == 'T' ? MT_CUBLAS_OP_T : trans == 'C' ? MT_CUBLAS_OP_C : MT_CUBLAS_OP_N; }
 
+// The typed legacy functions of `a`'s dtype: orgqr/ungqr and ormqr/unmqr.
+struct Typed {
+  decltype(&::cusolverDnSorgqr_bufferSize) orgqr_size;
+  decltype(&::cusolverDnSorgqr) orgqr;
+  decltype(&::cusolverDnSormqr_bufferSize) ormqr_size;
+  decltype(&::cusolverDnSormqr) ormqr;
+};
+Typed typed(DType t) {
+  const Solver& l = lib();
+  switch (t) {
+    case DType::Double:
+      return {l.cusolverDnDorgqr_bufferSize, l.cusolverDnDorgqr, l.cusolverDnDormqr_bufferSize, l.cusolverDnDormqr};
+    case DType::ComplexFloat:
+      return {l.cusolverDnCungqr_bufferSize, l.cusolverDnCungqr, l.cusolverDnCunmqr_bufferSize, l.cusolverDnCunmqr};
+    case DType::ComplexDouble:
+      return {l.cusolverDnZungqr_bufferSize, l.cusolverDnZungqr, l.cusolverDnZunmqr_bufferSize, l.cusolverDnZunmqr};
+    default:
+      return {l.cusolverDnSorgqr_bufferSize, l.cusolverDnSorgqr, l.cusolverDnSormqr_bufferSize, l.cusolverDnSormqr};
+  }
+}
+
+// The legacy API's operation for ormqr: the transpose of a real Q, the adjoint of a complex one.
+int q_operation(const SolverArgs& a) {
+  if (a.trans == 'N') return MT_CUBLAS_OP_N;
+  return (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble) ? MT_CUBLAS_OP_C : MT_CUBLAS_OP_T;
+}
+
 // The device workspace one call of `a` needs (bytes) and the host workspace (resized).
 rt::Status workspace(const Handle& h, const SolverArgs& a, size_t* device, std::vector<char>* host) {
   const int t = data_type(a.dtype), rt_ = real_type(a.dtype);
@@ -112,6 +143,26 @@ rt::Status workspace(const Handle& h, const SolverArgs& a, size_t* device, std::
                                                       a.u, a.ldu, t, a.vt, a.ldvt, t, &dev, &hst),
                     "cusolverDnXgesvd_bufferSize");
       break;
+    case SolverOp::Geqrf:
+      MT_SOLVER_TRY(lib().cusolverDnXgeqrf_bufferSize(h.h, h.params, a.m, a.n, t, a.a, a.lda, t, a.tau, t, &dev, &hst),
+                    "cusolverDnXgeqrf_bufferSize");
+      break;
+    case SolverOp::Orgqr: {
+      int lwork = 0;
+      MT_SOLVER_TRY(typed(a.dtype).orgqr_size(h.h, int(a.m), int(a.n), int(a.k), a.a, int(a.lda), a.tau, &lwork),
+                    "orgqr_bufferSize");
+      dev = size_t(lwork) * size_t(elem(a.dtype));
+      break;
+    }
+    case SolverOp::Ormqr: {
+      int lwork = 0;
+      MT_SOLVER_TRY(
+          typed(a.dtype).ormqr_size(h.h, a.left ? MT_CUBLAS_SIDE_LEFT : MT_CUBLAS_SIDE_RIGHT, q_operation(a), int(a.m),
+                                    int(a.n), int(a.k), a.a, int(a.lda), a.tau, a.b, int(a.ldb), &lwork),
+          "ormqr_bufferSize");
+      dev = size_t(lwork) * size_t(elem(a.dtype));
+      break;
+    }
     case SolverOp::Getrs:
     case SolverOp::Potrs: break;  // no workspace
   }
@@ -129,6 +180,10 @@ rt::Status check_args(const SolverArgs& a) {
   if (a.op == SolverOp::Gesvd && a.m < a.n)
     return rt::report(rt::Status::InvalidValue, "linalg: gesvd takes m >= n (the glue passes the adjoint)");
   if (a.info == nullptr) return rt::report(rt::Status::InvalidValue, "linalg: info is required");
+  const int64_t int_max = 2147483647;
+  if ((a.op == SolverOp::Orgqr || a.op == SolverOp::Ormqr) &&
+      (a.m > int_max || a.n > int_max || a.lda > int_max || a.ldb > int_max))
+    return rt::report(rt::Status::InvalidValue, "linalg: orgqr/ormqr take 32-bit sizes (cuSOLVER's legacy API)");
   return rt::Status::Success;
 }
 
@@ -178,6 +233,7 @@ rt::Status solver(const SolverArgs& a, rt::Stream stream) {
     char* B = item_ptr(a.b, i, a.b_stride, e);
     int64_t* piv = a.ipiv ? a.ipiv + i * a.ipiv_stride : nullptr;
     int* info = a.info + i;
+    char* tau = item_ptr(a.tau, i, a.tau_stride, e);
     switch (a.op) {
       case SolverOp::Getrf:
         MT_SOLVER_TRY(lib().cusolverDnXgetrf(h.h, h.params, a.m, a.n, t, A, a.lda, piv, t, a.work, a.work_bytes, hw,
@@ -211,6 +267,22 @@ rt::Status solver(const SolverArgs& a, rt::Stream stream) {
                                              a.ldu, t, item_ptr(a.vt, i, a.vt_stride, e), a.ldvt, t, a.work,
                                              a.work_bytes, hw, host.size(), info),
                       "cusolverDnXgesvd");
+        break;
+      case SolverOp::Geqrf:
+        MT_SOLVER_TRY(lib().cusolverDnXgeqrf(h.h, h.params, a.m, a.n, t, A, a.lda, t, tau, t, a.work, a.work_bytes, hw,
+                                             host.size(), info),
+                      "cusolverDnXgeqrf");
+        break;
+      case SolverOp::Orgqr:
+        MT_SOLVER_TRY(typed(a.dtype).orgqr(h.h, int(a.m), int(a.n), int(a.k), A, int(a.lda), tau, a.work,
+                                           int(a.work_bytes / size_t(e)), info),
+                      "orgqr");
+        break;
+      case SolverOp::Ormqr:
+        MT_SOLVER_TRY(typed(a.dtype).ormqr(h.h, a.left ? MT_CUBLAS_SIDE_LEFT : MT_CUBLAS_SIDE_RIGHT, q_operation(a),
+                                           int(a.m), int(a.n), int(a.k), A, int(a.lda), tau, B, int(a.ldb), a.work,
+                                           int(a.work_bytes / size_t(e)), info),
+                      "ormqr");
         break;
     }
   }

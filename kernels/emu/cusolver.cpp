@@ -14,11 +14,7 @@
 //  - eigh without vectors overwrites A with NaN (LAPACK and cuSOLVER document A as destroyed), and gesvd always
 //    does: a caller that reads them afterwards is caught.
 //  - MYTORCH_EMU_CUSOLVER_UPLO=swap makes potrf and syevd read the other triangle (a negative control).
-// The algorithms: LU with partial pivoting as LAPACK's getf2 (the first largest |re| + |im|, a zero pivot recorded
-// in info and skipped), Cholesky by columns (info: the order of the first minor that is not positive definite),
-// cyclic Jacobi for the Hermitian eigenproblem and one-sided Jacobi (Hestenes) for the SVD, both with unitary
-// 2 x 2 rotations; eigenvalues ascending and singular values descending, as the library returns them. Vectors
-// are unique only up to a unit factor per column: tests compare reconstructions, not vectors.
+// The algorithms themselves: solver_reference.h.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -32,6 +28,7 @@
 
 #include "cusolver_api.h"
 #include "internal.h"
+#include "solver_reference.h"
 
 struct cusolverDnContext {
   int device = 0;
@@ -41,8 +38,6 @@ struct cusolverDnParams { int unused = 0; };
 
 namespace mytorch::emu {
 namespace {
-
-using cd = std::complex<double>;
 
 thread_local std::string t_reason;
 
@@ -87,13 +82,6 @@ void store(void* p, int t, long long i, cd v) {
   }
 }
 
-// A column-major rows x cols matrix in double (complex; the imaginary parts of real data stay zero).
-struct Mat {
-  long long rows = 0, cols = 0;
-  std::vector<cd> v;
-  Mat(long long r, long long c) : rows(r), cols(c), v(static_cast<size_t>(r * c)) {}
-  cd& operator()(long long i, long long j) { return v[static_cast<size_t>(i + j * rows)]; }
-};
 Mat read(const void* p, int t, long long rows, long long cols, long long ld) {
   Mat m(rows, cols);
   for (long long j = 0; j < cols; ++j)
@@ -116,237 +104,6 @@ bool upper_of(int uplo) {
   const char* e = std::getenv("MYTORCH_EMU_CUSOLVER_UPLO");
   const bool swap = e && std::string(e) == "swap";
   return (uplo == MT_CUBLAS_FILL_MODE_UPPER) != swap;
-}
-
-double cabs1(cd x) { return std::abs(x.real()) + std::abs(x.imag()); }
-
-// ---- the reference algorithms ------------------------------------------------------------------------------------
-
-int getrf(Mat& a, long long* piv) {
-  int info = 0;
-  const long long k = std::min(a.rows, a.cols);
-  for (long long j = 0; j < k; ++j) {
-    long long p = j;
-    if (piv) {
-      for (long long i = j + 1; i < a.rows; ++i)
-        if (cabs1(a(i, j)) > cabs1(a(p, j))) p = i;
-      piv[j] = p + 1;
-    }
-    if (a(p, j) != cd(0)) {
-      if (p != j)
-        for (long long c = 0; c < a.cols; ++c) std::swap(a(j, c), a(p, c));
-      for (long long i = j + 1; i < a.rows; ++i) a(i, j) /= a(j, j);
-    } else if (info == 0) {
-      info = static_cast<int>(j + 1);
-    }
-    for (long long c = j + 1; c < a.cols; ++c)
-      for (long long i = j + 1; i < a.rows; ++i) a(i, c) -= a(i, j) * a(j, c);
-  }
-  return info;
-}
-
-void getrs(Mat& lu, const long long* piv, Mat& b, int trans) {
-  const long long n = lu.rows;
-  auto op = [&](long long i, long long j) { return trans == MT_CUBLAS_OP_C ? std::conj(lu(j, i)) : lu(j, i); };
-  for (long long c = 0; c < b.cols; ++c) {
-    if (trans == MT_CUBLAS_OP_N) {
-      for (long long i = 0; i < n; ++i)
-        if (piv) std::swap(b(i, c), b(piv[i] - 1, c));
-      for (long long i = 0; i < n; ++i)
-        for (long long p = 0; p < i; ++p) b(i, c) -= lu(i, p) * b(p, c);
-      for (long long i = n - 1; i >= 0; --i) {
-        for (long long p = i + 1; p < n; ++p) b(i, c) -= lu(i, p) * b(p, c);
-        b(i, c) /= lu(i, i);
-      }
-    } else {  // op(U)^T-like: op(A) = op(L U) = op(U) op(L): solve op(U) y = b, then op(L) z = y, then un-pivot
-      for (long long i = 0; i < n; ++i) {
-        for (long long p = 0; p < i; ++p) b(i, c) -= op(i, p) * b(p, c);
-        b(i, c) /= op(i, i);
-      }
-      for (long long i = n - 1; i >= 0; --i)
-        for (long long p = i + 1; p < n; ++p) b(i, c) -= op(i, p) * b(p, c);
-      for (long long i = n - 1; i >= 0; --i)
-        if (piv) std::swap(b(i, c), b(piv[i] - 1, c));
-    }
-  }
-}
-
-// Reads the `upper` or lower triangle; writes the factor there (U^H U or L L^H), the other triangle untouched.
-int potrf(Mat& a, bool upper) {
-  const long long n = a.rows;
-  // Work on L (the lower form); the upper factor is its conjugate transpose.
-  auto L = [&](long long i, long long j) -> cd& { return upper ? a(j, i) : a(i, j); };
-  auto lv = [&](long long i, long long j) { return upper ? std::conj(a(j, i)) : a(i, j); };
-  for (long long j = 0; j < n; ++j) {
-    double d = L(j, j).real();
-    for (long long p = 0; p < j; ++p) d -= std::norm(lv(j, p));
-    if (!(d > 0)) {
-      L(j, j) = cd(d, 0);
-      return static_cast<int>(j + 1);
-    }
-    const double r = std::sqrt(d);
-    L(j, j) = cd(r, 0);
-    for (long long i = j + 1; i < n; ++i) {
-      cd s = lv(i, j);
-      for (long long p = 0; p < j; ++p) s -= lv(i, p) * std::conj(lv(j, p));
-      s /= r;
-      L(i, j) = upper ? std::conj(s) : s;
-    }
-  }
-  return 0;
-}
-
-void potrs(Mat& f, Mat& b, bool upper) {
-  const long long n = f.rows;
-  auto lv = [&](long long i, long long j) { return upper ? std::conj(f(j, i)) : f(i, j); };  // L, lower
-  for (long long c = 0; c < b.cols; ++c) {
-    for (long long i = 0; i < n; ++i) {
-      for (long long p = 0; p < i; ++p) b(i, c) -= lv(i, p) * b(p, c);
-      b(i, c) /= lv(i, i);
-    }
-    for (long long i = n - 1; i >= 0; --i) {
-      for (long long p = i + 1; p < n; ++p) b(i, c) -= std::conj(lv(p, i)) * b(p, c);
-      b(i, c) /= std::conj(lv(i, i));
-    }
-  }
-}
-
-// The unitary 2 x 2 rotation that diagonalises [[app, apq], [conj(apq), aqq]] (app, aqq real): columns p, q of X
-// become c x_p - s e x_q and s x_p + c e x_q with e = conj(apq) / |apq|.
-struct Rot {
-  double c = 1, s = 0;
-  cd e = 1;
-};
-Rot rotation(double app, double aqq, cd apq) {
-  Rot r;
-  const double g = std::abs(apq);
-  const double zeta = (aqq - app) / (2 * g);
-  const double t = (zeta >= 0 ? 1.0 : -1.0) / (std::abs(zeta) + std::sqrt(1 + zeta * zeta));
-  r.c = 1 / std::sqrt(1 + t * t);
-  r.s = t * r.c;
-  r.e = std::conj(apq) / g;
-  return r;
-}
-void rotate_columns(Mat& x, long long p, long long q, const Rot& r) {
-  for (long long i = 0; i < x.rows; ++i) {
-    const cd xp = x(i, p), xq = x(i, q);
-    x(i, p) = r.c * xp - r.s * r.e * xq;
-    x(i, q) = r.s * xp + r.c * r.e * xq;
-  }
-}
-
-int syevd(Mat& a, bool upper, std::vector<double>& w, Mat& vecs) {
-  const long long n = a.rows;
-  Mat h(n, n);
-  for (long long j = 0; j < n; ++j)
-    for (long long i = 0; i < n; ++i) {
-      const bool stored = upper ? i <= j : i >= j;
-      h(i, j) = stored ? a(i, j) : std::conj(a(j, i));
-    }
-  for (long long i = 0; i < n; ++i) h(i, i) = cd(h(i, i).real(), 0);
-  Mat v(n, n);
-  for (long long i = 0; i < n; ++i) v(i, i) = 1;
-  int sweep = 0;
-  for (; sweep < 100; ++sweep) {
-    double off = 0, diag = 0;
-    for (long long j = 0; j < n; ++j)
-      for (long long i = 0; i < n; ++i) (i == j ? diag : off) += std::norm(h(i, j));
-    if (off <= 1e-30 * diag || off == 0) break;
-    for (long long p = 0; p < n; ++p)
-      for (long long q = p + 1; q < n; ++q) {
-        if (std::abs(h(p, q)) == 0) continue;
-        const Rot r = rotation(h(p, p).real(), h(q, q).real(), h(p, q));
-        rotate_columns(h, p, q, r);  // H J
-        for (long long j = 0; j < n; ++j) {  // J^H (H J)
-          const cd hp = h(p, j), hq = h(q, j);
-          h(p, j) = r.c * hp - r.s * std::conj(r.e) * hq;
-          h(q, j) = r.s * hp + r.c * std::conj(r.e) * hq;
-        }
-        h(p, q) = h(q, p) = 0;
-        rotate_columns(v, p, q, r);
-      }
-  }
-  std::vector<long long> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](long long x, long long y) { return h(x, x).real() < h(y, y).real(); });
-  w.resize(n);
-  for (long long k = 0; k < n; ++k) {
-    w[k] = h(order[k], order[k]).real();
-    for (long long i = 0; i < n; ++i) vecs(i, k) = v(i, order[k]);
-  }
-  return sweep == 100 ? 1 : 0;
-}
-
-// An orthonormal basis completed from the first `have` columns of q (unit columns, orthogonal), by Gram-Schmidt on
-// the unit vectors.
-void complete_basis(Mat& q, long long have) {
-  long long next = have;
-  for (long long e = 0; e < q.rows && next < q.cols; ++e) {
-    std::vector<cd> x(q.rows, cd(0));
-    x[e] = 1;
-    for (int pass = 0; pass < 2; ++pass)
-      for (long long k = 0; k < next; ++k) {
-        cd dot = 0;
-        for (long long i = 0; i < q.rows; ++i) dot += std::conj(q(i, k)) * x[i];
-        for (long long i = 0; i < q.rows; ++i) x[i] -= dot * q(i, k);
-      }
-    double nrm = 0;
-    for (auto& z : x) nrm += std::norm(z);
-    nrm = std::sqrt(nrm);
-    if (nrm < 0.5) continue;
-    for (long long i = 0; i < q.rows; ++i) q(i, next) = x[i] / nrm;
-    ++next;
-  }
-}
-
-// One-sided Jacobi: A V = W with W's columns orthogonal; sigma_j = |w_j|, u_j = w_j / sigma_j.
-int gesvd(Mat& a, std::vector<double>& s, Mat& u, Mat& vt) {
-  const long long m = a.rows, n = a.cols;
-  Mat v(n, n);
-  for (long long i = 0; i < n; ++i) v(i, i) = 1;
-  int sweep = 0;
-  for (; sweep < 100; ++sweep) {
-    bool rotated = false;
-    for (long long p = 0; p < n; ++p)
-      for (long long q = p + 1; q < n; ++q) {
-        double alpha = 0, beta = 0;
-        cd gamma = 0;
-        for (long long i = 0; i < m; ++i) {
-          alpha += std::norm(a(i, p));
-          beta += std::norm(a(i, q));
-          gamma += std::conj(a(i, p)) * a(i, q);
-        }
-        if (std::abs(gamma) <= 1e-15 * std::sqrt(alpha * beta) || std::abs(gamma) == 0) continue;
-        rotated = true;
-        const Rot r = rotation(alpha, beta, gamma);
-        rotate_columns(a, p, q, r);
-        rotate_columns(v, p, q, r);
-      }
-    if (!rotated) break;
-  }
-  std::vector<double> norms(n);
-  for (long long j = 0; j < n; ++j) {
-    double t = 0;
-    for (long long i = 0; i < m; ++i) t += std::norm(a(i, j));
-    norms[j] = std::sqrt(t);
-  }
-  std::vector<long long> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](long long x, long long y) { return norms[x] > norms[y]; });
-  s.resize(n);
-  const double tiny = norms.empty() ? 0 : norms[order[0]] * 1e-300;
-  long long have = 0;
-  for (long long k = 0; k < n; ++k) {
-    s[k] = norms[order[k]];
-    for (long long i = 0; i < n; ++i) vt(k, i) = std::conj(v(i, order[k]));
-    if (u.cols > 0 && s[k] > tiny) {
-      for (long long i = 0; i < m; ++i) u(i, k) = a(i, order[k]) / s[k];
-      have = k + 1;
-    }
-  }
-  if (u.cols > 0) complete_basis(u, have);
-  return sweep == 100 ? 1 : 0;
 }
 
 // ---- argument checks ---------------------------------------------------------------------------------------------
@@ -663,3 +420,149 @@ cusolverStatus_t cusolverDnXgesvd(cusolverDnHandle_t handle, cusolverDnParams_t 
     emu::poison(A, dataTypeA, m, n, lda);
   });
 }
+
+cusolverStatus_t cusolverDnXgeqrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n,
+                                             int dataTypeA, const void*, int64_t, int dataTypeTau, const void*,
+                                             int computeType, size_t* workspaceInBytesOnDevice,
+                                             size_t* workspaceInBytesOnHost) {
+  emu::Call c = emu::begin(handle, params);
+  if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
+  if (std::string t = emu::types(dataTypeA, computeType); !t.empty())
+    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, t);
+  if (dataTypeTau != dataTypeA) return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, "tau must be A's type");
+  *workspaceInBytesOnDevice = emu::work_bytes(m, n, dataTypeA);
+  *workspaceInBytesOnHost = 0;
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n,
+                                  int dataTypeA, void* A, int64_t lda, int dataTypeTau, void* tau, int computeType,
+                                  void* bufferOnDevice, size_t workspaceInBytesOnDevice, void*, size_t, int* info) {
+  emu::Call c = emu::begin(handle, params);
+  if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
+  const int dev = c.ctx.device;
+  const long long k = std::min(m, n);
+  std::string problem = emu::types(dataTypeA, computeType);
+  if (problem.empty() && dataTypeTau != dataTypeA) problem = "tau must be A's type";
+  if (problem.empty()) problem = emu::check_matrix("A", A, dataTypeA, m, n, lda, dev);
+  if (problem.empty()) problem = emu::check_vector("tau", tau, k * emu::bytes_of(dataTypeTau), dev);
+  if (problem.empty()) problem = emu::check_vector("info", info, sizeof(int), dev);
+  if (problem.empty())
+    problem = emu::check_work(bufferOnDevice, workspaceInBytesOnDevice, emu::work_bytes(m, n, dataTypeA), dev);
+  return emu::run(c, problem, [=] {
+    emu::Mat a = emu::read(A, dataTypeA, m, n, lda);
+    std::vector<emu::cd> t;
+    emu::geqrf(a, t);
+    emu::write(A, dataTypeA, a, lda);
+    for (long long i = 0; i < k; ++i) emu::store(tau, dataTypeTau, i, t[i]);
+    *info = 0;
+  });
+}
+
+namespace {
+
+// The legacy typed functions: the data type of the name's letter, sizes as int, lwork in elements.
+cusolverStatus_t orgqr_size(int type, cusolverDnHandle_t handle, int m, int n, int k, int lda, int* lwork) {
+  emu::Call c = emu::begin(handle, nullptr, false);
+  if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
+  if (m < 0 || n < 0 || n > m || k < 0 || k > n || lda < std::max(1, m))
+    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, "orgqr: expected 0 <= k <= n <= m and lda >= max(1, m)");
+  *lwork = static_cast<int>(emu::work_bytes(m, n, type) / emu::bytes_of(type));
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t orgqr(int type, cusolverDnHandle_t handle, int m, int n, int k, void* A, int lda, const void* tau,
+                       void* work, int lwork, int* info) {
+  int need = 0;
+  if (cusolverStatus_t s = orgqr_size(type, handle, m, n, k, lda, &need); s != CUSOLVER_STATUS_SUCCESS) return s;
+  emu::Call c = emu::begin(handle, nullptr, false);
+  const int dev = c.ctx.device;
+  std::string problem = emu::check_matrix("A", A, type, m, n, lda, dev);
+  if (problem.empty()) problem = emu::check_vector("tau", tau, size_t(k) * emu::bytes_of(type), dev);
+  if (problem.empty()) problem = emu::check_vector("info", info, sizeof(int), dev);
+  if (problem.empty() && lwork < need) problem = "lwork is below what orgqr_bufferSize asked for";
+  if (problem.empty()) problem = emu::check_vector("work", work, size_t(need) * emu::bytes_of(type), dev);
+  return emu::run(c, problem, [=] {
+    emu::Mat a = emu::read(A, type, m, n, lda);
+    std::vector<emu::cd> t(static_cast<size_t>(k));
+    for (int i = 0; i < k; ++i) t[i] = emu::load(tau, type, i);
+    emu::orgqr(a, k, t);
+    emu::write(A, type, a, lda);
+    *info = 0;
+  });
+}
+
+bool ormqr_args(int type, int side, int trans, int m, int n, int k, int lda, int ldc, std::string* why) {
+  const int rows = side == MT_CUBLAS_SIDE_LEFT ? m : n;
+  const bool cplx = emu::complex_type(type);
+  if (side != MT_CUBLAS_SIDE_LEFT && side != MT_CUBLAS_SIDE_RIGHT) *why = "side must be LEFT or RIGHT";
+  else if (trans != MT_CUBLAS_OP_N && trans != (cplx ? MT_CUBLAS_OP_C : MT_CUBLAS_OP_T))
+    *why = cplx ? "unmqr takes CUBLAS_OP_N or CUBLAS_OP_C" : "ormqr takes CUBLAS_OP_N or CUBLAS_OP_T";
+  else if (m < 0 || n < 0 || k < 0 || k > rows) *why = "ormqr: expected 0 <= k <= the reflectors' rows";
+  else if (lda < std::max(1, rows) || ldc < std::max(1, m)) *why = "ormqr: a leading dimension is too small";
+  return why->empty();
+}
+
+cusolverStatus_t ormqr_size(int type, cusolverDnHandle_t handle, int side, int trans, int m, int n, int k, int lda,
+                            int ldc, int* lwork) {
+  emu::Call c = emu::begin(handle, nullptr, false);
+  if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
+  std::string why;
+  if (!ormqr_args(type, side, trans, m, n, k, lda, ldc, &why)) return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, why);
+  *lwork = static_cast<int>(emu::work_bytes(m, n, type) / emu::bytes_of(type));
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t ormqr(int type, cusolverDnHandle_t handle, int side, int trans, int m, int n, int k, const void* A,
+                       int lda, const void* tau, void* C, int ldc, void* work, int lwork, int* info) {
+  int need = 0;
+  if (cusolverStatus_t s = ormqr_size(type, handle, side, trans, m, n, k, lda, ldc, &need);
+      s != CUSOLVER_STATUS_SUCCESS)
+    return s;
+  emu::Call c = emu::begin(handle, nullptr, false);
+  const int dev = c.ctx.device;
+  const int rows = side == MT_CUBLAS_SIDE_LEFT ? m : n;
+  std::string problem = emu::check_matrix("A", A, type, rows, k, lda, dev);
+  if (problem.empty()) problem = emu::check_matrix("C", C, type, m, n, ldc, dev);
+  if (problem.empty()) problem = emu::check_vector("tau", tau, size_t(k) * emu::bytes_of(type), dev);
+  if (problem.empty()) problem = emu::check_vector("info", info, sizeof(int), dev);
+  if (problem.empty() && lwork < need) problem = "lwork is below what ormqr_bufferSize asked for";
+  if (problem.empty()) problem = emu::check_vector("work", work, size_t(need) * emu::bytes_of(type), dev);
+  return emu::run(c, problem, [=] {
+    emu::Mat refl = emu::read(A, type, rows, k, lda), cm = emu::read(C, type, m, n, ldc);
+    std::vector<emu::cd> t(static_cast<size_t>(k));
+    for (int i = 0; i < k; ++i) t[i] = emu::load(tau, type, i);
+    emu::ormqr(refl, k, t, cm, side == MT_CUBLAS_SIDE_LEFT, trans != MT_CUBLAS_OP_N);
+    emu::write(C, type, cm, ldc);
+    *info = 0;
+  });
+}
+
+}  // namespace
+
+#define MT_EMU_ORGQR(name, type)                                                                                       \
+  cusolverStatus_t name##_bufferSize(cusolverDnHandle_t handle, int m, int n, int k, const void*, int lda,             \
+                                     const void*, int* lwork) {                                                        \
+    return orgqr_size(type, handle, m, n, k, lda, lwork);                                                              \
+  }                                                                                                                    \
+  cusolverStatus_t name(cusolverDnHandle_t handle, int m, int n, int k, void* A, int lda, const void* tau, void* work, \
+                        int lwork, int* info) {                                                                        \
+    return orgqr(type, handle, m, n, k, A, lda, tau, work, lwork, info);                                               \
+  }
+#define MT_EMU_ORMQR(name, type)                                                                                       \
+  cusolverStatus_t name##_bufferSize(cusolverDnHandle_t handle, int side, int trans, int m, int n, int k, const void*, \
+                                     int lda, const void*, const void*, int ldc, int* lwork) {                         \
+    return ormqr_size(type, handle, side, trans, m, n, k, lda, ldc, lwork);                                            \
+  }                                                                                                                    \
+  cusolverStatus_t name(cusolverDnHandle_t handle, int side, int trans, int m, int n, int k, const void* A, int lda,   \
+                        const void* tau, void* C, int ldc, void* work, int lwork, int* info) {                         \
+    return ormqr(type, handle, side, trans, m, n, k, A, lda, tau, C, ldc, work, lwork, info);                          \
+  }
+MT_EMU_ORGQR(cusolverDnSorgqr, MT_CUDA_R_32F)
+MT_EMU_ORGQR(cusolverDnDorgqr, MT_CUDA_R_64F)
+MT_EMU_ORGQR(cusolverDnCungqr, MT_CUDA_C_32F)
+MT_EMU_ORGQR(cusolverDnZungqr, MT_CUDA_C_64F)
+MT_EMU_ORMQR(cusolverDnSormqr, MT_CUDA_R_32F)
+MT_EMU_ORMQR(cusolverDnDormqr, MT_CUDA_R_64F)
+MT_EMU_ORMQR(cusolverDnCunmqr, MT_CUDA_C_32F)
+MT_EMU_ORMQR(cusolverDnZunmqr, MT_CUDA_C_64F)

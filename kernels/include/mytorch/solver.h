@@ -34,6 +34,10 @@ enum class SolverOp : int {
   Syevd,  // a: Hermitian A (n x n, the `upper` or lower triangle read) -> eigenvectors if `vectors`; w: eigenvalues
   Gesvd,  // a: A (m x n, m >= n; destroyed); w: singular values; u (m x m or m x n by `job` 'A'/'S'), vt (n x n);
           // job 'N': neither u nor vt
+  Geqrf,  // a: A (m x n) -> R on and above the diagonal, the Householder vectors below; tau: min(m, n) scalars
+  Orgqr,  // a: m x n, the first k columns reflectors of geqrf (tau: k) -> the first n columns of Q = H(1)..H(k)
+  Ormqr,  // a: reflectors (mA x k, mA = m if `left` else n), tau: k; b: C (m x n) -> op(Q) C or C op(Q), op by
+          // `trans` ('N', or 'T' real / 'C' complex)
 };
 
 struct SolverArgs {
@@ -52,6 +56,9 @@ struct SolverArgs {
   int64_t ldu = 1, u_stride = 0;
   void* vt = nullptr;
   int64_t ldvt = 1, vt_stride = 0;
+  void* tau = nullptr;      // Geqrf, Orgqr, Ormqr: the reflectors' scalars (the matrix's dtype)
+  int64_t tau_stride = 0, k = 0;
+  bool left = true;         // Ormqr
   int32_t* info = nullptr;  // batch entries
   char trans = 'N';         // Getrs
   char job = 'N';           // Gesvd
