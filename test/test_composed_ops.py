@@ -288,3 +288,28 @@ def test_cdist_and_pdist_forward_and_backward_match_the_cpu(p):
             problems = _problems(out, ref, gold, f"{name} p={p} {dtype}")
             problems += _problems(list(dev_grads), list(ref_grads), None, f"{name} p={p} {dtype} gradients")
             assert not problems, problems
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_frexp_matches_the_cpu_bit_for_bit(dtype):
+    edge = [0.0, -0.0, 1.0, 0.5, 3.0, -7.99999, 8.0, 1e-40, float("inf"), float("-inf"), float("nan"), -2.5e30]
+    edge += [
+        5e-324,
+        1.7e308,
+        -2.2250738585072014e-308,
+    ]  # the smallest subnormal double, the largest, the smallest normal
+    x = torch.cat([torch.tensor(edge, dtype=torch.float64), torch.randn(200, generator=g, dtype=torch.float64) * 1e3])
+    x = x.to(dtype)
+    m, e = torch.frexp(x)
+    dm, de = torch.frexp(x.to("mytorch"))
+    assert de.dtype == torch.int32 and torch.equal(de.cpu(), e)
+    assert torch.equal(dm.cpu().isnan(), m.isnan()) and torch.equal(dm.cpu()[~m.isnan()], m[~m.isnan()])
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64, torch.uint8])
+def test_threshold_of_integers_matches_the_cpu(dtype):
+    x = torch.randint(0, 100, (50,), generator=g).to(dtype)
+    for threshold, value in [(20, 3), (20.7, -1 if dtype != torch.uint8 else 1), (0, 0)]:
+        assert torch.equal(
+            torch.threshold(x.to("mytorch"), threshold, value).cpu(), torch.threshold(x, threshold, value)
+        )

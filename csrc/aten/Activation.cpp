@@ -213,6 +213,13 @@ Tensor& softshrinkBackwardOut(const Tensor& grad, const Tensor& self, const Scal
   });
 }
 Tensor& thresholdOut(const Tensor& self, const Scalar& threshold, const Scalar& value, Tensor& out) {
+  if (out.scalar_type() != self.scalar_type() && out.device() == self.device()) {
+    // ATen computes at self's dtype (threshold and value are scalars) and casts into any out=
+    Tensor tmp = at::empty({0}, self.options());
+    thresholdOut(self, threshold, value, tmp);
+    at::native::resize_output(out, tmp.sizes());
+    return out.copy_(tmp);
+  }
   EwParams p;
   p.lo = threshold.toDouble();
   p.hi = value.toDouble();

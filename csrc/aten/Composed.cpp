@@ -26,6 +26,14 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/all.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/log2.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/frexp_ops.h>
+#include <ATen/ops/floor.h>
+#include <ATen/ops/exp2.h>
+#include <ATen/ops/trunc.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
 #include <ATen/ops/aminmax_ops.h>
@@ -378,9 +386,34 @@ Tensor& complex_out(const Tensor& real, const Tensor& imag, Tensor& out) {
   return out;
 }
 
+// frexp: x = mantissa * 2^exponent, |mantissa| in [0.5, 1) (0, infinities and NaN: themselves and exponent 0, as
+// std::frexp). Computed in float64, where every floating input is exact: the exponent from log2 of |x|, then
+// corrected by one either way where log2 rounded across a power of two; scaling by powers of two is exact.
+std::tuple<Tensor&, Tensor&> frexpOut(const Tensor& self, Tensor& mantissa, Tensor& exponent) {
+  if (!at::isFloatingType(self.scalar_type()) || mantissa.scalar_type() != self.scalar_type() ||
+      exponent.scalar_type() != at::kInt)  // the CPU's refusals, with its messages
+    return Fallback<at::_ops::frexp_Tensor_out>::call(self, mantissa, exponent);
+  const Tensor x = self.to(at::kDouble);
+  const Tensor ok = at::logical_and(at::isfinite(x), x.ne(0));
+  const Tensor ax = at::where(ok, x.abs(), 1.0);
+  Tensor e = at::floor(at::log2(ax)).add_(1);
+  const Tensor half = at::trunc(e.neg() * 0.5);  // 2^-e in two factors: 2^1073 (a subnormal's) overflows alone
+  Tensor m = x * at::exp2(half) * at::exp2(e.neg() - half);
+  const Tensor big = m.abs().ge(1);
+  e = e + big.to(at::kDouble);
+  m = at::where(big, m * 0.5, m);
+  const Tensor small = at::logical_and(m.abs().lt(0.5), ok);
+  e = e - small.to(at::kDouble);
+  m = at::where(small, m * 2.0, m);
+  assignOut(mantissa, at::where(ok, m, x));
+  assignOut(exponent, at::where(ok, e, 0.0));
+  return {mantissa, exponent};
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  MT_IMPL(m, "frexp.Tensor_out", frexpOut);
   MT_IMPL(m, "_prelu_kernel", prelu_kernel);
   MT_IMPL(m, "_prelu_kernel_backward", prelu_kernel_backward);
   MT_IMPL(m, "tril_indices", triangle_indices<true>);

@@ -301,7 +301,9 @@ Tensor ormqrOp(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, b
 Tensor& ormqrOut(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, bool transpose, Tensor& out) {
   if (!solver::supported(A) || !solver::supported(tau) || !solver::supported(C))
     return Fallback<at::_ops::ormqr_out>::call(A, tau, C, left, transpose, out);
-  return compatibleOut(out, ormqrOp(A, tau, C, left, transpose), "torch.ormqr");
+  TORCH_CHECK(out.scalar_type() == A.scalar_type(), "torch.ormqr: Expected input and result to have the same dtype, ",
+              "but input has dtype", A.scalar_type(), " and result has dtype ", out.scalar_type());
+  return assignOut(out, ormqrOp(A, tau, C, left, transpose));
 }
 
 // ATen's linalg_qr: geqrf, R the upper triangle of its first k rows (all m in 'complete' mode), Q formed from the
