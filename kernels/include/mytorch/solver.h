@@ -1,5 +1,6 @@
-// Dense solver family: LU, Cholesky, symmetric/Hermitian eigendecomposition and SVD of batches of matrices in
-// float32, float64, complex64 and complex128 (torch.linalg's solve, inv, lu*, det, slogdet, cholesky*, eigh, svd).
+// Dense solver family: LU, Cholesky, symmetric/Hermitian eigendecomposition, SVD and Householder QR of batches of
+// matrices in float32, float64, complex64 and complex128 (torch.linalg's solve, inv, lu*, det, slogdet, cholesky*,
+// eigh, svd, qr, householder_product, ormqr).
 //
 // Note [Dense solver family]
 // Matrices are column-major, as LAPACK's and cuSOLVER's: item b of a batch starts at base + b * stride and element
@@ -8,7 +9,8 @@
 // takes them); info is one int32 per matrix: 0, or i > 0 when the factorization met its i-th failure (a zero pivot,
 // a leading minor not positive definite, an eigen/singular-value iteration that did not converge), never raised
 // here: the glue returns it (the _ex operators) or checks it as ATen does.
-//   cuda: cuSOLVER's 64-bit generic API (cusolverDnX*), opened at run time like cuBLASLt and cuFFT (the
+//   cuda: cuSOLVER's 64-bit generic API (cusolverDnX*; orgqr/ormqr from its legacy typed API, the only one with
+//         them, 32-bit sizes), opened at run time like cuBLASLt and cuFFT (the
 //         declarations it needs: cuda/cusolver_api.h), one handle per (thread, device), the workspace from the
 //         caching allocator (a query first: `query` set). A batch is a loop of calls on the stream, as torch.cuda's
 //         cuSOLVER path for matrices beyond its batched kernels; nothing synchronises with the host. The emulated
