@@ -98,8 +98,34 @@ def _as_real(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def _compare_sparse(dev: torch.Tensor, ref: torch.Tensor, gold, extra_refs) -> Errors:
+    """Sparse COO results: the same layout, sizes and sparse/dense dimensions, once coalesced the same indices
+    exactly and the values under the rule (the gold's values when it has the same indices)."""
+    e = Errors()
+    if dev.layout != ref.layout or dev.layout != torch.sparse_coo:
+        e.problems.append(f"layout {dev.layout} != reference {ref.layout}")
+        return e
+    d, r = dev.detach().cpu().coalesce(), ref.detach().cpu().coalesce()
+    if d.shape != r.shape or d.sparse_dim() != r.sparse_dim() or d.dense_dim() != r.dense_dim():
+        e.problems.append(
+            f"sparse {tuple(d.shape)}/{d.sparse_dim()}/{d.dense_dim()} != reference "
+            f"{tuple(r.shape)}/{r.sparse_dim()}/{r.dense_dim()}"
+        )
+        return e
+    if not torch.equal(d.indices(), r.indices()):
+        e.problems.append("the coalesced indices differ from the reference's")
+        return e
+    g = None
+    if isinstance(gold, torch.Tensor) and gold.layout == torch.sparse_coo:
+        gc = gold.detach().cpu().coalesce()
+        g = gc.values() if torch.equal(gc.indices(), r.indices()) else None
+    return compare_tensor(d.values(), r.values(), g, ())
+
+
 def compare_tensor(dev: torch.Tensor, ref: torch.Tensor, gold: torch.Tensor | None, extra_refs: tuple = ()) -> Errors:
     """dev: mytorch result (any device), ref: CPU result at the same dtype, gold: CPU float64 result."""
+    if dev.layout != torch.strided or ref.layout != torch.strided:
+        return _compare_sparse(dev, ref, gold, extra_refs)
     e = Errors()
     dev = dev.detach().cpu()
     ref = ref.detach().cpu()

@@ -62,8 +62,6 @@ KNOWN_DIFFERENCES = {
         "a dim past the last raises IndexError, as narrow (and CUDA's narrow_copy) does; "
         "the CPU kernel fails an internal check",
     ),
-    ("to_sparse", "functional"): ("_sparse_coo_tensor_with_dims_and_tensors", "sparse layouts are not supported"),
-    ("to_sparse", "aten_out"): ("_sparse_coo_tensor_with_dims_and_tensors", "sparse layouts are not supported"),
     ("std", "aten_out"): ("std_var_all: Unsupported dtype BFloat16", _STD_VAR),
     ("std.unbiased", "aten_out"): ("std_var_all: Unsupported dtype BFloat16", _STD_VAR),
     ("var", "aten_out"): ("std_var_all: Unsupported dtype BFloat16", _STD_VAR),
