@@ -69,6 +69,30 @@ def test_tolerance_rule():
     assert not compare_outputs((torch.ones(2), 3), (torch.ones(2), 4), None).ok
 
 
+def test_vector_phase_rule_accepts_signs_and_phases_only():
+    """Eigen- and singular vectors count as aligned when they differ from the reference's by a unit factor per
+    column (and a full factor's extra columns span the same complement); any other difference is still one."""
+    from mytorch.testing._cases import _settle_vectors
+
+    A = torch.randn(5, 3, dtype=torch.complex128)
+    U, S, Vh = torch.linalg.svd(A)
+    phase = torch.exp(1j * torch.tensor([0.3, 2.0, -1.1], dtype=torch.float64))
+    flipped = (U.clone(), S, Vh.clone())
+    flipped[0][:, :3] *= phase
+    flipped[2][:3] *= phase.conj().unsqueeze(-1)
+    basis = torch.linalg.qr(torch.randn(2, 2, dtype=torch.complex128))[0]
+    flipped[0][:, 3:] = flipped[0][:, 3:] @ basis  # another basis of the same complement
+    settled, changed = _settle_vectors("linalg.svd", flipped, (U, S, Vh))
+    assert changed and compare_outputs(settled, (U, S, Vh), None).ok
+    wrong = (U.clone(), S, Vh.clone())
+    wrong[0][:, [0, 1]] = wrong[0][:, [1, 0]]  # two singular vectors swapped: not a unit factor
+    settled, _ = _settle_vectors("linalg.svd", wrong, (U, S, Vh))
+    assert not compare_outputs(settled, (U, S, Vh), None).ok
+    w, V = torch.linalg.eigh(A.mH @ A)
+    settled, changed = _settle_vectors("linalg.eigh", (w, -V), (w, V))
+    assert changed and compare_outputs(settled, (w, V), None).ok
+
+
 def test_broken_crashing_and_hanging_kernels_are_reported(tmp_path):
     out = tmp_path / "hooked.json"
     r = run_align(

@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 from .. import _C
-from ._compare import Errors, compare_outputs, select_equivalent
+from ._compare import Errors, compare_outputs, phase_aligned, same_complement, select_equivalent
 from ._precise import has_precise_golden, precise_golden
 
 # Saved statistics that CPU PyTorch keeps in the input's half dtype and CUDA PyTorch in float32 (mytorch
@@ -178,10 +178,48 @@ def _canonical_topk(sample, out):
     return values.cpu().gather(dim, order), indices.cpu().gather(dim, order)
 
 
+# Decompositions whose vectors are defined up to a unit factor per column: (U column index, the factor holding V,
+# whether V is stored as Vh, i.e. by rows).
+VECTOR_OPS = {"linalg.eigh": (1, None, False), "linalg.svd": (0, 2, True), "svd": (0, 2, False)}
+
+
+def _settle_vectors(key: str, dev_out, ref_out):
+    """Eigen- and singular vectors turned by the unit factors that match the reference's (phase_aligned), extra
+    columns of full factors taken from the reference when they span the same complement. Returns (dev_out,
+    settled): settled when a factor changed (gradients of the vectors then depend on the choice: not compared)."""
+    u_at, v_at, v_rows = VECTOR_OPS[key]
+    if not (isinstance(dev_out, tuple) and isinstance(ref_out, tuple) and len(dev_out) == len(ref_out)):
+        return dev_out, False
+    outs = [t.detach().cpu() for t in dev_out]
+    refs = [t.detach().cpu() for t in ref_out]
+    if any(a.shape != b.shape for a, b in zip(outs, refs)) or outs[u_at].numel() == 0:
+        return dev_out, False
+    k = outs[1].shape[-1] if key != "linalg.eigh" else outs[0].shape[-1]
+    u, phase = phase_aligned(outs[u_at], refs[u_at], k)
+    if u.shape[-1] > k and same_complement(outs[u_at], refs[u_at], k):
+        u[..., k:] = refs[u_at][..., k:]
+    new = list(outs)
+    new[u_at] = u
+    if v_at is not None:
+        v = outs[v_at].mH if v_rows else outs[v_at]
+        rv = refs[v_at].mH if v_rows else refs[v_at]
+        v = v.clone()
+        v[..., :k] = v[..., :k] * phase.unsqueeze(-2)
+        if v.shape[-1] > k and same_complement(v, rv, k):
+            v[..., k:] = rv[..., k:]
+        new[v_at] = v.mH if v_rows else v
+    changed = any(not torch.equal(a, b) for a, b in zip(new, outs))
+    device = dev_out[0].device
+    return type(dev_out)(t.to(device) for t in new), changed
+
+
 def _settle_ties(key: str, sample, dev_out, ref_out):
     """For unstable sorts, index outputs that are tie-equivalent to the reference's count as equal. Returns
     (dev_out, ref_out, settled): settled when indices differed only in the order of ties."""
     base = key.split(".")[0]
+    if key in VECTOR_OPS:
+        dev_out, settled = _settle_vectors(key, dev_out, ref_out)
+        return dev_out, ref_out, settled
     if not isinstance(sample.input, torch.Tensor):
         return dev_out, ref_out, False
     if key in SELECT_OPS or base in SELECT_OPS:

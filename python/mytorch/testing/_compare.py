@@ -256,3 +256,27 @@ def select_equivalent(inp: torch.Tensor, dev_idx: torch.Tensor, ref_idx: torch.T
             if torch.equal(a[keep], b[keep]):
                 return True
     return False
+
+
+def phase_aligned(dev_vecs: torch.Tensor, ref_vecs: torch.Tensor, k: int):
+    """The first k columns of dev_vecs each multiplied by the unit factor (a sign, or a complex phase) that best
+    matches ref_vecs' column, and those factors. The rule for eigen- and singular vectors: each is defined up to such
+    a factor (torch's docs say so for eigh and svd), and two correct implementations choose differently (LAPACK,
+    cuSOLVER and the emulated library's Jacobi do)."""
+    d, r = dev_vecs.detach().cpu(), ref_vecs.detach().cpu().to(dev_vecs.dtype)
+    inner = (d[..., :k].conj() * r[..., :k]).sum(-2)
+    mag = inner.abs()
+    phase = torch.where(mag > 0, inner / torch.where(mag > 0, mag, torch.ones_like(mag)), torch.ones_like(inner))
+    out = d.clone()
+    out[..., :k] = d[..., :k] * phase.unsqueeze(-2)
+    return out, phase
+
+
+def same_complement(dev_vecs: torch.Tensor, ref_vecs: torch.Tensor, k: int) -> bool:
+    """Columns k.. of two unitary factors span the same space (a full SVD's extra columns are any orthonormal basis of
+    the complement: only that space is defined)."""
+    d, r = dev_vecs.detach().cpu().to(torch.complex128), ref_vecs.detach().cpu().to(torch.complex128)
+    pd = d[..., k:] @ d[..., k:].mH
+    pr = r[..., k:] @ r[..., k:].mH
+    tol = 50 * torch.finfo(dev_vecs.real.dtype if dev_vecs.is_complex() else dev_vecs.dtype).eps * max(1, d.shape[-2])
+    return bool(((pd - pr).abs() <= tol).all())
