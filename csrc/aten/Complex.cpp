@@ -173,11 +173,20 @@ bool ewComplexUnary(EwOp op, const at::Tensor& self, const at::Tensor& out) {
   return true;
 }
 
+// The input of a complex reduction at its dtype, or none when the call is not one (the caller falls back).
+static std::optional<Tensor> complexReductionInput(const Tensor& self, std::optional<at::ScalarType> dtype,
+                                                   const Tensor& out) {
+  if (!self.is_complex() || !out.is_complex() || (dtype.has_value() && !c10::isComplexType(*dtype)))
+    return std::nullopt;
+  if (self.device() != out.device()) return std::nullopt;
+  return dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
+}
+
 bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
                 bool mean, const at::Tensor& out) {
-  if (!self.is_complex() || !out.is_complex() || (dtype.has_value() && !c10::isComplexType(*dtype))) return false;
-  if (self.device() != out.device()) return false;
-  Tensor x = dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
+  const std::optional<Tensor> input = complexReductionInput(self, dtype, out);
+  if (!input) return false;
+  const Tensor& x = *input;
   Tensor c;
   if (x.dim() == 0) {
     c = x.clone();
@@ -201,9 +210,9 @@ bool complexSum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdi
 // product is 1.
 bool complexProd(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, std::optional<at::ScalarType> dtype,
                  const at::Tensor& out) {
-  if (!self.is_complex() || !out.is_complex() || (dtype.has_value() && !c10::isComplexType(*dtype))) return false;
-  if (self.device() != out.device()) return false;
-  Tensor x = dtype.has_value() && *dtype != self.scalar_type() ? self.to(*dtype) : self;
+  const std::optional<Tensor> input = complexReductionInput(self, dtype, out);
+  if (!input) return false;
+  Tensor x = *input;
   Tensor c;
   if (x.dim() == 0) {
     c = x.clone();

@@ -177,6 +177,22 @@ std::string types(int a, int compute) {
   return "";
 }
 
+// A bufferSize call's answer: `problem` (empty when the arguments pass) refused, else the workspace of an m x n
+// problem (work_bytes) and no host workspace.
+cusolverStatus_t answer_size(cusolverDnHandle_t handle, cusolverDnParams_t params, const std::string& problem,
+                             long long m, long long n, int type, size_t* device, size_t* host) {
+  Call c = begin(handle, params);
+  if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
+  if (!problem.empty()) return refuse(CUSOLVER_STATUS_INVALID_VALUE, problem);
+  *device = work_bytes(m, n, type);
+  *host = 0;
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
+std::string uplo_problem(int uplo) {
+  return uplo == MT_CUBLAS_FILL_MODE_LOWER || uplo == MT_CUBLAS_FILL_MODE_UPPER ? "" : "uplo must be a fill mode";
+}
+
 }  // namespace
 
 const char* cusolver_last_reason() { return t_reason.c_str(); }
@@ -213,13 +229,8 @@ cusolverStatus_t cusolverDnCreateParams(cusolverDnParams_t* params) {
 cusolverStatus_t cusolverDnXgetrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n,
                                              int dataTypeA, const void*, int64_t, int computeType,
                                              size_t* workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost) {
-  emu::Call c = emu::begin(handle, params);
-  if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
-  if (std::string t = emu::types(dataTypeA, computeType); !t.empty())
-    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, t);
-  *workspaceInBytesOnDevice = emu::work_bytes(m, n, dataTypeA);
-  *workspaceInBytesOnHost = 0;
-  return CUSOLVER_STATUS_SUCCESS;
+  return emu::answer_size(handle, params, emu::types(dataTypeA, computeType), m, n, dataTypeA, workspaceInBytesOnDevice,
+                          workspaceInBytesOnHost);
 }
 
 cusolverStatus_t cusolverDnXgetrf(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n,
@@ -269,15 +280,9 @@ cusolverStatus_t cusolverDnXgetrs(cusolverDnHandle_t handle, cusolverDnParams_t 
 cusolverStatus_t cusolverDnXpotrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, int uplo, int64_t n,
                                              int dataTypeA, const void*, int64_t, int computeType,
                                              size_t* workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost) {
-  emu::Call c = emu::begin(handle, params);
-  if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
-  if (std::string t = emu::types(dataTypeA, computeType); !t.empty())
-    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, t);
-  if (uplo != MT_CUBLAS_FILL_MODE_LOWER && uplo != MT_CUBLAS_FILL_MODE_UPPER)
-    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, "uplo must be a fill mode");
-  *workspaceInBytesOnDevice = emu::work_bytes(n, n, dataTypeA);
-  *workspaceInBytesOnHost = 0;
-  return CUSOLVER_STATUS_SUCCESS;
+  std::string problem = emu::types(dataTypeA, computeType);
+  if (problem.empty()) problem = emu::uplo_problem(uplo);
+  return emu::answer_size(handle, params, problem, n, n, dataTypeA, workspaceInBytesOnDevice, workspaceInBytesOnHost);
 }
 
 cusolverStatus_t cusolverDnXpotrf(cusolverDnHandle_t handle, cusolverDnParams_t params, int uplo, int64_t n,
@@ -287,8 +292,7 @@ cusolverStatus_t cusolverDnXpotrf(cusolverDnHandle_t handle, cusolverDnParams_t 
   if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
   const int dev = c.ctx.device;
   std::string problem = emu::types(dataTypeA, computeType);
-  if (problem.empty() && uplo != MT_CUBLAS_FILL_MODE_LOWER && uplo != MT_CUBLAS_FILL_MODE_UPPER)
-    problem = "uplo must be a fill mode";
+  if (problem.empty()) problem = emu::uplo_problem(uplo);
   if (problem.empty()) problem = emu::check_matrix("A", A, dataTypeA, n, n, lda, dev);
   if (problem.empty()) problem = emu::check_vector("info", info, sizeof(int), dev);
   if (problem.empty())
@@ -307,8 +311,7 @@ cusolverStatus_t cusolverDnXpotrs(cusolverDnHandle_t handle, cusolverDnParams_t 
   if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
   const int dev = c.ctx.device;
   std::string problem = emu::types(dataTypeA, dataTypeB);
-  if (problem.empty() && uplo != MT_CUBLAS_FILL_MODE_LOWER && uplo != MT_CUBLAS_FILL_MODE_UPPER)
-    problem = "uplo must be a fill mode";
+  if (problem.empty()) problem = emu::uplo_problem(uplo);
   if (problem.empty()) problem = emu::check_matrix("A", A, dataTypeA, n, n, lda, dev);
   if (problem.empty()) problem = emu::check_matrix("B", B, dataTypeB, n, nrhs, ldb, dev);
   if (problem.empty()) problem = emu::check_vector("info", info, sizeof(int), dev);
@@ -324,19 +327,12 @@ cusolverStatus_t cusolverDnXsyevd_bufferSize(cusolverDnHandle_t handle, cusolver
                                              int64_t n, int dataTypeA, const void*, int64_t, int dataTypeW, const void*,
                                              int computeType, size_t* workspaceInBytesOnDevice,
                                              size_t* workspaceInBytesOnHost) {
-  emu::Call c = emu::begin(handle, params);
-  if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
-  if (std::string t = emu::types(dataTypeA, computeType); !t.empty())
-    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, t);
-  if (dataTypeW != emu::real_of(dataTypeA))
-    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, "W must be A's real type");
-  if (jobz != MT_CUSOLVER_EIG_MODE_NOVECTOR && jobz != MT_CUSOLVER_EIG_MODE_VECTOR)
-    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, "jobz must be an eig mode");
-  if (uplo != MT_CUBLAS_FILL_MODE_LOWER && uplo != MT_CUBLAS_FILL_MODE_UPPER)
-    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, "uplo must be a fill mode");
-  *workspaceInBytesOnDevice = emu::work_bytes(n, n, dataTypeA);
-  *workspaceInBytesOnHost = 0;
-  return CUSOLVER_STATUS_SUCCESS;
+  std::string problem = emu::types(dataTypeA, computeType);
+  if (problem.empty() && dataTypeW != emu::real_of(dataTypeA)) problem = "W must be A's real type";
+  if (problem.empty() && jobz != MT_CUSOLVER_EIG_MODE_NOVECTOR && jobz != MT_CUSOLVER_EIG_MODE_VECTOR)
+    problem = "jobz must be an eig mode";
+  if (problem.empty()) problem = emu::uplo_problem(uplo);
+  return emu::answer_size(handle, params, problem, n, n, dataTypeA, workspaceInBytesOnDevice, workspaceInBytesOnHost);
 }
 
 cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverDnParams_t params, int jobz, int uplo, int64_t n,
@@ -349,8 +345,7 @@ cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverDnParams_t 
   if (problem.empty() && dataTypeW != emu::real_of(dataTypeA)) problem = "W must be A's real type";
   if (problem.empty() && jobz != MT_CUSOLVER_EIG_MODE_NOVECTOR && jobz != MT_CUSOLVER_EIG_MODE_VECTOR)
     problem = "jobz must be an eig mode";
-  if (problem.empty() && uplo != MT_CUBLAS_FILL_MODE_LOWER && uplo != MT_CUBLAS_FILL_MODE_UPPER)
-    problem = "uplo must be a fill mode";
+  if (problem.empty()) problem = emu::uplo_problem(uplo);
   if (problem.empty()) problem = emu::check_matrix("A", A, dataTypeA, n, n, lda, dev);
   if (problem.empty()) problem = emu::check_vector("W", W, n * emu::bytes_of(dataTypeW), dev);
   if (problem.empty()) problem = emu::check_vector("info", info, sizeof(int), dev);
@@ -375,17 +370,12 @@ cusolverStatus_t cusolverDnXgesvd_bufferSize(cusolverDnHandle_t handle, cusolver
                                              int64_t, int dataTypeS, const void*, int dataTypeU, const void*, int64_t,
                                              int dataTypeVT, const void*, int64_t, int computeType,
                                              size_t* workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost) {
-  emu::Call c = emu::begin(handle, params);
-  if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
-  if (std::string t = emu::types(dataTypeA, computeType); !t.empty())
-    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, t);
-  if (dataTypeS != emu::real_of(dataTypeA) || dataTypeU != dataTypeA || dataTypeVT != dataTypeA)
-    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, "S must be A's real type, U and VT A's type");
-  if (!svd_job(jobu) || !svd_job(jobvt)) return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, "jobu/jobvt: A, S or N");
-  if (m < n) return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, "gesvd only supports m >= n");
-  *workspaceInBytesOnDevice = emu::work_bytes(m, n, dataTypeA);
-  *workspaceInBytesOnHost = 0;
-  return CUSOLVER_STATUS_SUCCESS;
+  std::string problem = emu::types(dataTypeA, computeType);
+  if (problem.empty() && (dataTypeS != emu::real_of(dataTypeA) || dataTypeU != dataTypeA || dataTypeVT != dataTypeA))
+    problem = "S must be A's real type, U and VT A's type";
+  if (problem.empty() && (!svd_job(jobu) || !svd_job(jobvt))) problem = "jobu/jobvt: A, S or N";
+  if (problem.empty() && m < n) problem = "gesvd only supports m >= n";
+  return emu::answer_size(handle, params, problem, m, n, dataTypeA, workspaceInBytesOnDevice, workspaceInBytesOnHost);
 }
 
 cusolverStatus_t cusolverDnXgesvd(cusolverDnHandle_t handle, cusolverDnParams_t params, signed char jobu,
@@ -425,14 +415,9 @@ cusolverStatus_t cusolverDnXgeqrf_bufferSize(cusolverDnHandle_t handle, cusolver
                                              int dataTypeA, const void*, int64_t, int dataTypeTau, const void*,
                                              int computeType, size_t* workspaceInBytesOnDevice,
                                              size_t* workspaceInBytesOnHost) {
-  emu::Call c = emu::begin(handle, params);
-  if (c.status != CUSOLVER_STATUS_SUCCESS) return c.status;
-  if (std::string t = emu::types(dataTypeA, computeType); !t.empty())
-    return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, t);
-  if (dataTypeTau != dataTypeA) return emu::refuse(CUSOLVER_STATUS_INVALID_VALUE, "tau must be A's type");
-  *workspaceInBytesOnDevice = emu::work_bytes(m, n, dataTypeA);
-  *workspaceInBytesOnHost = 0;
-  return CUSOLVER_STATUS_SUCCESS;
+  std::string problem = emu::types(dataTypeA, computeType);
+  if (problem.empty() && dataTypeTau != dataTypeA) problem = "tau must be A's type";
+  return emu::answer_size(handle, params, problem, m, n, dataTypeA, workspaceInBytesOnDevice, workspaceInBytesOnHost);
 }
 
 cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n,
