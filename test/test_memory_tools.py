@@ -1,6 +1,7 @@
 """memory_summary, memory history and snapshots, the snapshot plot, MYTORCH_ALLOC_CONF, and pinned memory
 under stream changes."""
 
+import gc
 import subprocess
 import sys
 
@@ -24,6 +25,9 @@ def test_memory_summary_shape():
 
 
 def test_history_snapshot_and_plot(tmp_path):
+    # Earlier tests' tensors held in reference cycles (tracebacks of pytest.raises, say) must be freed before the
+    # snapshot: a collection between it and the totals read below would change memory_allocated().
+    gc.collect()
     torch.mytorch.empty_cache()
     torch.mytorch.memory._record_memory_history(max_entries=1000)
     try:
