@@ -313,3 +313,109 @@ def test_threshold_of_integers_matches_the_cpu(dtype):
         assert torch.equal(
             torch.threshold(x.to("mytorch"), threshold, value).cpu(), torch.threshold(x, threshold, value)
         )
+
+
+def _segment_case(kind, axis):
+    """Data with ties, zeros and a NaN in known segments, and its lengths or offsets (an empty segment included)."""
+    data = torch.randn(7, 3, generator=g, dtype=torch.float64) if axis == 0 else torch.randn(2, 7, 3, generator=g)
+    data = data.double()
+    sel = (slice(None),) * axis
+    data[sel + (1,)] = data[sel + (2,)]  # a tie inside the second segment
+    data[sel + (4,)] = 0.0  # a zero (products' gradients)
+    data[sel + (5, 0)] = float("nan")
+    lengths = torch.tensor([1, 0, 2, 3, 1]) if axis == 0 else torch.tensor([[1, 0, 2, 3, 1], [2, 2, 0, 0, 3]])
+    bounds = lengths if kind == "lengths" else torch.cat([torch.zeros_like(lengths[..., :1]), lengths.cumsum(-1)], -1)
+    return data, bounds
+
+
+@pytest.mark.parametrize("kind", ["lengths", "offsets"])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_segment_reduce_forward_and_backward_match_the_cpu(kind, axis, dtype):
+    data, bounds = _segment_case(kind, axis)
+    for reduce in ["sum", "mean", "max", "min", "prod"]:
+        for initial in [None, 2.0]:
+            what = f"segment_reduce {reduce} {kind} axis={axis} initial={initial} {dtype}"
+            cpu = data.to(dtype).requires_grad_()
+            dev = data.to(dtype).to("mytorch").requires_grad_()
+
+            def fn(x, b):
+                return torch.segment_reduce(x, reduce, **{kind: b}, axis=axis, unsafe=False, initial=initial)
+
+            ref, out = fn(cpu, bounds), fn(dev, bounds.to("mytorch"))
+            cot = torch.randn(ref.shape, generator=g, dtype=torch.float64).to(dtype)
+            (ref_grad,) = torch.autograd.grad(ref, cpu, cot)
+            (dev_grad,) = torch.autograd.grad(out, dev, cot.to("mytorch"))
+            gold = fn(data, bounds)
+            problems = _problems(out, ref, gold, what) + _problems(dev_grad, ref_grad, None, what + " gradient")
+            assert not problems, problems
+
+
+def test_segment_reduce_keeps_atens_refusals():
+    data = torch.randn(6, 2, generator=g)
+    for bad, message in [
+        (dict(lengths=torch.tensor([2, 2])), None),  # lengths do not cover the axis
+        (dict(lengths=torch.tensor([7, -1])), "negative"),
+    ]:
+        with pytest.raises(RuntimeError) as cpu:
+            torch.segment_reduce(data, "sum", **bad)
+        with pytest.raises(RuntimeError) as dev:
+            torch.segment_reduce(data.to("mytorch"), "sum", **{k: v.to("mytorch") for k, v in bad.items()})
+        if message:
+            assert message in str(cpu.value) and message in str(dev.value)
+    with pytest.raises(RuntimeError, match="floating-point"):
+        torch.segment_reduce(
+            torch.ones(4, dtype=torch.int64, device="mytorch"), "sum", lengths=torch.tensor([4], device="mytorch")
+        )
+
+
+def test_zero_tensor_gradients_stay_on_the_device():
+    """sgn's gradient at a real input is a ZeroTensor (no storage): made natively, and every use materialises it."""
+    x = torch.randn(5, generator=g, requires_grad=True)
+    d = x.detach().to("mytorch").requires_grad_()
+    (gx,) = torch.autograd.grad(torch.sgn(x).sum(), x)
+    (gd,) = torch.autograd.grad(torch.sgn(d).sum(), d)
+    assert gd.device.type == "mytorch" and torch.equal(gd.cpu(), gx)
+    z = torch._efficientzerotensor((2, 3), device="mytorch")
+    assert z._is_zerotensor() and z.device.type == "mytorch"
+    y = torch.randn(2, 3, generator=g)
+    _check(z + y.to("mytorch"), y, None, "zerotensor + y")
+    _check(z * y.to("mytorch"), torch.zeros(2, 3), None, "zerotensor * y")
+    assert torch.equal(z.cpu(), torch.zeros(2, 3)) and torch.equal(z.clone().cpu(), torch.zeros(2, 3))
+    with pytest.raises(RuntimeError, match="immutable"):
+        z.add_(1)
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int8, torch.uint8, torch.bool],
+)
+def test_hash_tensor_matches_the_cpu_bit_for_bit(dtype):
+    x = (torch.randn(5, 7, 3, generator=g) * 50).to(dtype)
+    if dtype.is_floating_point:
+        x[0, 0, 0], x[1, 1, 1], x[2, 2, 2] = float("nan"), -0.0, float("-inf")
+    d = x.to("mytorch")
+    for kwargs in [{}, dict(dim=1), dict(dim=(0, 2), keepdim=True), dict(dim=-1)]:
+        ref, out = torch.hash_tensor(x, **kwargs), torch.hash_tensor(d, **kwargs)
+        assert out.device.type == "mytorch" and out.dtype == torch.uint64 and torch.equal(out.cpu(), ref), kwargs
+    assert torch.equal(torch.hash_tensor(d[:0], dim=1).cpu(), torch.hash_tensor(x[:0], dim=1))
+    for bad in [dict(mode=1), dict(out=torch.empty(0, dtype=torch.int64, device="mytorch"))]:
+        with pytest.raises(RuntimeError):
+            torch.hash_tensor(d, **bad)
+    with pytest.raises(RuntimeError, match="dim"):
+        torch.hash_tensor(d[:0])
+
+
+@pytest.mark.parametrize("kind", ["lengths", "offsets"])
+def test_segment_reduce_unsafe_bounds_that_skip_positions(kind):
+    """unsafe=True lets lengths/offsets leave positions out: they change no segment and get no gradient."""
+    data = torch.randn(8, 2, generator=g, dtype=torch.float64)
+    bounds = torch.tensor([2, 0, 3]) if kind == "lengths" else torch.tensor([1, 3, 3, 6])
+    for reduce in ["sum", "max", "prod", "mean"]:
+        cpu, dev = data.clone().requires_grad_(), data.to("mytorch").requires_grad_()
+        ref = torch.segment_reduce(cpu, reduce, **{kind: bounds}, unsafe=True)
+        out = torch.segment_reduce(dev, reduce, **{kind: bounds.to("mytorch")}, unsafe=True)
+        cot = torch.randn(ref.shape, generator=g, dtype=torch.float64)
+        (rg,) = torch.autograd.grad(ref, cpu, cot)
+        (dg,) = torch.autograd.grad(out, dev, cot.to("mytorch"))
+        _check([out, dg], [ref, rg], None, f"segment_reduce {reduce} {kind} unsafe")

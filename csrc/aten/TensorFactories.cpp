@@ -2,6 +2,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/diagonal.h>
 #include <ATen/ops/fill.h>
@@ -47,6 +48,20 @@ at::Tensor wrapper_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   checkFactoryArgs(layout, device, pin_memory);
   c10::OptionalDeviceGuard guard(device);
   return at::detail::empty_strided_generic(size, stride, deviceAllocator(), kKeys, c10::dtype_or_default(dtype));
+}
+
+// A ZeroTensor (autograd's zero gradients, e.g. sgn's at zero): no storage, ZeroTensor's key over the device's.
+// ATen makes it for each device as here (_efficientzerotensor_cuda); the ZeroTensor fallback materialises it as
+// zeros for every operator without a ZeroTensor kernel, so no device kernel ever reads its (null) data.
+at::Tensor efficientZeroTensor(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory) {
+  checkFactoryArgs(layout, device, pin_memory);
+  const c10::Device where(c10::DeviceType::PrivateUse1,
+                          device.has_value() && device->has_index() ? device->index() : currentDeviceIndex());
+  at::native::ZeroTensorAllocator allocator(where);
+  return at::detail::empty_generic(size, &allocator, kKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor),
+                                   c10::dtype_or_default(dtype), std::nullopt);
 }
 
 // Sets sizes/strides and grows the storage if they need more bytes than it has.
@@ -163,6 +178,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "_has_compatible_shallow_copy_type", hasCompatibleShallowCopyType);
   MT_IMPL(m, "empty.memory_format", wrapper_empty_memory_format);
   MT_IMPL(m, "empty_strided", wrapper_empty_strided);
+  MT_IMPL(m, "_efficientzerotensor", efficientZeroTensor);
   MT_IMPL(m, "resize_", wrapper_resize_);
   MT_IMPL(m, "set_.source_Storage_storage_offset", wrapper_set_storage_offset);
   MT_IMPL(m, "set_.source_Storage", wrapper_set_storage);

@@ -33,7 +33,6 @@ FAMILIES = [
 
 # Why an operator still takes the fallback, where the reason is more than "no native kernel yet".
 REASONS = {
-    "aten::_efficientzerotensor": "a ZeroTensor (no storage): ATen makes it through its CPU kernel on every device",
     "aten::convolution_overrideable": "3-D and integer convolutions: the im2col kernels are 2-D (cuDNN would take 3-D)",
     "aten::convolution_backward_overrideable": "3-D convolutions: the im2col kernels are 2-D",
     "aten::complex.out": "complex32 (chalf): the device kernels have no complex32 arithmetic",
@@ -75,6 +74,9 @@ FAST_SUBSET = [
     "add",
     "nn.functional.glu",
     "equal",
+    "_segment_reduce.lengths",
+    "hash_tensor",
+    "nn.functional.adaptive_max_pool2d",
 ]
 
 
