@@ -46,6 +46,7 @@ def run(dev):
                  "bn": lambda a, b: F.batch_norm(a, None, None, training=True) * b.sum(),
                  "gn": lambda a, b: F.group_norm(a, 3) * b.sum(),
                  "maxpool": lambda a, b: F.max_pool2d(a, 3, 2, 1) * b.sum(),
+                 "adaptive_maxpool": lambda a, b: F.adaptive_max_pool2d(a, (5, 7)) * b.sum(),
                  "bilinear": lambda a, b: F.interpolate(a, scale_factor=1.5, mode="bilinear") * b.sum()}.items():
         for j, v in enumerate(grads(f, I, CW)):
             out[f"{k}_{j}"] = v

@@ -217,6 +217,9 @@ POOLS = {
     "avg_div": lambda t: F.avg_pool2d(t, 2, divisor_override=3),
     "adaptive": lambda t: F.adaptive_avg_pool2d(t, (3, 5)),
     "global": lambda t: F.adaptive_avg_pool2d(t, 1),
+    "adaptive_max": lambda t: F.adaptive_max_pool2d(t, (3, 5)),
+    "adaptive_max_up": lambda t: F.adaptive_max_pool2d(t, (10, 4)),
+    "adaptive_max_1d": lambda t: F.adaptive_max_pool1d(t.flatten(2), 11),
     "nearest2x": lambda t: F.interpolate(t, scale_factor=2),
     "nearest": lambda t: F.interpolate(t, size=(5, 11)),
     "bilinear": lambda t: F.interpolate(t, size=(13, 7), mode="bilinear"),
@@ -594,3 +597,24 @@ def test_sigmoid_and_tanh_backward_round_once(op, dtype):
     assert_aligned(got, ref, gold, op)
     if dtype == torch.bfloat16:  # the CPU computes bf16 in float and rounds once: the same bits
         assert torch.equal(got.cpu(), ref)
+
+
+def test_adaptive_max_pool2d_indices_nan_and_out():
+    """ATen's choice within a window (the first maximum, the last NaN, the window's first element when all are
+    -inf) and its out= and channels-last forms."""
+    x = torch.randn(2, 3, 7, 9, generator=g0)
+    x[0, 0, 0, :3] = float("nan")
+    x[0, 1] = float("-inf")
+    x[1, 2, 2:4, 2:4] = 5.0  # ties
+    for inp in (x, x.to(memory_format=torch.channels_last), x[0]):
+        ref = F.adaptive_max_pool2d(inp, (4, 5), return_indices=True)
+        out = F.adaptive_max_pool2d(inp.to(DEV), (4, 5), return_indices=True)
+        assert torch.equal(out[1].cpu(), ref[1])
+        assert_aligned(out[0], ref[0], None, "adaptive_max_pool2d values")
+    values, indices = torch.empty(0, device=DEV), torch.empty(0, dtype=torch.long, device=DEV)
+    torch.ops.aten.adaptive_max_pool2d.out(x.to(DEV), [2, 3], out=values, indices=indices)
+    assert torch.equal(indices.cpu(), F.adaptive_max_pool2d(x, (2, 3), return_indices=True)[1])
+    with pytest.raises(RuntimeError):
+        F.adaptive_max_pool2d(torch.randn(2, 0, 4, device=DEV), 2)
+    with pytest.raises(RuntimeError):
+        torch.ops.aten.adaptive_max_pool2d_backward(torch.randn(1, 2, 2, device=DEV), x[0].to(DEV), indices[0])

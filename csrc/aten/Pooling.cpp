@@ -1,6 +1,8 @@
-// Op table: 2-D max / average / adaptive-average pooling and nearest / bilinear upsampling, forward and
+// Op table: 2-D max / average / adaptive-average / adaptive-max pooling and nearest / bilinear upsampling, forward and
 // backward, on the spatial family (Note [Spatial family]). Output sizes and argument checks follow ATen.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/adaptive_max_pool2d.h>
+#include <ATen/ops/adaptive_max_pool2d_backward.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/avg_pool2d_backward_ops.h>
@@ -230,6 +232,50 @@ Tensor adaptiveAvgPoolBackward(const Tensor& grad, const Tensor& self) {
   return gi;
 }
 
+// adaptive_max_pool2d: ATen's meta kernel checks the arguments and gives the shapes; the kernel fills contiguous
+// results, which the out= tensors then take (channels-last inputs come back in ATen's layout through the copy).
+std::tuple<Tensor&, Tensor&> adaptiveMaxPoolOut(const Tensor& self, at::IntArrayRef output_size, Tensor& out,
+                                                Tensor& indices) {
+  const auto shapes = at::adaptive_max_pool2d(metaLike(self), output_size);
+  SpatialArgs a;
+  a.op = SpatialOp::AdaptiveMax;
+  planes(a, self, "adaptive_max_pool2d");
+  a.oh = output_size[0];
+  a.ow = output_size[1];
+  Tensor x = self.contiguous();
+  Tensor values = at::empty(std::get<0>(shapes).sizes(), x.options());
+  Tensor idx = at::empty(std::get<1>(shapes).sizes(), x.options().dtype(at::kLong));
+  a.in = x.data_ptr();
+  a.out = values.data_ptr();
+  a.indices = idx.data_ptr<int64_t>();
+  launch(a, x);
+  assignExactOut(out, values);
+  assignExactOut(indices, idx);
+  return {out, indices};
+}
+
+Tensor& adaptiveMaxPoolBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& indices, Tensor& gi) {
+  at::adaptive_max_pool2d_backward(metaLike(grad), metaLike(self), metaLike(indices));  // ATen's checks
+  TORCH_CHECK(grad.scalar_type() == self.scalar_type(), "expected dtype ", self.scalar_type(),
+              " for `gradOutput` but got dtype ", grad.scalar_type());
+  TORCH_CHECK(indices.sizes() == grad.sizes() && indices.scalar_type() == at::kLong,
+              "adaptive_max_pool2d_backward: expected int64 indices of the gradient's shape ", grad.sizes(), ", got ",
+              indices.scalar_type(), " of shape ", indices.sizes());
+  SpatialArgs a;
+  a.op = SpatialOp::AdaptiveMax;
+  a.backward = true;
+  planes(a, self, "adaptive_max_pool2d_backward");
+  a.oh = grad.size(-2);
+  a.ow = grad.size(-1);
+  Tensor g = grad.contiguous(), idx = indices.contiguous();
+  Tensor result = at::empty(self.sizes(), g.options());
+  a.in = g.data_ptr();
+  a.out = result.data_ptr();
+  a.indices = idx.data_ptr<int64_t>();
+  launch(a, g);
+  return assignExactOut(gi, result);
+}
+
 double nearestScale(int64_t in, int64_t out, OptD scale) {
   return scale.has_value() && *scale > 0 ? 1.0 / *scale : static_cast<double>(in) / static_cast<double>(out);
 }
@@ -327,6 +373,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "avg_pool2d.out", avgPoolOut);
   MT_IMPL(m, "avg_pool2d_backward.grad_input", avgPoolBackwardOut);
   MT_IMPL(m, "_adaptive_avg_pool2d", adaptiveAvgPool);
+  MT_IMPL(m, "adaptive_max_pool2d.out", adaptiveMaxPoolOut);
+  MT_IMPL(m, "adaptive_max_pool2d_backward.grad_input", adaptiveMaxPoolBackwardOut);
   MT_IMPL(m, "_adaptive_avg_pool2d_backward", adaptiveAvgPoolBackward);
   MT_IMPL(m, "upsample_nearest2d.out", nearestOut);
   MT_IMPL(m, "upsample_nearest2d_backward.grad_input", nearestBackwardOut);

@@ -1,4 +1,4 @@
-// Spatial family: 2-D pooling (max with indices, average, adaptive average) and upsampling (nearest,
+// Spatial family: 2-D pooling (max with indices, average, adaptive average and max) and upsampling (nearest,
 // bilinear), forward and backward, over NCHW planes.
 //
 // Note [Spatial family]
@@ -21,7 +21,7 @@
 
 namespace mytorch {
 
-enum class SpatialOp : int { MaxPool, AvgPool, AdaptiveAvg, Nearest, Bilinear };
+enum class SpatialOp : int { MaxPool, AvgPool, AdaptiveAvg, AdaptiveMax, Nearest, Bilinear };
 
 struct SpatialArgs {
   SpatialOp op = SpatialOp::MaxPool;
@@ -35,7 +35,7 @@ struct SpatialArgs {
   double scale_h = 1, scale_w = 1;  // nearest/bilinear: source index per output index
   const void* in = nullptr;         // forward input; backward: grad_output
   void* out = nullptr;              // forward output; backward: grad_input
-  int64_t* indices = nullptr;       // max pool: written forward, read backward
+  int64_t* indices = nullptr;       // max pools: written forward, read backward
 };
 
 namespace sp {
@@ -79,6 +79,12 @@ MT_HOST_DEVICE inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out)
 MT_HOST_DEVICE inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
   return ((o + 1) * in + out - 1) / out;
 }
+// The outputs [lo, hi) whose adaptive windows may hold input index i (a superset: each is checked exactly).
+MT_HOST_DEVICE inline void adaptive_range(int64_t i, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  const int64_t l = (i * out) / in - 1, h = ((i + 1) * out + in - 1) / in + 1;
+  *lo = l > 0 ? l : 0;
+  *hi = h < out ? h : out;
+}
 
 // Forward of output element e = (plane, y, x).
 template <typename T>
@@ -112,6 +118,21 @@ MT_HOST_DEVICE inline void forward(const SpatialArgs& a, int64_t e) {
     for (int64_t h = h0; h < h1; ++h)
       for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[h * a.iw + w]);
     out[e] = static_cast<T>(div != 0 ? sum / static_cast<A>(div) : A(0));  // divisor_override may be negative
+  } else if (a.op == SpatialOp::AdaptiveMax) {  // ATen's rule: the first maximum, the last NaN
+    const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
+    const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
+    int64_t best = h0 * a.iw + w0;
+    A bv = A(-INFINITY);
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) {
+        const A v = static_cast<A>(in[h * a.iw + w]);
+        if (v > bv || v != v) {
+          bv = v;
+          best = h * a.iw + w;
+        }
+      }
+    out[e] = static_cast<T>(bv);
+    a.indices[e] = best;
   } else if (a.op == SpatialOp::AdaptiveAvg) {
     const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
     const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
@@ -167,14 +188,22 @@ MT_HOST_DEVICE inline void backward(const SpatialArgs& a, int64_t e) {
                                  if (div != 0) acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>(div);
                                }
                              });
-  } else if (a.op == SpatialOp::AdaptiveAvg) {
-    for (int64_t y = 0; y < a.oh; ++y) {
+  } else if (a.op == SpatialOp::AdaptiveAvg || a.op == SpatialOp::AdaptiveMax) {
+    int64_t ylo, yhi, xlo, xhi;
+    adaptive_range(h, a.ih, a.oh, &ylo, &yhi);
+    adaptive_range(w, a.iw, a.ow, &xlo, &xhi);
+    const int64_t* idx = a.op == SpatialOp::AdaptiveMax ? a.indices + p * a.oh * a.ow : nullptr;
+    for (int64_t y = ylo; y < yhi; ++y) {
       const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
       if (h < h0 || h >= h1) continue;
-      for (int64_t x = 0; x < a.ow; ++x) {
+      for (int64_t x = xlo; x < xhi; ++x) {
         const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
         if (w < w0 || w >= w1) continue;
-        acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>((h1 - h0) * (w1 - w0));
+        if (idx) {
+          if (idx[y * a.ow + x] == h * a.iw + w) acc += static_cast<A>(g[y * a.ow + x]);
+        } else {
+          acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>((h1 - h0) * (w1 - w0));
+        }
       }
     }
   } else {
