@@ -199,16 +199,24 @@ Tensor& avgPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayR
   return gi;
 }
 
+// The arguments of an adaptive pool over `self`'s planes with an oh x ow output.
+SpatialArgs adaptiveArgs(SpatialOp op, bool backward, const Tensor& self, int64_t oh, int64_t ow, const char* name) {
+  SpatialArgs a;
+  a.op = op;
+  a.backward = backward;
+  planes(a, self, name);
+  a.oh = oh;
+  a.ow = ow;
+  return a;
+}
+
 Tensor adaptiveAvgPool(const Tensor& self, at::IntArrayRef output_size) {
   TORCH_CHECK(output_size.size() == 2, "adaptive_avg_pool2d: output_size must be 2, but got ", output_size.size());
   TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0,
               "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but received {",
               output_size[0], ", ", output_size[1], "}");
-  SpatialArgs a;
-  a.op = SpatialOp::AdaptiveAvg;
-  planes(a, self, "adaptive_avg_pool2d");
-  a.oh = output_size[0];
-  a.ow = output_size[1];
+  SpatialArgs a =
+      adaptiveArgs(SpatialOp::AdaptiveAvg, false, self, output_size[0], output_size[1], "adaptive_avg_pool2d");
   Tensor x = self.contiguous();
   Tensor out = at::empty(outShape(self, a.oh, a.ow), x.options());
   a.in = x.data_ptr();
@@ -218,12 +226,8 @@ Tensor adaptiveAvgPool(const Tensor& self, at::IntArrayRef output_size) {
 }
 
 Tensor adaptiveAvgPoolBackward(const Tensor& grad, const Tensor& self) {
-  SpatialArgs a;
-  a.op = SpatialOp::AdaptiveAvg;
-  a.backward = true;
-  planes(a, self, "adaptive_avg_pool2d_backward");
-  a.oh = grad.size(-2);
-  a.ow = grad.size(-1);
+  SpatialArgs a =
+      adaptiveArgs(SpatialOp::AdaptiveAvg, true, self, grad.size(-2), grad.size(-1), "adaptive_avg_pool2d_backward");
   Tensor g = grad.contiguous();
   Tensor gi = at::empty(self.sizes(), g.options());
   a.in = g.data_ptr();
@@ -237,11 +241,8 @@ Tensor adaptiveAvgPoolBackward(const Tensor& grad, const Tensor& self) {
 std::tuple<Tensor&, Tensor&> adaptiveMaxPoolOut(const Tensor& self, at::IntArrayRef output_size, Tensor& out,
                                                 Tensor& indices) {
   const auto shapes = at::adaptive_max_pool2d(metaLike(self), output_size);
-  SpatialArgs a;
-  a.op = SpatialOp::AdaptiveMax;
-  planes(a, self, "adaptive_max_pool2d");
-  a.oh = output_size[0];
-  a.ow = output_size[1];
+  SpatialArgs a =
+      adaptiveArgs(SpatialOp::AdaptiveMax, false, self, output_size[0], output_size[1], "adaptive_max_pool2d");
   Tensor x = self.contiguous();
   Tensor values = at::empty(std::get<0>(shapes).sizes(), x.options());
   Tensor idx = at::empty(std::get<1>(shapes).sizes(), x.options().dtype(at::kLong));
@@ -261,12 +262,8 @@ Tensor& adaptiveMaxPoolBackwardOut(const Tensor& grad, const Tensor& self, const
   TORCH_CHECK(indices.sizes() == grad.sizes() && indices.scalar_type() == at::kLong,
               "adaptive_max_pool2d_backward: expected int64 indices of the gradient's shape ", grad.sizes(), ", got ",
               indices.scalar_type(), " of shape ", indices.sizes());
-  SpatialArgs a;
-  a.op = SpatialOp::AdaptiveMax;
-  a.backward = true;
-  planes(a, self, "adaptive_max_pool2d_backward");
-  a.oh = grad.size(-2);
-  a.ow = grad.size(-1);
+  SpatialArgs a =
+      adaptiveArgs(SpatialOp::AdaptiveMax, true, self, grad.size(-2), grad.size(-1), "adaptive_max_pool2d_backward");
   Tensor g = grad.contiguous(), idx = indices.contiguous();
   Tensor result = at::empty(self.sizes(), g.options());
   a.in = g.data_ptr();
