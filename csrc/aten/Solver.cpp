@@ -71,6 +71,15 @@ SolverArgs argsFor(SolverOp op, const Tensor& a, Tensor& info) {
 
 bool empty(const Tensor& a) { return a.numel() == 0; }
 
+// The right-hand side of a solve (getrs, potrs): b, column-major, one n x nrhs block per matrix of the batch.
+void setRhs(SolverArgs& s, Tensor& b) {
+  TORCH_INTERNAL_ASSERT(batchOf(b) == s.batch && b.size(-2) == s.n);
+  s.nrhs = b.size(-1);
+  s.b = b.data_ptr();
+  s.ldb = std::max<int64_t>(1, s.n);
+  s.b_stride = s.n * s.nrhs;
+}
+
 } // namespace
 
 bool supported(const Tensor& t) {
@@ -134,11 +143,7 @@ void luSolve(const Tensor& lu, const Tensor& pivots, Tensor& b, char trans) {
   Tensor piv64 = pivots.to(at::kLong).contiguous();
   Tensor info = at::empty({batchOf(lu)}, lu.options().dtype(at::kInt));
   SolverArgs s = argsFor(SolverOp::Getrs, lu, info);
-  TORCH_INTERNAL_ASSERT(batchOf(b) == s.batch && b.size(-2) == s.n);
-  s.nrhs = b.size(-1);
-  s.b = b.data_ptr();
-  s.ldb = std::max<int64_t>(1, s.n);
-  s.b_stride = s.n * s.nrhs;
+  setRhs(s, b);
   s.ipiv = piv64.data_ptr<int64_t>();
   s.ipiv_stride = s.n;
   s.trans = trans;
@@ -205,11 +210,7 @@ void choleskySolve(const Tensor& factor, Tensor& b, bool upper) {
   }
   Tensor info = at::empty({batchOf(factor)}, factor.options().dtype(at::kInt));
   SolverArgs s = argsFor(SolverOp::Potrs, factor, info);
-  TORCH_INTERNAL_ASSERT(batchOf(b) == s.batch && b.size(-2) == s.n);
-  s.nrhs = b.size(-1);
-  s.b = b.data_ptr();
-  s.ldb = std::max<int64_t>(1, s.n);
-  s.b_stride = s.n * s.nrhs;
+  setRhs(s, b);
   s.upper = upper;
   run(s, factor);
 }
