@@ -419,3 +419,42 @@ def test_segment_reduce_unsafe_bounds_that_skip_positions(kind):
         (rg,) = torch.autograd.grad(ref, cpu, cot)
         (dg,) = torch.autograd.grad(out, dev, cot.to("mytorch"))
         _check([out, dg], [ref, rg], None, f"segment_reduce {reduce} {kind} unsafe")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_multi_margin_loss_forward_and_backward_match_the_cpu(dtype):
+    x = torch.randn(6, 5, generator=g, dtype=torch.float64)
+    t = torch.tensor([0, 4, 2, 2, 1, 3])
+    w = torch.rand(5, generator=g, dtype=torch.float64) + 0.5
+    cases = [
+        ((x, t), dict(p=p, margin=margin, weight=weight, reduction=reduction))
+        for p in (1, 2)
+        for margin in (1.0, 0.3)
+        for weight in (None, w)
+        for reduction in ("mean", "sum", "none")
+    ]
+    cases += [((x[0], t[:1]), dict(reduction="none")), ((x[0], t[0]), dict(reduction="none", p=2))]
+    for (inp, tgt), kw in cases:
+        what = f"multi_margin_loss {dtype} {tuple(inp.shape)} {kw}"
+        kd = {k: (v.to(dtype).to("mytorch") if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+        kc = {k: (v.to(dtype) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+        cpu, dev = inp.to(dtype).requires_grad_(), inp.to(dtype).to("mytorch").requires_grad_()
+        ref = torch.nn.functional.multi_margin_loss(cpu, tgt, **kc)
+        out = torch.nn.functional.multi_margin_loss(dev, tgt.to("mytorch"), **kd)
+        gold = torch.nn.functional.multi_margin_loss(inp, tgt, **kw)
+        cot = torch.randn(ref.shape, generator=g, dtype=torch.float64).to(dtype)
+        (rg,) = torch.autograd.grad(ref, cpu, cot)
+        (dg,) = torch.autograd.grad(out, dev, cot.to("mytorch"))
+        assert not _problems(out, ref, gold, what) + _problems(dg, rg, None, what + " gradient")
+
+
+def test_multi_margin_loss_keeps_the_cpus_refusals():
+    """What the composition does not cover is the CPU's kernel (counted), which raises its own errors."""
+    torch.mytorch.set_fallback_mode("silent")
+    x, t = torch.randn(3, 4, device="mytorch"), torch.tensor([0, 4, 1], device="mytorch")
+    with pytest.raises(RuntimeError, match="target out of range"):
+        torch.nn.functional.multi_margin_loss(x, t)
+    with pytest.raises(RuntimeError, match="inconsistent weight size"):
+        torch.nn.functional.multi_margin_loss(x, t.clamp_max(3), weight=torch.ones(3, device="mytorch"))
+    with pytest.raises(NotImplementedError):
+        torch.nn.functional.multi_margin_loss(x.bfloat16(), t.clamp_max(3))
