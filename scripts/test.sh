@@ -51,6 +51,8 @@ if [ "$emu" = "1" ]; then
   stage "the same batteries, fuzzed schedule and delayed streams"
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_FUZZ=20261123 MYTORCH_EMU_STREAM_DELAY_US=50 \
     bash scripts/emu.sh -m gpu test/test_gpu.py test/test_gpu_nn.py test/test_emu.py
+  # a send while the sender's kernel is still queued (an IPC export must wait for it: Ipc.cpp)
+  MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_STREAM_DELAY_US=2000 bash scripts/emu.sh test/test_ipc.py
 fi
 if [ "$triton" = "1" ]; then
   stage "torch.compile's Triton path, in Triton's interpreter over sim memory"

@@ -71,9 +71,11 @@ class Sender {
     void* data = storage.mutable_data();
     auto [base, size] = deviceAllocator()->segmentOf(data, static_cast<c10::DeviceIndex>(device));
     TORCH_CHECK(base != nullptr, "mytorch IPC: the tensor's memory is not in an allocation of mytorch:", device);
+    // Synchronize first: the sim and emulated runtimes move an allocation into a memory file at its first export
+    // (Note [Sharing sim memory between processes]), and a kernel still writing it then loses its writes.
+    MT_RT_CHECK(rt::stream_synchronize(device, nativeHandle(currentStream(static_cast<c10::DeviceIndex>(device)))));
     rt::IpcMemHandle handle{};
     MT_RT_CHECK(rt::ipc_get_mem_handle(device, base, &handle));
-    MT_RT_CHECK(rt::stream_synchronize(device, nativeHandle(currentStream(static_cast<c10::DeviceIndex>(device)))));
     std::lock_guard<std::mutex> lock(mu_);
     collectLocked();
     if (counters_ == nullptr) {
