@@ -365,3 +365,46 @@ def test_complex_scatter_reductions_match_the_cpu(reduce):
         want = self.scatter_reduce(0, index, src, reduce)
         got = self.to("mytorch").scatter_reduce(0, index.to("mytorch"), src.to("mytorch"), reduce)
     assert torch.equal(got.cpu(), want)  # the CPU's kernel on the same values: exact
+
+
+HALF_ACCUMULATIONS = {
+    "index_add": lambda x, i, s: x.index_add(0, i, s),
+    "scatter_add": lambda x, i, s: x.scatter_add(0, i.view(-1, 1).expand_as(s), s),
+    "scatter_reduce_sum": lambda x, i, s: x.scatter_reduce(0, i.view(-1, 1).expand_as(s), s, "sum"),
+    "scatter_reduce_prod": lambda x, i, s: x.scatter_reduce(0, i.view(-1, 1).expand_as(s), s, "prod"),
+    "put_accumulate": lambda x, i, s: x.put(i, s[:, 0].contiguous(), accumulate=True),
+}
+
+
+@pytest.mark.every_runtime
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", sorted(HALF_ACCUMULATIONS))
+def test_half_precision_scatter_accumulates_in_float(name, dtype):
+    """Note [Reduced-precision scatter accumulation]: many contributions to one position (here 64 into each of 4,
+    summing near zero) are accumulated in float32 and rounded once, as the CPU does: within an ulp of the float64
+    result. Rounding after each contribution (the kernels' arithmetic in the target's dtype) misses by tens of
+    ulps on these inputs: the second half of the test shows it, so the first can fail."""
+    g = torch.Generator().manual_seed(1)
+    x = (torch.rand(4, 3, generator=g) + 1).to(dtype)
+    src = (torch.rand(256, 3, generator=g) * 64 - 32).to(dtype)
+    if name == "scatter_reduce_prod":
+        src = (1 + (torch.rand(256, 3, generator=g) - 0.5) / 8).to(dtype)
+    src[128:] = -src[:128] if name != "scatter_reduce_prod" else src[128:]  # sums cancel: large partial sums
+    index = torch.arange(256) % 4
+    fn = HALF_ACCUMULATIONS[name]
+    gold = fn(x.double(), index, src.double())
+    got = fn(x.to("mytorch"), index.to("mytorch"), src.to("mytorch")).cpu()
+    ulp = gold.abs().clamp(min=torch.finfo(dtype).tiny) * torch.finfo(dtype).eps
+    assert bool(((got.double() - gold).abs() <= ulp).all()), (name, (got.double() - gold).abs().max())
+    # the negative control: the same sums rounded after every contribution are far from float64
+    stepwise = x.clone().flatten() if name == "put_accumulate" else x.clone()
+    for k in range(256):
+        if name == "put_accumulate":
+            pos = int(index[k])
+            stepwise[pos] = stepwise[pos] + src[k, 0]
+        elif name == "scatter_reduce_prod":
+            stepwise[index[k]] = stepwise[index[k]] * src[k]
+        else:
+            stepwise[index[k]] = stepwise[index[k]] + src[k]
+    stepwise = stepwise.view_as(gold)
+    assert bool(((stepwise.double() - gold).abs() > ulp).any()), name

@@ -256,9 +256,26 @@ Tensor take(const Tensor& self, const Tensor& index) {
 }
 
 // dst (already holding self) (op)= src through index along dim, iterating over index's shape.
+// Note [Reduced-precision scatter accumulation]
+// A float16/bfloat16 target of an accumulating scatter (add, multiply: scatter_add, scatter_reduce, index_add,
+// put_ with accumulate) is accumulated in float32 and rounded once per element, as the CPU's kernels do
+// (ATen's opmath). The kernel adds in the target's dtype, so rounding after every contribution lost up to hundreds of
+// ulps where a position's contributions cancel (found through linear_cross_entropy's chunked gradients, which
+// index_add_ into half buffers).
+bool accumulatesInFloat(const Tensor& dst, ScatterOp op) {
+  return (op == ScatterOp::Add || op == ScatterOp::Mul) &&
+         (dst.scalar_type() == at::kHalf || dst.scalar_type() == at::kBFloat16);
+}
+
 void scatterInto(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor* src, const c10::Scalar* value,
                  ScatterOp op, const OutOfBounds& oob = {}) {
   if (index.numel() == 0) return;
+  if (accumulatesInFloat(dst, op)) {
+    Tensor acc = dst.to(at::kFloat);
+    scatterInto(acc, dim, index, src, value, op, oob);
+    dst.copy_(acc);
+    return;
+  }
   IndexArgs a;
   setShape(a, index.sizes());
   a.dtype = toKernelDType(dst.scalar_type());
@@ -421,6 +438,12 @@ Tensor& index_reduce_out(const Tensor& self, int64_t dim, const Tensor& index_in
 // index_add / index_copy: iterate over the source; the index picks the position along dim in out.
 void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tensor& source, ScatterOp op,
                        bool runtime_error) {
+  if (accumulatesInFloat(out, op)) {  // Note [Reduced-precision scatter accumulation]
+    Tensor acc = out.to(at::kFloat);
+    indexIntoAlongDim(acc, dim, index, source, op, runtime_error);
+    out.copy_(acc);
+    return;
+  }
   std::vector<int64_t> istr(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 0);
   IndexArgs a;
   setShape(a, source.dim() ? source.sizes() : at::IntArrayRef{1});
