@@ -360,6 +360,35 @@ def test_linear_cross_entropy_bad_input_raises():
         mytorch.ops.linear_cross_entropy(h, w, torch.tensor([1, 2, 30, 4], device=DEV)).cpu()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_pytorch_chunked_linear_cross_entropy_accumulates_in_float32(dtype):
+    """PyTorch's own chunked F.linear_cross_entropy picks its accumulation dtype per device type; a mytorch device
+    gets the CPU's pick, float32 (ops/cross_entropy.py), where an unlisted device gets the input's dtype (the
+    second assertion: what mytorch got before, and what made the alignment's chunked cases mismatch). The loss
+    and gradients then align with the CPU's under the shared rule."""
+    from torch.nn.modules.linear_cross_entropy_options import LinearCrossEntropyOptions
+
+    opts = LinearCrossEntropyOptions()
+    assert opts._adjust(64, 16, 48, dtype, torch.device(DEV)).acc_dtype == torch.float32
+    assert opts._adjust(64, 16, 48, dtype, torch.device("meta")).acc_dtype == dtype
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(64, 16, generator=g).to(dtype)
+    w = (torch.randn(48, 16, generator=g) / 4).to(dtype)
+    t = torch.randint(0, 48, (64,), generator=g)
+    t[::7] = -100  # ignored rows
+
+    def run(device, dt, options):
+        hh = h.to(device, dt, copy=True).requires_grad_()
+        ww = w.to(device, dt, copy=True).requires_grad_()
+        loss = F.linear_cross_entropy(hh, ww, t.to(device), ignore_index=-100, options=options)
+        loss.backward()
+        return [x.detach().cpu() for x in (loss, hh.grad, ww.grad)]
+
+    gold, cpu, ours = run("cpu", torch.float64, None), run("cpu", dtype, opts), run(DEV, dtype, opts)
+    for i, name in enumerate(("loss", "grad_input", "grad_weight")):
+        assert_aligned(ours[i], cpu[i], gold[i], name)
+
+
 # ---- MoE routing ---------------------------------------------------------------------------------------------------
 def topk_composition(
     logits, k, score="softmax", renormalize=True, bias=None, n_group=1, topk_group=1, group_top=1, scaling=1.0

@@ -294,3 +294,33 @@ def linear_cross_entropy(
         grads,
     )
     return (loss, z) if return_z_loss else loss
+
+
+def _adopt_cpu_chunking_defaults(m) -> None:
+    """PyTorch's chunked F.linear_cross_entropy (options=LinearCrossEntropyOptions()) picks its accumulation per
+    device type (torch/nn/modules/linear_cross_entropy_options.py: _AUTO_DEFAULTS, _resolve_auto_acc_dtype):
+    float32 on the CPU and on CUDA, the input's own dtype on any device it does not list. mytorch runs the non-CUDA
+    code path (explicit casts around same-dtype GEMMs, as the CPU does), so it takes the CPU's picks; without them
+    a float16 or bfloat16 loss and its gradients were accumulated in half precision on mytorch, up to ten times
+    the CPU's error (the alignment's linear_cross_entropy.chunked cases). If a later PyTorch renames these
+    tables, nothing is changed."""
+    table, options = getattr(m, "_AUTO_DEFAULTS", None), getattr(m, "LinearCrossEntropyOptions", None)
+    resolve = getattr(options, "_resolve_auto_acc_dtype", None)
+    if not isinstance(table, dict) or resolve is None:
+        return
+    halves = (torch.float16, torch.bfloat16)
+    for dtype in halves:
+        if ("cpu", dtype) in table:
+            table.setdefault(("mytorch", dtype), table[("cpu", dtype)])
+
+    def resolve_auto_acc_dtype(dtype, device):
+        if device is not None and device.type == "mytorch" and dtype in halves:
+            return torch.float32
+        return resolve(dtype, device)
+
+    options._resolve_auto_acc_dtype = staticmethod(resolve_auto_acc_dtype)
+
+
+from .._after_import import after_import  # noqa: E402
+
+after_import("torch.nn.modules.linear_cross_entropy_options", _adopt_cpu_chunking_defaults)
