@@ -69,6 +69,59 @@ def test_tolerance_rule():
     assert not compare_outputs((torch.ones(2), 3), (torch.ones(2), 4), None).ok
 
 
+def test_opmath_reference_computes_each_operator_in_float32():
+    """Note [Opmath reference]: under OpmathMode every float16/bfloat16 CPU operator computes in float32 and rounds
+    its result once, in place and out= included (written back into the caller's tensor), views stay views, and the
+    backward runs under it too. The CPU's own half kernels differ on these inputs (pow_ with a non-integer exponent,
+    log_softmax), so a mode that did nothing would fail the first assertions."""
+    from mytorch.testing._opmath import OpmathMode
+
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(64, generator=g) * 4 + 0.5).to(torch.float16)
+    want_pow = x.float().pow(-4.1).half()
+    assert not torch.equal(x.clone().pow_(-4.1), want_pow)  # the CPU's half pow_ rounds differently here
+    with OpmathMode():
+        y = x.clone()
+        ret = y.pow_(-4.1)
+        out = torch.empty(64, dtype=torch.float16)
+        torch.exp(x, out=out)
+        ls = torch.log_softmax(x.view(8, 8), 1)
+        v = x.view(8, 8)
+    assert ret is y and torch.equal(y, want_pow) and y.dtype == torch.float16
+    assert torch.equal(out, x.float().exp().half())
+    assert torch.equal(ls, torch.log_softmax(x.float().view(8, 8), 1).half())
+    assert v._base is x  # a view, not a float32 copy
+    xr = x.clone().requires_grad_()
+    with OpmathMode():
+        (gx,) = torch.autograd.grad(torch.linalg.vector_norm(xr, ord=-2.1), xr)
+    x32 = x.float().requires_grad_()
+    (g32,) = torch.autograd.grad(torch.linalg.vector_norm(x32, ord=-2.1), x32)
+    assert gx.dtype == torch.float16
+    # every op of the backward rounded once: within a few half ulps of the float32 chain
+    assert bool(((gx.float() - g32).abs() <= 4 * torch.finfo(torch.float16).eps * g32.abs() + 1e-7).all())
+
+
+def test_half_composites_align_against_both_numerics(tmp_path):
+    """The half-precision composites that mismatched while only the CPU's numerics counted as PyTorch's (dist,
+    vector_norm, cross_entropy: Note [Opmath reference]) align, and so do PyTorch's chunked linear_cross_entropy
+    variants (which accumulated in half precision on mytorch until it took the CPU's per-device pick)."""
+    out = tmp_path / "half.json"
+    r = run_align(
+        tmp_path,
+        "--ops",
+        "dist,linalg.vector_norm,nn.functional.cross_entropy,nn.functional.linear_cross_entropy",
+        "--dtypes",
+        "float16,bfloat16",
+        "--json",
+        str(out),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    cases = json.load(open(out))["cases"]
+    assert len(cases) == 12
+    bad = [f"{c['op']}[{c['dtype']}]: {c['verdict']} {c['detail']}" for c in cases if c["verdict"] != "aligned"]
+    assert not bad, "\n".join(bad)
+
+
 def test_vector_phase_rule_accepts_signs_and_phases_only():
     """Eigen- and singular vectors count as aligned when they differ from the reference's by a unit factor per
     column (and a full factor's extra columns span the same complement); any other difference is still one."""

@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 from .. import _C
+from ._opmath import OPMATH_DTYPES, OpmathMode
 from ._compare import Errors, compare_outputs, phase_aligned, same_complement, select_equivalent
 from ._precise import has_precise_golden, precise_golden
 
@@ -311,6 +312,7 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
         return case
     golden = dtype.is_floating_point and dtype != torch.float64 and torch.float64 in cpu_dtypes
     precise = has_precise_golden(key) and dtype.is_floating_point  # the function itself (_precise.py)
+    opmath = golden and dtype in OPMATH_DTYPES
     fwd, bwd = Errors(), Errors()
     native_kernels, fallback_ops = set(), set()
     ref_failures = dev_errors = both_raised = 0
@@ -345,9 +347,15 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
             except Exception:
                 gold_out = gold_grads = None
         extra_out, extra_grads = (), ()
-        if ref_exc is None and cuda_reference:
+        if ref_exc is None and (cuda_reference or opmath):
+            # PyTorch's other numerics: torch.cuda itself, or without a GPU its opmath emulation (Note [Opmath
+            # reference]); a reference that raises adds nothing.
             try:
-                c_out, c_grads = _run(op, s, _convert(s, "cuda", False), want_grad, cot_seed)
+                if cuda_reference:
+                    c_out, c_grads = _run(op, s, _convert(s, "cuda", False), want_grad, cot_seed)
+                else:
+                    with OpmathMode():
+                        c_out, c_grads = _run(op, s, _convert(s, "cpu", False), want_grad, cot_seed)
                 extra_out, extra_grads = (c_out,), ((c_grads,) if c_grads is not None else ())
             except Exception:
                 pass

@@ -4,9 +4,10 @@ Note [Alignment tolerance]
 For each output element, mytorch's error against the golden value (the CPU at float64) may be at most
     max(2 * E_torch, atol + rtol * |golden|)
 where E_torch is PyTorch's own largest error at that dtype on that output (the CPU at the same dtype
-against the golden values; on a GPU machine also stock torch.cuda), and (atol, rtol) is the per-dtype
-floor below (torch.testing.assert_close's defaults for that dtype). Integer and bool outputs must be
-exact; NaN and +/-inf must sit at the same positions as in the CPU result at the same dtype.
+against the golden values; in the alignment run also PyTorch's CUDA numerics: stock torch.cuda on a GPU
+machine, elsewhere for float16/bfloat16 their emulation, Note [Opmath reference]), and (atol, rtol) is the
+per-dtype floor below (torch.testing.assert_close's defaults for that dtype). Integer and bool outputs must
+be exact; NaN and +/-inf must sit at the same positions as in the CPU result at the same dtype.
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ def build_report(cases, runtime, dtypes, max_samples, command, elapsed) -> dict:
         "max_samples": max_samples,
         "tolerance": {
             "rule": "per element |mytorch - golden| <= max(2 * torch_err, atol + rtol * |golden|); golden = CPU float64; "
-            "torch_err = PyTorch's own largest error at the dtype; integer/bool exact; NaN/inf positions equal",
+            "torch_err = PyTorch's own largest error at the dtype (the CPU; torch.cuda, or for float16/bfloat16 its "
+            "opmath emulation); integer/bool exact; NaN/inf positions equal",
             "floors": {str(k).replace("torch.", ""): {"atol": v[0], "rtol": v[1]} for k, v in FLOORS.items()},
         },
         "summary": summarize(cases),
