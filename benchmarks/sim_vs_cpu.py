@@ -76,6 +76,20 @@ def cases():
         i = torch.randint(0, 100000, (100000,), generator=torch.Generator().manual_seed(0)).to(d)
         return lambda: x.index_select(0, i)
 
+    def max_pool(d):  # a ResNet stem's pooling, forward and backward
+        x = _t((16, 64, 56, 56)).to(d).requires_grad_()
+
+        def step():
+            F.max_pool2d(x, 3, 2, 1).sum().backward()
+
+        return step
+
+    def index_add_half(d):
+        x = _t((4096, 256), torch.float16).to(d)
+        i = torch.randint(0, 4096, (32768,), generator=torch.Generator().manual_seed(0)).to(d)
+        src = _t((32768, 256), torch.float16, seed=1).to(d)
+        return lambda: x.index_add(0, i, src)
+
     def conv(d):
         x, w = _t((16, 64, 32, 32)).to(d), _t((64, 64, 3, 3), seed=1).to(d)
         return lambda: F.conv2d(x, w, padding=1)
@@ -160,6 +174,8 @@ def cases():
         ("sdpa causal f32 4x8x512x64", sdpa(torch.float32)),
         ("sdpa causal bf16 4x8x512x64", sdpa(torch.bfloat16)),
         ("sdpa causal f16 4x8x512x64", sdpa(torch.float16)),
+        ("max_pool2d 3x3/2 f+b 16x64x56x56", max_pool),
+        ("index_add f16 32k rows of 256", index_add_half),
         ("conv2d 16x64x32x32 k3", conv),
         ("conv2d 16x64x32x32 k3 bf16", conv_bf16),
         ("fused AdamW 8x512x512", adamw),

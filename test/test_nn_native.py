@@ -599,6 +599,33 @@ def test_sigmoid_and_tanh_backward_round_once(op, dtype):
         assert torch.equal(got.cpu(), ref)
 
 
+@pytest.mark.every_runtime
+def test_max_pool2d_nan_empty_windows_and_integers():
+    """ATen's choice within a max-pooling window: a larger value or any NaN replaces (the last NaN's index wins); a
+    window of only -inf keeps its first element; a window that dilation leaves empty gives the lowest value and
+    ATen's index. Integer inputs pool natively (the CPU and CUDA take them) with the same indices."""
+    x = torch.randn(2, 3, 8, 9, generator=g0)
+    x[0, 0, :2, :2] = float("nan")  # four NaNs in the first window
+    x[0, 1] = float("-inf")
+    x[1, 2, 2:4, 2:4] = 5.0  # ties
+    for args in ((3, 2, 1), (2, 2, 0, 1, True), (3, 1, 1, 2)):
+        ref = F.max_pool2d(x, *args, return_indices=True)
+        out = F.max_pool2d(x.to(DEV), *args, return_indices=True)
+        assert torch.equal(out[1].cpu(), ref[1]), args
+        assert_aligned(out[0], ref[0], None, "max_pool2d values")
+    one = torch.full((1, 1, 1, 1), -5.0)  # k=2, padding 1, dilation 2: the window holds no element
+    for t in (one, one.long()):
+        ref = F.max_pool2d(t, 2, 1, 1, 2, return_indices=True)
+        out = F.max_pool2d(t.to(DEV), 2, 1, 1, 2, return_indices=True)
+        assert torch.equal(out[0].cpu(), ref[0]) and torch.equal(out[1].cpu(), ref[1]), t.dtype
+    for dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):  # native: the fallback raises here
+        xi = torch.randint(-100 if dtype != torch.uint8 else 0, 100, (2, 3, 7, 6), generator=g0).to(dtype)
+        ref = F.max_pool2d(xi, 3, 2, 1, return_indices=True)
+        out = F.max_pool2d(xi.to(DEV), 3, 2, 1, return_indices=True)
+        assert out[0].dtype == dtype
+        assert torch.equal(out[0].cpu(), ref[0]) and torch.equal(out[1].cpu(), ref[1]), dtype
+
+
 def test_adaptive_max_pool2d_indices_nan_and_out():
     """ATen's choice within a window (the first maximum, the last NaN, the window's first element when all are
     -inf) and its out= and channels-last forms."""

@@ -58,6 +58,7 @@ def _results():
     out.update(_optimizer_step(d))
     out.update(_attention(d))
     out.update(_convolution(d))
+    out.update(_pooling(d))
     return {k: v.cpu() for k, v in out.items()}
 
 
@@ -79,6 +80,15 @@ def _convolution(d):
     y = torch.nn.functional.conv2d(x, w, padding=1, stride=(1, 2), groups=2)
     (y * y.detach().flip(0)).sum().backward()
     return {"conv": y.detach(), "conv_dx": x.grad, "conv_dw": w.grad}
+
+
+def _pooling(d):
+    """Pooling forward and backward (kernels/sim/pool.cpp: an output or input-gradient element per work item)."""
+    x = d.reshape(8, 16, 128, 128).detach().requires_grad_()
+    y, idx = torch.nn.functional.max_pool2d(x, 3, 2, 1, return_indices=True)
+    a = torch.nn.functional.adaptive_avg_pool2d(x, (7, 9))
+    (y.sum() + (a * a.detach()).sum()).backward()
+    return {"max_pool": y.detach(), "max_pool_idx": idx, "adaptive_avg": a.detach(), "pool_dx": x.grad}
 
 
 def _optimizer_step(d):

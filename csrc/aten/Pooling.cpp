@@ -38,11 +38,12 @@ int64_t poolOut(int64_t in, int k, int pad, int stride, int dil, bool ceil_mode)
   return out;
 }
 
-// Input [N, C, H, W] or [C, H, W] as planes; checks the shape like ATen.
-void planes(SpatialArgs& a, const Tensor& x, const char* op) {
+// Input [N, C, H, W] or [C, H, W] as planes; checks the shape like ATen. Max pooling's forward also takes integers.
+void planes(SpatialArgs& a, const Tensor& x, const char* op, bool integers = false) {
   TORCH_CHECK((x.dim() == 3 || x.dim() == 4) && x.size(-1) > 0 && x.size(-2) > 0, op,
               ": expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: ", x.sizes());
-  TORCH_CHECK(kernelFloating(x.scalar_type()), op, ": expected a floating point input, but got ", x.scalar_type());
+  TORCH_CHECK(kernelFloating(x.scalar_type()) || (integers && at::isIntegralType(x.scalar_type(), false)), op,
+              ": expected a floating point input, but got ", x.scalar_type());
   a.dtype = toKernelDType(x.scalar_type());
   a.planes = x.numel() / (x.size(-1) * x.size(-2));
   a.ih = x.size(-2);
@@ -105,12 +106,12 @@ std::tuple<Tensor&, Tensor&> maxPoolOut(const Tensor& self, at::IntArrayRef kern
                                         Tensor& indices) {
   checkOutDtype(out, self.scalar_type());
   checkOutDtype(indices, at::kLong);
-  if (!kernelFloating(self.scalar_type()))  // integer pooling: CPU PyTorch has it, counted fallback
+  if (!kernelFloating(self.scalar_type()) && !at::isIntegralType(self.scalar_type(), false))  // bool, complex: the
     return Fallback<at::_ops::max_pool2d_with_indices_out>::call(self, kernel, stride, padding, dilation, ceil_mode,
-                                                                 out, indices);
+                                                                 out, indices);  // CPU's kernel and its refusal
   SpatialArgs a;
   a.op = SpatialOp::MaxPool;
-  planes(a, self, "max_pool2d");
+  planes(a, self, "max_pool2d", /*integers=*/true);
   poolGeometry(a, kernel, stride, padding, dilation, ceil_mode, "max_pool2d");
   Tensor x = self.contiguous();
   const auto shape = outShape(self, a.oh, a.ow);

@@ -8,8 +8,7 @@ namespace {
 template <typename T>
 __global__ void kernel(SpatialArgs a, int64_t n) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
-    if (a.backward) sp::backward<T>(a, e);
-    else sp::forward<T>(a, e);
+    sp::item<T>(a, e);
   }
 }
 
@@ -18,9 +17,10 @@ __global__ void kernel(SpatialArgs a, int64_t n) {
 rt::Status spatial(const SpatialArgs& a, rt::Stream stream) {
   const int64_t n = a.backward ? a.planes * a.ih * a.iw : a.planes * a.oh * a.ow;
   if (n == 0) return rt::Status::Success;
-  const bool ok = dispatch_floating(
-      a.dtype, [&](auto tag) { kernel<decltype(tag)><<<grid_for(n), kThreads, 0, native(stream)>>>(a, n); });
-  if (!ok) return rt::report(rt::Status::InvalidValue, "spatial: expected a floating dtype");
+  const bool ok =
+      sp::dispatch(a, [&](auto tag) { kernel<decltype(tag)><<<grid_for(n), kThreads, 0, native(stream)>>>(a, n); });
+  if (!ok)
+    return rt::report(rt::Status::InvalidValue, "spatial: expected a floating dtype (or max pooling's integers)");
   return check_launch("spatial");
 }
 

@@ -1,18 +1,45 @@
-// sim pooling and upsampling (Note [Spatial family]).
+// sim pooling and upsampling (Note [Spatial family]): each work item writes its own output (forward) or input
+// gradient (backward) element, so rows of items split over the workers (Note [Sim parallelism]) with the same bits at
+// any thread count.
+#include <vector>
+
+#include "mytorch/parallel.h"
 #include "mytorch/pool.h"
 
 namespace mytorch::sim {
+namespace {
+
+// Element operations per work item, for the loop's grain: a window (pooling forward), the outputs whose windows
+// cover an input (pooling backward), a stencil (upsampling).
+int64_t workPerItem(const SpatialArgs& a) {
+  const auto ceil_div = [](int64_t x, int64_t y) { return y > 0 ? (x + y - 1) / y : x; };
+  switch (a.op) {
+    case SpatialOp::MaxPool:
+    case SpatialOp::AvgPool: return a.backward ? ceil_div(a.kh, a.sh) * ceil_div(a.kw, a.sw) * 2 : int64_t(a.kh) * a.kw;
+    case SpatialOp::AdaptiveAvg:
+    case SpatialOp::AdaptiveMax: return (ceil_div(a.ih, a.oh) + 1) * (ceil_div(a.iw, a.ow) + 1) * (a.backward ? 4 : 1);
+    default: return a.backward ? ceil_div(a.oh, a.ih) * ceil_div(a.ow, a.iw) * 16 : 4;
+  }
+}
+
+} // namespace
 
 rt::Status spatial(const SpatialArgs& a, rt::Stream) {
-  const int64_t n = a.backward ? a.planes * a.ih * a.iw : a.planes * a.oh * a.ow;
-  const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
+  const int64_t rows = a.planes * (a.backward ? a.ih : a.oh), cols = a.backward ? a.iw : a.ow;
+  const bool ok = sp::dispatch(a, [&](auto tag) {
     using T = decltype(tag);
-    for (int64_t e = 0; e < n; ++e) {
-      if (a.backward) sp::backward<T>(a, e);
-      else sp::forward<T>(a, e);
+    if (a.op == SpatialOp::MaxPool && a.backward) {  // a plane per task, scattered through the indices
+      par::parallel_for(a.planes, par::grain_for(a.oh * a.ow + 2 * a.ih * a.iw), [&](int64_t begin, int64_t end) {
+        std::vector<ew::opmath_t<T>> acc(static_cast<size_t>(a.ih * a.iw));
+        for (int64_t p = begin; p < end; ++p) sp::max_backward_plane<T>(a, p, acc.data());
+      });
+      return;
     }
+    par::parallel_for(rows, par::grain_for(workPerItem(a) * cols),
+                      [&](int64_t begin, int64_t end) { sp::rows<T>(a, begin, end); });
   });
-  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "spatial: expected a floating dtype");
+  return ok ? rt::Status::Success
+            : rt::report(rt::Status::InvalidValue, "spatial: expected a floating dtype (or max pooling's integers)");
 }
 
 } // namespace mytorch::sim

@@ -1,4 +1,4 @@
-// Spatial family: 2-D pooling (max with indices, average, adaptive average and max) and upsampling (nearest,
+// Spatial family: 2-D pooling (max with indices, also over integers; average, adaptive average and max) and upsampling (nearest,
 // bilinear), forward and backward, over NCHW planes.
 //
 // Note [Spatial family]
@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
@@ -30,12 +31,12 @@ struct SpatialArgs {
   int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0;
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   bool count_include_pad = true;
-  int64_t divisor = 0;              // avg pool divisor_override (0: none)
+  int64_t divisor = 0; // avg pool divisor_override (0: none)
   bool align_corners = false;
-  double scale_h = 1, scale_w = 1;  // nearest/bilinear: source index per output index
-  const void* in = nullptr;         // forward input; backward: grad_output
-  void* out = nullptr;              // forward output; backward: grad_input
-  int64_t* indices = nullptr;       // max pools: written forward, read backward
+  double scale_h = 1, scale_w = 1; // nearest/bilinear: source index per output index
+  const void* in = nullptr; // forward input; backward: grad_output
+  void* out = nullptr; // forward output; backward: grad_input
+  int64_t* indices = nullptr; // max pools: written forward, read backward
 };
 
 namespace sp {
@@ -75,6 +76,14 @@ MT_HOST_DEVICE inline int64_t avg_window(const SpatialArgs& a, int64_t y, int64_
   return a.divisor ? a.divisor : (a.count_include_pad ? pool : (*h1 - *h0) * (*w1 - *w0));
 }
 
+// The value below every other: -inf for the floating types, the minimum for the integers.
+template <typename A>
+MT_HOST_DEVICE inline A lowest() {
+  if constexpr (std::is_floating_point_v<A>) return A(-INFINITY);
+  else if constexpr (std::is_signed_v<A>) return static_cast<A>(A(1) << (sizeof(A) * 8 - 1));
+  else return A(0);
+}
+
 MT_HOST_DEVICE inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
 MT_HOST_DEVICE inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
   return ((o + 1) * in + out - 1) / out;
@@ -86,16 +95,18 @@ MT_HOST_DEVICE inline void adaptive_range(int64_t i, int64_t in, int64_t out, in
   *hi = h < out ? h : out;
 }
 
-// Forward of output element e = (plane, y, x).
+// Forward of output element e = (plane p, y, x).
 template <typename T>
-MT_HOST_DEVICE inline void forward(const SpatialArgs& a, int64_t e) {
+MT_HOST_DEVICE inline void forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t y, int64_t x) {
   using A = ew::opmath_t<T>;
-  const int64_t x = e % a.ow, y = (e / a.ow) % a.oh, p = e / (a.ow * a.oh);
   const T* in = static_cast<const T*>(a.in) + p * a.ih * a.iw;
   T* out = static_cast<T*>(a.out);
-  if (a.op == SpatialOp::MaxPool) {
-    int64_t best = -1;
-    A bv = A(0);
+  if (a.op == SpatialOp::MaxPool) { // ATen's rule: any larger value or NaN replaces (the last NaN wins)
+    int64_t h0 = y * a.sh - a.ph, w0 = x * a.sw - a.pw;
+    while (h0 < 0) h0 += a.dh; // a window with no element keeps this index (ATen's), and the lowest value
+    while (w0 < 0) w0 += a.dw;
+    int64_t best = h0 * a.iw + w0;
+    A bv = lowest<A>();
     for (int i = 0; i < a.kh; ++i) {
       const int64_t h = y * a.sh - a.ph + int64_t(i) * a.dh;
       if (h < 0 || h >= a.ih) continue;
@@ -103,22 +114,22 @@ MT_HOST_DEVICE inline void forward(const SpatialArgs& a, int64_t e) {
         const int64_t w = x * a.sw - a.pw + int64_t(j) * a.dw;
         if (w < 0 || w >= a.iw) continue;
         const A v = static_cast<A>(in[h * a.iw + w]);
-        if (best < 0 || v > bv || (v != v && bv == bv)) {
+        if (v > bv || v != v) {
           bv = v;
           best = h * a.iw + w;
         }
       }
     }
-    out[e] = static_cast<T>(best < 0 ? A(-INFINITY) : bv);
-    a.indices[e] = best < 0 ? 0 : best;
+    out[e] = static_cast<T>(bv);
+    a.indices[e] = best;
   } else if (a.op == SpatialOp::AvgPool) {
     int64_t h0, h1, w0, w1;
     const int64_t div = avg_window(a, y, x, &h0, &h1, &w0, &w1);
     A sum = 0;
     for (int64_t h = h0; h < h1; ++h)
       for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[h * a.iw + w]);
-    out[e] = static_cast<T>(div != 0 ? sum / static_cast<A>(div) : A(0));  // divisor_override may be negative
-  } else if (a.op == SpatialOp::AdaptiveMax) {  // ATen's rule: the first maximum, the last NaN
+    out[e] = static_cast<T>(div != 0 ? sum / static_cast<A>(div) : A(0)); // divisor_override may be negative
+  } else if (a.op == SpatialOp::AdaptiveMax) { // ATen's rule: the first maximum, the last NaN
     const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
     const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
     int64_t best = h0 * a.iw + w0;
@@ -169,11 +180,10 @@ MT_HOST_DEVICE inline void interp_range(int64_t i, int64_t out, double scale, in
   *hi = h > static_cast<double>(out) ? out : static_cast<int64_t>(h);
 }
 
-// Backward of input element e = (plane, h, w): the sum over the outputs that read it.
+// Backward of input element e = (plane p, h, w): the sum over the outputs that read it.
 template <typename T>
-MT_HOST_DEVICE inline void backward(const SpatialArgs& a, int64_t e) {
+MT_HOST_DEVICE inline void backward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t h, int64_t w) {
   using A = ew::opmath_t<T>;
-  const int64_t w = e % a.iw, h = (e / a.iw) % a.ih, p = e / (a.iw * a.ih);
   const T* g = static_cast<const T*>(a.in) + p * a.oh * a.ow;
   A acc = 0;
   if (a.op == SpatialOp::MaxPool || a.op == SpatialOp::AvgPool) {
@@ -246,6 +256,54 @@ MT_HOST_DEVICE inline void backward(const SpatialArgs& a, int64_t e) {
     }
   }
   static_cast<T*>(a.out)[e] = static_cast<T>(acc);
+}
+
+// Work item e of a launch: an output element forward, an input element backward (a thread each on CUDA; the sim
+// walks rows, Note [Spatial family]).
+template <typename T>
+MT_HOST_DEVICE inline void item(const SpatialArgs& a, int64_t e) {
+  if (a.backward) backward_at<T>(a, e, e / (a.iw * a.ih), (e / a.iw) % a.ih, e % a.iw);
+  else forward_at<T>(a, e, e / (a.ow * a.oh), (e / a.ow) % a.oh, e % a.ow);
+}
+
+// The items of rows [begin, end) (rows of the output forward, of the input backward): the plane and row found once
+// per row, not three 64-bit divisions per element.
+template <typename T>
+inline void rows(const SpatialArgs& a, int64_t begin, int64_t end) {
+  const int64_t h = a.backward ? a.ih : a.oh, w = a.backward ? a.iw : a.ow;
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t p = r / h, y = r % h;
+    for (int64_t x = 0; x < w; ++x) {
+      if (a.backward) backward_at<T>(a, r * w + x, p, y, x);
+      else forward_at<T>(a, r * w + x, p, y, x);
+    }
+  }
+}
+
+// Max pooling's backward over plane p as a scatter of the gradients to their indices, for a host that runs a plane
+// per thread (the sim): O(outputs) where the gather tests every covering output. The outputs are taken in the
+// gather's order (y, then x, descending), so every input's sum is the same sequence of additions, in A, and the
+// bits are the gather's. acc: ih*iw elements of scratch.
+template <typename T>
+inline void max_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>* acc) {
+  using A = ew::opmath_t<T>;
+  const int64_t n_in = a.ih * a.iw, n_out = a.oh * a.ow;
+  const T* g = static_cast<const T*>(a.in) + p * n_out;
+  const int64_t* idx = a.indices + p * n_out;
+  for (int64_t i = 0; i < n_in; ++i) acc[i] = A(0);
+  for (int64_t o = n_out - 1; o >= 0; --o) {
+    const int64_t i = idx[o];
+    if (i >= 0 && i < n_in) acc[i] += static_cast<A>(g[o]);
+  }
+  T* out = static_cast<T*>(a.out) + p * n_in;
+  for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
+}
+
+// f(T{}) for the dtypes a spatial op runs on: the floating types, and for max pooling's forward the integers too.
+template <typename F>
+inline bool dispatch(const SpatialArgs& a, F&& f) {
+  if (dispatch_floating(a.dtype, f)) return true;
+  return a.op == SpatialOp::MaxPool && !a.backward && dispatch_integer(a.dtype, f);
 }
 
 } // namespace sp
