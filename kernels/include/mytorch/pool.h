@@ -95,33 +95,43 @@ MT_HOST_DEVICE inline void adaptive_range(int64_t i, int64_t in, int64_t out, in
   *hi = h < out ? h : out;
 }
 
+// Max pooling's forward of output element e = (plane p, y, x). ATen's rule: any larger value or NaN replaces (the
+// last NaN wins).
+template <typename T>
+MT_HOST_DEVICE inline void max_forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t y, int64_t x) {
+  using A = ew::opmath_t<T>;
+  const T* in = static_cast<const T*>(a.in) + p * a.ih * a.iw;
+  T* out = static_cast<T*>(a.out);
+  int64_t h0 = y * a.sh - a.ph, w0 = x * a.sw - a.pw;
+  while (h0 < 0) h0 += a.dh; // a window with no element keeps this index (ATen's), and the lowest value
+  while (w0 < 0) w0 += a.dw;
+  int64_t best = h0 * a.iw + w0;
+  A bv = lowest<A>();
+  for (int i = 0; i < a.kh; ++i) {
+    const int64_t h = y * a.sh - a.ph + int64_t(i) * a.dh;
+    if (h < 0 || h >= a.ih) continue;
+    for (int j = 0; j < a.kw; ++j) {
+      const int64_t w = x * a.sw - a.pw + int64_t(j) * a.dw;
+      if (w < 0 || w >= a.iw) continue;
+      const A v = static_cast<A>(in[h * a.iw + w]);
+      if (v > bv || v != v) {
+        bv = v;
+        best = h * a.iw + w;
+      }
+    }
+  }
+  out[e] = static_cast<T>(bv);
+  a.indices[e] = best;
+}
+
 // Forward of output element e = (plane p, y, x).
 template <typename T>
 MT_HOST_DEVICE inline void forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t y, int64_t x) {
   using A = ew::opmath_t<T>;
   const T* in = static_cast<const T*>(a.in) + p * a.ih * a.iw;
   T* out = static_cast<T*>(a.out);
-  if (a.op == SpatialOp::MaxPool) { // ATen's rule: any larger value or NaN replaces (the last NaN wins)
-    int64_t h0 = y * a.sh - a.ph, w0 = x * a.sw - a.pw;
-    while (h0 < 0) h0 += a.dh; // a window with no element keeps this index (ATen's), and the lowest value
-    while (w0 < 0) w0 += a.dw;
-    int64_t best = h0 * a.iw + w0;
-    A bv = lowest<A>();
-    for (int i = 0; i < a.kh; ++i) {
-      const int64_t h = y * a.sh - a.ph + int64_t(i) * a.dh;
-      if (h < 0 || h >= a.ih) continue;
-      for (int j = 0; j < a.kw; ++j) {
-        const int64_t w = x * a.sw - a.pw + int64_t(j) * a.dw;
-        if (w < 0 || w >= a.iw) continue;
-        const A v = static_cast<A>(in[h * a.iw + w]);
-        if (v > bv || v != v) {
-          bv = v;
-          best = h * a.iw + w;
-        }
-      }
-    }
-    out[e] = static_cast<T>(bv);
-    a.indices[e] = best;
+  if (a.op == SpatialOp::MaxPool) {
+    max_forward_at<T>(a, e, p, y, x);
   } else if (a.op == SpatialOp::AvgPool) {
     int64_t h0, h1, w0, w1;
     const int64_t div = avg_window(a, y, x, &h0, &h1, &w0, &w1);
@@ -262,8 +272,13 @@ MT_HOST_DEVICE inline void backward_at(const SpatialArgs& a, int64_t e, int64_t 
 // walks rows, Note [Spatial family]).
 template <typename T>
 MT_HOST_DEVICE inline void item(const SpatialArgs& a, int64_t e) {
-  if (a.backward) backward_at<T>(a, e, e / (a.iw * a.ih), (e / a.iw) % a.ih, e % a.iw);
-  else forward_at<T>(a, e, e / (a.ow * a.oh), (e / a.ow) % a.oh, e % a.ow);
+  if constexpr (std::is_integral_v<T>) { // integers: max pooling's forward only (sp::dispatch)
+    max_forward_at<T>(a, e, e / (a.ow * a.oh), (e / a.ow) % a.oh, e % a.ow);
+  } else if (a.backward) {
+    backward_at<T>(a, e, e / (a.iw * a.ih), (e / a.iw) % a.ih, e % a.iw);
+  } else {
+    forward_at<T>(a, e, e / (a.ow * a.oh), (e / a.ow) % a.oh, e % a.ow);
+  }
 }
 
 // The items of rows [begin, end) (rows of the output forward, of the input backward): the plane and row found once
@@ -274,7 +289,8 @@ inline void rows(const SpatialArgs& a, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; ++r) {
     const int64_t p = r / h, y = r % h;
     for (int64_t x = 0; x < w; ++x) {
-      if (a.backward) backward_at<T>(a, r * w + x, p, y, x);
+      if constexpr (std::is_integral_v<T>) max_forward_at<T>(a, r * w + x, p, y, x);
+      else if (a.backward) backward_at<T>(a, r * w + x, p, y, x);
       else forward_at<T>(a, r * w + x, p, y, x);
     }
   }
