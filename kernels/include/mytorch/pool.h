@@ -95,8 +95,16 @@ MT_HOST_DEVICE inline void adaptive_range(int64_t i, int64_t in, int64_t out, in
   *hi = h < out ? h : out;
 }
 
-// Max pooling's forward of output element e = (plane p, y, x). ATen's rule: any larger value or NaN replaces (the
-// last NaN wins).
+// ATen's running maximum of a window: a larger value or any NaN replaces the best so far (the last NaN wins).
+template <typename A>
+MT_HOST_DEVICE inline void take_max(A v, int64_t i, A* bv, int64_t* best) {
+  if (v > *bv || v != v) {
+    *bv = v;
+    *best = i;
+  }
+}
+
+// Max pooling's forward of output element e = (plane p, y, x) (take_max's rule).
 template <typename T>
 MT_HOST_DEVICE inline void max_forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t y, int64_t x) {
   using A = ew::opmath_t<T>;
@@ -113,11 +121,7 @@ MT_HOST_DEVICE inline void max_forward_at(const SpatialArgs& a, int64_t e, int64
     for (int j = 0; j < a.kw; ++j) {
       const int64_t w = x * a.sw - a.pw + int64_t(j) * a.dw;
       if (w < 0 || w >= a.iw) continue;
-      const A v = static_cast<A>(in[h * a.iw + w]);
-      if (v > bv || v != v) {
-        bv = v;
-        best = h * a.iw + w;
-      }
+      take_max(static_cast<A>(in[h * a.iw + w]), h * a.iw + w, &bv, &best);
     }
   }
   out[e] = static_cast<T>(bv);
@@ -145,13 +149,7 @@ MT_HOST_DEVICE inline void forward_at(const SpatialArgs& a, int64_t e, int64_t p
     int64_t best = h0 * a.iw + w0;
     A bv = A(-INFINITY);
     for (int64_t h = h0; h < h1; ++h)
-      for (int64_t w = w0; w < w1; ++w) {
-        const A v = static_cast<A>(in[h * a.iw + w]);
-        if (v > bv || v != v) {
-          bv = v;
-          best = h * a.iw + w;
-        }
-      }
+      for (int64_t w = w0; w < w1; ++w) take_max(static_cast<A>(in[h * a.iw + w]), h * a.iw + w, &bv, &best);
     out[e] = static_cast<T>(bv);
     a.indices[e] = best;
   } else if (a.op == SpatialOp::AdaptiveAvg) {
