@@ -8,10 +8,11 @@ operators (an autograd formula such as dist's or vector_norm's backward, cross_e
 linear_cross_entropy's chunks) therefore ends with different roundings on the two backends, and on a small output
 (a 0-d loss, a 2-element gradient) the CPU's error is one draw of that luck. Note [Alignment tolerance] bounds
 mytorch by twice PyTorch's own error, so the alignment counts both of PyTorch's numerics: on a GPU machine stock
-torch.cuda itself, and on machines without one this emulation of it: every operator that neither mutates nor
-returns a view runs on float32 copies of its float16/bfloat16 operands (complex32 on complex64 ones) and its
-floating outputs are rounded once to the dtype the operator returns for the original operands (found on the meta
-device). Operators without a meta kernel, views and mutations run unchanged.
+torch.cuda itself, and on machines without one this emulation of it: every operator that returns no view runs on
+float32 copies of its float16/bfloat16 operands (complex32 on complex64 ones) and its floating outputs are rounded
+once to the dtype the operator returns for the original operands (found on the meta device); an in-place or out=
+operator computes on the copies and writes its result back, rounded once, into the caller's tensors. Views, random
+draws, conversions, metadata mutations (resize_, set_, ...) and operators without a meta kernel run unchanged.
 
 It is a model of torch.cuda's numerics, not a copy: reductions sum in the CPU's order and transcendental functions
 are the CPU's float32 ones, each within an ulp of float32, far below a half-precision rounding.
