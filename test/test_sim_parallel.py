@@ -54,6 +54,11 @@ def _results():
         "sort_long": d.flatten().sort(descending=True).indices,
         "index_select": d.index_select(0, torch.randint(0, 1024, (3000,), generator=g).to("mytorch")),
     }
+    # scatters by rows of targets (Note [Sim scatter]): many rows into few, a target whose rows interleave in memory
+    into = torch.randint(0, 64, (1024,), generator=g).to("mytorch")
+    out["index_add_rows"] = torch.zeros(64, 2048, device="mytorch").index_add(0, into, d)
+    out["index_add_strided"] = torch.zeros(2048, 64, device="mytorch").t().index_add(0, into, d)
+    out["index_add_bf16"] = torch.zeros(64, 2048, device="mytorch", dtype=torch.bfloat16).index_add(0, into, dh)
     out.update(_norm_grads(d))
     out.update(_optimizer_step(d))
     out.update(_attention(d))

@@ -367,6 +367,31 @@ def test_complex_scatter_reductions_match_the_cpu(reduce):
     assert torch.equal(got.cpu(), want)  # the CPU's kernel on the same values: exact
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_row_scatter_matches_the_cpu(layout):
+    """Note [Sim scatter]: a scatter whose index is constant along the last dimension goes by rows of targets, split
+    over workers by target memory; the result is the CPU's (the same additions in the same order), also for a
+    target whose rows interleave in memory, and an index out of bounds still raises IndexError."""
+    g = torch.Generator().manual_seed(0)
+    src = torch.randn(3000, 300, generator=g)
+    index = torch.randint(0, 40, (3000,), generator=g)
+    base = torch.randn(40, 300, generator=g) if layout == "contiguous" else torch.randn(300, 40, generator=g).t()
+    want = base.clone().index_add_(0, index, src, alpha=0.5)
+    dev_base = base.to("mytorch") if layout == "contiguous" else base.t().contiguous().to("mytorch").t()
+    got = dev_base.index_add_(0, index.to("mytorch"), src.to("mytorch"), alpha=0.5)
+    assert torch.equal(got.cpu(), want)
+    perm = torch.randperm(3000, generator=g)
+    want_copy = torch.zeros(3000, 300).index_copy_(0, perm, src)
+    got_copy = torch.zeros(3000, 300, device="mytorch").index_copy_(0, perm.to("mytorch"), src.to("mytorch"))
+    assert torch.equal(got_copy.cpu(), want_copy)
+    bad = index.clone()
+    bad[2500] = 40
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.zeros(40, 300).index_add_(0, bad, src)
+    with pytest.raises(type(cpu_error.value), match="out of"):
+        torch.zeros(40, 300, device="mytorch").index_add_(0, bad.to("mytorch"), src.to("mytorch")).cpu()
+
+
 HALF_ACCUMULATIONS = {
     "index_add": lambda x, i, s: x.index_add(0, i, s),
     "scatter_add": lambda x, i, s: x.scatter_add(0, i.view(-1, 1).expand_as(s), s),

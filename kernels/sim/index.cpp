@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "mytorch/ops_math.h"
 #include "mytorch/parallel.h"
@@ -99,7 +100,75 @@ rt::Status gather(const IndexArgs& a, rt::Stream) {
   return rt::Status::Success;
 }
 
+namespace {
+
+// Note [Sim scatter]
+// A scatter's positions may share targets, and their order is the result's (a sum's roundings, the last assignment),
+// so the serial loop over positions is the definition. Where no index varies along the last dimension (index_add,
+// index_copy, index_put_ over rows, embedding's backward), a row of positions has one index lookup and consecutive
+// targets, and the rows are split by *target memory* instead: the offsets of every row are found first (in parallel),
+// then each worker owns a slice of the target's offsets and applies, in row order, the part of every row that lands in
+// its slice. Every target element is then written by one worker, with its contributions in the serial order: the same
+// bits at any thread count, for any strides (rows that overlap included). An index out of bounds stops the serial loop
+// at its row; the rows before it are applied here too, and the lowest bad position is the one reported.
+template <typename T>
+bool scatter_rows(const IndexArgs& a, T* dst, const T* src, T scalar) {
+  const int last = a.ndim - 1;
+  const int64_t row = a.sizes[last], rows = a.numel / row;
+  const int64_t ts = a.target_strides[last], us = a.other_strides[last];
+  std::vector<int64_t> t(static_cast<size_t>(rows)), u(static_cast<size_t>(rows));
+  std::atomic<int64_t> first_bad{rows};
+  std::mutex bad_mutex;
+  int64_t bad_value = 0;
+  par::parallel_for(rows, par::grain_for(64), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      int64_t bad = 0;
+      if (!index_offsets(a, r * row, &t[r], &u[r], &bad)) {
+        std::lock_guard<std::mutex> g(bad_mutex);
+        if (r < first_bad.load()) {
+          first_bad.store(r);
+          bad_value = bad;
+        }
+        return;
+      }
+    }
+  });
+  const int64_t valid = first_bad.load();
+  int64_t lo = INT64_MAX, hi = INT64_MIN;  // the targets' span
+  for (int64_t r = 0; r < valid; ++r) {
+    lo = std::min({lo, t[r], t[r] + (row - 1) * ts});
+    hi = std::max({hi, t[r], t[r] + (row - 1) * ts});
+  }
+  const int64_t parts = valid > 0 ? std::min<int64_t>(par::threads(), hi - lo + 1) : 0;
+  par::parallel_for(parts, 1, [&](int64_t pb, int64_t pe) {
+    for (int64_t p = pb; p < pe; ++p) {
+      const int64_t plo = lo + (hi - lo + 1) * p / parts, phi = lo + (hi - lo + 1) * (p + 1) / parts;  // [plo, phi)
+      for (int64_t r = 0; r < valid; ++r) {
+        int64_t k0 = 0, k1 = row;  // the row's positions k whose target t[r] + k*ts lies in [plo, phi)
+        if (ts > 0) {
+          k0 = std::max<int64_t>(0, (plo - t[r] + ts - 1) / ts * (plo > t[r]));
+          k1 = std::min<int64_t>(row, phi > t[r] ? (phi - t[r] + ts - 1) / ts : 0);
+        } else if (ts < 0) {
+          k0 = std::max<int64_t>(0, t[r] >= phi ? (t[r] - phi) / -ts + 1 : 0);
+          k1 = std::min<int64_t>(row, t[r] >= plo ? (t[r] - plo) / -ts + 1 : 0);
+        } else if (t[r] < plo || t[r] >= phi) {
+          k1 = 0;
+        }
+        for (int64_t k = k0; k < k1; ++k)
+          combine<T>(dst + t[r] + k * ts, a.src_is_scalar ? scalar : mt_load(src + u[r] + k * us), a.op);
+      }
+    }
+  });
+  if (valid < rows) out_of_bounds(a, bad_value);
+  return true;
+}
+
+} // namespace
+
 rt::Status scatter(const IndexArgs& a, rt::Stream) {
+  bool row_const = a.ndim > 0 && a.numel > 0 && a.sizes[a.ndim - 1] > 0;
+  for (int k = 0; k < a.nidx && row_const; ++k) row_const = a.idx_strides[k][a.ndim - 1] == 0;
+  const bool by_rows = row_const && a.sizes[a.ndim - 1] >= 8 && a.numel > par::kGrain && par::threads() > 1;
   bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!is_complex_t<T>::value) {
@@ -107,6 +176,10 @@ rt::Status scatter(const IndexArgs& a, rt::Stream) {
       const T* src = static_cast<const T*>(a.other);
       T scalar;
       std::memcpy(&scalar, a.scalar, sizeof(T));
+      if (by_rows) {  // Note [Sim scatter]
+        scatter_rows<T>(a, dst, src, scalar);
+        return;
+      }
       for (int64_t o = 0; o < a.numel; ++o) {
         int64_t t = 0, u = 0, bad = 0;
         if (!index_offsets(a, o, &t, &u, &bad)) {
