@@ -39,6 +39,7 @@ STAMP = BUILD / f"setup-state-{sys.implementation.cache_tag}.json"
 # What the set-up installs beside torch, and why (README, "Dependencies").
 REQUIREMENTS = [
     "pytest",  # the tests
+    "pytest-xdist==3.8.0",  # the test command's pytest stages on every core (scripts/test.sh; CI has two)
     "expecttest",
     "numpy",  # imported by torch.testing._internal (the OpInfo database the alignment suite runs)
     "matplotlib",  # benchmark plots and python -m mytorch.tools.memory_plot

@@ -19,6 +19,13 @@
 # "How long things take").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache lets the three builds share what compiles the same in each (all of csrc/ and kernels/sim/: Note [One glue
+# for every flavour]); without it each compiles everything (CI's clean machine: about 20 minutes more).
+if ! command -v ccache >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  echo "mytorch tests: installing ccache (apt-get)"
+  (apt-get install -y -qq ccache >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq ccache >/dev/null 2>&1; }) ||
+    echo "mytorch tests: ccache could not be installed; every build compiles all its files"
+fi
 bash scripts/setup.sh
 PY=${PYTHON:-python3}
 cuda=${MYTORCH_TEST_CUDA:-1}
@@ -28,6 +35,10 @@ suites=${MYTORCH_TEST_SUITES:-1}
 if [ $# -gt 0 ]; then
   cuda=${MYTORCH_TEST_CUDA:-0}; emu=${MYTORCH_TEST_EMU:-0}; triton=${MYTORCH_TEST_TRITON:-0}; suites=${MYTORCH_TEST_SUITES:-0}
 fi
+# The pytest stages run on every core, up to 4 (pytest-xdist; each worker is a process with its own device, and
+# work stealing keeps the long emulated tests from leaving a core idle at the end).
+workers=$("$PY" -c 'import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))')
+par=(-n "$workers" --dist worksteal)
 start=$(date +%s)
 stage() { echo "== [$(( $(date +%s) - start )) s] $*"; }
 if [ "$cuda" = "1" ]; then
@@ -45,12 +56,12 @@ if [ "$cuda" = "1" ]; then
 fi
 if [ "$emu" = "1" ]; then
   stage "the CUDA kernels on the emulated build, AddressSanitizer, natural schedule"
-  MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh -m "gpu or every_runtime" test
+  MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh -m "gpu or every_runtime" "${par[@]}" test
   MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_ipc.py   # cudaIpc* over the emulated runtime
   MYTORCH_FUZZ_CASES=600 MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_fuzz.py   # the fuzzer's sample
   stage "the same batteries, fuzzed schedule and delayed streams"
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_FUZZ=20261123 MYTORCH_EMU_STREAM_DELAY_US=50 \
-    bash scripts/emu.sh -m gpu test/test_gpu.py test/test_gpu_nn.py test/test_emu.py
+    bash scripts/emu.sh -m gpu "${par[@]}" test/test_gpu.py test/test_gpu_nn.py test/test_emu.py
   # a send while the sender's kernel is still queued (an IPC export must wait for it: Ipc.cpp)
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_STREAM_DELAY_US=2000 bash scripts/emu.sh test/test_ipc.py
 fi
@@ -70,4 +81,7 @@ fi
 stage "style: clang-format and ruff over every tracked source (scripts/lint.sh)"
 bash scripts/lint.sh
 stage "the main suite"
-exec "$PY" -m pytest -q -ra test "$@"
+if [ $# -eq 0 ]; then
+  exec "$PY" -m pytest -q -ra "${par[@]}" test
+fi
+exec "$PY" -m pytest -q -ra test "$@"   # one process: arguments such as -x or --pdb need it

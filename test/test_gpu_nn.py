@@ -192,12 +192,14 @@ MMA_BATTERY = """
 import os, torch, torch.nn.functional as F, mytorch
 torch.use_deterministic_algorithms(os.environ.get("MMA_DETERMINISTIC") == "1")
 g = torch.Generator().manual_seed(3)
+CASES = [(2, 4, 4, 100, 130, 64, False, torch.float16),
+         (1, 4, 2, 190, 77, 64, True, torch.bfloat16),
+         (1, 8, 2, 257, 257, 128, True, torch.bfloat16),
+         (1, 2, 2, 64, 33, 128, True, torch.float16)]
+CASES = [CASES[i] for i in map(int, os.environ.get("MMA_CASES", "0,1,2,3").split(","))]
 def run(dev):
     out = {}
-    for (b, hq, hk, lq, lk, d, causal, dt) in [(2, 4, 4, 100, 130, 64, False, torch.float16),
-                                              (1, 4, 2, 190, 77, 64, True, torch.bfloat16),
-                                              (1, 8, 2, 257, 257, 128, True, torch.bfloat16),
-                                              (1, 2, 2, 64, 33, 128, True, torch.float16)]:
+    for (b, hq, hk, lq, lk, d, causal, dt) in CASES:
         q = torch.randn(b, hq, lq, d, generator=g).to(dt).to(dev)
         k = torch.randn(b, hk, lk, d, generator=g).to(dt).to(dev)
         v = torch.randn(b, hk, lk, d, generator=g).to(dt).to(dev)

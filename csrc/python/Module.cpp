@@ -90,15 +90,6 @@ void check(rt::Status s, const char* what) {
 } // namespace
 } // namespace mytorch
 
-#if MYTORCH_EMU
-namespace mytorch::emu {
-bool primary_context_active(int device);  // kernels/emu/runtime_api.cpp
-namespace trace {
-bool set_file(const char* path);  // kernels/emu/trace.cpp
-}
-} // namespace mytorch::emu
-#endif
-
 namespace mytorch {
 void addInductorBindings(PyObject* module);  // csrc/python/Inductor.cpp
 void addIpcBindings(pybind11::module& m);    // csrc/python/Ipc.cpp
@@ -121,15 +112,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_in_bad_fork", [] { return rt::in_bad_fork(); });
   m.def("_runtime", [] { return std::string(rt::kind_name()); });
   m.def("_built_with_cuda", [] { return rt::built_with_cuda(); });
-#if MYTORCH_EMU
-  // Emulated CUDA build only: whether the emulated runtime created a device's primary context (tests of the
-  // "maybe set device" rule).
-  m.def("_emu_primary_context_active", [](int d) { return mytorch::emu::primary_context_active(d); });
-  // Note [GPU performance model]: every later launch appends its trace line to `path` ("" stops).
-  m.def("_emu_trace", [](const std::string& path) {
-    if (!mytorch::emu::trace::set_file(path.c_str())) throw std::runtime_error("cannot open the trace file " + path);
-  });
-#endif
+  if (const rt::EmuHooks* emu = rt::emu_hooks()) {
+    // Emulated CUDA build only: whether the emulated runtime created a device's primary context (tests of the
+    // "maybe set device" rule).
+    m.def("_emu_primary_context_active", [emu](int d) { return emu->primary_context_active(d); });
+    // Note [GPU performance model]: every later launch appends its trace line to `path` ("" stops).
+    m.def("_emu_trace", [emu](const std::string& path) {
+      if (!emu->trace_to(path.c_str())) throw std::runtime_error("cannot open the trace file " + path);
+    });
+  }
   // Note [Autograd threads at exit]
   // The autograd engine runs a mytorch backward on its device thread, which drops its reference to the graph
   // task after the caller has already been woken. If the interpreter is finalizing by then, that last

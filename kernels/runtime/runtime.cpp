@@ -15,6 +15,15 @@
 
 #include "backend.h"
 
+#if MYTORCH_EMU
+namespace mytorch::emu {
+bool primary_context_active(int device); // kernels/emu/runtime_api.cpp
+namespace trace {
+bool set_file(const char* path); // kernels/emu/trace.cpp
+}
+} // namespace mytorch::emu
+#endif
+
 namespace mytorch::rt {
 namespace detail {
 
@@ -133,6 +142,14 @@ const char* kind_name() {
   return "sim";
 }
 bool built_with_cuda() { return MYTORCH_WITH_CUDA != 0; }
+const EmuHooks* emu_hooks() {
+#if MYTORCH_EMU
+  static const EmuHooks hooks{&emu::primary_context_active, &emu::trace::set_file};
+  return &hooks;
+#else
+  return nullptr;
+#endif
+}
 Status report(Status s, const char* message) { return detail::fail(s, message); }
 const char* last_error() { return detail::t_last_error.c_str(); }
 

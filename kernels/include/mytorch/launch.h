@@ -3,6 +3,8 @@
 // rebuilds the code that calls it and not every kernel family.
 #pragma once
 
+#include <type_traits>
+
 namespace mytorch::rt {
 
 enum class Status : int {
@@ -42,17 +44,37 @@ Status report(Status s, const char* message); // lets kernel launchers set the t
 // CUDA kernels or their emulation) and kernels::name, which the glue calls and which picks cuda:: when the
 // cuda or emu runtime is live (rt::cuda_kernels()), else sim::. MT_LAUNCHER_RETURNING is the same for a launcher
 // that returns R instead of a status (a workspace size).
-#if MYTORCH_WITH_CUDA
+//
+// Note [One glue for every flavour]
+// Nothing here depends on the flavour (sim, cuda, emu): the glue and the sim kernels that include this header
+// compile to the same objects in every build, so the test command's three builds share them through ccache
+// (CMakeLists.txt) instead of compiling csrc/ and kernels/sim/ three times. The sim build, which has no CUDA
+// kernels, links kernels/runtime/cuda_absent.cpp instead: this header again with MT_LAUNCHER_DEFINE_ABSENT_CUDA,
+// which turns every cuda::name declaration into a definition that reports Unavailable (never reached there:
+// rt::cuda_kernels() is false on the sim runtime).
+namespace mytorch::rt::detail {
+template <typename R>
+R absent_cuda_kernel() {
+  if constexpr (std::is_same_v<R, Status>) {
+    return report(Status::Unavailable, "this build of mytorch has no CUDA kernels");
+  } else {
+    return R{};
+  }
+}
+} // namespace mytorch::rt::detail
+#ifdef MT_LAUNCHER_DEFINE_ABSENT_CUDA
+#define MT_LAUNCHER_CUDA_DECL(R, name, params)                             \
+  namespace cuda {                                                         \
+  R name params { return ::mytorch::rt::detail::absent_cuda_kernel<R>(); } \
+  }
+#else
 #define MT_LAUNCHER_CUDA_DECL(R, name, params) \
   namespace cuda {                             \
   R name params;                               \
   }
+#endif
 #define MT_LAUNCHER_CUDA_CALL(name, args) \
   if (::mytorch::rt::cuda_kernels()) return cuda::name args;
-#else
-#define MT_LAUNCHER_CUDA_DECL(R, name, params)
-#define MT_LAUNCHER_CUDA_CALL(name, args)
-#endif
 #define MT_LAUNCHER_RETURNING(R, name, params, args) \
   namespace sim {                                    \
   R name params;                                     \

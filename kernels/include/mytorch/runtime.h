@@ -35,6 +35,13 @@ Status init();                 // idempotent: picks the runtime, creates nothing
 bool initialized();
 bool built_with_cuda();
 bool in_bad_fork();            // a child forked after the parent initialised the runtime
+// The emulated CUDA build's test hooks (kernels/emu), or nullptr in any other build: the glue asks at run time,
+// so that it compiles the same in every flavour (Note [One glue for every flavour], launch.h).
+struct EmuHooks {
+  bool (*primary_context_active)(int device); // whether the emulated runtime created the device's primary context
+  bool (*trace_to)(const char* path);         // Note [GPU performance model]: a trace line per launch ("" stops)
+};
+const EmuHooks* emu_hooks();
 
 // --- devices ---------------------------------------------------------------------------------------------
 int device_count() noexcept;   // never initialises a CUDA context; 0 when there is none

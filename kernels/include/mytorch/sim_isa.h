@@ -9,8 +9,9 @@
 // defines the entry point, which picks the variant once per process: cpuid, unless MYTORCH_SIM_ISA=baseline
 // (sim_isa_name() says which runs). The AVX2 objects are built with hidden visibility and their hidden symbols made
 // local (ld -r, objcopy --localize-hidden: CMakeLists.txt), so that no inline function or template instantiated
-// there with AVX2 instructions can stand in for the baseline's copy at link time. Builds with the CUDA kernels
-// (cuda, emu) compile the baseline only: their sim twins are the reference, not the fast path.
+// there with AVX2 instructions can stand in for the baseline's copy at link time. Every flavour has both (the same
+// objects, shared through ccache: Note [One glue for every flavour], launch.h); MYTORCH_SIM_ISA=baseline picks the
+// portable one.
 #if defined(MT_SIM_ISA_AVX2)
 #define MT_SIM_ISA_NS avx2
 #define MT_SIM_FAST 1
