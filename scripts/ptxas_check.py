@@ -10,13 +10,16 @@ run time; no host code of kernels/cuda may reach exit.
 --regs-table writes "kernel<TAB>registers" lines, the table the GPU performance model of the emulated build
 reads for occupancy (MYTORCH_EMU_PTXAS=FILE; Note [GPU performance model] in kernels/emu/trace.cpp).
 
-Takes the exact nvcc command of each kernels/cuda/*.cu from the CUDA build's ninja file (so the flags are the
-build's own), compiles its device code only (-cubin for sm_90, --resource-usage), and reads ptxas's report of
-every kernel: registers, spill stores and loads, stack frame, static shared memory. It fails when a kernel
-breaks a limit of an sm_90 device — more than 255 registers, more than 48 KiB of static shared memory, more
-registers than a block of its launch bound can hold (65,536 per SM; the bound is the PTX's .maxntid, and 256
-threads, kThreads, for kernels without __launch_bounds__) — or spills (a spill is local-memory
-traffic in the inner loop: a performance cliff that must be a decision, listed in ALLOWED_SPILLS with why).
+Reads ptxas's report of every kernel from the cuda build itself: that flavour compiles with --resource-usage and
+its compiler launcher (scripts/nvcc_usage.sh) keeps each file's report beside its object. Where a report is
+missing or older than its object (a build made before the launcher), it takes that file's exact nvcc command from
+the build's ninja file and compiles its device code only (-cubin for sm_90, --resource-usage). From the report:
+registers, spill stores and loads, stack frame, static shared memory. It fails when a kernel breaks a limit of an
+sm_90 device — more than 255 registers, more than 48 KiB of static shared memory — or spills (a spill is
+local-memory traffic in the inner loop: a performance cliff that must be a decision, listed in ALLOWED_SPILLS with
+why). A kernel's registers times its launch bound never pass the SM's 65,536: ptxas holds a kernel with
+__launch_bounds__ to it (spilling instead, which fails here), and a kernel without one is launched with at most 256
+threads (kThreads), which 255 registers fit.
 Needs nvcc and a configured CUDA build (scripts/setup.sh makes one where nvcc is present).
 """
 
@@ -37,7 +40,6 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_REGISTERS = 255
 MAX_STATIC_SMEM = 48 * 1024
-REGISTERS_PER_SM = 65536
 # Kernels allowed to spill, by a substring of their demangled name, with the reason.
 ALLOWED_SPILLS: dict[str, str] = {
     "backward_kernel<double, float, 512": "fp64 LayerNorm backward, a block per row: a correctness path, not a fast one",
@@ -47,7 +49,6 @@ ALLOWED_SPILLS: dict[str, str] = {
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for 'sm_\d+a?'")
 PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, (\d+) bytes smem)?")
-BOUNDS = re.compile(r"__launch_bounds__")
 
 
 def find_build_dir() -> str:
@@ -57,7 +58,8 @@ def find_build_dir() -> str:
     return dirs[-1]
 
 
-def nvcc_commands(build_dir: str) -> dict[str, list[str]]:
+def nvcc_commands(build_dir: str) -> dict[str, tuple[list[str], str]]:
+    """Each kernels/cuda source's nvcc command (without the launchers) and its object's path."""
     text = subprocess.run(
         ["ninja", "-C", build_dir, "-t", "commands", "mytorch_kernels"], capture_output=True, text=True, check=True
     ).stdout
@@ -66,10 +68,19 @@ def nvcc_commands(build_dir: str) -> dict[str, list[str]]:
         if "nvcc" not in line or " -x cu " not in line:
             continue
         argv = shlex.split(line)
-        argv = argv[argv.index(next(a for a in argv if a.endswith("nvcc"))) :]  # drop a ccache launcher
+        argv = argv[argv.index(next(a for a in argv if a.endswith("nvcc"))) :]  # drop the launchers
         src = argv[argv.index("-c") + 1]
-        cmds[src] = argv
+        cmds[src] = (argv, os.path.join(build_dir, argv[argv.index("-o") + 1]))
     return cmds
+
+
+def build_report(obj: str) -> str | None:
+    """The report the build's launcher kept for `obj`, if it is as new as the object."""
+    usage = obj + ".usage"
+    if os.path.exists(usage) and os.path.exists(obj) and os.path.getmtime(usage) >= os.path.getmtime(obj) - 1:
+        with open(usage, errors="replace") as f:
+            return f.read()
+    return None
 
 
 def device_only(argv: list[str], out: str) -> list[str]:
@@ -84,7 +95,7 @@ def device_only(argv: list[str], out: str) -> list[str]:
         if a in ("-MD", "-c") or a.startswith("--generate-code") or a.startswith("-gencode"):
             continue
         keep.append(a)
-    return keep + ["-arch=sm_90", "-cubin", "--resource-usage", "-keep", "-keep-dir", os.path.dirname(out), "-o", out]
+    return keep + ["-arch=sm_90", "-cubin", "--resource-usage", "-o", out]
 
 
 def demangle(names: list[str]) -> dict[str, str]:
@@ -113,20 +124,6 @@ def parse(report: str) -> list[dict]:
             cur["registers"] = int(m.group(1))
             cur["smem"] = int(m.group(2) or 0)
     return kernels
-
-
-# A kernel without __launch_bounds__ is launched with kThreads (kernels/cuda/common.cuh) threads or fewer.
-DEFAULT_BLOCK = 256
-MAXNTID = re.compile(r"\.entry\s+(\S+)\s*\((?:[^{]*?)\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)", re.S)
-
-
-def launch_bounds(ptx_dir: str) -> dict[str, int]:
-    """Each kernel's maximum block size from the PTX nvcc kept (.maxntid, what __launch_bounds__ compiles to)."""
-    bounds = {}
-    for path in glob.glob(os.path.join(ptx_dir, "*.ptx")):
-        for m in MAXNTID.finditer(open(path, errors="replace").read()):
-            bounds[m.group(1)] = int(m.group(2)) * int(m.group(3)) * int(m.group(4))
-    return bounds
 
 
 def host_exit_calls(objects: list[str]) -> list[str]:
@@ -161,35 +158,32 @@ def main() -> None:
         sys.exit(f"no nvcc commands in {build_dir}")
     tmp = tempfile.mkdtemp(prefix="ptxas-")
 
+    results = {src: parse(rep) for src, (_, obj) in cmds.items() if (rep := build_report(obj)) is not None}
+    again = {src: argv for src, (argv, _) in sorted(cmds.items()) if src not in results}
+
     def run(item):
         src, argv = item
         out = os.path.join(tmp, os.path.basename(src) + ".cubin")
         r = subprocess.run(device_only(argv, out), capture_output=True, text=True, cwd=build_dir)
         return src, r
 
-    results = {}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for src, r in pool.map(run, sorted(cmds.items())):
+        for src, r in pool.map(run, again.items()):
             if r.returncode != 0:
                 sys.exit(f"nvcc failed on {src}:\n{r.stderr[-3000:]}")
             results[src] = parse(r.stderr + r.stdout)
+    print(f"reports of {len(cmds) - len(again)} files from the build, {len(again)} compiled again for their report")
     names = demangle([k["symbol"] for ks in results.values() for k in ks])
-    bounds = launch_bounds(tmp)
     problems, rows = [], []
     for src, ks in results.items():
         for k in ks:
             k["kernel"] = names.get(k["symbol"], k["symbol"])
             k["source"] = os.path.relpath(src, ROOT)
-            k["max_threads"] = bounds.get(k["symbol"], DEFAULT_BLOCK)
             where = f"{k['source']}: {k['kernel'][:120]}"
             if k["registers"] > MAX_REGISTERS:
                 problems.append(f"{where}: {k['registers']} registers > {MAX_REGISTERS}")
             if k["smem"] > MAX_STATIC_SMEM:
                 problems.append(f"{where}: {k['smem']} bytes of static shared memory > {MAX_STATIC_SMEM}")
-            if k["registers"] * k["max_threads"] > REGISTERS_PER_SM:
-                problems.append(
-                    f"{where}: {k['registers']} registers x {k['max_threads']} threads > {REGISTERS_PER_SM}"
-                )
             if (k["spill_stores"] or k["spill_loads"]) and not any(s in k["kernel"] for s in ALLOWED_SPILLS):
                 problems.append(f"{where}: spills ({k['spill_stores']} bytes stored, {k['spill_loads']} loaded)")
             rows.append(k)

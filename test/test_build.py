@@ -54,7 +54,13 @@ def header_fanout(build_dir: str) -> dict[str, set[str]]:
 def test_touching_a_family_header_rebuilds_that_family_only():
     users = header_fanout(installed_build_dir())
     assert users, "ninja recorded no header dependencies"
-    family = {h: objs for h, objs in users.items() if h not in VOCABULARY and h != "runtime.h"}
+    # The sim build's generated cuda_absent.cpp includes every family header by design (Note [One glue for every
+    # flavour], launch.h): one small file, not a family's fan-out.
+    family = {
+        h: {o for o in objs if not o.endswith("cuda_absent.cpp.o")}
+        for h, objs in users.items()
+        if h not in VOCABULARY and h != "runtime.h"
+    }
     assert len(family) >= 15, sorted(users)
     wide = {h: sorted(objs) for h, objs in family.items() if len(objs) > MAX_FAMILY_FANOUT}
     assert not wide, f"family headers compiled into more than {MAX_FAMILY_FANOUT} files: {wide}"
