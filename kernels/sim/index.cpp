@@ -112,7 +112,7 @@ namespace {
 // bits at any thread count, for any strides (rows that overlap included). An index out of bounds stops the serial loop
 // at its row; the rows before it are applied here too, and the lowest bad position is the one reported.
 template <typename T>
-bool scatter_rows(const IndexArgs& a, T* dst, const T* src, T scalar) {
+void scatter_rows(const IndexArgs& a, T* dst, const T* src, T scalar) {
   const int last = a.ndim - 1;
   const int64_t row = a.sizes[last], rows = a.numel / row;
   const int64_t ts = a.target_strides[last], us = a.other_strides[last];
@@ -160,7 +160,6 @@ bool scatter_rows(const IndexArgs& a, T* dst, const T* src, T scalar) {
     }
   });
   if (valid < rows) out_of_bounds(a, bad_value);
-  return true;
 }
 
 } // namespace

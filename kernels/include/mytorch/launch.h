@@ -3,8 +3,6 @@
 // rebuilds the code that calls it and not every kernel family.
 #pragma once
 
-#include <type_traits>
-
 namespace mytorch::rt {
 
 enum class Status : int {
@@ -49,9 +47,12 @@ Status report(Status s, const char* message); // lets kernel launchers set the t
 // Nothing here depends on the flavour (sim, cuda, emu): the glue and the sim kernels that include this header
 // compile to the same objects in every build, so the test command's three builds share them through ccache
 // (CMakeLists.txt) instead of compiling csrc/ and kernels/sim/ three times. The sim build, which has no CUDA
-// kernels, links kernels/runtime/cuda_absent.cpp instead: this header again with MT_LAUNCHER_DEFINE_ABSENT_CUDA,
-// which turns every cuda::name declaration into a definition that reports Unavailable (never reached there:
-// rt::cuda_kernels() is false on the sim runtime).
+// kernels, links generated/cuda_absent.cpp in its build folder instead (CMakeLists.txt writes it: every header
+// that declares a launcher, included with MT_LAUNCHER_DEFINE_ABSENT_CUDA), which turns every cuda::name
+// declaration into a definition that reports Unavailable (never reached there: rt::cuda_kernels() is false on
+// the sim runtime).
+#ifdef MT_LAUNCHER_DEFINE_ABSENT_CUDA
+#include <type_traits>
 namespace mytorch::rt::detail {
 template <typename R>
 R absent_cuda_kernel() {
@@ -62,7 +63,6 @@ R absent_cuda_kernel() {
   }
 }
 } // namespace mytorch::rt::detail
-#ifdef MT_LAUNCHER_DEFINE_ABSENT_CUDA
 #define MT_LAUNCHER_CUDA_DECL(R, name, params)                             \
   namespace cuda {                                                         \
   R name params { return ::mytorch::rt::detail::absent_cuda_kernel<R>(); } \
