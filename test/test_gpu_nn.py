@@ -50,6 +50,18 @@ def run(dev):
                  "bilinear": lambda a, b: F.interpolate(a, scale_factor=1.5, mode="bilinear") * b.sum()}.items():
         for j, v in enumerate(grads(f, I, CW)):
             out[f"{k}_{j}"] = v
+    # grid_sample (Note [Grid sampler]): points inside and outside, both gradients (the input's through atomics)
+    gr2 = (torch.rand(4, 5, 7, 2, generator=g) * 2.4 - 1.2).to(dev)
+    vol = torch.randn(2, 3, 4, 5, 6, generator=g).to(dev)
+    gr3 = (torch.rand(2, 3, 4, 5, 3, generator=g) * 2.4 - 1.2).to(dev)
+    for k, (a_, b_, kw) in {"grid_bilinear": (I, gr2, {}),
+                            "grid_bicubic_border": (I, gr2, {"mode": "bicubic", "padding_mode": "border"}),
+                            "grid_nearest_reflection": (I, gr2, {"mode": "nearest", "padding_mode": "reflection"}),
+                            "grid3_reflection_aligned": (vol, gr3, {"padding_mode": "reflection",
+                                                                    "align_corners": True})}.items():
+        f = lambda a, b: F.grid_sample(a, b, **{"align_corners": False, **kw})
+        for j, v in enumerate(grads(f, a_, b_)):
+            out[f"{k}_{j}"] = v
     emb = torch.randn(50, 16, device=dev, requires_grad=True)
     F.embedding(idx.to(dev), emb, padding_idx=3, scale_grad_by_freq=True).sum().backward()
     out["embedding_grad"] = emb.grad.cpu()

@@ -34,6 +34,7 @@
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
+#include "mytorch/cubic.h"
 
 namespace mytorch {
 namespace {
@@ -54,14 +55,6 @@ A sourceIndex(A scale, int64_t o, bool align_corners, bool cubic) {
   if (align_corners) return scale * static_cast<A>(o);
   const A src = scale * (static_cast<A>(o) + A(0.5)) - A(0.5);
   return (!cubic && src < A(0)) ? A(0) : src;
-}
-template <typename A>
-A cubic1(A x, A a) {
-  return ((a + 2) * x - (a + 3)) * x * x + 1;
-}
-template <typename A>
-A cubic2(A x, A a) {
-  return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
 }
 
 // The out x in weights of one dimension, in A, on the host.
@@ -92,8 +85,8 @@ std::vector<A> weights(Kind kind, int64_t in, int64_t out, bool align_corners, O
     } else {
       const A real = sourceIndex<A>(ratio, o, align_corners, true);
       const int64_t i0 = static_cast<int64_t>(std::floor(real));
-      const A t = real - static_cast<A>(i0), a = A(-0.75);
-      const A c[4] = {cubic2<A>(t + 1, a), cubic1<A>(t, a), cubic1<A>(A(1) - t, a), cubic2<A>(A(2) - t, a)};
+      A c[4];
+      cubic::coefficients<A>(real - static_cast<A>(i0), c);
       for (int k = 0; k < 4; ++k) at(o, std::min(std::max<int64_t>(i0 - 1 + k, 0), in - 1)) += c[k];
     }
   }

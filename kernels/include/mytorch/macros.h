@@ -4,9 +4,11 @@
 #if defined(__CUDACC__)
 #define MT_HOST_DEVICE __host__ __device__
 #define MT_DEVICE __device__
+#define MT_UNROLL _Pragma("unroll")  // a loop of constant trip count whose arrays should live in registers
 #else
 #define MT_HOST_DEVICE
 #define MT_DEVICE
+#define MT_UNROLL
 #endif
 
 namespace mytorch {

@@ -1,0 +1,61 @@
+// sim grid sampler (Note [Grid sampler]): the forward and the grid gradient split the output locations over the
+// workers (each writes its own elements); the input gradient splits (batch element, block of channels) tasks, each
+// taking its locations in order, so every sum has the same order at any thread count.
+#include <algorithm>
+
+#include "mytorch/grid_sample.h"
+#include "mytorch/parallel.h"
+
+namespace mytorch::sim {
+namespace {
+
+struct PlainAdd {
+  template <typename A>
+  void operator()(A* p, A v) const {
+    *p += v;
+  }
+};
+
+// Element operations per location and channel, for the loops' grain.
+int64_t workPerChannel(const GridSampleArgs& a) {
+  if (a.interp == GridInterp::Bicubic) return 16;
+  if (a.interp == GridInterp::Nearest) return 1;
+  return a.dims == 3 ? 8 : 4;
+}
+
+} // namespace
+
+rt::Status grid_sample(const GridSampleArgs& a, rt::Stream) {
+  const int64_t spatial = a.od * a.oh * a.ow, locations = a.n * spatial;
+  const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t per_location = workPerChannel(a) * std::max<int64_t>(a.c, 1) + 32;
+    if (!a.backward) {
+      par::parallel_for(locations, par::grain_for(per_location), [&](int64_t b, int64_t e) {
+        for (int64_t l = b; l < e; ++l) gs::forward_at<T>(a, l);
+      });
+      return;
+    }
+    GridSampleArgs grid_only = a;  // the grid's gradient: a gather per location
+    grid_only.grad_input = nullptr;
+    par::parallel_for(locations, par::grain_for(per_location), [&](int64_t b, int64_t e) {
+      for (int64_t l = b; l < e; ++l) gs::backward_at<T>(grid_only, l, 0, a.c, true, PlainAdd{});
+    });
+    if (!a.grad_input || a.c == 0) return;
+    // The input's gradient: blocks of channels of one batch element, enough for every worker.
+    const int64_t per_n = std::max<int64_t>(1, (4 * int64_t(par::threads()) + a.n - 1) / std::max<int64_t>(a.n, 1));
+    const int64_t block = (a.c + std::min(per_n, a.c) - 1) / std::min(per_n, a.c), blocks = (a.c + block - 1) / block;
+    par::parallel_for(a.n * blocks, par::grain_for(spatial * (workPerChannel(a) * block + 32)),
+                      [&](int64_t b, int64_t e) {
+                        for (int64_t task = b; task < e; ++task) {
+                          const int64_t n = task / blocks, c0 = (task % blocks) * block;
+                          const int64_t c1 = std::min(a.c, c0 + block);
+                          for (int64_t o = 0; o < spatial; ++o)
+                            gs::backward_at<T>(a, n * spatial + o, c0, c1, false, PlainAdd{});
+                        }
+                      });
+  });
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "grid_sample: expected a floating dtype");
+}
+
+} // namespace mytorch::sim
