@@ -62,6 +62,11 @@ def run(dev):
         f = lambda a, b: F.grid_sample(a, b, **{"align_corners": False, **kw})
         for j, v in enumerate(grads(f, a_, b_)):
             out[f"{k}_{j}"] = v
+    for k, f in {"maxpool3d": lambda a: F.max_pool3d(a, 3, 2, 1),
+                 "avgpool3d": lambda a: F.avg_pool3d(a, (2, 3, 2), 2, 1, ceil_mode=True, count_include_pad=False),
+                 "adaptive_maxpool3d": lambda a: F.adaptive_max_pool3d(a, (3, 2, 4))}.items():
+        for j, v in enumerate(grads(f, vol)):
+            out[f"{k}_{j}"] = v
     emb = torch.randn(50, 16, device=dev, requires_grad=True)
     F.embedding(idx.to(dev), emb, padding_idx=3, scale_grad_by_freq=True).sum().backward()
     out["embedding_grad"] = emb.grad.cpu()

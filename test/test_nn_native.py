@@ -232,6 +232,52 @@ def test_pool_and_upsample(name):
     assert_fwd_bwd_match_cpu(POOLS[name], torch.randn(2, 3, 7, 9, generator=g0))
 
 
+POOLS3D = {
+    "max": lambda t: F.max_pool3d(t, 3, 2, 1),
+    "max_aniso_dil_ceil": lambda t: F.max_pool3d(t, (2, 3, 2), (1, 2, 3), (1, 0, 1), (2, 1, 2), ceil_mode=True),
+    "avg": lambda t: F.avg_pool3d(t, 3, 2, 1),
+    "avg_nopad_ceil": lambda t: F.avg_pool3d(t, (3, 2, 3), 2, 1, True, False),
+    "avg_div": lambda t: F.avg_pool3d(t, 2, divisor_override=3),
+    "adaptive_max": lambda t: F.adaptive_max_pool3d(t, (2, 3, 5)),
+    "adaptive_max_up": lambda t: F.adaptive_max_pool3d(t, (7, 10, 4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLS3D))
+def test_pool3d(name):
+    assert_fwd_bwd_match_cpu(POOLS3D[name], torch.randn(2, 3, 5, 7, 9, generator=g0))
+    assert_fwd_bwd_match_cpu(POOLS3D[name], torch.randn(3, 4, 6, 5, generator=g0))  # unbatched
+
+
+def test_pool3d_indices_nan_integers_and_bad_arguments():
+    """3-D max pooling's indices (flattened over D*H*W) are ATen's, NaN and ties included; integers pool natively;
+    bad arguments raise the CPU's error classes."""
+    x = torch.randn(2, 3, 4, 6, 5, generator=g0)
+    x[0, 0, 1, 2, 2] = float("nan")
+    x[1, 2, :2, :2, :2] = 1.5  # ties: the first in the window wins
+    for f in (
+        lambda t: F.max_pool3d(t, 2, 1, 1, return_indices=True),
+        lambda t: F.adaptive_max_pool3d(t, (3, 2, 4), return_indices=True),
+    ):
+        ref, out = f(x), f(x.to(DEV))
+        assert torch.equal(out[1].cpu(), ref[1])
+        assert_aligned(out[0], ref[0], None, "values")
+    xi = torch.randint(-50, 50, (2, 3, 4, 6, 5), generator=g0)
+    ref, out = F.max_pool3d(xi, 3, 2, 1, return_indices=True), F.max_pool3d(xi.to(DEV), 3, 2, 1, return_indices=True)
+    assert torch.equal(out[0].cpu(), ref[0]) and torch.equal(out[1].cpu(), ref[1])
+    for f in (
+        lambda t: F.max_pool3d(t, 0),
+        lambda t: F.max_pool3d(t, 3, padding=2),
+        lambda t: F.avg_pool3d(t, 9),
+        lambda t: F.max_pool3d(t[0, 0, 0], 2),
+        lambda t: F.adaptive_max_pool3d(t, (2, 2)),
+    ):
+        with pytest.raises(RuntimeError):
+            f(x)
+        with pytest.raises(RuntimeError):
+            f(x.to(DEV))
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [dict(), dict(stride=2, padding=1), dict(dilation=2, padding=2, groups=3), dict(padding="same", bias=False)],

@@ -1,14 +1,21 @@
-// Op table: 2-D max / average / adaptive-average / adaptive-max pooling and nearest / bilinear upsampling, forward and
-// backward, on the spatial family (Note [Spatial family]). Output sizes and argument checks follow ATen.
+// Op table: 2-D and 3-D max / average / adaptive-max pooling, 2-D adaptive-average pooling and nearest / bilinear
+// upsampling, forward and backward, on the spatial family (Note [Spatial family]). Output sizes and argument checks
+// follow ATen.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/adaptive_max_pool2d.h>
 #include <ATen/ops/adaptive_max_pool2d_backward.h>
+#include <ATen/ops/adaptive_max_pool3d.h>
+#include <ATen/ops/adaptive_max_pool3d_backward.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/avg_pool2d_backward_ops.h>
 #include <ATen/ops/avg_pool2d_ops.h>
+#include <ATen/ops/avg_pool3d_backward_ops.h>
+#include <ATen/ops/avg_pool3d_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_backward_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
+#include <ATen/ops/max_pool3d_with_indices_backward_ops.h>
+#include <ATen/ops/max_pool3d_with_indices_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
@@ -38,20 +45,27 @@ int64_t poolOut(int64_t in, int k, int pad, int stride, int dil, bool ceil_mode)
   return out;
 }
 
-// Input [N, C, H, W] or [C, H, W] as planes; checks the shape like ATen. Max pooling's forward also takes integers.
-void planes(SpatialArgs& a, const Tensor& x, const char* op, bool integers = false) {
-  TORCH_CHECK((x.dim() == 3 || x.dim() == 4) && x.size(-1) > 0 && x.size(-2) > 0, op,
-              ": expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: ", x.sizes());
+// Input [N, C, (D,) H, W] or [C, (D,) H, W] as planes (dims: 2 or 3 spatial dimensions); checks the shape like ATen.
+// Max pooling's forward also takes integers.
+void planes(SpatialArgs& a, const Tensor& x, const char* op, bool integers = false, int dims = 2) {
+  const int64_t nd = x.dim();
+  bool ok = nd == dims + 1 || nd == dims + 2;
+  for (int64_t k = nd - dims; ok && k < nd; ++k) ok = x.size(k) > 0;
+  TORCH_CHECK(ok, op, ": expected ", dims + 1, "D or ", dims + 2,
+              "D (batch mode) tensor with optional 0 dim batch size for input, but got: ", x.sizes());
   TORCH_CHECK(kernelFloating(x.scalar_type()) || (integers && at::isIntegralType(x.scalar_type(), false)), op,
               ": expected a floating point input, but got ", x.scalar_type());
   a.dtype = toKernelDType(x.scalar_type());
-  a.planes = x.numel() / (x.size(-1) * x.size(-2));
-  a.ih = x.size(-2);
   a.iw = x.size(-1);
+  a.ih = x.size(-2);
+  a.id = dims == 3 ? x.size(-3) : 1;
+  a.planes = x.numel() / (a.id * a.ih * a.iw);
 }
 
-std::vector<int64_t> outShape(const Tensor& x, int64_t oh, int64_t ow) {
-  std::vector<int64_t> s(x.sizes().begin(), x.sizes().end() - 2);
+// The input's shape with its last 2 or 3 dimensions replaced by the output's (od used when dims == 3).
+std::vector<int64_t> outShape(const Tensor& x, int64_t oh, int64_t ow, int dims = 2, int64_t od = 1) {
+  std::vector<int64_t> s(x.sizes().begin(), x.sizes().end() - dims);
+  if (dims == 3) s.push_back(od);
   s.push_back(oh);
   s.push_back(ow);
   return s;
@@ -71,50 +85,87 @@ void intoOut(Tensor& out, at::IntArrayRef shape, F&& fill) {
   if (!dst.is_same(out)) out.copy_(dst);
 }
 
+// Kernel, stride, padding and dilation of a dims-D pool (one value or one per dimension each), checked as ATen, and
+// the output sizes.
 void poolGeometry(SpatialArgs& a, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
-                  at::IntArrayRef dilation, bool ceil_mode, const char* op) {
-  TORCH_CHECK(kernel.size() == 1 || kernel.size() == 2, op,
-              ": kernel_size must either be a single int, or a tuple of two ints");
-  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2, op,
-              ": stride must either be omitted, a single int, or a tuple of two ints");
-  TORCH_CHECK(padding.size() == 1 || padding.size() == 2, op,
-              ": padding must either be a single int, or a tuple of two ints");
-  TORCH_CHECK(dilation.empty() || dilation.size() == 1 || dilation.size() == 2, op,
-              ": dilation must be either a single int, or a tuple of two ints");
-  a.kh = pick(kernel, 0, 1);
-  a.kw = pick(kernel, 1, 1);
-  a.sh = pick(stride, 0, a.kh);
-  a.sw = pick(stride, 1, a.kw);
-  a.ph = pick(padding, 0, 0);
-  a.pw = pick(padding, 1, 0);
-  a.dh = pick(dilation, 0, 1);
-  a.dw = pick(dilation, 1, 1);
-  TORCH_CHECK(a.kh > 0 && a.kw > 0, op, ": kernel size should be greater than zero, but got kH: ", a.kh, " kW: ", a.kw);
-  TORCH_CHECK(a.sh > 0 && a.sw > 0, op, ": stride should be greater than zero, but got dH: ", a.sh, " dW: ", a.sw);
-  TORCH_CHECK(a.dh > 0 && a.dw > 0, op, ": dilation should be greater than zero, but got dilationH: ", a.dh,
-              " dilationW: ", a.dw);
-  TORCH_CHECK(a.ph >= 0 && a.pw >= 0 && a.ph <= a.kh / 2 && a.pw <= a.kw / 2,
-              "pad should be at most half of effective kernel size, but got pad=", padding, ", kernel_size=", kernel);
-  a.oh = poolOut(a.ih, a.kh, a.ph, a.sh, a.dh, ceil_mode);
-  a.ow = poolOut(a.iw, a.kw, a.pw, a.sw, a.dw, ceil_mode);
-  TORCH_CHECK(a.oh > 0 && a.ow > 0, "Given input size: (", a.ih, "x", a.iw, "). Calculated output size: (", a.oh, "x",
-              a.ow, "). Output size is too small");
+                  at::IntArrayRef dilation, bool ceil_mode, const char* op, int dims = 2) {
+  const size_t n = static_cast<size_t>(dims);
+  const char* count = dims == 2 ? "two" : "three";
+  TORCH_CHECK(kernel.size() == 1 || kernel.size() == n, op, ": kernel_size must either be a single int, or a tuple of ",
+              count, " ints");
+  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == n, op,
+              ": stride must either be omitted, a single int, or a tuple of ", count, " ints");
+  TORCH_CHECK(padding.size() == 1 || padding.size() == n, op, ": padding must either be a single int, or a tuple of ",
+              count, " ints");
+  TORCH_CHECK(dilation.empty() || dilation.size() == 1 || dilation.size() == n, op,
+              ": dilation must be either a single int, or a tuple of ", count, " ints");
+  int* k[3] = {&a.kd, &a.kh, &a.kw};
+  int* s[3] = {&a.sd, &a.sh, &a.sw};
+  int* p[3] = {&a.pd, &a.ph, &a.pw};
+  int* d[3] = {&a.dd, &a.dh, &a.dw};
+  const int64_t in[3] = {a.id, a.ih, a.iw};
+  int64_t* out[3] = {&a.od, &a.oh, &a.ow};
+  for (size_t i = 0; i < n; ++i) {
+    const size_t j = 3 - n + i;  // 2-D fills h and w
+    *k[j] = pick(kernel, i, 1);
+    *s[j] = pick(stride, i, *k[j]);
+    *p[j] = pick(padding, i, 0);
+    *d[j] = pick(dilation, i, 1);
+    TORCH_CHECK(*k[j] > 0, op, ": kernel size should be greater than zero, but got ", kernel);
+    TORCH_CHECK(*s[j] > 0, op, ": stride should be greater than zero, but got ", stride);
+    TORCH_CHECK(*d[j] > 0, op, ": dilation should be greater than zero, but got ", dilation);
+    TORCH_CHECK(*p[j] >= 0 && *p[j] <= *k[j] / 2,
+                "pad should be at most half of effective kernel size, but got pad=", padding, ", kernel_size=", kernel);
+  }
+  for (size_t j = 3 - n; j < 3; ++j) {
+    *out[j] = poolOut(in[j], *k[j], *p[j], *s[j], *d[j], ceil_mode);
+    TORCH_CHECK(*out[j] > 0, "Given input size: (", at::IntArrayRef(in + 3 - n, n), "). Calculated output size: (",
+                *out[j], " along spatial dimension ", j - (3 - n), "). Output size is too small");
+  }
 }
 
+// The ATen operators and names of the 2-D and 3-D pools (the CPU's kernels answer the dtypes ours lack).
+template <int D>
+struct PoolOps;
+template <>
+struct PoolOps<2> {
+  using MaxOut = at::_ops::max_pool2d_with_indices_out;
+  using MaxBackward = at::_ops::max_pool2d_with_indices_backward_grad_input;
+  using AvgOut = at::_ops::avg_pool2d_out;
+  using AvgBackward = at::_ops::avg_pool2d_backward_grad_input;
+  static constexpr const char* max = "max_pool2d";
+  static constexpr const char* avg = "avg_pool2d";
+};
+template <>
+struct PoolOps<3> {
+  using MaxOut = at::_ops::max_pool3d_with_indices_out;
+  using MaxBackward = at::_ops::max_pool3d_with_indices_backward_grad_input;
+  using AvgOut = at::_ops::avg_pool3d_out;
+  using AvgBackward = at::_ops::avg_pool3d_backward_grad_input;
+  static constexpr const char* max = "max_pool3d";
+  static constexpr const char* avg = "avg_pool3d";
+};
+
+template <int D>
+std::vector<int64_t> outShapeOf(const SpatialArgs& a, const Tensor& x) {
+  return outShape(x, a.oh, a.ow, D, a.od);
+}
+
+template <int D>
 std::tuple<Tensor&, Tensor&> maxPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                                         at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, Tensor& out,
                                         Tensor& indices) {
   checkOutDtype(out, self.scalar_type());
   checkOutDtype(indices, at::kLong);
   if (!kernelFloating(self.scalar_type()) && !at::isIntegralType(self.scalar_type(), false))  // bool, complex: the
-    return Fallback<at::_ops::max_pool2d_with_indices_out>::call(self, kernel, stride, padding, dilation, ceil_mode,
-                                                                 out, indices);  // CPU's kernel and its refusal
+    return Fallback<typename PoolOps<D>::MaxOut>::call(self, kernel, stride, padding, dilation, ceil_mode, out,
+                                                       indices);  // CPU's kernel and its refusal
   SpatialArgs a;
   a.op = SpatialOp::MaxPool;
-  planes(a, self, "max_pool2d", /*integers=*/true);
-  poolGeometry(a, kernel, stride, padding, dilation, ceil_mode, "max_pool2d");
+  planes(a, self, PoolOps<D>::max, /*integers=*/true, D);
+  poolGeometry(a, kernel, stride, padding, dilation, ceil_mode, PoolOps<D>::max, D);
   Tensor x = self.contiguous();
-  const auto shape = outShape(self, a.oh, a.ow);
+  const auto shape = outShapeOf<D>(a, self);
   at::native::resize_output(indices, shape);
   Tensor idx = indices.is_contiguous() ? indices : at::empty(shape, indices.options());
   intoOut(out, shape, [&](Tensor& dst) {
@@ -127,22 +178,23 @@ std::tuple<Tensor&, Tensor&> maxPoolOut(const Tensor& self, at::IntArrayRef kern
   return {out, indices};
 }
 
+template <int D>
 Tensor& maxPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                            at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const Tensor& indices,
                            Tensor& gi) {
   checkOutDtype(gi, self.scalar_type());
   if (!kernelFloating(self.scalar_type()))
-    return Fallback<at::_ops::max_pool2d_with_indices_backward_grad_input>::call(grad, self, kernel, stride, padding,
-                                                                                 dilation, ceil_mode, indices, gi);
+    return Fallback<typename PoolOps<D>::MaxBackward>::call(grad, self, kernel, stride, padding, dilation, ceil_mode,
+                                                            indices, gi);
   SpatialArgs a;
   a.op = SpatialOp::MaxPool;
   a.backward = true;
-  planes(a, self, "max_pool2d_backward");
-  poolGeometry(a, kernel, stride, padding, dilation, ceil_mode, "max_pool2d_backward");
+  planes(a, self, PoolOps<D>::max, false, D);
+  poolGeometry(a, kernel, stride, padding, dilation, ceil_mode, PoolOps<D>::max, D);
   Tensor g = grad.contiguous(), idx = indices.contiguous();
-  TORCH_CHECK(g.numel() == a.planes * a.oh * a.ow && idx.numel() == g.numel(),
-              "max_pool2d_backward: expected grad_output and indices of shape ", outShape(self, a.oh, a.ow),
-              ", but got ", grad.sizes(), " and ", indices.sizes());
+  TORCH_CHECK(g.numel() == a.planes * a.od * a.oh * a.ow && idx.numel() == g.numel() && idx.scalar_type() == at::kLong,
+              PoolOps<D>::max, "_backward: expected grad_output and int64 indices of shape ", outShapeOf<D>(a, self),
+              ", but got ", grad.sizes(), " and ", indices.sizes(), " (", indices.scalar_type(), ")");
   intoOut(gi, self.sizes(), [&](Tensor& dst) {
     a.in = g.data_ptr();
     a.out = dst.data_ptr();
@@ -152,21 +204,35 @@ Tensor& maxPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayR
   return gi;
 }
 
+// max_pool3d_with_indices and its backward are not structured in ATen: their functional forms are kernels too.
+std::tuple<Tensor, Tensor> maxPool3d(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                                     at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+  Tensor out = at::empty({0}, self.options()), indices = at::empty({0}, self.options().dtype(at::kLong));
+  maxPoolOut<3>(self, kernel, stride, padding, dilation, ceil_mode, out, indices);
+  return {out, indices};
+}
+Tensor maxPool3dBackward(const Tensor& grad, const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                         at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const Tensor& indices) {
+  Tensor gi = at::empty({0}, self.options());
+  return maxPoolBackwardOut<3>(grad, self, kernel, stride, padding, dilation, ceil_mode, indices, gi);
+}
+
+template <int D>
 Tensor& avgPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor, Tensor& out) {
   checkOutDtype(out, self.scalar_type());
   if (!kernelFloating(self.scalar_type()))
-    return Fallback<at::_ops::avg_pool2d_out>::call(self, kernel, stride, padding, ceil_mode, count_include_pad,
-                                                    divisor, out);
+    return Fallback<typename PoolOps<D>::AvgOut>::call(self, kernel, stride, padding, ceil_mode, count_include_pad,
+                                                       divisor, out);
   SpatialArgs a;
   a.op = SpatialOp::AvgPool;
-  planes(a, self, "avg_pool2d");
-  poolGeometry(a, kernel, stride, padding, {}, ceil_mode, "avg_pool2d");
+  planes(a, self, PoolOps<D>::avg, false, D);
+  poolGeometry(a, kernel, stride, padding, {}, ceil_mode, PoolOps<D>::avg, D);
   TORCH_CHECK(!divisor.has_value() || *divisor != 0, "divisor must be not zero");
   a.count_include_pad = count_include_pad;
   a.divisor = divisor.value_or(0);
   Tensor x = self.contiguous();
-  intoOut(out, outShape(self, a.oh, a.ow), [&](Tensor& dst) {
+  intoOut(out, outShapeOf<D>(a, self), [&](Tensor& dst) {
     a.in = x.data_ptr();
     a.out = dst.data_ptr();
     launch(a, x);
@@ -174,24 +240,25 @@ Tensor& avgPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef s
   return out;
 }
 
+template <int D>
 Tensor& avgPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor, Tensor& gi) {
   checkOutDtype(gi, self.scalar_type());
   if (!kernelFloating(self.scalar_type()))
-    return Fallback<at::_ops::avg_pool2d_backward_grad_input>::call(grad, self, kernel, stride, padding, ceil_mode,
-                                                                    count_include_pad, divisor, gi);
+    return Fallback<typename PoolOps<D>::AvgBackward>::call(grad, self, kernel, stride, padding, ceil_mode,
+                                                            count_include_pad, divisor, gi);
   SpatialArgs a;
   a.op = SpatialOp::AvgPool;
   a.backward = true;
-  planes(a, self, "avg_pool2d_backward");
-  poolGeometry(a, kernel, stride, padding, {}, ceil_mode, "avg_pool2d_backward");
+  planes(a, self, PoolOps<D>::avg, false, D);
+  poolGeometry(a, kernel, stride, padding, {}, ceil_mode, PoolOps<D>::avg, D);
   TORCH_CHECK(!divisor.has_value() || *divisor != 0, "divisor must be not zero");
   a.count_include_pad = count_include_pad;
   a.divisor = divisor.value_or(0);
   Tensor g = grad.contiguous();
-  TORCH_CHECK(g.numel() == a.planes * a.oh * a.ow, "avg_pool2d_backward: expected grad_output of shape ",
-              outShape(self, a.oh, a.ow), ", but got ", grad.sizes());
+  TORCH_CHECK(g.numel() == a.planes * a.od * a.oh * a.ow, PoolOps<D>::avg, "_backward: expected grad_output of shape ",
+              outShapeOf<D>(a, self), ", but got ", grad.sizes());
   intoOut(gi, self.sizes(), [&](Tensor& dst) {
     a.in = g.data_ptr();
     a.out = dst.data_ptr();
@@ -200,14 +267,16 @@ Tensor& avgPoolBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayR
   return gi;
 }
 
-// The arguments of an adaptive pool over `self`'s planes with an oh x ow output.
-SpatialArgs adaptiveArgs(SpatialOp op, bool backward, const Tensor& self, int64_t oh, int64_t ow, const char* name) {
+// The arguments of an adaptive pool over `self`'s planes with an (od x) oh x ow output.
+SpatialArgs adaptiveArgs(SpatialOp op, bool backward, const Tensor& self, at::IntArrayRef out_size, const char* name) {
   SpatialArgs a;
   a.op = op;
   a.backward = backward;
-  planes(a, self, name);
-  a.oh = oh;
-  a.ow = ow;
+  const int dims = static_cast<int>(out_size.size());
+  planes(a, self, name, false, dims);
+  a.od = dims == 3 ? out_size[0] : 1;
+  a.oh = out_size[dims - 2];
+  a.ow = out_size[dims - 1];
   return a;
 }
 
@@ -216,8 +285,7 @@ Tensor adaptiveAvgPool(const Tensor& self, at::IntArrayRef output_size) {
   TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0,
               "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but received {",
               output_size[0], ", ", output_size[1], "}");
-  SpatialArgs a =
-      adaptiveArgs(SpatialOp::AdaptiveAvg, false, self, output_size[0], output_size[1], "adaptive_avg_pool2d");
+  SpatialArgs a = adaptiveArgs(SpatialOp::AdaptiveAvg, false, self, output_size, "adaptive_avg_pool2d");
   Tensor x = self.contiguous();
   Tensor out = at::empty(outShape(self, a.oh, a.ow), x.options());
   a.in = x.data_ptr();
@@ -227,8 +295,8 @@ Tensor adaptiveAvgPool(const Tensor& self, at::IntArrayRef output_size) {
 }
 
 Tensor adaptiveAvgPoolBackward(const Tensor& grad, const Tensor& self) {
-  SpatialArgs a =
-      adaptiveArgs(SpatialOp::AdaptiveAvg, true, self, grad.size(-2), grad.size(-1), "adaptive_avg_pool2d_backward");
+  SpatialArgs a = adaptiveArgs(SpatialOp::AdaptiveAvg, true, self, grad.sizes().slice(grad.dim() - 2),
+                               "adaptive_avg_pool2d_backward");
   Tensor g = grad.contiguous();
   Tensor gi = at::empty(self.sizes(), g.options());
   a.in = g.data_ptr();
@@ -237,13 +305,15 @@ Tensor adaptiveAvgPoolBackward(const Tensor& grad, const Tensor& self) {
   return gi;
 }
 
-// adaptive_max_pool2d: ATen's meta kernel checks the arguments and gives the shapes; the kernel fills contiguous
+// adaptive_max_pool2d/3d: ATen's meta kernel checks the arguments and gives the shapes; the kernel fills contiguous
 // results, which the out= tensors then take (channels-last inputs come back in ATen's layout through the copy).
+template <int D>
 std::tuple<Tensor&, Tensor&> adaptiveMaxPoolOut(const Tensor& self, at::IntArrayRef output_size, Tensor& out,
                                                 Tensor& indices) {
-  const auto shapes = at::adaptive_max_pool2d(metaLike(self), output_size);
-  SpatialArgs a =
-      adaptiveArgs(SpatialOp::AdaptiveMax, false, self, output_size[0], output_size[1], "adaptive_max_pool2d");
+  const auto shapes = D == 2 ? at::adaptive_max_pool2d(metaLike(self), output_size)
+                             : at::adaptive_max_pool3d(metaLike(self), output_size);
+  SpatialArgs a = adaptiveArgs(SpatialOp::AdaptiveMax, false, self, output_size,
+                               D == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d");
   Tensor x = self.contiguous();
   Tensor values = at::empty(std::get<0>(shapes).sizes(), x.options());
   Tensor idx = at::empty(std::get<1>(shapes).sizes(), x.options().dtype(at::kLong));
@@ -256,15 +326,17 @@ std::tuple<Tensor&, Tensor&> adaptiveMaxPoolOut(const Tensor& self, at::IntArray
   return {out, indices};
 }
 
+template <int D>
 Tensor& adaptiveMaxPoolBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& indices, Tensor& gi) {
-  at::adaptive_max_pool2d_backward(metaLike(grad), metaLike(self), metaLike(indices));  // ATen's checks
+  const char* name = D == 2 ? "adaptive_max_pool2d_backward" : "adaptive_max_pool3d_backward";
+  if (D == 2) at::adaptive_max_pool2d_backward(metaLike(grad), metaLike(self), metaLike(indices));  // ATen's checks
+  else at::adaptive_max_pool3d_backward(metaLike(grad), metaLike(self), metaLike(indices));
   TORCH_CHECK(grad.scalar_type() == self.scalar_type(), "expected dtype ", self.scalar_type(),
               " for `gradOutput` but got dtype ", grad.scalar_type());
-  TORCH_CHECK(indices.sizes() == grad.sizes() && indices.scalar_type() == at::kLong,
-              "adaptive_max_pool2d_backward: expected int64 indices of the gradient's shape ", grad.sizes(), ", got ",
-              indices.scalar_type(), " of shape ", indices.sizes());
-  SpatialArgs a =
-      adaptiveArgs(SpatialOp::AdaptiveMax, true, self, grad.size(-2), grad.size(-1), "adaptive_max_pool2d_backward");
+  TORCH_CHECK(indices.sizes() == grad.sizes() && indices.scalar_type() == at::kLong, name,
+              ": expected int64 indices of the gradient's shape ", grad.sizes(), ", got ", indices.scalar_type(),
+              " of shape ", indices.sizes());
+  SpatialArgs a = adaptiveArgs(SpatialOp::AdaptiveMax, true, self, grad.sizes().slice(grad.dim() - D), name);
   Tensor g = grad.contiguous(), idx = indices.contiguous();
   Tensor result = at::empty(self.sizes(), g.options());
   a.in = g.data_ptr();
@@ -366,13 +438,21 @@ Tensor& bilinearBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at:
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "max_pool2d_with_indices.out", maxPoolOut);
-  MT_IMPL(m, "max_pool2d_with_indices_backward.grad_input", maxPoolBackwardOut);
-  MT_IMPL(m, "avg_pool2d.out", avgPoolOut);
-  MT_IMPL(m, "avg_pool2d_backward.grad_input", avgPoolBackwardOut);
+  MT_IMPL(m, "max_pool2d_with_indices.out", maxPoolOut<2>);
+  MT_IMPL(m, "max_pool2d_with_indices_backward.grad_input", maxPoolBackwardOut<2>);
+  MT_IMPL(m, "max_pool3d_with_indices", maxPool3d);
+  MT_IMPL(m, "max_pool3d_with_indices.out", maxPoolOut<3>);
+  MT_IMPL(m, "max_pool3d_with_indices_backward", maxPool3dBackward);
+  MT_IMPL(m, "max_pool3d_with_indices_backward.grad_input", maxPoolBackwardOut<3>);
+  MT_IMPL(m, "avg_pool2d.out", avgPoolOut<2>);
+  MT_IMPL(m, "avg_pool2d_backward.grad_input", avgPoolBackwardOut<2>);
+  MT_IMPL(m, "avg_pool3d.out", avgPoolOut<3>);
+  MT_IMPL(m, "avg_pool3d_backward.grad_input", avgPoolBackwardOut<3>);
   MT_IMPL(m, "_adaptive_avg_pool2d", adaptiveAvgPool);
-  MT_IMPL(m, "adaptive_max_pool2d.out", adaptiveMaxPoolOut);
-  MT_IMPL(m, "adaptive_max_pool2d_backward.grad_input", adaptiveMaxPoolBackwardOut);
+  MT_IMPL(m, "adaptive_max_pool2d.out", adaptiveMaxPoolOut<2>);
+  MT_IMPL(m, "adaptive_max_pool2d_backward.grad_input", adaptiveMaxPoolBackwardOut<2>);
+  MT_IMPL(m, "adaptive_max_pool3d.out", adaptiveMaxPoolOut<3>);
+  MT_IMPL(m, "adaptive_max_pool3d_backward.grad_input", adaptiveMaxPoolBackwardOut<3>);
   MT_IMPL(m, "_adaptive_avg_pool2d_backward", adaptiveAvgPoolBackward);
   MT_IMPL(m, "upsample_nearest2d.out", nearestOut);
   MT_IMPL(m, "upsample_nearest2d_backward.grad_input", nearestBackwardOut);

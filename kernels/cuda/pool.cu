@@ -15,7 +15,7 @@ __global__ void kernel(SpatialArgs a, int64_t n) {
 } // namespace
 
 rt::Status spatial(const SpatialArgs& a, rt::Stream stream) {
-  const int64_t n = a.backward ? a.planes * a.ih * a.iw : a.planes * a.oh * a.ow;
+  const int64_t n = a.backward ? a.planes * a.id * a.ih * a.iw : a.planes * a.od * a.oh * a.ow;
   if (n == 0) return rt::Status::Success;
   const bool ok =
       sp::dispatch(a, [&](auto tag) { kernel<decltype(tag)><<<grid_for(n), kThreads, 0, native(stream)>>>(a, n); });

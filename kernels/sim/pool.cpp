@@ -15,9 +15,13 @@ int64_t workPerItem(const SpatialArgs& a) {
   const auto ceil_div = [](int64_t x, int64_t y) { return y > 0 ? (x + y - 1) / y : x; };
   switch (a.op) {
     case SpatialOp::MaxPool:
-    case SpatialOp::AvgPool: return a.backward ? ceil_div(a.kh, a.sh) * ceil_div(a.kw, a.sw) * 2 : int64_t(a.kh) * a.kw;
+    case SpatialOp::AvgPool:
+      return a.backward ? ceil_div(a.kd, a.sd) * ceil_div(a.kh, a.sh) * ceil_div(a.kw, a.sw) * 2
+                        : int64_t(a.kd) * a.kh * a.kw;
     case SpatialOp::AdaptiveAvg:
-    case SpatialOp::AdaptiveMax: return (ceil_div(a.ih, a.oh) + 1) * (ceil_div(a.iw, a.ow) + 1) * (a.backward ? 4 : 1);
+    case SpatialOp::AdaptiveMax:
+      return (ceil_div(a.id, a.od) + 1) * (ceil_div(a.ih, a.oh) + 1) * (ceil_div(a.iw, a.ow) + 1) *
+             (a.backward ? 8 : 1);
     default: return a.backward ? ceil_div(a.oh, a.ih) * ceil_div(a.ow, a.iw) * 16 : 4;
   }
 }
@@ -25,12 +29,13 @@ int64_t workPerItem(const SpatialArgs& a) {
 } // namespace
 
 rt::Status spatial(const SpatialArgs& a, rt::Stream) {
-  const int64_t rows = a.planes * (a.backward ? a.ih : a.oh), cols = a.backward ? a.iw : a.ow;
+  const int64_t rows = a.planes * (a.backward ? a.id * a.ih : a.od * a.oh), cols = a.backward ? a.iw : a.ow;
   const bool ok = sp::dispatch(a, [&](auto tag) {
     using T = decltype(tag);
     if (a.op == SpatialOp::MaxPool && a.backward) {  // a plane per task, scattered through the indices
-      par::parallel_for(a.planes, par::grain_for(a.oh * a.ow + 2 * a.ih * a.iw), [&](int64_t begin, int64_t end) {
-        std::vector<ew::opmath_t<T>> acc(static_cast<size_t>(a.ih * a.iw));
+      const int64_t n_in = a.id * a.ih * a.iw, n_out = a.od * a.oh * a.ow;
+      par::parallel_for(a.planes, par::grain_for(n_out + 2 * n_in), [&](int64_t begin, int64_t end) {
+        std::vector<ew::opmath_t<T>> acc(static_cast<size_t>(n_in));
         for (int64_t p = begin; p < end; ++p) sp::max_backward_plane<T>(a, p, acc.data());
       });
       return;

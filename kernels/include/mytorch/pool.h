@@ -1,8 +1,8 @@
-// Spatial family: 2-D pooling (max with indices, also over integers; average, adaptive average and max) and upsampling (nearest,
-// bilinear), forward and backward, over NCHW planes.
+// Spatial family: 2-D and 3-D pooling (max with indices, also over integers; average; adaptive max, and 2-D adaptive
+// average) and 2-D upsampling (nearest, bilinear), forward and backward, over N C (D) H W planes.
 //
 // Note [Spatial family]
-// The glue makes inputs contiguous NCHW and flattens N*C into planes. Forwards compute one output element
+// The glue makes inputs contiguous N C (D) H W and flattens N*C into planes (2-D ops: depth 1). Forwards compute one output element
 // per work item; backwards compute one *input* element per work item by visiting the outputs whose window
 // (or interpolation stencil) can reach it — a gather, so no atomics and the same bits on every run (a
 // scatter would race wherever windows overlap). Index and size arithmetic follows ATen's (pooling output
@@ -28,8 +28,8 @@ struct SpatialArgs {
   SpatialOp op = SpatialOp::MaxPool;
   bool backward = false;
   DType dtype = DType::Float;
-  int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0;
-  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t planes = 0, id = 1, ih = 0, iw = 0, od = 1, oh = 0, ow = 0; // 2-D ops: id = od = 1
+  int kd = 1, kh = 1, kw = 1, sd = 1, sh = 1, sw = 1, pd = 0, ph = 0, pw = 0, dd = 1, dh = 1, dw = 1;
   bool count_include_pad = true;
   int64_t divisor = 0; // avg pool divisor_override (0: none)
   bool align_corners = false;
@@ -60,20 +60,24 @@ MT_HOST_DEVICE inline void bilinear_src(int64_t o, int64_t in, double scale, boo
   *l1 = r - static_cast<A>(*i0);
 }
 
-// Average pooling's divisor for output (y, x): divisor_override, or the window's size with or without the
-// padding (ATen's rule: the window clipped to input + padding, then to the input).
-MT_HOST_DEVICE inline int64_t avg_window(const SpatialArgs& a, int64_t y, int64_t x, int64_t* h0, int64_t* h1,
-                                         int64_t* w0, int64_t* w1) {
-  *h0 = y * a.sh - a.ph;
-  *w0 = x * a.sw - a.pw;
-  *h1 = *h0 + a.kh < a.ih + a.ph ? *h0 + a.kh : a.ih + a.ph;
-  *w1 = *w0 + a.kw < a.iw + a.pw ? *w0 + a.kw : a.iw + a.pw;
-  const int64_t pool = (*h1 - *h0) * (*w1 - *w0);
-  *h0 = *h0 > 0 ? *h0 : 0;
-  *w0 = *w0 > 0 ? *w0 : 0;
-  *h1 = *h1 < a.ih ? *h1 : a.ih;
-  *w1 = *w1 < a.iw ? *w1 : a.iw;
-  return a.divisor ? a.divisor : (a.count_include_pad ? pool : (*h1 - *h0) * (*w1 - *w0));
+// One axis of an average pooling window: [*lo, *hi) clipped to the input, and its size with the padding (ATen's rule:
+// the window clipped to input + padding).
+MT_HOST_DEVICE inline int64_t avg_axis(int64_t o, int k, int s, int p, int64_t in, int64_t* lo, int64_t* hi) {
+  *lo = o * s - p;
+  *hi = *lo + k < in + p ? *lo + k : in + p;
+  const int64_t padded = *hi - *lo;
+  *lo = *lo > 0 ? *lo : 0;
+  *hi = *hi < in ? *hi : in;
+  return padded;
+}
+
+// Average pooling's window for output (z, y, x) and its divisor: divisor_override, or the window's size with or
+// without the padding.
+MT_HOST_DEVICE inline int64_t avg_window(const SpatialArgs& a, int64_t z, int64_t y, int64_t x, int64_t* d0,
+                                         int64_t* d1, int64_t* h0, int64_t* h1, int64_t* w0, int64_t* w1) {
+  const int64_t pool = avg_axis(z, a.kd, a.sd, a.pd, a.id, d0, d1) * avg_axis(y, a.kh, a.sh, a.ph, a.ih, h0, h1) *
+                       avg_axis(x, a.kw, a.sw, a.pw, a.iw, w0, w1);
+  return a.divisor ? a.divisor : (a.count_include_pad ? pool : (*d1 - *d0) * (*h1 - *h0) * (*w1 - *w0));
 }
 
 // The value below every other: -inf for the floating types, the minimum for the integers.
@@ -104,61 +108,75 @@ MT_HOST_DEVICE inline void take_max(A v, int64_t i, A* bv, int64_t* best) {
   }
 }
 
-// Max pooling's forward of output element e = (plane p, y, x) (take_max's rule).
+// Max pooling's forward of output element e = (plane p, z, y, x) (take_max's rule).
 template <typename T>
-MT_HOST_DEVICE inline void max_forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t y, int64_t x) {
+MT_HOST_DEVICE inline void max_forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t z, int64_t y, int64_t x) {
   using A = ew::opmath_t<T>;
-  const T* in = static_cast<const T*>(a.in) + p * a.ih * a.iw;
+  const T* in = static_cast<const T*>(a.in) + p * a.id * a.ih * a.iw;
   T* out = static_cast<T*>(a.out);
-  int64_t h0 = y * a.sh - a.ph, w0 = x * a.sw - a.pw;
-  while (h0 < 0) h0 += a.dh; // a window with no element keeps this index (ATen's), and the lowest value
+  int64_t d0 = z * a.sd - a.pd, h0 = y * a.sh - a.ph, w0 = x * a.sw - a.pw;
+  while (d0 < 0) d0 += a.dd; // a window with no element keeps this index (ATen's), and the lowest value
+  while (h0 < 0) h0 += a.dh;
   while (w0 < 0) w0 += a.dw;
-  int64_t best = h0 * a.iw + w0;
+  int64_t best = (d0 * a.ih + h0) * a.iw + w0;
   A bv = lowest<A>();
-  for (int i = 0; i < a.kh; ++i) {
-    const int64_t h = y * a.sh - a.ph + int64_t(i) * a.dh;
-    if (h < 0 || h >= a.ih) continue;
-    for (int j = 0; j < a.kw; ++j) {
-      const int64_t w = x * a.sw - a.pw + int64_t(j) * a.dw;
-      if (w < 0 || w >= a.iw) continue;
-      take_max(static_cast<A>(in[h * a.iw + w]), h * a.iw + w, &bv, &best);
+  for (int k = 0; k < a.kd; ++k) {
+    const int64_t d = z * a.sd - a.pd + int64_t(k) * a.dd;
+    if (d < 0 || d >= a.id) continue;
+    for (int i = 0; i < a.kh; ++i) {
+      const int64_t h = y * a.sh - a.ph + int64_t(i) * a.dh;
+      if (h < 0 || h >= a.ih) continue;
+      for (int j = 0; j < a.kw; ++j) {
+        const int64_t w = x * a.sw - a.pw + int64_t(j) * a.dw;
+        if (w < 0 || w >= a.iw) continue;
+        const int64_t at = (d * a.ih + h) * a.iw + w;
+        take_max(static_cast<A>(in[at]), at, &bv, &best);
+      }
     }
   }
   out[e] = static_cast<T>(bv);
   a.indices[e] = best;
 }
 
-// Forward of output element e = (plane p, y, x).
+// Forward of output element e = (plane p, z, y, x); the upsamplings are 2-D (z = 0).
 template <typename T>
-MT_HOST_DEVICE inline void forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t y, int64_t x) {
+MT_HOST_DEVICE inline void forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t z, int64_t y, int64_t x) {
   using A = ew::opmath_t<T>;
-  const T* in = static_cast<const T*>(a.in) + p * a.ih * a.iw;
+  const int64_t hw = a.ih * a.iw;
+  const T* in = static_cast<const T*>(a.in) + p * a.id * hw;
   T* out = static_cast<T*>(a.out);
   if (a.op == SpatialOp::MaxPool) {
-    max_forward_at<T>(a, e, p, y, x);
+    max_forward_at<T>(a, e, p, z, y, x);
   } else if (a.op == SpatialOp::AvgPool) {
-    int64_t h0, h1, w0, w1;
-    const int64_t div = avg_window(a, y, x, &h0, &h1, &w0, &w1);
+    int64_t d0, d1, h0, h1, w0, w1;
+    const int64_t div = avg_window(a, z, y, x, &d0, &d1, &h0, &h1, &w0, &w1);
     A sum = 0;
-    for (int64_t h = h0; h < h1; ++h)
-      for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[h * a.iw + w]);
+    for (int64_t d = d0; d < d1; ++d)
+      for (int64_t h = h0; h < h1; ++h)
+        for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[d * hw + h * a.iw + w]);
     out[e] = static_cast<T>(div != 0 ? sum / static_cast<A>(div) : A(0)); // divisor_override may be negative
-  } else if (a.op == SpatialOp::AdaptiveMax) { // ATen's rule: the first maximum, the last NaN
+  } else if (a.op == SpatialOp::AdaptiveMax || a.op == SpatialOp::AdaptiveAvg) {
+    const int64_t d0 = adaptive_start(z, a.id, a.od), d1 = adaptive_end(z, a.id, a.od);
     const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
     const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
-    int64_t best = h0 * a.iw + w0;
-    A bv = A(-INFINITY);
-    for (int64_t h = h0; h < h1; ++h)
-      for (int64_t w = w0; w < w1; ++w) take_max(static_cast<A>(in[h * a.iw + w]), h * a.iw + w, &bv, &best);
-    out[e] = static_cast<T>(bv);
-    a.indices[e] = best;
-  } else if (a.op == SpatialOp::AdaptiveAvg) {
-    const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
-    const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
-    A sum = 0;
-    for (int64_t h = h0; h < h1; ++h)
-      for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[h * a.iw + w]);
-    out[e] = static_cast<T>(sum / static_cast<A>((h1 - h0) * (w1 - w0)));
+    if (a.op == SpatialOp::AdaptiveMax) { // ATen's rule: the first maximum, the last NaN
+      int64_t best = d0 * hw + h0 * a.iw + w0;
+      A bv = A(-INFINITY);
+      for (int64_t d = d0; d < d1; ++d)
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) {
+            const int64_t at = d * hw + h * a.iw + w;
+            take_max(static_cast<A>(in[at]), at, &bv, &best);
+          }
+      out[e] = static_cast<T>(bv);
+      a.indices[e] = best;
+    } else {
+      A sum = 0;
+      for (int64_t d = d0; d < d1; ++d)
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[d * hw + h * a.iw + w]);
+      out[e] = static_cast<T>(sum / static_cast<A>((d1 - d0) * (h1 - h0) * (w1 - w0)));
+    }
   } else if (a.op == SpatialOp::Nearest) {
     out[e] = in[nearest_src(y, a.ih, a.oh, a.scale_h) * a.iw + nearest_src(x, a.iw, a.ow, a.scale_w)];
   } else {
@@ -188,39 +206,53 @@ MT_HOST_DEVICE inline void interp_range(int64_t i, int64_t out, double scale, in
   *hi = h > static_cast<double>(out) ? out : static_cast<int64_t>(h);
 }
 
-// Backward of input element e = (plane p, h, w): the sum over the outputs that read it.
+// Backward of input element e = (plane p, d, h, w): the sum over the outputs that read it; the upsamplings are 2-D.
 template <typename T>
-MT_HOST_DEVICE inline void backward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t h, int64_t w) {
+MT_HOST_DEVICE inline void backward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t d, int64_t h, int64_t w) {
   using A = ew::opmath_t<T>;
-  const T* g = static_cast<const T*>(a.in) + p * a.oh * a.ow;
+  const int64_t ohw = a.oh * a.ow;
+  const T* g = static_cast<const T*>(a.in) + p * a.od * ohw;
+  const int64_t self = (d * a.ih + h) * a.iw + w;
   A acc = 0;
   if (a.op == SpatialOp::MaxPool || a.op == SpatialOp::AvgPool) {
-    const int64_t* idx = a.indices ? a.indices + p * a.oh * a.ow : nullptr;
-    for_each_covering_output(h, w, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.oh, a.ow,
-                             [&](int, int, int64_t y, int64_t x) {
-                               if (a.op == SpatialOp::MaxPool) {
-                                 if (idx[y * a.ow + x] == h * a.iw + w) acc += static_cast<A>(g[y * a.ow + x]);
-                               } else {
-                                 int64_t h0, h1, w0, w1;
-                                 const int64_t div = avg_window(a, y, x, &h0, &h1, &w0, &w1);
-                                 if (div != 0) acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>(div);
-                               }
-                             });
+    const int64_t* idx = a.indices ? a.indices + p * a.od * ohw : nullptr;
+    int64_t zlo, zhi; // the depth taps ascending (outputs descending), then the 2-D gather's order within each
+    covering_range(d + a.pd, a.kd, a.sd, a.dd, a.od, &zlo, &zhi);
+    for (int64_t z = zhi; z >= zlo; --z) {
+      if (a.dd != 1 && (d + a.pd - z * a.sd) % a.dd) continue;
+      for_each_covering_output(h, w, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.oh, a.ow,
+                               [&](int, int, int64_t y, int64_t x) {
+                                 const int64_t o = z * ohw + y * a.ow + x;
+                                 if (a.op == SpatialOp::MaxPool) {
+                                   if (idx[o] == self) acc += static_cast<A>(g[o]);
+                                 } else {
+                                   int64_t d0, d1, h0, h1, w0, w1;
+                                   const int64_t div = avg_window(a, z, y, x, &d0, &d1, &h0, &h1, &w0, &w1);
+                                   if (div != 0) acc += static_cast<A>(g[o]) / static_cast<A>(div);
+                                 }
+                               });
+    }
   } else if (a.op == SpatialOp::AdaptiveAvg || a.op == SpatialOp::AdaptiveMax) {
-    int64_t ylo, yhi, xlo, xhi;
+    int64_t zlo, zhi, ylo, yhi, xlo, xhi;
+    adaptive_range(d, a.id, a.od, &zlo, &zhi);
     adaptive_range(h, a.ih, a.oh, &ylo, &yhi);
     adaptive_range(w, a.iw, a.ow, &xlo, &xhi);
-    const int64_t* idx = a.op == SpatialOp::AdaptiveMax ? a.indices + p * a.oh * a.ow : nullptr;
-    for (int64_t y = ylo; y < yhi; ++y) {
-      const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
-      if (h < h0 || h >= h1) continue;
-      for (int64_t x = xlo; x < xhi; ++x) {
-        const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
-        if (w < w0 || w >= w1) continue;
-        if (idx) {
-          if (idx[y * a.ow + x] == h * a.iw + w) acc += static_cast<A>(g[y * a.ow + x]);
-        } else {
-          acc += static_cast<A>(g[y * a.ow + x]) / static_cast<A>((h1 - h0) * (w1 - w0));
+    const int64_t* idx = a.op == SpatialOp::AdaptiveMax ? a.indices + p * a.od * ohw : nullptr;
+    for (int64_t z = zlo; z < zhi; ++z) {
+      const int64_t d0 = adaptive_start(z, a.id, a.od), d1 = adaptive_end(z, a.id, a.od);
+      if (d < d0 || d >= d1) continue;
+      for (int64_t y = ylo; y < yhi; ++y) {
+        const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
+        if (h < h0 || h >= h1) continue;
+        for (int64_t x = xlo; x < xhi; ++x) {
+          const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
+          if (w < w0 || w >= w1) continue;
+          const int64_t o = z * ohw + y * a.ow + x;
+          if (idx) {
+            if (idx[o] == self) acc += static_cast<A>(g[o]);
+          } else {
+            acc += static_cast<A>(g[o]) / static_cast<A>((d1 - d0) * (h1 - h0) * (w1 - w0));
+          }
         }
       }
     }
@@ -270,38 +302,38 @@ MT_HOST_DEVICE inline void backward_at(const SpatialArgs& a, int64_t e, int64_t 
 // walks rows, Note [Spatial family]).
 template <typename T>
 MT_HOST_DEVICE inline void item(const SpatialArgs& a, int64_t e) {
-  if constexpr (std::is_integral_v<T>) { // integers: max pooling's forward only (sp::dispatch)
-    max_forward_at<T>(a, e, e / (a.ow * a.oh), (e / a.ow) % a.oh, e % a.ow);
-  } else if (a.backward) {
-    backward_at<T>(a, e, e / (a.iw * a.ih), (e / a.iw) % a.ih, e % a.iw);
-  } else {
-    forward_at<T>(a, e, e / (a.ow * a.oh), (e / a.ow) % a.oh, e % a.ow);
-  }
+  const bool back = a.backward && !std::is_integral_v<T>; // integers: max pooling's forward only (sp::dispatch)
+  const int64_t D = back ? a.id : a.od, H = back ? a.ih : a.oh, W = back ? a.iw : a.ow;
+  const int64_t row = e / W, x = e % W, y = row % H, zp = row / H, z = zp % D, p = zp / D;
+  if constexpr (std::is_integral_v<T>) max_forward_at<T>(a, e, p, z, y, x);
+  else if (a.backward) backward_at<T>(a, e, p, z, y, x);
+  else forward_at<T>(a, e, p, z, y, x);
 }
 
-// The items of rows [begin, end) (rows of the output forward, of the input backward): the plane and row found once
-// per row, not three 64-bit divisions per element.
+// The items of rows [begin, end) (rows of the output forward, of the input backward; planes * depth * height of them):
+// the plane, depth and row found once per row, not four 64-bit divisions per element.
 template <typename T>
 inline void rows(const SpatialArgs& a, int64_t begin, int64_t end) {
-  const int64_t h = a.backward ? a.ih : a.oh, w = a.backward ? a.iw : a.ow;
+  const bool back = a.backward && !std::is_integral_v<T>;
+  const int64_t D = back ? a.id : a.od, H = back ? a.ih : a.oh, W = back ? a.iw : a.ow;
   for (int64_t r = begin; r < end; ++r) {
-    const int64_t p = r / h, y = r % h;
-    for (int64_t x = 0; x < w; ++x) {
-      if constexpr (std::is_integral_v<T>) max_forward_at<T>(a, r * w + x, p, y, x);
-      else if (a.backward) backward_at<T>(a, r * w + x, p, y, x);
-      else forward_at<T>(a, r * w + x, p, y, x);
+    const int64_t y = r % H, z = (r / H) % D, p = r / (H * D);
+    for (int64_t x = 0; x < W; ++x) {
+      if constexpr (std::is_integral_v<T>) max_forward_at<T>(a, r * W + x, p, z, y, x);
+      else if (a.backward) backward_at<T>(a, r * W + x, p, z, y, x);
+      else forward_at<T>(a, r * W + x, p, z, y, x);
     }
   }
 }
 
 // Max pooling's backward over plane p as a scatter of the gradients to their indices, for a host that runs a plane
 // per thread (the sim): O(outputs) where the gather tests every covering output. The outputs are taken in the
-// gather's order (y, then x, descending), so every input's sum is the same sequence of additions, in A, and the
-// bits are the gather's. acc: ih*iw elements of scratch.
+// gather's order (z, y, then x, descending), so every input's sum is the same sequence of additions, in A, and the
+// bits are the gather's. acc: id*ih*iw elements of scratch.
 template <typename T>
 inline void max_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>* acc) {
   using A = ew::opmath_t<T>;
-  const int64_t n_in = a.ih * a.iw, n_out = a.oh * a.ow;
+  const int64_t n_in = a.id * a.ih * a.iw, n_out = a.od * a.oh * a.ow;
   const T* g = static_cast<const T*>(a.in) + p * n_out;
   const int64_t* idx = a.indices + p * n_out;
   for (int64_t i = 0; i < n_in; ++i) acc[i] = A(0);
