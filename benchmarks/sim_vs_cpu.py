@@ -84,6 +84,24 @@ def cases():
 
         return step
 
+    def grid_sample(d):  # a spatial transformer's sampling, forward and both gradients
+        x = _t((8, 32, 64, 64)).to(d).requires_grad_()
+        grid = (torch.rand(8, 64, 64, 2, generator=torch.Generator().manual_seed(2)) * 2.2 - 1.1).to(d)
+        grid.requires_grad_()
+
+        def step():
+            F.grid_sample(x, grid, align_corners=False).sum().backward()
+
+        return step
+
+    def max_pool3d(d):  # a video model's pooling, forward and backward
+        x = _t((4, 32, 16, 32, 32)).to(d).requires_grad_()
+
+        def step():
+            F.max_pool3d(x, 3, 2, 1).sum().backward()
+
+        return step
+
     def index_add_half(d):
         x = _t((4096, 256), torch.float16).to(d)
         i = torch.randint(0, 4096, (32768,), generator=torch.Generator().manual_seed(0)).to(d)
@@ -176,6 +194,8 @@ def cases():
         ("sdpa causal f16 4x8x512x64", sdpa(torch.float16)),
         ("max_pool2d 3x3/2 f+b 16x64x56x56", max_pool),
         ("index_add f16 32k rows of 256", index_add_half),
+        ("grid_sample bilinear f+b 8x32x64x64", grid_sample),
+        ("max_pool3d 3x3x3/2 f+b 4x32x16x32x32", max_pool3d),
         ("conv2d 16x64x32x32 k3", conv),
         ("conv2d 16x64x32x32 k3 bf16", conv_bf16),
         ("fused AdamW 8x512x512", adamw),
