@@ -67,6 +67,9 @@ def run(dev):
                  "adaptive_maxpool3d": lambda a: F.adaptive_max_pool3d(a, (3, 2, 4))}.items():
         for j, v in enumerate(grads(f, vol)):
             out[f"{k}_{j}"] = v
+    vol_int = (vol * 1000).long()  # integer average pooling: exact
+    out["avgpool3d_int64"] = F.avg_pool3d(vol_int, 3, 2, 1, divisor_override=-2).cpu()
+    out["avgpool2d_int64"] = F.avg_pool2d(vol_int[:, :, 0], 2, 1, 1, True, False).cpu()
     emb = torch.randn(50, 16, device=dev, requires_grad=True)
     F.embedding(idx.to(dev), emb, padding_idx=3, scale_grad_by_freq=True).sum().backward()
     out["embedding_grad"] = emb.grad.cpu()

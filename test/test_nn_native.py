@@ -278,6 +278,25 @@ def test_pool3d_indices_nan_integers_and_bad_arguments():
             f(x.to(DEV))
 
 
+def test_integer_average_pooling_is_the_cpus():
+    """int64 average pooling (the CPU's one integer type there): the window's sum in int64, wrapping, and the
+    truncated quotient, with and without the padding, a negative divisor_override and sums that overflow."""
+    xi = torch.randint(-1000, 1000, (2, 3, 5, 6, 7), generator=g0)
+    xi[0, 0, :2, :2, :2] = 2**62  # eight of these wrap
+    for f in (
+        lambda t: F.avg_pool3d(t, 3, 2, 1),
+        lambda t: F.avg_pool3d(t, (2, 3, 2), 2, 1, True, False),
+        lambda t: F.avg_pool3d(t, 2, divisor_override=-3),
+        lambda t: F.avg_pool2d(t[:, :, 0], 3, 2, 1),
+        lambda t: F.avg_pool2d(t[:, :, 3], 2, 1, 1, True, False, -1),
+        lambda t: F.avg_pool1d(t[:, :, 0, 0], 3),
+    ):
+        # (t[:, :, 3] holds no 2**62: a window summing to INT64_MIN divided by -1 traps in the CPU's kernel)
+        assert torch.equal(f(xi.to(DEV)).cpu(), f(xi))
+    with pytest.raises(RuntimeError):  # int32: the CPU's refusal
+        F.avg_pool2d(xi[:, :, 0].int().to(DEV), 2)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [dict(), dict(stride=2, padding=1), dict(dilation=2, padding=2, groups=3), dict(padding="same", bias=False)],

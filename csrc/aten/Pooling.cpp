@@ -221,12 +221,13 @@ template <int D>
 Tensor& avgPoolOut(const Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor, Tensor& out) {
   checkOutDtype(out, self.scalar_type());
-  if (!kernelFloating(self.scalar_type()))
+  const bool int64 = self.scalar_type() == at::kLong;  // the one integer type the CPU averages
+  if (!kernelFloating(self.scalar_type()) && !int64)
     return Fallback<typename PoolOps<D>::AvgOut>::call(self, kernel, stride, padding, ceil_mode, count_include_pad,
                                                        divisor, out);
   SpatialArgs a;
   a.op = SpatialOp::AvgPool;
-  planes(a, self, PoolOps<D>::avg, false, D);
+  planes(a, self, PoolOps<D>::avg, int64, D);
   poolGeometry(a, kernel, stride, padding, {}, ceil_mode, PoolOps<D>::avg, D);
   TORCH_CHECK(!divisor.has_value() || *divisor != 0, "divisor must be not zero");
   a.count_include_pad = count_include_pad;

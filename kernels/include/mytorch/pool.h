@@ -138,6 +138,27 @@ MT_HOST_DEVICE inline void max_forward_at(const SpatialArgs& a, int64_t e, int64
   a.indices[e] = best;
 }
 
+// Average pooling's forward of output element e = (plane p, z, y, x). Integers (int64 only, sp::dispatch) are the
+// CPU's: the window summed in the type, wrapping (here without overflow's undefined behaviour), and the quotient
+// truncated (ew::int_div: no trap for INT64_MIN / -1).
+template <typename T>
+MT_HOST_DEVICE inline void avg_forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t z, int64_t y, int64_t x) {
+  const int64_t hw = a.ih * a.iw;
+  const T* in = static_cast<const T*>(a.in) + p * a.id * hw;
+  int64_t d0, d1, h0, h1, w0, w1;
+  const int64_t div = avg_window(a, z, y, x, &d0, &d1, &h0, &h1, &w0, &w1);
+  using A = std::conditional_t<std::is_integral_v<T>, uint64_t, ew::opmath_t<T>>;
+  A sum = 0;
+  for (int64_t d = d0; d < d1; ++d)
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[d * hw + h * a.iw + w]);
+  if constexpr (std::is_integral_v<T>) {
+    static_cast<T*>(a.out)[e] = ew::int_div(static_cast<T>(sum), static_cast<T>(div));
+  } else {
+    static_cast<T*>(a.out)[e] = static_cast<T>(div != 0 ? sum / static_cast<A>(div) : A(0)); // override may be < 0
+  }
+}
+
 // Forward of output element e = (plane p, z, y, x); the upsamplings are 2-D (z = 0).
 template <typename T>
 MT_HOST_DEVICE inline void forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t z, int64_t y, int64_t x) {
@@ -148,13 +169,7 @@ MT_HOST_DEVICE inline void forward_at(const SpatialArgs& a, int64_t e, int64_t p
   if (a.op == SpatialOp::MaxPool) {
     max_forward_at<T>(a, e, p, z, y, x);
   } else if (a.op == SpatialOp::AvgPool) {
-    int64_t d0, d1, h0, h1, w0, w1;
-    const int64_t div = avg_window(a, z, y, x, &d0, &d1, &h0, &h1, &w0, &w1);
-    A sum = 0;
-    for (int64_t d = d0; d < d1; ++d)
-      for (int64_t h = h0; h < h1; ++h)
-        for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[d * hw + h * a.iw + w]);
-    out[e] = static_cast<T>(div != 0 ? sum / static_cast<A>(div) : A(0)); // divisor_override may be negative
+    avg_forward_at<T>(a, e, p, z, y, x);
   } else if (a.op == SpatialOp::AdaptiveMax || a.op == SpatialOp::AdaptiveAvg) {
     const int64_t d0 = adaptive_start(z, a.id, a.od), d1 = adaptive_end(z, a.id, a.od);
     const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
@@ -305,9 +320,14 @@ MT_HOST_DEVICE inline void item(const SpatialArgs& a, int64_t e) {
   const bool back = a.backward && !std::is_integral_v<T>; // integers: max pooling's forward only (sp::dispatch)
   const int64_t D = back ? a.id : a.od, H = back ? a.ih : a.oh, W = back ? a.iw : a.ow;
   const int64_t row = e / W, x = e % W, y = row % H, zp = row / H, z = zp % D, p = zp / D;
-  if constexpr (std::is_integral_v<T>) max_forward_at<T>(a, e, p, z, y, x);
-  else if (a.backward) backward_at<T>(a, e, p, z, y, x);
-  else forward_at<T>(a, e, p, z, y, x);
+  if constexpr (std::is_integral_v<T>) {
+    if (a.op == SpatialOp::AvgPool) avg_forward_at<T>(a, e, p, z, y, x);
+    else max_forward_at<T>(a, e, p, z, y, x);
+  } else if (a.backward) {
+    backward_at<T>(a, e, p, z, y, x);
+  } else {
+    forward_at<T>(a, e, p, z, y, x);
+  }
 }
 
 // The items of rows [begin, end) (rows of the output forward, of the input backward; planes * depth * height of them):
@@ -319,9 +339,14 @@ inline void rows(const SpatialArgs& a, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; ++r) {
     const int64_t y = r % H, z = (r / H) % D, p = r / (H * D);
     for (int64_t x = 0; x < W; ++x) {
-      if constexpr (std::is_integral_v<T>) max_forward_at<T>(a, r * W + x, p, z, y, x);
-      else if (a.backward) backward_at<T>(a, r * W + x, p, z, y, x);
-      else forward_at<T>(a, r * W + x, p, z, y, x);
+      if constexpr (std::is_integral_v<T>) {
+        if (a.op == SpatialOp::AvgPool) avg_forward_at<T>(a, r * W + x, p, z, y, x);
+        else max_forward_at<T>(a, r * W + x, p, z, y, x);
+      } else if (a.backward) {
+        backward_at<T>(a, r * W + x, p, z, y, x);
+      } else {
+        forward_at<T>(a, r * W + x, p, z, y, x);
+      }
     }
   }
 }
@@ -345,11 +370,13 @@ inline void max_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>*
   for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
 }
 
-// f(T{}) for the dtypes a spatial op runs on: the floating types, and for max pooling's forward the integers too.
+// f(T{}) for the dtypes a spatial op runs on: the floating types; for max pooling's forward the integers too, and
+// for average pooling's forward int64 (the one integer type the CPU averages).
 template <typename F>
 inline bool dispatch(const SpatialArgs& a, F&& f) {
   if (dispatch_floating(a.dtype, f)) return true;
-  return a.op == SpatialOp::MaxPool && !a.backward && dispatch_integer(a.dtype, f);
+  const bool integers = a.op == SpatialOp::MaxPool || (a.op == SpatialOp::AvgPool && a.dtype == DType::Int64);
+  return integers && !a.backward && dispatch_integer(a.dtype, f);
 }
 
 } // namespace sp

@@ -42,9 +42,6 @@ REASONS = {
     "aten::mm.out": "complex GEMM (linalg.eig's eigenvectors): no complex GEMM yet",
     "aten::bmm.out": "complex GEMM (linalg.eig's eigenvectors): no complex GEMM yet",
     "aten::div.out": "complex division by a complex tensor (linalg.eig's eigenvectors)",
-    "aten::avg_pool2d.out": "integer inputs: the spatial kernels average floating types only so far (the CPU sums a "
-    "window in the integer type, wrapping, and truncates the quotient)",
-    "aten::avg_pool3d.out": "integer inputs: as avg_pool2d.out",
 }
 DEFAULT_REASON = "no native kernel yet"
 
