@@ -109,6 +109,20 @@ def test_non_contiguous_and_empty_inputs():
         assert not xe.grad.abs().sum().item() and not ge.grad.abs().sum().item()
 
 
+@pytest.mark.parametrize("n", [1, 4])
+def test_grid_gradient_alone_matches_the_cpu(n):
+    """Only the grid requires a gradient (a spatial transformer over a fixed image): the backward has no input
+    gradient to write, for one batch element (channel blocks) and for several."""
+    x, grid = make(2, n=n, c=6)
+    grads = []
+    for device, dtype in ((DEV, torch.float32), ("cpu", torch.float32), ("cpu", torch.float64)):
+        g = grid.to(dtype=dtype, device=device, copy=True).requires_grad_()
+        F.grid_sample(x.to(dtype=dtype, device=device), g, mode="bicubic", align_corners=False).sum().backward()
+        grads.append(g.grad.cpu())
+    assert grads[2].abs().sum() > 0
+    assert_aligned(*grads, "grid gradient")
+
+
 def test_input_gradient_bits_do_not_depend_on_the_thread_count():
     x, grid = make(2, n=1, c=8, spread=0.6)  # one batch element: the channel blocks are what splits
     cot = torch.randn(1, 8, 5, 6, generator=torch.Generator().manual_seed(2))

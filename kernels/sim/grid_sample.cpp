@@ -38,11 +38,11 @@ rt::Status grid_sample(const GridSampleArgs& a, rt::Stream) {
     }
     // The input's gradient: blocks of channels of one batch element, enough for every worker. With one block (as
     // many batch elements as workers) a task owns whole batch elements and also writes their grid gradient;
-    // otherwise the grid's gradient is a pass of its own, a gather per location over every channel.
+    // otherwise, or without an input gradient, the grid's gradient is a pass of its own over the locations.
     const int64_t c = std::max<int64_t>(a.c, 1);
     const int64_t per_n = std::max<int64_t>(1, (2 * int64_t(par::threads()) + a.n - 1) / std::max<int64_t>(a.n, 1));
     const int64_t block = (c + std::min(per_n, c) - 1) / std::min(per_n, c), blocks = (c + block - 1) / block;
-    const bool fused = blocks == 1 || !a.grad_input;
+    const bool fused = a.grad_input && blocks == 1;
     if (!fused) {
       GridSampleArgs grid_only = a;
       grid_only.grad_input = nullptr;
@@ -50,11 +50,12 @@ rt::Status grid_sample(const GridSampleArgs& a, rt::Stream) {
         for (int64_t l = b; l < e; ++l) gs::backward_at<T>(grid_only, l, 0, a.c, true, PlainAdd{});
       });
     }
+    if (!a.grad_input) return;
     par::parallel_for(a.n * blocks, par::grain_for(spatial * (workPerChannel(a) * block + 32)),
                       [&](int64_t b, int64_t e) {
                         for (int64_t task = b; task < e; ++task) {
                           const int64_t n = task / blocks, c0 = (task % blocks) * block;
-                          const int64_t c1 = fused ? a.c : std::min(a.c, c0 + block);
+                          const int64_t c1 = std::min(a.c, c0 + block);
                           for (int64_t o = 0; o < spatial; ++o)
                             gs::backward_at<T>(a, n * spatial + o, c0, c1, fused, PlainAdd{});
                         }

@@ -313,13 +313,10 @@ MT_HOST_DEVICE inline void backward_at(const SpatialArgs& a, int64_t e, int64_t 
   static_cast<T*>(a.out)[e] = static_cast<T>(acc);
 }
 
-// Work item e of a launch: an output element forward, an input element backward (a thread each on CUDA; the sim
-// walks rows, Note [Spatial family]).
+// The work item at (plane p, z, y, x), index e: an output element forward, an input element backward; integers run
+// forwards only (sp::dispatch).
 template <typename T>
-MT_HOST_DEVICE inline void item(const SpatialArgs& a, int64_t e) {
-  const bool back = a.backward && !std::is_integral_v<T>; // integers: max pooling's forward only (sp::dispatch)
-  const int64_t D = back ? a.id : a.od, H = back ? a.ih : a.oh, W = back ? a.iw : a.ow;
-  const int64_t row = e / W, x = e % W, y = row % H, zp = row / H, z = zp % D, p = zp / D;
+MT_HOST_DEVICE inline void item_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t z, int64_t y, int64_t x) {
   if constexpr (std::is_integral_v<T>) {
     if (a.op == SpatialOp::AvgPool) avg_forward_at<T>(a, e, p, z, y, x);
     else max_forward_at<T>(a, e, p, z, y, x);
@@ -330,24 +327,33 @@ MT_HOST_DEVICE inline void item(const SpatialArgs& a, int64_t e) {
   }
 }
 
-// The items of rows [begin, end) (rows of the output forward, of the input backward; planes * depth * height of them):
-// the plane, depth and row found once per row, not four 64-bit divisions per element.
+// The sizes items are laid out over: the input's backward, the output's forward.
+template <typename T>
+MT_HOST_DEVICE inline void item_dims(const SpatialArgs& a, int64_t* D, int64_t* H, int64_t* W) {
+  const bool back = a.backward && !std::is_integral_v<T>;
+  *D = back ? a.id : a.od;
+  *H = back ? a.ih : a.oh;
+  *W = back ? a.iw : a.ow;
+}
+
+// Work item e of a launch (a thread each on CUDA; the sim walks rows, Note [Spatial family]).
+template <typename T>
+MT_HOST_DEVICE inline void item(const SpatialArgs& a, int64_t e) {
+  int64_t D, H, W;
+  item_dims<T>(a, &D, &H, &W);
+  const int64_t row = e / W, zp = row / H;
+  item_at<T>(a, e, zp / D, zp % D, row % H, e % W);
+}
+
+// The items of rows [begin, end) (planes * depth * height rows): the plane, depth and row found once per row, not
+// four 64-bit divisions per element.
 template <typename T>
 inline void rows(const SpatialArgs& a, int64_t begin, int64_t end) {
-  const bool back = a.backward && !std::is_integral_v<T>;
-  const int64_t D = back ? a.id : a.od, H = back ? a.ih : a.oh, W = back ? a.iw : a.ow;
+  int64_t D, H, W;
+  item_dims<T>(a, &D, &H, &W);
   for (int64_t r = begin; r < end; ++r) {
     const int64_t y = r % H, z = (r / H) % D, p = r / (H * D);
-    for (int64_t x = 0; x < W; ++x) {
-      if constexpr (std::is_integral_v<T>) {
-        if (a.op == SpatialOp::AvgPool) avg_forward_at<T>(a, r * W + x, p, z, y, x);
-        else max_forward_at<T>(a, r * W + x, p, z, y, x);
-      } else if (a.backward) {
-        backward_at<T>(a, r * W + x, p, z, y, x);
-      } else {
-        forward_at<T>(a, r * W + x, p, z, y, x);
-      }
-    }
+    for (int64_t x = 0; x < W; ++x) item_at<T>(a, r * W + x, p, z, y, x);
   }
 }
 
