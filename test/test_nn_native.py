@@ -278,6 +278,49 @@ def test_pool3d_indices_nan_integers_and_bad_arguments():
             f(x.to(DEV))
 
 
+FOLDS = [
+    dict(kernel_size=3),
+    dict(kernel_size=(2, 3), dilation=(2, 1), padding=(1, 2), stride=(2, 1)),
+    dict(kernel_size=(1, 4), padding=(0, 3), stride=3),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("kwargs", FOLDS)
+def test_unfold_and_fold(kwargs, dtype):
+    """F.unfold (aten::im2col) and F.fold (aten::col2im), batched and unbatched, each with its gradient (the
+    other op); overlapping windows make fold sum several columns into one pixel."""
+    x = torch.randn(2, 3, 9, 8, generator=g0)
+    assert_fwd_bwd_match_cpu(lambda t: F.unfold(t, **kwargs), x, dtype=dtype)
+    assert_fwd_bwd_match_cpu(lambda t: F.unfold(t, **kwargs), x[0], dtype=dtype)
+    cols = F.unfold(x, **kwargs)
+    assert_fwd_bwd_match_cpu(lambda c: F.fold(c, (9, 8), **kwargs), cols, dtype=dtype)
+    assert_fwd_bwd_match_cpu(lambda c: F.fold(c, (9, 8), **kwargs), cols[0], dtype=dtype)
+
+
+def test_unfold_and_fold_bad_arguments_and_empty():
+    x = torch.randn(2, 3, 6, 6, generator=g0)
+    for call in (
+        lambda t: F.fold(F.unfold(t, 3), (7, 6), 3),  # columns of a 6x6 image folded into a 7x6 one
+        lambda t: F.fold(t.flatten(2)[:, :5], (6, 6), 2),  # 5 rows: not a multiple of 2x2
+        lambda t: F.unfold(t, 7),  # a window larger than the padded image
+        lambda t: F.unfold(t, 0),
+        lambda t: F.unfold(t, 2, dilation=2**40),
+        lambda t: torch.ops.aten.im2col(t, [2], [1, 1], [0, 0], [1, 1]),
+    ):
+        with pytest.raises(RuntimeError) as dev:
+            call(x.to(DEV))
+        with pytest.raises(RuntimeError):
+            call(x)
+        assert "expected" in str(dev.value).lower() or "size" in str(dev.value).lower(), str(dev.value)
+    empty = torch.randn(0, 3, 6, 6)
+    assert F.unfold(empty.to(DEV), 2).shape == F.unfold(empty, 2).shape
+    assert F.fold(F.unfold(empty, 2).to(DEV), (6, 6), 2).shape == (0, 3, 6, 6)
+    out = torch.empty(0, dtype=torch.float64, device=DEV)
+    with pytest.raises(RuntimeError, match="dtype|Float|Double"):
+        torch.ops.aten.im2col.out(x.to(DEV), [2, 2], [1, 1], [0, 0], [1, 1], out=out)
+
+
 def test_integer_average_pooling_is_the_cpus():
     """int64 average pooling (the CPU's one integer type there): the window's sum in int64, wrapping, and the
     truncated quotient, with and without the padding, a negative divisor_override and sums that overflow."""
