@@ -107,7 +107,7 @@ def test_scan_plans_match_the_cpu(op, shape, dim):
 
 @pytest.mark.parametrize("op", ["cummax", "cummin"])
 @pytest.mark.parametrize("shape,dim", [((65,), 0), ((3, 2049), 1), ((2, 9000), 1), ((300, 5), 0), ((7, 100), 1)])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16, torch.bool])
 def test_cummax_cummin_values_and_indices(op, shape, dim, dtype):
     """Values and the index of each running extreme, ties and NaNs taking the latest index (as ATen), across
     chunk edges."""

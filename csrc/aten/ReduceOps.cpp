@@ -366,8 +366,12 @@ Tensor logcumsumexp(const Tensor& self, int64_t dim) {
 // cummax / cummin (ATen's composites resize values and indices, then call these helpers).
 template <ScanOp op, typename AtenOp>
 void cumExtremeHelper(const Tensor& self, Tensor& values, Tensor& indices, int64_t dim) {
-  if (self.scalar_type() == at::kBool || self.is_complex() || values.scalar_type() != self.scalar_type()) {
+  if (self.is_complex() || values.scalar_type() != self.scalar_type()) {
     return Fallback<AtenOp>::call(self, values, indices, dim);
+  }
+  if (self.scalar_type() == at::kBool) { // false < true as 0 < 1: the same bytes scanned as uint8
+    Tensor bytes = values.view(at::kByte);
+    return runScan(op, self.view(at::kByte), dim, bytes, indices);
   }
   runScan(op, self, dim, values, indices);
 }
