@@ -4,6 +4,7 @@
 // column entries that read it, summed in the opmath type (the CPU adds them into the image at its own dtype).
 // Dtypes the kernels lack (integers, bool, complex) go to the CPU.
 #include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/im2col_shape_check.h>
 #include <ATen/ops/col2im_ops.h>
 #include <ATen/ops/empty.h>
@@ -59,8 +60,8 @@ void launch(Im2ColArgs a, const Tensor& in, const Tensor& out) {
   MT_RT_CHECK(kernels::im2col(a, streamFor(in)));
 }
 
-Tensor im2col(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding,
-              IntArrayRef stride) {
+Tensor unfoldImage(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding,
+                   IntArrayRef stride) {
   if (!kernelFloating(self.scalar_type()))
     return Fallback<at::_ops::im2col>::call(self, kernel_size, dilation, padding, stride);
   checkPairs(kernel_size, dilation, padding, stride);
@@ -80,8 +81,8 @@ Tensor im2col(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dilation,
   return batched ? cols : cols.squeeze(0);
 }
 
-Tensor col2im(const Tensor& self, c10::SymIntArrayRef output_size, IntArrayRef kernel_size, IntArrayRef dilation,
-              IntArrayRef padding, IntArrayRef stride) {
+Tensor foldColumns(const Tensor& self, c10::SymIntArrayRef output_size, IntArrayRef kernel_size, IntArrayRef dilation,
+                   IntArrayRef padding, IntArrayRef stride) {
   if (!kernelFloating(self.scalar_type()))
     return Fallback<at::_ops::col2im>::call(self, C10_AS_INTARRAYREF_SLOW(output_size), kernel_size, dilation, padding,
                                             stride);
@@ -106,22 +107,34 @@ Tensor col2im(const Tensor& self, c10::SymIntArrayRef output_size, IntArrayRef k
   return batched ? image : image.squeeze(0);
 }
 
+// The CPU's out= rule: out is resized, and must have the input's dtype only when something is written into it.
+Tensor& assignFoldOut(Tensor& out, const Tensor& result) {
+  if (result.numel() > 0) return assignExactOut(out, result);
+  at::native::resize_output(out, result.sizes());
+  return out;
+}
+
 Tensor& im2colOut(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding,
                   IntArrayRef stride, Tensor& out) {
-  return assignExactOut(out, im2col(self, kernel_size, dilation, padding, stride));
+  if (!kernelFloating(self.scalar_type()))
+    return Fallback<at::_ops::im2col_out>::call(self, kernel_size, dilation, padding, stride, out);
+  return assignFoldOut(out, unfoldImage(self, kernel_size, dilation, padding, stride));
 }
 
 Tensor& col2imOut(const Tensor& self, c10::SymIntArrayRef output_size, IntArrayRef kernel_size, IntArrayRef dilation,
                   IntArrayRef padding, IntArrayRef stride, Tensor& out) {
-  return assignExactOut(out, col2im(self, output_size, kernel_size, dilation, padding, stride));
+  if (!kernelFloating(self.scalar_type()))
+    return Fallback<at::_ops::col2im_out>::call(self, C10_AS_INTARRAYREF_SLOW(output_size), kernel_size, dilation,
+                                                padding, stride, out);
+  return assignFoldOut(out, foldColumns(self, output_size, kernel_size, dilation, padding, stride));
 }
 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("im2col", TORCH_FN(im2col));
+  m.impl("im2col", TORCH_FN(unfoldImage));
   m.impl("im2col.out", TORCH_FN(im2colOut));
-  m.impl("col2im", TORCH_FN(col2im));
+  m.impl("col2im", TORCH_FN(foldColumns));
   m.impl("col2im.out", TORCH_FN(col2imOut));
 }
 
