@@ -70,6 +70,11 @@ def run(dev):
     vol_int = (vol * 1000).long()  # integer average pooling: exact
     out["avgpool3d_int64"] = F.avg_pool3d(vol_int, 3, 2, 1, divisor_override=-2).cpu()
     out["avgpool2d_int64"] = F.avg_pool2d(vol_int[:, :, 0], 2, 1, 1, True, False).cpu()
+    # unfold / fold (im2col / col2im, each the other's gradient): dilated, padded, strided, overlapping windows
+    for k, f in {"unfold": lambda a: F.unfold(a, (2, 3), dilation=(2, 1), padding=1, stride=(2, 1)),
+                 "fold": lambda a: F.fold(F.unfold(a, 3, padding=1) * 0.5, (17, 19), 3, padding=1)}.items():
+        for j, v in enumerate(grads(f, I)):
+            out[f"{k}_{j}"] = v
     emb = torch.randn(50, 16, device=dev, requires_grad=True)
     F.embedding(idx.to(dev), emb, padding_idx=3, scale_grad_by_freq=True).sum().backward()
     out["embedding_grad"] = emb.grad.cpu()

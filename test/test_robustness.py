@@ -279,10 +279,12 @@ def test_refusals_that_match_the_cpu():
         ),
         "multinomial_categories": (RuntimeError, lambda d: torch.multinomial(torch.ones(2**24 + 1, device=d), 1)),
         "cat_out_is_an_input": (RuntimeError, lambda d: (lambda x: torch.cat([x, x], out=x))(torch.ones(2, device=d))),
-        "fallback_out_on_the_cpu": (
+        "fallback_out_on_the_cpu": (  # complex division: a fallback
             RuntimeError,
-            lambda d: torch.igamma(
-                torch.ones(2, device=d), torch.ones(2, device=d), out=torch.empty(2, device="cpu" if d == D else "meta")
+            lambda d: torch.div(
+                torch.ones(2, dtype=torch.cfloat, device=d),
+                torch.ones(2, dtype=torch.cfloat, device=d),
+                out=torch.empty(2, dtype=torch.cfloat, device="cpu" if d == D else "meta"),
             ),
         ),
     }
@@ -295,15 +297,16 @@ def test_refusals_that_match_the_cpu():
 
 
 def test_fallback_applies_the_out_rules():
-    """Ops without a native kernel (igamma, kthvalue, masked_select here) take the CPU fallback. It refuses partial
-    overlap itself, hands an out= that is also an input to the CPU kernel over the input's own host storage, so
-    that the kernel's rule applies (kthvalue and masked_select refuse it, igamma computes in place), and gives
-    ATen's warning when it resizes a non-empty out=."""
+    """Ops without a native kernel (complex division here; kthvalue and masked_select had none when this was
+    written) take the CPU fallback. It refuses partial overlap itself, hands an out= that is also an input to the
+    CPU kernel over the input's own host storage, so that the kernel's rule applies (kthvalue and masked_select
+    refuse it, division computes in place), and gives ATen's warning when it resizes a non-empty out=."""
     torch.mytorch.reset_fallback_stats()
-    z = torch.arange(6.0, device=D) / 10
+    c = torch.complex(torch.arange(6.0), torch.ones(6)) / 10
+    z = c.to(D)
     with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
-        torch.igamma(z[1:], z[1:], out=z[:-1])
-    assert torch.equal(z.cpu(), torch.arange(6.0) / 10)
+        torch.div(z[1:], z[1:] + 1, out=z[:-1])
+    assert torch.equal(z.cpu(), c)
     for dev in ("cpu", D):
         x = torch.tensor([3.0, 1.0, 2.0, 5.0], device=dev)
         with pytest.raises(RuntimeError, match="refer to a single memory location"):
@@ -311,15 +314,15 @@ def test_fallback_applies_the_out_rules():
         with pytest.raises(RuntimeError, match="refer to a single memory location"):
             torch.masked_select(x, x > 1, out=x)
         assert x.tolist() == [3.0, 1.0, 2.0, 5.0]
-        y = torch.tensor([0.1, 0.2, 0.3], device=dev)
-        assert torch.igamma(y, y, out=y) is y
-        ref = torch.tensor([0.1, 0.2, 0.3])
-        assert torch.equal(y.cpu(), torch.igamma(ref, ref))
-        w = torch.tensor([[0.1, 0.2], [0.3, 0.4]], device=dev).t()  # a transposed out= that is its input
-        torch.igamma(w, w, out=w)
-        wc = torch.tensor([[0.1, 0.2], [0.3, 0.4]]).t()
-        assert torch.equal(w.cpu(), torch.igamma(wc, wc))
-    assert "aten::igamma.out" in torch.mytorch.fallback_stats()
+        ref = torch.tensor([0.1 + 0.3j, 0.2 - 1j, 0.3 + 2j])
+        y = ref.clone().to(dev)
+        assert torch.div(y, y * y, out=y) is y
+        assert torch.equal(y.cpu(), torch.div(ref, ref * ref))
+        wc = torch.tensor([[0.1 + 1j, 0.2], [0.3, 0.4 - 2j]]).t()
+        w = wc.clone().t().contiguous().t().to(dev)  # a transposed out= that is its input
+        torch.div(w, w + 1, out=w)
+        assert torch.equal(w.cpu(), torch.div(wc, wc + 1))
+    torch.mytorch.reset_fallback_stats()
     with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
-        torch.igamma(torch.ones(3, device=D), torch.ones(3, device=D), out=torch.empty(5, device=D))
-    assert "aten::igamma.out" in torch.mytorch.fallback_stats()
+        torch.div(*(torch.ones(3, dtype=torch.cfloat, device=D),) * 2, out=torch.empty(5, dtype=torch.cfloat, device=D))
+    assert "aten::div.out" in torch.mytorch.fallback_stats()
