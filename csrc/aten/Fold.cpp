@@ -53,6 +53,12 @@ Im2ColArgs geometry(c10::ScalarType dtype, IntArrayRef kernel_size, IntArrayRef 
   return a;
 }
 
+// The column positions (oh, ow) of a's image, kernel, stride, padding and dilation.
+void positions(Im2ColArgs& a) {
+  a.oh = (a.ih + 2 * a.ph - (a.dh * (a.kh - 1) + 1)) / a.sh + 1;
+  a.ow = (a.iw + 2 * a.pw - (a.dw * (a.kw - 1) + 1)) / a.sw + 1;
+}
+
 void launch(Im2ColArgs a, const Tensor& in, const Tensor& out) {
   a.in = in.data_ptr();
   a.out = out.data_ptr();
@@ -74,8 +80,7 @@ Tensor unfoldImage(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dila
   a.c = x.size(1);
   a.ih = x.size(2);
   a.iw = x.size(3);
-  a.oh = (a.ih + 2 * a.ph - (a.dh * (a.kh - 1) + 1)) / a.sh + 1;
-  a.ow = (a.iw + 2 * a.pw - (a.dw * (a.kw - 1) + 1)) / a.sw + 1;
+  positions(a);
   Tensor cols = at::empty({a.n, a.c * a.kh * a.kw, a.oh * a.ow}, x.options());
   if (cols.numel() > 0) launch(a, x, cols);
   return batched ? cols : cols.squeeze(0);
@@ -100,8 +105,7 @@ Tensor foldColumns(const Tensor& self, c10::SymIntArrayRef output_size, IntArray
   a.c = cols.size(1) / (int64_t(a.kh) * a.kw);
   a.ih = out_h;
   a.iw = out_w;
-  a.oh = (a.ih + 2 * a.ph - (a.dh * (a.kh - 1) + 1)) / a.sh + 1;
-  a.ow = (a.iw + 2 * a.pw - (a.dw * (a.kw - 1) + 1)) / a.sw + 1;
+  positions(a);
   Tensor image = at::empty({a.n, a.c, a.ih, a.iw}, cols.options());
   if (image.numel() > 0) launch(a, cols, image);
   return batched ? image : image.squeeze(0);

@@ -27,7 +27,7 @@ Acc combine_pairwise(Acc* parts, int64_t m, const RedParams& p) {
 constexpr int kLanes = 32; // interleaved leaves of a contiguous chunk: four vector registers of floats
 constexpr int64_t kLaneChunk = 2048; // reduced elements per partial on the lanes' path
 
-// Whether R's chunks of this reduction take the lanes' path (see chunk_partial), and the chunk length.
+// Whether R's chunks of this reduction take the lanes' path (see chunk_partial).
 template <typename R>
 bool lanes_path(const ReduceArgs& r) {
   return red::kOneValue<R> && r.red_ndim == 1 && r.red_in_strides[0] == 1 && r.red_numel > kLeaf;
@@ -118,8 +118,11 @@ T cpu_order_sum(const T* x, int64_t n) {
   for (int l = 0; l < W; ++l) f += lanes[l];
   return f;
 }
-template <typename R>
+
+// The reduced elements per chunk: a row in the CPU's order is one chunk; else the lanes' or the leaves' length.
+template <typename R, typename A, typename T>
 int64_t chunk_len(const ReduceArgs& r) {
+  if (cpu_order_path<R, A, T>(r)) return std::max<int64_t>(r.red_numel, 1);
   return lanes_path<R>(r) ? kLaneChunk : kChunk;
 }
 
@@ -133,7 +136,7 @@ int64_t chunk_len(const ReduceArgs& r) {
 template <typename R, typename A, typename T>
 red::Acc<A> chunk_partial(const ReduceArgs& r, const T* in, int64_t in_base, int64_t c, int64_t end) {
   if constexpr (kCpuOrder<R, A, T>) {
-    if (cpu_order_path<R, A, T>(r)) { // the whole row is this chunk (run's chunk length)
+    if (cpu_order_path<R, A, T>(r)) { // the whole row is this chunk (chunk_len)
       red::Acc<A> s = R::template init<A>(r.params);
       s.a = cpu_order_sum<R>(in + in_base + c, end - c);
       return s;
@@ -261,7 +264,7 @@ rt::Status run(const ReduceArgs& r) {
   using R = red::Reduction<op>;
   using A = red::acc_t<op, T>;
   const T* in = static_cast<const T*>(r.in);
-  const int64_t chunk = cpu_order_path<R, A, T>(r) ? std::max<int64_t>(r.red_numel, 1) : chunk_len<R>(r);
+  const int64_t chunk = chunk_len<R, A, T>(r);
   const int64_t nchunks = (r.red_numel + chunk - 1) / chunk;
   auto finish = [&](const red::RedOffsets& at, red::Acc<A> total) {
     A mean = A(0);
