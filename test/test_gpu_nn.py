@@ -67,14 +67,28 @@ def run(dev):
                  "adaptive_maxpool3d": lambda a: F.adaptive_max_pool3d(a, (3, 2, 4))}.items():
         for j, v in enumerate(grads(f, vol)):
             out[f"{k}_{j}"] = v
-    vol_int = (vol * 1000).long()  # integer average pooling: exact
-    out["avgpool3d_int64"] = F.avg_pool3d(vol_int, 3, 2, 1, divisor_override=-2).cpu()
-    out["avgpool2d_int64"] = F.avg_pool2d(vol_int[:, :, 0], 2, 1, 1, True, False).cpu()
+    vol_int = (vol * 1000).long()  # integer average pooling and convolutions: exact (torch.cuda has neither)
+    if dev != "cuda":
+        out["avgpool3d_int64"] = F.avg_pool3d(vol_int, 3, 2, 1, divisor_override=-2).cpu()
+        out["avgpool2d_int64"] = F.avg_pool2d(vol_int[:, :, 0], 2, 1, 1, True, False).cpu()
     # unfold / fold (im2col / col2im, each the other's gradient): dilated, padded, strided, overlapping windows
     for k, f in {"unfold": lambda a: F.unfold(a, (2, 3), dilation=(2, 1), padding=1, stride=(2, 1)),
                  "fold": lambda a: F.fold(F.unfold(a, 3, padding=1) * 0.5, (17, 19), 3, padding=1)}.items():
         for j, v in enumerate(grads(f, I)):
             out[f"{k}_{j}"] = v
+    out["unfold_bool"] = F.unfold(I > 0, (2, 3), padding=1).cpu()
+    out["fold_bool"] = F.fold(F.unfold(I > 0, 3, padding=1), (17, 19), 3, padding=1).cpu()
+    # 3-D convolutions (vol2col + GEMM where cuDNN is absent), plain and transposed with output padding, and
+    # integer ones (im2col + the integer GEMM)
+    cw3 = torch.randn(4, 3, 2, 3, 2, generator=g).to(dev)
+    for k, f in {"conv3d": lambda a, b: F.conv3d(a, b, stride=(1, 2, 1), padding=1, dilation=(2, 1, 1)),
+                 "conv_transpose3d": lambda a, b: F.conv_transpose3d(a, b.transpose(0, 1), stride=2, padding=1,
+                                                                     output_padding=1)}.items():
+        for j, v in enumerate(grads(f, vol, cw3)):
+            out[f"{k}_{j}"] = v
+    if dev != "cuda":
+        out["conv3d_int64"] = F.conv3d(vol_int, (cw3 * 10).long(), padding=(0, 1, 2), stride=2).cpu()
+        out["conv2d_int32"] = F.conv2d(vol_int[:, :, 0].int(), (cw3[:, :, 0] * 10).int(), padding=1).cpu()
     emb = torch.randn(50, 16, device=dev, requires_grad=True)
     F.embedding(idx.to(dev), emb, padding_idx=3, scale_grad_by_freq=True).sum().backward()
     out["embedding_grad"] = emb.grad.cpu()

@@ -298,6 +298,20 @@ def test_unfold_and_fold(kwargs, dtype):
     assert_fwd_bwd_match_cpu(lambda c: F.fold(c, (9, 8), **kwargs), cols[0], dtype=dtype)
 
 
+@pytest.mark.parametrize("kwargs", FOLDS)
+def test_unfold_and_fold_of_bool_and_complex(kwargs):
+    """The CPU's other im2col/col2im dtypes: bool (fold ORs the overlapping columns) and complex (fold adds them)."""
+    x = torch.randn(2, 3, 9, 8, generator=g0)
+    for t in (x > 0.7, torch.complex(x, x.flip(-1)), torch.complex(x, -x).to(torch.complex128)):
+        cols = F.unfold(t, **kwargs)
+        assert torch.equal(F.unfold(t.to(DEV), **kwargs).cpu(), cols)
+        assert torch.equal(F.fold(cols.to(DEV), (9, 8), **kwargs).cpu(), F.fold(cols, (9, 8), **kwargs))
+    torch.mytorch.set_fallback_mode("silent")  # dtypes the CPU's kernels refuse, refused there
+    for t in (x.int(), x.to(torch.complex32)):
+        with pytest.raises(RuntimeError, match="not implemented"):
+            F.unfold(t.to(DEV), **kwargs)
+
+
 def test_unfold_and_fold_bad_arguments_and_empty():
     x = torch.randn(2, 3, 6, 6, generator=g0)
     for call in (
@@ -413,6 +427,101 @@ def test_conv1d_and_errors():
     )
     with pytest.raises(RuntimeError, match="channels"):
         F.conv2d(torch.randn(1, 3, 5, 5, device=DEV), torch.randn(4, 2, 3, 3, device=DEV))
+
+
+CONV3D = [
+    dict(),
+    dict(stride=(1, 2, 2), padding=(1, 0, 2), dilation=(2, 1, 1), groups=3),
+    dict(padding="same", dilation=(1, 2, 1), bias=False),
+]
+
+
+@pytest.mark.parametrize("kwargs", CONV3D)
+def test_conv3d(kwargs):
+    """3-D convolutions on the convolution family's passes (vol2col + GEMM on sim, cuDNN's Nd descriptors on a GPU),
+    input, weight and bias gradients."""
+    conv = nn.Conv3d(3, 6, (2, 3, 2), **kwargs)
+    bias = conv.bias.detach() if conv.bias is not None else None
+    assert_fwd_bwd_match_cpu(
+        lambda t, w, *b: F.conv3d(t, w, b[0] if b else None, conv.stride, conv.padding, conv.dilation, conv.groups),
+        torch.randn(2, 3, 5, 6, 7, generator=g0),
+        conv.weight.detach(),
+        *([bias] if bias is not None else []),
+        grad_inputs=(0, 1, 2) if bias is not None else (0, 1),
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(stride=2, padding=1, output_padding=1),
+        dict(stride=(1, 2, 3), padding=(0, 1, 1), dilation=(2, 1, 1), output_padding=(1, 0, 2), groups=3),
+    ],  # the second's output padding reaches the dilation in depth (the canvas path)
+)
+def test_conv_transpose3d(kwargs):
+    conv = nn.ConvTranspose3d(6, 3, (2, 3, 2), **kwargs)
+    assert_fwd_bwd_match_cpu(
+        lambda t, w, b: F.conv_transpose3d(
+            t, w, b, conv.stride, conv.padding, conv.output_padding, conv.groups, conv.dilation
+        ),
+        torch.randn(2, 6, 3, 4, 5, generator=g0),
+        conv.weight.detach(),
+        conv.bias.detach(),
+        grad_inputs=(0, 1, 2),
+    )
+
+
+def test_integer_convolutions_are_the_cpus():
+    """Integer convolutions (which torch.cuda lacks; the CPU takes every integer dtype, dilated and transposed ones
+    only int64) run on im2col + the integer GEMM: exact, wrapping as the CPU does; what the CPU refuses is refused."""
+    x = torch.randint(-100, 100, (2, 4, 5, 6, 7), generator=g0)
+    w = torch.randint(-100, 100, (6, 2, 2, 3, 2), generator=g0)
+    b = torch.randint(-100, 100, (6,), generator=g0)
+    x[0, :, :3, :3, :3] = 2**40  # int64 products that wrap
+    calls = [
+        lambda t, k, c: F.conv3d(t, k, c, stride=(1, 2, 1), padding=1, groups=2),
+        lambda t, k, c: F.conv2d(t[:, :, 1], k[:, :, 0], c, padding=(2, 0), groups=2),
+        lambda t, k, c: F.conv1d(t[:, :, 1, 2], k[:, :, 0, 1], None, stride=3, groups=2),
+    ]
+    for dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        xt, wt, bt = x.to(dtype), w.to(dtype), b.to(dtype)
+        for f in calls:
+            ref = f(xt, wt, bt)
+            assert torch.equal(f(xt.to(DEV), wt.to(DEV), bt.to(DEV)).cpu(), ref), dtype
+
+    def dilated(t, k, c):
+        return F.conv3d(t, k, c, padding=1, dilation=(2, 1, 1), groups=2)
+
+    assert torch.equal(dilated(x.to(DEV), w.to(DEV), b.to(DEV)).cpu(), dilated(x, w, b))
+    wt = torch.randint(-100, 100, (4, 3, 2, 3, 2), generator=g0)  # (in, out / groups, kernel...)
+    transposed = (
+        lambda t, k: F.conv_transpose3d(t, k, stride=2, padding=1, output_padding=1),
+        lambda t, k: F.conv_transpose2d(t[:, :, 0], k[:, :, 0], stride=(1, 3), groups=2),
+    )
+    for f in transposed:
+        assert torch.equal(f(x.to(DEV), wt.to(DEV)).cpu(), f(x, wt))
+    torch.mytorch.set_fallback_mode("silent")  # the refusals are the CPU's, reached through the fallback
+    for f, args in [
+        (transposed[1], (x.to(torch.uint8), wt.to(torch.uint8))),
+        (dilated, (x.int(), w.int(), None)),
+        (calls[1], (x.bool(), w.bool(), None)),
+    ]:
+        with pytest.raises(RuntimeError, match="not implemented") as cpu:
+            f(*args)
+        with pytest.raises(RuntimeError, match="not implemented") as dev:
+            f(*(a.to(DEV) if a is not None else None for a in args))
+        assert str(dev.value) == str(cpu.value)
+
+
+def test_convolutions_of_every_rank_do_not_fall_back():
+    """convolution_overrideable and its backward run on mytorch's passes for 1-D to 3-D, plain and transposed (the
+    module runs with the fallback forbidden; the counters say it too)."""
+    for nd in (1, 2, 3):
+        for conv in (getattr(nn, f"Conv{nd}d")(4, 2, 3, padding=1), getattr(nn, f"ConvTranspose{nd}d")(4, 2, 2, 2)):
+            x = torch.randn((2, 4) + (5,) * nd, device=DEV, requires_grad=True)
+            conv.to(DEV)(x).square().sum().backward()
+            assert x.grad is not None and conv.weight.grad is not None
+    assert torch.mytorch.fallback_stats() == {}
 
 
 def test_loss_errors_raise():

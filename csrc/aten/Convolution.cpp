@@ -1,8 +1,8 @@
 // Op table: convolution. ATen sends convolutions on PrivateUse1 to convolution_overrideable /
-// convolution_backward_overrideable. 1-D and 2-D convolutions (any stride, padding, dilation, groups), transposed
-// ones too (Note [Transposed convolution]), of floating dtypes run natively: cuDNN or im2col + GEMM (Note
-// [Convolution family]); 3-D ones still run on the CPU here, counted as a fallback (the boxed fallback cannot
-// reach these ops: they have no CPU kernel of their own).
+// convolution_backward_overrideable. 1-D, 2-D and 3-D convolutions (any stride, padding, dilation, groups),
+// transposed ones too (Note [Transposed convolution]), of the floating dtypes and of the integer ones the CPU takes,
+// run natively: cuDNN or im2col + GEMM (Note [Convolution family]). Other dtypes (bool, mixed) run on the CPU here,
+// which refuses them as it does (the boxed fallback cannot reach these ops: they have no CPU kernel of their own).
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/convolution.h>
@@ -14,6 +14,10 @@
 #include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
@@ -38,27 +42,46 @@ at::Tensor toDevice(const at::Tensor& t, const at::Device& d, int64_t* moved) {
   return t.to(d);
 }
 
-// --- native 1-D / 2-D convolution ----------------------------------------------------------------------------
+// --- native convolution ----------------------------------------------------------------------------------------
 
-// 1-D and 2-D convolutions of the floating dtypes, transposed ones too (Note [Transposed convolution]).
-bool nativeConv(const at::Tensor& input, const at::Tensor& weight) {
+// 1-D, 2-D and 3-D convolutions, transposed ones too (Note [Transposed convolution]): of the floating dtypes, and
+// of the integer ones where the CPU has a kernel (torch.cuda has none): int64 always, the other integer dtypes only
+// undilated and not transposed (ATen's slow_conv2d/3d take every integer dtype, its dilated and transposed ones
+// int64 alone). The rest reaches the CPU, which refuses it with its own message.
+bool nativeConv(const at::Tensor& input, const at::Tensor& weight, bool transposed, at::IntArrayRef dilation) {
   const auto t = input.scalar_type();
-  return (input.dim() == 3 || input.dim() == 4) && weight.dim() == input.dim() && weight.scalar_type() == t &&
-         (t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16);
+  if (input.dim() < 3 || input.dim() > 5 || weight.dim() != input.dim() || weight.scalar_type() != t) return false;
+  if (kernelFloating(t) || t == at::kLong) return true;
+  const bool dilated = std::any_of(dilation.begin(), dilation.end(), [](int64_t d) { return d != 1; });
+  return c10::isIntegralType(t, /*includeBool=*/false) && !transposed && !dilated;
 }
 
-// The geometry of one convolution, 1-D ones as height-1 2-D.
+// The geometry of one convolution: its spatial dims right-aligned onto (depth, height, width), the missing ones of
+// size 1 (1-D as depth-1 height-1 3-D, 2-D as depth-1).
 struct Geometry {
   Im2ColArgs a;
   int64_t cout = 0, groups = 1;
-  bool one_d = false;
+  int64_t spatial = 2;
+
+  std::vector<int64_t> outputShape() const {
+    std::vector<int64_t> shape{a.n, cout};
+    const int64_t all[3] = {a.od, a.oh, a.ow};
+    shape.insert(shape.end(), all + 3 - spatial, all + 3);
+    return shape;
+  }
 };
+
+int toInt(int64_t v, const char* what) {
+  TORCH_CHECK(v >= -std::numeric_limits<int>::max() && v <= std::numeric_limits<int>::max(), "convolution: expected ",
+              what, " within 32-bit integers, but got ", v);
+  return static_cast<int>(v);
+}
 
 Geometry geometry(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
                   at::IntArrayRef dilation, int64_t groups) {
   Geometry g;
-  g.one_d = input.dim() == 3;
-  const size_t sd = g.one_d ? 1 : 2;
+  g.spatial = input.dim() - 2;
+  const size_t sd = static_cast<size_t>(g.spatial);
   TORCH_CHECK(stride.size() == sd && padding.size() == sd && dilation.size() == sd, "convolution: expected ", sd,
               " stride, padding and dilation values, but got ", stride, ", ", padding, " and ", dilation);
   TORCH_CHECK(groups > 0 && input.size(1) % groups == 0 && weight.size(0) % groups == 0,
@@ -71,29 +94,35 @@ Geometry geometry(const at::Tensor& input, const at::Tensor& weight, at::IntArra
   a.dtype = toKernelDType(input.scalar_type());
   a.n = input.size(0);
   a.c = input.size(1);
-  a.ih = g.one_d ? 1 : input.size(2);
-  a.iw = input.size(-1);
-  a.kh = g.one_d ? 1 : static_cast<int>(weight.size(2));
-  a.kw = static_cast<int>(weight.size(-1));
-  a.sh = g.one_d ? 1 : static_cast<int>(stride[0]);
-  a.sw = static_cast<int>(stride.back());
-  a.ph = g.one_d ? 0 : static_cast<int>(padding[0]);
-  a.pw = static_cast<int>(padding.back());
-  a.dh = g.one_d ? 1 : static_cast<int>(dilation[0]);
-  a.dw = static_cast<int>(dilation.back());
-  TORCH_CHECK(a.sh > 0 && a.sw > 0 && a.dh > 0 && a.dw > 0 && a.ph >= 0 && a.pw >= 0,
-              "convolution: expected positive stride and dilation and non-negative padding");
-  a.oh = (a.ih + 2 * a.ph - a.dh * (a.kh - 1) - 1) / a.sh + 1;
-  a.ow = (a.iw + 2 * a.pw - a.dw * (a.kw - 1) - 1) / a.sw + 1;
-  TORCH_CHECK(a.oh > 0 && a.ow > 0, "Calculated output size is too small: input ", input.sizes(), ", kernel ",
-              weight.sizes());
+  a.id = a.ih = 1;
+  int64_t* in[3] = {&a.id, &a.ih, &a.iw};
+  int64_t* out[3] = {&a.od, &a.oh, &a.ow};
+  int* k[3] = {&a.kd, &a.kh, &a.kw};
+  int* s[3] = {&a.sd, &a.sh, &a.sw};
+  int* p[3] = {&a.pd, &a.ph, &a.pw};
+  int* d[3] = {&a.dd, &a.dh, &a.dw};
+  for (size_t i = 0; i < sd; ++i) {
+    const size_t j = 3 - sd + i;
+    *in[j] = input.size(2 + i);
+    *k[j] = toInt(weight.size(2 + i), "kernel sizes");
+    *s[j] = toInt(stride[i], "strides");
+    *p[j] = toInt(padding[i], "paddings");
+    *d[j] = toInt(dilation[i], "dilations");
+  }
+  for (size_t j = 0; j < 3; ++j) {
+    TORCH_CHECK(*s[j] > 0 && *d[j] > 0 && *p[j] >= 0,
+                "convolution: expected positive stride and dilation and non-negative padding, but got ", stride, ", ",
+                dilation, " and ", padding);
+    *out[j] = (*in[j] + 2 * int64_t(*p[j]) - int64_t(*d[j]) * (*k[j] - 1) - 1) / *s[j] + 1;
+    TORCH_CHECK(*out[j] > 0, "Calculated output size is too small: input ", input.sizes(), ", kernel ", weight.sizes());
+  }
   g.cout = weight.size(0);
   g.groups = groups;
   return g;
 }
 
 at::Tensor columns(const at::Tensor& x, Im2ColArgs a) {
-  at::Tensor cols = at::empty({a.n, a.c * a.kh * a.kw, a.oh * a.ow}, x.options());
+  at::Tensor cols = at::empty({a.n, a.c * a.taps(), a.positions()}, x.options());
   a.col2im = false;
   a.in = x.data_ptr();
   a.out = cols.data_ptr();
@@ -107,6 +136,7 @@ at::Tensor columns(const at::Tensor& x, Im2ColArgs a) {
 // takes im2col + GEMM.
 bool libraryPass(ConvPass pass, const Geometry& g, const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy,
                  const at::Tensor& out) {
+  if (!kernelFloating(out.scalar_type())) return false;  // integer convolutions: im2col + the integer GEMM
   ConvArgs c;
   c.pass = pass;
   c.geom = g.a;
@@ -136,7 +166,7 @@ at::Tensor convForward(const at::Tensor& input, const at::Tensor& weight, const 
   Geometry g = geometry(input, weight, stride, padding, dilation, groups);
   const Im2ColArgs& a = g.a;
   at::Tensor x = input.contiguous();
-  const int64_t k = (a.c / groups) * a.kh * a.kw, cg = g.cout / groups, l = a.oh * a.ow;
+  const int64_t k = (a.c / groups) * a.taps(), cg = g.cout / groups, l = a.positions();
   at::Tensor out = at::empty({a.n, g.cout, l}, x.options());
   const bool lib = libraryPass(ConvPass::Forward, g, x, weight.contiguous(), at::Tensor(), out);
   at::Tensor cols = lib ? at::Tensor() : columns(x, a);
@@ -148,7 +178,7 @@ at::Tensor convForward(const at::Tensor& input, const at::Tensor& weight, const 
     else og.copy_(at::bmm(wg, cols.narrow(1, gi * k, k)));
   }
   if (bias.has_value() && bias->defined()) out.add_(bias->view({1, g.cout, 1}));
-  return g.one_d ? out.view({a.n, g.cout, a.ow}) : out.view({a.n, g.cout, a.oh, a.ow});
+  return out.view(g.outputShape());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convBackward(const at::Tensor& grad_output, const at::Tensor& input,
@@ -157,7 +187,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convBackward(const at::Tensor& gr
                                                             int64_t groups, std::array<bool, 3> mask) {
   Geometry g = geometry(input, weight, stride, padding, dilation, groups);
   Im2ColArgs a = g.a;
-  const int64_t k = (a.c / groups) * a.kh * a.kw, cg = g.cout / groups, l = a.oh * a.ow;
+  const int64_t k = (a.c / groups) * a.taps(), cg = g.cout / groups, l = a.positions();
   at::Tensor go = grad_output.contiguous().view({a.n, g.cout, l});
   at::Tensor gi, gw, gb;
   if (mask[1]) {
@@ -175,7 +205,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convBackward(const at::Tensor& gr
     gi = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
     if (libraryPass(ConvPass::BackwardData, g, at::Tensor(), weight.contiguous(), go, gi)) return {gi, gw, gb};
     at::Tensor w2 = weight.contiguous().view({g.cout, k});
-    at::Tensor gcols = at::empty({a.n, a.c * a.kh * a.kw, l}, go.options());
+    at::Tensor gcols = at::empty({a.n, a.c * a.taps(), l}, go.options());
     for (int64_t gidx = 0; gidx < groups; ++gidx) {
       at::Tensor wt = w2.narrow(0, gidx * cg, cg).t().unsqueeze(0).expand({a.n, k, cg});
       at::Tensor dst = gcols.narrow(1, gidx * k, k);
@@ -311,7 +341,7 @@ at::Tensor wrapper_convolution_overrideable(const at::Tensor& input, const at::T
                                             const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                             at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                                             at::IntArrayRef output_padding, int64_t groups) {
-  if (nativeConv(input, weight))
+  if (nativeConv(input, weight, transposed, dilation))
     return transposed ? convTransposedForward(input, weight, bias, stride, padding, dilation, output_padding, groups)
                       : convForward(input, weight, bias, stride, padding, dilation, groups);
   static const std::string name = "aten::convolution_overrideable";
@@ -331,7 +361,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward_over
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
     std::array<bool, 3> output_mask) {
-  if (nativeConv(input, weight))
+  if (nativeConv(input, weight, transposed, dilation))
     return transposed ? convTransposedBackward(grad_output, input, weight, stride, padding, dilation, output_padding,
                                                groups, output_mask)
                       : convBackward(grad_output, input, weight, stride, padding, dilation, groups, output_mask);

@@ -1,8 +1,8 @@
 // Op table: im2col and col2im (F.unfold and F.fold, each the other's gradient) on the convolution family's
 // kernels (Note [Convolution family] in mytorch/conv.h), with ATen's argument checks (im2col_shape_check.h).
 // Inputs are made contiguous; results are contiguous, as ATen's. col2im gathers, for each image element, the
-// column entries that read it, summed in the opmath type (the CPU adds them into the image at its own dtype).
-// Dtypes the kernels lack (integers, bool, complex) go to the CPU.
+// column entries that read it, summed in the opmath type (the CPU adds them into the image at its own dtype; bool
+// ORs). The CPU's dtypes: floating, complex and bool; the others go to the CPU, which refuses them.
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/im2col_shape_check.h>
@@ -37,6 +37,11 @@ void checkPairs(IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef paddi
                   kernel_size, ", ", dilation, ", ", padding, ", ", stride);
 }
 
+// The dtypes ATen's im2col/col2im take (its CPU kernels'): floating, complex64/128 and bool.
+bool foldDtype(c10::ScalarType t) {
+  return kernelFloating(t) || t == at::kComplexFloat || t == at::kComplexDouble || t == at::kBool;
+}
+
 // The geometry of one call: image [n, c, ih, iw], columns [n, c*kh*kw, oh*ow].
 Im2ColArgs geometry(c10::ScalarType dtype, IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding,
                     IntArrayRef stride) {
@@ -68,7 +73,7 @@ void launch(Im2ColArgs a, const Tensor& in, const Tensor& out) {
 
 Tensor unfoldImage(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding,
                    IntArrayRef stride) {
-  if (!kernelFloating(self.scalar_type()))
+  if (!foldDtype(self.scalar_type()))
     return Fallback<at::_ops::im2col>::call(self, kernel_size, dilation, padding, stride);
   checkPairs(kernel_size, dilation, padding, stride);
   at::native::im2col_shape_check(self, Tensor(), kernel_size[0], kernel_size[1], dilation[0], dilation[1], padding[0],
@@ -88,7 +93,7 @@ Tensor unfoldImage(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dila
 
 Tensor foldColumns(const Tensor& self, c10::SymIntArrayRef output_size, IntArrayRef kernel_size, IntArrayRef dilation,
                    IntArrayRef padding, IntArrayRef stride) {
-  if (!kernelFloating(self.scalar_type()))
+  if (!foldDtype(self.scalar_type()))
     return Fallback<at::_ops::col2im>::call(self, C10_AS_INTARRAYREF_SLOW(output_size), kernel_size, dilation, padding,
                                             stride);
   TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
@@ -120,14 +125,14 @@ Tensor& assignFoldOut(Tensor& out, const Tensor& result) {
 
 Tensor& im2colOut(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding,
                   IntArrayRef stride, Tensor& out) {
-  if (!kernelFloating(self.scalar_type()))
+  if (!foldDtype(self.scalar_type()))
     return Fallback<at::_ops::im2col_out>::call(self, kernel_size, dilation, padding, stride, out);
   return assignFoldOut(out, unfoldImage(self, kernel_size, dilation, padding, stride));
 }
 
 Tensor& col2imOut(const Tensor& self, c10::SymIntArrayRef output_size, IntArrayRef kernel_size, IntArrayRef dilation,
                   IntArrayRef padding, IntArrayRef stride, Tensor& out) {
-  if (!kernelFloating(self.scalar_type()))
+  if (!foldDtype(self.scalar_type()))
     return Fallback<at::_ops::col2im_out>::call(self, C10_AS_INTARRAYREF_SLOW(output_size), kernel_size, dilation,
                                                 padding, stride, out);
   return assignFoldOut(out, foldColumns(self, output_size, kernel_size, dilation, padding, stride));

@@ -1,7 +1,7 @@
-// CUDA im2col / col2im (Note [Convolution family]): a thread per element.
+// CUDA im2col / col2im (Note [Convolution family]): a thread per element, of every dtype (integer convolutions
+// and unfold/fold of bool and complex use them too).
 #include "common.cuh"
 #include "mytorch/conv.h"
-#include "mytorch/ops_math.h"
 
 namespace mytorch::cuda {
 namespace {
@@ -9,7 +9,7 @@ namespace {
 template <typename T>
 __global__ void kernel(Im2ColArgs a, int64_t n) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
-    if (a.col2im) conv::col2im<T, ew::opmath_t<T>>(a, e);
+    if (a.col2im) conv::col2im<T, conv::col2im_acc_t<T>>(a, e);
     else conv::im2col<T>(a, e);
   }
 }
@@ -17,11 +17,11 @@ __global__ void kernel(Im2ColArgs a, int64_t n) {
 } // namespace
 
 rt::Status im2col(const Im2ColArgs& a, rt::Stream stream) {
-  const int64_t n = a.col2im ? a.n * a.c * a.ih * a.iw : a.n * a.c * a.kh * a.kw * a.oh * a.ow;
+  const int64_t n = a.col2im ? a.n * a.image() : a.n * a.c * a.taps() * a.positions();
   if (n == 0) return rt::Status::Success;
-  const bool ok = dispatch_floating(
+  const bool ok = dispatch_dtype(
       a.dtype, [&](auto tag) { kernel<decltype(tag)><<<grid_for(n), kThreads, 0, native(stream)>>>(a, n); });
-  if (!ok) return rt::report(rt::Status::InvalidValue, "im2col: expected a floating dtype");
+  if (!ok) return rt::report(rt::Status::InvalidValue, "im2col: unsupported dtype");
   return check_launch("im2col");
 }
 

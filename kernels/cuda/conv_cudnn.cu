@@ -21,6 +21,7 @@ namespace {
   _(cudnnSetFilter4dDescriptor) _(cudnnDestroyFilterDescriptor) _(cudnnCreateConvolutionDescriptor)             \
   _(cudnnSetConvolution2dDescriptor) _(cudnnSetConvolutionGroupCount) _(cudnnSetConvolutionMathType)            \
   _(cudnnDestroyConvolutionDescriptor) _(cudnnGetConvolutionForwardAlgorithm_v7)                                \
+  _(cudnnSetTensorNdDescriptor) _(cudnnSetFilterNdDescriptor) _(cudnnSetConvolutionNdDescriptor)                \
   _(cudnnGetConvolutionForwardWorkspaceSize) _(cudnnConvolutionForward)                                         \
   _(cudnnGetConvolutionBackwardDataAlgorithm_v7) _(cudnnGetConvolutionBackwardDataWorkspaceSize)                \
   _(cudnnConvolutionBackwardData) _(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                              \
@@ -71,10 +72,31 @@ struct Descs {
   }
 };
 
-rt::Status describe(const ConvArgs& a, Descs& d) {
+// A 3-D convolution's descriptors: contiguous NCDHW tensors, an NCDHW filter, the geometry per spatial dim.
+rt::Status describe_volumetric(const ConvArgs& a, Descs& d, cudnnDataType_t t, cudnnDataType_t compute) {
   const Im2ColArgs& g = a.geom;
-  const cudnnDataType_t t = dnn_type(g.dtype);
-  const cudnnDataType_t compute = g.dtype == DType::Double ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  auto tensor = [&](cudnnTensorDescriptor_t desc, int64_t channels, int64_t z, int64_t y, int64_t x) {
+    const int dims[5] = {int(g.n), int(channels), int(z), int(y), int(x)};
+    const int strides[5] = {int(channels * z * y * x), int(z * y * x), int(y * x), int(x), 1};
+    return dnn().cudnnSetTensorNdDescriptor(desc, t, 5, dims, strides);
+  };
+  MT_DNN_TRY(dnn().cudnnCreateTensorDescriptor(&d.x), "tensor descriptor");
+  MT_DNN_TRY(tensor(d.x, g.c, g.id, g.ih, g.iw), "input layout");
+  MT_DNN_TRY(dnn().cudnnCreateTensorDescriptor(&d.y), "tensor descriptor");
+  MT_DNN_TRY(tensor(d.y, a.cout, g.od, g.oh, g.ow), "output layout");
+  const int filter[5] = {int(a.cout), int(g.c / a.groups), g.kd, g.kh, g.kw};
+  MT_DNN_TRY(dnn().cudnnCreateFilterDescriptor(&d.w), "filter descriptor");
+  MT_DNN_TRY(dnn().cudnnSetFilterNdDescriptor(d.w, t, CUDNN_TENSOR_NCHW, 5, filter), "filter layout");
+  const int pad[3] = {g.pd, g.ph, g.pw}, stride[3] = {g.sd, g.sh, g.sw}, dilation[3] = {g.dd, g.dh, g.dw};
+  MT_DNN_TRY(dnn().cudnnCreateConvolutionDescriptor(&d.conv), "convolution descriptor");
+  MT_DNN_TRY(dnn().cudnnSetConvolutionNdDescriptor(d.conv, 3, pad, stride, dilation, CUDNN_CROSS_CORRELATION, compute),
+             "convolution geometry");
+  return rt::Status::Success;
+}
+
+// A 1-D or 2-D convolution's descriptors: NCHW tensors and filter (1-D as height 1).
+rt::Status describe_planar(const ConvArgs& a, Descs& d, cudnnDataType_t t, cudnnDataType_t compute) {
+  const Im2ColArgs& g = a.geom;
   MT_DNN_TRY(dnn().cudnnCreateTensorDescriptor(&d.x), "tensor descriptor");
   MT_DNN_TRY(dnn().cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, t, int(g.n), int(g.c), int(g.ih), int(g.iw)),
              "input layout");
@@ -88,6 +110,15 @@ rt::Status describe(const ConvArgs& a, Descs& d) {
   MT_DNN_TRY(dnn().cudnnSetConvolution2dDescriptor(d.conv, g.ph, g.pw, g.sh, g.sw, g.dh, g.dw, CUDNN_CROSS_CORRELATION,
                                                    compute),
              "convolution geometry");
+  return rt::Status::Success;
+}
+
+rt::Status describe(const ConvArgs& a, Descs& d) {
+  const Im2ColArgs& g = a.geom;
+  const cudnnDataType_t t = dnn_type(g.dtype);
+  const cudnnDataType_t compute = g.dtype == DType::Double ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  const rt::Status st = g.volumetric() ? describe_volumetric(a, d, t, compute) : describe_planar(a, d, t, compute);
+  if (st != rt::Status::Success) return st;
   MT_DNN_TRY(dnn().cudnnSetConvolutionGroupCount(d.conv, int(a.groups)), "group count");
   const cudnnMathType_t math = g.dtype == DType::Float    ? (a.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)
                                : g.dtype == DType::Double ? CUDNN_DEFAULT_MATH

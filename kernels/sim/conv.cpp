@@ -17,7 +17,7 @@ namespace {
 
 // Note [Sim convolution]
 // The sim answers the glue's convolution passes itself (the role cuDNN has on cuda), one image at a time, so the
-// columns of an image ([C kh kw, OH OW] in the accumulation type, a few MB at most for the usual layers) stay in
+// columns of an image ([C kd kh kw, OD OH OW] in the accumulation type, a few MB at most for the usual layers) stay in
 // cache between im2col and the GEMM instead of a batch's columns going through memory:
 // - forward: columns of image n, then y_n = W . cols per group (one GEMM, the CPU BLAS: Note [Sim GEMM]);
 // - backward data: cols = W^T . dy_n per group, then col2im adds each column row into the image row it reads,
@@ -26,18 +26,29 @@ namespace {
 // im2col and col2im work in rows of output positions: a row of a stride-1 convolution is one copy of consecutive
 // input elements with zeros at the padded edges. The GEMMs run on the BLAS's threads; the row loops on ours.
 
-// Geometry of one row (c, i, j) of the columns: where output row y reads.
-struct Tap { int64_t c, i, j; };
+// Geometry of one row (c, q, i, j) of the columns (q the depth tap): where output row (z, y) reads.
+struct Tap { int64_t c, q, i, j; };
 
-// Row `y` of tap (c, i, j) of image x (width iw) into out[0, ow): zeros where the window is in the padding.
+// The input row (depth, height) that output row zy = z * oh + y of tap t reads; false in the padding.
+inline bool input_row(const Im2ColArgs& a, const Tap& t, int64_t zy, int64_t* d, int64_t* h) {
+  *d = (zy / a.oh) * a.sd - a.pd + t.q * a.dd;
+  *h = (zy % a.oh) * a.sh - a.ph + t.i * a.dh;
+  return *d >= 0 && *d < a.id && *h >= 0 && *h < a.ih;
+}
+
+inline Tap tap_of(const Im2ColArgs& a, int64_t c, int64_t t) {
+  return Tap{c, t / (int64_t(a.kh) * a.kw), (t / a.kw) % a.kh, t % a.kw};
+}
+
+// Row `zy` of tap (c, q, i, j) of image x into out[0, ow): zeros where the window is in the padding.
 template <typename T, typename A>
-void im2col_row(const Im2ColArgs& a, const T* x, const Tap& t, int64_t y, A* out) {
-  const int64_t h = y * a.sh - a.ph + t.i * a.dh;
-  if (h < 0 || h >= a.ih) {
+void im2col_row(const Im2ColArgs& a, const T* x, const Tap& t, int64_t zy, A* out) {
+  int64_t d, h;
+  if (!input_row(a, t, zy, &d, &h)) {
     std::fill(out, out + a.ow, A(0));
     return;
   }
-  const T* row = x + (t.c * a.ih + h) * a.iw;
+  const T* row = x + ((t.c * a.id + d) * a.ih + h) * a.iw;
   const int64_t w0 = t.j * a.dw - a.pw;  // input column of output 0
   if (a.sw == 1) {
     const int64_t lo = std::clamp<int64_t>(-w0, 0, a.ow), hi = std::clamp<int64_t>(a.iw - w0, lo, a.ow);
@@ -53,36 +64,37 @@ void im2col_row(const Im2ColArgs& a, const T* x, const Tap& t, int64_t y, A* out
   }
 }
 
-// cols[c kh kw, oh ow] of image x.
+// cols[c kd kh kw, od oh ow] of image x.
 template <typename T, typename A>
 void im2col_image(const Im2ColArgs& a, const T* x, A* cols) {
-  const int64_t k = int64_t(a.kh) * a.kw, l = a.oh * a.ow;
-  par::parallel_for(a.c * k * a.oh, par::grain_for(a.ow), [&](int64_t b, int64_t e) {
+  const int64_t k = a.taps(), l = a.positions(), rows = a.od * a.oh;
+  par::parallel_for(a.c * k * rows, par::grain_for(a.ow), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const int64_t y = r % a.oh, row = r / a.oh;
-      im2col_row<T, A>(a, x, Tap{row / k, row % k / a.kw, row % a.kw}, y, cols + row * l + y * a.ow);
+      const int64_t zy = r % rows, row = r / rows;
+      im2col_row<T, A>(a, x, tap_of(a, row / k, row % k), zy, cols + row * l + zy * a.ow);
     }
   });
 }
 
-// image x[c, ih, iw] := the sum of the column entries that read each element (col2im), channels in parallel;
-// within a channel the taps add in order.
+// image x[c, id, ih, iw] := the sum of the column entries that read each element (col2im), channels in
+// parallel; within a channel the taps add in order.
 template <typename T, typename A>
 void col2im_image(const Im2ColArgs& a, const A* cols, T* x) {
-  const int64_t k = int64_t(a.kh) * a.kw, l = a.oh * a.ow, plane = a.ih * a.iw;
+  const int64_t k = a.taps(), l = a.positions(), plane = a.id * a.ih * a.iw, rows = a.od * a.oh;
   par::parallel_for(a.c, par::grain_for(k * l), [&](int64_t cb, int64_t ce) {
     std::vector<A> acc(static_cast<size_t>(plane));
     for (int64_t c = cb; c < ce; ++c) {
       std::fill(acc.begin(), acc.end(), A(0));
       for (int64_t t = 0; t < k; ++t) {
-        const int64_t i = t / a.kw, j = t % a.kw;
+        const Tap tap = tap_of(a, 0, t);
+        const int64_t j = tap.j;
         const A* src = cols + (c * k + t) * l;
-        for (int64_t y = 0; y < a.oh; ++y) {
-          const int64_t h = y * a.sh - a.ph + i * a.dh;
-          if (h < 0 || h >= a.ih) continue;
-          A* dst = acc.data() + h * a.iw;
+        for (int64_t zy = 0; zy < rows; ++zy) {
+          int64_t d, h;
+          if (!input_row(a, tap, zy, &d, &h)) continue;
+          A* dst = acc.data() + (d * a.ih + h) * a.iw;
           const int64_t w0 = j * a.dw - a.pw;
-          const A* s = src + y * a.ow;
+          const A* s = src + zy * a.ow;
           if (a.sw == 1) {
             const int64_t lo = std::clamp<int64_t>(-w0, 0, a.ow), hi = std::clamp<int64_t>(a.iw - w0, lo, a.ow);
             for (int64_t x0 = lo; x0 < hi; ++x0) dst[w0 + x0] += s[x0];
@@ -104,19 +116,19 @@ void col2im_image(const Im2ColArgs& a, const A* cols, T* x) {
 template <typename T, typename A>
 int64_t workspace_elems(const ConvArgs& c) {
   const Im2ColArgs& a = c.geom;
-  const int64_t cols = a.c * a.kh * a.kw * a.oh * a.ow;
-  const int64_t w = c.cout * (a.c / c.groups) * a.kh * a.kw;
-  const int64_t img = std::max(c.cout * a.oh * a.ow, a.c * a.ih * a.iw);
+  const int64_t cols = a.c * a.taps() * a.positions();
+  const int64_t w = c.cout * (a.c / c.groups) * a.taps();
+  const int64_t img = std::max(c.cout * a.positions(), a.image());
   return cols + (std::is_same_v<T, A> ? 0 : w + img);
 }
 
 template <typename T, typename A>
 void run_pass(const ConvArgs& c) {
   const Im2ColArgs& a = c.geom;
-  const int64_t g = c.groups, cg = c.cout / g, kg = (a.c / g) * a.kh * a.kw, l = a.oh * a.ow;
-  const int64_t in_img = a.c * a.ih * a.iw, out_img = c.cout * l;
+  const int64_t g = c.groups, cg = c.cout / g, kg = (a.c / g) * a.taps(), l = a.positions();
+  const int64_t in_img = a.image(), out_img = c.cout * l;
   A* cols = static_cast<A*>(c.workspace);
-  A* wbuf = cols + a.c * a.kh * a.kw * l;
+  A* wbuf = cols + a.c * a.taps() * l;
   A* ibuf = wbuf + c.cout * kg;  // one image (output, its gradient, or the input's gradient) in A
   // The weight (or its gradient) in A.
   const A* W = nullptr;
@@ -168,22 +180,23 @@ using conv_acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 } // namespace
 
+// Every dtype: integer convolutions and unfold/fold of bool and complex use them too.
 MT_SIM_ENTRY rt::Status im2col(const Im2ColArgs& a, rt::Stream) {
-  const bool ok = dispatch_floating(a.dtype, [&](auto tag) {
+  const bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const int64_t k = int64_t(a.kh) * a.kw, l = a.oh * a.ow;
+    using A = conv::col2im_acc_t<T>;
+    const int64_t k = a.taps(), l = a.positions();
     for (int64_t n = 0; n < a.n; ++n) {
       if (a.col2im) {
-        std::vector<ew::opmath_t<T>> cols(static_cast<size_t>(a.c * k * l));
+        std::vector<A> cols(static_cast<size_t>(a.c * k * l));
         vec::to_opmath(static_cast<const T*>(a.in) + n * a.c * k * l, cols.data(), a.c * k * l);
-        col2im_image<T, ew::opmath_t<T>>(a, cols.data(), static_cast<T*>(a.out) + n * a.c * a.ih * a.iw);
+        col2im_image<T, A>(a, cols.data(), static_cast<T*>(a.out) + n * a.image());
       } else {
-        im2col_image<T, T>(a, static_cast<const T*>(a.in) + n * a.c * a.ih * a.iw,
-                           static_cast<T*>(a.out) + n * a.c * k * l);
+        im2col_image<T, T>(a, static_cast<const T*>(a.in) + n * a.image(), static_cast<T*>(a.out) + n * a.c * k * l);
       }
     }
   });
-  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "im2col: expected a floating dtype");
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "im2col: unsupported dtype");
 }
 
 // The sim's convolution passes (Note [Sim convolution]); with workspace_bytes set, only the workspace it needs.

@@ -33,10 +33,7 @@ FAMILIES = [
 
 # Why an operator still takes the fallback, where the reason is more than "no native kernel yet".
 REASONS = {
-    "aten::convolution_overrideable": "3-D and integer convolutions: the im2col kernels are 2-D (cuDNN would take 3-D)",
-    "aten::convolution_backward_overrideable": "3-D convolutions: the im2col kernels are 2-D",
     "aten::complex.out": "complex32 (chalf): the device kernels have no complex32 arithmetic",
-    "aten::im2col": "bool, integer and complex unfold: the im2col kernels take floating dtypes",
     "aten::histogram.bin_ct": "a CPU-only operator: PyTorch has no device kernel for histogram (CUDA raises)",
     "aten::histogram.bins_tensor": "a CPU-only operator: PyTorch has no device kernel for histogram (CUDA raises)",
     "aten::_histogramdd_bin_edges": "a CPU-only operator: PyTorch has no device kernel for histogramdd",
@@ -64,6 +61,7 @@ FAST_SUBSET = [
     "linalg.eig",
     "dot",
     "nn.functional.conv1d",
+    "nn.functional.conv3d",
     "nn.functional.conv_transpose2d",
     "median",
     "mode",
