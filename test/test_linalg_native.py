@@ -260,6 +260,88 @@ def test_triangular_solve_matches_the_cpu(dtype):
                 assert not _compare(lambda b, a: torch.triangular_solve(b, a, upper, transpose, unit), B, A, what=what)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_matrix_exp_matches_the_cpu(dtype):
+    """Note [Matrix exponential]: a batch of norms from 1e-4 to ~50 (no halving to six squarings, each matrix its
+    own count), 0x0 and 1x1, a NaN matrix beside finite ones, and the gradient (the exponential of a block matrix)."""
+    A = _rand(6, 5, 5, dtype=dtype) * torch.tensor([1e-4, 0.05, 0.5, 1.5, 4.0, 8.0], dtype=dtype).view(6, 1, 1)
+    assert not _compare(torch.linalg.matrix_exp, A, what="matrix_exp")
+    for n in (0, 1):
+        assert not _compare(torch.linalg.matrix_exp, _rand(2, n, n, dtype=dtype), what=f"matrix_exp {n}x{n}")
+    bad = A[:3].clone()
+    bad[1, 2, 3] = float("nan")
+    assert not _compare(torch.linalg.matrix_exp, bad, what="matrix_exp with a NaN matrix")
+    B, G = _rand(3, 4, 4, dtype=dtype), _rand(3, 4, 4, dtype=dtype)
+
+    def grad(a, gout):
+        a = a.detach().requires_grad_()
+        (torch.linalg.matrix_exp(a) * gout).sum().backward()
+        return a.grad
+
+    assert not _compare(grad, B, G, what="matrix_exp gradient")
+    with pytest.raises(RuntimeError, match="square"):
+        torch.linalg.matrix_exp(_rand(2, 3, dtype=dtype).to("mytorch"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_lstsq_matches_the_cpu(dtype):
+    """Note [Least squares]: every driver on tall, wide, square and empty matrices, a rank-deficient batch (the
+    minimum-norm solution and the rank), vector and broadcast right-hand sides, rcond, the gradient, and ATen's
+    refusals with its messages."""
+    for m, n in [(6, 4), (4, 6), (5, 5), (0, 3), (3, 0)]:
+        A, B = _rand(2, m, n, dtype=dtype), _rand(2, m, 3, dtype=dtype)
+        for driver in ("gels", "gelsy", "gelsd", "gelss", None):
+            what = f"lstsq {m}x{n} {driver}"
+            assert not _compare(lambda a, b: torch.linalg.lstsq(a, b, driver=driver), A, B, what=what)
+    A = _rand(3, 7, 4, dtype=dtype)
+    A[1, :, 3] = A[1, :, 0] - A[1, :, 1]  # rank 3
+    for driver in ("gelsy", "gelsd", "gelss"):
+        assert not _compare(
+            lambda a, b: torch.linalg.lstsq(a, b, driver=driver),
+            A,
+            _rand(3, 7, 2, dtype=dtype),
+            what=f"lstsq rank-deficient {driver}",
+        )
+    assert not _compare(
+        lambda a, b: torch.linalg.lstsq(a, b, rcond=0.5, driver="gelsd"),
+        A,
+        _rand(7, 2, dtype=dtype).expand(3, 7, 2),
+        what="lstsq rcond",
+    )
+    assert not _compare(torch.linalg.lstsq, A, _rand(3, 7, dtype=dtype), what="lstsq vector")
+    assert not _compare(
+        lambda a, b: torch.linalg.lstsq(a, b, driver="gels"), A[0], _rand(7, dtype=dtype), what="lstsq one vector"
+    )
+    assert not _compare(
+        lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd"),
+        A[:1],
+        _rand(4, 7, 2, dtype=dtype),
+        what="lstsq broadcast",
+    )
+    G = _rand(3, 4, 2, dtype=dtype)
+
+    def grads(a, b, g):
+        a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+        (torch.linalg.lstsq(a, b).solution * g).sum().backward()
+        return a.grad, b.grad
+
+    assert not _compare(grads, _rand(3, 7, 4, dtype=dtype), _rand(3, 7, 2, dtype=dtype), G, what="lstsq gradient")
+    bad = [
+        lambda a, b: torch.linalg.lstsq(a, b, driver="gelsx"),
+        lambda a, b: torch.linalg.lstsq(a[0, 0], b),
+        lambda a, b: torch.linalg.lstsq(a, b[:, :5]),
+        lambda a, b: torch.linalg.lstsq(a, b.double() if dtype == torch.float32 else b.float()),
+        lambda a, b: torch.linalg.lstsq(a[0], b),
+    ]
+    for call in bad:
+        a, b = _rand(3, 7, 4, dtype=dtype), _rand(3, 7, 2, dtype=dtype)
+        with pytest.raises(RuntimeError) as cpu:
+            call(a, b)
+        with pytest.raises(RuntimeError) as dev:
+            call(a.to("mytorch"), b.to("mytorch"))
+        assert str(dev.value) == str(cpu.value)
+
+
 def test_out_variants_and_unsupported_dtypes():
     A = _rand(4, 4)
     LU, piv, info = (

@@ -33,6 +33,7 @@ FAMILIES = [
 
 # Why an operator still takes the fallback, where the reason is more than "no native kernel yet".
 REASONS = {
+    "aten::linalg_matrix_exp": "float16/bfloat16: the CPU reference evaluates in the half type and returns NaN where the exponential is representable; a correct kernel cannot match it",
     "aten::complex.out": "complex32 (chalf): the device kernels have no complex32 arithmetic",
     "aten::histogram.bin_ct": "a CPU-only operator: PyTorch has no device kernel for histogram (CUDA raises)",
     "aten::histogram.bins_tensor": "a CPU-only operator: PyTorch has no device kernel for histogram (CUDA raises)",
