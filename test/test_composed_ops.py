@@ -449,6 +449,33 @@ def test_multi_margin_loss_forward_and_backward_match_the_cpu(dtype):
         assert not _problems(out, ref, gold, what) + _problems(dg, rg, None, what + " gradient")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_multilabel_margin_loss_forward_and_backward_match_the_cpu(dtype):
+    """Targets end at the first -1 (entries after it are read by nothing but the range check), repeats count
+    twice, a row may have none; the gradient of every reduction, batched and not."""
+    x = torch.randn(5, 6, generator=g, dtype=torch.float64)
+    t = torch.tensor(
+        [[3, 0, -1, 1, 2, 2], [5, 5, 1, -1, 4, -1], [-1, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5], [4, 4, 4, -1, 0, 0]]
+    )
+    cases = [((x, t), r) for r in ("mean", "sum", "none")] + [((x[1], t[1]), r) for r in ("none", "mean")]
+    for (inp, tgt), reduction in cases:
+        what = f"multilabel_margin_loss {dtype} {tuple(inp.shape)} {reduction}"
+        cpu, dev = inp.to(dtype).requires_grad_(), inp.to(dtype).to("mytorch").requires_grad_()
+        ref = torch.nn.functional.multilabel_margin_loss(cpu, tgt, reduction=reduction)
+        out = torch.nn.functional.multilabel_margin_loss(dev, tgt.to("mytorch"), reduction=reduction)
+        gold = torch.nn.functional.multilabel_margin_loss(inp, tgt, reduction=reduction)
+        cot = torch.randn(ref.shape, generator=g, dtype=torch.float64).to(dtype)
+        (rg,) = torch.autograd.grad(ref, cpu, cot)
+        (dg,) = torch.autograd.grad(out, dev, cot.to("mytorch"))
+        assert not _problems(out, ref, gold, what) + _problems(dg, rg, None, what + " gradient")
+    torch.mytorch.set_fallback_mode("silent")  # the CPU's refusals, through its kernel
+    with pytest.raises(RuntimeError) as cpu:
+        torch.nn.functional.multilabel_margin_loss(x, t - 1)  # -2 after a -1
+    with pytest.raises(RuntimeError) as dev:
+        torch.nn.functional.multilabel_margin_loss(x.to("mytorch"), (t - 1).to("mytorch"))
+    assert str(dev.value) == str(cpu.value)
+
+
 def test_multi_margin_loss_keeps_the_cpus_refusals():
     """What the composition does not cover is the CPU's kernel (counted), which raises its own errors."""
     torch.mytorch.set_fallback_mode("silent")
