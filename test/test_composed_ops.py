@@ -476,6 +476,73 @@ def test_multilabel_margin_loss_forward_and_backward_match_the_cpu(dtype):
     assert str(dev.value) == str(cpu.value)
 
 
+def _embedding_bag_case(dtype, mode, padding_idx, weighted, include_last_offset, scale, by_rows=False, dev="mytorch"):
+    w = torch.randn(10, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    w[3, 1] = w[7, 2] = float("nan")  # NaN rows: a bag's first row (kept by max) and later ones (ignored by max)
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 0, 7, 7, 9, 3, 6, 6])
+    off = torch.tensor([0, 2, 2, 5, 8, 12] + ([14] if include_last_offset else []))
+    psw = torch.rand(14, generator=torch.Generator().manual_seed(6), dtype=torch.float64) if weighted else None
+    w = w.to(dtype).to(dev).requires_grad_()
+    psw = psw.to(dtype).to(dev).requires_grad_() if weighted else None
+    if by_rows:  # sum/mean spelled out with F.embedding, whose scale_grad_by_freq divides by each index's count
+        rows = torch.nn.functional.embedding(idx, w, padding_idx=padding_idx, scale_grad_by_freq=scale)
+        keep = (idx != padding_idx).unsqueeze(1) if padding_idx is not None else torch.ones(14, 1, dtype=torch.bool)
+        rows = torch.where(keep, rows, 0)
+        rows = rows * psw.unsqueeze(1) if weighted else rows
+        bags = len(off) - include_last_offset
+        bag = torch.searchsorted(off[:bags], torch.arange(14), right=True) - 1
+        y = torch.zeros(bags, 4, dtype=w.dtype).index_add(0, bag, rows)
+        if mode == "mean":
+            count = torch.zeros(bags).index_add(0, bag, keep.squeeze(1).float()).clamp_min(1)
+            y = y / count.unsqueeze(1).to(w.dtype)
+    else:
+        y = torch.nn.functional.embedding_bag(
+            idx.to(dev),
+            w,
+            off.to(dev),
+            mode=mode,
+            padding_idx=padding_idx,
+            per_sample_weights=psw,
+            include_last_offset=include_last_offset,
+            scale_grad_by_freq=scale,
+        )
+    cot = torch.randn(y.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64).to(dtype).to(dev)
+    grads = torch.autograd.grad(y, [w] + ([psw] if weighted else []), cot)
+    return [y] + list(grads)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_embedding_bag_matches_the_cpu(dtype):
+    """Note [Embedding bag]: sum (with and without per-sample weights), mean and max; an empty bag, padding_idx,
+    include_last_offset, NaN rows; the weight's and the per-sample weights' gradients. scale_grad_by_freq divides
+    by each index's own count, as torch.cuda does (the CPU's kernel divides by the count of another index, a
+    PyTorch bug), so its reference is the bag spelled out with F.embedding on the CPU."""
+    for mode in ("sum", "mean", "max"):
+        for padding_idx in (None, 4, 3):
+            for weighted in (False, True) if mode == "sum" else (False,):
+                for include_last_offset in (False, True):
+                    for scale in (False, True) if mode != "max" else (False,):
+                        what = f"embedding_bag {dtype} {mode} pad={padding_idx} psw={weighted} last={include_last_offset} scale={scale}"
+                        args = (mode, padding_idx, weighted, include_last_offset, scale)
+                        out = _embedding_bag_case(dtype, *args)
+                        ref = _embedding_bag_case(dtype, *args, by_rows=scale, dev="cpu")
+                        gold = _embedding_bag_case(torch.float64, *args, by_rows=scale, dev="cpu")
+                        assert not _problems(out, ref, gold, what)
+    assert torch.mytorch.fallback_stats() == {}
+
+
+def test_embedding_bag_keeps_the_cpus_refusals():
+    """Arguments the composition does not take are the CPU's kernel (counted), with its own errors."""
+    torch.mytorch.set_fallback_mode("silent")
+    w, idx = torch.randn(5, 3), torch.tensor([0, 4, 1, 2])
+    for i, off in ((idx, torch.tensor([1, 2])), (idx + 1, torch.tensor([0, 2])), (idx, torch.tensor([0, 5]))):
+        with pytest.raises((RuntimeError, IndexError)) as cpu:
+            torch.nn.functional.embedding_bag(i, w, off)
+        with pytest.raises((RuntimeError, IndexError)) as dev:
+            torch.nn.functional.embedding_bag(i.to("mytorch"), w.to("mytorch"), off.to("mytorch"))
+        assert str(dev.value) == str(cpu.value)
+
+
 def test_multi_margin_loss_keeps_the_cpus_refusals():
     """What the composition does not cover is the CPU's kernel (counted), which raises its own errors."""
     torch.mytorch.set_fallback_mode("silent")
