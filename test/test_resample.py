@@ -1,7 +1,7 @@
 """Resampling by index maps (Note [Resampling by index maps], csrc/aten/Resample.cpp: reflection and replication
 padding, nearest and nearest-exact upsampling of every rank, max unpooling) and by weight matrices (Note [Resampling
-by weight matrices], csrc/aten/Interpolate.cpp: linear, trilinear and bicubic upsampling, 3-D adaptive average
-pooling). With the fallback forbidden (marker `native`): index-map forwards move elements, so they equal the CPU's
+by weight matrices], csrc/aten/Interpolate.cpp: linear, trilinear and bicubic upsampling, antialiased too, 3-D
+adaptive average pooling). With the fallback forbidden (marker `native`): index-map forwards move elements, so they equal the CPU's
 bit for bit; the rest, and every backward, align with the CPU against float64; bad arguments raise the CPU's
 errors."""
 
@@ -125,6 +125,21 @@ def test_linear_and_cubic_upsampling_match_the_cpu(mode, rank, align_corners, dt
     assert not _fwd_bwd(
         lambda t: F.interpolate(t, scale_factor=1.7, mode=mode, align_corners=align_corners), x, dtype, False
     )
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_antialiased_upsampling_matches_the_cpu(mode, align_corners, dtype):
+    """Note [Antialiased resampling]: downsampling (windows widened by the scale), upsampling, the identity and
+    scale factors, forward and backward."""
+    x = torch.randn(2, 3, 13, 17, generator=g)
+    for size in ((7, 5), (25, 40), (13, 17), (1, 3)):
+        fn = lambda t: F.interpolate(t, size=size, mode=mode, align_corners=align_corners, antialias=True)  # noqa: E731
+        assert not _fwd_bwd(fn, x, dtype, False)
+    for sf in ((0.3, 0.7), (2.5, 1.3)):
+        fn = lambda t: F.interpolate(t, scale_factor=sf, mode=mode, align_corners=align_corners, antialias=True)  # noqa: E731
+        assert not _fwd_bwd(fn, x, dtype, False)
 
 
 def test_adaptive_avg_pool3d_matches_the_cpu():

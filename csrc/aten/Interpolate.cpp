@@ -1,5 +1,6 @@
 // Op table: resampling by weight matrices (Note [Resampling by weight matrices]): linear, trilinear and bicubic
-// upsampling and 3-D adaptive average pooling, forward and backward.
+// upsampling, antialiased bilinear and bicubic (Note [Antialiased resampling]) and 3-D adaptive average pooling,
+// forward and backward.
 //
 // Note [Resampling by weight matrices]
 // Linear and cubic interpolation and adaptive average pooling are separable: output position o along a spatial
@@ -16,6 +17,10 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_adaptive_avg_pool3d_backward_ops.h>
 #include <ATen/ops/_adaptive_avg_pool3d_ops.h>
+#include <ATen/ops/_upsample_bicubic2d_aa_backward_ops.h>
+#include <ATen/ops/_upsample_bicubic2d_aa_ops.h>
+#include <ATen/ops/_upsample_bilinear2d_aa_backward_ops.h>
+#include <ATen/ops/_upsample_bilinear2d_aa_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/matmul.h>
@@ -42,7 +47,7 @@ namespace {
 using at::Tensor;
 using OptD = std::optional<double>;
 
-enum class Kind { Linear, Cubic, AdaptiveAvg };
+enum class Kind { Linear, Cubic, LinearAA, CubicAA, AdaptiveAvg };
 
 // ATen's area_pixel_compute_scale and area_pixel_compute_source_index, in the opmath type A.
 template <typename A>
@@ -55,6 +60,43 @@ A sourceIndex(A scale, int64_t o, bool align_corners, bool cubic) {
   if (align_corners) return scale * static_cast<A>(o);
   const A src = scale * (static_cast<A>(o) + A(0.5)) - A(0.5);
   return (!cubic && src < A(0)) ? A(0) : src;
+}
+
+// Note [Antialiased resampling]
+// F.interpolate(antialias=True) (ATen's _upsample_bilinear2d_aa / _upsample_bicubic2d_aa): output o averages the
+// inputs within `support` of its center scale * (o + 0.5), support = interp / 2 (interp = 2 linear, 4 cubic)
+// widened by the scale when downsampling, each weighted by the filter (the triangle, or Keys' cubic with
+// a = -0.5, as PIL) at its distance over the scale, the weights normalised to sum 1: ATen's
+// _compute_indices_min_size_weights_aa in A, its window [xmin, xmin + xsize) truncated as ATen's casts do.
+template <typename A>
+A aaFilter(int interp, A x) {
+  x = std::abs(x);
+  if (interp == 2) return x < A(1) ? A(1) - x : A(0);
+  constexpr A a = A(-0.5);
+  if (x < A(1)) return ((a + A(2)) * x - (a + A(3))) * x * x + A(1);
+  if (x < A(2)) return ((a * x - A(5) * a) * x + A(8) * a) * x - A(4) * a;
+  return A(0);
+}
+
+template <typename A>
+void antialiasWeights(int interp, int64_t in, int64_t out, A scale, std::vector<A>& w) {
+  const A support = scale >= A(1) ? (static_cast<A>(interp) * A(0.5)) * scale : static_cast<A>(interp) * A(0.5);
+  const int64_t max_size = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  const A invscale = scale >= A(1) ? A(1) / scale : A(1);
+  for (int64_t o = 0; o < out; ++o) {
+    const A center = scale * (static_cast<A>(o) + A(0.5));
+    const int64_t xmin = std::max(static_cast<int64_t>(center - support + A(0.5)), int64_t(0));
+    const int64_t xsize =
+        std::clamp(std::min(static_cast<int64_t>(center + support + A(0.5)), in) - xmin, int64_t(0), max_size);
+    A total = A(0);
+    std::vector<A> row(static_cast<size_t>(xsize));
+    for (int64_t j = 0; j < xsize; ++j) {
+      row[j] = aaFilter<A>(interp, (static_cast<A>(j + xmin) - center + A(0.5)) * invscale);
+      total += row[j];
+    }
+    for (int64_t j = 0; j < xsize; ++j)
+      w[static_cast<size_t>(o * in + xmin + j)] = total != A(0) ? row[j] / total : row[j];
+  }
 }
 
 // The out x in weights of one dimension, in A, on the host.
@@ -70,6 +112,10 @@ std::vector<A> weights(Kind kind, int64_t in, int64_t out, bool align_corners, O
     return w;
   }
   const A ratio = pixelScale<A>(in, out, align_corners, scale);
+  if (kind == Kind::LinearAA || kind == Kind::CubicAA) {
+    antialiasWeights<A>(kind == Kind::CubicAA ? 4 : 2, in, out, ratio, w);
+    return w;
+  }
   for (int64_t o = 0; o < out; ++o) {
     if (kind == Kind::Linear) {
       if (in == out) {  // ATen copies
@@ -192,6 +238,26 @@ Tensor& bicubic2d_backward_out(const Tensor& grad, at::IntArrayRef output_size, 
   return upsampleBackwardOut<at::_ops::upsample_bicubic2d_backward_grad_input, Kind::Cubic>(
       grad, output_size, input_size, align_corners, grad_input, sh, sw);
 }
+Tensor& bilinear2d_aa_out(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
+                          Tensor& out) {
+  return upsampleOut<at::_ops::_upsample_bilinear2d_aa_out, Kind::LinearAA>(self, output_size, align_corners, out, sh,
+                                                                            sw);
+}
+Tensor& bilinear2d_aa_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
+                                   bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
+  return upsampleBackwardOut<at::_ops::_upsample_bilinear2d_aa_backward_grad_input, Kind::LinearAA>(
+      grad, output_size, input_size, align_corners, grad_input, sh, sw);
+}
+Tensor& bicubic2d_aa_out(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
+                         Tensor& out) {
+  return upsampleOut<at::_ops::_upsample_bicubic2d_aa_out, Kind::CubicAA>(self, output_size, align_corners, out, sh,
+                                                                          sw);
+}
+Tensor& bicubic2d_aa_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
+                                  bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
+  return upsampleBackwardOut<at::_ops::_upsample_bicubic2d_aa_backward_grad_input, Kind::CubicAA>(
+      grad, output_size, input_size, align_corners, grad_input, sh, sw);
+}
 
 // 3-D adaptive average pooling: (N, C,) D, H, W -> output_size.
 Tensor adaptive_avg_pool3d(const Tensor& self, at::IntArrayRef output_size) {
@@ -219,6 +285,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "upsample_trilinear3d_backward.grad_input", trilinear3d_backward_out);
   MT_IMPL(m, "upsample_bicubic2d.out", bicubic2d_out);
   MT_IMPL(m, "upsample_bicubic2d_backward.grad_input", bicubic2d_backward_out);
+  MT_IMPL(m, "_upsample_bilinear2d_aa.out", bilinear2d_aa_out);
+  MT_IMPL(m, "_upsample_bilinear2d_aa_backward.grad_input", bilinear2d_aa_backward_out);
+  MT_IMPL(m, "_upsample_bicubic2d_aa.out", bicubic2d_aa_out);
+  MT_IMPL(m, "_upsample_bicubic2d_aa_backward.grad_input", bicubic2d_aa_backward_out);
   MT_IMPL(m, "_adaptive_avg_pool3d", adaptive_avg_pool3d);
   MT_IMPL(m, "_adaptive_avg_pool3d_backward", adaptive_avg_pool3d_backward);
 }
