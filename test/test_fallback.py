@@ -8,18 +8,13 @@ import torch
 from conftest import run_python
 
 # Ops that fall back to the CPU, as (the aten overload the fallback counts, a call on a float tensor). histogram first:
-# PyTorch has no device kernel for it at all, so it stays; complex division and multilabel_margin_loss may gain
-# kernels, and then leave the list's live part without any test edit (binary elementwise ops all have kernels now:
-# igamma was the last).
+# PyTorch has no device kernel for it at all, so it stays; eig (torch.cuda computes it on the host too) and the LDL
+# factorization may gain kernels, and then leave the list's live part without any test edit (complex division and
+# multilabel_margin_loss were here until they gained theirs).
 _CANDIDATES = (
     ("aten::histogram.bin_ct", lambda d: torch.histogram(d, bins=4)),
-    ("aten::div.out", lambda d: torch.div(torch.complex(d, d), torch.complex(d, -d - 1))),
-    (
-        "aten::multilabel_margin_loss_forward",
-        lambda d: torch.nn.functional.multilabel_margin_loss(
-            d.view(1, -1), torch.zeros(1, d.numel(), dtype=torch.long, device=d.device)
-        ),
-    ),
+    ("aten::linalg_eig", lambda d: torch.linalg.eigvals(torch.diag(d))),
+    ("aten::linalg_ldl_factor_ex.out", lambda d: torch.linalg.ldl_factor(torch.diag(d))),
 )
 
 

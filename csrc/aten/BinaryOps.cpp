@@ -26,6 +26,9 @@
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/where_ops.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/mul.h>
 #include <torch/library.h>
 
 #include "csrc/core/Checked.h"
@@ -77,7 +80,16 @@ Tensor& pow_ts_out(const Tensor& s, const Scalar& o, Tensor& out) {
   return scalarOut<EwOp::Pow, at::_ops::pow_Tensor_Scalar_out>(s, o, out);
 }
 
+// A complex alpha (complex operands only, ATen's alpha_check) scales `other` first: the kernels' alpha is real.
+bool complexAlpha(const Tensor& self, const Tensor& other, const Scalar& alpha) {
+  if (!alpha.isComplex()) return false;
+  TORCH_CHECK(c10::isComplexType(at::result_type(self, other)),
+              "For non-complex input tensors, argument alpha must not be a complex number.");
+  return true;
+}
+
 Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
+  if (complexAlpha(self, other, alpha)) return at::add_out(out, self, at::mul(other, alpha));
   return ewOr(EwOp::Add, {self, other}, out, withAlpha(alpha),
               [&]() -> Tensor& { return Fallback<at::_ops::add_out>::call(self, other, alpha, out); });
 }
@@ -86,6 +98,7 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
   TORCH_CHECK(self.scalar_type() != at::kBool || other.scalar_type() != at::kBool,
               "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
               "operator instead.");
+  if (complexAlpha(self, other, alpha)) return at::sub_out(out, self, at::mul(other, alpha));
   return ewOr(EwOp::Sub, {self, other}, out, withAlpha(alpha),
               [&]() -> Tensor& { return Fallback<at::_ops::sub_out>::call(self, other, alpha, out); });
 }

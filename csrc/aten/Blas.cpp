@@ -17,6 +17,8 @@
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/complex.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/dot.h>
 #include <ATen/ops/dot_ops.h>
 #include <ATen/ops/vdot_ops.h>
@@ -63,8 +65,13 @@ bool floatGemmDtype(c10::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble;
 }
 
-// The dtypes the family computes natively: the floating ones and the integers (Note [Integer GEMM]).
-bool gemmDtype(c10::ScalarType t) { return floatGemmDtype(t) || gemm_integer_dtype(toKernelDType(t)); }
+// The dtypes the family computes natively: the floating ones, the integers (Note [Integer GEMM]) and complex64/128
+// (Note [Complex GEMM]).
+bool gemmDtype(c10::ScalarType t) {
+  return floatGemmDtype(t) || gemm_integer_dtype(toKernelDType(t)) || t == at::kComplexFloat || t == at::kComplexDouble;
+}
+
+bool isZero(const c10::Scalar& s) { return s.isComplex() ? s.toComplexDouble() == 0.0 : s.toDouble() == 0.0; }
 
 void checkSameDtype(const Tensor& a, const Tensor& b, const char* op) {
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), op,
@@ -102,10 +109,41 @@ bool rowMajorOut(const Tensor& out) {
   return nd == 2 || out.size(0) <= 1 || out.stride(0) >= 1;
 }
 
+void cudaGemm(const Tensor& out, const Tensor& a, const Tensor& b, const c10::Scalar& alpha_s,
+              const c10::Scalar& beta_s, const Tensor& bias, GemmEpilogue epi);
+
+// Note [Complex GEMM]
+// On the cuda runtime a complex GEMM is four real GEMMs over the operands' real and imaginary planes (the 4M
+// method: each part of the product the sum of two real products, the rounding of a complex multiply-add), into a
+// product P, then out = alpha P + beta out with the complex pointwise compositions (Complex.cpp). Conjugate views
+// (mm, bmm and their kin take them as they are) are resolved first. cuBLASLt's complex types would do it in one
+// call with the planes interleaved; the composition runs on kernels every build has, so the emulated build checks
+// it. On sim the glue hands complex GEMMs to the CPU's BLAS on host views, which carry the conjugate bit.
+void complexGemm(const Tensor& out, const Tensor& a, const Tensor& b, const c10::Scalar& alpha,
+                 const c10::Scalar& beta) {
+  if (out.numel() == 0) return;
+  auto planes = [](const Tensor& t) {
+    const Tensor r = at::view_as_real(t.resolve_conj().resolve_neg());
+    return std::make_pair(r.select(-1, 0).contiguous(), r.select(-1, 1).contiguous());
+  };
+  const auto [ar, ai] = planes(a);
+  const auto [br, bi] = planes(b);
+  const auto real = c10::toRealValueType(out.scalar_type());
+  Tensor pr = at::empty(out.sizes(), out.options().dtype(real)), pi = at::empty(out.sizes(), pr.options());
+  cudaGemm(pr, ar, br, 1.0, 0.0, Tensor(), GemmEpilogue::None);
+  cudaGemm(pr, ai, bi, -1.0, 1.0, Tensor(), GemmEpilogue::None);
+  cudaGemm(pi, ar, bi, 1.0, 0.0, Tensor(), GemmEpilogue::None);
+  cudaGemm(pi, ai, br, 1.0, 1.0, Tensor(), GemmEpilogue::None);
+  const Tensor p = at::complex(pr, pi);
+  if (isZero(beta)) out.copy_(p.mul(alpha));  // beta == 0: out's old contents (NaN included) are not read
+  else out.mul_(beta).add_(p, alpha);
+}
+
 // out = alpha * a @ b + beta * out (+ bias per column, + activation) on the cuda runtime. a: [B,]m x k,
 // b: [B,]k x n, out: [B,]m x n (any strides: a non row-major out is computed in a scratch and copied).
 void cudaGemm(const Tensor& out, const Tensor& a, const Tensor& b, const c10::Scalar& alpha_s,
               const c10::Scalar& beta_s, const Tensor& bias, GemmEpilogue epi) {
+  if (out.is_complex()) return complexGemm(out, a, b, alpha_s, beta_s);
   const double alpha = alpha_s.toDouble(), beta = beta_s.toDouble();
   if (out.numel() == 0) return;
   // The GEMM library's handle is per device and taken from the current device: it must be out's device, the
@@ -206,22 +244,22 @@ Tensor& addmmImpl(const Tensor& self, const Tensor& a, const Tensor& b, const c1
       return out;
     }
     Tensor ha = hostView(a), hb = hostView(b);
-    if (!simGemmOneDnn(ha, hb, ho, beta_s.toFloat(), alpha_s.toFloat(), hs))  // Note [Sim GEMM library]
+    if (a.is_complex() || !simGemmOneDnn(ha, hb, ho, beta_s.toFloat(), alpha_s.toFloat(), hs))  // [Sim GEMM library]
       at::addmm_out(ho, hs, ha, hb, beta_s, alpha_s);
     return out;
   }
-  const double beta = beta_s.toDouble();
+  const bool beta_zero = isZero(beta_s);
   const GemmEpilogue epi = !act_gelu.has_value() ? GemmEpilogue::None
                            : *act_gelu           ? GemmEpilogue::Gelu
                                                  : GemmEpilogue::Relu;
-  if (!out.is_same(self) && beta == 1.0 && floatGemmDtype(a.scalar_type()) && isColumnBias(self, m, n)) {
+  if (!out.is_same(self) && floatGemmDtype(a.scalar_type()) && beta_s.toDouble() == 1.0 && isColumnBias(self, m, n)) {
     at::native::resize_output(out, {m, n});
     cudaGemm(out, a, b, alpha_s, 0.0, self.dim() == 1 ? self : self.select(0, 0), epi);
     return out;
   }
   if (!out.is_same(self)) {
     at::native::resize_output(out, {m, n});
-    if (beta != 0) out.copy_(self_exp);
+    if (!beta_zero) out.copy_(self_exp);
   }
   cudaGemm(out, a, b, alpha_s, beta_s, Tensor(), GemmEpilogue::None);
   if (epi == GemmEpilogue::Relu) at::relu_(out);
@@ -277,14 +315,13 @@ Tensor& baddbmmOut(const Tensor& self, const Tensor& a, const Tensor& b, const c
     const bool in_place = out.is_same(self);
     at::native::resize_output(out, shape);
     Tensor ho = hostView(out), hs = in_place ? ho : hostView(self), ha = hostView(a), hb = hostView(b);
-    if (!simGemmOneDnn(ha, hb, ho, beta_s.toFloat(), alpha_s.toFloat(), hs))  // Note [Sim GEMM library]
+    if (a.is_complex() || !simGemmOneDnn(ha, hb, ho, beta_s.toFloat(), alpha_s.toFloat(), hs))  // [Sim GEMM library]
       at::baddbmm_out(ho, hs, ha, hb, beta_s, alpha_s);
     return out;
   }
-  const double beta = beta_s.toDouble();
   if (!out.is_same(self)) {
     at::native::resize_output(out, shape);
-    if (beta != 0) out.copy_(self_exp);
+    if (!isZero(beta_s)) out.copy_(self_exp);
   }
   cudaGemm(out, a, b, alpha_s, beta_s, Tensor(), GemmEpilogue::None);
   return out;
@@ -330,16 +367,15 @@ Tensor& addmvOut(const Tensor& self, const Tensor& mat, const Tensor& vec, const
     at::addmv_out(ho, in_place ? ho : hostView(self), hostView(mat), hostView(vec), beta_s, alpha_s);
     return out;
   }
-  const double beta = beta_s.toDouble();
   if (!out.is_same(self)) {
     at::native::resize_output(out, {mat.size(0)});
-    if (beta != 0) out.copy_(self_exp);
+    if (!isZero(beta_s)) out.copy_(self_exp);
   }
   cudaGemm(out.unsqueeze(1), mat, vec.unsqueeze(1), alpha_s, beta_s, Tensor(), GemmEpilogue::None);
   return out;
 }
 
-// dot, and vdot for real dtypes (where it is dot; complex vdot conjugates: the CPU fallback).
+// dot, and vdot (dot of the first operand's conjugate: a conjugate view, which the GEMM family takes).
 Tensor dotImpl(const Tensor& a, const Tensor& b) {
   TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
@@ -363,7 +399,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 
 Tensor vdot(const Tensor& a, const Tensor& b) {
   if (!gemmDtype(a.scalar_type())) return Fallback<at::_ops::vdot>::call(a, b);
-  return dotImpl(a, b);
+  return dotImpl(a.is_complex() ? a.conj() : a, b);
 }
 
 } // namespace

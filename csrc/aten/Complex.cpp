@@ -1,7 +1,7 @@
 // Complex arithmetic that real models reach (DeepSeek-V2's rotary embedding: polar, complex mul,
 // conj_physical in the backward; abs, sgn, neg, and sum and mean), composed natively from the real kernels on the tensors' real views
 // (at::view_as_real) instead of running on the CPU through the fallback. The elementwise kernels themselves
-// have no complex dtypes (Pointwise.h); complex division, with the CPU's scaled algorithm, still falls back.
+// have no complex dtypes (Pointwise.h); complex division is composed too, with c10::complex's algorithm.
 //
 // Each result's real and imaginary parts are computed into temporaries first and then written, so an output
 // that aliases an input (in-place mul_) reads its inputs before they change.
@@ -16,6 +16,11 @@
 #include <ATen/ops/div.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/hypot.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/reciprocal.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/view_as_complex.h>
@@ -30,6 +35,8 @@
 #include <torch/library.h>
 
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/Glue.h"
@@ -93,11 +100,28 @@ void writeParts(const Tensor& out, const Part& re, const Part& im) {
   }
 }
 
+// (a + bi) / (c + di) as c10::complex divides (numpy's algorithm, which ATen's CPU kernels use for every element,
+// vectorised or not): Smith's scaling by the larger of |c| and |d| -- r = d / c, s = 1 / (c + d r),
+// ((a + b r) s, (b - a r) s) when |c| >= |d|, the mirror image otherwise -- and a zero divisor giving
+// (a / |c|, b / |d|), infinities or NaN per part.
+std::pair<Part, Part> dividedParts(const Operand& x, const Operand& y, const at::TensorOptions& real) {
+  auto tensor = [&](const Part& p) { return p.tensor() ? p.t : at::full({}, p.c, real); };
+  const Tensor a = tensor(x.re), b = tensor(x.im), c = tensor(y.re), d = tensor(y.im);
+  const Tensor ac = at::abs(c), ad = at::abs(d);
+  const Tensor wide = at::ge(ac, ad), zero = at::logical_and(at::eq(ac, 0), at::eq(ad, 0));
+  const Tensor r1 = at::div(d, c), s1 = at::reciprocal(at::add(c, at::mul(d, r1)));
+  const Tensor r2 = at::div(c, d), s2 = at::reciprocal(at::add(d, at::mul(c, r2)));
+  const Tensor re = at::where(wide, at::mul(at::add(a, at::mul(b, r1)), s1), at::mul(at::add(at::mul(a, r2), b), s2));
+  const Tensor im = at::where(wide, at::mul(at::sub(b, at::mul(a, r1)), s1), at::mul(at::sub(at::mul(b, r2), a), s2));
+  return {Part{at::where(zero, at::div(a, ac), re)}, Part{at::where(zero, at::div(b, ad), im)}};
+}
+
 } // namespace
 
 bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs, const at::Tensor& out,
                const EwParams& params) {
-  if (!c10::isComplexType(compute) || (op != EwOp::Add && op != EwOp::Sub && op != EwOp::Mul)) return false;
+  if (!c10::isComplexType(compute) || (op != EwOp::Add && op != EwOp::Sub && op != EwOp::Mul && op != EwOp::Div))
+    return false;
   if (!out.is_complex() || inputs.size() != 2) return false;
   std::vector<Tensor> shapes;
   for (const EwInput& in : inputs) {
@@ -111,7 +135,9 @@ bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inp
   at::DimVector shape;
   for (const Tensor& t : shapes) shape = at::infer_size_dimvector(shape, t.sizes());
   Part re, im;
-  if (op == EwOp::Mul) {
+  if (op == EwOp::Div) {
+    std::tie(re, im) = dividedParts(*a, *b, out.options().dtype(c10::toRealValueType(compute)));
+  } else if (op == EwOp::Mul) {
     re = addP(mulP(a->re, b->re), mulP(a->im, b->im), -1.0);
     im = addP(mulP(a->re, b->im), mulP(a->im, b->re), 1.0);
   } else {
@@ -146,10 +172,19 @@ bool whereComplex(const Tensor& cond, const Tensor& self, const Tensor& other, T
 }
 
 bool ewComplexUnary(EwOp op, const at::Tensor& self, const at::Tensor& out) {
-  if (!self.is_complex() || (op != EwOp::Abs && op != EwOp::Sign && op != EwOp::Neg)) return false;
+  if (!self.is_complex() || (op != EwOp::Abs && op != EwOp::Sign && op != EwOp::Neg && op != EwOp::Reciprocal))
+    return false;
   if (self.device() != out.device()) return false;
   Tensor s = at::view_as_real(self);
   Tensor re = s.select(-1, 0), im = s.select(-1, 1);
+  if (op == EwOp::Reciprocal) { // 1 / z, ATen's reciprocal of a complex number
+    TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ",
+                out.scalar_type());
+    const auto [pre, pim] = dividedParts(Operand{{Tensor(), 1.0}, {Tensor(), 0.0}}, Operand{{re}, {im}}, re.options());
+    at::native::resize_output(out, self.sizes());
+    writeParts(out, pre, pim);
+    return true;
+  }
   if (op == EwOp::Neg) {
     TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ",
                 out.scalar_type());

@@ -377,10 +377,11 @@ Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t s
   return out;
 }
 
-// complex(real, imag): the two halves of the complex result's real view.
+// complex(real, imag): the two halves of the complex result's real view (complex32 too: copies, no arithmetic).
 Tensor& complex_out(const Tensor& real, const Tensor& imag, Tensor& out) {
   const auto t = real.scalar_type();
-  if ((t != at::kFloat && t != at::kDouble) || imag.scalar_type() != t || out.scalar_type() != c10::toComplexType(t))
+  if ((t != at::kFloat && t != at::kDouble && t != at::kHalf) || imag.scalar_type() != t ||
+      out.scalar_type() != c10::toComplexType(t))
     return Fallback<at::_ops::complex_out>::call(real, imag, out);
   const auto shape = at::infer_size(real.sizes(), imag.sizes());
   at::native::resize_output(out, shape);

@@ -9,7 +9,7 @@
 // matrix squared only while it has halvings left (one host read of the largest s). ATen's own algorithm picks a
 // degree from 1 to 18 per matrix by the norm (Bader, Blanes and Casas); ATen's device-generic code cannot be
 // called for this device (it leaves its coefficients on the host off CUDA and calls a kernel stub directly).
-// float32 matrices are computed in float64 and rounded once: the squarings multiply the polynomial's rounding error
+// float32 (complex64) matrices are computed in float64 (complex128) and rounded once: the squarings multiply the polynomial's rounding error
 // by up to the matrix's condition, and ATen's fewer squarings (it scales to norms up to 5.4) keep its float32
 // error lower than a float32 Taylor evaluation would. Matrices with a non-finite norm give NaN, as ATen. float16
 // and bfloat16 stay on the CPU: ATen evaluates them in the half type, where its intermediate powers overflow to NaN
@@ -23,6 +23,7 @@
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/exp2.h>
 #include <ATen/ops/eye.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/linalg_matrix_exp_ops.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
@@ -101,17 +102,18 @@ Tensor solveTriangular(const Tensor& A, const Tensor& B, bool upper, bool left, 
 }
 
 Tensor matrixExp(const Tensor& A) {
-  // complex: no complex GEMM yet; half types: the CPU's (Note [Matrix exponential]); the rest the CPU refuses
-  if (A.scalar_type() != at::kFloat && A.scalar_type() != at::kDouble)
+  // half types: the CPU's (Note [Matrix exponential]); the rest the CPU refuses
+  const auto t = A.scalar_type();
+  if (t != at::kFloat && t != at::kDouble && t != at::kComplexFloat && t != at::kComplexDouble)
     return Fallback<at::_ops::linalg_matrix_exp>::call(A);
   TORCH_CHECK(A.dim() >= 2, "linalg.matrix_exp: The input tensor A must have at least 2 dimensions.");
   TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.matrix_exp: A must be batches of square matrices, but they are ",
               A.size(-2), " by ", A.size(-1), " matrices");
   const int64_t n = A.size(-1);
   if (A.numel() == 0) return A.clone(at::MemoryFormat::Contiguous);
-  if (n == 1) return A.exp();
+  if (n == 1 && !A.is_complex()) return A.exp(); // (complex exp has no native kernel: the general path)
   constexpr int kDegree = 18;
-  const Tensor a = A.reshape({-1, n, n}).to(at::kDouble);
+  const Tensor a = A.reshape({-1, n, n}).to(A.is_complex() ? at::kComplexDouble : at::kDouble);
   const Tensor norm = a.abs().sum(-2).amax(-1);
   const Tensor finite = norm.isfinite();
   const Tensor s = at::where(finite, norm.mul(2).log2().ceil().clamp_min(0), at::zeros_like(norm));
@@ -122,7 +124,10 @@ Tensor matrixExp(const Tensor& A) {
   const int64_t squarings = static_cast<int64_t>(s.max().item<double>());
   for (int64_t i = 0; i < squarings; ++i)
     p = at::where(s.gt(static_cast<double>(i)).view({-1, 1, 1}), at::bmm(p, p), p);
-  p = at::where(finite.view({-1, 1, 1}), p, std::numeric_limits<double>::quiet_NaN());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor nans =
+      A.is_complex() ? at::full({}, c10::complex<double>(nan, nan), p.options()) : at::full({}, nan, p.options());
+  p = at::where(finite.view({-1, 1, 1}), p, nans);
   return p.to(A.scalar_type()).view(A.sizes());
 }
 

@@ -1,7 +1,7 @@
 // Op table: torch.linalg.lstsq on mytorch (aten::linalg_lstsq.out, which the functional form calls), composed from
-// the SVD of the dense solver family (csrc/aten/Solver.h) and native GEMMs, with ATen's checks and outputs per
-// driver. Complex inputs go to the counted CPU fallback until the GEMM family has complex dtypes; dtypes the
-// solvers lack (half types) to the CPU too, which refuses them.
+// the SVD of the dense solver family (csrc/aten/Solver.h) and native GEMMs (complex ones too: Note [Complex GEMM]),
+// with ATen's checks and outputs per driver. Dtypes the solvers lack (half types) go to the CPU, which refuses
+// them.
 //
 // Note [Least squares]
 // X = V diag(1 / s_i) U^H B over the singular values that count, the minimum-norm least-squares solution. It is
@@ -81,16 +81,18 @@ void checkArguments(const Tensor& A, const Tensor& B, const Tensor& solution, co
 
 Outputs lstsqOut(const Tensor& A, const Tensor& B, std::optional<double> rcond, std::optional<c10::string_view> driver,
                  Tensor& solution, Tensor& residuals, Tensor& rank, Tensor& sv) {
-  // complex: no complex GEMM yet; the half types the CPU refuses. Batched vector right-hand sides whose shape is not
-  // A's batch (ATen treats them as neither case) go there too.
+  // The half types the CPU refuses; batched vector right-hand sides whose shape is not A's batch (ATen treats them
+  // as neither case) go there too.
   checkArguments(A, B, solution, residuals, rank, sv);
   const std::string name = driverName(driver);
   const bool oddRhs = A.dim() == B.dim() + 1 && !at::native::linalg_solve_is_vector_rhs(A, B);
-  if (!solver::supported(A) || A.is_complex() || oddRhs)
+  if (!solver::supported(A) || oddRhs)
     return Fallback<at::_ops::linalg_lstsq_out>::call(A, B, rcond, driver, solution, residuals, rank, sv);
   const bool vector = at::native::linalg_solve_is_vector_rhs(A, B);
-  // float32 is solved in float64 and rounded once (Note [Least squares]).
-  const auto work = A.scalar_type() == at::kFloat ? at::kDouble : A.scalar_type();
+  // float32 and complex64 are solved in double precision and rounded once (Note [Least squares]).
+  const auto work = A.scalar_type() == at::kFloat          ? at::kDouble
+                    : A.scalar_type() == at::kComplexFloat ? at::kComplexDouble
+                                                           : A.scalar_type();
   const Tensor B2 = (vector ? B.unsqueeze(-1) : B).to(work);
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
   const auto real = c10::toRealValueType(A.scalar_type());
@@ -103,13 +105,13 @@ Outputs lstsqOut(const Tensor& A, const Tensor& B, std::optional<double> rcond, 
   const Tensor keep = k > 0 ? at::logical_and(S.gt(S.narrow(-1, 0, 1).mul(cut)), S.gt(0)) : S.gt(0);
   const Tensor inv = at::where(keep, S.reciprocal(), at::zeros({}, S.options()));
   const Tensor UhB = at::matmul(U.mH(), B2);  // the batch dimensions broadcast here
-  Tensor X = at::matmul(Vh.mH(), UhB.mul(inv.unsqueeze(-1)));
+  Tensor X = at::matmul(Vh.mH(), UhB.mul(inv.unsqueeze(-1).to(UhB.scalar_type())));
   const Tensor ranks = keep.sum(-1);
 
   Tensor res = at::empty({0}, A.options().dtype(real));
   bool with_residuals = m > n && name != "gelsy";
   if (with_residuals && (name == "gelsd" || name == "gelss")) with_residuals = ranks.eq(n).all().item<bool>();
-  if (with_residuals) res = B2.sub(at::matmul(U, UhB)).square().sum(-2).to(real);
+  if (with_residuals) res = B2.sub(at::matmul(U, UhB)).abs().square().sum(-2).to(real);
   if (with_residuals && n == 0 && name == "gels") res.zero_();  // LAPACK's gels zeroes B when min(m, n) == 0
   if (vector) X = X.squeeze(-1);
 

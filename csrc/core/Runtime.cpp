@@ -28,7 +28,11 @@ int64_t multiProcessors(int device) {
 at::Tensor hostView(const at::Tensor& t) {
   if (!t.defined()) return t;
   TORCH_INTERNAL_ASSERT(rt::kind() != rt::Kind::Cuda, "hostView: device memory is host memory on sim and emu only");
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  at::Tensor v = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  // the lazy conjugate and negative bits travel with the view (ops such as mm take conjugate views as they are)
+  if (t.is_conj()) v._set_conj(true);
+  if (t.is_neg()) v._set_neg(true);
+  return v;
 }
 
 } // namespace mytorch

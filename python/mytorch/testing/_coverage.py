@@ -34,16 +34,12 @@ FAMILIES = [
 # Why an operator still takes the fallback, where the reason is more than "no native kernel yet".
 REASONS = {
     "aten::linalg_matrix_exp": "float16/bfloat16: the CPU reference evaluates in the half type and returns NaN where the exponential is representable; a correct kernel cannot match it",
-    "aten::complex.out": "complex32 (chalf): the device kernels have no complex32 arithmetic",
     "aten::histogram.bin_ct": "a CPU-only operator: PyTorch has no device kernel for histogram (CUDA raises)",
     "aten::histogram.bins_tensor": "a CPU-only operator: PyTorch has no device kernel for histogram (CUDA raises)",
     "aten::_histogramdd_bin_edges": "a CPU-only operator: PyTorch has no device kernel for histogramdd",
     "aten::_histogramdd_from_bin_cts": "a CPU-only operator: PyTorch has no device kernel for histogramdd",
     "aten::_histogramdd_from_bin_tensors": "a CPU-only operator: PyTorch has no device kernel for histogramdd",
     "aten::linalg_eig": "non-Hermitian eigenproblem: cuSOLVER's geev is recent (CUDA 12.6+) and torch.cuda itself computes it on the host",
-    "aten::mm.out": "complex GEMM (linalg.eig's eigenvectors): no complex GEMM yet",
-    "aten::bmm.out": "complex GEMM (linalg.eig's eigenvectors): no complex GEMM yet",
-    "aten::div.out": "complex division by a complex tensor (linalg.eig's eigenvectors)",
 }
 DEFAULT_REASON = "no native kernel yet"
 
