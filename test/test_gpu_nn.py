@@ -37,6 +37,11 @@ def run(dev):
     out["mm_bf16"] = (X.bfloat16() @ W.bfloat16()).float().cpu()
     out["addmm_gelu"] = torch._addmm_activation(W[0], X, W, use_gelu=True).cpu()
     out["bmm_t"] = torch.bmm(X.view(4, 16, 96), W.t().reshape(4, 20, 96).transpose(1, 2)).cpu()
+    # complex GEMMs (Note [Complex GEMM]: four real GEMMs on cuda): conjugate views, complex alpha and beta
+    XC, WC = torch.complex(X, X.flip(0)), torch.complex(W, -W)
+    out["mm_complex"] = (XC @ WC).cpu()
+    out["addmm_complex"] = torch.addmm(XC[:, :80], XC.conj(), WC, beta=0.5j, alpha=1 - 1j).cpu()
+    out["bmm_complex_adjoint"] = torch.bmm(XC.view(4, 16, 96), WC.t().reshape(4, 20, 96).mH).cpu()
     for k, f in {"softmax": lambda a: F.softmax(a, -1), "log_softmax0": lambda a: F.log_softmax(a, 0),
                  "gelu": F.gelu, "silu": F.silu, "layer_norm": lambda a: F.layer_norm(a, (96,)),
                  "ce": lambda a: F.cross_entropy(a, t.to(dev), label_smoothing=0.1)}.items():
