@@ -340,6 +340,38 @@ def test_lstsq_matches_the_cpu(dtype):
         assert str(dev.value) == str(cpu.value)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ldl_matches_the_cpu(dtype):
+    """Note [LDL]: Bunch-Kaufman with LAPACK's pivots (1x1 and 2x2 blocks, interchanges), batches, a singular
+    matrix (info, the zero column skipped), empty ones, and ldl_solve with broadcast batches; pivots and info
+    equal to the CPU's, LD and the solutions aligned."""
+    cases = []
+    for shape in [(5, 5), (3, 6, 6), (2, 2, 9, 9), (1, 1), (0, 0), (2, 0, 0), (17, 17)]:
+        A = _rand(*shape, dtype=dtype)
+        cases.append(A + A.mT)
+    small = cases[0].clone()
+    small[0, 0] = 1e-3  # a tiny first pivot: a 2x2 block or an interchange
+    singular = torch.zeros(4, 4, dtype=dtype)
+    singular[1, 1], singular[2, 3], singular[3, 2] = 2.0, 1.0, 1.0
+    cases += [small, singular]
+    for A in cases:
+        what = f"ldl_factor {tuple(A.shape)}"
+        assert not _compare(torch.linalg.ldl_factor_ex, A, what=what)
+        if A.numel() == 0 or A[..., 0, 0].ne(0).all():
+            B = _rand(*A.shape[:-1], 3, dtype=dtype)
+            assert not _compare(
+                lambda a, b: torch.linalg.ldl_solve(*torch.linalg.ldl_factor(a), b), A, B, what=what + " solve"
+            )
+    # B with more batch dimensions than LD: broadcast. (PyTorch's CPU ldl_solve crashes on this -- a segmentation
+    # fault in LAPACK's sytrs, its pivots not expanded -- so its reference is the call with LD and pivots expanded.)
+    LD, piv = torch.linalg.ldl_factor(cases[1])
+    B = _rand(4, 3, 6, 2, dtype=dtype)
+    ref = torch.linalg.ldl_solve(LD.expand(4, 3, 6, 6), piv.expand(4, 3, 6), B)
+    gold = torch.linalg.ldl_solve(LD.double().expand(4, 3, 6, 6), piv.expand(4, 3, 6), B.double())
+    out = torch.linalg.ldl_solve(LD.to("mytorch"), piv.to("mytorch"), B.to("mytorch"))
+    assert not misalignment(out, ref, gold, "ldl_solve broadcast")
+
+
 def test_out_variants_and_unsupported_dtypes():
     A = _rand(4, 4)
     LU, piv, info = (

@@ -279,7 +279,7 @@ def test_refusals_that_match_the_cpu():
         ),
         "multinomial_categories": (RuntimeError, lambda d: torch.multinomial(torch.ones(2**24 + 1, device=d), 1)),
         "cat_out_is_an_input": (RuntimeError, lambda d: (lambda x: torch.cat([x, x], out=x))(torch.ones(2, device=d))),
-        "fallback_out_on_the_cpu": (  # eigvals: a fallback (linalg_eig)
+        "fallback_out_on_the_cpu": (  # eigvals: a fallback (linalg_eig: torch.cuda computes it on the host too)
             RuntimeError,
             lambda d: torch.linalg.eigvals(
                 torch.eye(2, device=d), out=torch.empty(2, dtype=torch.cfloat, device="cpu" if d == D else "meta")
@@ -295,19 +295,17 @@ def test_refusals_that_match_the_cpu():
 
 
 def test_fallback_applies_the_out_rules():
-    """Ops without a native kernel (the LDL solve here; complex division, kthvalue and masked_select had none when
-    this was written) take the CPU fallback. It refuses partial overlap itself, hands an out= that is also an input
-    to the CPU kernel over the input's own host storage, so that the kernel's rule applies (kthvalue and
-    masked_select refuse it, the LDL solve computes in place), and gives ATen's warning when it resizes a non-empty
-    out=."""
+    """Ops without a native kernel (histogram here: PyTorch has none for a device; complex division, the LDL
+    solve, kthvalue and masked_select had none when this was written) take the CPU fallback. It refuses partial
+    overlap itself, hands an out= that is also an input to the CPU kernel over the input's own host storage, so that
+    the kernel's rule applies (kthvalue and masked_select refuse it, histogram counts what it reads), and gives
+    ATen's warning when it resizes a non-empty out=."""
     torch.mytorch.reset_fallback_stats()
-    A = torch.tensor([[4.0, 1.0, 2.0], [1.0, -3.0, 0.5], [2.0, 0.5, 5.0]])  # symmetric, indefinite
-    LD, piv = torch.linalg.ldl_factor(A)
-    c = torch.arange(8.0).view(4, 2) / 10
+    c = torch.tensor([0.5, 2.0, 1.0, 3.5])
     z = c.to(D)
-    LDd, pivd = LD.to(D), piv.to(D)
+    edges = torch.empty(0, device=D)
     with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
-        torch.linalg.ldl_solve(LDd, pivd, z[1:], out=z[:-1])
+        torch.histogram(z[1:], bins=3, out=(z[:-1], edges))
     assert torch.equal(z.cpu(), c)
     for dev in ("cpu", D):
         x = torch.tensor([3.0, 1.0, 2.0, 5.0], device=dev)
@@ -316,16 +314,11 @@ def test_fallback_applies_the_out_rules():
         with pytest.raises(RuntimeError, match="refer to a single memory location"):
             torch.masked_select(x, x > 1, out=x)
         assert x.tolist() == [3.0, 1.0, 2.0, 5.0]
-        ld, pv = LD.to(dev), piv.to(dev)
-        ref = c[:3].clone()
-        y = ref.clone().to(dev)
-        assert torch.linalg.ldl_solve(ld, pv, y, out=y) is y
-        assert torch.equal(y.cpu(), torch.linalg.ldl_solve(LD, piv, ref))
-        wc = c[:3].t().contiguous().t()  # a column-major out= that is its input
-        w = wc.clone().to(dev)
-        torch.linalg.ldl_solve(ld, pv, w, out=w)
-        assert torch.equal(w.cpu(), torch.linalg.ldl_solve(LD, piv, wc))
+        y, ref = c.clone().to(dev), c.clone()
+        torch.histogram(ref, bins=4, out=(ref, torch.empty(0)))  # the CPU with its hist aliasing its input
+        assert torch.histogram(y, bins=4, out=(y, torch.empty(0, device=dev)))[0] is y
+        assert torch.equal(y.cpu(), ref)
     torch.mytorch.reset_fallback_stats()
     with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
-        torch.linalg.ldl_solve(LDd, pivd, z[:3], out=torch.empty(5, device=D))
-    assert "aten::linalg_ldl_solve.out" in torch.mytorch.fallback_stats()
+        torch.histogram(z, bins=3, out=(torch.empty(5, device=D), torch.empty(4, device=D)))
+    assert "aten::histogram.bin_ct_out" in torch.mytorch.fallback_stats()
