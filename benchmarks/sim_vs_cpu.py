@@ -112,6 +112,20 @@ def cases():
         x, w = _t((16, 64, 32, 32)).to(d), _t((64, 64, 3, 3), seed=1).to(d)
         return lambda: F.conv2d(x, w, padding=1)
 
+    def conv3d(d):
+        x, w = _t((4, 16, 16, 16, 16)).to(d), _t((32, 16, 3, 3, 3), seed=1).to(d)
+        return lambda: F.conv3d(x, w, padding=1)
+
+    def embedding_bag(d):
+        w = _t((50000, 64)).to(d)
+        i = torch.randint(0, 50000, (65536,), generator=torch.Generator().manual_seed(0)).to(d)
+        off = torch.arange(0, 65536, 16).to(d)
+        return lambda: F.embedding_bag(i, w, off, mode="mean")
+
+    def complex_mm(d):
+        a, b = _t((256, 256), torch.complex64).to(d), _t((256, 256), torch.complex64, seed=1).to(d)
+        return lambda: a @ b
+
     def gpt_step(d):
         """The main job's training step (examples/train_gpt.py: its model and batch, AdamW)."""
         import os
@@ -198,6 +212,9 @@ def cases():
         ("max_pool3d 3x3x3/2 f+b 4x32x16x32x32", max_pool3d),
         ("conv2d 16x64x32x32 k3", conv),
         ("conv2d 16x64x32x32 k3 bf16", conv_bf16),
+        ("conv3d 4x16x16^3 k3", conv3d),
+        ("embedding_bag mean 4096 bags of 16", embedding_bag),
+        ("mm complex64 256", complex_mm),
         ("fused AdamW 8x512x512", adamw),
         ("fused AdamW 8x512x512 bf16", adamw_half),
         ("transformer layer f+b 8x128x256", layer),
