@@ -14,13 +14,16 @@
 // max_indices (a copy of bag_size for mean, zeros for sum). The weight's gradient routes each bag's gradient to its
 // rows (over the count for mean, times the per-sample weight for sum) through the deterministic
 // embedding_dense_backward (which also applies scale_grad_by_freq and skips padding_idx), or for max to the
-// winning rows. Arguments the composition does not take -- malformed offsets, indices out of range (found with
+// winning rows. On the sim the forward is the CPU's kernel on host views, as the sim's GEMMs and FFTs (the
+// composition, about 25x slower there than ATen's fused loop, is what the GPU and the emulated build run); the
+// backward is the composition everywhere. Arguments the composition does not take -- malformed offsets, indices out of range (found with
 // one host read), empty inputs, include_last_offset whose last offset leaves indices out, the sparse gradient,
 // mixed index dtypes -- are the CPU's kernel, counted, with its result or error.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_embedding_bag_backward_ops.h>
 #include <ATen/ops/_embedding_bag_dense_backward_ops.h>
+#include <ATen/ops/_embedding_bag_forward_only.h>
 #include <ATen/ops/_embedding_bag_forward_only_ops.h>
 #include <ATen/ops/_embedding_bag_ops.h>
 #include <ATen/ops/_embedding_bag_per_sample_weights_backward_ops.h>
@@ -40,6 +43,7 @@
 
 #include "csrc/aten/Glue.h"
 #include "csrc/core/Checked.h"
+#include "csrc/core/Runtime.h"
 
 namespace mytorch {
 namespace {
@@ -76,12 +80,32 @@ Tensor offset2bag(const Tensor& offsets, int64_t bags, int64_t n) {
   return at::searchsorted(starts, at::arange(n, starts.options()), /*out_int32=*/false, /*right=*/true).sub_(1);
 }
 
+// The sim's forward: the CPU's kernel on host views of the buffers (its results copied into device memory), as the
+// sim answers GEMMs and FFTs; offset2bag is the composition's when the backward will read it (the CPU's fast path
+// may leave it empty).
+Bags simBags(const Tensor& weight, const Tensor& indices, const Tensor& offsets, bool scale_grad_by_freq, int64_t mode,
+             bool sparse, const std::optional<Tensor>& psw, bool include_last_offset, int64_t padding_idx,
+             bool for_backward) {
+  const std::optional<Tensor> host_psw =
+      psw.has_value() && psw->defined() ? std::optional<Tensor>(hostView(*psw)) : std::nullopt;
+  auto [out, bag, bag_size, max_indices] =
+      at::_embedding_bag_forward_only(hostView(weight), hostView(indices), hostView(offsets), scale_grad_by_freq, mode,
+                                      sparse, host_psw, include_last_offset, padding_idx);
+  const at::Device d = weight.device();
+  const int64_t bags = offsets.numel() - (include_last_offset ? 1 : 0);
+  return {out.to(d), for_backward ? offset2bag(offsets, bags, indices.numel()) : bag.to(d), bag_size.to(d),
+          max_indices.to(d)};
+}
+
 Bags embeddingBag(const Tensor& weight, const Tensor& indices, const Tensor& offsets, bool scale_grad_by_freq,
                   int64_t mode, bool sparse, const std::optional<Tensor>& psw, bool include_last_offset,
                   int64_t padding_idx) {
   if (!composable(weight, indices, offsets, mode, psw, include_last_offset))
     return Fallback<at::_ops::_embedding_bag>::call(weight, indices, offsets, scale_grad_by_freq, mode, sparse, psw,
                                                     include_last_offset, padding_idx);
+  if (onSim())
+    return simBags(weight, indices, offsets, scale_grad_by_freq, mode, sparse, psw, include_last_offset, padding_idx,
+                   true);
   const int64_t n = indices.numel(), bags = offsets.numel() - (include_last_offset ? 1 : 0), dim = weight.size(1);
   const Tensor idx = indices.to(at::kLong), bag = offset2bag(offsets, bags, n);
   const Tensor valid = padding_idx >= 0 ? idx.ne(padding_idx) : at::ones_like(idx, idx.options().dtype(at::kBool));
@@ -110,7 +134,7 @@ Bags embeddingBag(const Tensor& weight, const Tensor& indices, const Tensor& off
     bag_size = counts;
   } else {
     if (psw.has_value() && psw->defined()) rows.mul_(psw->to(acc).unsqueeze(1));
-    rows = at::where(valid.unsqueeze(1), rows, 0.0);  // (not a product: a padding row may hold NaN)
+    rows = at::where(valid.unsqueeze(1), rows, 0.0); // (not a product: a padding row may hold NaN)
     out = at::zeros({bags, dim}, rows.options()).index_add_(0, bag, rows);
     if (mode == kMean) out.div_(counts.clamp_min(1).unsqueeze(1));
     bag_size = mode == kMean ? counts : at::zeros({bags}, idx.options());
@@ -125,6 +149,9 @@ Bags embeddingBagForwardOnly(const Tensor& weight, const Tensor& indices, const 
   if (!composable(weight, indices, offsets, mode, psw, include_last_offset))
     return Fallback<at::_ops::_embedding_bag_forward_only>::call(weight, indices, offsets, scale_grad_by_freq, mode,
                                                                  sparse, psw, include_last_offset, padding_idx);
+  if (onSim())
+    return simBags(weight, indices, offsets, scale_grad_by_freq, mode, sparse, psw, include_last_offset, padding_idx,
+                   false);
   return embeddingBag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, psw, include_last_offset,
                       padding_idx);
 }
