@@ -1,6 +1,6 @@
 """Writes the header of ATen operators whose device check is off (native_functions.yaml's `device_check:
 NoCheck`, read from the installed torch's torchgen), for the one check path of mytorch's kernels
-(csrc/aten/Checked.h, Note [One check path for native ops]). Run by CMake at build time.
+(csrc/core/Checked.h, Note [One check path for native ops]). Run by CMake at build time.
 
     python scripts/gen_device_checks.py OUT.h        # writes the header
     python scripts/gen_device_checks.py --yaml-path   # prints the YAML it reads (CMake's dependency)

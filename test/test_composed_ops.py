@@ -1,5 +1,5 @@
-"""Operators mytorch composes from its native kernels (Note [Composed ops], csrc/aten/Composed.cpp) and the order
-statistics read off its stable sort (Note [Order statistics from the sort], csrc/aten/OrderStats.cpp): with the
+"""Operators mytorch composes from its native kernels (Note [Composed ops], csrc/aten/tensor/Composed.cpp) and the order
+statistics read off its stable sort (Note [Order statistics from the sort], csrc/aten/reduce/OrderStats.cpp): with the
 fallback forbidden (marker `native`), each matches the CPU, with ATen's edge cases and refusals."""
 
 import pytest
@@ -216,7 +216,7 @@ def test_unique_consecutive_matches_the_cpu(dim):
 @pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_index_reduce_matches_the_cpu(reduce, dtype):
-    """index_reduce as a scatter_reduce over the spread index (csrc/aten/IndexOps.cpp): repeated indices, rows never
+    """index_reduce as a scatter_reduce over the spread index (csrc/aten/tensor/IndexOps.cpp): repeated indices, rows never
     indexed, both include_self settings, a leading and a trailing dim, in place too, bad indices."""
     x = (torch.randn(6, 5, generator=g) * 4).to(dtype)
     src = (torch.randn(7, 5, generator=g) * 4).to(dtype)

@@ -1,4 +1,4 @@
-"""The FFT family (Note [FFT family] in kernels/include/mytorch/fft.h, csrc/aten/Fft.cpp): torch.fft, stft and istft
+"""The FFT family (Note [FFT family] in kernels/include/mytorch/fft.h, csrc/aten/linalg/Fft.cpp): torch.fft, stft and istft
 with the fallback forbidden, against the CPU (float64 as the gold). On sim the glue runs torch's CPU FFT on host
 views; on the emulated build (and a GPU) the cuFFT path: packed copies, three dimensions a plan, the one-sided
 half completed by conjugate symmetry, normalisation after the transform."""

@@ -1,4 +1,4 @@
-"""Complex GEMMs (Note [Complex GEMM] in csrc/aten/Blas.cpp), complex division and add/sub with a complex alpha
+"""Complex GEMMs (Note [Complex GEMM] in csrc/aten/linalg/Blas.cpp), complex division and add/sub with a complex alpha
 (Complex.cpp, BinaryOps.cpp): mm, bmm, addmm,
 baddbmm, addbmm, addmv, dot and vdot on complex64/complex128, conjugate views as operands, complex alpha and beta,
 aligned with the CPU against complex128. With the fallback forbidden (marker `native`); on the emulated build and

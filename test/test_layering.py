@@ -1,6 +1,6 @@
 """The layers, as the build enforces them (docs/architecture.md, "Layers"; docs/contributing.md): kernels/ compiles
 against the torch headers its layer allows and no others, csrc's layers point downward (python -> distributed,
-aten -> core), and the op tables cannot hold a row without its functor. Each rule has its negative control: the
+ops -> aten -> core), and the op tables cannot hold a row without its functor. Each rule has its negative control: the
 violation really fails to compile."""
 
 import json
@@ -75,12 +75,14 @@ def test_a_kernel_that_includes_aten_does_not_compile(tmp_path):
 
 
 def test_csrc_layers_point_downward():
-    """core includes nothing of aten, distributed or python; distributed takes the runtime from core, not from the
-    op glue; aten does not reach up into distributed or python."""
+    """core includes nothing of aten, ops, distributed or python; distributed takes the runtime from core, not from
+    the op glue; aten does not reach up into ops (mytorch's own operators), distributed or python; ops builds on
+    aten's glue and core only."""
     forbidden = {
-        "core": ("aten", "distributed", "python"),
-        "distributed": ("aten", "python"),
-        "aten": ("distributed", "python"),
+        "core": ("aten", "ops", "distributed", "python"),
+        "distributed": ("aten", "ops", "python"),
+        "aten": ("ops", "distributed", "python"),
+        "ops": ("distributed", "python"),
     }
     csrc = os.path.realpath(os.path.join(ROOT, "csrc"))
     bad = []

@@ -1,4 +1,4 @@
-"""The dense solver family (Note [Dense solver family] in kernels/include/mytorch/solver.h; csrc/aten/LinalgLu.cpp,
+"""The dense solver family (Note [Dense solver family] in kernels/include/mytorch/solver.h; csrc/aten/linalg/LinalgLu.cpp,
 LinalgDecompositions.cpp): torch.linalg's LU, solve, inverse, determinants, Cholesky, eigh and SVD with the fallback
 forbidden, against the CPU (float64 as the gold). On sim the primitives are torch's CPU LAPACK; on the emulated
 build the cuSOLVER calls of a GPU, answered by the emulated library's reference factorizations, so everything the

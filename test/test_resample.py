@@ -1,6 +1,6 @@
-"""Resampling by index maps (Note [Resampling by index maps], csrc/aten/Resample.cpp: reflection and replication
+"""Resampling by index maps (Note [Resampling by index maps], csrc/aten/spatial/Resample.cpp: reflection and replication
 padding, nearest and nearest-exact upsampling of every rank, max unpooling) and by weight matrices (Note [Resampling
-by weight matrices], csrc/aten/Interpolate.cpp: linear, trilinear and bicubic upsampling, antialiased too, 3-D
+by weight matrices], csrc/aten/spatial/Interpolate.cpp: linear, trilinear and bicubic upsampling, antialiased too, 3-D
 adaptive average pooling). With the fallback forbidden (marker `native`): index-map forwards move elements, so they equal the CPU's
 bit for bit; the rest, and every backward, align with the CPU against float64; bad arguments raise the CPU's
 errors."""

@@ -1,5 +1,5 @@
 """Nothing a user holds is silently corrupted (issue 19): the one check path of the native kernels (Note [One
-check path for native ops] in csrc/aten/Checked.h) refuses tensors on another device, written tensors whose
+check path for native ops] in csrc/core/Checked.h) refuses tensors on another device, written tensors whose
 elements share memory or that partly overlap an input, and out= tensors of the wrong dtype, with PyTorch's
 exception and message; non-contiguous out= tensors are written through their strides and nothing else they
 share memory with changes."""

@@ -1,4 +1,4 @@
-"""Sparse COO tensors on mytorch (csrc/aten/Sparse.cpp): ATen's device-generic sparse functions registered for the
+"""Sparse COO tensors on mytorch (csrc/aten/tensor/Sparse.cpp): ATen's device-generic sparse functions registered for the
 device, and coalesce composed from native ops, with the fallback forbidden, against the CPU."""
 
 import pytest

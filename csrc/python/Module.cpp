@@ -6,7 +6,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "csrc/aten/OpTables.h"
+#include "csrc/aten/glue/OpTables.h"
 #include "csrc/core/DeviceErrors.h"
 #include "csrc/core/DeviceAllocator.h"
 #include "csrc/core/Fallback.h"

@@ -1,5 +1,5 @@
 // Keys' cubic convolution (A = -0.75, ATen's choice), the one copy used by bicubic upsampling's weights
-// (csrc/aten/Interpolate.cpp) and grid_sample's bicubic mode (grid_sample.h).
+// (csrc/aten/spatial/Interpolate.cpp) and grid_sample's bicubic mode (grid_sample.h).
 #pragma once
 
 #include "mytorch/macros.h"

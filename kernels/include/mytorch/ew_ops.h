@@ -9,7 +9,7 @@
 // macro and takes the columns it needs, as PyTorch's codegen reads native_functions.yaml:
 //   - here: the enum and constexpr traits (ew_arity, ew_dtypes, ew_result, ew_group, ew_foreach);
 //   - the sim loops and the CUDA launchers: a switch over every row (sim/elementwise.cpp, cuda/elementwise*.cu);
-//   - csrc/aten/PointwiseTable.cpp: the aten registration of `Table` rows; Foreach.cpp: the `_foreach_*` ops;
+//   - csrc/aten/glue/PointwiseTable.cpp: the aten registration of `Table` rows; Foreach.cpp: the `_foreach_*` ops;
 //   - mytorch._C._op_tables(): the rows as data, for the test that checks each reaches a native kernel on the
 //     runtime under test (test/test_op_tables.py).
 // Adding an op is a row and a functor (docs/contributing.md); a row without a functor does not compile.

@@ -1,5 +1,5 @@
 """Automatic mixed precision on mytorch: torch.autocast("mytorch") uses CUDA autocast's op policy
-(registered in csrc/aten/Autocast.cpp) and torch.amp.GradScaler("mytorch") runs its unscale and
+(registered in csrc/aten/tensor/Autocast.cpp) and torch.amp.GradScaler("mytorch") runs its unscale and
 scale-update ops as native kernels."""
 
 import torch

@@ -1,0 +1,348 @@
+// Op table: resampling by index maps (Note [Resampling by index maps]): reflection and replication padding, nearest
+// and nearest-exact upsampling of every rank, max unpooling, forward and backward.
+//
+// Note [Resampling by index maps]
+// Each of these operators moves elements without arithmetic: output position o along a spatial dimension reads
+// input position src(o), a map that depends on that dimension alone (reflection: (n-1) - |(n-1) - |o - pad||;
+// replication: clamp(o - pad, 0, n-1); nearest: floor(o * scale), nearest-exact: floor((o + 0.5) * scale), both in
+// ATen's float arithmetic and clamped to n-1). The forward is one index_select per dimension (a gather, the last
+// dimension first), the backward one index_add per dimension in the reverse order (every output position adds its
+// gradient to its source: ATen's CPU and CUDA backwards sum the same terms); the maps are built on the device by a
+// few pointwise kernels, so nothing waits for the host. Max unpooling scatters each plane's values to their
+// recorded positions. Shapes and argument checks are ATen's own: each call runs the operator on meta tensors first,
+// which raises ATen's messages and gives the output shape. Complex and the dtypes the index kernels lack take the
+// CPU fallback.
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_upsample_nearest_exact1d_backward_ops.h>
+#include <ATen/ops/_upsample_nearest_exact1d_ops.h>
+#include <ATen/ops/_upsample_nearest_exact2d_backward_ops.h>
+#include <ATen/ops/_upsample_nearest_exact2d_ops.h>
+#include <ATen/ops/_upsample_nearest_exact3d_backward_ops.h>
+#include <ATen/ops/_upsample_nearest_exact3d_ops.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/floor.h>
+#include <ATen/ops/index_add.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/max_unpool2d_ops.h>
+#include <ATen/ops/max_unpool3d_ops.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/reflection_pad1d_backward_ops.h>
+#include <ATen/ops/reflection_pad1d_ops.h>
+#include <ATen/ops/reflection_pad2d_backward_ops.h>
+#include <ATen/ops/reflection_pad2d_ops.h>
+#include <ATen/ops/reflection_pad3d_backward_ops.h>
+#include <ATen/ops/reflection_pad3d_ops.h>
+#include <ATen/ops/replication_pad1d_backward_ops.h>
+#include <ATen/ops/replication_pad1d_ops.h>
+#include <ATen/ops/replication_pad2d_backward_ops.h>
+#include <ATen/ops/replication_pad2d_ops.h>
+#include <ATen/ops/replication_pad3d_backward_ops.h>
+#include <ATen/ops/replication_pad3d_ops.h>
+#include <ATen/ops/rsub.h>
+#include <ATen/ops/upsample_nearest1d_backward_ops.h>
+#include <ATen/ops/upsample_nearest1d_ops.h>
+#include <ATen/ops/upsample_nearest3d_backward_ops.h>
+#include <ATen/ops/upsample_nearest3d_ops.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <string_view>
+
+#include "csrc/core/Checked.h"
+#include "csrc/aten/glue/Glue.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+using OptD = std::optional<double>;
+
+// A tensor of the same shape, strides and dtype on the meta device: ATen's meta kernels check it for free.
+
+bool indexable(const Tensor& t) { return !t.is_complex() && toKernelDType(t.scalar_type()) != DType::Other; }
+
+// The out= dtype rule: structured kernels' message (checkOutDtype), or the older kernels' (reflection_pad2d and its
+// backward, max_unpool), which are not structured.
+void checkOut(const Tensor& out, c10::ScalarType expected, bool structured) {
+  if (structured) return checkOutDtype(out, expected);
+  TORCH_CHECK(out.scalar_type() == expected, "expected scalar type ", expected, " but found ", out.scalar_type());
+}
+
+bool structuredPad(const char* name) {
+  const std::string_view n(name);
+  return n != "aten::reflection_pad2d" && n != "aten::reflection_pad2d_backward";
+}
+
+// The index maps (Note [Resampling by index maps]), int64 on the device of `like`.
+Tensor padMap(int64_t in, int64_t pad_before, int64_t out, bool reflect, const Tensor& like) {
+  Tensor i = at::arange(-pad_before, out - pad_before, like.options().dtype(at::kLong));
+  if (!reflect) return i.clamp(0, in - 1);
+  return at::rsub(at::abs(at::rsub(at::abs(i), in - 1)), in - 1);
+}
+
+// ATen's compute_scales_value<float>: 1 / scale when given and positive, else in / out.
+float nearestScale(OptD scale, int64_t in, int64_t out) {
+  return scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
+                                         : static_cast<float>(in) / static_cast<float>(out);
+}
+
+// nearest: floorf(o * scale) in float (exact for out == in and out == 2 * in, as ATen special-cases them);
+// nearest-exact: floorf((o + 0.5) * scale), the product in double and rounded to float before the floor.
+Tensor nearestMap(int64_t in, int64_t out, OptD scale, bool exact, const Tensor& like) {
+  const auto longs = like.options().dtype(at::kLong);
+  if (!exact && out == in) return at::arange(out, longs);
+  if (!exact && out == 2 * in) return at::div(at::arange(out, longs), 2, "floor");
+  const double s = nearestScale(scale, in, out);
+  Tensor src = exact ? at::mul(at::add(at::arange(out, like.options().dtype(at::kDouble)), 0.5), s).to(at::kFloat)
+                     : at::mul(at::arange(out, like.options().dtype(at::kFloat)), s);
+  return at::floor(src).clamp_max(static_cast<double>(in - 1)).to(at::kLong);
+}
+
+// Forward: gather the trailing spatial dimensions through their maps, the last dimension first.
+Tensor gatherMaps(const Tensor& self, const std::vector<Tensor>& maps) {
+  Tensor result = self;
+  const int64_t k = static_cast<int64_t>(maps.size());
+  for (int64_t j = 0; j < k; ++j) result = at::index_select(result, self.dim() - 1 - j, maps[j]);
+  return result.contiguous(self.suggest_memory_format());
+}
+
+// Backward: every output position adds its gradient to its source, dimension by dimension in reverse order; the
+// half types accumulate in float32 and round once, as ATen's CPU backwards.
+Tensor scatterMaps(const Tensor& grad, at::IntArrayRef input_sizes, const std::vector<Tensor>& maps) {
+  const bool reduced = grad.scalar_type() == at::kHalf || grad.scalar_type() == at::kBFloat16;
+  if (reduced) return scatterMaps(grad.to(at::kFloat), input_sizes, maps).to(grad.scalar_type());
+  Tensor g = grad;
+  const int64_t k = static_cast<int64_t>(maps.size()), nd = static_cast<int64_t>(input_sizes.size());
+  for (int64_t j = k - 1; j >= 0; --j) {
+    const int64_t d = nd - 1 - j;
+    std::vector<int64_t> shape = g.sizes().vec();
+    shape[d] = input_sizes[d];
+    g = at::zeros(shape, grad.options()).index_add_(d, maps[j], g);
+  }
+  return g;
+}
+
+// ---- padding --------------------------------------------------------------------------------------------------
+
+std::vector<Tensor> padMaps(const Tensor& self, at::IntArrayRef padding, at::IntArrayRef out_sizes, bool reflect) {
+  std::vector<Tensor> maps;
+  for (size_t j = 0; j < padding.size() / 2; ++j) {
+    const int64_t d = self.dim() - 1 - static_cast<int64_t>(j);
+    maps.push_back(padMap(self.size(d), padding[2 * j], out_sizes[d], reflect, self));
+  }
+  return maps;
+}
+
+template <typename Op, bool kReflect>
+Tensor& padOut(const Tensor& self, at::IntArrayRef padding, Tensor& out) {
+  if (!indexable(self)) return Fallback<Op>::call(self, padding, out);
+  checkOut(out, self.scalar_type(), structuredPad(Op::name));
+  Tensor meta_out = metaLike(out);
+  Op::call(metaLike(self), c10::fromIntArrayRefSlow(padding), meta_out);  // ATen's checks and output shape
+  if (meta_out.numel() == 0) {
+    at::native::resize_output(out, meta_out.sizes());
+    return out;
+  }
+  return assignOut(out, gatherMaps(self, padMaps(self, padding, meta_out.sizes(), kReflect)));
+}
+
+template <typename Op, bool kReflect>
+Tensor& padBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef padding, Tensor& grad_input) {
+  if (!indexable(self) || grad.scalar_type() != self.scalar_type())
+    return Fallback<Op>::call(grad, self, padding, grad_input);
+  checkOut(grad_input, grad.scalar_type(), structuredPad(Op::name));
+  Tensor meta_in = metaLike(grad_input);
+  Op::call(metaLike(grad), metaLike(self), c10::fromIntArrayRefSlow(padding), meta_in);
+  if (self.numel() == 0 || grad.numel() == 0) return assignOut(grad_input, at::zeros(self.sizes(), grad.options()));
+  return assignOut(grad_input, scatterMaps(grad, self.sizes(), padMaps(self, padding, grad.sizes(), kReflect)));
+}
+
+// ---- nearest upsampling ---------------------------------------------------------------------------------------
+
+std::vector<Tensor> nearestMaps(at::IntArrayRef in_sizes, at::IntArrayRef out_spatial, std::vector<OptD> scales,
+                                bool exact, const Tensor& like) {
+  // scales are given outermost first (d, h, w); maps are built innermost first
+  std::vector<Tensor> maps;
+  const int64_t k = static_cast<int64_t>(out_spatial.size()), nd = static_cast<int64_t>(in_sizes.size());
+  for (int64_t j = 0; j < k; ++j)
+    maps.push_back(nearestMap(in_sizes[nd - 1 - j], out_spatial[k - 1 - j], scales[k - 1 - j], exact, like));
+  return maps;
+}
+
+template <bool kExact>
+Tensor& nearestForward(const Tensor& self, at::IntArrayRef output_size, std::vector<OptD> scales, Tensor& out,
+                       const Tensor& meta_out) {
+  if (meta_out.numel() == 0) {
+    at::native::resize_output(out, meta_out.sizes());
+    return out;
+  }
+  return assignOut(out, gatherMaps(self, nearestMaps(self.sizes(), output_size, std::move(scales), kExact, self)));
+}
+
+template <bool kExact>
+Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
+                        std::vector<OptD> scales, Tensor& grad_input) {
+  if (grad.numel() == 0) return assignOut(grad_input, at::zeros(input_size, grad.options()));
+  return assignOut(
+      grad_input, scatterMaps(grad, input_size, nearestMaps(input_size, output_size, std::move(scales), kExact, grad)));
+}
+
+#define MT_NEAREST_1D(NAME, OP, EXACT)                                                                             \
+  Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD s, Tensor& out) {                       \
+    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, s, out);                    \
+    checkOutDtype(out, self.scalar_type());                                                                        \
+    Tensor meta_out = metaLike(out);                                                                               \
+    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), s, meta_out);                  \
+    return nearestForward<EXACT>(self, output_size, {s}, out, meta_out);                                           \
+  }                                                                                                                \
+  Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD s, \
+                              Tensor& grad_input) {                                                                \
+    if (!indexable(grad))                                                                                          \
+      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, s, grad_input);     \
+    checkOutDtype(grad_input, grad.scalar_type());                                                                 \
+    Tensor meta_in = metaLike(grad_input);                                                                         \
+    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),                \
+                                             c10::fromIntArrayRefSlow(input_size), s, meta_in);                    \
+    return nearestBackward<EXACT>(grad, output_size, input_size, {s}, grad_input);                                 \
+  }
+
+#define MT_NEAREST_2D(NAME, OP, EXACT)                                                                              \
+  Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD sh, OptD sw, Tensor& out) {              \
+    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sh, sw, out);                \
+    checkOutDtype(out, self.scalar_type());                                                                         \
+    Tensor meta_out = metaLike(out);                                                                                \
+    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), sh, sw, meta_out);              \
+    return nearestForward<EXACT>(self, output_size, {sh, sw}, out, meta_out);                                       \
+  }                                                                                                                 \
+  Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sh, \
+                              OptD sw, Tensor& grad_input) {                                                        \
+    if (!indexable(grad))                                                                                           \
+      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sh, sw, grad_input); \
+    checkOutDtype(grad_input, grad.scalar_type());                                                                  \
+    Tensor meta_in = metaLike(grad_input);                                                                          \
+    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),                 \
+                                             c10::fromIntArrayRefSlow(input_size), sh, sw, meta_in);                \
+    return nearestBackward<EXACT>(grad, output_size, input_size, {sh, sw}, grad_input);                             \
+  }
+
+#define MT_NEAREST_3D(NAME, OP, EXACT)                                                                              \
+  Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD sd, OptD sh, OptD sw, Tensor& out) {     \
+    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sd, sh, sw, out);            \
+    checkOutDtype(out, self.scalar_type());                                                                         \
+    Tensor meta_out = metaLike(out);                                                                                \
+    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), sd, sh, sw, meta_out);          \
+    return nearestForward<EXACT>(self, output_size, {sd, sh, sw}, out, meta_out);                                   \
+  }                                                                                                                 \
+  Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sd, \
+                              OptD sh, OptD sw, Tensor& grad_input) {                                               \
+    if (!indexable(grad))                                                                                           \
+      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sd, sh, sw,          \
+                                                                grad_input);                                        \
+    checkOutDtype(grad_input, grad.scalar_type());                                                                  \
+    Tensor meta_in = metaLike(grad_input);                                                                          \
+    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),                 \
+                                             c10::fromIntArrayRefSlow(input_size), sd, sh, sw, meta_in);            \
+    return nearestBackward<EXACT>(grad, output_size, input_size, {sd, sh, sw}, grad_input);                         \
+  }
+
+MT_NEAREST_1D(nearest1d, upsample_nearest1d, false)
+MT_NEAREST_1D(nearest_exact1d, _upsample_nearest_exact1d, true)
+MT_NEAREST_2D(nearest_exact2d, _upsample_nearest_exact2d, true)
+MT_NEAREST_3D(nearest3d, upsample_nearest3d, false)
+MT_NEAREST_3D(nearest_exact3d, _upsample_nearest_exact3d, true)
+
+// ---- max unpooling --------------------------------------------------------------------------------------------
+
+// Each plane's values land at their recorded flat positions of the output plane; the rest is zero.
+Tensor unpoolPlanes(const Tensor& self, const Tensor& indices, at::IntArrayRef out_sizes, int64_t spatial) {
+  const int64_t nd = static_cast<int64_t>(out_sizes.size());
+  int64_t plane = 1;
+  for (int64_t d = nd - spatial; d < nd; ++d) plane *= out_sizes[d];
+  const int64_t planes = plane > 0 ? c10::multiply_integers(out_sizes) / plane : 0;
+  Tensor out = at::zeros({planes, plane}, self.options());
+  if (self.numel() > 0 && plane > 0) out.scatter_(1, indices.reshape({planes, -1}), self.reshape({planes, -1}));
+  return out.view(out_sizes);
+}
+
+Tensor& max_unpool2d_out(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, Tensor& out) {
+  if (!indexable(self)) return Fallback<at::_ops::max_unpool2d_out>::call(self, indices, output_size, out);
+  checkOut(out, self.scalar_type(), false);
+  Tensor meta_out = metaLike(out);
+  at::_ops::max_unpool2d_out::call(metaLike(self), metaLike(indices), c10::fromIntArrayRefSlow(output_size), meta_out);
+  return assignOut(out, unpoolPlanes(self.contiguous(), indices.contiguous(), meta_out.sizes(), 2));
+}
+
+Tensor max_unpool2d(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size) {
+  Tensor out = at::empty({0}, self.options());
+  return max_unpool2d_out(self, indices, output_size, out);
+}
+
+Tensor& max_unpool3d_out(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, at::IntArrayRef stride,
+                         at::IntArrayRef padding, Tensor& out) {
+  if (!indexable(self))
+    return Fallback<at::_ops::max_unpool3d_out>::call(self, indices, output_size, stride, padding, out);
+  checkOut(out, self.scalar_type(), false);
+  Tensor meta_out = metaLike(out);
+  at::_ops::max_unpool3d_out::call(metaLike(self), metaLike(indices), c10::fromIntArrayRefSlow(output_size), stride,
+                                   padding, meta_out);
+  return assignOut(out, unpoolPlanes(self.contiguous(), indices.contiguous(), meta_out.sizes(), 3));
+}
+
+Tensor max_unpool3d(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, at::IntArrayRef stride,
+                    at::IntArrayRef padding) {
+  Tensor out = at::empty({0}, self.options());
+  return max_unpool3d_out(self, indices, output_size, stride, padding, out);
+}
+
+// The functional forms: a fresh out= of the input's dtype.
+template <typename Op, bool kReflect>
+Tensor pad(const Tensor& self, at::IntArrayRef padding) {
+  Tensor out = at::empty({0}, self.options());
+  return padOut<Op, kReflect>(self, padding, out);
+}
+
+template <typename Op, bool kReflect>
+Tensor padBackward(const Tensor& grad, const Tensor& self, at::IntArrayRef padding) {
+  Tensor grad_input = at::empty({0}, grad.options());
+  return padBackwardOut<Op, kReflect>(grad, self, padding, grad_input);
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define MT_PAD(NAME, REFLECT)                                                                                \
+  MT_IMPL(m, #NAME ".out", (padOut<at::_ops::NAME##_out, REFLECT>));                                         \
+  MT_IMPL(m, #NAME, (pad<at::_ops::NAME##_out, REFLECT>));                                                   \
+  MT_IMPL(m, #NAME "_backward.grad_input", (padBackwardOut<at::_ops::NAME##_backward_grad_input, REFLECT>)); \
+  MT_IMPL(m, #NAME "_backward", (padBackward<at::_ops::NAME##_backward_grad_input, REFLECT>));
+  MT_PAD(reflection_pad1d, true)
+  MT_PAD(reflection_pad2d, true)
+  MT_PAD(reflection_pad3d, true)
+  MT_PAD(replication_pad1d, false)
+  MT_PAD(replication_pad2d, false)
+  MT_PAD(replication_pad3d, false)
+#undef MT_PAD
+  MT_IMPL(m, "upsample_nearest1d.out", nearest1d_out);
+  MT_IMPL(m, "upsample_nearest1d_backward.grad_input", nearest1d_backward_out);
+  MT_IMPL(m, "_upsample_nearest_exact1d.out", nearest_exact1d_out);
+  MT_IMPL(m, "_upsample_nearest_exact1d_backward.grad_input", nearest_exact1d_backward_out);
+  MT_IMPL(m, "_upsample_nearest_exact2d.out", nearest_exact2d_out);
+  MT_IMPL(m, "_upsample_nearest_exact2d_backward.grad_input", nearest_exact2d_backward_out);
+  MT_IMPL(m, "upsample_nearest3d.out", nearest3d_out);
+  MT_IMPL(m, "upsample_nearest3d_backward.grad_input", nearest3d_backward_out);
+  MT_IMPL(m, "_upsample_nearest_exact3d.out", nearest_exact3d_out);
+  MT_IMPL(m, "_upsample_nearest_exact3d_backward.grad_input", nearest_exact3d_backward_out);
+  MT_IMPL(m, "max_unpool2d", max_unpool2d);
+  MT_IMPL(m, "max_unpool2d.out", max_unpool2d_out);
+  MT_IMPL(m, "max_unpool3d", max_unpool3d);
+  MT_IMPL(m, "max_unpool3d.out", max_unpool3d_out);
+}
+
+} // namespace mytorch

@@ -1,0 +1,482 @@
+// Op table: operators mytorch answers by composing its native kernels (Note [Composed ops]).
+//
+// Note [Composed ops]
+// ATen's CUDA backend has a kernel of its own for these operators, but each is a short composition of
+// operators mytorch already runs natively (a comparison and a reduction, a view and a sum, a few products over
+// views): composing them keeps the op on the device (on a GPU a fallback is two copies and a synchronisation)
+// without a kernel per operator. Each keeps ATen's argument checks and messages, and computes in the dtype ATen
+// computes in (opmath for the half types where ATen's kernel rounds once), so that results agree with the CPU
+// to the shared tolerance. Arguments outside what a composition covers (complex, empty edge cases ATen words
+// specially) take the CPU fallback, counted as such.
+#include <ATen/ExpandUtils.h>
+#include <ATen/Dispatch.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/complex_ops.h>
+#include <ATen/ops/logspace_ops.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/_prelu_kernel_ops.h>
+#include <ATen/ops/_prelu_kernel_backward_ops.h>
+#include <ATen/ops/tril.h>
+#include <ATen/ops/tril_indices_ops.h>
+#include <ATen/ops/triu.h>
+#include <ATen/ops/triu_indices_ops.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/all.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/log2.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/frexp_ops.h>
+#include <ATen/ops/floor.h>
+#include <ATen/ops/exp2.h>
+#include <ATen/ops/trunc.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
+#include <ATen/ops/aminmax_ops.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/glu_backward_ops.h>
+#include <ATen/ops/glu_ops.h>
+#include <ATen/ops/hash_tensor.h>
+#include <ATen/ops/hash_tensor_ops.h>
+#include <ATen/ops/bitwise_xor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/index_put.h>
+#include <ATen/ops/linalg_cross_ops.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/nonzero.h>
+#include <ATen/ops/nonzero_static_ops.h>
+#include <ATen/ops/norm_ops.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/renorm_ops.h>
+#include <ATen/ops/repeat_interleave_ops.h>
+#include <ATen/ops/rsub.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/unfold_backward_ops.h>
+#include <ATen/ops/view_as_real.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include "csrc/core/Checked.h"
+#include "csrc/aten/glue/Glue.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+
+// out = value, resized as ATen resizes an out= (a fresh result is moved in without a copy).
+bool equal(const Tensor& self, const Tensor& other) {
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "Expected object of scalar type ", self.scalar_type(),
+              " but got scalar type ", other.scalar_type(), " for argument 'other'");
+  if (!self.is_same_size(other)) return false;
+  if (self.numel() == 0) return true;
+  if (self.is_complex()) return at::all(at::eq(at::view_as_real(self), at::view_as_real(other))).item<bool>();
+  return at::all(at::eq(self, other)).item<bool>();
+}
+
+Tensor trace(const Tensor& self) {
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  if (self.is_complex()) return Fallback<at::_ops::trace>::call(self);
+  return at::sum(self.diagonal());  // integers sum into int64, as ATen's trace
+}
+
+std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& min,
+                                         Tensor& max) {
+  if (self.is_complex()) return Fallback<at::_ops::aminmax_out>::call(self, dim, keepdim, min, max);
+  if (dim.has_value()) {
+    const int64_t d = at::maybe_wrap_dim(*dim, self.dim());
+    TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, "aminmax: Expected reduction dim ", d,
+                      " to have non-zero size.");
+  } else {
+    TORCH_CHECK(self.numel() > 0,
+                "aminmax(): cannot compute aminmax over an empty dimension as the operation has "
+                "no identity.");
+  }
+  checkOutDtype(min, self.scalar_type());
+  checkOutDtype(max, self.scalar_type());
+  std::vector<int64_t> dims;
+  if (dim.has_value() && self.dim() > 0) dims.push_back(*dim);
+  Tensor lo = at::amin(self, dims, keepdim), hi = at::amax(self, dims, keepdim);
+  if (!dim.has_value() && keepdim) {  // ATen keeps every dimension as 1 when reducing all of them
+    std::vector<int64_t> ones(self.dim(), 1);
+    lo = lo.reshape(ones);
+    hi = hi.reshape(ones);
+  }
+  assignOut(min, lo);
+  assignOut(max, hi);
+  return {min, max};
+}
+
+std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  Tensor min = at::empty({0}, self.options()), max = at::empty({0}, self.options());
+  aminmax_out(self, dim, keepdim, min, max);
+  return {min, max};
+}
+
+// norm.out / norm.dtype_out: ATen's impl is linalg_vector_norm, which mytorch runs natively.
+void checkNormInput(const Tensor& self) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+              "norm(): input dtype should be either floating point or complex. Got ", self.scalar_type(), " instead.");
+}
+
+Tensor& norm_out(const Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                 Tensor& out) {
+  checkNormInput(self);
+  return at::linalg_vector_norm_out(out, self, p.value_or(2.0), dim, keepdim, std::nullopt);
+}
+
+Tensor& norm_dtype_out(const Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                       at::ScalarType dtype, Tensor& out) {
+  checkNormInput(self);
+  TORCH_CHECK(at::isFloatingType(dtype) || at::isComplexType(dtype),
+              "norm(): the desired output dtype should be either floating point or complex. Got ", dtype, " instead.");
+  return at::linalg_vector_norm_out(out, self, p.value_or(2.0), dim, keepdim, dtype);
+}
+
+// renorm: each slice along dim whose p-norm exceeds maxnorm is scaled to maxnorm (ATen's factor, with its 1e-7).
+Tensor& renorm_out(const Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm, Tensor& out) {
+  TORCH_CHECK(!p.isComplex(), "renorm: p must be real-valued");
+  TORCH_CHECK(p.toDouble() > 0.0, "renorm: non-positive-norm not supported");
+  TORCH_CHECK(!maxnorm.isComplex(), "renorm: maxnorm must be real-valued");
+  TORCH_CHECK(maxnorm.toDouble() >= 0.0, "renorm: expected maxnorm to be >= 0 but got ", maxnorm.toDouble());
+  TORCH_CHECK(self.dim() > 1, "renorm: input needs at least 2 dimensions, got ", self.dim(), " dimensions");
+  if (self.is_complex() || !kernelFloating(self.scalar_type()))
+    return Fallback<at::_ops::renorm_out>::call(self, p, dim, maxnorm, out);
+  checkOutDtype(out, self.scalar_type());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  std::vector<int64_t> reduce;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (d != dim) reduce.push_back(d);
+  const auto acc = opmathType(self.scalar_type());
+  Tensor norm = at::linalg_vector_norm(self, p, reduce, /*keepdim=*/true, acc);
+  const double maxv = maxnorm.toDouble();
+  Tensor factor = at::where(at::gt(norm, maxv), at::div(at::full({}, maxv, norm.options()), at::add(norm, 1e-7)),
+                            at::full({}, 1.0, norm.options()));
+  return assignOut(out, at::mul(self, factor.to(self.scalar_type())));
+}
+
+// linalg_cross: out_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1} over views along dim, in the inputs' dtype as ATen.
+Tensor& linalg_cross_out(const Tensor& self, const Tensor& other, int64_t dim, Tensor& out) {
+  TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.size(d) == 3 && other.size(d) == 3, "linalg.cross: inputs dimension ", dim,
+              " must have length 3. Got ", self.size(d), " and ", other.size(d));
+  if (self.is_complex() || self.scalar_type() != other.scalar_type() ||
+      toKernelDType(self.scalar_type()) == DType::Other)
+    return Fallback<at::_ops::linalg_cross_out>::call(self, other, dim, out);
+  checkOutDtype(out, self.scalar_type());
+  const auto shape = at::infer_size(self.sizes(), other.sizes());
+  Tensor result = at::empty(shape, self.options());
+  for (int64_t i = 0; i < 3; ++i) {
+    const int64_t j = (i + 1) % 3, k = (i + 2) % 3;
+    Tensor r = result.select(d, i);
+    at::sub_out(r, at::mul(self.select(d, j), other.select(d, k)), at::mul(self.select(d, k), other.select(d, j)));
+  }
+  return assignOut(out, result);
+}
+
+// glu: a * sigmoid(b) over the two halves along dim, in opmath for the half types (ATen rounds once).
+std::tuple<Tensor, Tensor, int64_t> gluHalves(const Tensor& self, int64_t dim) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.size(d);
+  TORCH_CHECK(n % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ", n);
+  return {self.narrow(d, 0, n / 2), self.narrow(d, n / 2, n / 2), d};
+}
+
+Tensor& glu_out(const Tensor& self, int64_t dim, Tensor& out) {
+  if (!kernelFloating(self.scalar_type())) return Fallback<at::_ops::glu_out>::call(self, dim, out);
+  auto [a, b, d] = gluHalves(self, dim);
+  checkCastOut(out, self.scalar_type());
+  const auto acc = opmathType(self.scalar_type());
+  return assignOut(out, at::mul(a.to(acc), at::sigmoid(b.to(acc))).to(self.scalar_type()));
+}
+
+Tensor& glu_backward_out(const Tensor& grad, const Tensor& self, int64_t dim, Tensor& grad_input) {
+  if (!kernelFloating(self.scalar_type()) || grad.scalar_type() != self.scalar_type())
+    return Fallback<at::_ops::glu_backward_grad_input>::call(grad, self, dim, grad_input);
+  auto [a, b, d] = gluHalves(self, dim);
+  checkExactOut(grad_input, self.scalar_type());
+  const auto acc = opmathType(self.scalar_type());
+  // As ATen: sigmoid(b) in the input's dtype, its product with the gradient rounded once more, and the second
+  // half's product in opmath from that rounded sigmoid.
+  Tensor sig = at::sigmoid(b), sig_acc = sig.to(acc);
+  Tensor result = at::empty(self.sizes(), self.options());
+  const int64_t half = self.size(d) / 2;
+  result.narrow(d, 0, half).copy_(at::mul(sig, grad));
+  result.narrow(d, half, half).copy_(at::mul(at::mul(at::mul(at::rsub(sig_acc, 1), sig_acc), a.to(acc)), grad.to(acc)));
+  return assignOut(grad_input, result);
+}
+
+Tensor glu_backward(const Tensor& grad, const Tensor& self, int64_t dim) {
+  Tensor grad_input = at::empty({0}, self.options());
+  return glu_backward_out(grad, self, dim, grad_input);
+}
+
+// channel_shuffle: (N, g, C/g, *) -> (N, C/g, g, *) by one strided copy, in the input's memory format.
+Tensor channel_shuffle(const Tensor& self, c10::SymInt groups_sym) {
+  const int64_t groups = groups_sym.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(self.dim() > 2, "channel_shuffle expects input to have at least 3 dimensions, but got input with sizes ",
+              self.sizes());
+  TORCH_CHECK(groups > 0, "Number of groups to divide channels in must be positive.", " Value of groups:", groups);
+  const int64_t c = self.size(1);
+  TORCH_CHECK(c % groups == 0, "Number of channels must be divisible by groups. Got ", c, " channels and ", groups,
+              " groups.");
+  const auto format = self.suggest_memory_format();
+  Tensor result = at::empty(self.sizes(), self.options().memory_format(format));
+  if (self.numel() == 0) return result;
+  std::vector<int64_t> split = {self.size(0), groups, c / groups, -1};
+  Tensor shuffled = self.reshape(split).permute({0, 2, 1, 3});
+  result.view(std::vector<int64_t>{self.size(0), c / groups, groups, self.numel() / (self.size(0) * c)})
+      .copy_(shuffled);
+  return result;
+}
+
+Tensor channel_shuffle_any(const Tensor& self, c10::SymInt groups) {
+  // channels_last results cannot be viewed as (N, C/g, g, *): shuffle contiguously, then change the format.
+  if (self.dim() > 2 && self.suggest_memory_format() != at::MemoryFormat::Contiguous)
+    return channel_shuffle(self.contiguous(), groups).contiguous(self.suggest_memory_format());
+  return channel_shuffle(self, groups);
+}
+
+// unfold_backward: window element k of window j came from input position j*step + k along dim; one strided add
+// per k, each of them free of overlap.
+Tensor unfold_backward(const Tensor& grad_in, c10::SymIntArrayRef input_sizes_sym, int64_t dim, int64_t size,
+                       int64_t step) {
+  auto input_sizes = C10_AS_INTARRAYREF_SLOW(input_sizes_sym);
+  if (toKernelDType(grad_in.scalar_type()) == DType::Other)
+    return Fallback<at::_ops::unfold_backward>::call(grad_in, input_sizes, dim, size, step);
+  if (input_sizes.empty()) {  // a 0-d input unfolds to one window of size 0 or 1
+    Tensor grad_input = at::zeros({}, grad_in.options());
+    if (grad_in.numel() > 0) grad_input.add_(grad_in.reshape({-1}).select(0, 0));
+    return grad_input;
+  }
+  const int64_t d = at::maybe_wrap_dim(dim, static_cast<int64_t>(input_sizes.size()));
+  Tensor grad_input = at::zeros(input_sizes, grad_in.options());
+  const int64_t windows = grad_in.size(d);
+  if (windows == 0 || size == 0) return grad_input;
+  for (int64_t k = 0; k < size; ++k) {
+    Tensor dst = grad_input.slice(d, k, k + (windows - 1) * step + 1, step);
+    dst.add_(grad_in.select(-1, k));
+  }
+  return grad_input;
+}
+
+// nonzero_static: nonzero's rows, cut or padded with fill_value to `size` rows.
+Tensor& nonzero_static_out(const Tensor& self, c10::SymInt size_sym, int64_t fill_value, Tensor& out) {
+  const int64_t size = size_sym.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero_static: Expected out tensor to have scalar type Long but got ",
+              "scalar type", out.scalar_type());
+  Tensor nz = at::nonzero(self);
+  Tensor result = at::full({size, self.dim()}, fill_value, self.options().dtype(at::kLong));
+  const int64_t n = std::min(size, nz.size(0));
+  if (n > 0) result.narrow(0, 0, n).copy_(nz.narrow(0, 0, n));
+  return assignOut(out, result);
+}
+
+Tensor nonzero_static(const Tensor& self, c10::SymInt size, int64_t fill_value) {
+  Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzero_static_out(self, std::move(size), fill_value, out);
+}
+
+// repeat_interleave(repeats): index i repeated repeats[i] times: a 1 at each segment's end, summed by a scan.
+Tensor repeat_interleave(const Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  if (repeats.size(0) == 0) return at::empty_like(repeats, at::MemoryFormat::Contiguous);
+  Tensor ends = at::cumsum(repeats, 0, at::kLong);
+  int64_t total;
+  if (output_size.has_value()) {
+    total = output_size->guard_int(__FILE__, __LINE__);
+  } else {
+    total = ends[-1].item<int64_t>();
+    TORCH_CHECK(at::all(at::ge(repeats, 0)).item<bool>(), "repeats can not be negative");
+  }
+  Tensor marks = at::zeros({total + 1}, repeats.options().dtype(at::kLong));
+  Tensor at_end = ends.narrow(0, 0, repeats.size(0) - 1).clamp(0, total);
+  marks.index_put_({at_end}, at::ones_like(at_end), /*accumulate=*/true);
+  return at::cumsum(marks.narrow(0, 0, total), 0).to(repeats.scalar_type());
+}
+
+// prelu's kernels (the composite prelu broadcasts the weight): x > 0 ? x : w x, and its two gradients, each over
+// the broadcast shape as ATen's.
+Tensor prelu_kernel(const Tensor& self, const Tensor& weight) {
+  if (!kernelFloating(self.scalar_type()) || weight.scalar_type() != self.scalar_type())
+    return Fallback<at::_ops::_prelu_kernel>::call(self, weight);
+  return at::where(at::gt(self, 0), self, at::mul(weight, self));
+}
+
+std::tuple<Tensor, Tensor> prelu_kernel_backward(const Tensor& grad, const Tensor& self, const Tensor& weight) {
+  if (!kernelFloating(self.scalar_type()) || weight.scalar_type() != self.scalar_type() ||
+      grad.scalar_type() != self.scalar_type())
+    return Fallback<at::_ops::_prelu_kernel_backward>::call(grad, self, weight);
+  Tensor positive = at::gt(self, 0);
+  return {at::where(positive, grad, at::mul(weight, grad)),
+          at::where(positive, at::zeros({}, self.options()), at::mul(self, grad))};
+}
+
+// tril_indices / triu_indices: the (row, column) pairs of the triangle in row-major order, which is nonzero's order
+// over the triangle's mask.
+template <bool kLower>
+Tensor triangle_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                        std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin) {
+  const auto dt = dtype.value_or(at::kLong);
+  if ((dt != at::kLong && dt != at::kInt) || (layout.has_value() && *layout != at::kStrided))
+    return kLower ? Fallback<at::_ops::tril_indices>::call(row, col, offset, dtype, layout, device, pin)
+                  : Fallback<at::_ops::triu_indices>::call(row, col, offset, dtype, layout, device, pin);
+  TORCH_CHECK(row >= 0, "row must be non-negative, got", row);
+  TORCH_CHECK(col >= 0, "col must be non-negative, got", col);
+  const auto opts = at::TensorOptions().dtype(dt).device(device.value_or(at::Device(at::kPrivateUse1)));
+  if (row == 0 || col == 0) return at::empty({2, 0}, opts);
+  Tensor ones = at::ones({row, col}, opts.dtype(at::kBool));
+  Tensor mask = kLower ? at::tril(ones, offset) : at::triu(ones, offset);
+  return at::nonzero(mask).t().contiguous().to(dt);
+}
+
+// logspace: base ** exponent, the exponents ATen's CPU kernel computes (in double from the dtype's start and end,
+// from both ends toward the middle), then cast to the out= dtype.
+Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, double base, Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.is_complex() || toKernelDType(out.scalar_type()) == DType::Other || out.scalar_type() == at::kBool)
+    return Fallback<at::_ops::logspace_out>::call(start, end, steps, base, out);
+  at::native::resize_output(out, {steps});
+  if (steps == 0) return out;
+  if (steps == 1) {
+    out.fill_(std::pow(base, start.to<double>()));
+    return out;
+  }
+  double lo = 0, hi = 0;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "logspace", [&] {
+    lo = static_cast<double>(start.to<scalar_t>());
+    hi = static_cast<double>(end.to<scalar_t>());
+  });
+  const double step = (hi - lo) / static_cast<double>(steps - 1);
+  const auto dbl = out.options().dtype(at::kDouble);
+  Tensor i = at::arange(steps, dbl);
+  Tensor from_start = at::add(at::mul(i, step), lo);
+  Tensor from_end = at::rsub(at::mul(at::rsub(i, static_cast<double>(steps - 1)), step), hi);
+  Tensor exponent = at::where(at::lt(i, static_cast<double>(steps / 2)), from_start, from_end);
+  out.copy_(at::pow(base, exponent));
+  return out;
+}
+
+// complex(real, imag): the two halves of the complex result's real view (complex32 too: copies, no arithmetic).
+Tensor& complex_out(const Tensor& real, const Tensor& imag, Tensor& out) {
+  const auto t = real.scalar_type();
+  if ((t != at::kFloat && t != at::kDouble && t != at::kHalf) || imag.scalar_type() != t ||
+      out.scalar_type() != c10::toComplexType(t))
+    return Fallback<at::_ops::complex_out>::call(real, imag, out);
+  const auto shape = at::infer_size(real.sizes(), imag.sizes());
+  at::native::resize_output(out, shape);
+  Tensor parts = at::view_as_real(out);
+  parts.select(-1, 0).copy_(real.expand(shape));
+  parts.select(-1, 1).copy_(imag.expand(shape));
+  return out;
+}
+
+// frexp: x = mantissa * 2^exponent, |mantissa| in [0.5, 1) (0, infinities and NaN: themselves and exponent 0, as
+// std::frexp). Computed in float64, where every floating input is exact: the exponent from log2 of |x|, then
+// corrected by one either way where log2 rounded across a power of two; scaling by powers of two is exact.
+std::tuple<Tensor&, Tensor&> frexpOut(const Tensor& self, Tensor& mantissa, Tensor& exponent) {
+  if (!at::isFloatingType(self.scalar_type()) || mantissa.scalar_type() != self.scalar_type() ||
+      exponent.scalar_type() != at::kInt)  // the CPU's refusals, with its messages
+    return Fallback<at::_ops::frexp_Tensor_out>::call(self, mantissa, exponent);
+  const Tensor x = self.to(at::kDouble);
+  const Tensor ok = at::logical_and(at::isfinite(x), x.ne(0));
+  const Tensor ax = at::where(ok, x.abs(), 1.0);
+  Tensor e = at::floor(at::log2(ax)).add_(1);
+  const Tensor half = at::trunc(e.neg() * 0.5);  // 2^-e in two factors: 2^1073 (a subnormal's) overflows alone
+  Tensor m = x * at::exp2(half) * at::exp2(e.neg() - half);
+  const Tensor big = m.abs().ge(1);
+  e = e + big.to(at::kDouble);
+  m = at::where(big, m * 0.5, m);
+  const Tensor small = at::logical_and(m.abs().lt(0.5), ok);
+  e = e - small.to(at::kDouble);
+  m = at::where(small, m * 2.0, m);
+  assignOut(mantissa, at::where(ok, m, x));
+  assignOut(exponent, at::where(ok, e, 0.0));
+  return {mantissa, exponent};
+}
+
+// hash_tensor (mode 0, the only one): the XOR of the elements' bits, a floating element's as a double's, an
+// integer's widened to 64 bits (ATen's XorSumOps), reduced over the dims as a tree of native bitwise_xor over
+// halves (log2(n) launches and n/2 elements of scratch, where a bit-parity sum would take 64 times the input).
+Tensor& hash_tensor_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, Tensor& out) {
+  const auto dtype = self.scalar_type();
+  if (at::isComplexType(dtype) || dtype == at::kUInt16 || dtype == at::kUInt32 || dtype == at::kUInt64 ||
+      !(at::isFloatingType(dtype) || at::isIntegralType(dtype, /*includeBool=*/true)))  // the CPU's refusal
+    return Fallback<at::_ops::hash_tensor_out>::call(self, dim, keepdim, mode, out);
+  const Tensor shape = at::hash_tensor(metaLike(self), dim, keepdim, mode);  // ATen's checks and result shape
+  TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
+  Tensor bits = at::isFloatingType(dtype) ? self.to(at::kDouble).view(at::kLong) : self.to(at::kLong);
+  std::vector<bool> reduced(std::max<int64_t>(self.dim(), 1), dim.empty());
+  for (const int64_t d : dim) reduced[at::maybe_wrap_dim(d, self.dim())] = true;
+  std::vector<int64_t> order;
+  int64_t kept = 1, across = 1;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (!reduced[d]) {
+      order.push_back(d);
+      kept *= self.size(d);
+    }
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (reduced[d]) {
+      order.push_back(d);
+      across *= self.size(d);
+    }
+  Tensor t = bits.permute(order).reshape({kept, across});
+  if (t.size(1) == 0) t = at::zeros({kept, 1}, t.options());
+  while (t.size(1) > 1) {
+    const int64_t h = t.size(1) / 2;
+    Tensor x = at::bitwise_xor(t.narrow(1, 0, h), t.narrow(1, h, h));
+    t = t.size(1) % 2 ? at::cat({x, t.narrow(1, 2 * h, 1)}, 1) : x;
+  }
+  return assignExactOut(out, t.reshape(shape.sizes()).view(at::kUInt64));
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  MT_IMPL(m, "frexp.Tensor_out", frexpOut);
+  MT_IMPL(m, "hash_tensor.out", hash_tensor_out);
+  MT_IMPL(m, "_prelu_kernel", prelu_kernel);
+  MT_IMPL(m, "_prelu_kernel_backward", prelu_kernel_backward);
+  MT_IMPL(m, "tril_indices", triangle_indices<true>);
+  MT_IMPL(m, "triu_indices", triangle_indices<false>);
+  MT_IMPL(m, "logspace.out", logspace_out);
+  MT_IMPL(m, "complex.out", complex_out);
+  MT_IMPL(m, "equal", equal);
+  MT_IMPL(m, "trace", trace);
+  MT_IMPL(m, "aminmax", aminmax);
+  MT_IMPL(m, "aminmax.out", aminmax_out);
+  MT_IMPL(m, "norm.out", norm_out);
+  MT_IMPL(m, "norm.dtype_out", norm_dtype_out);
+  MT_IMPL(m, "renorm.out", renorm_out);
+  MT_IMPL(m, "linalg_cross.out", linalg_cross_out);
+  MT_IMPL(m, "glu.out", glu_out);
+  MT_IMPL(m, "glu_backward.grad_input", glu_backward_out);
+  MT_IMPL(m, "glu_backward", glu_backward);
+  MT_IMPL(m, "channel_shuffle", channel_shuffle_any);
+  MT_IMPL(m, "unfold_backward", unfold_backward);
+  MT_IMPL(m, "nonzero_static", nonzero_static);
+  MT_IMPL(m, "nonzero_static.out", nonzero_static_out);
+  MT_IMPL(m, "repeat_interleave.Tensor", repeat_interleave);
+}
+
+} // namespace mytorch

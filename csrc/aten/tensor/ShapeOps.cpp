@@ -1,0 +1,274 @@
+// Op table: factories and data movement built from native kernels: arange and linspace (iota kernel),
+// cat (copies into slices), flip (the copy kernel with negative strides), roll (two copies per dim),
+// repeat (one copy from an expanded view), tril/triu (where over an index mask).
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/view_as_real.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "csrc/core/Checked.h"
+#include "csrc/aten/glue/Glue.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+#include "mytorch/copy.h"
+
+namespace mytorch {
+namespace {
+
+using at::Tensor;
+
+rt::Stream streamOf(const Tensor& t) { return nativeHandle(currentStream(t.device().index())); }
+
+void runIota(const Tensor& out, IotaParams p) {
+  if (out.numel() == 0) return;
+  TORCH_INTERNAL_ASSERT(out.is_contiguous());
+  p.data = out.data_ptr();
+  p.dtype = toKernelDType(out.scalar_type());
+  p.numel = out.numel();
+  c10::DeviceGuard guard(out.device());
+  MT_RT_CHECK(kernels::iota(p, streamOf(out)));
+}
+
+// A complex linspace part by part (ATen's is linear in each part): the iota kernel has no complex dtypes,
+// which used to leave the output's memory as it was.
+Tensor& complexRange(const Tensor& re, const Tensor& im, Tensor& out) {
+  Tensor r = at::view_as_real(out);
+  r.select(-1, 0).copy_(re);
+  r.select(-1, 1).copy_(im);
+  return out;
+}
+
+Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, Tensor& out) {
+  // as the CPU's and CUDA's kernels (neither has complex or bool dtypes); the iota kernel used to leave complex
+  // memory as it was, and a bool range came out all true
+  TORCH_CHECK_NOT_IMPLEMENTED(!out.is_complex() && out.scalar_type() != at::kBool,
+                              "\"arange_mytorch\" not implemented for '", out.scalar_type(), "'");
+  // As ATen: integer outputs take truncated start/step and integer arithmetic; only int64 also sizes the
+  // range in integers (the others size it in double).
+  const bool integral = at::isIntegralType(out.scalar_type(), false);
+  const bool int64_size = out.scalar_type() == at::kLong;
+  const double xs = start.toDouble(), xe = end.toDouble(), xstep = step.toDouble();
+  TORCH_CHECK(xstep > 0 || xstep < 0, "step must be nonzero");
+  TORCH_CHECK(std::isfinite(xs) && std::isfinite(xe), "unsupported range: ", xs, " -> ", xe);
+  TORCH_CHECK(((xstep > 0) && (xe >= xs)) || ((xstep < 0) && (xe <= xs)),
+              "upper bound and larger bound inconsistent with step sign");
+  double size_d = int64_size
+                      ? std::ceil(static_cast<double>(end.to<int64_t>() - start.to<int64_t>()) / step.to<int64_t>())
+                      : std::ceil((xe - xs) / xstep);
+  TORCH_CHECK(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()),
+              "invalid size, possible overflow?");
+  const auto size = static_cast<int64_t>(size_d);
+  if (out.numel() != size) out.resize_({size});
+  IotaParams p;
+  p.start = xs;
+  p.step = xstep;
+  p.integer = integral;
+  if (integral) {
+    p.istart = start.to<int64_t>();
+    p.istep = step.to<int64_t>();
+  }
+  if (out.is_contiguous()) {
+    runIota(out, p);
+  } else {
+    Tensor tmp = at::empty({size}, out.options());
+    runIota(tmp, p);
+    out.copy_(tmp);
+  }
+  return out;
+}
+
+Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.is_complex()) {
+    if (out.numel() != steps) out.resize_({steps});
+    const auto zs = start.toComplexDouble(), ze = end.toComplexDouble();
+    const auto real = out.options().dtype(c10::toRealValueType(out.scalar_type()));
+    Tensor re = at::empty({steps}, real), im = at::empty({steps}, real);
+    linspace_out(zs.real(), ze.real(), steps, re);
+    linspace_out(zs.imag(), ze.imag(), steps, im);
+    return complexRange(re, im, out);
+  }
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  if (steps == 1) return out.fill_(start);
+  IotaParams p;
+  p.start = start.toDouble();
+  p.end = end.toDouble();
+  p.symmetric = true;
+  if (out.is_contiguous()) {
+    runIota(out, p);
+  } else {
+    Tensor tmp = at::empty({steps}, out.options());
+    runIota(tmp, p);
+    out.copy_(tmp);
+  }
+  return out;
+}
+
+Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
+  auto list = tensors.materialize();
+  TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  for (const Tensor& t : list) at::assert_no_overlap(out, t);   // as ATen's cat: not even an out= that is an input
+  // Legacy behaviour kept by ATen: 1-d empty tensors are skipped.
+  std::vector<Tensor> parts;
+  for (const Tensor& t : list) {
+    if (!(t.dim() == 1 && t.numel() == 0)) parts.push_back(t);
+  }
+  if (parts.empty()) {
+    at::native::resize_output(out, {0});
+    return out;
+  }
+  const Tensor& ref = parts[0];
+  dim = at::legacy_cat_wrap_dim(dim, list);
+  std::vector<int64_t> shape = ref.sizes().vec();
+  int64_t total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor& t = parts[i];
+    TORCH_CHECK(t.dim() == ref.dim(), "Tensors must have same number of dimensions: got ", ref.dim(), " and ", t.dim());
+    for (int64_t d = 0; d < ref.dim(); ++d) {
+      TORCH_CHECK(d == dim || t.size(d) == ref.size(d), "Sizes of tensors must match except in dimension ", dim,
+                  ". Expected size ", ref.size(d), " but got size ", t.size(d), " for tensor number ", i,
+                  " in the list.");
+    }
+    total += t.size(dim);
+  }
+  shape[static_cast<size_t>(dim)] = total;
+  const auto dtype = at::native::result_type(list);
+  TORCH_CHECK(at::canCast(dtype, out.scalar_type()),
+              "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
+  at::native::resize_output(out, shape);
+  int64_t offset = 0;
+  for (const Tensor& t : parts) {
+    const int64_t n = t.size(dim);
+    if (n > 0) out.narrow(dim, offset, n).copy_(t);
+    offset += n;
+  }
+  return out;
+}
+
+Tensor flip(const Tensor& self, at::IntArrayRef dims) {
+  Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  if (self.numel() == 0) return out;
+  const auto flipped = at::dim_list_to_bitset(dims, self.dim());
+  TORCH_CHECK(self.dim() <= kMaxDims, "flip supports at most ", kMaxDims, " dimensions");
+  CopyParams p;
+  p.shape.ndim = static_cast<int>(self.dim());
+  p.shape.numel = self.numel();
+  const int64_t es = static_cast<int64_t>(self.element_size());
+  char* src = static_cast<char*>(self.data_ptr());
+  // Kernel dimension 0 moves fastest: the tensor's last dimension.
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    const int k = static_cast<int>(self.dim() - 1 - d);
+    p.shape.sizes[k] = self.size(d);
+    p.dst.strides[k] = out.stride(d) * es;
+    int64_t s = self.stride(d) * es;
+    if (flipped[static_cast<size_t>(d)]) {
+      src += (self.size(d) - 1) * s;
+      s = -s;
+    }
+    p.src.strides[k] = s;
+  }
+  p.dst.data = out.data_ptr();
+  p.src.data = src;
+  p.dst.dtype = p.src.dtype = toKernelDType(self.scalar_type());
+  p.dst.elem_size = p.src.elem_size = static_cast<int>(es);
+  c10::DeviceGuard guard(self.device());
+  MT_RT_CHECK(kernels::copy(p, streamOf(self)));
+  return out;
+}
+
+Tensor roll1(const Tensor& self, int64_t shift, int64_t dim) {
+  const int64_t n = self.size(dim);
+  Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  if (n == 0 || self.numel() == 0) return out;
+  const int64_t s = ((shift % n) + n) % n;
+  if (s == 0) return out.copy_(self);
+  out.narrow(dim, s, n - s).copy_(self.narrow(dim, 0, n - s));
+  out.narrow(dim, 0, s).copy_(self.narrow(dim, n - s, s));
+  return out;
+}
+
+Tensor roll(const Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");
+  if (dims.empty() && shifts.size() == 1) return roll1(self.flatten(), shifts[0], 0).view(self.sizes());
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(),
+              ", dims:", dims.size());
+  Tensor out = self;
+  for (size_t i = 0; i < dims.size(); ++i) out = roll1(out, shifts[i], at::maybe_wrap_dim(dims[i], self.dim()));
+  return out;
+}
+
+Tensor repeat(const Tensor& self, at::IntArrayRef repeats) {
+  TORCH_CHECK(repeats.size() >= static_cast<size_t>(self.dim()),
+              "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
+  const int64_t pad = static_cast<int64_t>(repeats.size()) - self.dim();
+  std::vector<int64_t> padded(static_cast<size_t>(pad), 1), out_shape, inter, expanded;
+  for (int64_t d = 0; d < self.dim(); ++d) padded.push_back(self.size(d));
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    TORCH_CHECK(repeats[i] >= 0, "Trying to create tensor with negative dimension ", repeats[i], ": ", repeats);
+    out_shape.push_back(padded[i] * repeats[i]);
+    inter.push_back(1);
+    inter.push_back(padded[i]);
+    expanded.push_back(repeats[i]);
+    expanded.push_back(padded[i]);
+  }
+  Tensor out = at::empty(out_shape, self.options());
+  if (out.numel() == 0) return out;
+  out.view(expanded).copy_(self.reshape(inter).expand(expanded));
+  return out;
+}
+
+Tensor triangleMask(const Tensor& self, int64_t diagonal, bool lower) {
+  const int64_t m = self.size(-2), n = self.size(-1);
+  auto opts = self.options().dtype(at::kLong);
+  Tensor rows = at::arange(m, opts).unsqueeze(-1), cols = at::arange(n, opts);
+  Tensor diff = at::sub(cols, rows);
+  return lower ? at::le(diff, diagonal) : at::ge(diff, diagonal);
+}
+
+Tensor& tril_out(const Tensor& self, int64_t diagonal, Tensor& out) {
+  TORCH_CHECK(self.dim() >= 2, "tril: input tensor must have at least 2 dimensions");
+  checkOutDtype(out, self.scalar_type());
+  at::native::resize_output(out, self.sizes());
+  Tensor r = at::where(triangleMask(self, diagonal, true), self, at::zeros_like(self));
+  return out.copy_(r);
+}
+
+Tensor& triu_out(const Tensor& self, int64_t diagonal, Tensor& out) {
+  TORCH_CHECK(self.dim() >= 2, "triu: input tensor must have at least 2 dimensions");
+  checkOutDtype(out, self.scalar_type());
+  at::native::resize_output(out, self.sizes());
+  Tensor r = at::where(triangleMask(self, diagonal, false), self, at::zeros_like(self));
+  return out.copy_(r);
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  MT_IMPL(m, "arange.start_out", arange_out);
+  MT_IMPL(m, "linspace.out", linspace_out);
+  MT_IMPL(m, "cat.out", cat_out);
+  MT_IMPL(m, "flip", flip);
+  MT_IMPL(m, "roll", roll);
+  MT_IMPL(m, "repeat", repeat);
+  MT_IMPL(m, "tril.out", tril_out);
+  MT_IMPL(m, "triu.out", triu_out);
+}
+
+} // namespace mytorch
