@@ -1,6 +1,6 @@
-// The fused LLM ops beyond aten (Note [Fused LLM ops] in kernels/include/mytorch/llm.h): schemas and the mytorch
-// kernels. Autograd, the fake kernels for torch.compile and the CPU implementations (aten compositions, the
-// reference) are in python/mytorch/ops/.
+// The fused LLM ops beyond aten (Note [Fused LLM ops] in kernels/include/mytorch/llm.h): the mytorch kernels
+// (schemas: Library.cpp). Autograd, the fake kernels for torch.compile and the CPU implementations (aten
+// compositions, the reference) are in python/mytorch/ops/.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -284,20 +284,6 @@ std::tuple<Tensor, Tensor> crossEntropyRows(Tensor& logits, const Tensor& target
 }
 
 } // namespace
-
-TORCH_LIBRARY_FRAGMENT(mytorch, m) {
-  m.def("glu(Tensor gate, Tensor? up, str activation) -> Tensor");
-  m.def("glu_backward(Tensor grad, Tensor gate, Tensor? up, str activation) -> Tensor");
-  m.def(
-      "rope(Tensor x, Tensor cos, Tensor sin, Tensor? position_ids, bool interleaved, int rotary_dim, bool inverse) "
-      "-> Tensor");
-  m.def(
-      "rope_(Tensor(a!) x, Tensor cos, Tensor sin, Tensor? position_ids, bool interleaved, int rotary_dim) "
-      "-> Tensor(a!)");
-  m.def(
-      "cross_entropy_rows_(Tensor(a!) logits, Tensor target, Tensor? divisor, Tensor? row_scale, int ignore_index, "
-      "float label_smoothing, float softcap, float z_loss, float grad_scale, bool grad) -> (Tensor loss, Tensor lse)");
-}
 
 TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("glu", TORCH_FN(glu));

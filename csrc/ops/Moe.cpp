@@ -1,5 +1,5 @@
-// The MoE routing ops (Note [Fused MoE routing] in kernels/include/mytorch/moe.h): schemas and the mytorch kernels.
-// Autograd, the fake kernels, the CPU implementations and the permutation (a composition of native ops) are in
+// The MoE routing ops (Note [Fused MoE routing] in kernels/include/mytorch/moe.h): the mytorch kernels (schemas:
+// Library.cpp). Autograd, the fake kernels, the CPU implementations and the permutation (a composition of native ops) are in
 // python/mytorch/ops/moe.py.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -168,19 +168,6 @@ std::tuple<Tensor, Tensor> moeCombineBackward(const Tensor& grad_in, const Tenso
 }
 
 } // namespace
-
-TORCH_LIBRARY_FRAGMENT(mytorch, m) {
-  m.def(
-      "moe_topk(Tensor logits, int k, str score, bool renormalize, Tensor? expert_bias, int n_group, int topk_group, "
-      "int group_top, float scaling) -> (Tensor weights, Tensor ids)");
-  m.def(
-      "moe_topk_backward(Tensor grad_weights, Tensor logits, Tensor ids, int k, str score, bool renormalize, "
-      "float scaling) -> Tensor");
-  m.def("moe_combine(Tensor rows, Tensor pos, Tensor? weights) -> Tensor");
-  m.def(
-      "moe_combine_backward(Tensor grad, Tensor rows, Tensor pos, Tensor? weights, bool rows_grad, bool weights_grad) "
-      "-> (Tensor, Tensor)");
-}
 
 TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("moe_topk", TORCH_FN(moeTopk));

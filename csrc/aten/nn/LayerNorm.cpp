@@ -4,8 +4,7 @@
 //    composite (pow, mean, rsqrt, mul: five kernels and their backwards), so rms_norm is registered at
 //    AutogradPrivateUse1 (and PrivateUse1, for inference mode) to route to _fused_rms_norm, whose autograd
 //    formula is aten's own.
-//  - mytorch: add_layer_norm / add_rms_norm, the residual add fused into the norm (y = norm(x + r), and
-//    the sum), plus their backwards; autograd and the fake kernels live in python/mytorch/ops.py.
+//  - the forward the residual add + norm ops share (rowNormForward, LayerNorm.h; their glue: csrc/ops/AddNorm.cpp).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_fused_rms_norm.h>
 #include <ATen/ops/empty.h>
@@ -16,6 +15,7 @@
 
 #include <limits>
 
+#include "csrc/aten/nn/LayerNorm.h"
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/core/Runtime.h"
@@ -76,10 +76,11 @@ RowNormArgs argsFor(bool rms, const Tensor& x, const Tensor& w, const Tensor& b,
   return a;
 }
 
-// Forward: y, mean (LayerNorm), rstd; with a residual, also the sum x + residual.
-std::tuple<Tensor, Tensor, Tensor, Tensor> forward(bool rms, const Tensor& input, const Tensor& residual,
-                                                   at::IntArrayRef normalized_shape, const OptT& weight,
-                                                   const OptT& bias, double eps, const char* op) {
+} // namespace
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> rowNormForward(bool rms, const Tensor& input, const Tensor& residual,
+                                                          at::IntArrayRef normalized_shape, const OptT& weight,
+                                                          const OptT& bias, double eps, const char* op) {
   auto [rows, cols] = rowsCols(input, normalized_shape, op);
   Tensor x = input.contiguous(), w = contiguousIfDefined(weight), b = rms ? Tensor() : contiguousIfDefined(bias);
   const auto p = paramDtype(x, w, b, cols, op);
@@ -112,6 +113,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward(bool rms, const Tensor& input
   }
   return {y, mean, rstd, sum};
 }
+
+double rmsEps(const Tensor& x, std::optional<double> eps) {
+  if (eps.has_value()) return *eps;
+  return x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                        : std::numeric_limits<float>::epsilon();
+}
+
+namespace {
 
 // Backward: dx (when wanted), dweight, dbias.
 std::tuple<Tensor, Tensor, Tensor> backward(bool rms, const Tensor& grad_out, const Tensor& input,
@@ -155,7 +164,7 @@ std::tuple<Tensor, Tensor, Tensor> backward(bool rms, const Tensor& grad_out, co
 
 std::tuple<Tensor, Tensor, Tensor> nativeLayerNorm(const Tensor& input, at::IntArrayRef normalized_shape,
                                                    const OptT& weight, const OptT& bias, double eps) {
-  auto [y, mean, rstd, sum] = forward(false, input, Tensor(), normalized_shape, weight, bias, eps, "native_layer_norm");
+  auto [y, mean, rstd, sum] = rowNormForward(false, input, Tensor(), normalized_shape, weight, bias, eps, "native_layer_norm");
   return {y, mean, rstd};
 }
 
@@ -167,16 +176,10 @@ std::tuple<Tensor, Tensor, Tensor> nativeLayerNormBackward(const Tensor& grad_ou
                   "native_layer_norm_backward");
 }
 
-double rmsEps(const Tensor& x, std::optional<double> eps) {
-  if (eps.has_value()) return *eps;
-  return x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
-                                        : std::numeric_limits<float>::epsilon();
-}
-
 std::tuple<Tensor, Tensor> fusedRmsNorm(const Tensor& input, at::IntArrayRef normalized_shape, const OptT& weight,
                                         std::optional<double> eps) {
   auto [y, mean, rstd, sum] =
-      forward(true, input, Tensor(), normalized_shape, weight, std::nullopt, rmsEps(input, eps), "_fused_rms_norm");
+      rowNormForward(true, input, Tensor(), normalized_shape, weight, std::nullopt, rmsEps(input, eps), "_fused_rms_norm");
   return {y, rstd};
 }
 
@@ -201,21 +204,6 @@ Tensor rmsNorm(const Tensor& input, c10::SymIntArrayRef normalized_shape, const 
   return std::get<0>(at::_fused_rms_norm(input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, eps));
 }
 
-// --- the fused residual add + norm (mytorch custom ops) ---------------------------------------------------
-
-std::tuple<Tensor, Tensor, Tensor, Tensor> addLayerNorm(const Tensor& x, const Tensor& residual,
-                                                        at::IntArrayRef normalized_shape, const OptT& weight,
-                                                        const OptT& bias, double eps) {
-  return forward(false, x, residual, normalized_shape, weight, bias, eps, "mytorch::add_layer_norm");
-}
-
-std::tuple<Tensor, Tensor, Tensor> addRmsNorm(const Tensor& x, const Tensor& residual, at::IntArrayRef normalized_shape,
-                                              const OptT& weight, std::optional<double> eps) {
-  auto [y, mean, rstd, sum] =
-      forward(true, x, residual, normalized_shape, weight, std::nullopt, rmsEps(x, eps), "mytorch::add_rms_norm");
-  return {y, rstd, sum};
-}
-
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -227,19 +215,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("rms_norm", TORCH_FN(rmsNorm)); }
-
-TORCH_LIBRARY(mytorch, m) {
-  m.def(
-      "add_layer_norm(Tensor x, Tensor residual, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) "
-      "-> (Tensor y, Tensor mean, Tensor rstd, Tensor sum)");
-  m.def(
-      "add_rms_norm(Tensor x, Tensor residual, int[] normalized_shape, Tensor? weight, float? eps) "
-      "-> (Tensor y, Tensor rstd, Tensor sum)");
-}
-
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("add_layer_norm", TORCH_FN(addLayerNorm));
-  m.impl("add_rms_norm", TORCH_FN(addRmsNorm));
-}
 
 } // namespace mytorch

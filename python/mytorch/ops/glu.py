@@ -7,7 +7,7 @@
 One pass each way, in float32 for half-precision inputs (rounded once), keeping only gate and up for the backward:
 aten's composition keeps act(gate) as well. With a packed gate_up (one GEMM for both projections, as Phi-3 and
 GPT-OSS store it) the backward writes both gradients into one buffer of gate_up's shape, so no cat follows.
-`torch.ops.mytorch.glu` / `glu_backward` (schemas in csrc/ops/FusedLlm.cpp) have autograd, fake kernels for
+`torch.ops.mytorch.glu` / `glu_backward` (schemas in csrc/ops/Library.cpp) have autograd, fake kernels for
 torch.compile and a CPU implementation (the reference).
 """
 

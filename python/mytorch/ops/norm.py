@@ -5,7 +5,7 @@
 
 A pre-norm transformer block writes `h = h + attn(...)` and then normalises `h`: fused, the sum is written
 once and the norm reads it from registers instead of reading it back (one pass over memory instead of
-three). The ops are `torch.ops.mytorch.add_layer_norm` / `add_rms_norm` (schemas in csrc/aten/nn/LayerNorm.cpp)
+three). The ops are `torch.ops.mytorch.add_layer_norm` / `add_rms_norm` (schemas in csrc/ops/Library.cpp)
 with autograd (gradients for x, residual, weight and bias, through aten's native norm backwards, which are
 our kernels on mytorch), fake kernels for torch.compile, and a CPU implementation (the reference).
 """
