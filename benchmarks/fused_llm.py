@@ -181,7 +181,7 @@ def model_case(b: Bench, name: str, config, batch: int, seq: int, repeat: int) -
     for label, dev, opt in (("optimized", DEV, True), ("plain", DEV, False), ("reference", b.ref, False)):
         m = copy.deepcopy(base).to(dev).train()
         if opt:
-            mytorch.optimize(m)
+            m = mytorch.optimize(m)
         o = torch.optim.AdamW(m.parameters(), lr=1e-4)
         x = ids.to(dev)
 

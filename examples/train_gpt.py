@@ -157,7 +157,7 @@ def prepare(model: nn.Module, device: str, args) -> nn.Module:
     """The model on `device`; with --optimize, mytorch's fused ops put in on mytorch (the CPU stays stock)."""
     model = model.to(device)
     if getattr(args, "optimize", False) and device == "mytorch":
-        mytorch.optimize(model, verbose=not getattr(args, "_optimize_reported", False))
+        model = mytorch.optimize(model, verbose=not getattr(args, "_optimize_reported", False))
         args._optimize_reported = True
     return model
 

@@ -106,7 +106,8 @@ def test_optimized_model_trains_like_the_original(family, dtype):
     base = transformers.AutoModelForCausalLM.from_config(FAMILIES[family]()).to(dtype)
     plain = copy.deepcopy(base).to(DEV)
     fused = copy.deepcopy(base).to(DEV)
-    report = mytorch.optimize(fused, verbose=False)
+    assert mytorch.optimize(fused, verbose=False) is fused  # model = mytorch.optimize(model), as ipex.optimize
+    report = fused.mytorch_optimized
     assert not [k for k in report if k.startswith("left:")], report
     assert EXPECTED.get(family, {"rms_norm", "rope", "cross_entropy"}) <= set(report), report
     g = torch.Generator().manual_seed(1)
@@ -129,11 +130,12 @@ def test_optimized_model_trains_like_the_original(family, dtype):
 
 def test_optimize_is_idempotent_and_leaves_unknown_models_alone(capsys):
     model = transformers.AutoModelForCausalLM.from_config(FAMILIES["llama"]()).to(DEV)
-    first = mytorch.optimize(model)
-    assert mytorch.optimize(model, verbose=False) == {"cross_entropy": 1, "rope": 1}  # (the rest already fused)
+    first = dict(mytorch.optimize(model).mytorch_optimized)
+    again = mytorch.optimize(model, verbose=False)
+    assert again is model and model.mytorch_optimized == {"cross_entropy": 1, "rope": 1}  # (the rest already fused)
     assert "LlamaForCausalLM" in capsys.readouterr().out and first["swiglu"] == 2
     mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 4)).to(DEV)
-    assert mytorch.optimize(mlp) == {}
+    assert mytorch.optimize(mlp).mytorch_optimized == {}
     assert "nothing swapped" in capsys.readouterr().out
 
 
@@ -150,7 +152,7 @@ def test_a_module_that_differs_is_left_as_it_was():
             return x * self.weight  # no normalisation at all
 
     m = OddRMSNorm().to(DEV)
-    report = mytorch.optimize(m, verbose=False)
+    report = mytorch.optimize(m, verbose=False).mytorch_optimized
     assert report == {"left:OddRMSNorm": 1} and "forward" not in m.__dict__
 
 
@@ -169,7 +171,7 @@ def test_optimize_works_on_the_cpu(family):
     torch.manual_seed(0)
     plain = transformers.AutoModelForCausalLM.from_config(FAMILIES[family]())
     fused = copy.deepcopy(plain)
-    report = mytorch.optimize(fused, verbose=False)
+    report = mytorch.optimize(fused, verbose=False).mytorch_optimized
     assert {"rms_norm", "residual_rms_norm", "rope", "cross_entropy"} <= set(report), report
     ids = torch.randint(3, 96, (2, 12), generator=torch.Generator().manual_seed(1))
     losses = []

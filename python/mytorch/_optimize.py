@@ -1,11 +1,11 @@
 """mytorch.optimize(model): the fused ops of mytorch.ops put into a model that exists (Note [optimize]).
 
     model = AutoModelForCausalLM.from_pretrained(path).to("mytorch")
-    mytorch.optimize(model)   # mytorch.optimize: LlamaForCausalLM: rms_norm x9, swiglu x4, rope (llama), cross_entropy
+    model = mytorch.optimize(model)   # mytorch.optimize: LlamaForCausalLM: rms_norm x9, swiglu x4, rope (llama), cross_entropy
 
 Note [optimize]
 Each swap is made only after a check, on random inputs, that the fused form gives the module's own result within
-the alignment rule's floors (mytorch.testing._compare); a module that fails it, or that optimize does not know,
+the alignment rule's floors (mytorch._tolerance); a module that fails it, or that optimize does not know,
 stays as it is, and the one-line report says what was swapped and what was left. Swaps are per instance (the
 module's forward), except rope's:
 - rms_norm: RMSNorm modules (a 1-d `weight` and `variance_epsilon` or `eps`) -> F.rms_norm (the fused kernel on
@@ -44,7 +44,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import ops
-from .testing._compare import compare_tensor
+from ._tolerance import compare_tensor
 
 __all__ = ["optimize"]
 
@@ -350,10 +350,12 @@ def optimize(
     rms_norm: bool = True,
     moe: bool = True,
     verbose: bool = True,
-) -> dict[str, int]:
+) -> nn.Module:
     """Swaps the model's norms, gated MLPs, rotary embedding, MoE routers and experts and causal-LM loss for
-    mytorch's fused ops where each gives the module's own result (Note [optimize]); returns what was swapped
-    (counts per kind, and `left` for the candidates that failed their check). Idempotent."""
+    mytorch's fused ops where each gives the module's own result (Note [optimize]), in place, and returns the model,
+    as ipex.optimize and torch.compile are used: `model = mytorch.optimize(model)`. What was swapped (counts per
+    kind, and `left:` for the candidates that failed their check) is printed (verbose) and kept on the model as
+    `model.mytorch_optimized`: the counts of this call. Idempotent."""
     done: Counter = Counter()
     for m in list(model.modules()):
         if getattr(m.forward, "mytorch_fused", False):
@@ -413,7 +415,8 @@ def optimize(
         if left:
             line += f"; left as they were: {', '.join(left)}"
         print(line)
-    return dict(done)
+    model.mytorch_optimized = dict(done)
+    return model
 
 
 _fused_causal_lm_forward.mytorch_fused = True
