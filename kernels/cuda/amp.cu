@@ -8,23 +8,23 @@ namespace {
 
 // A row of blocks per tensor (blockIdx.y), grid-stride within it: every tensor of the list in one launch.
 template <typename T>
-__global__ void unscale_kernel(UnscaleParams p) {
+__global__ void unscale_kernel(UnscaleArgs p) {
   using Op = std::conditional_t<std::is_same_v<T, double>, double, float>;
   T* x = static_cast<T*>(p.data[blockIdx.y]);
   const int64_t n = p.numel[blockIdx.y];
   const Op inv = static_cast<Op>(*p.inv_scale);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(n)) {
     const Op v = static_cast<Op>(x[i]);
     if (!isfinite(v)) *p.found_inf = 1.0f;
     x[i] = static_cast<T>(v * inv);
   }
 }
 
-__global__ void update_scale_kernel(UpdateScaleParams p) { update_scale_step(p); }
+__global__ void update_scale_kernel(UpdateScaleArgs p) { update_scale_step(p); }
 
 } // namespace
 
-rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream stream) {
+rt::Status non_finite_check_and_unscale(const UnscaleArgs& p, rt::Stream stream) {
   if (p.count <= 0) return rt::Status::Success;
   if (p.count > kMaxUnscaleTensors) return rt::report(rt::Status::InvalidValue, "unscale: too many tensors");
   int64_t longest = 0;
@@ -44,7 +44,7 @@ rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream strea
   return check_launch("unscale");
 }
 
-rt::Status update_scale(const UpdateScaleParams& p, rt::Stream stream) {
+rt::Status update_scale(const UpdateScaleArgs& p, rt::Stream stream) {
   update_scale_kernel<<<1, 1, 0, native(stream)>>>(p);
   return check_launch("update_scale");
 }

@@ -32,6 +32,33 @@ inline unsigned grid_blocks(int64_t units, int64_t per_block = 1) {
 // Blocks of kThreads threads for n items, per_thread items a thread.
 inline unsigned grid_for(int64_t n, int per_thread = 1) { return grid_blocks(n, int64_t(kThreads) * per_thread); }
 
+// ---- grid-stride loops ----------------------------------------------------------------------------------------
+// `for (const int64_t i : grid_stride(n))`: the items [0, n) a thread takes in a launch of any grid size, every
+// (gridDim.x * blockDim.x)-th from its global index; `block_stride(n)` the same for whole blocks (every gridDim.x-th
+// item from blockIdx.x), and `block_stride(n, per_block, first)` for blocks that take `per_block` items at a time,
+// this thread's being `first` within them (a warp per row: per_block = the block's warps, first = its warp). The one
+// spelling of the loop every kernel writes; the loop variable cannot be changed in the body.
+struct StrideRange {
+  int64_t first, stop, step;
+  struct Iter {
+    int64_t i, step;
+    __device__ int64_t operator*() const { return i; }
+    __device__ Iter& operator++() {
+      i += step;
+      return *this;
+    }
+    __device__ bool operator!=(const Iter& last) const { return i < last.i; }
+  };
+  __device__ Iter begin() const { return {first, step}; }
+  __device__ Iter end() const { return {stop, step}; }
+};
+__device__ inline StrideRange grid_stride(int64_t n) {
+  return {int64_t(blockIdx.x) * blockDim.x + threadIdx.x, n, int64_t(gridDim.x) * blockDim.x};
+}
+__device__ inline StrideRange block_stride(int64_t n, int64_t per_block = 1, int64_t first = 0) {
+  return {int64_t(blockIdx.x) * per_block + first, n, int64_t(gridDim.x) * per_block};
+}
+
 // ---- warp and block reductions --------------------------------------------------------------------------------
 struct SumOp {
   template <typename A>

@@ -8,7 +8,7 @@ namespace {
 
 template <typename T>
 __global__ void kernel(Im2ColArgs a, int64_t n) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t e : grid_stride(n)) {
     if (a.col2im) conv::col2im<T, conv::col2im_acc_t<T>>(a, e);
     else conv::im2col<T>(a, e);
   }

@@ -10,11 +10,10 @@ namespace mytorch::cuda {
 namespace {
 
 template <int ES>
-__global__ void copy_bytes_kernel(CopyParams p, StridedDivs v) {
+__global__ void copy_bytes_kernel(CopyArgs p, StridedDivs v) {
   char* dst = static_cast<char*>(p.dst.data);
   const char* src = static_cast<const char*>(p.src.data);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.shape.numel;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(p.shape.numel)) {
     int64_t o0, o1;
     strided_offsets(p.shape, v, p.dst.strides, p.src.strides, i, &o0, &o1);
     store_vec<unsigned char, ES>(dst + o0, load_vec<unsigned char, ES>(src + o1));
@@ -22,11 +21,10 @@ __global__ void copy_bytes_kernel(CopyParams p, StridedDivs v) {
 }
 
 template <typename To, typename From>
-__global__ void cast_kernel(CopyParams p, StridedDivs v) {
+__global__ void cast_kernel(CopyArgs p, StridedDivs v) {
   char* dst = static_cast<char*>(p.dst.data);
   const char* src = static_cast<const char*>(p.src.data);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.shape.numel;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(p.shape.numel)) {
     int64_t o0, o1;
     strided_offsets(p.shape, v, p.dst.strides, p.src.strides, i, &o0, &o1);
     *reinterpret_cast<To*>(dst + o0) = mt_cast<To, From>(mt_load(reinterpret_cast<const From*>(src + o1)));
@@ -34,11 +32,10 @@ __global__ void cast_kernel(CopyParams p, StridedDivs v) {
 }
 
 template <int ES>
-__global__ void fill_kernel(FillParams p, StridedDivs dv) {
+__global__ void fill_kernel(FillArgs p, StridedDivs dv) {
   char* dst = static_cast<char*>(p.dst.data);
   const Vec<unsigned char, ES> v = load_vec<unsigned char, ES>(p.value);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.shape.numel;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(p.shape.numel)) {
     int64_t o0, o1;
     strided_offsets(p.shape, dv, p.dst.strides, nullptr, i, &o0, &o1);
     store_vec<unsigned char, ES>(dst + o0, v);
@@ -46,9 +43,9 @@ __global__ void fill_kernel(FillParams p, StridedDivs dv) {
 }
 
 template <typename T>
-__global__ void iota_kernel(IotaParams p) {
+__global__ void iota_kernel(IotaArgs p) {
   T* out = static_cast<T*>(p.data);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.numel; i += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(p.numel)) {
     out[i] = iota_value<T>(p, i);
   }
 }
@@ -59,7 +56,7 @@ bool dense1d(const StridedShape& s, const StridedOperand& op) {
 
 } // namespace
 
-rt::Status copy(const CopyParams& p, rt::Stream stream) {
+rt::Status copy(const CopyArgs& p, rt::Stream stream) {
   if (p.shape.numel == 0) return rt::Status::Success;
   const unsigned grid = grid_for(p.shape.numel);
   cudaStream_t st = native(stream);
@@ -93,7 +90,7 @@ rt::Status copy(const CopyParams& p, rt::Stream stream) {
   return check_launch("cast");
 }
 
-rt::Status fill(const FillParams& p, rt::Stream stream) {
+rt::Status fill(const FillArgs& p, rt::Stream stream) {
   if (p.shape.numel == 0) return rt::Status::Success;
   const int es = p.dst.elem_size;
   bool uniform = true;
@@ -115,7 +112,7 @@ rt::Status fill(const FillParams& p, rt::Stream stream) {
   return check_launch("fill");
 }
 
-rt::Status iota(const IotaParams& p, rt::Stream stream) {
+rt::Status iota(const IotaArgs& p, rt::Stream stream) {
   if (p.numel == 0) return rt::Status::Success;
   bool ok = dispatch_dtype(p.dtype, [&](auto tag) {
     using T = decltype(tag);

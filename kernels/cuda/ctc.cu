@@ -52,9 +52,7 @@ __global__ void beta_kernel(CtcArgs a) {
 template <typename A>
 __global__ void grad_kernel(CtcArgs a) {
   const int64_t rows = a.n * a.max_t;
-  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    ctc::grad_row<A>(a, r / a.max_t, r % a.max_t);
+  for (const int64_t r : grid_stride(rows)) ctc::grad_row<A>(a, r / a.max_t, r % a.max_t);
 }
 
 } // namespace

@@ -96,8 +96,7 @@ __global__ void ew_strided(ElementwiseArgs a, StridedDivs dv) {
   using Out = typename Tr::Out;
   O s[3];
   ew_scalars<op, T>(a, s);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.shape.numel;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(a.shape.numel)) {
     int64_t off[4] = {0, 0, 0, 0};
     strided_visit(a.shape, dv, i, [&](int d, int64_t idx) { // Note [Fast divmod]
       off[0] += idx * a.out.strides[d];

@@ -8,7 +8,7 @@ namespace {
 
 template <typename T>
 __global__ void kernel(EmbeddingBackwardArgs a) {
-  for (int64_t s = blockIdx.x; s < a.n; s += gridDim.x) {
+  for (const int64_t s : block_stride(a.n)) {
     for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) emb::run<T>(a, s, c, c + 1);
   }
 }

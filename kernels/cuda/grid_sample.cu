@@ -15,7 +15,7 @@ struct AtomicAdd {
 
 template <typename T>
 __global__ void kernel(GridSampleArgs a, int64_t n) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t e : grid_stride(n)) {
     if (a.backward) gs::backward_at<T>(a, e, 0, a.c, true, AtomicAdd{});
     else gs::forward_at<T>(a, e);
   }

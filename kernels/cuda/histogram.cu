@@ -10,16 +10,14 @@ __global__ void histc_kernel(HistcArgs a) {
   using A = histc_acc_t<T>;
   const T* in = static_cast<const T*>(a.in);
   const A lo = static_cast<A>(a.lo), hi = static_cast<A>(a.hi);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(a.n)) {
     const int64_t b = histc_bin<A>(static_cast<A>(in[i]), lo, hi, a.bins);
     if (b >= 0) atomicAdd(reinterpret_cast<unsigned long long*>(a.counts + b), 1ull);
   }
 }
 
 __global__ void bincount_kernel(BincountArgs a) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(a.n)) {
     if (a.weights) atomicAdd(a.sums + a.in[i], a.weights[i]);
     else atomicAdd(reinterpret_cast<unsigned long long*>(a.counts + a.in[i]), 1ull);
   }

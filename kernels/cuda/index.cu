@@ -13,7 +13,7 @@ template <int ES>
 __global__ void gather_kernel(IndexArgs a) {
   const char* src = static_cast<const char*>(a.target);
   char* out = static_cast<char*>(a.other);
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < a.numel; o += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t o : grid_stride(a.numel)) {
     int64_t t = 0, u = 0, bad = 0;
     if (!index_offsets(a, o, &t, &u, &bad)) {
       report_bad(a, bad);
@@ -93,7 +93,7 @@ __global__ void scatter_kernel(IndexArgs a) {
   T* dst = static_cast<T*>(a.target);
   const T* src = static_cast<const T*>(a.other);
   const T scalar = *reinterpret_cast<const T*>(a.scalar);
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < a.numel; o += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t o : grid_stride(a.numel)) {
     int64_t t = 0, u = 0, bad = 0;
     if (!index_offsets(a, o, &t, &u, &bad)) {
       report_bad(a, bad);

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(TPR == 32 ? kWarpBlock : kRowBlock) forward_ke
   const int rpb = blockDim.x / TPR, lane = threadIdx.x % TPR;
   const int64_t cols = a.cols;
   const A inv_n = A(1) / static_cast<A>(cols);
-  for (int64_t row = int64_t(blockIdx.x) * rpb + threadIdx.x / TPR; row < a.rows; row += int64_t(gridDim.x) * rpb) {
+  for (const int64_t row : block_stride(a.rows, rpb, threadIdx.x / TPR)) {
     const int64_t base = row * cols;
     A vals[REGS ? kPerThread : 1];
     A s = 0;

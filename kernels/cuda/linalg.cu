@@ -8,9 +8,7 @@ namespace {
 template <typename T>
 __global__ void trsm_kernel(TrsmArgs a) {
   const int64_t cols = a.batch * a.k;
-  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    linalg::solve_column<T>(a, c / a.k, c % a.k);
+  for (const int64_t c : grid_stride(cols)) linalg::solve_column<T>(a, c / a.k, c % a.k);
 }
 
 } // namespace

@@ -13,7 +13,7 @@ template <typename T, int V>
 __global__ void glu_kernel(GluArgs a, DivMod per_row, bool forward) {
   using A = ew::opmath_t<T>;
   const int64_t total = a.rows * per_row.d;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(total)) {
     int64_t c;
     const int64_t r = per_row.div(i, &c);
     c *= V;
@@ -66,7 +66,7 @@ template <typename T, typename C>
 __global__ void rope_kernel(RopeArgs a, DivMod items, DivMod n2, DivMod n1) {
   using A = ew::opmath_t<T>;
   const int64_t total = a.n[0] * a.n[1] * a.n[2] * items.d, pairs = a.rot / 2;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(total)) {
     int64_t k, i2, i1;
     const int64_t row = items.div(i, &k), rest = n2.div(row, &i2), i0 = n1.div(rest, &i1);
     const T* x = static_cast<const T*>(a.x) + i0 * a.x_st[0] + i1 * a.x_st[1] + i2 * a.x_st[2];
@@ -96,7 +96,7 @@ __global__ void ce_rows_kernel(CeRowsArgs a) {
   using A = ew::opmath_t<T>;
   __shared__ A smem[32];
   const A cap = A(a.softcap);
-  for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+  for (const int64_t r : block_stride(a.rows)) {
     T* x = static_cast<T*>(a.logits) + r * a.ld;
     const int64_t t = a.target[r];
     bool ignored = t == a.ignore_index;

@@ -10,7 +10,7 @@ template <typename T>
 __global__ void forward_none(NllArgs a) {
   using A = ew::opmath_t<T>;
   const int64_t count = a.n * a.inner;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t e : grid_stride(count)) {
     int64_t t = 0;
     A w = 0;
     const bool used = nll::element<T, A>(a, e, &t, &w);
@@ -57,7 +57,7 @@ __global__ void backward(NllArgs a) {
   const T* g = static_cast<const T*>(a.grad_out);
   const A scale =
       a.reduction == Reduction::Mean ? A(1) / static_cast<A>(static_cast<const T*>(a.total_weight)[0]) : A(1);
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t e : grid_stride(count)) {
     int64_t t = 0;
     A w = 0;
     if (!nll::element<T, A>(a, e, &t, &w)) continue;

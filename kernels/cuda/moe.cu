@@ -53,7 +53,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) moe_topk_kernel(MoeTopkArgs a) {
   __shared__ float staged[kRowsPerBlock][kMoeMaxExperts];  // a row's selection scores, for the group scores
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + warp; r < a.tokens; r += int64_t(gridDim.x) * kRowsPerBlock) {
+  for (const int64_t r : block_stride(a.tokens, kRowsPerBlock, warp)) {
     float s[kPerLane], c[kPerLane];
     row_scores(a, static_cast<const T*>(a.logits) + r * a.ld, lane, s);
 #pragma unroll
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) moe_topk_kernel(MoeTopkArgs a) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads) moe_topk_backward_kernel(MoeTopkArgs a) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + warp; r < a.tokens; r += int64_t(gridDim.x) * kRowsPerBlock) {
+  for (const int64_t r : block_stride(a.tokens, kRowsPerBlock, warp)) {
     float s[kPerLane];
     row_scores(a, static_cast<const T*>(a.logits) + r * a.ld, lane, s);
     // lane i < k: pick i's id, incoming gradient and score (from its owner lane)
@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kThreads) moe_combine_kernel(MoeCombineArgs a)
   using A = ew::opmath_t<T>;
   __shared__ int64_t pos[kMoeMaxTopk];
   __shared__ float w[kMoeMaxTopk];
-  for (int64_t t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+  for (const int64_t t : block_stride(a.tokens)) {
     stage_slots(a, t, pos, w);
     for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
       A acc = 0;
@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(kThreads) moe_combine_backward_kernel(MoeCombi
   __shared__ float smem[32];
   __shared__ int64_t pos[kMoeMaxTopk];
   __shared__ float w[kMoeMaxTopk];
-  for (int64_t t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+  for (const int64_t t : block_stride(a.tokens)) {
     stage_slots(a, t, pos, w);
     const T* d = static_cast<const T*>(a.dout) + t * a.cols;
     for (int64_t s = 0; s < a.k; ++s) {

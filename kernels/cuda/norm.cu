@@ -32,7 +32,7 @@ template <typename T, typename P, typename A>
 __global__ void stats_kernel(NormArgs a) {
   __shared__ red::Acc<A> parts[kThreads];
   const int64_t groups = nrm::group_count(a);
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+  for (const int64_t g : block_stride(groups)) {
     if (a.kind == NormKind::Batch && !a.training) {
       if (threadIdx.x == 0) nrm::eval_stats<P, A>(a, g);
       continue;
@@ -46,16 +46,14 @@ __global__ void stats_kernel(NormArgs a) {
 
 template <typename T, typename P, typename A>
 __global__ void apply_kernel(NormArgs a, int64_t total) {
-  for (int64_t off = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; off < total;
-       off += int64_t(gridDim.x) * blockDim.x)
-    nrm::apply<T, P, A>(a, off);
+  for (const int64_t off : grid_stride(total)) nrm::apply<T, P, A>(a, off);
 }
 
 template <typename T, typename P, typename A>
 __global__ void dx_kernel(NormArgs a) {
   const int64_t groups = nrm::group_count(a), len = nrm::group_len(a);
   const bool eval = a.kind == NormKind::Batch && !a.training;
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+  for (const int64_t g : block_stride(groups)) {
     A s1 = 0, s2 = 0;
     if (!eval) {
       nrm::lane_dx_sums<T, P, A>(a, g, threadIdx.x, blockDim.x, &s1, &s2);
@@ -67,7 +65,7 @@ __global__ void dx_kernel(NormArgs a) {
 
 template <typename T, typename P, typename A>
 __global__ void dw_kernel(NormArgs a) {
-  for (int64_t ch = blockIdx.x; ch < a.c; ch += gridDim.x) {
+  for (const int64_t ch : block_stride(a.c)) {
     A dw = 0, db = 0;
     nrm::lane_dw_terms<T, A>(a, ch, threadIdx.x, blockDim.x, &dw, &db);
     block_sum2(&dw, &db);
@@ -177,8 +175,7 @@ __global__ void sums_finish_kernel(NormArgs a, NormSplit p, const double* parts,
 
 template <typename T, typename P, typename A>
 __global__ void dx_apply_kernel(NormArgs a, int64_t total, const double* finals) {
-  for (int64_t off = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; off < total;
-       off += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t off : grid_stride(total)) {
     int64_t ch = 0;
     const int64_t g = nrm::group_of(a, off, &ch);
     nrm::dx_at<T, P, A>(a, off, g, ch, static_cast<A>(finals[2 * g]), static_cast<A>(finals[2 * g + 1]));

@@ -7,7 +7,7 @@ namespace {
 
 template <typename T>
 __global__ void kernel(SpatialArgs a, int64_t n) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t e : grid_stride(n)) {
     sp::item<T>(a, e);
   }
 }

@@ -7,21 +7,21 @@
 namespace mytorch::cuda {
 namespace {
 template <typename T>
-__global__ void random_kernel(RandomParams p) {
+__global__ void random_kernel(RandomArgs p) {
   T* out = static_cast<T*>(p.data);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.numel; i += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(p.numel)) {
     out[i] = random_element<T>(p, i);
   }
 }
 
 // kVec: every block's 4 elements load and store at once (the launcher checked the alignment of all three).
 template <typename T, bool kVec>
-__global__ void dropout_kernel(DropoutParams p) {
+__global__ void dropout_kernel(DropoutArgs p) {
   using O = ew::opmath_t<T>;
   const T* in = static_cast<const T*>(p.in);
   T* out = static_cast<T*>(p.out);
   const int64_t blocks = (p.numel + 3) / 4;
-  for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b < blocks; b += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t b : grid_stride(blocks)) {
     const int64_t i0 = 4 * b;
     O x[4] = {}, y[4];
     bool m[4];
@@ -50,7 +50,7 @@ __global__ void dropout_kernel(DropoutParams p) {
 }
 } // namespace
 
-rt::Status random(const RandomParams& p, rt::Stream stream) {
+rt::Status random(const RandomArgs& p, rt::Stream stream) {
   if (p.numel == 0) return rt::Status::Success;
   if (p.dtype == DType::ComplexFloat || p.dtype == DType::ComplexDouble) {
     return rt::report(rt::Status::InvalidValue, "random: complex outputs are not supported by the kernel");
@@ -65,7 +65,7 @@ rt::Status random(const RandomParams& p, rt::Stream stream) {
   return check_launch("random");
 }
 
-rt::Status dropout(const DropoutParams& p, rt::Stream stream) {
+rt::Status dropout(const DropoutArgs& p, rt::Stream stream) {
   if (p.numel == 0) return rt::Status::Success;
   const bool ok = dispatch_floating(p.dtype, [&](auto tag) {
     using T = decltype(tag);

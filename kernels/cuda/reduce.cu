@@ -80,7 +80,7 @@ __global__ void reduce_rows_kernel(ReduceArgs r, ReducePlan p) {
   const int64_t hi = lo + p.chunk < r.red_numel ? lo + p.chunk : r.red_numel;
   constexpr int kPack = 16 / sizeof(T);
   const bool dense = r.red_ndim == 1 && r.red_in_strides[0] == 1;
-  for (int64_t o = blockIdx.x; o < r.out_numel; o += gridDim.x) {
+  for (const int64_t o : block_stride(r.out_numel)) {
     const int64_t in_base = red::red_output_offsets(r, o).in_base;
     red::Acc<A> acc = R::template init<A>(r.params);
     int64_t j = lo + threadIdx.x;
@@ -129,7 +129,7 @@ __global__ void reduce_columns_kernel(ReduceArgs r, ReducePlan p) {
   const int64_t lo = int64_t(blockIdx.y) * p.chunk;
   const int64_t hi = lo + p.chunk < r.red_numel ? lo + p.chunk : r.red_numel;
   const int width = int(blockDim.x) * kVec;
-  for (int64_t base = int64_t(blockIdx.x) * width; base < r.out_numel; base += int64_t(gridDim.x) * width) {
+  for (const int64_t base : block_stride(r.out_numel, width)) {
     const int64_t o = base + int64_t(threadIdx.x) * kVec;  // this thread's first output; kVec adjacent ones
     red::Acc<A> acc[kVec];
     for (int k = 0; k < kVec; ++k) acc[k] = R::template init<A>(r.params);
@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(1024) reduce_finish_rows_kernel(ReduceArgs r, 
   using A = red::acc_t<op, T>;
   extern __shared__ unsigned char smem[];
   auto* parts = reinterpret_cast<red::Acc<A>*>(smem);
-  for (int64_t o = blockIdx.x; o < r.out_numel; o += gridDim.x) {
+  for (const int64_t o : block_stride(r.out_numel)) {
     red::Acc<A> acc = R::template init<A>(r.params);
     for (int64_t s = threadIdx.x; s < p.splits; s += blockDim.x) {
       R::combine(acc, get_partial<op, A>(r.workspace, o * p.splits + s, r.params), r.params);
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(1024) reduce_finish_columns_kernel(ReduceArgs 
   using A = red::acc_t<op, T>;
   extern __shared__ unsigned char smem[];
   auto* parts = reinterpret_cast<red::Acc<A>*>(smem);
-  for (int64_t base = int64_t(blockIdx.x) * blockDim.x; base < r.out_numel; base += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t base : block_stride(r.out_numel, blockDim.x)) {
     const int64_t o = base + threadIdx.x;
     red::Acc<A> acc = R::template init<A>(r.params);
     if (o < r.out_numel) {
@@ -260,7 +260,7 @@ rt::Status launch(const ReduceArgs& r, rt::Stream stream) {
 
 template <ScanOp op, typename T>
 __global__ void scan_kernel(ScanArgs s) {
-  for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < s.lines; l += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t l : grid_stride(s.lines)) {
     red::scan_line<op, T>(s, l);
   }
 }

@@ -19,7 +19,7 @@ __global__ void forward_rows(SoftmaxArgs s) {
   __shared__ A smem[32];
   extern __shared__ unsigned char row_smem[];
   A* rowbuf = reinterpret_cast<A*>(row_smem);
-  for (int64_t row = blockIdx.x; row < s.outer; row += gridDim.x) {
+  for (const int64_t row : block_stride(s.outer)) {
     const I* x = static_cast<const I*>(s.in) + row * s.dim;
     O* y = static_cast<O*>(s.out) + row * s.dim;
     auto val = [&](int64_t j) -> A { return staged ? rowbuf[j] : static_cast<A>(x[j]); };
@@ -69,7 +69,7 @@ __device__ inline void combine_online(MaxSum<A>& a, const MaxSum<A>& b) {
 template <typename I, typename O, typename A>
 __global__ void forward_rows_online(SoftmaxArgs s) {
   __shared__ MaxSum<A> parts[kRowThreads];
-  for (int64_t row = blockIdx.x; row < s.outer; row += gridDim.x) {
+  for (const int64_t row : block_stride(s.outer)) {
     const I* x = static_cast<const I*>(s.in) + row * s.dim;
     O* y = static_cast<O*>(s.out) + row * s.dim;
     MaxSum<A> acc{A(-INFINITY), A(0)};
@@ -92,7 +92,7 @@ __global__ void backward_rows(SoftmaxArgs s) {
   extern __shared__ unsigned char row_smem[];
   A* gbuf = reinterpret_cast<A*>(row_smem);
   A* ybuf = gbuf + s.dim;
-  for (int64_t row = blockIdx.x; row < s.outer; row += gridDim.x) {
+  for (const int64_t row : block_stride(s.outer)) {
     const G* g = static_cast<const G*>(s.in) + row * s.dim;
     const G* y = static_cast<const G*>(s.out_saved) + row * s.dim;
     O* gi = static_cast<O*>(s.out) + row * s.dim;
@@ -117,7 +117,7 @@ __global__ void backward_rows(SoftmaxArgs s) {
 template <typename I, typename O, typename A>
 __global__ void lines(SoftmaxArgs s) {
   const int64_t n = s.outer * s.inner;
-  for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < n; l += int64_t(gridDim.x) * blockDim.x) {
+  for (const int64_t l : grid_stride(n)) {
     if (s.backward) smx::backward_line<I, O, A>(s, l);
     else smx::forward_line<I, O, A>(s, l);
   }

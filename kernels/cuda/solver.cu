@@ -189,8 +189,7 @@ rt::Status check_args(const SolverArgs& a) {
 
 // A thread per matrix: the swaps are sequential.
 __global__ void permutation_kernel(PermutationArgs a) {
-  for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b < a.batch;
-       b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t b : grid_stride(a.batch)) {
     const int32_t* piv = a.pivots + b * a.k;
     int64_t* perm = a.perm + b * a.m;
     for (int64_t i = 0; i < a.k; ++i) {

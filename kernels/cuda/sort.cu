@@ -66,8 +66,7 @@ __global__ void isin_kernel(IsinArgs a) {
   using O = ew::opmath_t<T>;
   const T* el = static_cast<const T*>(a.elements);
   const T* sorted = static_cast<const T*>(a.sorted);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+  for (const int64_t i : grid_stride(a.n))
     a.out[i] = sorted_contains<O>(sorted, a.m, static_cast<O>(el[i])) != a.invert;
 }
 
@@ -76,8 +75,7 @@ __global__ void searchsorted_kernel(SearchArgs a) {
   using O = ew::opmath_t<T>;
   const T* values = static_cast<const T*>(a.values);
   const T* bd = static_cast<const T*>(a.boundaries);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(a.n)) {
     const int64_t p = search_bound<O>(a, values, bd, i);
     if (a.out_int32) static_cast<int32_t*>(a.out)[i] = static_cast<int32_t>(p);
     else static_cast<int64_t*>(a.out)[i] = p;

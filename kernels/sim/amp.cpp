@@ -5,7 +5,7 @@
 
 namespace mytorch::sim {
 
-rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream) {
+rt::Status non_finite_check_and_unscale(const UnscaleArgs& p, rt::Stream) {
   const float inv = *p.inv_scale;
   bool any_bad = false;
   bool ok = dispatch_dtype(p.dtype, [&](auto tag) {
@@ -27,7 +27,7 @@ rt::Status non_finite_check_and_unscale(const UnscaleParams& p, rt::Stream) {
   return rt::Status::Success;
 }
 
-rt::Status update_scale(const UpdateScaleParams& p, rt::Stream) {
+rt::Status update_scale(const UpdateScaleArgs& p, rt::Stream) {
   update_scale_step(p);
   return rt::Status::Success;
 }

@@ -74,7 +74,7 @@ void cast_run(char* dst, const char* src, int64_t n, int64_t sd, int64_t ss) {
 
 } // namespace
 
-MT_SIM_ENTRY rt::Status copy(const CopyParams& p, rt::Stream) {
+MT_SIM_ENTRY rt::Status copy(const CopyArgs& p, rt::Stream) {
   char* dst = static_cast<char*>(p.dst.data);
   const char* src = static_cast<const char*>(p.src.data);
   if (p.dst.dtype == p.src.dtype && p.dst.elem_size == p.src.elem_size) {
@@ -101,7 +101,7 @@ MT_SIM_ENTRY rt::Status copy(const CopyParams& p, rt::Stream) {
   return rt::Status::Success;
 }
 
-MT_SIM_ENTRY rt::Status fill(const FillParams& p, rt::Stream) {
+MT_SIM_ENTRY rt::Status fill(const FillArgs& p, rt::Stream) {
   char* dst = static_cast<char*>(p.dst.data);
   const int64_t es = p.dst.elem_size;
   auto typed = [&](auto tag) {
@@ -130,7 +130,7 @@ MT_SIM_ENTRY rt::Status fill(const FillParams& p, rt::Stream) {
   return rt::Status::Success;
 }
 
-MT_SIM_ENTRY rt::Status iota(const IotaParams& p, rt::Stream) {
+MT_SIM_ENTRY rt::Status iota(const IotaArgs& p, rt::Stream) {
   bool ok = dispatch_dtype(p.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!is_complex_t<T>::value && !std::is_same_v<T, bool>) {
@@ -145,8 +145,8 @@ MT_SIM_ENTRY rt::Status iota(const IotaParams& p, rt::Stream) {
 
 #if !defined(MT_SIM_ISA_AVX2)
 namespace mytorch::sim {
-MT_SIM_DISPATCH(rt::Status, copy, (const CopyParams& p, rt::Stream s), (p, s))
-MT_SIM_DISPATCH(rt::Status, fill, (const FillParams& p, rt::Stream s), (p, s))
-MT_SIM_DISPATCH(rt::Status, iota, (const IotaParams& p, rt::Stream s), (p, s))
+MT_SIM_DISPATCH(rt::Status, copy, (const CopyArgs& p, rt::Stream s), (p, s))
+MT_SIM_DISPATCH(rt::Status, fill, (const FillArgs& p, rt::Stream s), (p, s))
+MT_SIM_DISPATCH(rt::Status, iota, (const IotaArgs& p, rt::Stream s), (p, s))
 } // namespace mytorch::sim
 #endif

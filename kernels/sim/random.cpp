@@ -6,7 +6,7 @@
 
 namespace mytorch::sim {
 
-rt::Status random(const RandomParams& p, rt::Stream) {
+rt::Status random(const RandomArgs& p, rt::Stream) {
   if (p.dtype == DType::ComplexFloat || p.dtype == DType::ComplexDouble) {
     return rt::report(rt::Status::InvalidValue, "random: complex outputs are not supported by the kernel");
   }
@@ -21,7 +21,7 @@ rt::Status random(const RandomParams& p, rt::Stream) {
 }
 
 // Note [Fused dropout]: blocks of 4 elements, split over the sim's workers (each block's draws are its own).
-rt::Status dropout(const DropoutParams& p, rt::Stream) {
+rt::Status dropout(const DropoutArgs& p, rt::Stream) {
   const bool ok = dispatch_floating(p.dtype, [&](auto tag) {
     using T = decltype(tag);
     using O = ew::opmath_t<T>;

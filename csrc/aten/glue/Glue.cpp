@@ -23,7 +23,8 @@ void checkCastOut(const at::Tensor& out, c10::ScalarType result) {
               " can't be cast to the desired output type ", out.scalar_type());
 }
 
-rt::Stream streamFor(const at::Tensor& t) { return nativeHandle(currentStream(t.device().index())); }
+rt::Stream streamFor(const at::Tensor& t) { return streamFor(t.device()); }
+rt::Stream streamFor(c10::Device device) { return nativeHandle(currentStream(device.index())); }
 
 StridedShape stridedShape(const at::TensorIteratorBase& iter) {
   StridedShape s;

@@ -53,8 +53,12 @@ inline c10::ScalarType opmathType(c10::ScalarType t) {
 inline at::Tensor contiguousIfDefined(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
 }
-// A tensor's data for a kernel argument, or null for an undefined tensor.
+// A tensor's data for a kernel argument, or null for an undefined tensor (typed: dataOrNull<float>(t)).
 inline void* dataOrNull(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+template <typename T>
+T* dataOrNull(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
 
 // An out= of the wrong dtype is refused with the message of ATen's structured kernels (their generated
 // resize_out), instead of having the result's bytes written into it.
@@ -63,8 +67,10 @@ void checkOutDtype(const at::Tensor& out, c10::ScalarType expected);
 void checkExactOut(const at::Tensor& out, c10::ScalarType expected);
 // The same for TensorIterator ops that cast their result into the out= (a safe cast only), with its message.
 void checkCastOut(const at::Tensor& out, c10::ScalarType result);
-// The kernel stream of the device `t` lives on.
+// The kernel stream (the current stream) of the device `t` lives on, or of `device`: how every launch in the glue
+// names its stream.
 rt::Stream streamFor(const at::Tensor& t);
+rt::Stream streamFor(c10::Device device);
 
 // A meta tensor of t's sizes, strides and dtype: calling an operator on these runs ATen's meta kernel, which checks
 // the arguments as ATen does and gives the result's sizes and strides.

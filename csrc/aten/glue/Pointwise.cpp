@@ -134,7 +134,7 @@ void ewRun(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs,
     a.out = stridedOperand(iter, 0);
     for (size_t i = 0; i < operands.size(); ++i)
       a.in[slot_of_operand[i]] = stridedOperand(iter, static_cast<int>(i) + 1);
-    MT_RT_CHECK(kernels::elementwise(a, nativeHandle(currentStream(target.device().index()))));
+    MT_RT_CHECK(kernels::elementwise(a, streamFor(target)));
   }
   if (!direct) out.copy_(target);
 }

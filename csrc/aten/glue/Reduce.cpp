@@ -57,7 +57,7 @@ void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, b
               self.scalar_type(), " -> ", out.scalar_type());
   r.in = self.const_data_ptr();
   r.out = out.data_ptr();
-  r.out2 = out2.defined() ? out2.data_ptr() : nullptr;
+  r.out2 = dataOrNull(out2);
   r.want_values = want_values;
   r.params.p = p;
   r.params.correction = correction;
@@ -103,8 +103,8 @@ void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, b
   // Note [CUDA reduction plan]: the partials of a split reduction
   const at::Tensor workspace =
       kernelWorkspace(onSim() ? 0 : reduce_plan(r, multiProcessors(self.device().index())).workspace_bytes, self);
-  r.workspace = workspace.defined() ? workspace.data_ptr() : nullptr;
-  MT_RT_CHECK(kernels::reduce(r, nativeHandle(currentStream(self.device().index()))));
+  r.workspace = dataOrNull(workspace);
+  MT_RT_CHECK(kernels::reduce(r, streamFor(self)));
 }
 
 void runScan(ScanOp op, const at::Tensor& self, int64_t dim, const at::Tensor& out, const at::Tensor& indices) {
@@ -142,8 +142,8 @@ void runScan(ScanOp op, const at::Tensor& self, int64_t dim, const at::Tensor& o
   c10::DeviceGuard guard(self.device());
   // Note [CUDA scan plan]: the chunks' look-back tiles
   const at::Tensor workspace = kernelWorkspace(onSim() ? 0 : scan_plan(s).workspace_bytes, self);
-  s.workspace = workspace.defined() ? workspace.data_ptr() : nullptr;
-  MT_RT_CHECK(kernels::scan(s, nativeHandle(currentStream(self.device().index()))));
+  s.workspace = dataOrNull(workspace);
+  MT_RT_CHECK(kernels::scan(s, streamFor(self)));
 }
 
 at::Tensor castFor(const at::Tensor& self, std::optional<at::ScalarType> dtype) {

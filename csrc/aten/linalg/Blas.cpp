@@ -346,7 +346,8 @@ Tensor addbmm(const Tensor& self, const Tensor& a, const Tensor& b, const c10::S
   return addbmmOut(self, a, b, beta, alpha, out);
 }
 
-Tensor& addbmm_(Tensor& self, const Tensor& a, const Tensor& b, const c10::Scalar& beta, const c10::Scalar& alpha) {
+Tensor& addbmmInplace(Tensor& self, const Tensor& a, const Tensor& b, const c10::Scalar& beta,
+                      const c10::Scalar& alpha) {
   return addbmmOut(self, a, b, beta, alpha, self);
 }
 
@@ -415,7 +416,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "vdot", vdot);
   MT_IMPL(m, "addbmm.out", addbmmOut);
   MT_IMPL(m, "addbmm", addbmm);
-  MT_IMPL(m, "addbmm_", addbmm_);
+  MT_IMPL(m, "addbmm_", addbmmInplace);
 }
 
 } // namespace mytorch

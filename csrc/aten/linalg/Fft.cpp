@@ -83,7 +83,7 @@ Tensor execFft(FftKind kind, const Tensor& x, const std::vector<int64_t>& dims, 
   a.forward = forward;
   if (out.numel() > 0 && in.numel() > 0) {
     c10::DeviceGuard guard(x.device());
-    MT_RT_CHECK(kernels::fft(a, nativeHandle(currentStream(x.device().index()))));
+    MT_RT_CHECK(kernels::fft(a, streamFor(x)));
   }
   std::vector<int64_t> inverse(nd);
   for (int64_t i = 0; i < nd; ++i) inverse[perm[i]] = i;
@@ -124,7 +124,7 @@ Tensor normalized(Tensor x, double scale) { return scale == 1.0 ? x : x.mul_(sca
 
 // ---- the operators ----------------------------------------------------------------------------------------------
 
-Tensor fft_c2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward) {
+Tensor fftC2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward) {
   if (!fftDtype(self)) return Fallback<at::_ops::_fft_c2c>::call(self, dim, normalization, forward);
   Tensor shape = at::_fft_c2c(metaLike(self), dim, normalization, forward);  // ATen's checks and result layout
   if (onSim()) {
@@ -138,7 +138,7 @@ Tensor fft_c2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, b
   return normalized(c2cChunks(self, dims, forward), normScale(normalization, self, dims));
 }
 
-Tensor fft_r2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
+Tensor fftR2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
   if (!fftDtype(self) || self.is_complex())
     return Fallback<at::_ops::_fft_r2c>::call(self, dim, normalization, onesided);
   Tensor shape = at::_fft_r2c(metaLike(self), dim, normalization, onesided);
@@ -159,7 +159,7 @@ Tensor fft_r2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, b
   return normalized(y, normScale(normalization, self, dims));
 }
 
-Tensor fft_c2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size_sym) {
+Tensor fftC2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size_sym) {
   const int64_t last_dim_size = last_dim_size_sym.guard_int(__FILE__, __LINE__);
   if (!fftDtype(self) || !self.is_complex())
     return Fallback<at::_ops::_fft_c2r>::call(self, dim, normalization, last_dim_size);
@@ -186,35 +186,35 @@ Tensor fft_c2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c
 
 // An out= of the result's dtype is resized and written (assignOut); one of another dtype goes to the CPU's out=
 // kernel, whose casting rules (and refusals) it then gets.
-Tensor& fft_c2c_out(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward, Tensor& out) {
+Tensor& fftC2cOut(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward, Tensor& out) {
   if (!fftDtype(self) || out.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::_fft_c2c_out>::call(self, dim, normalization, forward, out);
-  return assignOut(out, fft_c2c(self, dim, normalization, forward));
+  return assignOut(out, fftC2c(self, dim, normalization, forward));
 }
 
-Tensor& fft_r2c_out(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided, Tensor& out) {
+Tensor& fftR2cOut(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided, Tensor& out) {
   if (!fftDtype(self) || self.is_complex() || out.scalar_type() != c10::toComplexType(self.scalar_type()))
     return Fallback<at::_ops::_fft_r2c_out>::call(self, dim, normalization, onesided, out);
-  return assignOut(out, fft_r2c(self, dim, normalization, onesided));
+  return assignOut(out, fftR2c(self, dim, normalization, onesided));
 }
 
-Tensor& fft_c2r_out(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size,
-                    Tensor& out) {
+Tensor& fftC2rOut(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size,
+                  Tensor& out) {
   if (!fftDtype(self) || !self.is_complex() || out.scalar_type() != c10::toRealValueType(self.scalar_type()))
     return Fallback<at::_ops::_fft_c2r_out>::call(self, dim, normalization, last_dim_size.guard_int(__FILE__, __LINE__),
                                                   out);
-  return assignOut(out, fft_c2r(self, dim, normalization, std::move(last_dim_size)));
+  return assignOut(out, fftC2r(self, dim, normalization, std::move(last_dim_size)));
 }
 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "_fft_c2c", fft_c2c);
-  MT_IMPL(m, "_fft_c2c.out", fft_c2c_out);
-  MT_IMPL(m, "_fft_r2c", fft_r2c);
-  MT_IMPL(m, "_fft_r2c.out", fft_r2c_out);
-  MT_IMPL(m, "_fft_c2r", fft_c2r);
-  MT_IMPL(m, "_fft_c2r.out", fft_c2r_out);
+  MT_IMPL(m, "_fft_c2c", fftC2c);
+  MT_IMPL(m, "_fft_c2c.out", fftC2cOut);
+  MT_IMPL(m, "_fft_r2c", fftR2c);
+  MT_IMPL(m, "_fft_r2c.out", fftR2cOut);
+  MT_IMPL(m, "_fft_c2r", fftC2r);
+  MT_IMPL(m, "_fft_c2r.out", fftC2rOut);
 }
 
 } // namespace mytorch

@@ -87,7 +87,7 @@ Tensor& solveTriangularOut(const Tensor& A, const Tensor& B, bool upper, bool le
   t.unitriangular = unitriangular;
   if (x.numel() > 0) {
     c10::DeviceGuard guard(A.device());
-    MT_RT_CHECK(kernels::triangular_solve(t, nativeHandle(currentStream(A.device().index()))));
+    MT_RT_CHECK(kernels::triangular_solve(t, streamFor(A)));
   }
   const Tensor result = left ? x : x.mT();
   checkOutDtype(out, dtype);

@@ -43,7 +43,7 @@ void checkColumnMajor(const Tensor& a, const char* what) {
 // Queries the workspace, allocates it from the caching allocator on the current stream, runs.
 void run(SolverArgs& s, const Tensor& like) {
   c10::DeviceGuard guard(like.device());
-  const rt::Stream stream = nativeHandle(currentStream(like.device().index()));
+  const rt::Stream stream = streamFor(like);
   size_t need = 0;
   s.query = &need;
   MT_RT_CHECK(kernels::solver(s, stream));
@@ -179,7 +179,7 @@ Tensor permutation(const Tensor& pivots, int64_t m) {
   a.k = k;
   a.m = m;
   c10::DeviceGuard guard(pivots.device());
-  MT_RT_CHECK(kernels::lu_permutation(a, nativeHandle(currentStream(pivots.device().index()))));
+  MT_RT_CHECK(kernels::lu_permutation(a, streamFor(pivots)));
   return perm;
 }
 

@@ -106,7 +106,7 @@ std::tuple<Tensor, Tensor> ctcLoss(const Tensor& log_probs, const Tensor& target
   st.a.nll = nll.data_ptr();
   st.a.log_alpha = log_alpha.data_ptr();
   c10::DeviceGuard guard(log_probs.device());
-  MT_RT_CHECK(kernels::ctc_forward(st.a, nativeHandle(currentStream(log_probs.device().index()))));
+  MT_RT_CHECK(kernels::ctc_forward(st.a, streamFor(log_probs)));
   return {nll, log_alpha};
 }
 
@@ -129,7 +129,7 @@ Tensor ctcLossBackward(const Tensor& grad, const Tensor& log_probs, const Tensor
   a.grad = out.data_ptr();
   a.zero_infinity = zero_infinity;
   c10::DeviceGuard guard(log_probs.device());
-  MT_RT_CHECK(kernels::ctc_backward(a, nativeHandle(currentStream(log_probs.device().index()))));
+  MT_RT_CHECK(kernels::ctc_backward(a, streamFor(log_probs)));
   return out;
 }
 

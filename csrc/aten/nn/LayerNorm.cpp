@@ -101,9 +101,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rowNormForward(bool rms, const Tensor
     RowNormArgs a = argsFor(rms, x, w, b, rows, cols, p);
     a.eps = eps;
     a.residual = dataOrNull(r);
-    a.sum = sum.defined() ? sum.data_ptr() : nullptr;
+    a.sum = dataOrNull(sum);
     a.y = y.data_ptr();
-    a.mean = mean.defined() ? mean.data_ptr() : nullptr;
+    a.mean = dataOrNull(mean);
     a.rstd = rstd.data_ptr();
     c10::DeviceGuard guard(x.device());
     MT_RT_CHECK(kernels::layernorm_forward(a, streamFor(x)));
@@ -143,12 +143,12 @@ std::tuple<Tensor, Tensor, Tensor> backward(bool rms, const Tensor& grad_out, co
   Tensor db = mask[2] && b.defined() ? at::empty(b.sizes(), b.options()) : Tensor();
   if (rows > 0 && cols > 0 && (dx.defined() || dw.defined() || db.defined())) {
     RowNormArgs a = argsFor(rms, x, w, b, rows, cols, p);
-    a.mean = mu.defined() ? mu.data_ptr() : nullptr;
+    a.mean = dataOrNull(mu);
     a.rstd = rs.data_ptr();
     a.dy = dy.data_ptr();
-    a.dx = dx.defined() ? dx.data_ptr() : nullptr;
-    a.dweight = dw.defined() ? dw.data_ptr() : nullptr;
-    a.dbias = db.defined() ? db.data_ptr() : nullptr;
+    a.dx = dataOrNull(dx);
+    a.dweight = dataOrNull(dw);
+    a.dbias = dataOrNull(db);
     c10::DeviceGuard guard(x.device());
     const size_t ws_bytes = kernels::layernorm_workspace_bytes(a);
     Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
@@ -164,7 +164,8 @@ std::tuple<Tensor, Tensor, Tensor> backward(bool rms, const Tensor& grad_out, co
 
 std::tuple<Tensor, Tensor, Tensor> nativeLayerNorm(const Tensor& input, at::IntArrayRef normalized_shape,
                                                    const OptT& weight, const OptT& bias, double eps) {
-  auto [y, mean, rstd, sum] = rowNormForward(false, input, Tensor(), normalized_shape, weight, bias, eps, "native_layer_norm");
+  auto [y, mean, rstd, sum] =
+      rowNormForward(false, input, Tensor(), normalized_shape, weight, bias, eps, "native_layer_norm");
   return {y, mean, rstd};
 }
 
@@ -178,8 +179,8 @@ std::tuple<Tensor, Tensor, Tensor> nativeLayerNormBackward(const Tensor& grad_ou
 
 std::tuple<Tensor, Tensor> fusedRmsNorm(const Tensor& input, at::IntArrayRef normalized_shape, const OptT& weight,
                                         std::optional<double> eps) {
-  auto [y, mean, rstd, sum] =
-      rowNormForward(true, input, Tensor(), normalized_shape, weight, std::nullopt, rmsEps(input, eps), "_fused_rms_norm");
+  auto [y, mean, rstd, sum] = rowNormForward(true, input, Tensor(), normalized_shape, weight, std::nullopt,
+                                             rmsEps(input, eps), "_fused_rms_norm");
   return {y, rstd};
 }
 

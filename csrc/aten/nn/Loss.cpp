@@ -42,7 +42,7 @@ Tensor weightOf(const std::optional<Tensor>& weight, int64_t c) {
 void launch(NllArgs& a, const at::Device& device) {
   a.error = deviceErrorSite(device, "nll_loss", DeviceErrorFormat::TargetOutOfBounds, true);
   c10::DeviceGuard guard(device);
-  MT_RT_CHECK(kernels::nll_loss(a, nativeHandle(currentStream(device.index()))));
+  MT_RT_CHECK(kernels::nll_loss(a, streamFor(device)));
   afterErrorCheckedLaunch(device);
 }
 
@@ -96,7 +96,7 @@ void forward(const Tensor& self, const Tensor& target, const std::optional<Tenso
   a.dtype = toKernelDType(x.scalar_type());
   a.logp = x.data_ptr();
   a.target = t.data_ptr<int64_t>();
-  a.weight = w.defined() ? w.data_ptr() : nullptr;
+  a.weight = dataOrNull(w);
   a.out = out.data_ptr();
   a.total_weight = total_weight.data_ptr();
   a.ignore_index = ignore_index;
@@ -125,7 +125,7 @@ void backward(const Tensor& grad, const Tensor& self, const Tensor& target, cons
   a.backward = true;
   a.dtype = toKernelDType(self.scalar_type());
   a.target = t.data_ptr<int64_t>();
-  a.weight = w.defined() ? w.data_ptr() : nullptr;
+  a.weight = dataOrNull(w);
   a.out = gi.data_ptr();
   a.total_weight = tw.data_ptr();
   a.grad_out = g.data_ptr();

@@ -146,9 +146,9 @@ std::tuple<Tensor, Tensor, Tensor> groupNormBackward(const Tensor& grad_out, con
     a.mean = mu.data_ptr();
     a.rstd = rs.data_ptr();
     a.dy = dy.data_ptr();
-    a.dx = dx.defined() ? dx.data_ptr() : nullptr;
-    a.dweight = dw.defined() ? dw.data_ptr() : nullptr;
-    a.dbias = db.defined() ? db.data_ptr() : nullptr;
+    a.dx = dataOrNull(dx);
+    a.dweight = dataOrNull(dw);
+    a.dbias = dataOrNull(db);
     runBackward(a, x);
   } else {
     if (dw.defined()) dw.zero_();
@@ -199,8 +199,8 @@ std::tuple<Tensor, Tensor, Tensor> batchNorm(const Tensor& input, const OptT& we
     a.y = y.data_ptr();
     a.weight = dataOrNull(w);
     a.bias = dataOrNull(b);
-    a.running_mean = rm.defined() ? rm.data_ptr() : nullptr;
-    a.running_var = rv.defined() ? rv.data_ptr() : nullptr;
+    a.running_mean = dataOrNull(rm);
+    a.running_var = dataOrNull(rv);
     a.mean = mean.data_ptr();
     a.rstd = rstd.data_ptr();
     runForward(a, x);
@@ -251,9 +251,9 @@ std::tuple<Tensor, Tensor, Tensor> batchNormBackward(const Tensor& grad_out, con
     a.mean = mu.data_ptr();
     a.rstd = rs.data_ptr();
     a.dy = dy.data_ptr();
-    a.dx = dx.defined() ? dx.data_ptr() : nullptr;
-    a.dweight = dw.defined() ? dw.data_ptr() : nullptr;
-    a.dbias = db.defined() ? db.data_ptr() : nullptr;
+    a.dx = dataOrNull(dx);
+    a.dweight = dataOrNull(dw);
+    a.dbias = dataOrNull(db);
     runBackward(a, x);
   }
   return {likeInput(dx, input), dw, db};

@@ -59,7 +59,7 @@ Tensor hardswish(const Tensor& self) {
   if (!ewTry(EwOp::Hardswish, {self}, out)) return Fallback<at::_ops::hardswish>::call(self);
   return out;
 }
-Tensor& hardswish_(Tensor& self) {
+Tensor& hardswishInplace(Tensor& self) {
   if (!ewTry(EwOp::Hardswish, {self}, self)) return Fallback<at::_ops::hardswish_>::call(self);
   return self;
 }
@@ -175,7 +175,9 @@ Tensor hardtanh(const Tensor& self, const Scalar& min, const Scalar& max) {
   Tensor out = at::empty({0}, self.options());
   return hardtanhOut(self, min, max, out);
 }
-Tensor& hardtanh_(Tensor& self, const Scalar& min, const Scalar& max) { return hardtanhOut(self, min, max, self); }
+Tensor& hardtanhInplace(Tensor& self, const Scalar& min, const Scalar& max) {
+  return hardtanhOut(self, min, max, self);
+}
 
 Tensor& hardtanhBackwardOut(const Tensor& grad, const Tensor& self, const Scalar& min, const Scalar& max, Tensor& gi) {
   EwParams p;
@@ -405,11 +407,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "leaky_relu.out", leakyReluOut);
   MT_IMPL(m, "leaky_relu_backward.grad_input", leakyReluBackwardOut);
   MT_IMPL(m, "hardswish", hardswish);
-  MT_IMPL(m, "hardswish_", hardswish_);
+  MT_IMPL(m, "hardswish_", hardswishInplace);
   MT_IMPL(m, "hardswish_backward", hardswishBackward);
   MT_IMPL(m, "hardtanh.out", hardtanhOut);
   MT_IMPL(m, "hardtanh", hardtanh);
-  MT_IMPL(m, "hardtanh_", hardtanh_);
+  MT_IMPL(m, "hardtanh_", hardtanhInplace);
   MT_IMPL(m, "hardtanh_backward.grad_input", hardtanhBackwardOut);
   MT_IMPL(m, "hardshrink.out", hardshrinkOut);
   MT_IMPL(m, "hardshrink_backward.grad_input", hardshrinkBackwardOut);

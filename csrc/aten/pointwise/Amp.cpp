@@ -22,15 +22,15 @@ void checkScalarOnDevice(const at::Tensor& t, const char* what, at::ScalarType d
   TORCH_CHECK(t.device() == device, what, " must be on ", device, ", but is on ", t.device());
 }
 
-void wrapper_non_finite_check_and_unscale_(at::TensorList self, at::Tensor& found_inf, const at::Tensor& inv_scale) {
+void nonFiniteCheckAndUnscaleInplace(at::TensorList self, at::Tensor& found_inf, const at::Tensor& inv_scale) {
   if (self.empty()) return;
   const at::Device device = found_inf.device();
   checkScalarOnDevice(found_inf, "found_inf", at::kFloat, device);
   checkScalarOnDevice(inv_scale, "inv_scale", at::kFloat, device);
   c10::DeviceGuard guard(device);
-  const rt::Stream stream = nativeHandle(currentStream(device.index()));
+  const rt::Stream stream = streamFor(device);
   // One launch per run of up to kMaxUnscaleTensors tensors of one dtype; non-dense tensors go through a dense copy.
-  UnscaleParams p;
+  UnscaleArgs p;
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (the user's tensor, its dense copy) of this launch
   auto flush = [&] {
     if (p.count > 0) MT_RT_CHECK(kernels::non_finite_check_and_unscale(p, stream));
@@ -56,29 +56,29 @@ void wrapper_non_finite_check_and_unscale_(at::TensorList self, at::Tensor& foun
   flush();
 }
 
-at::Tensor& wrapper_update_scale_(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,
-                                  double growth_factor, double backoff_factor, int64_t growth_interval) {
+at::Tensor& updateScaleInplace(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,
+                               double growth_factor, double backoff_factor, int64_t growth_interval) {
   const at::Device device = self.device();
   checkScalarOnDevice(self, "current_scale", at::kFloat, device);
   checkScalarOnDevice(growth_tracker, "growth_tracker", at::kInt, device);
   checkScalarOnDevice(found_inf, "found_inf", at::kFloat, device);
   c10::DeviceGuard guard(device);
-  UpdateScaleParams p;
+  UpdateScaleArgs p;
   p.scale = self.mutable_data_ptr<float>();
   p.growth_tracker = growth_tracker.mutable_data_ptr<int32_t>();
   p.found_inf = found_inf.const_data_ptr<float>();
   p.growth_factor = growth_factor;
   p.backoff_factor = backoff_factor;
   p.growth_interval = growth_interval;
-  MT_RT_CHECK(kernels::update_scale(p, nativeHandle(currentStream(device.index()))));
+  MT_RT_CHECK(kernels::update_scale(p, streamFor(device)));
   return self;
 }
 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "_amp_foreach_non_finite_check_and_unscale_", wrapper_non_finite_check_and_unscale_);
-  MT_IMPL(m, "_amp_update_scale_", wrapper_update_scale_);
+  MT_IMPL(m, "_amp_foreach_non_finite_check_and_unscale_", nonFiniteCheckAndUnscaleInplace);
+  MT_IMPL(m, "_amp_update_scale_", updateScaleInplace);
 }
 
 } // namespace mytorch

@@ -40,12 +40,12 @@ namespace {
 using at::Tensor;
 
 // sgn is sign for real dtypes; for complex, z / |z| (Complex.cpp).
-Tensor& sgn_out(const Tensor& self, Tensor& out) {
+Tensor& sgnOut(const Tensor& self, Tensor& out) {
   return ewOr(EwOp::Sign, {self}, out, {}, [&]() -> Tensor& { return Fallback<at::_ops::sgn_out>::call(self, out); });
 }
 
 // round(decimals) as ATen: scale by 10^|d|, round half to even, scale back (native kernels, scalars in opmath).
-Tensor& round_decimals_out(const Tensor& self, int64_t decimals, Tensor& out) {
+Tensor& roundDecimalsOut(const Tensor& self, int64_t decimals, Tensor& out) {
   // floating only, decimals=0 included (the CPU's round(int) is the identity, its round(int, decimals=0) raises)
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "round_decimals: expected a floating point tensor, got ",
               self.scalar_type());
@@ -62,28 +62,27 @@ Tensor relu(const Tensor& self) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   return at::clamp_min(self, 0);
 }
-Tensor& relu_(Tensor& self) {
+Tensor& reluInplace(Tensor& self) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   return at::clamp_min_(self, 0);
 }
 
 // relu's backward (grad where self > threshold, else 0), from native kernels.
-Tensor& threshold_backward_out(const Tensor& grad, const Tensor& self, const c10::Scalar& threshold,
-                               Tensor& grad_input) {
+Tensor& thresholdBackwardOut(const Tensor& grad, const Tensor& self, const c10::Scalar& threshold, Tensor& grad_input) {
   Tensor r = at::where(at::le(self, threshold), at::zeros_like(grad), grad);
   at::native::resize_output(grad_input, r.sizes());
   return grad_input.copy_(r);
 }
 
-Tensor& neg_out(const Tensor& self, Tensor& out) {
+Tensor& negOut(const Tensor& self, Tensor& out) {
   TORCH_CHECK(self.scalar_type() != at::kBool,
               "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
               "use the `~` or `logical_not()` operator instead.");
   return ewOr(EwOp::Neg, {self}, out, {}, [&]() -> Tensor& { return Fallback<at::_ops::neg_out>::call(self, out); });
 }
 
-Tensor& nan_to_num_out(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
-                       std::optional<double> neginf, Tensor& out) {
+Tensor& nanToNumOut(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                    std::optional<double> neginf, Tensor& out) {
   EwParams p;
   p.nan = nan.value_or(0.0);
   double hi = std::numeric_limits<double>::max(), lo = std::numeric_limits<double>::lowest();
@@ -109,7 +108,7 @@ Tensor& nan_to_num_out(const Tensor& self, std::optional<double> nan, std::optio
 }
 
 // signbit: a bool out= only (ATen refuses any other).
-Tensor& signbit_out(const Tensor& self, Tensor& out) {
+Tensor& signbitOut(const Tensor& self, Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kBool, "signbit does not support non-boolean outputs.");
   return ewOr(EwOp::Signbit, {self}, out, {},
               [&]() -> Tensor& { return Fallback<at::_ops::signbit_out>::call(self, out); });
@@ -117,7 +116,7 @@ Tensor& signbit_out(const Tensor& self, Tensor& out) {
 
 // The Special group's Hand rows: polygamma's order n, logit's eps and its backward; angle, whose real case is the
 // Angle row and whose complex case is the CPU fallback's.
-Tensor& polygamma_out(int64_t n, const Tensor& self, Tensor& out) {
+Tensor& polygammaOut(int64_t n, const Tensor& self, Tensor& out) {
   EwParams p;
   p.ialpha = n;
   // a negative order: ATen's own message, from the fallback
@@ -132,7 +131,7 @@ EwParams logitParams(std::optional<double> eps) {
   p.lo = p.has_lo ? *eps : 0;
   return p;
 }
-Tensor& logit_out(const Tensor& self, std::optional<double> eps, Tensor& out) {
+Tensor& logitOut(const Tensor& self, std::optional<double> eps, Tensor& out) {
   return ewOr(EwOp::Logit, {self}, out, logitParams(eps),
               [&]() -> Tensor& { return Fallback<at::_ops::logit_out>::call(self, eps, out); });
 }
@@ -141,17 +140,17 @@ Tensor logit(const Tensor& self, std::optional<double> eps) {
   if (!ewTry(EwOp::Logit, {self}, out, logitParams(eps))) return Fallback<at::_ops::logit>::call(self, eps);
   return out;
 }
-Tensor& logit_(Tensor& self, std::optional<double> eps) {
+Tensor& logitInplace(Tensor& self, std::optional<double> eps) {
   return ewOr(EwOp::Logit, {self}, self, logitParams(eps),
               [&]() -> Tensor& { return Fallback<at::_ops::logit_>::call(self, eps); });
 }
-Tensor& logit_backward_out(const Tensor& grad, const Tensor& self, std::optional<double> eps, Tensor& gi) {
+Tensor& logitBackwardOut(const Tensor& grad, const Tensor& self, std::optional<double> eps, Tensor& gi) {
   return ewOr(EwOp::LogitBackward, {grad, self}, gi, logitParams(eps),
               [&]() -> Tensor& { return Fallback<at::_ops::logit_backward_grad_input>::call(grad, self, eps, gi); });
 }
 
 // angle of a real tensor: pi below zero, 0 elsewhere, in the floating dtype; complex through the fallback.
-Tensor& angle_out(const Tensor& self, Tensor& out) {
+Tensor& angleOut(const Tensor& self, Tensor& out) {
   if (self.is_complex()) return Fallback<at::_ops::angle_out>::call(self, out);
   return ewOr(EwOp::Angle, {self}, out, {},
               [&]() -> Tensor& { return Fallback<at::_ops::angle_out>::call(self, out); });
@@ -191,20 +190,20 @@ Tensor& isposinfOut(const Tensor& self, Tensor& out) { return isInfSigned(self, 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "neg.out", neg_out);
-  MT_IMPL(m, "sgn.out", sgn_out);
-  MT_IMPL(m, "round.decimals_out", round_decimals_out);
+  MT_IMPL(m, "neg.out", negOut);
+  MT_IMPL(m, "sgn.out", sgnOut);
+  MT_IMPL(m, "round.decimals_out", roundDecimalsOut);
   MT_IMPL(m, "relu", relu);
-  MT_IMPL(m, "relu_", relu_);
-  MT_IMPL(m, "threshold_backward.grad_input", threshold_backward_out);
-  MT_IMPL(m, "nan_to_num.out", nan_to_num_out);
-  MT_IMPL(m, "signbit.out", signbit_out);
-  MT_IMPL(m, "polygamma.out", polygamma_out);
-  MT_IMPL(m, "logit.out", logit_out);
+  MT_IMPL(m, "relu_", reluInplace);
+  MT_IMPL(m, "threshold_backward.grad_input", thresholdBackwardOut);
+  MT_IMPL(m, "nan_to_num.out", nanToNumOut);
+  MT_IMPL(m, "signbit.out", signbitOut);
+  MT_IMPL(m, "polygamma.out", polygammaOut);
+  MT_IMPL(m, "logit.out", logitOut);
   MT_IMPL(m, "logit", logit);
-  MT_IMPL(m, "logit_", logit_);
-  MT_IMPL(m, "logit_backward.grad_input", logit_backward_out);
-  MT_IMPL(m, "angle.out", angle_out);
+  MT_IMPL(m, "logit_", logitInplace);
+  MT_IMPL(m, "logit_backward.grad_input", logitBackwardOut);
+  MT_IMPL(m, "angle.out", angleOut);
   MT_IMPL(m, "angle", angle);
   MT_IMPL(m, "isnan", isnan);
   MT_IMPL(m, "isinf", isinf);

@@ -54,7 +54,7 @@ Tensor& histcOut(const Tensor& self, int64_t bins, const at::Scalar& min, const 
   a.counts = counts.data_ptr<int64_t>();
   if (a.n > 0) {
     c10::DeviceGuard guard(self.device());
-    MT_RT_CHECK(kernels::histc(a, nativeHandle(currentStream(self.device().index()))));
+    MT_RT_CHECK(kernels::histc(a, streamFor(self)));
   }
   at::native::resize_output(out, {bins});
   out.copy_(counts);
@@ -95,7 +95,7 @@ Tensor bincount(const Tensor& self, const std::optional<Tensor>& weights_opt, in
     a.counts = counts.data_ptr<int64_t>();
   }
   c10::DeviceGuard guard(self.device());
-  MT_RT_CHECK(kernels::bincount(a, nativeHandle(currentStream(self.device().index()))));
+  MT_RT_CHECK(kernels::bincount(a, streamFor(self)));
   if (!weighted) return counts;
   return weights_opt->scalar_type() == at::kFloat ? sums.to(at::kFloat) : sums;
 }

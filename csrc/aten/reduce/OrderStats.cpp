@@ -1,4 +1,4 @@
-// Op table: order statistics along a dimension (median, nanmedian, kthvalue, mode) and unique_consecutive, read
+// Op table: order statistics along a dimension (median, nanmedian, kthvalue, mode) and uniqueConsecutive, read
 // off the native stable sort (Note [Order statistics from the sort]).
 //
 // Note [Order statistics from the sort]
@@ -143,38 +143,38 @@ std::tuple<Tensor&, Tensor&> assignPair(std::tuple<Tensor, Tensor> result, const
   return {values, indices};
 }
 
-std::tuple<Tensor&, Tensor&> median_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
-                                            Tensor& indices) {
+std::tuple<Tensor&, Tensor&> medianDimOut(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
+                                          Tensor& indices) {
   if (!sortable(self)) return Fallback<at::_ops::median_dim_values>::call(self, dim, keepdim, values, indices);
   return assignPair(selectAlong(self, dim, keepdim, Select::Median), self, values, indices);
 }
 
-std::tuple<Tensor&, Tensor&> nanmedian_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
-                                               Tensor& indices) {
+std::tuple<Tensor&, Tensor&> nanmedianDimOut(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
+                                             Tensor& indices) {
   if (!sortable(self)) return Fallback<at::_ops::nanmedian_dim_values>::call(self, dim, keepdim, values, indices);
   return assignPair(selectAlong(self, dim, keepdim, Select::NanMedian), self, values, indices);
 }
 
 // median() / nanmedian() of all elements: the dim form over the flattened tensor (an empty one gives NaN).
-Tensor median_all(const Tensor& self) {
+Tensor medianAll(const Tensor& self) {
   if (!sortable(self) || self.numel() == 0) return Fallback<at::_ops::median>::call(self);
   return std::get<0>(selectAlong(self.reshape({-1}), 0, false, Select::Median));
 }
 
-Tensor nanmedian_all(const Tensor& self) {
+Tensor nanmedianAll(const Tensor& self) {
   if (!sortable(self) || self.numel() == 0) return Fallback<at::_ops::nanmedian>::call(self);
   return std::get<0>(selectAlong(self.reshape({-1}), 0, false, Select::NanMedian));
 }
 
-std::tuple<Tensor&, Tensor&> kthvalue_out(const Tensor& self, int64_t k, int64_t dim, bool keepdim, Tensor& values,
-                                          Tensor& indices) {
+std::tuple<Tensor&, Tensor&> kthvalueOut(const Tensor& self, int64_t k, int64_t dim, bool keepdim, Tensor& values,
+                                         Tensor& indices) {
   if (!sortable(self)) return Fallback<at::_ops::kthvalue_values>::call(self, k, dim, keepdim, values, indices);
   at::assert_no_overlap(self, values);  // as ATen's kthvalue, which refuses an out= that is the input
   at::assert_no_overlap(self, indices);
   return assignPair(selectAlong(self, dim, keepdim, Select::Kth, k), self, values, indices);
 }
 
-std::tuple<Tensor&, Tensor&> mode_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
+std::tuple<Tensor&, Tensor&> modeOut(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
   if (!sortable(self)) return Fallback<at::_ops::mode_values>::call(self, dim, keepdim, values, indices);
   return assignPair(selectAlong(self, dim, keepdim, Select::Mode), self, values, indices);
 }
@@ -184,10 +184,10 @@ std::tuple<Tensor, Tensor> mode(const Tensor& self, int64_t dim, bool keepdim) {
   return selectAlong(self, dim, keepdim, Select::Mode);
 }
 
-// unique_consecutive: a run starts where a slice differs from the one before it; outputs, inverse and counts
+// uniqueConsecutive: a run starts where a slice differs from the one before it; outputs, inverse and counts
 // follow from the starts by a selection, a scan and a difference.
-std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool return_inverse, bool return_counts,
-                                                      std::optional<int64_t> dim) {
+std::tuple<Tensor, Tensor, Tensor> uniqueConsecutive(const Tensor& self, bool return_inverse, bool return_counts,
+                                                     std::optional<int64_t> dim) {
   if (!sortable(self) || (dim.has_value() && self.dim() == 0))
     return Fallback<at::_ops::unique_consecutive>::call(self, return_inverse, return_counts, dim);
   const auto long_opts = self.options().dtype(at::kLong);
@@ -229,14 +229,14 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool r
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "median", median_all);
-  MT_IMPL(m, "median.dim_values", median_dim_out);
-  MT_IMPL(m, "nanmedian", nanmedian_all);
-  MT_IMPL(m, "nanmedian.dim_values", nanmedian_dim_out);
-  MT_IMPL(m, "kthvalue.values", kthvalue_out);
+  MT_IMPL(m, "median", medianAll);
+  MT_IMPL(m, "median.dim_values", medianDimOut);
+  MT_IMPL(m, "nanmedian", nanmedianAll);
+  MT_IMPL(m, "nanmedian.dim_values", nanmedianDimOut);
+  MT_IMPL(m, "kthvalue.values", kthvalueOut);
   MT_IMPL(m, "mode", mode);
-  MT_IMPL(m, "mode.values", mode_out);
-  MT_IMPL(m, "unique_consecutive", unique_consecutive);
+  MT_IMPL(m, "mode.values", modeOut);
+  MT_IMPL(m, "unique_consecutive", uniqueConsecutive);
 }
 
 } // namespace mytorch

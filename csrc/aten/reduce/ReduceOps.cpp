@@ -72,8 +72,8 @@ void checkLogicalOut(const Tensor& self, const Tensor& out, const char* name) {
               " only supports bool tensor for result, got: ", t);
 }
 
-Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
-                Tensor& out) {
+Tensor& sumOut(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
+               Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) {
     if (complexSum(self, dim, keepdim, dtype, /*mean=*/false, out)) return out;
@@ -83,8 +83,8 @@ Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, s
   return out;
 }
 
-Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
-                 Tensor& out) {
+Tensor& meanOut(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                Tensor& out) {
   const auto t = dtype.value_or(self.scalar_type());
   TORCH_CHECK(
       at::isFloatingType(t) || at::isComplexType(t),
@@ -98,7 +98,7 @@ Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, 
   return out;
 }
 
-Tensor& prod_dim_out(const Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
+Tensor& prodDimOut(const Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) {
     if (complexProd(self, dim, keepdim, dtype, out)) return out;
@@ -108,7 +108,7 @@ Tensor& prod_dim_out(const Tensor& self, int64_t dim, bool keepdim, std::optiona
   return out;
 }
 
-Tensor prod_all(const Tensor& self, std::optional<at::ScalarType> dtype) {
+Tensor prodAll(const Tensor& self, std::optional<at::ScalarType> dtype) {
   const auto t = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
   Tensor out = at::empty({}, self.options().dtype(t));
   if (!native(self, out)) {
@@ -130,7 +130,7 @@ void checkNonEmpty(const Tensor& self, at::OptionalIntArrayRef dims, const char*
   }
 }
 
-Tensor& amax_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
+Tensor& amaxOut(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native(self, out)) return Fallback<at::_ops::amax_out>::call(self, dim, keepdim, out);
   checkNonEmpty(self, dim, "amax");
   checkOutDtype(out, self.scalar_type());
@@ -138,7 +138,7 @@ Tensor& amax_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& 
   return out;
 }
 
-Tensor& amin_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
+Tensor& aminOut(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native(self, out)) return Fallback<at::_ops::amin_out>::call(self, dim, keepdim, out);
   checkNonEmpty(self, dim, "amin");
   checkOutDtype(out, self.scalar_type());
@@ -146,8 +146,7 @@ Tensor& amin_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& 
   return out;
 }
 
-std::tuple<Tensor&, Tensor&> max_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
-                                         Tensor& indices) {
+std::tuple<Tensor&, Tensor&> maxDimOut(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
   if (!native(self, values)) return Fallback<at::_ops::max_dim_max>::call(self, dim, keepdim, values, indices);
   checkNonEmpty(self, at::IntArrayRef{dim}, "max");
   checkOutDtype(values, self.scalar_type());
@@ -156,8 +155,7 @@ std::tuple<Tensor&, Tensor&> max_dim_out(const Tensor& self, int64_t dim, bool k
   return {values, indices};
 }
 
-std::tuple<Tensor&, Tensor&> min_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& values,
-                                         Tensor& indices) {
+std::tuple<Tensor&, Tensor&> minDimOut(const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
   if (!native(self, values)) return Fallback<at::_ops::min_dim_min>::call(self, dim, keepdim, values, indices);
   checkNonEmpty(self, at::IntArrayRef{dim}, "min");
   checkOutDtype(values, self.scalar_type());
@@ -166,7 +164,7 @@ std::tuple<Tensor&, Tensor&> min_dim_out(const Tensor& self, int64_t dim, bool k
   return {values, indices};
 }
 
-Tensor max_all(const Tensor& self) {
+Tensor maxAll(const Tensor& self) {
   TORCH_CHECK(self.numel() > 0,
               "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with "
               "the 'dim' argument.");
@@ -176,7 +174,7 @@ Tensor max_all(const Tensor& self) {
   return out;
 }
 
-Tensor min_all(const Tensor& self) {
+Tensor minAll(const Tensor& self) {
   TORCH_CHECK(self.numel() > 0,
               "min(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with "
               "the 'dim' argument.");
@@ -202,11 +200,11 @@ Tensor& arg_out(RedOp op, const Tensor& self, std::optional<int64_t> dim, bool k
   return out;
 }
 
-Tensor& argmax_out(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
+Tensor& argmaxOut(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
   if (self.is_complex()) return Fallback<at::_ops::argmax_out>::call(self, dim, keepdim, out);
   return arg_out(RedOp::ArgMax, self, dim, keepdim, out, "argmax");
 }
-Tensor& argmin_out(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
+Tensor& argminOut(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
   if (self.is_complex()) return Fallback<at::_ops::argmin_out>::call(self, dim, keepdim, out);
   return arg_out(RedOp::ArgMin, self, dim, keepdim, out, "argmin");
 }
@@ -218,16 +216,16 @@ void checkVarDtype(const Tensor& self, const char* name) {
               " only supports floating-point and complex dtypes. Got: ", self.scalar_type());
 }
 
-Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
-                bool keepdim, Tensor& out) {
+Tensor& varOut(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+               bool keepdim, Tensor& out) {
   checkVarDtype(self, "std and var");
   if (!native(self, out)) return Fallback<at::_ops::var_correction_out>::call(self, dim, correction, keepdim, out);
   runReduce(RedOp::Var, computeInput(self, std::nullopt, out), dim, keepdim, out, Tensor(), 2, correctionOf(correction),
             false);
   return out;
 }
-Tensor& std_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
-                bool keepdim, Tensor& out) {
+Tensor& stdOut(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+               bool keepdim, Tensor& out) {
   checkVarDtype(self, "std and var");
   if (!native(self, out)) return Fallback<at::_ops::std_correction_out>::call(self, dim, correction, keepdim, out);
   runReduce(RedOp::Var, computeInput(self, std::nullopt, out), dim, keepdim, out, Tensor(), 2, correctionOf(correction),
@@ -237,24 +235,24 @@ Tensor& std_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::opti
 Tensor var(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
            bool keepdim) {
   Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
-  return var_out(self, dim, correction, keepdim, out);
+  return varOut(self, dim, correction, keepdim, out);
 }
-Tensor std_fn(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
-              bool keepdim) {
+Tensor stdFn(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+             bool keepdim) {
   Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
-  return std_out(self, dim, correction, keepdim, out);
+  return stdOut(self, dim, correction, keepdim, out);
 }
 
-std::tuple<Tensor, Tensor> var_mean(const Tensor& self, at::OptionalIntArrayRef dim,
-                                    const std::optional<c10::Scalar>& correction, bool keepdim) {
+std::tuple<Tensor, Tensor> varMean(const Tensor& self, at::OptionalIntArrayRef dim,
+                                   const std::optional<c10::Scalar>& correction, bool keepdim) {
   checkVarDtype(self, "var_mean");
   if (self.is_complex()) return Fallback<at::_ops::var_mean_correction>::call(self, dim, correction, keepdim);
   Tensor v = at::empty({0}, self.options()), m = at::empty({0}, self.options());
   runReduce(RedOp::Var, self, dim, keepdim, v, m, 2, correctionOf(correction), false);
   return {v, m};
 }
-std::tuple<Tensor, Tensor> std_mean(const Tensor& self, at::OptionalIntArrayRef dim,
-                                    const std::optional<c10::Scalar>& correction, bool keepdim) {
+std::tuple<Tensor, Tensor> stdMean(const Tensor& self, at::OptionalIntArrayRef dim,
+                                   const std::optional<c10::Scalar>& correction, bool keepdim) {
   checkVarDtype(self, "std_mean");
   if (self.is_complex()) return Fallback<at::_ops::std_mean_correction>::call(self, dim, correction, keepdim);
   Tensor v = at::empty({0}, self.options()), m = at::empty({0}, self.options());
@@ -262,8 +260,8 @@ std::tuple<Tensor, Tensor> std_mean(const Tensor& self, at::OptionalIntArrayRef 
   return {v, m};
 }
 
-Tensor& vector_norm_out(const Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
-                        std::optional<at::ScalarType> dtype, Tensor& out) {
+Tensor& vectorNormOut(const Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype, Tensor& out) {
   TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
   checkOutDtype(out, c10::toRealValueType(dtype.value_or(self.scalar_type())));
@@ -276,7 +274,7 @@ Tensor& vector_norm_out(const Tensor& self, const c10::Scalar& ord, at::Optional
   return out;
 }
 
-Tensor& logsumexp_out(const Tensor& self_in, at::IntArrayRef dim, bool keepdim, Tensor& out) {
+Tensor& logsumexpOut(const Tensor& self_in, at::IntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native(self_in, out)) return Fallback<at::_ops::logsumexp_out>::call(self_in, dim, keepdim, out);
   TORCH_CHECK(at::isFloatingType(out.scalar_type()),
               "logsumexp(): Expected floating point type for result tensor, "
@@ -299,58 +297,58 @@ Tensor& logsumexp_out(const Tensor& self_in, at::IntArrayRef dim, bool keepdim, 
   return out;
 }
 
-Tensor& all_out(const Tensor& self, Tensor& out) {
+Tensor& allOut(const Tensor& self, Tensor& out) {
   checkLogicalOut(self, out, "all");
   if (!native(self, out)) return Fallback<at::_ops::all_all_out>::call(self, out);
   runReduce(RedOp::All, self, std::nullopt, false, out);
   return out;
 }
-Tensor& any_out(const Tensor& self, Tensor& out) {
+Tensor& anyOut(const Tensor& self, Tensor& out) {
   checkLogicalOut(self, out, "any");
   if (!native(self, out)) return Fallback<at::_ops::any_all_out>::call(self, out);
   runReduce(RedOp::Any, self, std::nullopt, false, out);
   return out;
 }
-Tensor& all_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
+Tensor& allDimsOut(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
   checkLogicalOut(self, out, "all");
   if (!native(self, out)) return Fallback<at::_ops::all_dims_out>::call(self, dim, keepdim, out);
   runReduce(RedOp::All, self, dim, keepdim, out);
   return out;
 }
-Tensor& any_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
+Tensor& anyDimsOut(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
   checkLogicalOut(self, out, "any");
   if (!native(self, out)) return Fallback<at::_ops::any_dims_out>::call(self, dim, keepdim, out);
   runReduce(RedOp::Any, self, dim, keepdim, out);
   return out;
 }
-Tensor& all_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
-  return all_dims_out(self, at::IntArrayRef{dim}, keepdim, out);
+Tensor& allDimOut(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
+  return allDimsOut(self, at::IntArrayRef{dim}, keepdim, out);
 }
-Tensor& any_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
-  return any_dims_out(self, at::IntArrayRef{dim}, keepdim, out);
+Tensor& anyDimOut(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
+  return anyDimsOut(self, at::IntArrayRef{dim}, keepdim, out);
 }
 
-Tensor count_nonzero(const Tensor& self, at::IntArrayRef dim) {
+Tensor countNonzero(const Tensor& self, at::IntArrayRef dim) {
   Tensor out = at::empty({0}, self.options().dtype(at::kLong));
   if (self.is_complex()) return Fallback<at::_ops::count_nonzero_dim_IntList>::call(self, dim);
   runReduce(RedOp::CountNonzero, self, dim, false, out);
   return out;
 }
 
-Tensor& cumsum_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
+Tensor& cumsumOut(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::cumsum_out>::call(self, dim, dtype, out);
   runScan(ScanOp::CumSum, computeInput(self, dtype, out), dim, out);
   return out;
 }
-Tensor& cumprod_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
+Tensor& cumprodOut(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::cumprod_out>::call(self, dim, dtype, out);
   runScan(ScanOp::CumProd, computeInput(self, dtype, out), dim, out);
   return out;
 }
 
-Tensor& logcumsumexp_out(const Tensor& self, int64_t dim, Tensor& out) {
+Tensor& logcumsumexpOut(const Tensor& self, int64_t dim, Tensor& out) {
   if (!native(self, out) || !at::isFloatingType(self.scalar_type()) || out.scalar_type() != self.scalar_type()) {
     return Fallback<at::_ops::_logcumsumexp_out>::call(self, dim, out);
   }
@@ -360,7 +358,7 @@ Tensor& logcumsumexp_out(const Tensor& self, int64_t dim, Tensor& out) {
 Tensor logcumsumexp(const Tensor& self, int64_t dim) {
   if (!at::isFloatingType(self.scalar_type())) return Fallback<at::_ops::_logcumsumexp>::call(self, dim);
   Tensor out = at::empty({0}, self.options());
-  return logcumsumexp_out(self, dim, out);
+  return logcumsumexpOut(self, dim, out);
 }
 
 // cummax / cummin (ATen's composites resize values and indices, then call these helpers).
@@ -379,36 +377,36 @@ void cumExtremeHelper(const Tensor& self, Tensor& values, Tensor& indices, int64
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "sum.IntList_out", sum_out);
-  MT_IMPL(m, "mean.out", mean_out);
-  MT_IMPL(m, "prod.int_out", prod_dim_out);
-  MT_IMPL(m, "prod", prod_all);
-  MT_IMPL(m, "amax.out", amax_out);
-  MT_IMPL(m, "amin.out", amin_out);
-  MT_IMPL(m, "max.dim_max", max_dim_out);
-  MT_IMPL(m, "min.dim_min", min_dim_out);
-  MT_IMPL(m, "max", max_all);
-  MT_IMPL(m, "min", min_all);
-  MT_IMPL(m, "argmax.out", argmax_out);
-  MT_IMPL(m, "argmin.out", argmin_out);
-  MT_IMPL(m, "var.correction_out", var_out);
-  MT_IMPL(m, "std.correction_out", std_out);
+  MT_IMPL(m, "sum.IntList_out", sumOut);
+  MT_IMPL(m, "mean.out", meanOut);
+  MT_IMPL(m, "prod.int_out", prodDimOut);
+  MT_IMPL(m, "prod", prodAll);
+  MT_IMPL(m, "amax.out", amaxOut);
+  MT_IMPL(m, "amin.out", aminOut);
+  MT_IMPL(m, "max.dim_max", maxDimOut);
+  MT_IMPL(m, "min.dim_min", minDimOut);
+  MT_IMPL(m, "max", maxAll);
+  MT_IMPL(m, "min", minAll);
+  MT_IMPL(m, "argmax.out", argmaxOut);
+  MT_IMPL(m, "argmin.out", argminOut);
+  MT_IMPL(m, "var.correction_out", varOut);
+  MT_IMPL(m, "std.correction_out", stdOut);
   MT_IMPL(m, "var.correction", var);
-  MT_IMPL(m, "std.correction", std_fn);
-  MT_IMPL(m, "var_mean.correction", var_mean);
-  MT_IMPL(m, "std_mean.correction", std_mean);
-  MT_IMPL(m, "linalg_vector_norm.out", vector_norm_out);
-  MT_IMPL(m, "logsumexp.out", logsumexp_out);
-  MT_IMPL(m, "all.all_out", all_out);
-  MT_IMPL(m, "any.all_out", any_out);
-  MT_IMPL(m, "all.dims_out", all_dims_out);
-  MT_IMPL(m, "any.dims_out", any_dims_out);
-  MT_IMPL(m, "all.out", all_dim_out);
-  MT_IMPL(m, "any.out", any_dim_out);
-  MT_IMPL(m, "count_nonzero.dim_IntList", count_nonzero);
-  MT_IMPL(m, "cumsum.out", cumsum_out);
-  MT_IMPL(m, "cumprod.out", cumprod_out);
-  MT_IMPL(m, "_logcumsumexp.out", logcumsumexp_out);
+  MT_IMPL(m, "std.correction", stdFn);
+  MT_IMPL(m, "var_mean.correction", varMean);
+  MT_IMPL(m, "std_mean.correction", stdMean);
+  MT_IMPL(m, "linalg_vector_norm.out", vectorNormOut);
+  MT_IMPL(m, "logsumexp.out", logsumexpOut);
+  MT_IMPL(m, "all.all_out", allOut);
+  MT_IMPL(m, "any.all_out", anyOut);
+  MT_IMPL(m, "all.dims_out", allDimsOut);
+  MT_IMPL(m, "any.dims_out", anyDimsOut);
+  MT_IMPL(m, "all.out", allDimOut);
+  MT_IMPL(m, "any.out", anyDimOut);
+  MT_IMPL(m, "count_nonzero.dim_IntList", countNonzero);
+  MT_IMPL(m, "cumsum.out", cumsumOut);
+  MT_IMPL(m, "cumprod.out", cumprodOut);
+  MT_IMPL(m, "_logcumsumexp.out", logcumsumexpOut);
   MT_IMPL(m, "_logcumsumexp", logcumsumexp);
   MT_IMPL(m, "_cummax_helper", (cumExtremeHelper<ScanOp::CumMax, at::_ops::_cummax_helper>));
   MT_IMPL(m, "_cummin_helper", (cumExtremeHelper<ScanOp::CumMin, at::_ops::_cummin_helper>));

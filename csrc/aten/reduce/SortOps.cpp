@@ -76,7 +76,7 @@ std::tuple<Tensor, Tensor> sortAlong(const Tensor& self, int64_t dim, bool desce
   }
   if (moved.numel() > 0) {
     c10::DeviceGuard guard(self.device());
-    MT_RT_CHECK(kernels::sort(a, nativeHandle(currentStream(self.device().index()))));
+    MT_RT_CHECK(kernels::sort(a, streamFor(self)));
   }
   return {values.movedim(-1, dim), indices.movedim(-1, dim)};
 }
@@ -109,7 +109,7 @@ Tensor& isinOut(const Tensor& elements, const Tensor& test_elements, bool /*assu
   a.out = result.data_ptr<bool>();
   if (a.n > 0) {
     c10::DeviceGuard guard(elements.device());
-    MT_RT_CHECK(kernels::isin(a, nativeHandle(currentStream(elements.device().index()))));
+    MT_RT_CHECK(kernels::isin(a, streamFor(elements)));
   }
   if (!result.is_same(out)) out.copy_(result);
   return out;
@@ -143,8 +143,8 @@ Tensor isinST(const at::Scalar& element, const Tensor& test_elements, bool assum
   return isinSTOut(element, test_elements, assume_unique, invert, out);
 }
 
-std::tuple<Tensor&, Tensor&> sort_out(const Tensor& self, std::optional<bool>, int64_t dim, bool descending,
-                                      Tensor& values, Tensor& indices) {
+std::tuple<Tensor&, Tensor&> sortOut(const Tensor& self, std::optional<bool>, int64_t dim, bool descending,
+                                     Tensor& values, Tensor& indices) {
   checkOutDtype(values, self.scalar_type());
   checkOutDtype(indices, at::kLong);
   auto [v, i] = sortAlong(self, dim, descending);
@@ -155,8 +155,8 @@ std::tuple<Tensor&, Tensor&> sort_out(const Tensor& self, std::optional<bool>, i
   return {values, indices};
 }
 
-std::tuple<Tensor&, Tensor&> topk_out(const Tensor& self, int64_t k, int64_t dim, bool largest, bool, Tensor& values,
-                                      Tensor& indices) {
+std::tuple<Tensor&, Tensor&> topkOut(const Tensor& self, int64_t k, int64_t dim, bool largest, bool, Tensor& values,
+                                     Tensor& indices) {
   checkOutDtype(values, self.scalar_type());
   checkOutDtype(indices, at::kLong);
   const int64_t d = self.dim() ? at::maybe_wrap_dim(dim, self.dim()) : 0;
@@ -208,8 +208,8 @@ std::tuple<Tensor, Tensor> unique1(const Tensor& self, bool sorted, bool return_
 
 // unique over slices along dim: slices ordered lexicographically by one stable sort per column (last
 // column first, radix-style), then the first slice of each run of equal slices.
-std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, bool, bool return_inverse,
-                                              bool return_counts) {
+std::tuple<Tensor, Tensor, Tensor> uniqueDim(const Tensor& self, int64_t dim, bool, bool return_inverse,
+                                             bool return_counts) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   const int64_t n = self.size(dim);
   auto opts = self.options().dtype(at::kLong);
@@ -239,7 +239,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, b
   return {values, inverse, counts};
 }
 
-Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, Tensor& out) {
+Tensor& randpermOut(int64_t n, std::optional<at::Generator> gen, Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
   at::native::resize_output(out, {n});
   if (n == 0) return out;
@@ -319,7 +319,7 @@ Tensor& searchsortedOut(const Tensor& boundaries, const Tensor& self, bool out_i
   a.out = result.data_ptr();
   {
     c10::DeviceGuard guard(self.device());
-    MT_RT_CHECK(kernels::searchsorted(a, nativeHandle(currentStream(self.device().index()))));
+    MT_RT_CHECK(kernels::searchsorted(a, streamFor(self)));
   }
   if (!result.is_same(out)) out.copy_(result);
   return out;
@@ -393,15 +393,15 @@ Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement, st
   return self.dim() == 1 ? result.squeeze(0) : result;
 }
 
-Tensor native_dropout_backward(const Tensor& grad, const Tensor& mask, double scale) {
+Tensor nativeDropoutBackward(const Tensor& grad, const Tensor& mask, double scale) {
   return at::mul(at::mul(grad, mask), scale);
 }
 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "sort.values_stable", sort_out);
-  MT_IMPL(m, "topk.values", topk_out);
+  MT_IMPL(m, "sort.values_stable", sortOut);
+  MT_IMPL(m, "topk.values", topkOut);
   MT_IMPL(m, "_unique2", unique2);
   MT_IMPL(m, "searchsorted.Tensor", searchsortedFn);
   MT_IMPL(m, "searchsorted.Tensor_out", searchsortedOut);
@@ -418,10 +418,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "isin.Scalar_Tensor", isinST);
   MT_IMPL(m, "isin.Scalar_Tensor_out", isinSTOut);
   MT_IMPL(m, "_unique", unique1);
-  MT_IMPL(m, "unique_dim", unique_dim);
-  MT_IMPL(m, "randperm.generator_out", randperm_out);
+  MT_IMPL(m, "unique_dim", uniqueDim);
+  MT_IMPL(m, "randperm.generator_out", randpermOut);
   MT_IMPL(m, "multinomial", multinomial);
-  MT_IMPL(m, "native_dropout_backward", native_dropout_backward);
+  MT_IMPL(m, "native_dropout_backward", nativeDropoutBackward);
 }
 
 } // namespace mytorch

@@ -142,9 +142,9 @@ bool libraryPass(ConvPass pass, const Geometry& g, const at::Tensor& x, const at
   c.geom = g.a;
   c.cout = g.cout;
   c.groups = g.groups;
-  c.x = x.defined() ? x.data_ptr() : nullptr;
-  c.w = w.defined() ? w.data_ptr() : nullptr;
-  c.dy = dy.defined() ? dy.data_ptr() : nullptr;
+  c.x = dataOrNull(x);
+  c.w = dataOrNull(w);
+  c.dy = dataOrNull(dy);
   c.out = out.data_ptr();
   c.allow_tf32 = at::globalContext().allowTF32CuDNN();
   c.deterministic = at::globalContext().deterministicAlgorithms() || at::globalContext().deterministicCuDNN();
@@ -337,10 +337,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convTransposedBackward(const at::
   return {gi, gw, gb};
 }
 
-at::Tensor wrapper_convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
-                                            const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                                            at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
-                                            at::IntArrayRef output_padding, int64_t groups) {
+at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                                   at::IntArrayRef output_padding, int64_t groups) {
   if (nativeConv(input, weight, transposed, dilation))
     return transposed ? convTransposedForward(input, weight, bias, stride, padding, dilation, output_padding, groups)
                       : convForward(input, weight, bias, stride, padding, dilation, groups);
@@ -357,7 +357,7 @@ at::Tensor wrapper_convolution_overrideable(const at::Tensor& input, const at::T
   return result;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward_overrideable(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
     std::array<bool, 3> output_mask) {
@@ -383,8 +383,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward_over
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "convolution_overrideable", wrapper_convolution_overrideable);
-  MT_IMPL(m, "convolution_backward_overrideable", wrapper_convolution_backward_overrideable);
+  MT_IMPL(m, "convolution_overrideable", convolutionOverrideable);
+  MT_IMPL(m, "convolution_backward_overrideable", convolutionBackwardOverrideable);
 }
 
 } // namespace mytorch

@@ -211,63 +211,63 @@ Tensor& upsampleBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at:
                    resample(kKind, grad, spatialOf(input_size, k), output_size, align_corners, {scales...}, true));
 }
 
-Tensor& linear1d_out(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD s, Tensor& out) {
+Tensor& linear1dOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD s, Tensor& out) {
   return upsampleOut<at::_ops::upsample_linear1d_out, Kind::Linear>(self, output_size, align_corners, out, s);
 }
-Tensor& linear1d_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
-                              bool align_corners, OptD s, Tensor& grad_input) {
+Tensor& linear1dBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
+                            bool align_corners, OptD s, Tensor& grad_input) {
   return upsampleBackwardOut<at::_ops::upsample_linear1d_backward_grad_input, Kind::Linear>(
       grad, output_size, input_size, align_corners, grad_input, s);
 }
-Tensor& trilinear3d_out(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sd, OptD sh, OptD sw,
-                        Tensor& out) {
+Tensor& trilinear3dOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sd, OptD sh, OptD sw,
+                       Tensor& out) {
   return upsampleOut<at::_ops::upsample_trilinear3d_out, Kind::Linear>(self, output_size, align_corners, out, sd, sh,
                                                                        sw);
 }
-Tensor& trilinear3d_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
-                                 bool align_corners, OptD sd, OptD sh, OptD sw, Tensor& grad_input) {
+Tensor& trilinear3dBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
+                               bool align_corners, OptD sd, OptD sh, OptD sw, Tensor& grad_input) {
   return upsampleBackwardOut<at::_ops::upsample_trilinear3d_backward_grad_input, Kind::Linear>(
       grad, output_size, input_size, align_corners, grad_input, sd, sh, sw);
 }
-Tensor& bicubic2d_out(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
-                      Tensor& out) {
+Tensor& bicubic2dOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
+                     Tensor& out) {
   return upsampleOut<at::_ops::upsample_bicubic2d_out, Kind::Cubic>(self, output_size, align_corners, out, sh, sw);
 }
-Tensor& bicubic2d_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
-                               bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
+Tensor& bicubic2dBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
+                             bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
   return upsampleBackwardOut<at::_ops::upsample_bicubic2d_backward_grad_input, Kind::Cubic>(
       grad, output_size, input_size, align_corners, grad_input, sh, sw);
 }
-Tensor& bilinear2d_aa_out(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
-                          Tensor& out) {
+Tensor& bilinear2dAaOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
+                        Tensor& out) {
   return upsampleOut<at::_ops::_upsample_bilinear2d_aa_out, Kind::LinearAA>(self, output_size, align_corners, out, sh,
                                                                             sw);
 }
-Tensor& bilinear2d_aa_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
-                                   bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
+Tensor& bilinear2dAaBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
+                                bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
   return upsampleBackwardOut<at::_ops::_upsample_bilinear2d_aa_backward_grad_input, Kind::LinearAA>(
       grad, output_size, input_size, align_corners, grad_input, sh, sw);
 }
-Tensor& bicubic2d_aa_out(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
-                         Tensor& out) {
+Tensor& bicubic2dAaOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
+                       Tensor& out) {
   return upsampleOut<at::_ops::_upsample_bicubic2d_aa_out, Kind::CubicAA>(self, output_size, align_corners, out, sh,
                                                                           sw);
 }
-Tensor& bicubic2d_aa_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
-                                  bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
+Tensor& bicubic2dAaBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
+                               bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
   return upsampleBackwardOut<at::_ops::_upsample_bicubic2d_aa_backward_grad_input, Kind::CubicAA>(
       grad, output_size, input_size, align_corners, grad_input, sh, sw);
 }
 
 // 3-D adaptive average pooling: (N, C,) D, H, W -> output_size.
-Tensor adaptive_avg_pool3d(const Tensor& self, at::IntArrayRef output_size) {
+Tensor adaptiveAvgPool3d(const Tensor& self, at::IntArrayRef output_size) {
   Tensor shape = at::_ops::_adaptive_avg_pool3d::call(metaLike(self), c10::fromIntArrayRefSlow(output_size));
   if (!interpolable(self)) return Fallback<at::_ops::_adaptive_avg_pool3d>::call(self, output_size);
   if (shape.numel() == 0) return at::empty(shape.sizes(), self.options());
   return resample(Kind::AdaptiveAvg, self, spatialOf(self.sizes(), 3), output_size, false, {{}, {}, {}}, false);
 }
 
-Tensor adaptive_avg_pool3d_backward(const Tensor& grad, const Tensor& self) {
+Tensor adaptiveAvgPool3dBackward(const Tensor& grad, const Tensor& self) {
   if (!interpolable(self) || grad.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::_adaptive_avg_pool3d_backward>::call(grad, self);
   at::_ops::_adaptive_avg_pool3d_backward::call(metaLike(grad), metaLike(self));
@@ -279,18 +279,18 @@ Tensor adaptive_avg_pool3d_backward(const Tensor& grad, const Tensor& self) {
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "upsample_linear1d.out", linear1d_out);
-  MT_IMPL(m, "upsample_linear1d_backward.grad_input", linear1d_backward_out);
-  MT_IMPL(m, "upsample_trilinear3d.out", trilinear3d_out);
-  MT_IMPL(m, "upsample_trilinear3d_backward.grad_input", trilinear3d_backward_out);
-  MT_IMPL(m, "upsample_bicubic2d.out", bicubic2d_out);
-  MT_IMPL(m, "upsample_bicubic2d_backward.grad_input", bicubic2d_backward_out);
-  MT_IMPL(m, "_upsample_bilinear2d_aa.out", bilinear2d_aa_out);
-  MT_IMPL(m, "_upsample_bilinear2d_aa_backward.grad_input", bilinear2d_aa_backward_out);
-  MT_IMPL(m, "_upsample_bicubic2d_aa.out", bicubic2d_aa_out);
-  MT_IMPL(m, "_upsample_bicubic2d_aa_backward.grad_input", bicubic2d_aa_backward_out);
-  MT_IMPL(m, "_adaptive_avg_pool3d", adaptive_avg_pool3d);
-  MT_IMPL(m, "_adaptive_avg_pool3d_backward", adaptive_avg_pool3d_backward);
+  MT_IMPL(m, "upsample_linear1d.out", linear1dOut);
+  MT_IMPL(m, "upsample_linear1d_backward.grad_input", linear1dBackwardOut);
+  MT_IMPL(m, "upsample_trilinear3d.out", trilinear3dOut);
+  MT_IMPL(m, "upsample_trilinear3d_backward.grad_input", trilinear3dBackwardOut);
+  MT_IMPL(m, "upsample_bicubic2d.out", bicubic2dOut);
+  MT_IMPL(m, "upsample_bicubic2d_backward.grad_input", bicubic2dBackwardOut);
+  MT_IMPL(m, "_upsample_bilinear2d_aa.out", bilinear2dAaOut);
+  MT_IMPL(m, "_upsample_bilinear2d_aa_backward.grad_input", bilinear2dAaBackwardOut);
+  MT_IMPL(m, "_upsample_bicubic2d_aa.out", bicubic2dAaOut);
+  MT_IMPL(m, "_upsample_bicubic2d_aa_backward.grad_input", bicubic2dAaBackwardOut);
+  MT_IMPL(m, "_adaptive_avg_pool3d", adaptiveAvgPool3d);
+  MT_IMPL(m, "_adaptive_avg_pool3d_backward", adaptiveAvgPool3dBackward);
 }
 
 } // namespace mytorch

@@ -194,35 +194,35 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
       grad_input, scatterMaps(grad, input_size, nearestMaps(input_size, output_size, std::move(scales), kExact, grad)));
 }
 
-#define MT_NEAREST_1D(NAME, OP, EXACT)                                                                             \
-  Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD s, Tensor& out) {                       \
-    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, s, out);                    \
-    checkOutDtype(out, self.scalar_type());                                                                        \
-    Tensor meta_out = metaLike(out);                                                                               \
-    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), s, meta_out);                  \
-    return nearestForward<EXACT>(self, output_size, {s}, out, meta_out);                                           \
-  }                                                                                                                \
-  Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD s, \
-                              Tensor& grad_input) {                                                                \
-    if (!indexable(grad))                                                                                          \
-      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, s, grad_input);     \
-    checkOutDtype(grad_input, grad.scalar_type());                                                                 \
-    Tensor meta_in = metaLike(grad_input);                                                                         \
-    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),                \
-                                             c10::fromIntArrayRefSlow(input_size), s, meta_in);                    \
-    return nearestBackward<EXACT>(grad, output_size, input_size, {s}, grad_input);                                 \
+#define MT_NEAREST_1D(NAME, OP, EXACT)                                                                           \
+  Tensor& NAME##Out(const Tensor& self, at::IntArrayRef output_size, OptD s, Tensor& out) {                      \
+    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, s, out);                  \
+    checkOutDtype(out, self.scalar_type());                                                                      \
+    Tensor meta_out = metaLike(out);                                                                             \
+    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), s, meta_out);                \
+    return nearestForward<EXACT>(self, output_size, {s}, out, meta_out);                                         \
+  }                                                                                                              \
+  Tensor& NAME##BackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD s, \
+                            Tensor& grad_input) {                                                                \
+    if (!indexable(grad))                                                                                        \
+      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, s, grad_input);   \
+    checkOutDtype(grad_input, grad.scalar_type());                                                               \
+    Tensor meta_in = metaLike(grad_input);                                                                       \
+    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),              \
+                                             c10::fromIntArrayRefSlow(input_size), s, meta_in);                  \
+    return nearestBackward<EXACT>(grad, output_size, input_size, {s}, grad_input);                               \
   }
 
 #define MT_NEAREST_2D(NAME, OP, EXACT)                                                                              \
-  Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD sh, OptD sw, Tensor& out) {              \
+  Tensor& NAME##Out(const Tensor& self, at::IntArrayRef output_size, OptD sh, OptD sw, Tensor& out) {               \
     if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sh, sw, out);                \
     checkOutDtype(out, self.scalar_type());                                                                         \
     Tensor meta_out = metaLike(out);                                                                                \
     at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), sh, sw, meta_out);              \
     return nearestForward<EXACT>(self, output_size, {sh, sw}, out, meta_out);                                       \
   }                                                                                                                 \
-  Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sh, \
-                              OptD sw, Tensor& grad_input) {                                                        \
+  Tensor& NAME##BackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sh,   \
+                            OptD sw, Tensor& grad_input) {                                                          \
     if (!indexable(grad))                                                                                           \
       return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sh, sw, grad_input); \
     checkOutDtype(grad_input, grad.scalar_type());                                                                  \
@@ -232,31 +232,31 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
     return nearestBackward<EXACT>(grad, output_size, input_size, {sh, sw}, grad_input);                             \
   }
 
-#define MT_NEAREST_3D(NAME, OP, EXACT)                                                                              \
-  Tensor& NAME##_out(const Tensor& self, at::IntArrayRef output_size, OptD sd, OptD sh, OptD sw, Tensor& out) {     \
-    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sd, sh, sw, out);            \
-    checkOutDtype(out, self.scalar_type());                                                                         \
-    Tensor meta_out = metaLike(out);                                                                                \
-    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), sd, sh, sw, meta_out);          \
-    return nearestForward<EXACT>(self, output_size, {sd, sh, sw}, out, meta_out);                                   \
-  }                                                                                                                 \
-  Tensor& NAME##_backward_out(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sd, \
-                              OptD sh, OptD sw, Tensor& grad_input) {                                               \
-    if (!indexable(grad))                                                                                           \
-      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sd, sh, sw,          \
-                                                                grad_input);                                        \
-    checkOutDtype(grad_input, grad.scalar_type());                                                                  \
-    Tensor meta_in = metaLike(grad_input);                                                                          \
-    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),                 \
-                                             c10::fromIntArrayRefSlow(input_size), sd, sh, sw, meta_in);            \
-    return nearestBackward<EXACT>(grad, output_size, input_size, {sd, sh, sw}, grad_input);                         \
+#define MT_NEAREST_3D(NAME, OP, EXACT)                                                                            \
+  Tensor& NAME##Out(const Tensor& self, at::IntArrayRef output_size, OptD sd, OptD sh, OptD sw, Tensor& out) {    \
+    if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sd, sh, sw, out);          \
+    checkOutDtype(out, self.scalar_type());                                                                       \
+    Tensor meta_out = metaLike(out);                                                                              \
+    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), sd, sh, sw, meta_out);        \
+    return nearestForward<EXACT>(self, output_size, {sd, sh, sw}, out, meta_out);                                 \
+  }                                                                                                               \
+  Tensor& NAME##BackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sd, \
+                            OptD sh, OptD sw, Tensor& grad_input) {                                               \
+    if (!indexable(grad))                                                                                         \
+      return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sd, sh, sw,        \
+                                                                grad_input);                                      \
+    checkOutDtype(grad_input, grad.scalar_type());                                                                \
+    Tensor meta_in = metaLike(grad_input);                                                                        \
+    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),               \
+                                             c10::fromIntArrayRefSlow(input_size), sd, sh, sw, meta_in);          \
+    return nearestBackward<EXACT>(grad, output_size, input_size, {sd, sh, sw}, grad_input);                       \
   }
 
 MT_NEAREST_1D(nearest1d, upsample_nearest1d, false)
-MT_NEAREST_1D(nearest_exact1d, _upsample_nearest_exact1d, true)
-MT_NEAREST_2D(nearest_exact2d, _upsample_nearest_exact2d, true)
+MT_NEAREST_1D(nearestExact1d, _upsample_nearest_exact1d, true)
+MT_NEAREST_2D(nearestExact2d, _upsample_nearest_exact2d, true)
 MT_NEAREST_3D(nearest3d, upsample_nearest3d, false)
-MT_NEAREST_3D(nearest_exact3d, _upsample_nearest_exact3d, true)
+MT_NEAREST_3D(nearestExact3d, _upsample_nearest_exact3d, true)
 
 // ---- max unpooling --------------------------------------------------------------------------------------------
 
@@ -271,7 +271,7 @@ Tensor unpoolPlanes(const Tensor& self, const Tensor& indices, at::IntArrayRef o
   return out.view(out_sizes);
 }
 
-Tensor& max_unpool2d_out(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, Tensor& out) {
+Tensor& maxUnpool2dOut(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, Tensor& out) {
   if (!indexable(self)) return Fallback<at::_ops::max_unpool2d_out>::call(self, indices, output_size, out);
   checkOut(out, self.scalar_type(), false);
   Tensor meta_out = metaLike(out);
@@ -279,13 +279,13 @@ Tensor& max_unpool2d_out(const Tensor& self, const Tensor& indices, at::IntArray
   return assignOut(out, unpoolPlanes(self.contiguous(), indices.contiguous(), meta_out.sizes(), 2));
 }
 
-Tensor max_unpool2d(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size) {
+Tensor maxUnpool2d(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size) {
   Tensor out = at::empty({0}, self.options());
-  return max_unpool2d_out(self, indices, output_size, out);
+  return maxUnpool2dOut(self, indices, output_size, out);
 }
 
-Tensor& max_unpool3d_out(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, at::IntArrayRef stride,
-                         at::IntArrayRef padding, Tensor& out) {
+Tensor& maxUnpool3dOut(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, at::IntArrayRef stride,
+                       at::IntArrayRef padding, Tensor& out) {
   if (!indexable(self))
     return Fallback<at::_ops::max_unpool3d_out>::call(self, indices, output_size, stride, padding, out);
   checkOut(out, self.scalar_type(), false);
@@ -295,10 +295,10 @@ Tensor& max_unpool3d_out(const Tensor& self, const Tensor& indices, at::IntArray
   return assignOut(out, unpoolPlanes(self.contiguous(), indices.contiguous(), meta_out.sizes(), 3));
 }
 
-Tensor max_unpool3d(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, at::IntArrayRef stride,
-                    at::IntArrayRef padding) {
+Tensor maxUnpool3d(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, at::IntArrayRef stride,
+                   at::IntArrayRef padding) {
   Tensor out = at::empty({0}, self.options());
-  return max_unpool3d_out(self, indices, output_size, stride, padding, out);
+  return maxUnpool3dOut(self, indices, output_size, stride, padding, out);
 }
 
 // The functional forms: a fresh out= of the input's dtype.
@@ -329,20 +329,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_PAD(replication_pad2d, false)
   MT_PAD(replication_pad3d, false)
 #undef MT_PAD
-  MT_IMPL(m, "upsample_nearest1d.out", nearest1d_out);
-  MT_IMPL(m, "upsample_nearest1d_backward.grad_input", nearest1d_backward_out);
-  MT_IMPL(m, "_upsample_nearest_exact1d.out", nearest_exact1d_out);
-  MT_IMPL(m, "_upsample_nearest_exact1d_backward.grad_input", nearest_exact1d_backward_out);
-  MT_IMPL(m, "_upsample_nearest_exact2d.out", nearest_exact2d_out);
-  MT_IMPL(m, "_upsample_nearest_exact2d_backward.grad_input", nearest_exact2d_backward_out);
-  MT_IMPL(m, "upsample_nearest3d.out", nearest3d_out);
-  MT_IMPL(m, "upsample_nearest3d_backward.grad_input", nearest3d_backward_out);
-  MT_IMPL(m, "_upsample_nearest_exact3d.out", nearest_exact3d_out);
-  MT_IMPL(m, "_upsample_nearest_exact3d_backward.grad_input", nearest_exact3d_backward_out);
-  MT_IMPL(m, "max_unpool2d", max_unpool2d);
-  MT_IMPL(m, "max_unpool2d.out", max_unpool2d_out);
-  MT_IMPL(m, "max_unpool3d", max_unpool3d);
-  MT_IMPL(m, "max_unpool3d.out", max_unpool3d_out);
+  MT_IMPL(m, "upsample_nearest1d.out", nearest1dOut);
+  MT_IMPL(m, "upsample_nearest1d_backward.grad_input", nearest1dBackwardOut);
+  MT_IMPL(m, "_upsample_nearest_exact1d.out", nearestExact1dOut);
+  MT_IMPL(m, "_upsample_nearest_exact1d_backward.grad_input", nearestExact1dBackwardOut);
+  MT_IMPL(m, "_upsample_nearest_exact2d.out", nearestExact2dOut);
+  MT_IMPL(m, "_upsample_nearest_exact2d_backward.grad_input", nearestExact2dBackwardOut);
+  MT_IMPL(m, "upsample_nearest3d.out", nearest3dOut);
+  MT_IMPL(m, "upsample_nearest3d_backward.grad_input", nearest3dBackwardOut);
+  MT_IMPL(m, "_upsample_nearest_exact3d.out", nearestExact3dOut);
+  MT_IMPL(m, "_upsample_nearest_exact3d_backward.grad_input", nearestExact3dBackwardOut);
+  MT_IMPL(m, "max_unpool2d", maxUnpool2d);
+  MT_IMPL(m, "max_unpool2d.out", maxUnpool2dOut);
+  MT_IMPL(m, "max_unpool3d", maxUnpool3d);
+  MT_IMPL(m, "max_unpool3d.out", maxUnpool3dOut);
 }
 
 } // namespace mytorch

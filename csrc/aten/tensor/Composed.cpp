@@ -95,8 +95,8 @@ Tensor trace(const Tensor& self) {
   return at::sum(self.diagonal());  // integers sum into int64, as ATen's trace
 }
 
-std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& min,
-                                         Tensor& max) {
+std::tuple<Tensor&, Tensor&> aminmaxOut(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& min,
+                                        Tensor& max) {
   if (self.is_complex()) return Fallback<at::_ops::aminmax_out>::call(self, dim, keepdim, min, max);
   if (dim.has_value()) {
     const int64_t d = at::maybe_wrap_dim(*dim, self.dim());
@@ -124,7 +124,7 @@ std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64
 
 std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   Tensor min = at::empty({0}, self.options()), max = at::empty({0}, self.options());
-  aminmax_out(self, dim, keepdim, min, max);
+  aminmaxOut(self, dim, keepdim, min, max);
   return {min, max};
 }
 
@@ -134,14 +134,14 @@ void checkNormInput(const Tensor& self) {
               "norm(): input dtype should be either floating point or complex. Got ", self.scalar_type(), " instead.");
 }
 
-Tensor& norm_out(const Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
-                 Tensor& out) {
+Tensor& normOut(const Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                Tensor& out) {
   checkNormInput(self);
   return at::linalg_vector_norm_out(out, self, p.value_or(2.0), dim, keepdim, std::nullopt);
 }
 
-Tensor& norm_dtype_out(const Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
-                       at::ScalarType dtype, Tensor& out) {
+Tensor& normDtypeOut(const Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                     at::ScalarType dtype, Tensor& out) {
   checkNormInput(self);
   TORCH_CHECK(at::isFloatingType(dtype) || at::isComplexType(dtype),
               "norm(): the desired output dtype should be either floating point or complex. Got ", dtype, " instead.");
@@ -149,7 +149,7 @@ Tensor& norm_dtype_out(const Tensor& self, const std::optional<c10::Scalar>& p, 
 }
 
 // renorm: each slice along dim whose p-norm exceeds maxnorm is scaled to maxnorm (ATen's factor, with its 1e-7).
-Tensor& renorm_out(const Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm, Tensor& out) {
+Tensor& renormOut(const Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm, Tensor& out) {
   TORCH_CHECK(!p.isComplex(), "renorm: p must be real-valued");
   TORCH_CHECK(p.toDouble() > 0.0, "renorm: non-positive-norm not supported");
   TORCH_CHECK(!maxnorm.isComplex(), "renorm: maxnorm must be real-valued");
@@ -171,7 +171,7 @@ Tensor& renorm_out(const Tensor& self, const c10::Scalar& p, int64_t dim, const 
 }
 
 // linalg_cross: out_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1} over views along dim, in the inputs' dtype as ATen.
-Tensor& linalg_cross_out(const Tensor& self, const Tensor& other, int64_t dim, Tensor& out) {
+Tensor& linalgCrossOut(const Tensor& self, const Tensor& other, int64_t dim, Tensor& out) {
   TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK(self.size(d) == 3 && other.size(d) == 3, "linalg.cross: inputs dimension ", dim,
@@ -199,7 +199,7 @@ std::tuple<Tensor, Tensor, int64_t> gluHalves(const Tensor& self, int64_t dim) {
   return {self.narrow(d, 0, n / 2), self.narrow(d, n / 2, n / 2), d};
 }
 
-Tensor& glu_out(const Tensor& self, int64_t dim, Tensor& out) {
+Tensor& gluOut(const Tensor& self, int64_t dim, Tensor& out) {
   if (!kernelFloating(self.scalar_type())) return Fallback<at::_ops::glu_out>::call(self, dim, out);
   auto [a, b, d] = gluHalves(self, dim);
   checkCastOut(out, self.scalar_type());
@@ -207,7 +207,7 @@ Tensor& glu_out(const Tensor& self, int64_t dim, Tensor& out) {
   return assignOut(out, at::mul(a.to(acc), at::sigmoid(b.to(acc))).to(self.scalar_type()));
 }
 
-Tensor& glu_backward_out(const Tensor& grad, const Tensor& self, int64_t dim, Tensor& grad_input) {
+Tensor& gluBackwardOut(const Tensor& grad, const Tensor& self, int64_t dim, Tensor& grad_input) {
   if (!kernelFloating(self.scalar_type()) || grad.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::glu_backward_grad_input>::call(grad, self, dim, grad_input);
   auto [a, b, d] = gluHalves(self, dim);
@@ -223,9 +223,9 @@ Tensor& glu_backward_out(const Tensor& grad, const Tensor& self, int64_t dim, Te
   return assignOut(grad_input, result);
 }
 
-Tensor glu_backward(const Tensor& grad, const Tensor& self, int64_t dim) {
+Tensor gluBackward(const Tensor& grad, const Tensor& self, int64_t dim) {
   Tensor grad_input = at::empty({0}, self.options());
-  return glu_backward_out(grad, self, dim, grad_input);
+  return gluBackwardOut(grad, self, dim, grad_input);
 }
 
 // channel_shuffle: (N, g, C/g, *) -> (N, C/g, g, *) by one strided copy, in the input's memory format.
@@ -247,17 +247,17 @@ Tensor channel_shuffle(const Tensor& self, c10::SymInt groups_sym) {
   return result;
 }
 
-Tensor channel_shuffle_any(const Tensor& self, c10::SymInt groups) {
+Tensor channelShuffleAny(const Tensor& self, c10::SymInt groups) {
   // channels_last results cannot be viewed as (N, C/g, g, *): shuffle contiguously, then change the format.
   if (self.dim() > 2 && self.suggest_memory_format() != at::MemoryFormat::Contiguous)
     return channel_shuffle(self.contiguous(), groups).contiguous(self.suggest_memory_format());
   return channel_shuffle(self, groups);
 }
 
-// unfold_backward: window element k of window j came from input position j*step + k along dim; one strided add
+// unfoldBackward: window element k of window j came from input position j*step + k along dim; one strided add
 // per k, each of them free of overlap.
-Tensor unfold_backward(const Tensor& grad_in, c10::SymIntArrayRef input_sizes_sym, int64_t dim, int64_t size,
-                       int64_t step) {
+Tensor unfoldBackward(const Tensor& grad_in, c10::SymIntArrayRef input_sizes_sym, int64_t dim, int64_t size,
+                      int64_t step) {
   auto input_sizes = C10_AS_INTARRAYREF_SLOW(input_sizes_sym);
   if (toKernelDType(grad_in.scalar_type()) == DType::Other)
     return Fallback<at::_ops::unfold_backward>::call(grad_in, input_sizes, dim, size, step);
@@ -277,8 +277,8 @@ Tensor unfold_backward(const Tensor& grad_in, c10::SymIntArrayRef input_sizes_sy
   return grad_input;
 }
 
-// nonzero_static: nonzero's rows, cut or padded with fill_value to `size` rows.
-Tensor& nonzero_static_out(const Tensor& self, c10::SymInt size_sym, int64_t fill_value, Tensor& out) {
+// nonzeroStatic: nonzero's rows, cut or padded with fill_value to `size` rows.
+Tensor& nonzeroStaticOut(const Tensor& self, c10::SymInt size_sym, int64_t fill_value, Tensor& out) {
   const int64_t size = size_sym.guard_int(__FILE__, __LINE__);
   TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero_static: Expected out tensor to have scalar type Long but got ",
@@ -290,13 +290,13 @@ Tensor& nonzero_static_out(const Tensor& self, c10::SymInt size_sym, int64_t fil
   return assignOut(out, result);
 }
 
-Tensor nonzero_static(const Tensor& self, c10::SymInt size, int64_t fill_value) {
+Tensor nonzeroStatic(const Tensor& self, c10::SymInt size, int64_t fill_value) {
   Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return nonzero_static_out(self, std::move(size), fill_value, out);
+  return nonzeroStaticOut(self, std::move(size), fill_value, out);
 }
 
-// repeat_interleave(repeats): index i repeated repeats[i] times: a 1 at each segment's end, summed by a scan.
-Tensor repeat_interleave(const Tensor& repeats, std::optional<c10::SymInt> output_size) {
+// repeatInterleave(repeats): index i repeated repeats[i] times: a 1 at each segment's end, summed by a scan.
+Tensor repeatInterleave(const Tensor& repeats, std::optional<c10::SymInt> output_size) {
   TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
   TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
               "repeats has to be Long or Int tensor");
@@ -317,13 +317,13 @@ Tensor repeat_interleave(const Tensor& repeats, std::optional<c10::SymInt> outpu
 
 // prelu's kernels (the composite prelu broadcasts the weight): x > 0 ? x : w x, and its two gradients, each over
 // the broadcast shape as ATen's.
-Tensor prelu_kernel(const Tensor& self, const Tensor& weight) {
+Tensor preluKernel(const Tensor& self, const Tensor& weight) {
   if (!kernelFloating(self.scalar_type()) || weight.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::_prelu_kernel>::call(self, weight);
   return at::where(at::gt(self, 0), self, at::mul(weight, self));
 }
 
-std::tuple<Tensor, Tensor> prelu_kernel_backward(const Tensor& grad, const Tensor& self, const Tensor& weight) {
+std::tuple<Tensor, Tensor> preluKernelBackward(const Tensor& grad, const Tensor& self, const Tensor& weight) {
   if (!kernelFloating(self.scalar_type()) || weight.scalar_type() != self.scalar_type() ||
       grad.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::_prelu_kernel_backward>::call(grad, self, weight);
@@ -335,8 +335,8 @@ std::tuple<Tensor, Tensor> prelu_kernel_backward(const Tensor& grad, const Tenso
 // tril_indices / triu_indices: the (row, column) pairs of the triangle in row-major order, which is nonzero's order
 // over the triangle's mask.
 template <bool kLower>
-Tensor triangle_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
-                        std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin) {
+Tensor triangleIndices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                       std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin) {
   const auto dt = dtype.value_or(at::kLong);
   if ((dt != at::kLong && dt != at::kInt) || (layout.has_value() && *layout != at::kStrided))
     return kLower ? Fallback<at::_ops::tril_indices>::call(row, col, offset, dtype, layout, device, pin)
@@ -352,7 +352,7 @@ Tensor triangle_indices(int64_t row, int64_t col, int64_t offset, std::optional<
 
 // logspace: base ** exponent, the exponents ATen's CPU kernel computes (in double from the dtype's start and end,
 // from both ends toward the middle), then cast to the out= dtype.
-Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, double base, Tensor& out) {
+Tensor& logspaceOut(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, double base, Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   if (out.is_complex() || toKernelDType(out.scalar_type()) == DType::Other || out.scalar_type() == at::kBool)
     return Fallback<at::_ops::logspace_out>::call(start, end, steps, base, out);
@@ -378,7 +378,7 @@ Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t s
 }
 
 // complex(real, imag): the two halves of the complex result's real view (complex32 too: copies, no arithmetic).
-Tensor& complex_out(const Tensor& real, const Tensor& imag, Tensor& out) {
+Tensor& complexOut(const Tensor& real, const Tensor& imag, Tensor& out) {
   const auto t = real.scalar_type();
   if ((t != at::kFloat && t != at::kDouble && t != at::kHalf) || imag.scalar_type() != t ||
       out.scalar_type() != c10::toComplexType(t))
@@ -418,7 +418,7 @@ std::tuple<Tensor&, Tensor&> frexpOut(const Tensor& self, Tensor& mantissa, Tens
 // hash_tensor (mode 0, the only one): the XOR of the elements' bits, a floating element's as a double's, an
 // integer's widened to 64 bits (ATen's XorSumOps), reduced over the dims as a tree of native bitwise_xor over
 // halves (log2(n) launches and n/2 elements of scratch, where a bit-parity sum would take 64 times the input).
-Tensor& hash_tensor_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, Tensor& out) {
+Tensor& hashTensorOut(const Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, Tensor& out) {
   const auto dtype = self.scalar_type();
   if (at::isComplexType(dtype) || dtype == at::kUInt16 || dtype == at::kUInt32 || dtype == at::kUInt64 ||
       !(at::isFloatingType(dtype) || at::isIntegralType(dtype, /*includeBool=*/true)))  // the CPU's refusal
@@ -454,29 +454,29 @@ Tensor& hash_tensor_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, i
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "frexp.Tensor_out", frexpOut);
-  MT_IMPL(m, "hash_tensor.out", hash_tensor_out);
-  MT_IMPL(m, "_prelu_kernel", prelu_kernel);
-  MT_IMPL(m, "_prelu_kernel_backward", prelu_kernel_backward);
-  MT_IMPL(m, "tril_indices", triangle_indices<true>);
-  MT_IMPL(m, "triu_indices", triangle_indices<false>);
-  MT_IMPL(m, "logspace.out", logspace_out);
-  MT_IMPL(m, "complex.out", complex_out);
+  MT_IMPL(m, "hash_tensor.out", hashTensorOut);
+  MT_IMPL(m, "_prelu_kernel", preluKernel);
+  MT_IMPL(m, "_prelu_kernel_backward", preluKernelBackward);
+  MT_IMPL(m, "tril_indices", triangleIndices<true>);
+  MT_IMPL(m, "triu_indices", triangleIndices<false>);
+  MT_IMPL(m, "logspace.out", logspaceOut);
+  MT_IMPL(m, "complex.out", complexOut);
   MT_IMPL(m, "equal", equal);
   MT_IMPL(m, "trace", trace);
   MT_IMPL(m, "aminmax", aminmax);
-  MT_IMPL(m, "aminmax.out", aminmax_out);
-  MT_IMPL(m, "norm.out", norm_out);
-  MT_IMPL(m, "norm.dtype_out", norm_dtype_out);
-  MT_IMPL(m, "renorm.out", renorm_out);
-  MT_IMPL(m, "linalg_cross.out", linalg_cross_out);
-  MT_IMPL(m, "glu.out", glu_out);
-  MT_IMPL(m, "glu_backward.grad_input", glu_backward_out);
-  MT_IMPL(m, "glu_backward", glu_backward);
-  MT_IMPL(m, "channel_shuffle", channel_shuffle_any);
-  MT_IMPL(m, "unfold_backward", unfold_backward);
-  MT_IMPL(m, "nonzero_static", nonzero_static);
-  MT_IMPL(m, "nonzero_static.out", nonzero_static_out);
-  MT_IMPL(m, "repeat_interleave.Tensor", repeat_interleave);
+  MT_IMPL(m, "aminmax.out", aminmaxOut);
+  MT_IMPL(m, "norm.out", normOut);
+  MT_IMPL(m, "norm.dtype_out", normDtypeOut);
+  MT_IMPL(m, "renorm.out", renormOut);
+  MT_IMPL(m, "linalg_cross.out", linalgCrossOut);
+  MT_IMPL(m, "glu.out", gluOut);
+  MT_IMPL(m, "glu_backward.grad_input", gluBackwardOut);
+  MT_IMPL(m, "glu_backward", gluBackward);
+  MT_IMPL(m, "channel_shuffle", channelShuffleAny);
+  MT_IMPL(m, "unfold_backward", unfoldBackward);
+  MT_IMPL(m, "nonzero_static", nonzeroStatic);
+  MT_IMPL(m, "nonzero_static.out", nonzeroStaticOut);
+  MT_IMPL(m, "repeat_interleave.Tensor", repeatInterleave);
 }
 
 } // namespace mytorch

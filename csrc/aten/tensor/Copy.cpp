@@ -36,7 +36,6 @@ namespace mytorch {
 namespace {
 
 bool isMytorch(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
-rt::Stream streamOn(const at::Tensor& t) { return nativeHandle(currentStream(t.device().index())); }
 size_t nbytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
 // Same dtype, same shape and strides, both dense: the copy is one block of bytes.
@@ -48,7 +47,7 @@ bool blockCopyable(const at::Tensor& dst, const at::Tensor& src) {
 
 // A synchronisation point: also raises what kernels recorded on the device (Note [Device-side errors]).
 void syncStream(const at::Tensor& t) {
-  MT_RT_CHECK(rt::stream_synchronize(t.device().index(), streamOn(t)));
+  MT_RT_CHECK(rt::stream_synchronize(t.device().index(), streamFor(t)));
   raiseDeviceError(t.device().index());
 }
 
@@ -72,16 +71,16 @@ void deviceCopy(const at::Tensor& dst, const at::Tensor& src) {
     dst.copy_(host.to(dst.scalar_type()));
     return;
   }
-  CopyParams p;
+  CopyArgs p;
   p.shape = stridedShape(iter);
   p.dst = stridedOperand(iter, 0);
   p.src = stridedOperand(iter, 1);
-  MT_RT_CHECK(kernels::copy(p, streamOn(dst)));
+  MT_RT_CHECK(kernels::copy(p, streamFor(dst)));
 }
 
 void hostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   c10::DeviceGuard guard(dst.device());
-  const rt::Stream stream = streamOn(dst);
+  const rt::Stream stream = streamFor(dst);
   if (blockCopyable(dst, src)) {
     MT_RT_CHECK(rt::memcpy_async(dst.data_ptr(), src.data_ptr(), nbytes(dst), rt::CopyKind::HostToDevice, stream));
     if (non_blocking && hostAllocator()->isPinned(src.data_ptr())) {
@@ -109,7 +108,7 @@ void hostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
 
 void deviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   c10::DeviceGuard guard(src.device());
-  const rt::Stream stream = streamOn(src);
+  const rt::Stream stream = streamFor(src);
   if (blockCopyable(dst, src)) {
     MT_RT_CHECK(rt::memcpy_async(dst.data_ptr(), src.data_ptr(), nbytes(dst), rt::CopyKind::DeviceToHost, stream));
     if (non_blocking && hostAllocator()->isPinned(dst.data_ptr())) {
@@ -161,9 +160,9 @@ void deviceToDevice(const at::Tensor& dst, const at::Tensor& src_in, bool non_bl
     c10::DeviceGuard guard(dst.device());
     rt::Event ready = nullptr;
     MT_RT_CHECK(rt::event_create(sd, false, &ready));
-    MT_RT_CHECK(rt::event_record(sd, ready, streamOn(from)));
-    MT_RT_CHECK(rt::stream_wait_event(dd, streamOn(to), ready));
-    MT_RT_CHECK(rt::memcpy_peer_async(to.data_ptr(), dd, from.data_ptr(), sd, nbytes(to), streamOn(to)));
+    MT_RT_CHECK(rt::event_record(sd, ready, streamFor(from)));
+    MT_RT_CHECK(rt::stream_wait_event(dd, streamFor(to), ready));
+    MT_RT_CHECK(rt::memcpy_peer_async(to.data_ptr(), dd, from.data_ptr(), sd, nbytes(to), streamFor(to)));
     MT_RT_CHECK(rt::event_destroy(ready));
   }
   if (!direct) deviceCopy(dst, to);
@@ -181,7 +180,7 @@ at::Tensor physical(const at::Tensor& t) {
 
 void copyPhysical(const at::Tensor& dst, const at::Tensor& src, bool non_blocking);
 
-at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: both tensors must be defined");
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "copy_: the source of shape ", self.sizes(),
               " cannot be broadcast to the destination's shape ", dst.sizes());
@@ -216,12 +215,12 @@ void copyPhysical(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   }
 }
 
-at::Tensor wrapper_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
   if (!dst.sizes().equals(self.sizes())) dst.resize_(self.sizes());
-  return wrapper_copy_from(self, dst, false);
+  return copyFrom(self, dst, false);
 }
 
-at::Tensor& wrapper_fill_scalar(at::Tensor& self, const at::Scalar& value) {
+at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
   // The CPU converts the scalar (same rounding and overflow errors as a CPU fill_).
   auto v = at::empty({}, at::TensorOptions().dtype(self.scalar_type()));
@@ -233,36 +232,36 @@ at::Tensor& wrapper_fill_scalar(at::Tensor& self, const at::Scalar& value) {
                   .check_all_same_dtype(false)
                   .set_check_mem_overlap(false)
                   .build();
-  FillParams p;
+  FillArgs p;
   p.shape = stridedShape(iter);
   p.dst = stridedOperand(iter, 0);
   TORCH_CHECK(p.dst.elem_size > 0 && p.dst.elem_size <= 16, "fill_: unsupported element size ", p.dst.elem_size);
   std::memcpy(p.value, v.data_ptr(), static_cast<size_t>(p.dst.elem_size));
-  MT_RT_CHECK(kernels::fill(p, streamOn(self)));
+  MT_RT_CHECK(kernels::fill(p, streamFor(self)));
   return self;
 }
 
-at::Tensor& wrapper_fill_tensor(at::Tensor& self, const at::Tensor& value) {
+at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
               " dimensions.");
-  return wrapper_fill_scalar(self, value.item());
+  return fillScalar(self, value.item());
 }
 
-at::Tensor& wrapper_zero_(at::Tensor& self) { return wrapper_fill_scalar(self, 0); }
+at::Tensor& zeroInplace(at::Tensor& self) { return fillScalar(self, 0); }
 
 // ATen's generic conj_physical_ calls a CPU/CUDA DispatchStub directly (an internal assert on any other
 // device); the out-of-place op reaches the fallback like any other.
-at::Tensor& wrapper_conj_physical_(at::Tensor& self) {
+at::Tensor& conjPhysicalInplace(at::Tensor& self) {
   if (self.is_complex()) self.copy_(at::conj_physical(self));
   return self;
 }
 
-at::Scalar wrapper_local_scalar_dense(const at::Tensor& self) {
+at::Scalar localScalarDense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
   c10::DeviceGuard guard(self.device());
   auto host = at::empty({}, self.options().device(at::kCPU));
   MT_RT_CHECK(rt::memcpy_async(host.data_ptr(), self.data_ptr(), self.element_size(), rt::CopyKind::DeviceToHost,
-                               streamOn(self)));
+                               streamFor(self)));
   syncStream(self);
   return host.item();
 }
@@ -281,13 +280,13 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Copies cross devices by design: they check overlap themselves, outside the one check path.
-  m.impl("_copy_from", TORCH_FN(wrapper_copy_from));
-  m.impl("_copy_from_and_resize", TORCH_FN(wrapper_copy_from_and_resize));
-  MT_IMPL(m, "fill_.Scalar", wrapper_fill_scalar);
-  MT_IMPL(m, "fill_.Tensor", wrapper_fill_tensor);
-  MT_IMPL(m, "zero_", wrapper_zero_);
-  MT_IMPL(m, "conj_physical_", wrapper_conj_physical_);
-  MT_IMPL(m, "_local_scalar_dense", wrapper_local_scalar_dense);
+  m.impl("_copy_from", TORCH_FN(copyFrom));
+  m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResize));
+  MT_IMPL(m, "fill_.Scalar", fillScalar);
+  MT_IMPL(m, "fill_.Tensor", fillTensor);
+  MT_IMPL(m, "zero_", zeroInplace);
+  MT_IMPL(m, "conj_physical_", conjPhysicalInplace);
+  MT_IMPL(m, "_local_scalar_dense", localScalarDense);
 }
 
 } // namespace mytorch

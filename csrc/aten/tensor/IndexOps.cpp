@@ -1,5 +1,5 @@
 // Op table: indexing on the index engine (Note [Index engine] in kernels/include/mytorch/index.h), and
-// nonzero / masked_select / masked_scatter composed of native kernels.
+// nonzero / maskedSelect / masked_scatter composed of native kernels.
 #include <sstream>
 
 #include <ATen/Context.h>
@@ -49,7 +49,7 @@ enum class Kind { Gather, Scatter };
 //
 // Note [Complex index writes]
 // The scatter kernels did nothing for complex dtypes and reported success, so x[i] = v, index_put_,
-// scatter_, index_add_, index_fill_, put_ and masked_scatter_ left complex tensors unchanged. Every scatter
+// scatter_, index_add_, indexFillInplace, putInplace and maskedScatterInplace left complex tensors unchanged. Every scatter
 // launch now comes here first, and the kernels report complex dtypes as unsupported instead of skipping.
 Tensor realPairs(IndexArgs& a, const at::Device& device) {
   TORCH_CHECK(a.op == ScatterOp::Assign || a.op == ScatterOp::Add,
@@ -88,7 +88,7 @@ Tensor realPairs(IndexArgs& a, const at::Device& device) {
 // Which indices are out of bounds and how that is reported, as by the CPU's kernel for the op: the exception class
 // (the gather/scatter family and index_add raise RuntimeError, indexing and the rest IndexError), the message, and
 // whether a negative index counts from the end (indexing, take, put, index_fill) or is out of bounds (the
-// gather/scatter family, index_select, index_add, index_copy; so also embedding, take_along_dim and one_hot).
+// gather/scatter family, indexSelect, index_add, index_copy; so also embedding, take_along_dim and one_hot).
 struct OutOfBounds {
   const char* op = "indexing";  // names the op in a deferred error (Note [Device-side errors])
   bool runtime_error = false;
@@ -97,7 +97,7 @@ struct OutOfBounds {
   bool negative_wraps = true;
 };
 
-// The rule of the ops that index along one dimension (the gather/scatter family, index_select, index_add,
+// The rule of the ops that index along one dimension (the gather/scatter family, indexSelect, index_add,
 // index_copy): negative indices out of bounds, the message naming the dimension; RuntimeError unless the CPU's
 // kernel for the op raises IndexError.
 OutOfBounds alongDim(const char* op, const Tensor& t, int64_t dim, bool runtime_error = true) {
@@ -123,7 +123,7 @@ void launch(Kind kind, IndexArgs& a, const at::Device& device, const OutOfBounds
   a.negative_wraps = oob.negative_wraps;
   a.error = deviceErrorSite(device, oob.op, DeviceErrorFormat::IndexOutOfBounds, !oob.runtime_error, oob.dim, oob.size);
   c10::DeviceGuard guard(device);
-  const rt::Stream s = nativeHandle(currentStream(device.index()));
+  const rt::Stream s = streamFor(device);
   MT_RT_CHECK(kind == Kind::Gather ? kernels::gather(a, s) : kernels::scatter(a, s));
   afterErrorCheckedLaunch(device);  // no synchronisation on cuda (Note [Device-side errors])
 }
@@ -158,7 +158,7 @@ Tensor longIndex(const Tensor& index, const Tensor& self, const char* name) {
 
 // ---- dim-wise ops ---------------------------------------------------------------------------------------------
 
-Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index_in, Tensor& out) {
+Tensor& indexSelectOut(const Tensor& self, int64_t dim, const Tensor& index_in, Tensor& out) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK_INDEX(index_in.dim() <= 1, "index_select(): Index is supposed to be a vector");
   Tensor index = longIndex(index_in, self, "index_select").reshape({-1});
@@ -204,7 +204,7 @@ void checkGatherShapes(const Tensor& self, int64_t dim, const Tensor& index, con
   }
 }
 
-Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index_in, bool, Tensor& out) {
+Tensor& gatherOut(const Tensor& self, int64_t dim, const Tensor& index_in, bool, Tensor& out) {
   checkOutDtype(out, self.scalar_type());
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "gather");
@@ -226,7 +226,7 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index_in, bool
   return out;
 }
 
-Tensor& take_out(const Tensor& self, const Tensor& index_in, Tensor& out) {
+Tensor& takeOut(const Tensor& self, const Tensor& index_in, Tensor& out) {
   checkOutDtype(out, self.scalar_type());
   at::assert_no_overlap(out, self);   // as ATen's take: not even an out= that is self
   at::assert_no_overlap(out, index_in);
@@ -245,20 +245,20 @@ Tensor& take_out(const Tensor& self, const Tensor& index_in, Tensor& out) {
   return out;
 }
 
-Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+Tensor indexSelect(const Tensor& self, int64_t dim, const Tensor& index) {
   Tensor out = at::empty({0}, self.options());
-  return index_select_out(self, dim, index, out);
+  return indexSelectOut(self, dim, index, out);
 }
 
 Tensor take(const Tensor& self, const Tensor& index) {
   Tensor out = at::empty({0}, self.options());
-  return take_out(self, index, out);
+  return takeOut(self, index, out);
 }
 
 // dst (already holding self) (op)= src through index along dim, iterating over index's shape.
 // Note [Reduced-precision scatter accumulation]
 // A float16/bfloat16 target of an accumulating scatter (add, multiply: scatter_add, scatter_reduce, index_add,
-// put_ with accumulate) is accumulated in float32 and rounded once per element, as the CPU's kernels do
+// putInplace with accumulate) is accumulated in float32 and rounded once per element, as the CPU's kernels do
 // (ATen's opmath). The kernel adds in the target's dtype, so rounding after every contribution lost up to hundreds of
 // ulps where a position's contributions cancel (found through linear_cross_entropy's chunked gradients, which
 // index_add_ into half buffers).
@@ -346,10 +346,10 @@ Tensor& scatterOverload(const Tensor& self, int64_t dim, const Tensor& index_in,
   return out;
 }
 
-Tensor& scatter_src_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
+Tensor& scatterSrcOut(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
   return scatterOverload(self, dim, index, &src, nullptr, ScatterOp::Assign, "scatter", out);
 }
-Tensor& scatter_value_out(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value, Tensor& out) {
+Tensor& scatterValueOut(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value, Tensor& out) {
   return scatterOverload(self, dim, index, nullptr, &value, ScatterOp::Assign, "scatter", out);
 }
 // Complex tensors: the kernels add and assign through real pairs (Note [Complex index writes]); the other
@@ -358,19 +358,19 @@ bool complexReduction(const Tensor& self, ScatterOp op) {
   return self.is_complex() && op != ScatterOp::Assign && op != ScatterOp::Add;
 }
 
-Tensor& scatter_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
-                           c10::string_view reduce, Tensor& out) {
+Tensor& scatterReduceOut(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                         c10::string_view reduce, Tensor& out) {
   if (complexReduction(self, reduceOp(reduce, false)))
     return Fallback<at::_ops::scatter_reduce_out>::call(self, dim, index, src, reduce, out);
   return scatterOverload(self, dim, index, &src, nullptr, reduceOp(reduce, false), "scatter", out);
 }
-Tensor& scatter_value_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value,
-                                 c10::string_view reduce, Tensor& out) {
+Tensor& scatterValueReduceOut(const Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value,
+                              c10::string_view reduce, Tensor& out) {
   if (complexReduction(self, reduceOp(reduce, false)))
     return Fallback<at::_ops::scatter_value_reduce_out>::call(self, dim, index, value, reduce, out);
   return scatterOverload(self, dim, index, nullptr, &value, reduceOp(reduce, false), "scatter", out);
 }
-Tensor& scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
+Tensor& scatterAddOut(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
   return scatterOverload(self, dim, index, &src, nullptr, ScatterOp::Add, "scatter_add", out);
 }
 
@@ -397,8 +397,8 @@ void scatterReduceInto(Tensor& out, int64_t dim, const Tensor& index, const Tens
   }
 }
 
-Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src,
-                               c10::string_view reduce, bool include_self, Tensor& out) {
+Tensor& scatterReduceTwoOut(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& src,
+                            c10::string_view reduce, bool include_self, Tensor& out) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "scatter_reduce");
   checkGatherShapes(self, dim, index, &src, "scatter_reduce");
@@ -412,8 +412,8 @@ Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& in
 
 // index_reduce: scatter_reduce with the 1-D index spread along source's other dimensions; a bad index raises
 // IndexError, as the CPU's kernel. ATen's checks run first, on meta tensors.
-Tensor& index_reduce_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source,
-                         c10::string_view reduce, bool include_self, Tensor& out) {
+Tensor& indexReduceOut(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source,
+                       c10::string_view reduce, bool include_self, Tensor& out) {
   if (self.is_complex() || toKernelDType(self.scalar_type()) == DType::Other)
     return Fallback<at::_ops::index_reduce_out>::call(self, dim, index_in, source, reduce, include_self, out);
   auto meta = [](const Tensor& t) { return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)); };
@@ -462,8 +462,8 @@ void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tens
   launch(Kind::Scatter, a, out.device(), alongDim("index_add/index_copy", out, dim, runtime_error));
 }
 
-Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source,
-                      const c10::Scalar& alpha, Tensor& out) {
+Tensor& indexAddOut(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source,
+                    const c10::Scalar& alpha, Tensor& out) {
   if (self.scalar_type() == at::kComplexHalf) {  // no complex32 arithmetic in the kernels: complex64, rounded back
     return out.copy_(at::index_add(self.to(at::kComplexFloat), dim, index_in, source.to(at::kComplexFloat), alpha));
   }
@@ -476,7 +476,7 @@ Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index_in, c
   return out;
 }
 
-Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, Tensor& out) {
+Tensor& indexCopyOut(const Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source, Tensor& out) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "index_copy").reshape({-1});
   TORCH_CHECK(source.dim() == 0 || index.numel() == source.size(dim), "index_copy_(): Number of indices (",
@@ -486,7 +486,7 @@ Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index_in, 
   return out;
 }
 
-Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value) {
+Tensor& indexFillInplace(Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value) {
   TORCH_CHECK(!value.isComplex() || self.is_complex(),
               "index_fill_(): Converting complex Scalar to non-complex type is "
               "not supported");
@@ -511,14 +511,14 @@ Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index_in, const c10
   return self;
 }
 
-Tensor& index_fill_tensor_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
+Tensor& indexFillTensorInplace(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "Only supports 0-dimensional value tensor. Got a tensor with ", value.dim(),
               " dimensions.");
-  return index_fill_(self, dim, index, value.item());
+  return indexFillInplace(self, dim, index, value.item());
 }
 
-Tensor& put_(Tensor& self, const Tensor& index_in, const Tensor& source, bool accumulate) {
-  // As ATen's put_ on a GPU: duplicate indices make the result order-dependent (accumulation is atomic), so
+Tensor& putInplace(Tensor& self, const Tensor& index_in, const Tensor& source, bool accumulate) {
+  // As ATen's putInplace on a GPU: duplicate indices make the result order-dependent (accumulation is atomic), so
   // torch.use_deterministic_algorithms(True) refuses it.
   at::globalContext().alertNotDeterministic("put_");
   Tensor index = longIndex(index_in, self, "put").reshape({-1});
@@ -549,7 +549,7 @@ Tensor flatNonzero(const Tensor& self) {
   return out.narrow(0, 0, count);
 }
 
-Tensor& nonzero_out(const Tensor& self, Tensor& out) {
+Tensor& nonzeroOut(const Tensor& self, Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong,
               "nonzero: Expected out tensor to have scalar type Long but got scalar type", out.scalar_type());
   Tensor lin = flatNonzero(self);
@@ -566,18 +566,18 @@ Tensor& nonzero_out(const Tensor& self, Tensor& out) {
 
 Tensor nonzeroFn(const Tensor& self) {
   Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return nonzero_out(self, out);
+  return nonzeroOut(self, out);
 }
 
-Tensor masked_select(const Tensor& self, const Tensor& mask) {
+Tensor maskedSelect(const Tensor& self, const Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   auto [s, m] = at::expand_outplace(self, mask);
   Tensor lin = flatNonzero(*m);
   Tensor out = at::empty({0}, self.options());
-  return take_out(s->contiguous(), lin, out);
+  return takeOut(s->contiguous(), lin, out);
 }
 
-Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) {
+Tensor& maskedScatterInplace(Tensor& self, const Tensor& mask, const Tensor& source) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(),
@@ -719,7 +719,7 @@ void describe(IndexArgs& a, Advanced& adv, const Tensor& target) {
   }
 }
 
-Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& indices, Tensor& out) {
+Tensor& indexOut(const Tensor& self, const c10::List<std::optional<Tensor>>& indices, Tensor& out) {
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index_out: self (", self.scalar_type(), ") and result (",
               out.scalar_type(), ") must have the same scalar type");
   Advanced adv = makeAdvanced(self, indices);
@@ -735,8 +735,8 @@ Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& in
   return out;
 }
 
-Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& indices, const Tensor& values,
-                        bool accumulate, bool) {
+Tensor& indexPutImplInplace(Tensor& self, const c10::List<std::optional<Tensor>>& indices, const Tensor& values,
+                            bool accumulate, bool) {
   for (const std::optional<Tensor>& o : indices) {  // the CPU's index_put_ warns; ATen's index (reads) already does
     if (o.has_value() && o->defined() && o->scalar_type() == at::kByte) {
       TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
@@ -769,29 +769,29 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "index_select.out", index_select_out);
-  MT_IMPL(m, "gather.out", gather_out);
-  MT_IMPL(m, "take.out", take_out);
-  MT_IMPL(m, "index_select", index_select);
+  MT_IMPL(m, "index_select.out", indexSelectOut);
+  MT_IMPL(m, "gather.out", gatherOut);
+  MT_IMPL(m, "take.out", takeOut);
+  MT_IMPL(m, "index_select", indexSelect);
   MT_IMPL(m, "take", take);
-  MT_IMPL(m, "scatter.src_out", scatter_src_out);
-  MT_IMPL(m, "scatter.value_out", scatter_value_out);
-  MT_IMPL(m, "scatter.reduce_out", scatter_reduce_out);
-  MT_IMPL(m, "scatter.value_reduce_out", scatter_value_reduce_out);
-  MT_IMPL(m, "scatter_add.out", scatter_add_out);
-  MT_IMPL(m, "scatter_reduce.two_out", scatter_reduce_two_out);
-  MT_IMPL(m, "index_reduce.out", index_reduce_out);
-  MT_IMPL(m, "index_add.out", index_add_out);
-  MT_IMPL(m, "index_copy.out", index_copy_out);
-  MT_IMPL(m, "index_fill_.int_Scalar", index_fill_);
-  MT_IMPL(m, "put_", put_);
-  MT_IMPL(m, "index_fill_.int_Tensor", index_fill_tensor_);
+  MT_IMPL(m, "scatter.src_out", scatterSrcOut);
+  MT_IMPL(m, "scatter.value_out", scatterValueOut);
+  MT_IMPL(m, "scatter.reduce_out", scatterReduceOut);
+  MT_IMPL(m, "scatter.value_reduce_out", scatterValueReduceOut);
+  MT_IMPL(m, "scatter_add.out", scatterAddOut);
+  MT_IMPL(m, "scatter_reduce.two_out", scatterReduceTwoOut);
+  MT_IMPL(m, "index_reduce.out", indexReduceOut);
+  MT_IMPL(m, "index_add.out", indexAddOut);
+  MT_IMPL(m, "index_copy.out", indexCopyOut);
+  MT_IMPL(m, "index_fill_.int_Scalar", indexFillInplace);
+  MT_IMPL(m, "put_", putInplace);
+  MT_IMPL(m, "index_fill_.int_Tensor", indexFillTensorInplace);
   MT_IMPL(m, "nonzero", nonzeroFn);
-  MT_IMPL(m, "nonzero.out", nonzero_out);
-  MT_IMPL(m, "masked_select", masked_select);
-  MT_IMPL(m, "masked_scatter_", masked_scatter_);
-  MT_IMPL(m, "index.Tensor_out", index_out);
-  MT_IMPL(m, "_index_put_impl_", index_put_impl_);
+  MT_IMPL(m, "nonzero.out", nonzeroOut);
+  MT_IMPL(m, "masked_select", maskedSelect);
+  MT_IMPL(m, "masked_scatter_", maskedScatterInplace);
+  MT_IMPL(m, "index.Tensor_out", indexOut);
+  MT_IMPL(m, "_index_put_impl_", indexPutImplInplace);
 }
 
 } // namespace mytorch

@@ -42,7 +42,7 @@ std::pair<uint64_t, uint64_t> philoxCall(const c10::Device& device, const std::o
   return g->philoxStep();
 }
 
-at::Tensor& randomFill(at::Tensor& self, RandomParams p, const std::optional<at::Generator>& gen) {
+at::Tensor& randomFill(at::Tensor& self, RandomArgs p, const std::optional<at::Generator>& gen) {
   if (self.numel() == 0) return self;
   if (!unsignedAsSigned(self).is_same(self)) {
     TORCH_CHECK(p.dist == Distribution::Integer, "mytorch: this random fill is not implemented for ",
@@ -60,7 +60,7 @@ at::Tensor& randomFill(at::Tensor& self, RandomParams p, const std::optional<at:
   p.data = target.data_ptr();
   p.dtype = toKernelDType(self.scalar_type());
   p.numel = self.numel();
-  MT_RT_CHECK(kernels::random(p, nativeHandle(currentStream(self.device().index()))));
+  MT_RT_CHECK(kernels::random(p, streamFor(self)));
   if (!target.is_same(self)) self.copy_(target);
   return self;
 }
@@ -70,41 +70,41 @@ void checkFloating(const at::Tensor& self, const char* op) {
               self.scalar_type());
 }
 
-at::Tensor& wrapper_uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+at::Tensor& uniformInplace(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   if (self.is_complex()) { // as on the CPU: real and imaginary parts drawn independently
     at::Tensor real = at::view_as_real(self);
-    wrapper_uniform_(real, from, to, gen);
+    uniformInplace(real, from, to, gen);
     return self;
   }
   checkFloating(self, "uniform_");
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
   TORCH_CHECK(std::isfinite(to - from), "uniform_ expects a finite range, but got from=", from, " to=", to);
-  RandomParams p;
+  RandomArgs p;
   p.dist = Distribution::Uniform;
   p.a = from;
   p.b = to;
   return randomFill(self, p, gen);
 }
 
-at::Tensor& wrapper_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+at::Tensor& normalInplace(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   if (self.is_complex()) { // as on the CPU: each part gets std/sqrt(2), so |z| has the requested spread
     at::Tensor real = at::view_as_real(self);
-    wrapper_normal_(real, mean, std / std::sqrt(2.0), gen);
+    normalInplace(real, mean, std / std::sqrt(2.0), gen);
     return self;
   }
   checkFloating(self, "normal_");
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  RandomParams p;
+  RandomArgs p;
   p.dist = Distribution::Normal;
   p.a = mean;
   p.b = std;
   return randomFill(self, p, gen);
 }
 
-at::Tensor& wrapper_exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
+at::Tensor& exponentialInplace(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   checkFloating(self, "exponential_");
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
-  RandomParams p;
+  RandomArgs p;
   p.dist = Distribution::Exponential;
   p.a = lambd;
   return randomFill(self, p, gen);
@@ -170,15 +170,14 @@ void checkIntegralRange(const at::Tensor& self, int64_t from, int64_t last) {
 }
 
 at::Tensor& integerFill(at::Tensor& self, int64_t low, uint64_t range, const std::optional<at::Generator>& gen) {
-  RandomParams p;
+  RandomArgs p;
   p.dist = Distribution::Integer;
   p.low = low;
   p.range = range; // 0 means the full 64-bit range
   return randomFill(self, p, gen);
 }
 
-at::Tensor& wrapper_random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
-                                std::optional<at::Generator> gen) {
+at::Tensor& randomFrom(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
   if (to.has_value()) {
     TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
     checkIntegralRange(self, from, *to - 1);
@@ -190,27 +189,26 @@ at::Tensor& wrapper_random_from(at::Tensor& self, int64_t from, std::optional<in
   return integerFill(self, from, static_cast<uint64_t>(hi) - static_cast<uint64_t>(from) + 1, gen);
 }
 
-at::Tensor& wrapper_random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+at::Tensor& randomTo(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
   TORCH_CHECK(0 < to, "random_ expects 'from' to be less than 'to', but got from=0 >= to=", to);
   checkIntegralRange(self, 0, to - 1);
   return integerFill(self, 0, static_cast<uint64_t>(to), gen);
 }
 
-at::Tensor& wrapper_random_(at::Tensor& self, std::optional<at::Generator> gen) {
+at::Tensor& randomInplace(at::Tensor& self, std::optional<at::Generator> gen) {
   if (self.scalar_type() == at::kUInt64) return integerFill(self, 0, 0, gen); // all 64 bits
   return integerFill(self, 0, static_cast<uint64_t>(randomMax(self.scalar_type())) + 1, gen);
 }
 
-at::Tensor& wrapper_bernoulli_float(at::Tensor& self, double prob, std::optional<at::Generator> gen) {
+at::Tensor& bernoulliFloat(at::Tensor& self, double prob, std::optional<at::Generator> gen) {
   TORCH_CHECK(0 <= prob && prob <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", prob);
-  RandomParams p;
+  RandomArgs p;
   p.dist = Distribution::Bernoulli;
   p.a = prob;
   return randomFill(self, p, gen);
 }
 
-std::tuple<at::Tensor, at::Tensor> wrapper_native_dropout(const at::Tensor& input, double prob,
-                                                          std::optional<bool> train) {
+std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input, double prob, std::optional<bool> train) {
   TORCH_CHECK(0 <= prob && prob <= 1, "dropout probability has to be between 0 and 1, but got ", prob);
   if (input.numel() == 0 || (train.has_value() && !*train) || prob == 0) {
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
@@ -219,12 +217,12 @@ std::tuple<at::Tensor, at::Tensor> wrapper_native_dropout(const at::Tensor& inpu
   const double scale = prob == 1 ? 0.0 : 1.0 / (1.0 - prob);
   if (!input.is_contiguous() || !at::isFloatingType(input.scalar_type()) ||
       toKernelDType(input.scalar_type()) == DType::Other) {  // the composition (ATen's own)
-    wrapper_bernoulli_float(mask, 1.0 - prob, std::nullopt);
+    bernoulliFloat(mask, 1.0 - prob, std::nullopt);
     return {at::mul(at::mul(input, mask), scale), mask};
   }
   // Note [Fused dropout]: one pass, the same mask and values as the composition above
   at::Tensor out = at::empty_like(input, at::MemoryFormat::Contiguous);
-  DropoutParams d;
+  DropoutArgs d;
   d.in = input.const_data_ptr();
   d.out = out.data_ptr();
   d.mask = mask.data_ptr<bool>();
@@ -234,21 +232,21 @@ std::tuple<at::Tensor, at::Tensor> wrapper_native_dropout(const at::Tensor& inpu
   d.scale = scale;
   c10::DeviceGuard guard(input.device());
   std::tie(d.seed, d.offset) = philoxCall(input.device(), std::nullopt);
-  MT_RT_CHECK(kernels::dropout(d, nativeHandle(currentStream(input.device().index()))));
+  MT_RT_CHECK(kernels::dropout(d, streamFor(input)));
   return {out, mask};
 }
 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "uniform_", wrapper_uniform_);
-  MT_IMPL(m, "normal_", wrapper_normal_);
-  MT_IMPL(m, "random_.from", wrapper_random_from);
-  MT_IMPL(m, "random_.to", wrapper_random_to);
-  MT_IMPL(m, "random_", wrapper_random_);
-  MT_IMPL(m, "bernoulli_.float", wrapper_bernoulli_float);
-  MT_IMPL(m, "exponential_", wrapper_exponential_);
-  MT_IMPL(m, "native_dropout", wrapper_native_dropout);
+  MT_IMPL(m, "uniform_", uniformInplace);
+  MT_IMPL(m, "normal_", normalInplace);
+  MT_IMPL(m, "random_.from", randomFrom);
+  MT_IMPL(m, "random_.to", randomTo);
+  MT_IMPL(m, "random_", randomInplace);
+  MT_IMPL(m, "bernoulli_.float", bernoulliFloat);
+  MT_IMPL(m, "exponential_", exponentialInplace);
+  MT_IMPL(m, "native_dropout", nativeDropout);
 }
 
 } // namespace mytorch

@@ -33,16 +33,14 @@ namespace {
 
 using at::Tensor;
 
-rt::Stream streamOf(const Tensor& t) { return nativeHandle(currentStream(t.device().index())); }
-
-void runIota(const Tensor& out, IotaParams p) {
+void runIota(const Tensor& out, IotaArgs p) {
   if (out.numel() == 0) return;
   TORCH_INTERNAL_ASSERT(out.is_contiguous());
   p.data = out.data_ptr();
   p.dtype = toKernelDType(out.scalar_type());
   p.numel = out.numel();
   c10::DeviceGuard guard(out.device());
-  MT_RT_CHECK(kernels::iota(p, streamOf(out)));
+  MT_RT_CHECK(kernels::iota(p, streamFor(out)));
 }
 
 // A complex linspace part by part (ATen's is linear in each part): the iota kernel has no complex dtypes,
@@ -54,7 +52,7 @@ Tensor& complexRange(const Tensor& re, const Tensor& im, Tensor& out) {
   return out;
 }
 
-Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, Tensor& out) {
+Tensor& arangeOut(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, Tensor& out) {
   // as the CPU's and CUDA's kernels (neither has complex or bool dtypes); the iota kernel used to leave complex
   // memory as it was, and a bool range came out all true
   TORCH_CHECK_NOT_IMPLEMENTED(!out.is_complex() && out.scalar_type() != at::kBool,
@@ -75,7 +73,7 @@ Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::
               "invalid size, possible overflow?");
   const auto size = static_cast<int64_t>(size_d);
   if (out.numel() != size) out.resize_({size});
-  IotaParams p;
+  IotaArgs p;
   p.start = xs;
   p.step = xstep;
   p.integer = integral;
@@ -93,21 +91,21 @@ Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::
   return out;
 }
 
-Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, Tensor& out) {
+Tensor& linspaceOut(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   if (out.is_complex()) {
     if (out.numel() != steps) out.resize_({steps});
     const auto zs = start.toComplexDouble(), ze = end.toComplexDouble();
     const auto real = out.options().dtype(c10::toRealValueType(out.scalar_type()));
     Tensor re = at::empty({steps}, real), im = at::empty({steps}, real);
-    linspace_out(zs.real(), ze.real(), steps, re);
-    linspace_out(zs.imag(), ze.imag(), steps, im);
+    linspaceOut(zs.real(), ze.real(), steps, re);
+    linspaceOut(zs.imag(), ze.imag(), steps, im);
     return complexRange(re, im, out);
   }
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
   if (steps == 1) return out.fill_(start);
-  IotaParams p;
+  IotaArgs p;
   p.start = start.toDouble();
   p.end = end.toDouble();
   p.symmetric = true;
@@ -121,7 +119,7 @@ Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t s
   return out;
 }
 
-Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
+Tensor& catOut(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
   auto list = tensors.materialize();
   TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
   for (const Tensor& t : list) at::assert_no_overlap(out, t);   // as ATen's cat: not even an out= that is an input
@@ -167,7 +165,7 @@ Tensor flip(const Tensor& self, at::IntArrayRef dims) {
   if (self.numel() == 0) return out;
   const auto flipped = at::dim_list_to_bitset(dims, self.dim());
   TORCH_CHECK(self.dim() <= kMaxDims, "flip supports at most ", kMaxDims, " dimensions");
-  CopyParams p;
+  CopyArgs p;
   p.shape.ndim = static_cast<int>(self.dim());
   p.shape.numel = self.numel();
   const int64_t es = static_cast<int64_t>(self.element_size());
@@ -189,7 +187,7 @@ Tensor flip(const Tensor& self, at::IntArrayRef dims) {
   p.dst.dtype = p.src.dtype = toKernelDType(self.scalar_type());
   p.dst.elem_size = p.src.elem_size = static_cast<int>(es);
   c10::DeviceGuard guard(self.device());
-  MT_RT_CHECK(kernels::copy(p, streamOf(self)));
+  MT_RT_CHECK(kernels::copy(p, streamFor(self)));
   return out;
 }
 
@@ -242,7 +240,7 @@ Tensor triangleMask(const Tensor& self, int64_t diagonal, bool lower) {
   return lower ? at::le(diff, diagonal) : at::ge(diff, diagonal);
 }
 
-Tensor& tril_out(const Tensor& self, int64_t diagonal, Tensor& out) {
+Tensor& trilOut(const Tensor& self, int64_t diagonal, Tensor& out) {
   TORCH_CHECK(self.dim() >= 2, "tril: input tensor must have at least 2 dimensions");
   checkOutDtype(out, self.scalar_type());
   at::native::resize_output(out, self.sizes());
@@ -250,7 +248,7 @@ Tensor& tril_out(const Tensor& self, int64_t diagonal, Tensor& out) {
   return out.copy_(r);
 }
 
-Tensor& triu_out(const Tensor& self, int64_t diagonal, Tensor& out) {
+Tensor& triuOut(const Tensor& self, int64_t diagonal, Tensor& out) {
   TORCH_CHECK(self.dim() >= 2, "triu: input tensor must have at least 2 dimensions");
   checkOutDtype(out, self.scalar_type());
   at::native::resize_output(out, self.sizes());
@@ -261,14 +259,14 @@ Tensor& triu_out(const Tensor& self, int64_t diagonal, Tensor& out) {
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "arange.start_out", arange_out);
-  MT_IMPL(m, "linspace.out", linspace_out);
-  MT_IMPL(m, "cat.out", cat_out);
+  MT_IMPL(m, "arange.start_out", arangeOut);
+  MT_IMPL(m, "linspace.out", linspaceOut);
+  MT_IMPL(m, "cat.out", catOut);
   MT_IMPL(m, "flip", flip);
   MT_IMPL(m, "roll", roll);
   MT_IMPL(m, "repeat", repeat);
-  MT_IMPL(m, "tril.out", tril_out);
-  MT_IMPL(m, "triu.out", triu_out);
+  MT_IMPL(m, "tril.out", trilOut);
+  MT_IMPL(m, "triu.out", triuOut);
 }
 
 } // namespace mytorch

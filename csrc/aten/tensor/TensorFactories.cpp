@@ -34,17 +34,17 @@ void checkFactoryArgs(std::optional<at::Layout> layout, std::optional<at::Device
   if (device.has_value() && device->index() >= 0) checkDeviceIndex(device->index());
 }
 
-at::Tensor wrapper_empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
-                                       std::optional<at::Layout> layout, std::optional<at::Device> device,
-                                       std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+at::Tensor emptyMemoryFormat(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                             std::optional<at::Layout> layout, std::optional<at::Device> device,
+                             std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
   checkFactoryArgs(layout, device, pin_memory);
   c10::OptionalDeviceGuard guard(device);
   return at::detail::empty_generic(size, deviceAllocator(), kKeys, c10::dtype_or_default(dtype), memory_format);
 }
 
-at::Tensor wrapper_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
-                                 std::optional<at::Layout> layout, std::optional<at::Device> device,
-                                 std::optional<bool> pin_memory) {
+at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                        std::optional<at::Layout> layout, std::optional<at::Device> device,
+                        std::optional<bool> pin_memory) {
   checkFactoryArgs(layout, device, pin_memory);
   c10::OptionalDeviceGuard guard(device);
   return at::detail::empty_strided_generic(size, stride, deviceAllocator(), kKeys, c10::dtype_or_default(dtype));
@@ -83,8 +83,8 @@ void resizeImpl(const at::Tensor& self, c10::IntArrayRef size, at::OptionalIntAr
   }
 }
 
-const at::Tensor& wrapper_resize_(const at::Tensor& self, c10::IntArrayRef size,
-                                  std::optional<at::MemoryFormat> memory_format) {
+const at::Tensor& resizeInplace(const at::Tensor& self, c10::IntArrayRef size,
+                                std::optional<at::MemoryFormat> memory_format) {
   for (auto s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
   // As ATen's resize_: the same sizes keep the tensor's own strides. Restriding it contiguous made out= views
   // (torch.zeros(..., out=x[:, ::2])) write over their gaps, into memory the user holds elsewhere.
@@ -97,8 +97,8 @@ const at::Tensor& wrapper_resize_(const at::Tensor& self, c10::IntArrayRef size,
   return self;
 }
 
-at::Tensor& wrapper_set_storage_offset(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
-                                       c10::IntArrayRef stride) {
+at::Tensor& setStorageOffset(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                             c10::IntArrayRef stride) {
   at::native::checkSetStorage(self, std::move(source), offset, size, stride);
   self.unsafeGetTensorImpl()->set_storage_offset(offset);
   at::OptionalIntArrayRef st = stride.data() != nullptr ? at::OptionalIntArrayRef(stride) : std::nullopt;
@@ -106,32 +106,32 @@ at::Tensor& wrapper_set_storage_offset(at::Tensor& self, c10::Storage source, in
   return self;
 }
 
-at::Tensor& wrapper_set_storage(at::Tensor& self, c10::Storage source) {
+at::Tensor& setStorage(at::Tensor& self, c10::Storage source) {
   const int64_t n = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
-  return wrapper_set_storage_offset(self, std::move(source), 0, {n}, {});
+  return setStorageOffset(self, std::move(source), 0, {n}, {});
 }
 
-at::Tensor& wrapper_set_tensor(at::Tensor& self, const at::Tensor& source) {
+at::Tensor& setTensor(at::Tensor& self, const at::Tensor& source) {
   if (self.is_same(source)) return self;
-  return wrapper_set_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+  return setStorageOffset(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
 }
 
-at::Tensor& wrapper_set_empty(at::Tensor& self) {
+at::Tensor& setEmpty(at::Tensor& self) {
   c10::Storage empty(c10::Storage::use_byte_size_t(), 0, deviceAllocator()->allocate(0), deviceAllocator(), true);
-  return wrapper_set_storage_offset(self, std::move(empty), 0, {0}, {});
+  return setStorageOffset(self, std::move(empty), 0, {0}, {});
 }
 
 // Marks the tensor's block as used by `stream`: the allocator will not hand it out again until the work
 // queued on that stream at free time has finished.
-void wrapper_record_stream(at::Tensor& self, c10::Stream stream) {
+void recordTensorStream(at::Tensor& self, c10::Stream stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1 && stream.device_index() == self.device().index(),
               "record_stream expects a stream of the tensor's device ", self.device(), ", but got one of ",
               stream.device());
   deviceAllocator()->recordStream(self.storage().data_ptr(), stream);
 }
 
-at::Tensor wrapper_as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
-                              std::optional<int64_t> storage_offset) {
+at::Tensor asStrided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                     std::optional<int64_t> storage_offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
 }
 
@@ -153,14 +153,14 @@ bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
 } // namespace
 
 // Tensor.is_set_to: the same storage, offset, sizes and strides (ATen's rule), without touching the data.
-bool wrapper_is_set_to(const at::Tensor& self, const at::Tensor& src) {
+bool isSetTo(const at::Tensor& self, const at::Tensor& src) {
   return self.storage().unsafeGetStorageImpl() == src.storage().unsafeGetStorageImpl() &&
          self.storage_offset() == src.storage_offset() && self.sizes() == src.sizes() &&
          self.strides() == src.strides();
 }
 
 // torch.eye: zeros, then ones on the diagonal (both native kernels), with ATen's argument checks.
-at::Tensor& wrapper_eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+at::Tensor& eyeMOut(int64_t n, int64_t m, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
   TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
   at::native::resize_output(out, {n, m});
@@ -169,23 +169,23 @@ at::Tensor& wrapper_eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
   return out;
 }
 
-at::Tensor& wrapper_eye_out(int64_t n, at::Tensor& out) { return wrapper_eye_m_out(n, n, out); }
+at::Tensor& eyeOut(int64_t n, at::Tensor& out) { return eyeMOut(n, n, out); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "eye.out", wrapper_eye_out);
-  MT_IMPL(m, "is_set_to", wrapper_is_set_to);
-  MT_IMPL(m, "eye.m_out", wrapper_eye_m_out);
+  MT_IMPL(m, "eye.out", eyeOut);
+  MT_IMPL(m, "is_set_to", isSetTo);
+  MT_IMPL(m, "eye.m_out", eyeMOut);
   MT_IMPL(m, "_has_compatible_shallow_copy_type", hasCompatibleShallowCopyType);
-  MT_IMPL(m, "empty.memory_format", wrapper_empty_memory_format);
-  MT_IMPL(m, "empty_strided", wrapper_empty_strided);
+  MT_IMPL(m, "empty.memory_format", emptyMemoryFormat);
+  MT_IMPL(m, "empty_strided", emptyStrided);
   MT_IMPL(m, "_efficientzerotensor", efficientZeroTensor);
-  MT_IMPL(m, "resize_", wrapper_resize_);
-  MT_IMPL(m, "set_.source_Storage_storage_offset", wrapper_set_storage_offset);
-  MT_IMPL(m, "set_.source_Storage", wrapper_set_storage);
-  MT_IMPL(m, "set_.source_Tensor", wrapper_set_tensor);
-  MT_IMPL(m, "set_", wrapper_set_empty);
-  MT_IMPL(m, "as_strided", wrapper_as_strided);
-  MT_IMPL(m, "record_stream", wrapper_record_stream);
+  MT_IMPL(m, "resize_", resizeInplace);
+  MT_IMPL(m, "set_.source_Storage_storage_offset", setStorageOffset);
+  MT_IMPL(m, "set_.source_Storage", setStorage);
+  MT_IMPL(m, "set_.source_Tensor", setTensor);
+  MT_IMPL(m, "set_", setEmpty);
+  MT_IMPL(m, "as_strided", asStrided);
+  MT_IMPL(m, "record_stream", recordTensorStream);
   MT_IMPL(m, "view", at::native::view);
   MT_IMPL(m, "_reshape_alias", at::native::_reshape_alias);
   MT_IMPL(m, "alias", at::native::alias);

@@ -13,7 +13,7 @@ namespace mytorch {
 // Up to kMaxUnscaleTensors tensors of one dtype in one launch (the cuda kernel takes them all: a block row per
 // tensor, grid-stride within it), each a dense run of numel[i] elements.
 constexpr int kMaxUnscaleTensors = 64;
-struct UnscaleParams {
+struct UnscaleArgs {
   int count = 0;
   void* data[kMaxUnscaleTensors] = {};
   int64_t numel[kMaxUnscaleTensors] = {};
@@ -22,7 +22,7 @@ struct UnscaleParams {
   float* found_inf = nullptr;     // set to 1.0 when any element is not finite
 };
 
-struct UpdateScaleParams {
+struct UpdateScaleArgs {
   float* scale = nullptr;
   int32_t* growth_tracker = nullptr;
   const float* found_inf = nullptr;
@@ -32,7 +32,7 @@ struct UpdateScaleParams {
 };
 
 // One step of GradScaler's scale update, with ATen's semantics (shared by both runtimes).
-MT_HOST_DEVICE inline void update_scale_step(const UpdateScaleParams& p) {
+MT_HOST_DEVICE inline void update_scale_step(const UpdateScaleArgs& p) {
   if (*p.found_inf != 0.0f) {
     *p.scale = static_cast<float>(*p.scale * p.backoff_factor);
     *p.growth_tracker = 0;
@@ -48,7 +48,7 @@ MT_HOST_DEVICE inline void update_scale_step(const UpdateScaleParams& p) {
   }
 }
 
-MT_LAUNCHER(non_finite_check_and_unscale, (const UnscaleParams& p, rt::Stream stream), (p, stream))
-MT_LAUNCHER(update_scale, (const UpdateScaleParams& p, rt::Stream stream), (p, stream))
+MT_LAUNCHER(non_finite_check_and_unscale, (const UnscaleArgs& p, rt::Stream stream), (p, stream))
+MT_LAUNCHER(update_scale, (const UpdateScaleArgs& p, rt::Stream stream), (p, stream))
 
 } // namespace mytorch

@@ -11,13 +11,13 @@
 
 namespace mytorch {
 
-struct CopyParams {
+struct CopyArgs {
   StridedShape shape;
   StridedOperand dst;
   StridedOperand src;
 };
 
-struct FillParams {
+struct FillArgs {
   StridedShape shape;
   StridedOperand dst;
   alignas(16) unsigned char value[16]; // the fill value already converted to dst's type
@@ -28,7 +28,7 @@ struct FillParams {
 //  - linspace (symmetric): the endpoints converted to the output dtype first, the step and the values in
 //    the output dtype's own arithmetic for floating types (so fp16 rounds at each operation) and in double
 //    for integers; the upper half counts back from the end so both endpoints are exact.
-struct IotaParams {
+struct IotaArgs {
   void* data = nullptr;
   DType dtype = DType::Float;
   int64_t numel = 0;
@@ -39,7 +39,7 @@ struct IotaParams {
 };
 
 template <typename T>
-MT_HOST_DEVICE inline T iota_value(const IotaParams& p, int64_t i) {
+MT_HOST_DEVICE inline T iota_value(const IotaArgs& p, int64_t i) {
   if (p.symmetric) {
     const int64_t back = p.numel - 1 - i;
     const bool lower = i < p.numel / 2;
@@ -60,8 +60,8 @@ MT_HOST_DEVICE inline T iota_value(const IotaParams& p, int64_t i) {
 
 // dst[i] = cast(src[i]) for every element of the shape. Equal dtypes copy bytes (any element type);
 // different dtypes need both to be one of the DType values other than Other.
-MT_LAUNCHER(copy, (const CopyParams& p, rt::Stream stream), (p, stream))
-MT_LAUNCHER(fill, (const FillParams& p, rt::Stream stream), (p, stream))
-MT_LAUNCHER(iota, (const IotaParams& p, rt::Stream stream), (p, stream))
+MT_LAUNCHER(copy, (const CopyArgs& p, rt::Stream stream), (p, stream))
+MT_LAUNCHER(fill, (const FillArgs& p, rt::Stream stream), (p, stream))
+MT_LAUNCHER(iota, (const IotaArgs& p, rt::Stream stream), (p, stream))
 
 } // namespace mytorch

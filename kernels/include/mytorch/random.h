@@ -49,7 +49,7 @@ struct Philox4x32 {
 
 enum class Distribution : int { Uniform, Normal, Integer, Bernoulli, Exponential };
 
-struct RandomParams {
+struct RandomArgs {
   void* data = nullptr; // contiguous output
   DType dtype = DType::Float;
   int64_t numel = 0;
@@ -69,7 +69,7 @@ MT_HOST_DEVICE inline double u64_to_unit_double(uint32_t hi, uint32_t lo) {
 
 // The value of element i, computed identically on both runtimes (see Note [Philox layout]).
 template <typename T>
-MT_HOST_DEVICE inline T random_element(const RandomParams& p, int64_t i) {
+MT_HOST_DEVICE inline T random_element(const RandomArgs& p, int64_t i) {
   constexpr bool wide = std::is_same_v<T, double> || std::is_same_v<T, int64_t>;
   switch (p.dist) {
     case Distribution::Uniform: {
@@ -135,14 +135,14 @@ MT_HOST_DEVICE inline T random_element(const RandomParams& p, int64_t i) {
 }
 
 // Fills a contiguous buffer with p.numel values of p.dtype (real types only).
-MT_LAUNCHER(random, (const RandomParams& p, rt::Stream stream), (p, stream))
+MT_LAUNCHER(random, (const RandomArgs& p, rt::Stream stream), (p, stream))
 
 // Note [Fused dropout]
 // native_dropout in one pass: a thread (cuda) or loop step (sim) per Philox block of 4 elements, its four words
 // the four draws, in the Bernoulli layout of Note [Philox layout]: the mask is bit for bit bernoulli_(keep) for the
 // same generator state, and out = (x * mask) * scale in opmath as ATen's input.mul(mask).mul(scale) computes it
 // (a dropped NaN or inf stays NaN, as there). One read of x, one write of out and of the mask.
-struct DropoutParams {
+struct DropoutArgs {
   const void* in = nullptr;  // contiguous
   void* out = nullptr;       // contiguous, in's dtype
   bool* mask = nullptr;      // contiguous
@@ -155,7 +155,7 @@ struct DropoutParams {
 
 // Block b's draws (elements 4b .. 4b + 3) applied to their values x (opmath O), results y and m.
 template <typename O>
-MT_HOST_DEVICE inline void dropout_block(const DropoutParams& p, int64_t b, const O* x, O* y, bool* m) {
+MT_HOST_DEVICE inline void dropout_block(const DropoutArgs& p, int64_t b, const O* x, O* y, bool* m) {
   const Philox4x32 r(p.seed, static_cast<uint64_t>(b), p.offset);
   const O scale = static_cast<O>(p.scale);
   for (int j = 0; j < 4; ++j) {
@@ -164,6 +164,6 @@ MT_HOST_DEVICE inline void dropout_block(const DropoutParams& p, int64_t b, cons
   }
 }
 
-MT_LAUNCHER(dropout, (const DropoutParams& p, rt::Stream stream), (p, stream))
+MT_LAUNCHER(dropout, (const DropoutArgs& p, rt::Stream stream), (p, stream))
 
 } // namespace mytorch
