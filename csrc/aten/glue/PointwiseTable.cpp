@@ -1,7 +1,8 @@
 // Op table: the aten registrations derived from the pointwise table (kernels/include/mytorch/tables/
 // pointwise.def). A row whose glue is `Table` registers aten::<aten>.<overload> here as out = op(inputs) on the
 // elementwise engine, with the CPU fallback for what the kernels do not take; `Hand` rows have their own glue
-// (UnaryOps, BinaryOps, Activation). Also the rows as data for mytorch._C._op_tables() (OpTables.h).
+// (UnaryOps, BinaryOps, Activation), `Op` rows are mytorch's own operators (csrc/ops/PointwiseOps.cpp). Also the
+// rows as data for mytorch._C._op_tables() (OpTables.h).
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
@@ -26,8 +27,10 @@ struct TableRow {
   }
 };
 
-// Table rows register; Hand rows are registered by their own glue.
+// Table rows register; Hand rows are registered by their own glue, Op rows (mytorch's own operators) by
+// csrc/ops/PointwiseOps.cpp.
 #define MT_REGISTER_Hand(name, arity, aten, overload)
+#define MT_REGISTER_Op(name, arity, aten, overload)
 #define MT_REGISTER_Table(name, arity, aten, overload)                                     \
   {                                                                                        \
     static_assert(arity <= 2, "a Table row of arity 3 needs its own glue (mark it Hand)"); \

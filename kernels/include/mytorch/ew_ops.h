@@ -10,6 +10,7 @@
 //   - here: the enum and constexpr traits (ew_arity, ew_dtypes, ew_result, ew_group, ew_foreach);
 //   - the sim loops and the CUDA launchers: a switch over every row (sim/elementwise.cpp, cuda/elementwise*.cu);
 //   - csrc/aten/glue/PointwiseTable.cpp: the aten registration of `Table` rows; Foreach.cpp: the `_foreach_*` ops;
+//     csrc/ops/PointwiseOps.cpp: the mytorch operators of `Op` rows (mytorch's own fused pointwise ops);
 //   - mytorch._C._op_tables(): the rows as data, for the test that checks each reaches a native kernel on the
 //     runtime under test (test/test_op_tables.py).
 // Adding an op is a row and a functor (docs/contributing.md); a row without a functor does not compile.
@@ -36,7 +37,7 @@ enum class EwGroup : int {
   MT_EW_GROUPS(MT_EW_GROUP_ENUM)
 #undef MT_EW_GROUP_ENUM
 };
-enum class EwGlue : int { Table, Hand };
+enum class EwGlue : int { Table, Hand, Op };
 
 namespace ew_table {
 constexpr bool Foreach = true, No = false;
@@ -89,11 +90,15 @@ inline auto ew_visit(EwOp op, F&& f, G&& otherwise) {
 // Per-op constants. Hardshrink / Softshrink (and backwards) lambda = lo; Threshold threshold = lo, value = hi;
 // Polygamma n = ialpha; Logit / LogitBackward eps = lo when has_lo. NN ops: LeakyRelu slope = alpha; Softplus beta = lo, threshold = hi; Elu alpha = alpha,
 // scale = lo, input_scale = hi, is_result = has_lo (backward from the output); Hardtanh bounds lo/hi;
-// MseBackward / SmoothL1Backward / HuberBackward norm = alpha; SmoothL1 beta / Huber delta = lo.
+// MseBackward / SmoothL1Backward / HuberBackward norm = alpha; SmoothL1 beta / Huber delta = lo. `Op` rows (mytorch's
+// own ops): their schema's scalar arguments in arg[], in order.
+constexpr int kEwOpArgs = 4;
 struct EwParams {
   double alpha = 1, lo = 0, hi = 0, nan = 0, posinf = 0, neginf = 0;
   int64_t ialpha = 1, ilo = 0, ihi = 0;
   bool has_lo = false, has_hi = false;
+  // An `Op` row's scalar arguments (float, int or bool), in the order of its schema (csrc/ops/PointwiseOps.cpp).
+  double arg[kEwOpArgs] = {};
 };
 
 } // namespace mytorch

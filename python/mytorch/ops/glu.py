@@ -7,8 +7,9 @@
 One pass each way, in float32 for half-precision inputs (rounded once), keeping only gate and up for the backward:
 aten's composition keeps act(gate) as well. With a packed gate_up (one GEMM for both projections, as Phi-3 and
 GPT-OSS store it) the backward writes both gradients into one buffer of gate_up's shape, so no cat follows.
-`torch.ops.mytorch.glu` / `glu_backward` (schemas in csrc/ops/Library.cpp) have autograd, fake kernels for
-torch.compile and a CPU implementation (the reference).
+`torch.ops.mytorch.glu` / `glu_backward` (schemas in csrc/ops/Library.cpp) are each defined once (Note [A fused op,
+defined once]): the reference below is the CPU implementation and, run on fake tensors, the fake kernel for
+torch.compile; glu's autograd is glu_backward.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ._define import fused_op
 from ._opmath import opmath
 
 __all__ = ["swiglu", "geglu"]
@@ -34,36 +36,6 @@ def _act(x: torch.Tensor, activation: str) -> torch.Tensor:
     return F.gelu(x, approximate="tanh" if activation == "gelu_tanh" else "none")
 
 
-@torch.library.register_fake("mytorch::glu")
-def _glu_fake(gate, up, activation):
-    g, _ = _halves(gate, up)
-    return g.new_empty(g.shape)
-
-
-@torch.library.register_fake("mytorch::glu_backward")
-def _glu_backward_fake(grad, gate, up, activation):
-    g, _ = _halves(gate, up)
-    return g.new_empty((*g.shape[:-1], 2 * g.shape[-1]))
-
-
-@torch.library.impl("mytorch::glu", "cpu")
-def _glu_cpu(gate, up, activation):
-    g, u = _halves(gate, up)
-    return (_act(opmath(g), activation) * opmath(u)).to(g.dtype)
-
-
-@torch.library.impl("mytorch::glu_backward", "cpu")
-def _glu_backward_cpu(grad, gate, up, activation):
-    g, u = _halves(gate, up)
-    g32, u32, d32 = opmath(g), opmath(u), opmath(grad)
-    du = d32 * _act(g32, activation)
-    if activation == "silu":
-        dg = torch.ops.aten.silu_backward(d32 * u32, g32)
-    else:
-        dg = torch.ops.aten.gelu_backward(d32 * u32, g32, approximate="tanh" if activation == "gelu_tanh" else "none")
-    return torch.cat([dg, du], dim=-1).to(g.dtype)
-
-
 def _setup(ctx, inputs, output):
     gate, up, activation = inputs
     ctx.activation = activation
@@ -80,7 +52,24 @@ def _backward(ctx, grad):
     return both[..., :n], both[..., n:], None
 
 
-torch.library.register_autograd("mytorch::glu", _backward, setup_context=_setup)
+@fused_op("glu", setup=_setup, backward=_backward)
+def _glu_reference(gate, up, activation):
+    """act(gate) * up in opmath, rounded once; gate the packed [..., 2 * I] projection when up is None."""
+    g, u = _halves(gate, up)
+    return (_act(opmath(g), activation) * opmath(u)).to(g.dtype)
+
+
+@fused_op("glu_backward")
+def _glu_backward_reference(grad, gate, up, activation):
+    """Both gradients in one buffer [..., dgate | dup] of the operands' shape with the last dim doubled."""
+    g, u = _halves(gate, up)
+    g32, u32, d32 = opmath(g), opmath(u), opmath(grad)
+    du = d32 * _act(g32, activation)
+    if activation == "silu":
+        dg = torch.ops.aten.silu_backward(d32 * u32, g32)
+    else:
+        dg = torch.ops.aten.gelu_backward(d32 * u32, g32, approximate="tanh" if activation == "gelu_tanh" else "none")
+    return torch.cat([dg, du], dim=-1).to(g.dtype)
 
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor | None = None) -> torch.Tensor:
