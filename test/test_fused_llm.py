@@ -116,6 +116,79 @@ def test_glu_bad_input_raises():
         mytorch.ops.geglu(g, g, approximate="erf")
 
 
+# ---- GPT-OSS's clamped SwiGLU (a pointwise table's Op row: docs/contributing.md, "Adding a fused op") -------------
+def _gpt_oss_gate(gate, up, alpha=1.702, limit=7.0):
+    """transformers' GptOssExperts._apply_gate on the two halves, word for word."""
+    gate = gate.clamp(min=None, max=limit)
+    up = up.clamp(min=-limit, max=limit)
+    glu = gate * torch.sigmoid(gate * alpha)
+    return (up + 1) * glu
+
+
+def _beyond_the_limit(shape, dtype, limit=7.0):
+    """Operands of which about a third lies beyond +-limit, a few exactly at it: every branch of the clamps."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(shape, generator=g) * 1.5 * limit
+    edges = torch.tensor([limit, -limit, 0.0, -0.5])
+    x.view(-1)[: min(4, x.numel())] = edges[: min(4, x.numel())]
+    return x.to(dtype).requires_grad_()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(4, 7, 64), (3, 37), (1,)])
+def test_clamped_swiglu_matches_gpt_oss(dtype, shape):
+    gate, up = _beyond_the_limit(shape, dtype), _beyond_the_limit(shape, dtype).flip(0).detach().requires_grad_()
+    assert check(mytorch.ops.clamped_swiglu, _gpt_oss_gate, [gate, up], f"clamped_swiglu {dtype} {shape}") == 2
+
+
+@EMU
+def test_clamped_swiglu_packed_interleaved_and_its_parameters():
+    """GPT-OSS's interleaved gate_up (strided halves, one gradient buffer); alpha and limit reach the kernels: the
+    check against a composition with other parameters fails (the negative control: the clamps are exercised)."""
+    gate_up = _beyond_the_limit((5, 2 * 24), torch.float32, limit=3.0)
+
+    def fused(x):
+        return mytorch.ops.clamped_swiglu(x, alpha=1.2, limit=3.0)
+
+    def composition(x, limit=3.0):
+        return _gpt_oss_gate(x[..., ::2], x[..., 1::2], 1.2, limit)
+
+    assert check(fused, composition, [gate_up], "clamped_swiglu packed") == 1
+    with pytest.raises(AssertionError):
+        check(fused, lambda x: composition(x, limit=7.0), [gate_up], "clamped_swiglu, the wrong limit")
+
+
+@EMU
+def test_clamped_swiglu_nan_and_infinities_as_the_composition():
+    special = torch.tensor([float("nan"), float("inf"), -float("inf"), 7.0, -7.0, 8.0])
+    gate, up = special.clone().requires_grad_(), special.flip(0).clone().requires_grad_()
+    assert check(mytorch.ops.clamped_swiglu, _gpt_oss_gate, [gate, up], "clamped_swiglu nan/inf") == 2
+
+
+def test_clamped_swiglu_keeps_gate_and_up_and_compiles():
+    """Autograd keeps the inputs only (no intermediate), and torch.compile traces the fake kernel (the
+    reference on fake tensors) and keeps the op as mytorch's kernel."""
+    gate, up = (torch.randn(8, 16, device=DEV, requires_grad=True) for _ in range(2))
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        mytorch.ops.clamped_swiglu(gate, up)
+    assert len(saved) == 2 and {t.data_ptr() for t in saved} == {gate.data_ptr(), up.data_ptr()}
+    fn = torch.compile(lambda g, u: mytorch.ops.clamped_swiglu(g, u, limit=0.5) * 2, fullgraph=True)
+    got, (code,) = run_and_get_code(fn, gate.detach(), up.detach())
+    assert "clamped_swiglu" in code
+    assert_aligned(got.cpu(), _gpt_oss_gate(gate.detach().cpu(), up.detach().cpu(), limit=0.5) * 2, None, "compiled")
+
+
+def test_clamped_swiglu_bad_input_raises():
+    ints = torch.ones(3, dtype=torch.int64, device=DEV)
+    with pytest.raises(RuntimeError, match="expected floating-point tensors"):
+        mytorch.ops.clamped_swiglu(ints, ints)
+    with pytest.raises(RuntimeError, match="same device|device"):
+        mytorch.ops.clamped_swiglu(torch.ones(3, device=DEV), torch.ones(3))
+    with pytest.raises(RuntimeError, match="size"):
+        mytorch.ops.clamped_swiglu(torch.ones(3, device=DEV), torch.ones(4, device=DEV))
+
+
 # ---- rotary embedding --------------------------------------------------------------------------------------------
 def rotate_half(x):
     h = x.shape[-1] // 2

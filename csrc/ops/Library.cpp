@@ -26,6 +26,10 @@ TORCH_LIBRARY(mytorch, m) {
   m.def(
       "cross_entropy_rows_(Tensor(a!) logits, Tensor target, Tensor? divisor, Tensor? row_scale, int ignore_index, "
       "float label_smoothing, float softcap, float z_loss, float grad_scale, bool grad) -> (Tensor loss, Tensor lse)");
+  // GPT-OSS's clamped SwiGLU and its gradients: pointwise table rows (PointwiseOps.cpp; python/mytorch/ops/glu.py)
+  m.def("clamped_swiglu(Tensor gate, Tensor up, float alpha=1.702, float limit=7.0) -> Tensor");
+  m.def("clamped_swiglu_grad_gate(Tensor grad, Tensor gate, Tensor up, float alpha, float limit) -> Tensor");
+  m.def("clamped_swiglu_grad_up(Tensor grad, Tensor gate, Tensor up, float alpha, float limit) -> Tensor");
   // mixture-of-experts routing (Moe.cpp; python/mytorch/ops/moe.py)
   m.def(
       "moe_topk(Tensor logits, int k, str score, bool renormalize, Tensor? expert_bias, int n_group, int topk_group, "

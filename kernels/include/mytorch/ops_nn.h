@@ -223,4 +223,38 @@ template <> struct Fn<EwOp::BceBackward> {
   }
 };
 
+// ---- mytorch's own pointwise ops (the table's `Op` rows): the schema's scalar arguments in p.arg, in order ------
+// GPT-OSS's clamped SwiGLU gate (transformers' GptOssExperts._apply_gate), p.arg = {alpha, limit}:
+//   g = min(gate, limit), u = clamp(up, -limit, limit), y = (u + 1) * g * sigmoid(alpha * g).
+// Its gradients are aten autograd's of that composition: clamp passes the gradient only where its input lies within
+// its bounds (a NaN input: nowhere), zero elsewhere whatever the gradient is (clamp's backward is a where).
+template <typename O>
+MT_HOST_DEVICE inline O clamped_swiglu_up(O up, O limit) {
+  return up < -limit ? -limit : (up > limit ? limit : up);
+}
+template <> struct Fn<EwOp::ClampedSwiglu> {
+  MT_EW_FN(O gate, O up, const EwParams& p) {
+    const O alpha = static_cast<O>(p.arg[0]), limit = static_cast<O>(p.arg[1]);
+    const O g = gate > limit ? limit : gate;  // NaN stays NaN, as clamp's
+    return (clamped_swiglu_up(up, limit) + O(1)) * (g / (O(1) + std::exp(-alpha * g)));
+  }
+};
+// a: grad, b: gate, c: up
+template <> struct Fn<EwOp::ClampedSwigluGradGate> {
+  MT_EW_FN(O a, O b, O c, const EwParams& p) {
+    const O alpha = static_cast<O>(p.arg[0]), limit = static_cast<O>(p.arg[1]);
+    if (!(b <= limit)) return O(0);
+    const O s = O(1) / (O(1) + std::exp(-alpha * b));
+    return a * (clamped_swiglu_up(c, limit) + O(1)) * (s + alpha * b * s * (O(1) - s));
+  }
+};
+template <> struct Fn<EwOp::ClampedSwigluGradUp> {
+  MT_EW_FN(O a, O b, O c, const EwParams& p) {
+    const O alpha = static_cast<O>(p.arg[0]), limit = static_cast<O>(p.arg[1]);
+    if (!(c >= -limit && c <= limit)) return O(0);
+    const O g = b > limit ? limit : b;
+    return a * (g / (O(1) + std::exp(-alpha * g)));
+  }
+};
+
 } // namespace mytorch::ew
