@@ -207,3 +207,22 @@ def test_mixing_devices_in_one_op(two_devices):
         a + b
     with pytest.raises(RuntimeError, match="device"):
         a + torch.ones(3)
+
+
+@pytest.mark.every_runtime
+def test_the_sims_host_route_is_counted_apart_from_the_fallback():
+    """Note [Sim host route]: a GEMM on sim runs the CPU BLAS on host views of device memory: mytorch's registration,
+    counted per family as the host route and not as a fallback; on cuda and emu the route is never taken (cuBLASLt)."""
+    torch.mytorch.reset_host_route_stats()
+    torch.mytorch.reset_fallback_stats()
+    a = torch.randn(8, 8)
+    got = (a.to("mytorch") @ a.to("mytorch")).cpu()
+    torch.testing.assert_close(got, a @ a)
+    stats = torch.mytorch.host_route_stats()
+    if torch.mytorch.runtime() == "sim":
+        assert stats.get("gemm", 0) >= 1, stats
+    else:
+        assert stats == {}, stats
+    assert not any("mm" in op for op in torch.mytorch.fallback_stats()), torch.mytorch.fallback_stats()
+    torch.mytorch.reset_host_route_stats()
+    assert torch.mytorch.host_route_stats() == {}

@@ -6,6 +6,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "csrc/aten/glue/HostRoute.h"
 #include "csrc/aten/glue/OpTables.h"
 #include "csrc/core/DeviceErrors.h"
 #include "csrc/core/DeviceAllocator.h"
@@ -264,6 +265,9 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_fallback_stats", &resetFallbackStats);
+  // Note [Sim host route]: calls per family of the sim's host route
+  m.def("_host_route_stats", &hostRouteStats);
+  m.def("_reset_host_route_stats", &resetHostRouteStats);
   // The process group's classes derive from torch's c10d bindings, which exist once torch.distributed is
   // imported: python/mytorch/distributed.py calls this then.
   m.def("_init_distributed", [m]() mutable { dist::initDistributedBindings(m); });

@@ -36,6 +36,7 @@
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/HostRoute.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/SimBlas.h"
@@ -217,7 +218,7 @@ Tensor& mmOut(const Tensor& a, const Tensor& b, Tensor& out) {
   checkMm(a, b, "mm");
   checkOutDtype(out, a.scalar_type());
   at::native::resize_output(out, {a.size(0), b.size(1)});
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Gemm)) {
     Tensor ho = hostView(out), ha = hostView(a), hb = hostView(b);
     if (!simGemmOneDnn(ha, hb, ho, 0.f, 1.f)) at::mm_out(ho, ha, hb);  // Note [Sim GEMM library]
   } else {
@@ -234,7 +235,7 @@ Tensor& addmmImpl(const Tensor& self, const Tensor& a, const Tensor& b, const c1
               self.scalar_type(), " != ", a.scalar_type());
   const int64_t m = a.size(0), n = b.size(1);
   const auto self_exp = self.expand({m, n});  // raises ATen's broadcast error for a mismatched self
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Gemm)) {
     const bool in_place = out.is_same(self);
     at::native::resize_output(out, {m, n});
     Tensor ho = hostView(out);
@@ -295,7 +296,7 @@ Tensor& bmmOut(const Tensor& a, const Tensor& b, Tensor& out) {
   checkBmm(a, b, "bmm");
   checkOutDtype(out, a.scalar_type());
   at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Gemm)) {
     Tensor ho = hostView(out), ha = hostView(a), hb = hostView(b);
     if (!simGemmOneDnn(ha, hb, ho, 0.f, 1.f)) at::bmm_out(ho, ha, hb);  // Note [Sim GEMM library]
   } else {
@@ -311,7 +312,7 @@ Tensor& baddbmmOut(const Tensor& self, const Tensor& a, const Tensor& b, const c
   checkOutDtype(out, a.scalar_type());
   const std::vector<int64_t> shape{a.size(0), a.size(1), b.size(2)};
   const auto self_exp = self.expand(shape);
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Gemm)) {
     const bool in_place = out.is_same(self);
     at::native::resize_output(out, shape);
     Tensor ho = hostView(out), hs = in_place ? ho : hostView(self), ha = hostView(a), hb = hostView(b);
@@ -361,7 +362,7 @@ Tensor& addmvOut(const Tensor& self, const Tensor& mat, const Tensor& vec, const
   checkSameDtype(mat, vec, "addmv");
   checkOutDtype(out, mat.scalar_type());
   const auto self_exp = self.expand({mat.size(0)});
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Gemm)) {
     const bool in_place = out.is_same(self);
     at::native::resize_output(out, {mat.size(0)});
     Tensor ho = hostView(out);
@@ -385,7 +386,7 @@ Tensor dotImpl(const Tensor& a, const Tensor& b) {
               b.numel(), "] to have the same number of elements, but got ", a.numel(), " and ", b.numel(),
               " elements respectively");
   Tensor out = at::empty({}, a.options());
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Gemm)) {
     hostView(out).copy_(at::dot(hostView(a), hostView(b)));
   } else {
     cudaGemm(out.view({1, 1}), a.unsqueeze(0), b.unsqueeze(1), 1.0, 0.0, Tensor(), GemmEpilogue::None);

@@ -26,6 +26,7 @@
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/HostRoute.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 #include "mytorch/fft.h"
@@ -127,7 +128,7 @@ Tensor normalized(Tensor x, double scale) { return scale == 1.0 ? x : x.mul_(sca
 Tensor fftC2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward) {
   if (!fftDtype(self)) return Fallback<at::_ops::_fft_c2c>::call(self, dim, normalization, forward);
   Tensor shape = at::_fft_c2c(metaLike(self), dim, normalization, forward);  // ATen's checks and result layout
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Fft)) {
     Tensor out = emptyLike(shape, self);
     Tensor host_out = hostView(out);
     if (out.numel() > 0) at::_fft_c2c_out(host_out, hostView(self), dim, normalization, forward);
@@ -142,7 +143,7 @@ Tensor fftR2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bo
   if (!fftDtype(self) || self.is_complex())
     return Fallback<at::_ops::_fft_r2c>::call(self, dim, normalization, onesided);
   Tensor shape = at::_fft_r2c(metaLike(self), dim, normalization, onesided);
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Fft)) {
     Tensor out = emptyLike(shape, self);
     Tensor host_out = hostView(out);
     if (out.numel() > 0) at::_fft_r2c_out(host_out, hostView(self), dim, normalization, onesided);
@@ -167,7 +168,7 @@ Tensor fftC2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c1
   const auto wrapped = wrapDims(dim, self.dim());
   if (!wrapped.empty() && self.size(wrapped.back()) < last_dim_size / 2 + 1)  // a short half spectrum: the CPU's call
     return Fallback<at::_ops::_fft_c2r>::call(self, dim, normalization, last_dim_size);
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Fft)) {
     Tensor out = emptyLike(shape, self);
     Tensor host_out = hostView(out);
     if (out.numel() > 0) at::_fft_c2r_out(host_out, hostView(self), dim, normalization, last_dim_size);

@@ -11,6 +11,7 @@
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/HostRoute.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/gemm.h"
 
@@ -29,7 +30,7 @@ Tensor groupedMm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& 
   c10::DeviceGuard guard(a.device());
   Tensor out = at::native::create_grouped_gemm_output_tensor(a, b, offs, dtype);
   const bool a2 = a.dim() == 2, b2 = b.dim() == 2;
-  if (onSim()) {
+  if (simHostRoute(HostRoute::GroupedGemm)) {
     std::optional<Tensor> host_offs;
     if (offs.has_value()) host_offs = hostView(*offs);
     at::native::_grouped_mm_fallback(hostView(a), hostView(b), host_offs, bias, out_dtype, hostView(out));

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/HostRoute.h"
 #include "csrc/core/Checked.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -111,7 +112,7 @@ void lu(Tensor& a, Tensor& pivots, Tensor& info, bool pivot) {
   info.zero_();
   const int64_t k = std::min(a.size(-2), a.size(-1));
   if (empty(a)) return;
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Solver)) {
     Tensor ha = hostView(a);
     auto r = at::linalg_lu_factor_ex(ha, pivot, false);
     ha.copy_(std::get<0>(r));
@@ -132,7 +133,7 @@ void luSolve(const Tensor& lu, const Tensor& pivots, Tensor& b, char trans) {
   checkColumnMajor(lu, "the LU factors");
   checkColumnMajor(b, "the right-hand side");
   if (empty(b) || empty(lu)) return;
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Solver)) {
     Tensor hb = hostView(b);
     const Tensor hl = hostView(lu), hp = hostView(pivots);
     if (trans == 'T' && b.is_complex())  // A^T X = B  <=>  A^H conj(X) = conj(B)
@@ -157,7 +158,7 @@ Tensor permutation(const Tensor& pivots, int64_t m) {
   const int64_t k = pivots.size(-1);
   if (perm.numel() == 0 || k == 0) return perm;
   Tensor piv = pivots.contiguous();
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Solver)) {
     const Tensor hp = hostView(piv);
     Tensor hperm = hostView(perm);
     const int32_t* p = hp.const_data_ptr<int32_t>();
@@ -187,7 +188,7 @@ void cholesky(Tensor& a, bool upper, Tensor& info) {
   checkColumnMajor(a, "Cholesky's input");
   info.zero_();
   if (empty(a)) return;
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Solver)) {
     Tensor ha = hostView(a);
     auto r = at::linalg_cholesky_ex(ha, upper, false);
     ha.copy_(std::get<0>(r));
@@ -203,7 +204,7 @@ void choleskySolve(const Tensor& factor, Tensor& b, bool upper) {
   checkColumnMajor(factor, "the Cholesky factor");
   checkColumnMajor(b, "the right-hand side");
   if (empty(b) || empty(factor)) return;
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Solver)) {
     Tensor hb = hostView(b);
     hb.copy_(at::cholesky_solve(hb, hostView(factor), upper));
     return;
@@ -219,7 +220,7 @@ void eigh(Tensor& a, Tensor& w, bool upper, bool vectors, Tensor& info) {
   checkColumnMajor(a, "eigh's input");
   info.zero_();
   if (empty(a)) return;
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Solver)) {
     Tensor ha = hostView(a);
     const char* uplo = upper ? "U" : "L";
     if (vectors) {
@@ -245,7 +246,7 @@ void svd(Tensor& a, Tensor& s_out, Tensor& u, Tensor& vh, char job, Tensor& info
   TORCH_INTERNAL_ASSERT(onSim() || a.size(-2) >= a.size(-1));
   info.zero_();
   if (empty(a)) return;
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Solver)) {
     Tensor ha = hostView(a);
     if (job == 'N') {
       hostView(s_out).copy_(at::linalg_svdvals(ha));
@@ -278,7 +279,7 @@ void svd(Tensor& a, Tensor& s_out, Tensor& u, Tensor& vh, char job, Tensor& info
 void geqrf(Tensor& a, Tensor& tau) {
   checkColumnMajor(a, "geqrf's input");
   if (empty(a)) return;
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Solver)) {
     Tensor ha = hostView(a);
     auto r = at::geqrf(ha);
     ha.copy_(std::get<0>(r));
@@ -297,7 +298,7 @@ void orgqr(Tensor& a, const Tensor& tau) {
   checkColumnMajor(a, "orgqr's input");
   if (empty(a)) return;
   const Tensor t = tau.contiguous();
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Solver)) {
     Tensor ha = hostView(a);
     ha.copy_(at::linalg_householder_product(ha, hostView(t)));
     return;
@@ -315,7 +316,7 @@ void ormqr(const Tensor& a, const Tensor& tau, Tensor& c, bool left, bool transp
   checkColumnMajor(c, "ormqr's C");
   if (empty(c)) return;
   const Tensor t = tau.contiguous();
-  if (onSim()) {
+  if (simHostRoute(HostRoute::Solver)) {
     Tensor hc = hostView(c);
     hc.copy_(at::ormqr(hostView(a), hostView(t), hc, left, transpose));
     return;

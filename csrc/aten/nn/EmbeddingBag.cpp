@@ -42,6 +42,7 @@
 #include <tuple>
 
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/HostRoute.h"
 #include "csrc/core/Checked.h"
 #include "csrc/core/Runtime.h"
 
@@ -103,7 +104,7 @@ Bags embeddingBag(const Tensor& weight, const Tensor& indices, const Tensor& off
   if (!composable(weight, indices, offsets, mode, psw, include_last_offset))
     return Fallback<at::_ops::_embedding_bag>::call(weight, indices, offsets, scale_grad_by_freq, mode, sparse, psw,
                                                     include_last_offset, padding_idx);
-  if (onSim())
+  if (simHostRoute(HostRoute::EmbeddingBag))
     return simBags(weight, indices, offsets, scale_grad_by_freq, mode, sparse, psw, include_last_offset, padding_idx,
                    true);
   const int64_t n = indices.numel(), bags = offsets.numel() - (include_last_offset ? 1 : 0), dim = weight.size(1);
@@ -149,7 +150,7 @@ Bags embeddingBagForwardOnly(const Tensor& weight, const Tensor& indices, const 
   if (!composable(weight, indices, offsets, mode, psw, include_last_offset))
     return Fallback<at::_ops::_embedding_bag_forward_only>::call(weight, indices, offsets, scale_grad_by_freq, mode,
                                                                  sparse, psw, include_last_offset, padding_idx);
-  if (onSim())
+  if (simHostRoute(HostRoute::EmbeddingBag))
     return simBags(weight, indices, offsets, scale_grad_by_freq, mode, sparse, psw, include_last_offset, padding_idx,
                    false);
   return embeddingBag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, psw, include_last_offset,

@@ -51,7 +51,14 @@ from .random import (  # noqa: F401
     set_rng_state,
     set_rng_state_all,
 )
-from .fallback import fallback_stats, get_fallback_mode, reset_fallback_stats, set_fallback_mode  # noqa: F401
+from .fallback import (  # noqa: F401
+    fallback_stats,
+    get_fallback_mode,
+    host_route_stats,
+    reset_fallback_stats,
+    reset_host_route_stats,
+    set_fallback_mode,
+)
 from .amp import get_amp_supported_dtype  # noqa: F401,E402
 from .storage_types import STORAGE_CLASSES as _STORAGE_CLASSES  # noqa: E402
 from .ipc import ipc_collect, register as _register_ipc  # noqa: E402,F401

@@ -288,6 +288,7 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
         "backward": None,
         "fallback_ops": [],
         "native_kernels": [],
+        "host_route": [],
     }
     seed = seed_for(key, dname)
     torch.manual_seed(seed)
@@ -314,7 +315,7 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
     precise = has_precise_golden(key) and dtype.is_floating_point  # the function itself (_precise.py)
     opmath = golden and dtype in OPMATH_DTYPES
     fwd, bwd = Errors(), Errors()
-    native_kernels, fallback_ops = set(), set()
+    native_kernels, fallback_ops, host_routes = set(), set(), set()
     ref_failures = dev_errors = both_raised = 0
     first_ref_error = first_dev_error = None
     fallback_calls = 0
@@ -360,6 +361,7 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
             except Exception:
                 pass
         stats0 = _C._fallback_stats()
+        routes0 = _C._host_route_stats()
         torch.manual_seed(seed + i)
         _C._op_trace_start()
         try:
@@ -370,6 +372,7 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
             dev_exc = e
         finally:
             native_kernels.update(k for k in _C._op_trace_stop() if k in _registered())
+        host_routes.update(k for k, v in _C._host_route_stats().items() if v != routes0.get(k, 0))
         for k, v in _C._fallback_stats().items():
             if v["calls"] != stats0.get(k, {}).get("calls", 0):
                 fallback_ops.add(k)
@@ -403,6 +406,7 @@ def _run_case(op, key, dname, dtype, max_samples, cuda_reference, cpu_dtypes) ->
             bwd.merge(compare_outputs(dev_grads, ref_grads, gold_grads, extra_grads))
     case["native_kernels"] = sorted(native_kernels)
     case["fallback_ops"] = sorted(fallback_ops)
+    case["host_route"] = sorted(host_routes)  # Note [Sim host route]: native, with a CPU library's loops
     case["native"] = fallback_calls == 0
     case["forward"] = fwd.as_dict()
     case["backward"] = bwd.as_dict() if want_grad and bwd.total else None

@@ -112,5 +112,11 @@ def per_family(cases) -> dict[str, tuple[int, collections.Counter]]:
 
 
 def case_key(c: dict) -> tuple:
-    """What the fast-subset check compares: the verdict, whether it ran natively, and the fallback operators."""
-    return (c["verdict"], bool(c.get("native")), tuple(sorted(set(c.get("fallback_ops") or []))))
+    """What the fast-subset check compares: the verdict, whether it ran natively, the fallback operators and the
+    families of the sim's host route it took (Note [Sim host route])."""
+    return (
+        c["verdict"],
+        bool(c.get("native")),
+        tuple(sorted(set(c.get("fallback_ops") or []))),
+        tuple(sorted(c.get("host_route") or [])),
+    )

@@ -51,6 +51,8 @@ def summarize(cases) -> dict:
         native=sum(1 for c in checked if c.get("native")),
         aligned_native=sum(1 for c in cases if c["verdict"] == "aligned" and c.get("native")),
         aligned_fallback=sum(1 for c in cases if c["verdict"] == "aligned" and not c.get("native")),
+        # Note [Sim host route]: native cases whose operators ran a CPU library's loops on host views
+        native_host_route=sum(1 for c in checked if c.get("native") and c.get("host_route")),
     )
     by_dtype = collections.defaultdict(lambda: {v: 0 for v in VERDICTS})
     for c in cases:
@@ -214,6 +216,8 @@ def render_coverage(report: dict) -> str:
         for f in c.get("fallback_ops") or []:
             fallback_by_op[f] += 1
     s = report["summary"]
+    checked = [c for c in report["cases"] if c["verdict"] not in ("unsupported", "skipped") and c.get("native")]
+    routes = collections.Counter(r for c in checked for r in c.get("host_route") or [])
     lines = [
         "# mytorch operator coverage",
         "",
@@ -224,6 +228,19 @@ def render_coverage(report: dict) -> str:
         "other operator runs through the CPU fallback. The alignment run tried "
         f"{s['ops_tried']} OpInfos in {s['cases']} op × dtype cases: {s['native']} ran entirely on native kernels, "
         f"{s['aligned_native']} of them aligned; {s['aligned_fallback']} cases aligned through the fallback.",
+        "",
+        "## Native, host route",
+        "",
+        f"Of the {s['native']} native cases, {sum(1 for c in checked if c.get('host_route'))} ran an operator on "
+        "the sim's host route: "
+        "mytorch's own registration and checks, device memory, but the loops of the CPU library torch itself uses "
+        "(the CPU BLAS, LAPACK, the CPU FFT) on host views, where the cuda runtime calls cuBLAS, cuSOLVER or cuFFT "
+        "(Note [Sim host route], `grep -rn simHostRoute csrc` lists every such branch). Cases per family (a case "
+        "that reaches two counts in both):",
+        "",
+        "| host-route family | native cases |",
+        "|---|---:|",
+        *(f"| {name} | {n} |" for name, n in by_count(routes)),
         "",
         "## Native kernels (from the dispatcher) × alignment verdicts",
         "",
