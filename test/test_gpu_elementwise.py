@@ -2,6 +2,11 @@
 dropout] in kernels/include/mytorch/random.h), bit for bit the composition it replaces on every runtime, and — on
 the emulated build — one launch reading and writing each byte once (the GPU performance model, docs/gpu.md)."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -104,3 +109,33 @@ def test_the_strided_kernels_ran():
     y = torch.randn(5, 65, 33, device="mytorch")
     names = [r["kernel"] for r in gpu_model.trace(lambda: (x.permute(2, 1, 0) + y, x.transpose(0, 2).half()))]
     assert any(n.startswith("ew_strided") for n in names) and any(n.startswith("cast_kernel") for n in names), names
+
+
+@needs_model
+@pytest.mark.gpu
+def test_the_model_names_its_device_and_takes_the_h200():
+    """Every record names the device whose constants it uses; MYTORCH_EMU_GPU=h200 takes the H200's 4.8 TB/s, so a
+    DRAM-bound launch's estimate (its launch cost aside) is 3.35 / 4.8 of the H100's, and its fraction of peak, taken
+    against each device's own bandwidth, stays the same."""
+    code = (
+        "import json, torch, mytorch; from mytorch.testing import gpu_model\n"
+        "x = torch.randn(1 << 20, device='mytorch'); x + 1\n"
+        "r = gpu_model.trace(lambda: x + 1)\n"
+        "print(json.dumps([r[0]['device'], r[0]['bound'], r[0]['est_us'] - r[0]['launch_us'],"
+        " gpu_model.fraction_of_peak(r, min_bytes=8 << 20)]))"
+    )
+    got = {}
+    for gpu in ("h100", "h200"):
+        p = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "MYTORCH_EMU_GPU": gpu},
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+        got[gpu] = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["h100"][0] == "H100 SXM" and got["h200"][0] == "H200 SXM", got
+    assert got["h100"][1] == got["h200"][1] == "dram", got
+    assert abs(got["h200"][2] / got["h100"][2] - 3.35 / 4.8) < 0.01, got
+    assert abs(got["h200"][3] - got["h100"][3]) < 0.01, got

@@ -13,12 +13,13 @@
 //   read plus the distinct sectors written: the DRAM traffic if every sector moved once each way), requests (warp-wide global
 //   memory instructions), sectors_per_request and ideal_sectors_per_request (the sectors the same bytes need
 //   when packed: coalescing), shared_requests, bank_conflicts (extra shared-memory wavefronts), mma (warp-wide
-//   mma.sync.m16n8k16 instructions), blocks_per_sm, waves, est_us (the model's H100 time) and bound (which
+//   mma.sync.m16n8k16 instructions), blocks_per_sm, waves, est_us (the model's time on its device) and bound (which
 //   term of the model set it).
 // A warp's request k is the k-th global load (store, shared load, shared store) of each of its lanes: exact
 // for kernels whose lanes run the same instructions, approximate where lanes diverge.
 //
-// The model (estimate() below; docs/gpu.md): an H100 SXM (132 SMs, 3.35 TB/s, 1.755 GHz). Occupancy from the
+// The model (estimate() below; docs/gpu.md): an H100 SXM (132 SMs, 3.35 TB/s, 1.755 GHz), or with MYTORCH_EMU_GPU=h200
+// an H200 SXM (the same, at 4.8 TB/s). Occupancy from the
 // block size, the shared memory and the registers ptxas reports for the kernel (MYTORCH_EMU_PTXAS=<file>:
 // "name<TAB>registers" lines, written by scripts/ptxas_check.py --regs-table; 32 when unknown); waves over the
 // SMs; DRAM time = sectors x 32 bytes / the bandwidth the resident warps can keep in flight (Little's law:
@@ -124,14 +125,28 @@ const std::unordered_map<std::string, int>& register_table() {
 }
 
 // ---- the model -------------------------------------------------------------------------------------------
-struct H100 {
-  static constexpr double sms = 132, clock_hz = 1.755e9, dram_bytes_s = 3.35e12, dram_efficiency = 0.92;
-  static constexpr double per_sm_bytes_s = 2.0 * dram_bytes_s / sms; // one SM alone pulls about twice its share
-  static constexpr double latency_s = 600e-9, requests_in_flight = 2;
-  static constexpr double l2_bytes_s = 5.5e12, mma_flops_s = 660e12, launch_us = 2.0;
-  static constexpr int threads_per_sm = 2048, blocks_per_sm = 32, regs_per_sm = 65536;
-  static constexpr int smem_per_sm = 233472, smem_reserved_per_block = 1024;
+// The device whose constants the model uses: MYTORCH_EMU_GPU=h100 (the default: the H100 SXM, which the model was
+// compared with once, docs/gpu.md) or h200 (the H200 SXM: the same GH100 chip, 132 SMs at the same clocks, with
+// 141 GB of HBM3e at 4.8 TB/s instead of 80 GB of HBM3 at 3.35 TB/s). Every record names it ("device").
+struct GpuModel {
+  const char* name;
+  double sms, clock_hz, dram_bytes_s, dram_efficiency;
+  double latency_s, requests_in_flight, l2_bytes_s, mma_flops_s, launch_us;
+  int threads_per_sm, blocks_per_sm, regs_per_sm, smem_per_sm, smem_reserved_per_block;
+  double per_sm_bytes_s() const { return 2.0 * dram_bytes_s / sms; } // one SM alone pulls about twice its share
 };
+constexpr GpuModel kH100{"H100 SXM", 132, 1.755e9, 3.35e12, 0.92,  600e-9, 2,   5.5e12,
+                         660e12,     2.0, 2048,    32,      65536, 233472, 1024};
+constexpr GpuModel kH200{"H200 SXM", 132, 1.755e9, 4.8e12, 0.92,  600e-9, 2,   5.5e12,
+                         660e12,     2.0, 2048,    32,     65536, 233472, 1024};
+
+const GpuModel& gpu() {
+  static const GpuModel& m = []() -> const GpuModel& {
+    const char* p = std::getenv("MYTORCH_EMU_GPU");
+    return p && std::string(p) == "h200" ? kH200 : kH100;
+  }();
+  return m;
+}
 
 struct Estimate {
   int regs = 32;
@@ -143,6 +158,7 @@ struct Estimate {
 
 Estimate estimate(const Grid& g, const LaunchRec& L, size_t smem) {
   Estimate e;
+  const GpuModel& d = gpu();
   const auto& table = register_table();
   auto it = table.find(base_name(L.site.name));
   if (it != table.end()) {
@@ -153,29 +169,29 @@ Estimate estimate(const Grid& g, const LaunchRec& L, size_t smem) {
   const int threads = static_cast<int>(L.block.x * L.block.y * L.block.z);
   const int warps = (threads + 31) / 32;
   const int regs_per_warp = (e.regs * 32 + 255) / 256 * 256;
-  int bpsm = H100::blocks_per_sm;
-  bpsm = std::min(bpsm, H100::threads_per_sm / (warps * 32));
-  bpsm = std::min(bpsm, H100::regs_per_sm / std::max(1, regs_per_warp * warps));
-  bpsm = std::min(bpsm, static_cast<int>(H100::smem_per_sm / (smem + H100::smem_reserved_per_block)));
+  int bpsm = d.blocks_per_sm;
+  bpsm = std::min(bpsm, d.threads_per_sm / (warps * 32));
+  bpsm = std::min(bpsm, d.regs_per_sm / std::max(1, regs_per_warp * warps));
+  bpsm = std::min(bpsm, static_cast<int>(d.smem_per_sm / (smem + d.smem_reserved_per_block)));
   e.blocks_per_sm = std::max(bpsm, 0);
   if (e.blocks_per_sm == 0) { // does not fit an SM: the launch fails on hardware
     e.est_us = INFINITY;
     e.bound = "does not fit";
     return e;
   }
-  const double slots = H100::sms * e.blocks_per_sm;
+  const double slots = d.sms * e.blocks_per_sm;
   e.waves = std::ceil(blocks / slots);
-  const double active_sms = std::min(H100::sms, blocks);
+  const double active_sms = std::min(d.sms, blocks);
   const double resident_warps = std::min(blocks, slots) * warps;
   const double bytes = double(g.bytes_read + g.bytes_written);
   const double per_request = g.requests ? bytes / double(g.requests) : 128.0;
-  double bw = H100::dram_bytes_s * H100::dram_efficiency;
-  bw = std::min(bw, active_sms * H100::per_sm_bytes_s);
-  bw = std::min(bw, resident_warps * H100::requests_in_flight * per_request / H100::latency_s);
+  double bw = d.dram_bytes_s * d.dram_efficiency;
+  bw = std::min(bw, active_sms * d.per_sm_bytes_s());
+  bw = std::min(bw, resident_warps * d.requests_in_flight * per_request / d.latency_s);
   const double t_dram = double(g.sectors_read.size() + g.sectors_written.size()) * 32.0 / bw;
-  const double t_l2 = double(g.request_sectors) * 32.0 / (H100::l2_bytes_s * active_sms / H100::sms);
-  const double t_smem = double(g.wavefronts) / (active_sms * H100::clock_hz);
-  const double t_mma = double(g.mma_lanes / 32) * 2.0 * 16 * 8 * 16 / (H100::mma_flops_s * active_sms / H100::sms);
+  const double t_l2 = double(g.request_sectors) * 32.0 / (d.l2_bytes_s * active_sms / d.sms);
+  const double t_smem = double(g.wavefronts) / (active_sms * d.clock_hz);
+  const double t_mma = double(g.mma_lanes / 32) * 2.0 * 16 * 8 * 16 / (d.mma_flops_s * active_sms / d.sms);
   double t = 0;
   auto take = [&](double v, const char* name) {
     if (v > t) {
@@ -183,11 +199,11 @@ Estimate estimate(const Grid& g, const LaunchRec& L, size_t smem) {
       e.bound = name;
     }
   };
-  take(t_dram, bw < H100::dram_bytes_s * H100::dram_efficiency ? "latency" : "dram");
+  take(t_dram, bw < d.dram_bytes_s * d.dram_efficiency ? "latency" : "dram");
   take(t_l2, "l2");
   take(t_smem, "smem");
   take(t_mma, "mma");
-  e.est_us = H100::launch_us + t * 1e6;
+  e.est_us = d.launch_us + t * 1e6;
   return e;
 }
 
@@ -386,8 +402,9 @@ void launch_end(const LaunchRec& L, bool faulted) {
     << ", \"shared_requests\": " << g->shared_requests
     << ", \"bank_conflicts\": " << (g->wavefronts - g->ideal_wavefronts) << ", \"mma\": " << g->mma_lanes / 32
     << ", \"blocks_per_sm\": " << e.blocks_per_sm << ", \"waves\": " << e.waves
-    << ", \"est_us\": " << (std::isfinite(e.est_us) ? e.est_us : -1.0) << ", \"launch_us\": " << H100::launch_us
-    << ", \"bound\": \"" << e.bound << "\"" << (faulted ? ", \"fault\": true" : "") << "}\n";
+    << ", \"est_us\": " << (std::isfinite(e.est_us) ? e.est_us : -1.0) << ", \"launch_us\": " << gpu().launch_us
+    << ", \"bound\": \"" << e.bound << "\", \"device\": \"" << gpu().name << "\""
+    << (faulted ? ", \"fault\": true" : "") << "}\n";
   delete g;
   std::lock_guard<std::mutex> l(g_mu);
   if (g_file) {
