@@ -9,7 +9,8 @@
 #      seeded sample of the robustness fuzzer;
 #   3. torch.compile's Triton path: Inductor's Triton kernels for mytorch graphs, run by Triton's interpreter
 #      over sim memory (test/test_compile_triton.py; the path is chosen per process);
-#   4. PyTorch's own suites from ../shared/pytorch-tests (where it is): a seeded 1% of each device-generic suite
+#   4. PyTorch's own suites (where a copy of their files is: MYTORCH_PYTORCH_SRC, else ../shared/pytorch-tests): a
+#      seeded 1% of each device-generic suite
 #      and torch_openreg's suite in full, failing on an openreg failure outside its listed exclusions or a pooled
 #      pass rate under 99% (python -m mytorch.testing.suites --check; docs/conformance.md);
 #   5. the style of every tracked source (scripts/lint.sh: clang-format and ruff, pinned versions);
@@ -27,6 +28,7 @@ if ! command -v ccache >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt
   (apt-get install -y -qq ccache >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq ccache >/dev/null 2>&1; }) ||
     echo "mytorch tests: ccache could not be installed; every build compiles all its files"
 fi
+setup_start=$(date +%s)
 bash scripts/setup.sh
 PY=${PYTHON:-python3}
 cuda=${MYTORCH_TEST_CUDA:-1}
@@ -41,7 +43,28 @@ fi
 workers=$("$PY" -c 'import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))')
 par=(-n "$workers" --dist worksteal)
 start=$(date +%s)
-stage() { echo "== [$(( $(date +%s) - start )) s] $*"; }
+# Each stage's time, printed at the end of the run (and when a stage fails): where the command's time goes.
+stage_names=()
+stage_starts=()
+stage() {
+  echo "== [$(( $(date +%s) - start )) s] $*"
+  stage_names+=("$*")
+  stage_starts+=("$(date +%s)")
+}
+stage_times() {
+  local rc=$? now i n
+  now=$(date +%s)
+  n=${#stage_names[@]}
+  [ "$n" -gt 0 ] || return 0
+  echo "== stage times (exit status $rc):"
+  for ((i = 0; i < n; i++)); do
+    local end=$now
+    if [ $((i + 1)) -lt "$n" ]; then end=${stage_starts[$((i + 1))]}; fi
+    printf '   %5d s  %s\n' "$((end - stage_starts[i]))" "${stage_names[i]}"
+  done
+  printf '   %5d s  in all (the set-up before the first stage: %d s)\n' "$((now - setup_start))" "$((start - setup_start))"
+}
+trap stage_times EXIT
 if [ "$cuda" = "1" ]; then
   if command -v nvcc >/dev/null 2>&1 || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
     stage "the cuda flavour: nvcc build of kernels/cuda for sm_90, linked and loaded"
@@ -61,8 +84,10 @@ if [ "$emu" = "1" ]; then
   MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_ipc.py   # cudaIpc* over the emulated runtime
   MYTORCH_FUZZ_CASES=600 MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_fuzz.py   # the fuzzer's sample
   stage "the same batteries, fuzzed schedule and delayed streams"
+  # The kernels again; the emulator's own checks (`emulator`: its self-test and negative controls, which do not
+  # depend on the schedule) ran in the natural schedule above.
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_FUZZ=20261123 MYTORCH_EMU_STREAM_DELAY_US=50 \
-    bash scripts/emu.sh -m gpu "${par[@]}" test/test_gpu.py test/test_gpu_nn.py test/test_emu.py
+    bash scripts/emu.sh -m "gpu and not emulator" "${par[@]}" test/test_gpu.py test/test_gpu_nn.py test/test_emu.py
   # a send while the sender's kernel is still queued (an IPC export must wait for it: Ipc.cpp)
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_STREAM_DELAY_US=2000 bash scripts/emu.sh test/test_ipc.py
 fi
@@ -72,17 +97,20 @@ if [ "$triton" = "1" ]; then
     "$PY" -m pytest -q -p no:cacheprovider test/test_compile_triton.py
 fi
 if [ "$suites" = "1" ]; then
-  if [ -d ../shared/pytorch-tests ]; then
+  # PyTorch's test files (not in the wheel): MYTORCH_PYTORCH_SRC, else the copy CI keeps beside the checkout.
+  tests_src=${MYTORCH_PYTORCH_SRC:-../shared/pytorch-tests}
+  if [ -d "$tests_src" ]; then
     stage "PyTorch's own suites: a seeded 1% of each device-generic suite, torch_openreg's suite in full"
-    "$PY" -m mytorch.testing.suites --src ../shared/pytorch-tests --sample 0.01 --seed 30 --jobs 2 --check
+    "$PY" -m mytorch.testing.suites --src "$tests_src" --sample 0.01 --seed 30 --jobs 2 --check
   else
-    stage "no ../shared/pytorch-tests: PyTorch's own suites are skipped (docs/conformance.md)"
+    stage "no copy of PyTorch's test files (MYTORCH_PYTORCH_SRC): PyTorch's own suites are skipped (docs/conformance.md)"
   fi
 fi
 stage "style: clang-format and ruff over every tracked source (scripts/lint.sh)"
 bash scripts/lint.sh
 stage "the main suite"
 if [ $# -eq 0 ]; then
-  exec "$PY" -m pytest -q -ra "${par[@]}" test
+  "$PY" -m pytest -q -ra "${par[@]}" test
+else
+  "$PY" -m pytest -q -ra test "$@"   # one process: arguments such as -x or --pdb need it
 fi
-exec "$PY" -m pytest -q -ra test "$@"   # one process: arguments such as -x or --pdb need it

@@ -177,6 +177,7 @@ def asan_build() -> bool:
     return "-address" in os.environ.get("MYTORCH_EXTENSION", "")
 
 
+@pytest.mark.emulator
 @pytest.mark.parametrize("case", ["barrier", "shuffle"])
 def test_emulator_runs_barriers_and_shuffles(case):
     r = selftest(case)
@@ -194,11 +195,13 @@ def test_emulator_runs_barriers_and_shuffles(case):
         ("misaligned", "cudaErrorMisalignedAddress: misaligned_store"),
     ],
 )
+@pytest.mark.emulator
 def test_emulator_reports_kernel_faults_with_their_place(case, what):
     r = selftest(case)
     assert r.returncode == 1 and what in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.emulator
 def test_emulator_enforces_launch_limits_and_error_semantics():
     r = selftest("launch_limits")
     assert (
@@ -212,6 +215,7 @@ def test_emulator_enforces_launch_limits_and_error_semantics():
     ) in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.emulator
 def test_schedule_fuzzing_exposes_a_shared_memory_race():
     """A read of another thread's shared-memory write without a barrier: the result changes with the order in
     which the fuzzer resumes threads; with the barrier it does not."""
@@ -220,6 +224,7 @@ def test_schedule_fuzzing_exposes_a_shared_memory_race():
     assert len(racy) > 1 and len(synced) == 1, (racy, synced)
 
 
+@pytest.mark.emulator
 def test_address_sanitizer_catches_a_shared_memory_overrun():
     if not asan_build():
         pytest.skip("needs the AddressSanitizer emu build (MYTORCH_EMU_SANITIZE=address)")
@@ -227,6 +232,7 @@ def test_address_sanitizer_catches_a_shared_memory_overrun():
     assert r.returncode != 0 and "heap-buffer-overflow" in r.stderr, r.stderr[-2000:]
 
 
+@pytest.mark.emulator
 def test_missing_record_stream_gives_a_wrong_result_on_emu():
     """Streams run asynchronously on emu and freed blocks are poisoned in stream order, so a block freed while
     another stream still reads it (no record_stream) corrupts that stream's result instead of passing."""
@@ -254,6 +260,7 @@ def test_missing_record_stream_gives_a_wrong_result_on_emu():
     assert "bad 16384" in bad and "bad 0" in good, (bad, good)
 
 
+@pytest.mark.emulator
 @pytest.mark.tensor_cores
 def test_wrong_tensor_core_emulation_is_caught(monkeypatch):
     """The negative controls of the tensor-core emulation: with a deliberately wrong mma.sync fragment layout, a
