@@ -114,9 +114,11 @@ def test_the_strided_kernels_ran():
 @needs_model
 @pytest.mark.gpu
 def test_the_model_names_its_device_and_takes_the_h200():
-    """Every record names the device whose constants it uses; MYTORCH_EMU_GPU=h200 takes the H200's 4.8 TB/s, so a
-    DRAM-bound launch's estimate (its launch cost aside) is 3.35 / 4.8 of the H100's, and its fraction of peak, taken
-    against each device's own bandwidth, stays the same."""
+    """Every record names the device whose constants it uses; MYTORCH_EMU_GPU=h200 takes the H200's 4.8 TB/s. A
+    memory-bound launch's estimate (its launch cost aside) then lies between the H100's scaled by 3.35 / 4.8 (all
+    DRAM-bound) and the H100's own (the faster memory needs more bytes in flight than the launch's warps keep, and
+    the model's latency term binds), exactly the former when the H200 estimate is DRAM-bound; its fraction of
+    peak, each device's own bandwidth, is at most the H100's."""
     code = (
         "import json, torch, mytorch; from mytorch.testing import gpu_model\n"
         "x = torch.randn(1 << 20, device='mytorch'); x + 1\n"
@@ -136,6 +138,9 @@ def test_the_model_names_its_device_and_takes_the_h200():
         assert p.returncode == 0, p.stderr[-2000:]
         got[gpu] = json.loads(p.stdout.strip().splitlines()[-1])
     assert got["h100"][0] == "H100 SXM" and got["h200"][0] == "H200 SXM", got
-    assert got["h100"][1] == got["h200"][1] == "dram", got
-    assert abs(got["h200"][2] / got["h100"][2] - 3.35 / 4.8) < 0.01, got
-    assert abs(got["h200"][3] - got["h100"][3]) < 0.01, got
+    assert got["h100"][1] == "dram", got  # the control: memory-bound on the H100
+    ratio = got["h200"][2] / got["h100"][2]
+    assert 3.35 / 4.8 - 0.01 <= ratio < 1.0, got
+    if got["h200"][1] == "dram":
+        assert abs(ratio - 3.35 / 4.8) < 0.01, got
+    assert 0 < got["h200"][3] <= got["h100"][3] + 0.01, got
