@@ -23,8 +23,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> addLayerNorm(const Tensor& x, const T
 
 std::tuple<Tensor, Tensor, Tensor> addRmsNorm(const Tensor& x, const Tensor& residual, at::IntArrayRef normalized_shape,
                                               const OptT& weight, std::optional<double> eps) {
-  auto [y, mean, rstd, sum] =
-      rowNormForward(true, x, residual, normalized_shape, weight, std::nullopt, rmsEps(x, eps), "mytorch::add_rms_norm");
+  auto [y, mean, rstd, sum] = rowNormForward(true, x, residual, normalized_shape, weight, std::nullopt, rmsEps(x, eps),
+                                             "mytorch::add_rms_norm");
   return {y, rstd, sum};
 }
 

@@ -140,7 +140,7 @@ Tensor moeCombine(const Tensor& rows_in, const Tensor& pos_in, const std::option
   a.out = out.data_ptr();
   c10::DeviceGuard guard(rows.device());
   MT_RT_CHECK(kernels::moe_combine(a, streamFor(out)));
-  afterErrorCheckedLaunch(rows.device());  // Note [Device-side errors]
+  afterErrorCheckedLaunch(rows.device()); // Note [Device-side errors]
   return out;
 }
 

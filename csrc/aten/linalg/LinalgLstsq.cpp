@@ -74,7 +74,7 @@ void checkArguments(const Tensor& A, const Tensor& B, const Tensor& solution, co
   at::native::checkSameDevice(fn, sv, A, "singular_values");
   at::native::checkLinalgCompatibleDtype(fn, solution, A, "solution");
   const auto real = c10::toRealValueType(A.scalar_type());
-  at::native::checkLinalgCompatibleDtype(fn, residuals.scalar_type(), real, "solution");  // (ATen's name for it)
+  at::native::checkLinalgCompatibleDtype(fn, residuals.scalar_type(), real, "solution"); // (ATen's name for it)
   at::native::checkLinalgCompatibleDtype(fn, rank.scalar_type(), at::kLong, "rank");
   at::native::checkLinalgCompatibleDtype(fn, sv.scalar_type(), real, "singular_values");
 }
@@ -104,7 +104,7 @@ Outputs lstsqOut(const Tensor& A, const Tensor& B, std::optional<double> rcond, 
   auto [U, S, Vh] = at::linalg_svd(A.to(work), /*full_matrices=*/false);
   const Tensor keep = k > 0 ? at::logical_and(S.gt(S.narrow(-1, 0, 1).mul(cut)), S.gt(0)) : S.gt(0);
   const Tensor inv = at::where(keep, S.reciprocal(), at::zeros({}, S.options()));
-  const Tensor UhB = at::matmul(U.mH(), B2);  // the batch dimensions broadcast here
+  const Tensor UhB = at::matmul(U.mH(), B2); // the batch dimensions broadcast here
   Tensor X = at::matmul(Vh.mH(), UhB.mul(inv.unsqueeze(-1).to(UhB.scalar_type())));
   const Tensor ranks = keep.sum(-1);
 
@@ -112,7 +112,7 @@ Outputs lstsqOut(const Tensor& A, const Tensor& B, std::optional<double> rcond, 
   bool with_residuals = m > n && name != "gelsy";
   if (with_residuals && (name == "gelsd" || name == "gelss")) with_residuals = ranks.eq(n).all().item<bool>();
   if (with_residuals) res = B2.sub(at::matmul(U, UhB)).abs().square().sum(-2).to(real);
-  if (with_residuals && n == 0 && name == "gels") res.zero_();  // LAPACK's gels zeroes B when min(m, n) == 0
+  if (with_residuals && n == 0 && name == "gels") res.zero_(); // LAPACK's gels zeroes B when min(m, n) == 0
   if (vector) X = X.squeeze(-1);
 
   assignOut(solution, X.to(A.scalar_type()));

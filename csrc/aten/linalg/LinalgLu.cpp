@@ -179,7 +179,7 @@ std::tuple<Tensor&, Tensor&, Tensor&> linalgLuOut(const Tensor& A, bool pivot, T
 // does, 2.13's factors A. Asked once of the CPU kernel, on a matrix whose two factorizations pivot differently.
 bool factorsTranspose() {
   static const bool answer = [] {
-    const Tensor A = at::tensor({3.0, 5.0, 1.0, 4.0}, at::kDouble).reshape({2, 2});  // A pivots row 1, A^T row 2
+    const Tensor A = at::tensor({3.0, 5.0, 1.0, 4.0}, at::kDouble).reshape({2, 2}); // A pivots row 1, A^T row 2
     return get<2>(at::_linalg_solve_ex(A, at::ones({2, 1}, at::kDouble)))[0].item<int>() == 2;
   }();
   return answer;
