@@ -14,6 +14,7 @@
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
+#include "mytorch/elementwise.h"
 
 namespace mytorch {
 namespace {

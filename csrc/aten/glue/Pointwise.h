@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include "mytorch/elementwise.h"
+#include "mytorch/ew_ops.h"
 
 namespace mytorch {
 
