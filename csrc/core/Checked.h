@@ -11,10 +11,11 @@
 //    native_functions.yaml says the operator does its own (device_check: NoCheck; TensorIterator ops, which
 //    take CPU scalars); the list is generated from the installed torch (scripts/gen_device_checks.py);
 //  - overlap: a written tensor (`at::Tensor&`: the in-place self, or an out=) must not have elements that
-//    share memory (at::assert_no_internal_overlap), nor partly overlap any input
-//    (at::assert_no_partial_overlap); the messages are ATen's;
-//  - strided out=: an out= that is not contiguous is computed into a fresh tensor and copied into it
-//    (resized first with ATen's resize semantics), so kernels only ever write contiguous outputs.
+//    share memory (at::assert_no_internal_overlap; for an out=, once the kernel has kept or resized it, as ATen's
+//    structured kernels check it), nor partly overlap any input (at::assert_no_partial_overlap); ATen's messages;
+//  - strided out=: an out= that is not contiguous (or whose elements share memory) is computed into a contiguous
+//    tensor of its sizes and copied into it through its strides (Note [Strided out=] in Checked.cpp), so kernels
+//    only ever write contiguous outputs and an out= of the right size keeps its sizes and strides, as on the CPU.
 // Views and metadata ops (resize_, set_, as_strided, ...) skip the overlap and out= steps.
 #pragma once
 
@@ -24,6 +25,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <iterator>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -34,7 +36,7 @@
 
 namespace mytorch::checked {
 
-enum : int { kDevice = 1, kOverlap = 2, kStridedOut = 4 };
+enum : int { kDevice = 1, kOverlap = 2, kStridedOut = 4, kSelfMayOverlap = 8, kOutOverlapFirst = 16 };
 
 constexpr bool inList(std::string_view name) {
   for (std::string_view n : generated::kNoDeviceCheck) {
@@ -71,8 +73,52 @@ constexpr bool crossDeviceOp(std::string_view name) {
   return name == "_has_compatible_shallow_copy_type" || name == "set_" || name == "set_.source_Tensor";
 }
 
+// In-place ops whose self ATen lets share memory between its elements, or checks itself in its own order: the fills
+// write one value everywhere (ATen's fill_ builds its TensorIterator without the overlap check), and the random fills
+// go through ATen's templates (Note [ATen's random checks]), whose TensorIterator refuses an overlapping self after
+// the dtype's own checks, as the CPU's kernels do.
+constexpr bool selfMayOverlap(std::string_view name) {
+  constexpr std::string_view ops[] = {"fill_.Scalar", "fill_.Tensor", "zero_",   "uniform_",         "normal_",
+                                      "random_.from", "random_.to",   "random_", "bernoulli_.float", "exponential_"};
+  for (std::string_view op : ops) {
+    if (op == name) return true;
+  }
+  return false;
+}
+
+// Out= ops whose ATen kernel refuses an out= with elements sharing memory before it resizes it (index_select, on
+// the CPU and CUDA); the others resize it first, which gives it a layout of its own (Note [Strided out=]).
+constexpr bool outOverlapCheckedFirst(std::string_view name) { return name == "index_select.out"; }
+
+// In-place index writes that ATen lets write an expanded self with a deprecation warning (TensorAdvancedIndexing.cpp)
+// where the other in-place ops refuse it: the name the warning gives and its indexing example.
+struct ExpandedSelfWarning {
+  std::string_view op;
+  const char* shown;
+  const char* example;
+};
+inline constexpr ExpandedSelfWarning kExpandedSelfWarnings[] = {
+    {"index_fill_.int_Scalar", "index_fill_", "tensor[mask] = scalar"},
+    {"index_fill_.int_Tensor", "index_fill_", "tensor[mask] = scalar"},
+    {"masked_fill_.Scalar", "masked_fill_", "tensor[mask] = scalar"},
+    {"masked_fill_.Tensor", "masked_fill_", "tensor[mask] = scalar"},
+    {"_index_put_impl_", "index_put_", "tensor[indices] = tensor"}};
+constexpr int kWarnShift = 8;  // policy bits from here: 1 + the op's row in kExpandedSelfWarnings
+
+constexpr int expandedSelfWarning(std::string_view name) {
+  for (size_t i = 0; i < std::size(kExpandedSelfWarnings); ++i) {
+    if (kExpandedSelfWarnings[i].op == name) return static_cast<int>(i + 1) << kWarnShift;
+  }
+  return 0;
+}
+// Warns as ATen does when self has elements that share memory (row: the op's row in kExpandedSelfWarnings).
+void warnIfExpanded(const at::Tensor& self, int row);
+
 constexpr int policyFor(std::string_view name) {
-  return (inList(name) || crossDeviceOp(name) ? 0 : kDevice) | (metadataOp(name) ? 0 : kOverlap | kStridedOut);
+  const int warns = expandedSelfWarning(name);
+  return (inList(name) || crossDeviceOp(name) ? 0 : kDevice) | (metadataOp(name) ? 0 : kOverlap | kStridedOut) |
+         (selfMayOverlap(name) || warns ? kSelfMayOverlap : 0) | (outOverlapCheckedFirst(name) ? kOutOverlapFirst : 0) |
+         warns;
 }
 
 // CUDA's message for tensors on two devices; the fallback raises it too (csrc/core/Fallback.cpp).
@@ -101,9 +147,16 @@ struct Scan {
 };
 
 // Checked.cpp (kept out of this header, which every op file includes).
-void checkWritten(const Scan& s, at::Tensor* const* written, size_t nwritten);
+// `deferred[i]`: written[i] may have elements that share memory here: an out= that the strided-out path takes, until
+// the kernel has resized it (Note [Strided out=] in Checked.cpp, which checks it then), or a self of selfMayOverlap.
+void checkWritten(const Scan& s, at::Tensor* const* written, const bool* deferred, size_t nwritten);
 at::Tensor stridedOutTemp(const at::Tensor& out);  // undefined when `out` needs none
 void copyBack(at::Tensor& out, const at::Tensor& temp);
+// ATen's resize of an out= whose sizes are not the result's: resized (with resize_output's warning when `warn`),
+// then given the result's layout where that is dense, as a structured kernel's resize takes the strides its meta
+// function asks for (column-major for the solvers, the transform's for the FFTs). Nothing when the sizes agree: an
+// out= of the right sizes keeps its strides.
+void resizeOutAs(const at::Tensor& out, const at::Tensor& result, bool warn);
 
 template <typename A>
 inline void visitInput(Scan& s, const A& arg) {
@@ -143,9 +196,11 @@ struct Checked<R(A...), F, Policy> {
   static R call(A... args) {
     Scan s{(Policy & kDevice) != 0, kWritesAny && (Policy & kOverlap) != 0, op_name, std::nullopt, {}};
     at::Tensor* written[N + 1] = {};
+    bool deferred[N + 1] = {};
     size_t nwritten = 0;
-    scanArgs(s, written, nwritten, std::index_sequence_for<A...>{}, args...);
-    if constexpr ((Policy & kOverlap) != 0) checkWritten(s, written, nwritten);
+    scanArgs(s, written, deferred, nwritten, std::index_sequence_for<A...>{}, args...);
+    if constexpr ((Policy & kOverlap) != 0) checkWritten(s, written, deferred, nwritten);
+    if constexpr ((Policy >> kWarnShift) != 0) warnIfExpanded(*written[0], (Policy >> kWarnShift) - 1);
     if constexpr ((Policy & kStridedOut) != 0 && kReturnsRefs) {
       at::Tensor temps[N + 1];
       bool any = false;
@@ -157,13 +212,16 @@ struct Checked<R(A...), F, Policy> {
 
  private:
   template <size_t... I>
-  static void scanArgs(Scan& s, at::Tensor** written, size_t& nwritten, std::index_sequence<I...>, A&... args) {
-    (scanOne<I>(s, written, nwritten, args), ...);
+  static void scanArgs(Scan& s, at::Tensor** written, bool* deferred, size_t& nwritten, std::index_sequence<I...>,
+                       A&... args) {
+    (scanOne<I>(s, written, deferred, nwritten, args), ...);
   }
   template <size_t I, typename T>
-  static void scanOne(Scan& s, at::Tensor** written, size_t& nwritten, T& arg) {
+  static void scanOne(Scan& s, at::Tensor** written, bool* deferred, size_t& nwritten, T& arg) {
     if constexpr (kWritten<I>) {
       s.device(arg);
+      deferred[nwritten] = I > 0 ? (Policy & kStridedOut) != 0 && (Policy & kOutOverlapFirst) == 0 && kReturnsRefs
+                                 : (Policy & kSelfMayOverlap) != 0;
       written[nwritten++] = &arg;
       if constexpr (I == 0) {
         if (arg.defined() && s.keep_inputs) s.inputs.push_back(arg);  // in-place: self is read too

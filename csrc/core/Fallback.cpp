@@ -109,18 +109,18 @@ at::Tensor toHost(const at::Tensor& t, const ArgPlan& plan, bool sim, HostStorag
   if (sim) {
     at::Tensor alias = aliasOnHost(t, storages);
     if (!plan.is_out || plan.shared) return alias;
-    // A contiguous out= alias goes in with zero elements: the kernel sizes it as it needs (contiguous,
-    // as it would anyway) without resize warnings, and stays in device memory when the bytes suffice.
-    // A non-contiguous out= goes in as a fresh host tensor and is copied through its strides afterwards:
-    // some CPU kernels write an out= as if it were contiguous, over the view's gaps.
-    if (t.is_contiguous()) return alias.resize_({0});
-    return t.numel() > 0 ? at::empty({0}, t.options().device(at::kCPU)) : alias;
+    // A contiguous out= alias goes in as it is: the CPU kernel keeps or resizes it as it would the user's out= (with
+    // its own warning, or none), and it stays in device memory when the bytes suffice. A non-contiguous out= goes
+    // in as a fresh contiguous host tensor of its sizes and is copied through its strides afterwards (Note [Strided
+    // out=] in Checked.cpp): some CPU kernels write an out= as if it were contiguous, over the view's gaps.
+    if (t.is_contiguous()) return alias;
+    return t.numel() > 0 ? at::empty(t.sizes(), t.options().device(at::kCPU)) : alias;
   }
   if (plan.shared) return storageCopyOnHost(t, storages, moved);
-  // An out= goes in empty, as on sim: the kernel sizes it (contiguous), and writeBack copies it through the
-  // device tensor's strides. A host copy with the device's strides would meet the kernels that write an out= as
-  // if it were contiguous (narrow_copy).
-  if (plan.is_out) return at::empty({0}, t.options().device(at::kCPU));
+  // An out= goes in as a fresh contiguous host tensor of its sizes, as a non-contiguous one does on sim: the kernel
+  // keeps or resizes it, and writeBack copies it through the device tensor's strides. A host copy with the
+  // device's strides would meet the kernels that write an out= as if it were contiguous (narrow_copy).
+  if (plan.is_out) return at::empty(t.sizes(), t.options().device(at::kCPU));
   if (plan.needs_storage || plan.write) return storageCopyOnHost(t, storages, moved);
   moved->to_cpu += static_cast<int64_t>(t.numel()) * t.element_size();
   return t.to(at::kCPU);
@@ -129,14 +129,6 @@ at::Tensor toHost(const at::Tensor& t, const ArgPlan& plan, bool sim, HostStorag
 // Makes the device tensor hold a mutated or out= argument's host result, unless it already does.
 void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& plan, bool sim, Moved* moved) {
   if (!isDeviceTensor(device)) return;
-  if (plan.is_out && device.numel() > 0 && !device.sizes().equals(host.sizes())) {
-    // ATen's resize_output warning: the host kernel resized a host tensor, never the user's out=.
-    TORCH_WARN("An output with one or more elements was resized since it had shape ", device.sizes(),
-               ", which does not match the required output shape ", host.sizes(),
-               ". This behavior is deprecated, "
-               "and in a future PyTorch release outputs will not be resized unless they have zero elements. You can "
-               "explicitly reuse an out tensor t by resizing it, inplace, to zero elements with t.resize_(0).");
-  }
   if (sim && host.storage().data_ptr().get() == device.storage().data_ptr().get()) {
     // Still the zero-copy alias; only the metadata may have changed (a resize that did not grow).
     if (!host.sizes().equals(device.sizes()) || !host.strides().equals(device.strides()) ||
@@ -152,7 +144,7 @@ void writeBack(const at::Tensor& device, const at::Tensor& host, const ArgPlan& 
     return;
   }
   if (!sim && !plan.is_out && !plan.write) return;
-  if (!device.sizes().equals(host.sizes())) device.resize_(host.sizes());
+  checked::resizeOutAs(device, host, /*warn=*/false);  // the host kernel's own resize warned, or it resizes silently
   device.copy_(host);
   moved->to_device += static_cast<int64_t>(host.numel()) * host.element_size();
 }

@@ -5,6 +5,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 
+#include "csrc/core/Checked.h"
 #include "csrc/core/Stream.h"
 
 namespace mytorch {
@@ -54,8 +55,10 @@ at::Tensor emptyLike(const at::Tensor& shape, const at::Tensor& device_tensor) {
   return at::empty_strided(shape.sizes(), shape.strides(), shape.options().device(device_tensor.device()));
 }
 
-at::Tensor& assignOut(at::Tensor& out, const at::Tensor& value) {
-  at::native::resize_output(out, value.sizes());
+at::Tensor& assignOut(at::Tensor& out, const at::Tensor& value, OutLayout layout) {
+  if (layout == OutLayout::Contiguous || (layout == OutLayout::ResultIfEmpty && out.numel() > 0))
+    at::native::resize_output(out, value.sizes());
+  else checked::resizeOutAs(out, value, /*warn=*/true);
   out.copy_(value);
   return out;
 }

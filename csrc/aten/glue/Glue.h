@@ -77,9 +77,14 @@ rt::Stream streamFor(c10::Device device);
 at::Tensor metaLike(const at::Tensor& t);
 // An uninitialised tensor with the sizes, strides and dtype of `shape` (a meta result) on `device_tensor`'s device.
 at::Tensor emptyLike(const at::Tensor& shape, const at::Tensor& device_tensor);
-// out= of a composed operator: resized (ATen's resize_output rules: a warning when a non-empty out changes size)
-// and assigned `value`.
-at::Tensor& assignOut(at::Tensor& out, const at::Tensor& value);
+// The layout ATen gives an out= it resizes: a structured kernel's meta strides (the result's layout); the result's
+// layout only when the out= was empty, else row-major (the linear-algebra kernels that compute into a temporary
+// when the out= is not empty and not column-major: householder_product, cholesky_inverse, geqrf); row-major
+// (kernels that resize_output and copy: the FFTs, cholesky).
+enum class OutLayout { Result, ResultIfEmpty, Contiguous };
+// out= of a composed operator: resized (ATen's resize_output rules: a warning when a non-empty out changes size;
+// its layout as `layout` says) and assigned `value`.
+at::Tensor& assignOut(at::Tensor& out, const at::Tensor& value, OutLayout layout = OutLayout::Result);
 // The same for a structured operator's out=, which must have exactly the result's dtype (ATen's message).
 at::Tensor& assignExactOut(at::Tensor& out, const at::Tensor& value);
 

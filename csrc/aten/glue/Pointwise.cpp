@@ -1,8 +1,11 @@
 // See Pointwise.h and Note [Elementwise engine] in kernels/include/mytorch/elementwise.h.
 #include "csrc/aten/glue/Pointwise.h"
 
+#include "csrc/core/Checked.h"
+
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
 #include <ATen/Dispatch_v2.h>
@@ -86,12 +89,16 @@ bool ewNative(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inpu
   return true;
 }
 
-void ewRun(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs, const at::Tensor& out,
-           const EwParams& params) {
-  const c10::ScalarType result_dtype = ew_is_predicate(op) ? at::kBool : compute;
-  checkCastOut(out, result_dtype);
+void ewCheckOut(EwOp op, c10::ScalarType result, const at::Tensor& out) {
+  checkCastOut(out, result);
   // ATen builds these with all dtypes equal (its TensorIterator message); the others cast safely.
-  if (ew_result(op) == EwResult::Exact) checkExactOut(out, result_dtype);
+  if (ew_result(op) == EwResult::Exact) checkExactOut(out, result);
+}
+
+void ewRun(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs, const at::Tensor& out,
+           const EwParams& params, bool out_may_overlap) {
+  const c10::ScalarType result_dtype = ew_is_predicate(op) ? at::kBool : compute;
+  ewCheckOut(op, result_dtype, out);
   ElementwiseArgs a;
   a.op = op;
   a.compute = toKernelDType(compute);
@@ -124,7 +131,7 @@ void ewRun(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs,
   const bool direct = out.scalar_type() == result_dtype;
   at::Tensor target = direct ? out : at::empty({0}, out.options().dtype(result_dtype));
   at::TensorIteratorConfig cfg;
-  cfg.set_check_mem_overlap(true).allow_cpu_scalars(true).check_all_same_dtype(false).add_output(target);
+  cfg.set_check_mem_overlap(!out_may_overlap).allow_cpu_scalars(true).check_all_same_dtype(false).add_output(target);
   for (const at::Tensor& t : operands) cfg.add_const_input(t);
   if (operands.empty()) cfg.declare_static_shape(out.sizes());  // only scalars: out's own shape
   auto iter = cfg.build();
@@ -138,6 +145,21 @@ void ewRun(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs,
     MT_RT_CHECK(kernels::elementwise(a, streamFor(target)));
   }
   if (!direct) out.copy_(target);
+}
+
+void ewResizeOut(const at::Tensor& out, const std::vector<at::Tensor>& inputs) {
+  // TensorIterator's own layout rule, run on meta tensors of the inputs' sizes and strides (no memory, no kernel)
+  at::Tensor result;  // undefined: TensorIterator allocates it (on meta) with the layout it gives outputs
+  at::TensorIteratorConfig cfg;
+  cfg.check_all_same_dtype(false).add_output(result);
+  std::vector<at::Tensor> metas;
+  for (const at::Tensor& t : inputs) {
+    if (t.defined())  // one dtype for all: only the sizes and strides matter here
+      metas.push_back(at::empty_strided(t.sizes(), t.strides(), t.options().dtype(at::kFloat).device(at::kMeta)));
+  }
+  for (const at::Tensor& m : metas) cfg.add_const_input(m);
+  auto iter = cfg.build();
+  checked::resizeOutAs(out, iter.output(), /*warn=*/true);
 }
 
 bool ewTry(EwOp op, const std::vector<EwInput>& inputs, const at::Tensor& out, const EwParams& params) {

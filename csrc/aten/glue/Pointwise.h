@@ -21,15 +21,26 @@ c10::ScalarType ewComputeType(const std::vector<EwInput>& inputs, bool to_float)
 // The compute dtype of `op` on these inputs: promoted to floating point for the table's ToFloat and ToWide rows.
 c10::ScalarType ewComputeType(EwOp op, const std::vector<EwInput>& inputs);
 
+// The one out= dtype rule of the pointwise table: `result` (the compute dtype, or bool for predicates) must cast
+// safely into out, and into exactly out's dtype for an Exact row (ATen's TensorIterator ops built with every dtype
+// equal). Every path that writes a row's out= checks it here: the engine, and the complex compositions on real views.
+void ewCheckOut(EwOp op, c10::ScalarType result, const at::Tensor& out);
+
+// Resizes an elementwise op's out= to the broadcast shape of `inputs`, as ATen's TensorIterator does: with
+// resize_output's warning, and the layout TensorIterator gives a resized out= (the inputs' dimension order) --
+// for the compositions that write an out= themselves instead of through the engine.
+void ewResizeOut(const at::Tensor& out, const std::vector<at::Tensor>& inputs);
+
 // Whether the kernels take this call: false when an input or the compute dtype is one they do not cover
 // (the caller then runs the CPU fallback).
 bool ewNative(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs);
 
 // out = op(inputs) computed in `compute`. Broadcasting, overlap checks, output resizing and the output
 // cast check are ATen's; the result dtype and the out= rule are the row's; inputs of another dtype are cast
-// once; 0-dim CPU tensors and Scalars are passed by value. `out` may alias an input (in-place).
+// once; 0-dim CPU tensors and Scalars are passed by value. `out` may alias an input (in-place). out_may_overlap:
+// an out whose elements share memory is written as given (masked_fill_ on an expanded self, which ATen allows).
 void ewRun(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs, const at::Tensor& out,
-           const EwParams& params = {});
+           const EwParams& params = {}, bool out_may_overlap = false);
 
 // out = op(inputs) on mytorch's kernels when they take the call (complex add/sub/mul/abs/sgn/neg composed on
 // real views, Complex.cpp); false when they do not, and the caller runs the CPU fallback. The one way an op's

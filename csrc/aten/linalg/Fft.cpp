@@ -190,13 +190,13 @@ Tensor fftC2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c1
 Tensor& fftC2cOut(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward, Tensor& out) {
   if (!fftDtype(self) || out.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::_fft_c2c_out>::call(self, dim, normalization, forward, out);
-  return assignOut(out, fftC2c(self, dim, normalization, forward));
+  return assignOut(out, fftC2c(self, dim, normalization, forward), OutLayout::Contiguous);
 }
 
 Tensor& fftR2cOut(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided, Tensor& out) {
   if (!fftDtype(self) || self.is_complex() || out.scalar_type() != c10::toComplexType(self.scalar_type()))
     return Fallback<at::_ops::_fft_r2c_out>::call(self, dim, normalization, onesided, out);
-  return assignOut(out, fftR2c(self, dim, normalization, onesided));
+  return assignOut(out, fftR2c(self, dim, normalization, onesided), OutLayout::Contiguous);
 }
 
 Tensor& fftC2rOut(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size,
@@ -204,7 +204,7 @@ Tensor& fftC2rOut(const Tensor& self, at::IntArrayRef dim, int64_t normalization
   if (!fftDtype(self) || !self.is_complex() || out.scalar_type() != c10::toRealValueType(self.scalar_type()))
     return Fallback<at::_ops::_fft_c2r_out>::call(self, dim, normalization, last_dim_size.guard_int(__FILE__, __LINE__),
                                                   out);
-  return assignOut(out, fftC2r(self, dim, normalization, std::move(last_dim_size)));
+  return assignOut(out, fftC2r(self, dim, normalization, std::move(last_dim_size)), OutLayout::Contiguous);
 }
 
 } // namespace

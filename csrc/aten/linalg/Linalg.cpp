@@ -38,6 +38,7 @@
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/linalg/Solver.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -60,7 +61,7 @@ Tensor& solveTriangularOut(const Tensor& A, const Tensor& B, bool upper, bool le
               "linalg.solve_triangular: Incompatible shapes of A and B for "
               "the equation ",
               left ? "AX = B" : "XA = B", " (", A.size(-2), "x", A.size(-1), " and ", B.size(-2), "x", B.size(-1), ")");
-  const auto dtype = at::result_type(A, B);
+  const auto dtype = A.scalar_type(); // as ATen's: the result is A's dtype, B is cast to it
   TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble,
               "linalg.solve_triangular: mytorch solves float32 and "
               "float64 systems, but got ",
@@ -89,15 +90,14 @@ Tensor& solveTriangularOut(const Tensor& A, const Tensor& B, bool upper, bool le
     c10::DeviceGuard guard(A.device());
     MT_RT_CHECK(kernels::triangular_solve(t, streamFor(A)));
   }
-  const Tensor result = left ? x : x.mT();
+  // column-major, as ATen's meta function lays the result out (its functional form and a resized out=)
+  const Tensor result = solver::columnMajor(left ? x : x.mT());
   checkOutDtype(out, dtype);
-  at::native::resize_output(out, result.sizes());
-  out.copy_(result);
-  return out;
+  return assignOut(out, result);
 }
 
 Tensor solveTriangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular) {
-  Tensor out = at::empty({0}, A.options().dtype(at::result_type(A, B)));
+  Tensor out = at::empty({0}, A.options());
   return solveTriangularOut(A, B, upper, left, unitriangular, out);
 }
 

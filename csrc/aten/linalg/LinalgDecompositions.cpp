@@ -58,11 +58,11 @@ void squareCheck(const Tensor& A, const char* name) {
 
 // The out= of the linear-algebra operators that are not structured (cholesky, cholesky_inverse): any dtype the
 // result casts to safely (ATen's checkLinalgCompatibleDtype).
-Tensor& compatibleOut(Tensor& out, const Tensor& value, const char* name) {
+Tensor& compatibleOut(Tensor& out, const Tensor& value, const char* name, OutLayout layout = OutLayout::ResultIfEmpty) {
   TORCH_CHECK(at::canCast(value.scalar_type(), out.scalar_type()), name,
               ": Expected result to be safely castable from ", value.scalar_type(),
               " dtype, but got result with dtype ", out.scalar_type());
-  return assignOut(out, value);
+  return assignOut(out, value, layout);
 }
 
 Tensor intInfo(const Tensor& A) { return at::empty(batchShape(A), A.options().dtype(at::kInt)); }
@@ -115,7 +115,7 @@ Tensor choleskyDeprecated(const Tensor& A, bool upper) {
 
 Tensor& choleskyOut(const Tensor& A, bool upper, Tensor& out) {
   if (!solver::supported(A)) return Fallback<at::_ops::cholesky_out>::call(A, upper, out);
-  return compatibleOut(out, choleskyDeprecated(A, upper), "cholesky");
+  return compatibleOut(out, choleskyDeprecated(A, upper), "cholesky", OutLayout::Contiguous);
 }
 
 // A^-1 from A's factor (A = L L^H or U^H U): the factor's solve of the identity. A zero on the factor's diagonal

@@ -151,9 +151,11 @@ Tensor& powStOut(const Scalar& self, const Tensor& exponent, Tensor& out) {
 }
 
 Tensor& whereOut(const Tensor& cond, const Tensor& self, const Tensor& other, Tensor& out) {
+  const auto compute = ewComputeType(EwOp::Where, {self, other});  // the mask takes no part in the promotion
+  // ATen's checks in ATen's order: the out= dtype, then the condition's
+  TORCH_CHECK(out.scalar_type() == compute, "Expected out type to be ", compute, " but got ", out.scalar_type());
   TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
-  const auto compute = ewComputeType(EwOp::Where, {self, other});  // the mask takes no part in the promotion
   if (!ewNative(EwOp::Where, compute, {self, other})) {
     if (whereComplex(cond, self, other, out)) return out;
     return Fallback<at::_ops::where_self_out>::call(cond, self, other, out);
@@ -173,7 +175,8 @@ Tensor& maskedFillScalar(Tensor& self, const Tensor& mask, const Scalar& value) 
   const auto compute = self.scalar_type();
   if (!ewNative(EwOp::Where, compute, {self, value}))
     return Fallback<at::_ops::masked_fill__Scalar>::call(self, mask, value);
-  ewRun(EwOp::Where, compute, {mask, value, self}, self);
+  // an expanded self is written as given, after the deprecation warning (Checked.h, kExpandedSelfWarnings)
+  ewRun(EwOp::Where, compute, {mask, value, self}, self, {}, /*out_may_overlap=*/true);
   return self;
 }
 

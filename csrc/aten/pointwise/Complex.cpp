@@ -130,8 +130,7 @@ bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inp
   auto a = operandOf(inputs[0], compute, out.device());
   auto b = operandOf(inputs[1], compute, out.device());
   if (!a || !b) return false;
-  TORCH_CHECK(at::canCast(compute, out.scalar_type()), "result type ", compute,
-              " can't be cast to the desired output type ", out.scalar_type());
+  ewCheckOut(op, compute, out);
   at::DimVector shape;
   for (const Tensor& t : shapes) shape = at::infer_size_dimvector(shape, t.sizes());
   Part re, im;
@@ -145,7 +144,7 @@ bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inp
     re = addP(a->re, b->re, alpha);
     im = addP(a->im, b->im, alpha);
   }
-  at::native::resize_output(out, shape);
+  ewResizeOut(out, shapes);
   if (out.scalar_type() == compute) {
     writeParts(out, re, im);
   } else {
@@ -161,12 +160,11 @@ bool whereComplex(const Tensor& cond, const Tensor& self, const Tensor& other, T
   if (!c10::isComplexType(compute) || !out.is_complex()) return false;
   for (const Tensor* t : {&cond, &self, &other})
     if (t->device() != out.device()) return false;
-  TORCH_CHECK(at::canCast(compute, out.scalar_type()), "result type ", compute,
-              " can't be cast to the desired output type ", out.scalar_type());
+  ewCheckOut(EwOp::Where, compute, out);
   const Tensor s = at::view_as_real(self.to(compute).resolve_conj()),
                o = at::view_as_real(other.to(compute).resolve_conj());
   const Tensor r = at::view_as_complex(at::where(cond.unsqueeze(-1), s, o));
-  at::native::resize_output(out, r.sizes());
+  ewResizeOut(out, {cond, self, other});
   out.copy_(r);
   return true;
 }
@@ -177,33 +175,32 @@ bool ewComplexUnary(EwOp op, const at::Tensor& self, const at::Tensor& out) {
   if (self.device() != out.device()) return false;
   Tensor s = at::view_as_real(self);
   Tensor re = s.select(-1, 0), im = s.select(-1, 1);
+  // the row's out= rule; abs of a complex tensor has a real result that casts into a real out= (ATen's
+  // unary_op_impl_with_complex_to_float_out), or writes a complex out= of exactly the input's dtype
+  if (op != EwOp::Abs) ewCheckOut(op, self.scalar_type(), out);
+  else if (out.is_complex()) checkExactOut(out, self.scalar_type());
+  else checkCastOut(out, c10::toRealValueType(self.scalar_type()));
   if (op == EwOp::Reciprocal) { // 1 / z, ATen's reciprocal of a complex number
-    TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ",
-                out.scalar_type());
     const auto [pre, pim] = dividedParts(Operand{{Tensor(), 1.0}, {Tensor(), 0.0}}, Operand{{re}, {im}}, re.options());
-    at::native::resize_output(out, self.sizes());
+    ewResizeOut(out, {self});
     writeParts(out, pre, pim);
     return true;
   }
   if (op == EwOp::Neg) {
-    TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ",
-                out.scalar_type());
-    at::native::resize_output(out, self.sizes());
+    ewResizeOut(out, {self});
     writeParts(out, {at::neg(re)}, {at::neg(im)});
     return true;
   }
   Tensor mag = at::hypot(re, im); // |z| as std::abs(complex), ATen's CPU abs
   if (op == EwOp::Abs) {
-    at::native::resize_output(out, self.sizes());
+    ewResizeOut(out, {self});
     if (out.is_complex()) writeParts(out, {mag}, {Tensor(), 0.0});
     else out.copy_(mag);
     return true;
   }
-  TORCH_CHECK(out.is_complex(), "result type ", self.scalar_type(), " can't be cast to the desired output type ",
-              out.scalar_type());
   Tensor zero = mag.eq(0); // sgn(0) = 0
   Part pre{at::where(zero, 0.0, at::div(re, mag))}, pim{at::where(zero, 0.0, at::div(im, mag))};
-  at::native::resize_output(out, self.sizes());
+  ewResizeOut(out, {self});
   writeParts(out, pre, pim);
   return true;
 }
@@ -281,7 +278,7 @@ namespace {
 
 Tensor& conjPhysicalOut(const Tensor& self, Tensor& out) {
   checkOutDtype(out, self.scalar_type());
-  at::native::resize_output(out, self.sizes());
+  ewResizeOut(out, {self});
   if (!self.is_complex()) return out.copy_(self);
   TORCH_CHECK(out.is_complex(), "conj_physical: expected a complex out, but got ", out.scalar_type());
   Tensor s = at::view_as_real(self);
@@ -296,9 +293,8 @@ Tensor& polarOut(const Tensor& abs, const Tensor& angle, Tensor& out) {
               "polar: expected abs and angle of dtype float or double, but got ", abs.scalar_type());
   TORCH_CHECK(out.scalar_type() == c10::toComplexType(abs.scalar_type()), "Expected object of scalar type ",
               c10::toComplexType(abs.scalar_type()), " but got scalar type ", out.scalar_type(), " for argument 'out'");
-  const at::DimVector shape = at::infer_size_dimvector(abs.sizes(), angle.sizes());
   Part re{at::mul(abs, at::cos(angle))}, im{at::mul(abs, at::sin(angle))};
-  at::native::resize_output(out, shape);
+  ewResizeOut(out, {abs, angle});
   writeParts(out, re, im);
   return out;
 }

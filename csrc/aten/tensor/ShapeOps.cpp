@@ -47,8 +47,8 @@ void runIota(const Tensor& out, IotaArgs p) {
 // which used to leave the output's memory as it was.
 Tensor& complexRange(const Tensor& re, const Tensor& im, Tensor& out) {
   Tensor r = at::view_as_real(out);
-  r.select(-1, 0).copy_(re);
-  r.select(-1, 1).copy_(im);
+  r.select(-1, 0).copy_(re.view(out.sizes()));  // (an out= of the right size keeps its shape)
+  r.select(-1, 1).copy_(im.view(out.sizes()));
   return out;
 }
 
@@ -72,7 +72,16 @@ Tensor& arangeOut(const c10::Scalar& start, const c10::Scalar& end, const c10::S
   TORCH_CHECK(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()),
               "invalid size, possible overflow?");
   const auto size = static_cast<int64_t>(size_d);
-  if (out.numel() != size) out.resize_({size});
+  // the CPU's: an out= of another number of elements resized with arange's own warning (none when it was empty),
+  // one of the right number kept with its shape and strides (Note [Strided out=] in csrc/core/Checked.cpp)
+  if (out.numel() != size) {
+    if (out.numel() > 0)
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
+                 " which does not match the computed number of elements ", size,
+                 ". Note that this may occur as a result of rounding error. The out tensor will be resized to a ",
+                 "tensor of shape (", size, ",).");
+    out.resize_({size});
+  }
   IotaArgs p;
   p.start = xs;
   p.step = xstep;
