@@ -22,6 +22,8 @@
 #include <ATen/ops/ge.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/unique_dim_ops.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/log.h>
@@ -208,9 +210,17 @@ std::tuple<Tensor, Tensor> unique1(const Tensor& self, bool sorted, bool return_
 
 // unique over slices along dim: slices ordered lexicographically by one stable sort per column (last
 // column first, radix-style), then the first slice of each run of equal slices.
-std::tuple<Tensor, Tensor, Tensor> uniqueDim(const Tensor& self, int64_t dim, bool, bool return_inverse,
+//
+// Note [unique(dim) over NaN]
+// ATen's CPU kernel orders the slices with std::sort under a lexicographic `<` in which NaN compares false both
+// ways, so a slice holding NaN has no defined place and the answer is whatever that sort algorithm leaves (NaN slices are never merged: NaN != NaN). No rule reproduces that order short of running the
+// same sort, so a floating input with a NaN takes the CPU's kernel (counted as a fallback); the check costs one
+// reduction and a read, as the run boundaries below already do.
+std::tuple<Tensor, Tensor, Tensor> uniqueDim(const Tensor& self, int64_t dim, bool is_sorted, bool return_inverse,
                                              bool return_counts) {
   dim = at::maybe_wrap_dim(dim, self.dim());
+  if (at::isFloatingType(self.scalar_type()) && self.numel() > 0 && self.isnan().any().item<bool>())
+    return Fallback<at::_ops::unique_dim>::call(self, dim, is_sorted, return_inverse, return_counts);
   const int64_t n = self.size(dim);
   auto opts = self.options().dtype(at::kLong);
   if (n == 0) return {self.clone(), at::empty({0}, opts), at::empty({0}, opts)};
@@ -241,7 +251,7 @@ std::tuple<Tensor, Tensor, Tensor> uniqueDim(const Tensor& self, int64_t dim, bo
 
 Tensor& randpermOut(int64_t n, std::optional<at::Generator> gen, Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
-  at::native::resize_output(out, {n});
+  out.resize_({n});  // as the CPU's randperm: resized without resize_output's warning
   if (n == 0) return out;
   // Sorting distinct-enough random keys gives a uniform permutation (ties resolve by index).
   Tensor keys = at::empty({n}, out.options().dtype(at::kLong));

@@ -16,6 +16,7 @@
 #include <ATen/ops/lt.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/pow.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/_prelu_kernel_ops.h>
 #include <ATen/ops/_prelu_kernel_backward_ops.h>
 #include <ATen/ops/tril.h>
@@ -80,13 +81,15 @@ namespace {
 using at::Tensor;
 
 // out = value, resized as ATen resizes an out= (a fresh result is moved in without a copy).
+// equal: ATen's CPU and CUDA kernels compare in the two tensors' common dtype (eq's promotion).
 bool equal(const Tensor& self, const Tensor& other) {
-  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "Expected object of scalar type ", self.scalar_type(),
-              " but got scalar type ", other.scalar_type(), " for argument 'other'");
   if (!self.is_same_size(other)) return false;
   if (self.numel() == 0) return true;
-  if (self.is_complex()) return at::all(at::eq(at::view_as_real(self), at::view_as_real(other))).item<bool>();
-  return at::all(at::eq(self, other)).item<bool>();
+  const auto common = at::result_type(self, other);
+  const Tensor a = self.to(common), b = other.to(common);
+  if (a.is_complex())
+    return at::all(at::eq(at::view_as_real(a.resolve_conj()), at::view_as_real(b.resolve_conj()))).item<bool>();
+  return at::all(at::eq(a, b)).item<bool>();
 }
 
 Tensor trace(const Tensor& self) {
@@ -259,6 +262,10 @@ Tensor channelShuffleAny(const Tensor& self, c10::SymInt groups) {
 Tensor unfoldBackward(const Tensor& grad_in, c10::SymIntArrayRef input_sizes_sym, int64_t dim, int64_t size,
                       int64_t step) {
   auto input_sizes = C10_AS_INTARRAYREF_SLOW(input_sizes_sym);
+  // ATen's checks in ATen's order: the step, the dimension, the size.
+  TORCH_CHECK_VALUE(step > 0, "step is ", step, " but must be > 0");
+  const int64_t d = at::maybe_wrap_dim(dim, static_cast<int64_t>(input_sizes.size()));
+  TORCH_CHECK(size >= 0, "size is ", size, " but must be >= 0");
   if (toKernelDType(grad_in.scalar_type()) == DType::Other)
     return Fallback<at::_ops::unfold_backward>::call(grad_in, input_sizes, dim, size, step);
   if (input_sizes.empty()) {  // a 0-d input unfolds to one window of size 0 or 1
@@ -266,7 +273,6 @@ Tensor unfoldBackward(const Tensor& grad_in, c10::SymIntArrayRef input_sizes_sym
     if (grad_in.numel() > 0) grad_input.add_(grad_in.reshape({-1}).select(0, 0));
     return grad_input;
   }
-  const int64_t d = at::maybe_wrap_dim(dim, static_cast<int64_t>(input_sizes.size()));
   Tensor grad_input = at::zeros(input_sizes, grad_in.options());
   const int64_t windows = grad_in.size(d);
   if (windows == 0 || size == 0) return grad_input;
@@ -356,7 +362,7 @@ Tensor& logspaceOut(const c10::Scalar& start, const c10::Scalar& end, int64_t st
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   if (out.is_complex() || toKernelDType(out.scalar_type()) == DType::Other || out.scalar_type() == at::kBool)
     return Fallback<at::_ops::logspace_out>::call(start, end, steps, base, out);
-  at::native::resize_output(out, {steps});
+  if (out.numel() != steps) out.resize_({steps}); // as the CPU's logspace: no warning, an out= of the right size kept
   if (steps == 0) return out;
   if (steps == 1) {
     out.fill_(std::pow(base, start.to<double>()));
@@ -373,7 +379,7 @@ Tensor& logspaceOut(const c10::Scalar& start, const c10::Scalar& end, int64_t st
   Tensor from_start = at::add(at::mul(i, step), lo);
   Tensor from_end = at::rsub(at::mul(at::rsub(i, static_cast<double>(steps - 1)), step), hi);
   Tensor exponent = at::where(at::lt(i, static_cast<double>(steps / 2)), from_start, from_end);
-  out.copy_(at::pow(base, exponent));
+  out.copy_(at::pow(base, exponent).view(out.sizes()));
   return out;
 }
 
@@ -396,13 +402,13 @@ Tensor& complexOut(const Tensor& real, const Tensor& imag, Tensor& out) {
 // corrected by one either way where log2 rounded across a power of two; scaling by powers of two is exact.
 std::tuple<Tensor&, Tensor&> frexpOut(const Tensor& self, Tensor& mantissa, Tensor& exponent) {
   if (!at::isFloatingType(self.scalar_type()) || mantissa.scalar_type() != self.scalar_type() ||
-      exponent.scalar_type() != at::kInt)  // the CPU's refusals, with its messages
+      exponent.scalar_type() != at::kInt) // the CPU's refusals, with its messages
     return Fallback<at::_ops::frexp_Tensor_out>::call(self, mantissa, exponent);
   const Tensor x = self.to(at::kDouble);
   const Tensor ok = at::logical_and(at::isfinite(x), x.ne(0));
   const Tensor ax = at::where(ok, x.abs(), 1.0);
   Tensor e = at::floor(at::log2(ax)).add_(1);
-  const Tensor half = at::trunc(e.neg() * 0.5);  // 2^-e in two factors: 2^1073 (a subnormal's) overflows alone
+  const Tensor half = at::trunc(e.neg() * 0.5); // 2^-e in two factors: 2^1073 (a subnormal's) overflows alone
   Tensor m = x * at::exp2(half) * at::exp2(e.neg() - half);
   const Tensor big = m.abs().ge(1);
   e = e + big.to(at::kDouble);
@@ -421,9 +427,9 @@ std::tuple<Tensor&, Tensor&> frexpOut(const Tensor& self, Tensor& mantissa, Tens
 Tensor& hashTensorOut(const Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, Tensor& out) {
   const auto dtype = self.scalar_type();
   if (at::isComplexType(dtype) || dtype == at::kUInt16 || dtype == at::kUInt32 || dtype == at::kUInt64 ||
-      !(at::isFloatingType(dtype) || at::isIntegralType(dtype, /*includeBool=*/true)))  // the CPU's refusal
+      !(at::isFloatingType(dtype) || at::isIntegralType(dtype, /*includeBool=*/true))) // the CPU's refusal
     return Fallback<at::_ops::hash_tensor_out>::call(self, dim, keepdim, mode, out);
-  const Tensor shape = at::hash_tensor(metaLike(self), dim, keepdim, mode);  // ATen's checks and result shape
+  const Tensor shape = at::hash_tensor(metaLike(self), dim, keepdim, mode); // ATen's checks and result shape
   TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
   Tensor bits = at::isFloatingType(dtype) ? self.to(at::kDouble).view(at::kLong) : self.to(at::kLong);
   std::vector<bool> reduced(std::max<int64_t>(self.dim(), 1), dim.empty());
