@@ -1,6 +1,7 @@
 // Op table: in-place random fills driven by the device's Philox generator, and native_dropout (so that
 // dropout masks come from the mytorch generator and are reproducible for a seed).
 #include <ATen/core/DistributionsHelper.h>
+#include <ATen/native/DistributionTemplates.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -65,49 +66,107 @@ at::Tensor& randomFill(at::Tensor& self, RandomArgs p, const std::optional<at::G
   return self;
 }
 
-void checkFloating(const at::Tensor& self, const char* op) {
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, " expects a floating point tensor, but got ",
-              self.scalar_type());
+// Note [ATen's random checks]
+// The fills go through ATen's own templates (ATen/native/DistributionTemplates.h), as the CPU's and CUDA's kernels do:
+// they check the arguments (ranges of the dtype, from < to, std >= 0, p in [0, 1], ...), warn where a floating
+// dtype cannot hold random_'s range exactly, move a floating random_ range to values the dtype holds
+// (update_from / update_to), clamp uniform_'s bounds, treat complex tensors as their real view and return early on
+// empty ones, all with ATen's messages and in ATen's order. Only the kernel they end in is mytorch's: the functors
+// below, which the templates call with the TensorIterator they built (its operand 0 is the tensor to fill). A dtype
+// the CPU has no kernel for raises the CPU kernel's NotImplementedError (the dispatch macros' message).
+struct NoRng {};
+
+at::Tensor filled(const at::TensorIteratorBase& iter) { return iter.tensor(0); }
+
+at::Tensor& integerFill(at::Tensor& self, int64_t low, uint64_t range, const std::optional<at::Generator>& gen) {
+  RandomArgs p;
+  p.dist = Distribution::Integer;
+  p.low = low;
+  p.range = range; // 0 means the full 64-bit range
+  return randomFill(self, p, gen);
 }
 
-at::Tensor& uniformInplace(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
-  if (self.is_complex()) { // as on the CPU: real and imaginary parts drawn independently
-    at::Tensor real = at::view_as_real(self);
-    uniformInplace(real, from, to, gen);
-    return self;
+template <typename RNG>
+struct UniformKernel {
+  void operator()(at::TensorIteratorBase& iter, double from, double to, std::optional<at::Generator> gen) {
+    at::Tensor self = filled(iter);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "uniform_kernel_cpu", [] {});
+    RandomArgs p;
+    p.dist = Distribution::Uniform;
+    p.a = from;
+    p.b = to;
+    randomFill(self, p, gen);
   }
-  checkFloating(self, "uniform_");
-  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
-  TORCH_CHECK(std::isfinite(to - from), "uniform_ expects a finite range, but got from=", from, " to=", to);
-  RandomArgs p;
-  p.dist = Distribution::Uniform;
-  p.a = from;
-  p.b = to;
-  return randomFill(self, p, gen);
+};
+
+template <typename RNG>
+struct NormalKernel {
+  void operator()(const at::TensorBase& base, double mean, double std, std::optional<at::Generator> gen) {
+    at::Tensor self(base);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "normal_kernel_cpu", [] {});
+    RandomArgs p;
+    p.dist = Distribution::Normal;
+    p.a = mean;
+    p.b = std;
+    randomFill(self, p, gen);
+  }
+};
+
+template <typename RNG>
+struct ExponentialKernel {
+  void operator()(at::TensorIteratorBase& iter, double lambda, std::optional<at::Generator> gen) {
+    at::Tensor self = filled(iter);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "exponential_cpu", [] {});
+    RandomArgs p;
+    p.dist = Distribution::Exponential;
+    p.a = lambda;
+    randomFill(self, p, gen);
+  }
+};
+
+template <typename RNG>
+struct RandomFromToKernel {
+  // [base, base + range): range 0 is the full 64-bit range
+  void operator()(at::TensorIteratorBase& iter, uint64_t range, int64_t base, std::optional<at::Generator> gen) {
+    at::Tensor self = filled(iter);
+    integerFill(self, base, range, gen);
+  }
+  // [int64 lowest, int64 max]
+  void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator> gen) {
+    at::Tensor self = filled(iter);
+    integerFill(self, std::numeric_limits<int64_t>::lowest(), 0, gen);
+  }
+};
+
+template <typename RNG>
+struct BernoulliScalarKernel {
+  void operator()(const at::TensorBase& base, double prob, std::optional<at::Generator> gen) {
+    at::Tensor self(base);
+    RandomArgs p;
+    p.dist = Distribution::Bernoulli;
+    p.a = prob;
+    randomFill(self, p, gen);
+  }
+};
+
+at::Tensor& uniformInplace(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  return at::native::templates::uniform_impl_<UniformKernel, NoRng>(self, from, to, gen);
 }
 
 at::Tensor& normalInplace(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
-  if (self.is_complex()) { // as on the CPU: each part gets std/sqrt(2), so |z| has the requested spread
-    at::Tensor real = at::view_as_real(self);
-    normalInplace(real, mean, std / std::sqrt(2.0), gen);
-    return self;
-  }
-  checkFloating(self, "normal_");
-  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  RandomArgs p;
-  p.dist = Distribution::Normal;
-  p.a = mean;
-  p.b = std;
-  return randomFill(self, p, gen);
+  return at::native::templates::normal_impl_<NormalKernel, NoRng>(self, mean, std, gen);
 }
 
 at::Tensor& exponentialInplace(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
-  checkFloating(self, "exponential_");
-  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
-  RandomArgs p;
-  p.dist = Distribution::Exponential;
-  p.a = lambd;
-  return randomFill(self, p, gen);
+  return at::native::templates::exponential_impl_<ExponentialKernel, NoRng>(self, lambd, gen);
+}
+
+at::Tensor& randomFrom(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
+  return at::native::templates::random_from_to_impl<RandomFromToKernel, NoRng>(self, from, to, gen);
+}
+
+at::Tensor& randomTo(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+  return randomFrom(self, 0, to, gen);
 }
 
 // Largest value random_() draws for a dtype: 2^digits for floating types (so every integer below it is
@@ -129,83 +188,14 @@ int64_t randomMax(c10::ScalarType t) {
   }
 }
 
-// The C++ name ATen's range check prints for an integral dtype, so the messages read the same as the CPU's.
-const char* integralTypeName(c10::ScalarType t) {
-  switch (t) {
-    case at::kBool: return "bool";
-    case at::kByte: return "unsigned char";
-    case at::kChar: return "signed char";
-    case at::kShort: return "short int";
-    case at::kUInt16: return "short unsigned int";
-    case at::kInt: return "int";
-    case at::kUInt32: return "unsigned int";
-    case at::kLong: return "long int";
-    case at::kUInt64: return "long unsigned int";
-    default: return c10::toString(t);
-  }
-}
-
-// [lowest, highest] of an integral dtype as int128-free bounds: highest saturates at INT64_MAX, which is as far
-// as random_'s int64 arguments reach.
-std::pair<int64_t, int64_t> integralBounds(c10::ScalarType t) {
-  switch (t) {
-    case at::kBool: return {0, 1};
-    case at::kByte: return {0, std::numeric_limits<uint8_t>::max()};
-    case at::kChar: return {std::numeric_limits<int8_t>::min(), std::numeric_limits<int8_t>::max()};
-    case at::kShort: return {std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max()};
-    case at::kUInt16: return {0, std::numeric_limits<uint16_t>::max()};
-    case at::kInt: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-    case at::kUInt32: return {0, std::numeric_limits<uint32_t>::max()};
-    case at::kUInt64: return {0, std::numeric_limits<int64_t>::max()};
-    default: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
-  }
-}
-
-// ATen's check_from_to_in_range for integral dtypes: values outside the dtype would wrap silently.
-void checkIntegralRange(const at::Tensor& self, int64_t from, int64_t last) {
-  if (!c10::isIntegralType(self.scalar_type(), /*includeBool=*/true)) return;
-  auto [lo, hi] = integralBounds(self.scalar_type());
-  TORCH_CHECK(from >= lo && from <= hi, "from is out of bounds for ", integralTypeName(self.scalar_type()));
-  TORCH_CHECK(last >= lo && last <= hi, "to - 1 is out of bounds for ", integralTypeName(self.scalar_type()));
-}
-
-at::Tensor& integerFill(at::Tensor& self, int64_t low, uint64_t range, const std::optional<at::Generator>& gen) {
-  RandomArgs p;
-  p.dist = Distribution::Integer;
-  p.low = low;
-  p.range = range; // 0 means the full 64-bit range
-  return randomFill(self, p, gen);
-}
-
-at::Tensor& randomFrom(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
-  if (to.has_value()) {
-    TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
-    checkIntegralRange(self, from, *to - 1);
-    return integerFill(self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from), gen);
-  }
-  const int64_t hi = randomMax(self.scalar_type());
-  TORCH_CHECK(from <= hi, "random_ expects 'from' to be at most ", hi, " for dtype ", self.scalar_type(), ", but got ",
-              from);
-  return integerFill(self, from, static_cast<uint64_t>(hi) - static_cast<uint64_t>(from) + 1, gen);
-}
-
-at::Tensor& randomTo(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
-  TORCH_CHECK(0 < to, "random_ expects 'from' to be less than 'to', but got from=0 >= to=", to);
-  checkIntegralRange(self, 0, to - 1);
-  return integerFill(self, 0, static_cast<uint64_t>(to), gen);
-}
-
 at::Tensor& randomInplace(at::Tensor& self, std::optional<at::Generator> gen) {
+  if (self.numel() == 0) return self;
   if (self.scalar_type() == at::kUInt64) return integerFill(self, 0, 0, gen); // all 64 bits
   return integerFill(self, 0, static_cast<uint64_t>(randomMax(self.scalar_type())) + 1, gen);
 }
 
 at::Tensor& bernoulliFloat(at::Tensor& self, double prob, std::optional<at::Generator> gen) {
-  TORCH_CHECK(0 <= prob && prob <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", prob);
-  RandomArgs p;
-  p.dist = Distribution::Bernoulli;
-  p.a = prob;
-  return randomFill(self, p, gen);
+  return at::native::templates::bernoulli_impl_<BernoulliScalarKernel, NoRng>(self, prob, gen);
 }
 
 std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input, double prob, std::optional<bool> train) {
