@@ -1,5 +1,5 @@
-// Op table: indexing on the index engine (Note [Index engine] in kernels/include/mytorch/index.h), and
-// nonzero / maskedSelect / masked_scatter composed of native kernels.
+// Op table: indexing on the index engine (Note [Index engine] in kernels/include/mytorch/index.h); nonzero and the
+// masked ops, composed over it, are in Masks.cpp.
 #include <sstream>
 
 #include <ATen/Context.h>
@@ -9,17 +9,15 @@
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
-#include <ATen/ops/arange.h>
-#include <ATen/ops/cumsum.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/nonzero.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/index_reduce_ops.h>
-#include <ATen/ops/stack.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
@@ -149,11 +147,27 @@ void addIndex(IndexArgs& a, const Tensor& idx, at::IntArrayRef strides_over_shap
   a.idx_target_stride[k] = target_stride;
 }
 
-Tensor longIndex(const Tensor& index, const Tensor& self, const char* name) {
-  TORCH_CHECK(at::isIntegralType(index.scalar_type(), false), name,
-              "(): Expected an integer dtype for index but got: ", index.scalar_type());
-  Tensor i = index.to(self.device(), at::kLong);
-  return i;
+// The index dtypes an op accepts, each with the CPU kernel's exception and message.
+enum class IndexDtypes { Integral, IntOrLong, Long, LongIndexError };
+
+Tensor longIndex(const Tensor& index, const Tensor& self, const char* name,
+                 IndexDtypes accept = IndexDtypes::Integral) {
+  const at::ScalarType t = index.scalar_type();
+  switch (accept) {
+    case IndexDtypes::Integral:
+      TORCH_CHECK(at::isIntegralType(t, false), name, "(): Expected an integer dtype for index but got: ", t);
+      break;
+    case IndexDtypes::IntOrLong:
+      TORCH_CHECK(t == at::kLong || t == at::kInt, name, "(): Expected dtype int32 or int64 for index");
+      break;
+    case IndexDtypes::Long:
+      TORCH_CHECK(t == at::kLong, name, "(): Expected a long tensor for index, but got ", t);
+      break;
+    case IndexDtypes::LongIndexError:
+      TORCH_CHECK_INDEX(t == at::kLong, name, "(): Expected dtype int64 for index.");
+      break;
+  }
+  return index.to(self.device(), at::kLong);
 }
 
 // ---- dim-wise ops ---------------------------------------------------------------------------------------------
@@ -161,7 +175,7 @@ Tensor longIndex(const Tensor& index, const Tensor& self, const char* name) {
 Tensor& indexSelectOut(const Tensor& self, int64_t dim, const Tensor& index_in, Tensor& out) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK_INDEX(index_in.dim() <= 1, "index_select(): Index is supposed to be a vector");
-  Tensor index = longIndex(index_in, self, "index_select").reshape({-1});
+  Tensor index = longIndex(index_in, self, "index_select", IndexDtypes::IntOrLong).reshape({-1});
   std::vector<int64_t> shape = self.sizes().vec();
   if (self.dim() > 0) shape[static_cast<size_t>(dim)] = index.numel();
   at::native::resize_output(out, shape);
@@ -230,7 +244,7 @@ Tensor& takeOut(const Tensor& self, const Tensor& index_in, Tensor& out) {
   checkOutDtype(out, self.scalar_type());
   at::assert_no_overlap(out, self);   // as ATen's take: not even an out= that is self
   at::assert_no_overlap(out, index_in);
-  Tensor index = longIndex(index_in, self, "take");
+  Tensor index = longIndex(index_in, self, "take", IndexDtypes::Long);
   Tensor flat = self.contiguous();
   at::native::resize_output(out, index.sizes());
   IndexArgs a;
@@ -491,7 +505,7 @@ Tensor& indexFillInplace(Tensor& self, int64_t dim, const Tensor& index_in, cons
               "index_fill_(): Converting complex Scalar to non-complex type is "
               "not supported");
   dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor index = longIndex(index_in, self, "index_fill").reshape({-1});
+  Tensor index = longIndex(index_in, self, "index_fill_", IndexDtypes::LongIndexError).reshape({-1});
   // Iterate over self's shape with dim replaced by the index's length.
   std::vector<int64_t> shape = self.sizes().vec();
   if (self.dim()) shape[static_cast<size_t>(dim)] = index.numel();
@@ -521,74 +535,15 @@ Tensor& putInplace(Tensor& self, const Tensor& index_in, const Tensor& source, b
   // As ATen's putInplace on a GPU: duplicate indices make the result order-dependent (accumulation is atomic), so
   // torch.use_deterministic_algorithms(True) refuses it.
   at::globalContext().alertNotDeterministic("put_");
-  Tensor index = longIndex(index_in, self, "put").reshape({-1});
+  Tensor index = longIndex(index_in, self, "put_", IndexDtypes::Long).reshape({-1});
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "put_(): self and source expected to have the same dtype, ",
+              "but got self.dtype = ", self.scalar_type(), " and source.dtype = ", source.scalar_type());
   TORCH_CHECK(index.numel() == source.numel(),
               "put_(): Expected source and index to have the same number of elements, but got source.numel() = ",
               source.numel(), ", index.numel() = ", index.numel());
   Tensor flat = self.is_contiguous() ? self.view({-1}) : self.contiguous().view({-1});
   Tensor values = source.reshape({-1}).contiguous();
   scatterInto(flat, 0, index, &values, nullptr, accumulate ? ScatterOp::Add : ScatterOp::Assign);
-  if (!self.is_contiguous()) self.copy_(flat.view(self.sizes()));
-  return self;
-}
-
-// ---- nonzero and masks ------------------------------------------------------------------------------------------
-
-// Linear positions (row-major) of the non-zero elements, from native kernels: a running count gives each
-// non-zero element its slot, and a scatter writes its position there.
-Tensor flatNonzero(const Tensor& self) {
-  Tensor flags = at::ne(self.reshape({-1}), 0);
-  const int64_t n = flags.numel();
-  if (n == 0) return at::empty({0}, self.options().dtype(at::kLong));
-  Tensor pos = at::cumsum(flags, 0, at::kLong);
-  const int64_t count = pos[n - 1].item<int64_t>();
-  Tensor slots = at::where(flags, at::sub(pos, 1), count);   // zeros go to a spare slot at the end
-  Tensor out = at::empty({count + 1}, self.options().dtype(at::kLong));
-  Tensor lin = at::arange(n, self.options().dtype(at::kLong));
-  scatterInto(out, 0, slots, &lin, nullptr, ScatterOp::Assign);
-  return out.narrow(0, 0, count);
-}
-
-Tensor& nonzeroOut(const Tensor& self, Tensor& out) {
-  TORCH_CHECK(out.scalar_type() == at::kLong,
-              "nonzero: Expected out tensor to have scalar type Long but got scalar type", out.scalar_type());
-  Tensor lin = flatNonzero(self);
-  std::vector<Tensor> coords(static_cast<size_t>(self.dim()));
-  Tensor rem = lin;
-  for (int64_t d = self.dim() - 1; d >= 0; --d) {
-    coords[static_cast<size_t>(d)] = rem.remainder(self.size(d));
-    rem = rem.div(self.size(d), "floor");
-  }
-  Tensor result = self.dim() ? at::stack(coords, 1) : at::empty({lin.numel(), 0}, lin.options());
-  at::native::resize_output(out, result.sizes());
-  return out.copy_(result);
-}
-
-Tensor nonzeroFn(const Tensor& self) {
-  Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return nonzeroOut(self, out);
-}
-
-Tensor maskedSelect(const Tensor& self, const Tensor& mask) {
-  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
-  auto [s, m] = at::expand_outplace(self, mask);
-  Tensor lin = flatNonzero(*m);
-  Tensor out = at::empty({0}, self.options());
-  return takeOut(s->contiguous(), lin, out);
-}
-
-Tensor& maskedScatterInplace(Tensor& self, const Tensor& mask, const Tensor& source) {
-  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
-              mask.scalar_type());
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
-              "masked_scatter_: expected self and source to have same dtypes but got ", self.scalar_type(), " and ",
-              source.scalar_type());
-  Tensor lin = flatNonzero(mask.expand(self.sizes()));
-  TORCH_CHECK(lin.numel() <= source.numel(), "masked_scatter: expected source to have at least ", lin.numel(),
-              " elements, but got ", source.numel());
-  Tensor flat = self.is_contiguous() ? self.view({-1}) : self.contiguous().view({-1});
-  Tensor values = source.reshape({-1}).narrow(0, 0, lin.numel()).contiguous();
-  scatterInto(flat, 0, lin, &values, nullptr, ScatterOp::Assign);
   if (!self.is_contiguous()) self.copy_(flat.view(self.sizes()));
   return self;
 }
@@ -619,7 +574,7 @@ Advanced makeAdvanced(const Tensor& self_in, const c10::List<std::optional<Tenso
         TORCH_CHECK_INDEX(t.size(j) == self.size(start + j), "The shape of the mask ", t.sizes(), " at index ", j,
                           " does not match the shape of the indexed tensor ", self.sizes(), " at index ", start + j);
       }
-      Tensor nz = nonzeroFn(t.to(self.device()));
+      Tensor nz = at::nonzero(t.to(self.device()));
       for (int64_t j = 0; j < t.dim(); ++j) idx.push_back(nz.select(1, j));
     } else {
       TORCH_CHECK_INDEX(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt,
@@ -743,16 +698,18 @@ Tensor& indexPutImplInplace(Tensor& self, const c10::List<std::optional<Tensor>>
       break;
     }
   }
-  if (accumulate && self.scalar_type() == at::kComplexHalf) {  // as index_add: complex64, rounded back
+  if (accumulate && self.scalar_type() == at::kComplexHalf &&
+      values.scalar_type() == at::kComplexHalf) {  // as index_add: complex64, rounded back
     Tensor wide = self.to(at::kComplexFloat);
     at::_index_put_impl_(wide, indices, values.to(at::kComplexFloat), true, false);
     return self.copy_(wide);
   }
   Advanced adv = makeAdvanced(self, indices);
-  Tensor v = values.to(self.scalar_type());
-  if (v.device() != self.device()) v = v.to(self.device());
+  Tensor v = values.device() == self.device() ? values : values.to(self.device());
   TORCH_CHECK(at::is_expandable_to(v.sizes(), adv.shape), "shape mismatch: value tensor of shape ", v.sizes(),
               " cannot be broadcast to indexing result of shape ", adv.shape);
+  TORCH_CHECK(v.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, got ",
+              self.scalar_type(), " for the destination and ", v.scalar_type(), " for the source.");
   v = v.expand(adv.shape);
   IndexArgs a;
   a.dtype = toKernelDType(self.scalar_type());
@@ -786,10 +743,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "index_fill_.int_Scalar", indexFillInplace);
   MT_IMPL(m, "put_", putInplace);
   MT_IMPL(m, "index_fill_.int_Tensor", indexFillTensorInplace);
-  MT_IMPL(m, "nonzero", nonzeroFn);
-  MT_IMPL(m, "nonzero.out", nonzeroOut);
-  MT_IMPL(m, "masked_select", maskedSelect);
-  MT_IMPL(m, "masked_scatter_", maskedScatterInplace);
   MT_IMPL(m, "index.Tensor_out", indexOut);
   MT_IMPL(m, "_index_put_impl_", indexPutImplInplace);
 }
