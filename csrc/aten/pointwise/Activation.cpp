@@ -320,7 +320,8 @@ Tensor huberBackward(const Tensor& grad, const Tensor& self, const Tensor& targe
 
 Tensor& bceOut(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight, int64_t reduction,
                Tensor& out) {
-  checkExactOut(out, self.scalar_type());   // as the CPU's TensorIterator kernel
+  checkExactOut(out, self.scalar_type());   // as the CPU's TensorIterator kernel, which takes no other dtype
+  checkExactOut(target, self.scalar_type());  // for the target either
   if (kernelFloating(self.scalar_type())) {
     TORCH_CHECK(self.sizes() == target.sizes(), "Using a target size (", target.sizes(),
                 ") that is different to the input size (", self.sizes(),
@@ -338,6 +339,7 @@ Tensor& bceOut(const Tensor& self, const Tensor& target, const std::optional<Ten
 Tensor& bceBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& target,
                        const std::optional<Tensor>& weight, int64_t reduction, Tensor& gi) {
   checkExactOut(gi, self.scalar_type());
+  checkExactOut(target, self.scalar_type());
   at::native::resize_output(gi, self.sizes());
   if (!ewTry(EwOp::BceBackward, {grad, self, target}, gi))
     return Fallback<at::_ops::binary_cross_entropy_backward_grad_input>::call(grad, self, target, weight, reduction,

@@ -341,6 +341,11 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
                                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                                    at::IntArrayRef output_padding, int64_t groups) {
+  // ATen's _convolution checks these for its own backends (CUDA's, oneDNN's), not for the overrideable one
+  TORCH_CHECK(input.dtype() == weight.dtype(), "Input type (", input.dtype(), ") and weight type (", weight.dtype(),
+              ") should be the same");
+  TORCH_CHECK(!bias.has_value() || !bias->defined() || input.dtype() == bias->dtype(), "Input type (", input.dtype(),
+              ") and bias type (", bias->dtype(), ") should be the same");
   if (nativeConv(input, weight, transposed, dilation))
     return transposed ? convTransposedForward(input, weight, bias, stride, padding, dilation, output_padding, groups)
                       : convForward(input, weight, bias, stride, padding, dilation, groups);
