@@ -101,8 +101,10 @@ def test_equal_matches_the_cpu():
     n = torch.tensor([1.0, float("nan")])
     assert torch.equal(_dev(n), _dev(n)) == torch.equal(n, n.clone())  # NaN is not equal to itself
     assert torch.equal(_dev(torch.empty(0, 3)), _dev(torch.empty(0, 3)))
-    with pytest.raises(RuntimeError, match="Expected object of scalar type"):
-        torch.equal(a, _dev(X.double()))
+    # two dtypes: compared in their common dtype, as the CPU's and CUDA's kernels compare them
+    for other in (X.double(), X.bfloat16(), (X * 4).round().long()):
+        assert torch.equal(a, _dev(other)) == torch.equal(X, other)
+    assert torch.equal(_dev(X.bfloat16()), _dev(X.bfloat16().float()))
 
 
 def test_composed_ops_refuse_as_the_cpu():
