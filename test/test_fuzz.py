@@ -89,3 +89,31 @@ def test_every_listed_difference_is_justified_in_the_docs():
     doc = open(os.path.join(ROOT, "docs", "robustness.md")).read()
     missing = [name for name, _ in KNOWN_DIFFERENCES if f"`{name.removeprefix('bad:')}`" not in doc]
     assert not missing, missing
+
+
+def _fuzz_range_factories(tmp_path, preload: str):
+    out = tmp_path / f"fuzz{preload}.json"
+    cmd = [sys.executable, "-m", "mytorch.testing.fuzz", "--cases", "0", "--jobs", "2", "--ops", "linspace,arange"]
+    cmd += ["--variants", "reshaped_out,factory_out", "--json", str(out), "--log", str(tmp_path / "workers.log")]
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "test") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run(cmd + (["--preload", preload] if preload else []), capture_output=True, text=True,
+                       timeout=600, cwd=ROOT, env=env)  # fmt: skip
+    return r, json.loads(out.read_text())["cases"]
+
+
+def test_new_variants_catch_the_range_factory_out_bug(tmp_path):
+    """Negative control (issue 49): with linspace and arange put back to resizing a right-sized strided out= to 1-D
+    (test/fuzz_hooks.py), the reshaped_out and factory_out variants report it and the run fails; without the hook
+    the same cases pass."""
+    r, rows = _fuzz_range_factories(tmp_path, "fuzz_hooks")
+    assert r.returncode == 1, r.stdout[-2000:]
+    differs = {(row["variant"], row["name"].split("/")[0]) for row in rows if row["verdict"] == "differs"}
+    assert {
+        ("reshaped_out", "arange"),
+        ("factory_out", "factory:linspace"),
+        ("factory_out", "factory:arange"),
+    } <= differs
+    assert any("strides" in row["detail"] for row in rows if row["variant"] == "factory_out")
+    r, rows = _fuzz_range_factories(tmp_path, "")
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert {row["verdict"] for row in rows} <= {"ok", "skipped"} and any(row["verdict"] == "ok" for row in rows)

@@ -1,10 +1,11 @@
 """Fuzzer worker: runs one case per request (fuzz.py makes them; the protocol is in _pool.py) and answers its
-verdict. A case is an OpInfo sample at a dtype in one variant: as given, with a non-contiguous, expanded or
-wrong-dtype out=, with one argument on the CPU or on another mytorch device, or one of the OpInfo's error
+verdict. A case is an OpInfo sample at a dtype in one variant: as given, with a non-contiguous, reshaped, expanded,
+promoted or wrong-dtype out=, with one argument on the CPU or on another mytorch device, or one of the OpInfo's error
 inputs. The CPU is the reference: the same exception class, or the same values (where they differ at the sample's
 dtype, judged against the result at float64 by the alignment suite's tolerance rule). A bystander tensor on the
 device and the case's own inputs are checksummed around the call."""
 
+import importlib
 import json
 import os
 import sys
@@ -32,6 +33,19 @@ RANDOM_OPS = {
     "nn.functional.fractional_max_pool3d",
 }
 CPU_ARGS = {"tensor_split"}
+# The promoted_out variant's out= dtype for a result dtype: one step up the promotion lattice.
+PROMOTION_STEP = {
+    "bool": "uint8",
+    "uint8": "int16",
+    "int8": "int16",
+    "int16": "int32",
+    "int32": "int64",
+    "int64": "float32",
+    "float16": "float32",
+    "bfloat16": "float32",
+    "float32": "float64",
+    "complex64": "complex128",
+}
 # OpInfos that update running statistics passed as inputs
 RUNNING_STATS = {
     "nn.functional.batch_norm",
@@ -66,12 +80,22 @@ def main() -> None:
     import mytorch  # noqa: F401
     from torch.testing._internal.common_methods_invocations import op_db
 
+    for name in filter(None, os.environ.get("MYTORCH_FUZZ_PRELOAD", "").split(",")):
+        importlib.import_module(name)  # test hooks: deliberately broken kernels (test/fuzz_hooks.py)
     proto.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         req = json.loads(line)
         try:
             if req["variant"] == "bad_input":
                 verdict, detail = run_bad_input(torch, req["name"])
+            elif req["variant"] == "random_edges":
+                from ._fuzz_edges import run as run_random_edge
+
+                verdict, detail = run_random_edge(torch, req["name"])
+            elif req["variant"] == "factory_out":
+                from ._fuzz_edges import run_factory
+
+                verdict, detail = run_factory(torch, req["name"])
             else:
                 verdict, detail = run_case(torch, op_db[req["op"]], req)
         except SkipCase as e:
@@ -93,6 +117,38 @@ def _tensors(tree):
     from torch.utils._pytree import tree_leaves
 
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def _cast(tree, dtype, only):
+    """The tree with its `only`-th tensor cast to dtype (the others as they are)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    count = [0]
+
+    def cast(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        count[0] += 1
+        return x.to(dtype) if count[0] - 1 == only else x
+
+    return tree_map(cast, tree)
+
+
+def _at_dtypes(torch, got, ref):
+    """got's floating tensors rounded to the dtypes of ref's, leaf by leaf (got itself when the trees differ)."""
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    leaves, spec = tree_flatten(got)
+    refs, _ = tree_flatten(ref)
+    if len(leaves) != len(refs):
+        return got
+
+    def rounded(a, b):
+        both = isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+        return a.to(b.dtype) if both and a.is_floating_point() and b.is_floating_point() else a
+
+    return tree_unflatten([rounded(a, b) for a, b in zip(leaves, refs)], spec)
 
 
 def _to(tree, device, only=None, memo=None):
@@ -237,6 +293,15 @@ def _judge(torch, op, got, want, args, kwargs):
     if diff and op.name in SELECTS and _same_selection(torch, got, want, args):
         return "ok", ""
     return ("differs", diff) if diff else ("ok", "")
+
+
+def reshaped_out(torch, n: int, dtype, device):
+    """An out= of n elements, not contiguous, in a shape no op's result has by chance: a transposed 2-D tensor, or
+    for a prime n a (1, n) row taken every other element of a wider one."""
+    rows = next((r for r in range(2, n) if n % r == 0), None)
+    if rows is None:
+        return torch.zeros(1, 2 * n, dtype=dtype, device=device)[:, ::2]
+    return torch.zeros(n // rows, rows, dtype=dtype, device=device).t()
 
 
 def _draws(op, kwargs) -> bool:
@@ -394,6 +459,36 @@ def run_case(torch, op, req):
             if ref_err is not None or not on_device or _difference(torch, got, ref, gold):
                 return "mixed_device", f"argument {k} on {'the CPU' if variant == 'cpu_arg' else 'mytorch:1'} accepted"
         return "ok", ""
+    if variant == "promoted_arg":
+        # A tensor argument after the first one promotion step up (an index int64 -> float32, a source float32 ->
+        # float64): ops that require an argument's dtype (index_put_'s values, put_'s source, an index) refuse it,
+        # the others promote; refused or computed as on the CPU.
+        tensors = _tensors(args)
+        steps = [k for k, t in enumerate(tensors) if k > 0 and str(t.dtype).removeprefix("torch.") in PROMOTION_STEP]
+        if not steps:
+            return "skipped", "no second tensor argument with a promotion step"
+        k = steps[req["sample"] % len(steps)]
+        up = getattr(torch, PROMOTION_STEP[str(tensors[k].dtype).removeprefix("torch.")])
+        cpu_promoted = _cast(args, up, k)
+        dev_promoted = _cast(dev_args, up, k)
+        want2, cpu_err2 = _call(op, cpu_promoted, kwargs)
+        got2, dev_err2 = _call(op, dev_promoted, dev_kwargs)
+        bad = untouched()
+        if bad:
+            return "corruption", bad
+        if cpu_err2 is not None and dev_err2 is None:
+            return "corruption", f"argument {k} as {up} accepted where the CPU raises {type(cpu_err2).__name__}"
+        if cpu_err2 is None and dev_err2 is not None:
+            return "differs", f"argument {k} as {up} refused where the CPU accepts it: {str(dev_err2)[:100]}"
+        if cpu_err2 is not None:
+            if not isinstance(dev_err2, type(cpu_err2)):
+                return "differs", f"{type(dev_err2).__name__} where the CPU raises {type(cpu_err2).__name__}"
+            return "ok", ""
+        if _draws(op, kwargs):
+            return _same_metadata(torch, got2, want2)
+        if cpu_err is None:  # judged at the sample's own result dtypes: a promoted argument adds no precision
+            got2, want2 = _at_dtypes(torch, got2, want), _at_dtypes(torch, want2, want)
+        return _judge(torch, op, got2, want2, cpu_promoted, kwargs)
     if variant == "aten_out":  # out= of every aten call the sample makes (_fuzz_replay.py)
         if cpu_err is not None or _draws(op, kwargs) or op.name in RUNNING_STATS or mutates:
             return "skipped", "the sample raises, draws, or mutates its inputs"
@@ -433,16 +528,71 @@ def run_case(torch, op, req):
         if _draws(op, kwargs):
             return _same_metadata(torch, out, want)
         return _judge(torch, op, out, want, args, kwargs)
+    if variant == "reshaped_out":
+        # An out= with the result's number of elements in another shape, not contiguous (a transposed 2-D tensor):
+        # ATen's out= rule keeps an out= of the right size where the op's kernel keeps it (the range factories) and
+        # resizes it where the kernel resizes it; its final sizes, strides and values must be the CPU's.
+        cpu_out = reshaped_out(torch, want.numel(), want.dtype, "cpu")
+        _, cpu_out_err = _call(op, args, dict(kwargs, out=cpu_out))
+        out = reshaped_out(torch, want.numel(), want.dtype, dev)
+        _, dev_err = _call(op, dev_args, dict(dev_kwargs, out=out))
+        bad = untouched()
+        if bad:
+            return "corruption", bad
+        if (cpu_out_err is None) != (dev_err is None):
+            return (
+                "differs",
+                f"the CPU {'raises' if cpu_out_err else 'writes'}, mytorch {'raises' if dev_err else 'writes'}",
+            )
+        if cpu_out_err is not None:
+            return "ok", ""
+        if tuple(out.shape) != tuple(cpu_out.shape) or out.stride() != cpu_out.stride():
+            return (
+                "differs",
+                f"the out= ends {tuple(out.shape)} with strides {out.stride()}, the CPU's "
+                f"{tuple(cpu_out.shape)} with {cpu_out.stride()}",
+            )
+        if _draws(op, kwargs):
+            return "ok", ""
+        return _judge(torch, op, out, cpu_out, args, kwargs)
+    if variant == "promoted_out":
+        # An out= of the dtype one promotion step up from the result's (float32 -> float64, complex64 ->
+        # complex128, int32 -> int64, ...): ops whose out= must have the result's dtype refuse it, the others cast
+        # into it; accepted or refused as on the CPU, and the values the CPU's when accepted.
+        other = PROMOTION_STEP.get(str(want.dtype).removeprefix("torch."))
+        if other is None:
+            return "skipped", f"no promotion step from {want.dtype}"
+        cpu_out = torch.empty(0, dtype=getattr(torch, other))
+        _, cpu_out_err = _call(op, args, dict(kwargs, out=cpu_out))
+        out = torch.empty(0, dtype=getattr(torch, other), device=dev)
+        _, dev_err = _call(op, dev_args, dict(dev_kwargs, out=out))
+        bad = untouched()
+        if bad:
+            return "corruption", bad
+        if cpu_out_err is not None and dev_err is None:
+            return "corruption", f"an out= of dtype {other} accepted where the CPU raises"
+        if cpu_out_err is None and dev_err is not None:
+            return "differs", f"an out= of dtype {other} refused where the CPU accepts it: {str(dev_err)[:100]}"
+        if cpu_out_err is not None or _draws(op, kwargs):
+            return "ok", ""
+        # computed at the result's dtype and cast into the out= on both sides: judged at the result's dtype
+        return _judge(torch, op, out.to(want.dtype), cpu_out.to(want.dtype), args, kwargs)
     if variant == "expanded_out":
-        # No CPU reference: some CPU kernels write an expanded out= past its one element (narrow_copy corrupts
-        # the CPU heap). On the device every out= whose elements share memory is refused.
+        # No CPU run: some CPU kernels write an expanded out= past its one element (narrow_copy corrupts the CPU
+        # heap). On the device an out= whose elements share memory is refused, or holds the CPU's result: ATen
+        # gives it a layout of its own where the op resizes its out= before checking it (matmul's), and the fills
+        # (zeros, ones, full: one value everywhere) write it as it is.
         out = torch.zeros(1, dtype=want.dtype, device=dev).expand(want.shape)
         _, dev_err = _call(op, dev_args, dict(dev_kwargs, out=out))
         bad = untouched()
         if bad:
             return "corruption", bad
-        if dev_err is None:
-            return "corruption", "an expanded out= accepted"
+        if dev_err is None and not _draws(op, kwargs):
+            wrong = _difference(torch, out, want, lambda: _gold(torch, op, args, kwargs))
+            if wrong:
+                return "corruption", f"an expanded out= accepted, not holding the CPU's result: {wrong[:100]}"
+        elif dev_err is None:
+            return "corruption", "an expanded out= accepted for draws"
         return "ok", ""
     if variant == "wrong_dtype_out":
         other = torch.float64 if want.dtype != torch.float64 else torch.float32

@@ -6,10 +6,16 @@ a worker process under a time limit, against the CPU (issue 19; docs/robustness.
 
 Variants of each OpInfo sample (at float32, int64, complex64, bool and bfloat16, where the CPU supports them):
 functional (values or exception class as the CPU's), non-contiguous out= (written through its strides, its
-gaps untouched), expanded out= and wrong-dtype out= (refused where the CPU refuses them), one argument on the
-CPU or on another mytorch device (refused, as CUDA does), and the OpInfo's error inputs (the CPU's exception
-class). Then the hand-written bad inputs of _fuzz_bad.py (indices out of range, huge sizes, NaN and infinity,
-integer overflow, tensors without elements, resize_/set_/as_strided misuse), which every sample runs first. Around every call a bystander tensor on the device and the case's inputs are checksummed.
+gaps untouched), reshaped out= (the right number of elements in another, non-contiguous shape: its final sizes,
+strides and values as the CPU's), expanded out=, wrong-dtype out= and promoted out= (a dtype one promotion step up:
+refused where the CPU refuses them), a promoted argument (a tensor argument after the first one promotion step up:
+refused or computed as on the CPU), one argument on the CPU or on another mytorch device (refused, as CUDA does),
+and the OpInfo's error inputs (the CPU's exception class). Then the hand-written bad inputs of _fuzz_bad.py (indices
+out of range, huge sizes, NaN and infinity, integer overflow, tensors without elements, resize_/set_/as_strided
+misuse), the random ops at the edges of their arguments, the factories with every kind of out= and the like
+factories over inputs whose elements share memory (_fuzz_edges.py: the CPU's exceptions, warnings, sizes and
+strides), which every sample runs first. Around every call a bystander tensor on the device and the case's inputs
+are checksummed.
 
 Verdicts: ok; differs (a difference from the CPU: one that KNOWN_DIFFERENCES does not list fails the run);
 corruption (a bystander, an input, an out='s
@@ -33,13 +39,18 @@ from ._pool import run_pool
 VARIANTS = [
     "functional",
     "noncontig_out",
+    "reshaped_out",
     "expanded_out",
     "wrong_dtype_out",
+    "promoted_out",
+    "promoted_arg",
     "aten_out",
     "cpu_arg",
     "other_device",
     "error_inputs",
     "bad_input",
+    "random_edges",
+    "factory_out",
 ]
 DTYPES = ["float32", "int64", "complex64", "bool", "bfloat16"]
 BAD = ("corruption", "mixed_device", "crash", "hang", "harness")
@@ -72,6 +83,22 @@ KNOWN_DIFFERENCES = {
         "float64 out= for bfloat16 inputs; ATen's TensorIterator rule (and CUDA) "
         "casts into it",
     ),
+    **{
+        (f"factory:randperm/{d}/overlapping", "factory_out"): (
+            "unsupported operation: more than one element",
+            "an out= whose elements share memory is refused, as torch.cuda's randperm refuses it (it copies into a "
+            "non-contiguous out= through copy_); the CPU kernel writes every draw into the one shared element",
+        )
+        for d in ("float32", "float64", "int64", "bfloat16")
+    },
+    **{
+        (f"nn.functional.{conv}", "promoted_arg"): (
+            "bias type",
+            "a bias of another dtype than the input is refused on every path, as torch.cuda refuses it; the CPU "
+            "refuses it on its oneDNN paths and adds it after a cast on its slow ones",
+        )
+        for conv in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+    },
     ("bad:int/floor_divide_by_zero", "bad_input"): (
         "ZeroDivisionError",
         "integer division by zero does not raise, as on CUDA: it would need a synchronizing read of the divisor",
@@ -107,7 +134,7 @@ def make_cases(op_db, n: int, seed: int, samples: int, ops: str = "", variants: 
             if getattr(torch, d) not in allowed:
                 continue
             for variant in chosen:
-                if variant == "bad_input":  # not an OpInfo's
+                if variant in ("bad_input", "random_edges", "factory_out"):  # not an OpInfo's
                     continue
                 for k in range(samples):
                     cases.append(
@@ -129,6 +156,17 @@ def make_cases(op_db, n: int, seed: int, samples: int, ops: str = "", variants: 
             {"op": -1, "name": "bad:" + name, "dtype": "-", "variant": "bad_input", "sample": 0, "seed": seed}
             for name in BAD_INPUTS
         ] + cases
+    # the generated classes (_fuzz_edges.py: random ops at their arguments' edges, factories' out=): few and quick,
+    # every sample runs them all
+    from ._fuzz_edges import edges, factory_cases
+
+    for variant, generated in (("random_edges", edges), ("factory_out", factory_cases)):
+        if variant in chosen:  # --ops names them by their op: "linspace" for "factory:linspace/float32/reshaped"
+            cases = [
+                {"op": -1, "name": name, "dtype": spec[1], "variant": variant, "sample": 0, "seed": seed}
+                for name, spec in generated().items()
+                if not only or name.split(":", 1)[1].split("/", 1)[0] in only
+            ] + cases
     return cases[:n] if n else cases
 
 
@@ -144,6 +182,7 @@ def main(argv=None) -> int:
     p.add_argument("--log", default="build/fuzz-workers.log")
     p.add_argument("--ops", default="", help="only these OpInfos (comma-separated names), e.g. to re-run differences")
     p.add_argument("--variants", default="", help="only these variants (comma-separated)")
+    p.add_argument("--preload", default="", help="modules each worker imports first (test hooks)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("MYTORCH_FALLBACK", "silent")
     import warnings
@@ -155,6 +194,7 @@ def main(argv=None) -> int:
 
     cases = make_cases(op_db, args.cases, args.seed, args.samples, args.ops, args.variants)
     env = dict(os.environ, MYTORCH_FALLBACK="silent", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    env["MYTORCH_FUZZ_PRELOAD"] = args.preload
     env.setdefault("MYTORCH_SIM_DEVICES", "2")
     Path(args.log).parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
