@@ -141,31 +141,40 @@ def _outside(torch, op, args, result) -> str:
     return f"a draw outside the asked range: {float(v[bad][0])}" if bool(bad.any()) else ""
 
 
+def _on_both(torch, call):
+    """call(device) -> (result, error, warning categories) on the CPU, then on mytorch beside a bystander tensor:
+    (want, got, the CPU warned, verdict), the verdict already decided when the two differ (a bystander changed,
+    one raised, another exception class, other warnings) or both raised alike, else None."""
+    torch.manual_seed(0)
+    want, cpu_err, cpu_warns = call("cpu")
+    bystander = torch.full((4096,), 3.25, device="mytorch")
+    got, dev_err, dev_warns = call("mytorch")
+    torch.mytorch.synchronize()
+    verdict = None
+    if not bool((bystander == 3.25).all()):
+        verdict = "corruption", "a bystander tensor changed"
+    elif (cpu_err is None) != (dev_err is None):
+        cpu = type(cpu_err).__name__ + ": " + str(cpu_err)[:80] if cpu_err else "ok"
+        dev = type(dev_err).__name__ + ": " + str(dev_err)[:80] if dev_err else "ok"
+        verdict = "differs", f"CPU {cpu}, mytorch {dev}"
+    elif cpu_err is not None and not isinstance(dev_err, type(cpu_err)):
+        verdict = "differs", f"{type(dev_err).__name__} where the CPU raises {type(cpu_err).__name__}"
+    elif sorted(cpu_warns) != sorted(dev_warns):
+        verdict = "differs", f"warnings: the CPU {sorted(cpu_warns) or 'none'}, mytorch {sorted(dev_warns) or 'none'}"
+    elif cpu_err is not None:
+        verdict = "ok", ""
+    return want, got, bool(cpu_warns), verdict
+
+
 def run(torch, name: str):
     """One case: (verdict, detail)."""
     op, dtype, args = edges()[name]
-    torch.manual_seed(0)
-    want, cpu_err, cpu_warns = _run(torch, op, dtype, args, "cpu")
-    bystander = torch.full((4096,), 3.25, device="mytorch")
-    got, dev_err, dev_warns = _run(torch, op, dtype, args, "mytorch")
-    torch.mytorch.synchronize()
-    if not bool((bystander == 3.25).all()):
-        return "corruption", "a bystander tensor changed"
-    if (cpu_err is None) != (dev_err is None):
-        return (
-            "differs",
-            f"CPU {type(cpu_err).__name__ + ': ' + str(cpu_err)[:80] if cpu_err else 'ok'}, mytorch "
-            f"{type(dev_err).__name__ + ': ' + str(dev_err)[:80] if dev_err else 'ok'}",
-        )
-    if cpu_err is not None and not isinstance(dev_err, type(cpu_err)):
-        return "differs", f"{type(dev_err).__name__} where the CPU raises {type(cpu_err).__name__}"
-    if sorted(cpu_warns) != sorted(dev_warns):
-        return "differs", f"warnings: the CPU {sorted(cpu_warns) or 'none'}, mytorch {sorted(dev_warns) or 'none'}"
-    if cpu_err is not None:
-        return "ok", ""
+    want, got, warned, verdict = _on_both(torch, lambda device: _run(torch, op, dtype, args, device))
+    if verdict is not None:
+        return verdict
     if got.shape != want.shape or got.dtype != want.dtype:
         return "differs", f"{tuple(got.shape)} {got.dtype} where the CPU gives {tuple(want.shape)} {want.dtype}"
-    outside = "" if cpu_warns else _outside(torch, op, args, got)  # (a warned range rounds at the dtype)
+    outside = "" if warned else _outside(torch, op, args, got)  # (a warned range rounds at the dtype)
     return ("corruption", outside) if outside else ("ok", "")
 
 
@@ -277,25 +286,9 @@ def run_factory(torch, name: str):
     if name.startswith("like:"):
         return _run_like(torch, *factory_cases()[name])
     fn, dtype, kind = factory_cases()[name]
-    torch.manual_seed(0)
-    want, cpu_err, cpu_warns = _factory_run(torch, fn, dtype, kind, "cpu")
-    bystander = torch.full((4096,), 3.25, device="mytorch")
-    got, dev_err, dev_warns = _factory_run(torch, fn, dtype, kind, "mytorch")
-    torch.mytorch.synchronize()
-    if not bool((bystander == 3.25).all()):
-        return "corruption", "a bystander tensor changed"
-    if (cpu_err is None) != (dev_err is None):
-        return (
-            "differs",
-            f"CPU {type(cpu_err).__name__ + ': ' + str(cpu_err)[:80] if cpu_err else 'ok'}, mytorch "
-            f"{type(dev_err).__name__ + ': ' + str(dev_err)[:80] if dev_err else 'ok'}",
-        )
-    if cpu_err is not None:
-        if not isinstance(dev_err, type(cpu_err)):
-            return "differs", f"{type(dev_err).__name__} where the CPU raises {type(cpu_err).__name__}"
-        return "ok", ""
-    if sorted(cpu_warns) != sorted(dev_warns):
-        return "differs", f"warnings: the CPU {sorted(cpu_warns) or 'none'}, mytorch {sorted(dev_warns) or 'none'}"
+    want, got, _, verdict = _on_both(torch, lambda device: _factory_run(torch, fn, dtype, kind, device))
+    if verdict is not None:
+        return verdict
     if got.shape != want.shape or got.stride() != want.stride():
         return (
             "differs",

@@ -505,6 +505,24 @@ def run_case(torch, op, req):
     # out= variants
     if not op.supports_out or cpu_err is not None or not isinstance(want, torch.Tensor) or want.numel() < 2:
         return "skipped", "no single-tensor out="
+
+    def other_dtype_out(other):
+        """An empty out= of dtype `other` on both sides: (verdict, out, cpu_out), the verdict None when both took
+        it (accepting one the CPU refuses is a corruption: its bytes would be reinterpreted)."""
+        cpu_out = torch.empty(0, dtype=other)
+        _, cpu_out_err = _call(op, args, dict(kwargs, out=cpu_out))
+        out = torch.empty(0, dtype=other, device=dev)
+        _, dev_err = _call(op, dev_args, dict(dev_kwargs, out=out))
+        bad = untouched()
+        if bad:
+            return ("corruption", bad), out, cpu_out
+        if cpu_out_err is not None and dev_err is None:
+            return ("corruption", f"an out= of dtype {other} accepted where the CPU raises"), out, cpu_out
+        if cpu_out_err is None and dev_err is not None:
+            refused = f"an out= of dtype {other} refused where the CPU accepts it: {str(dev_err)[:100]}"
+            return ("differs", refused), out, cpu_out
+        return (("ok", "") if cpu_out_err is not None else None), out, cpu_out
+
     if variant == "noncontig_out":
         shape = list(want.shape)
         if not shape:
@@ -562,18 +580,10 @@ def run_case(torch, op, req):
         other = PROMOTION_STEP.get(str(want.dtype).removeprefix("torch."))
         if other is None:
             return "skipped", f"no promotion step from {want.dtype}"
-        cpu_out = torch.empty(0, dtype=getattr(torch, other))
-        _, cpu_out_err = _call(op, args, dict(kwargs, out=cpu_out))
-        out = torch.empty(0, dtype=getattr(torch, other), device=dev)
-        _, dev_err = _call(op, dev_args, dict(dev_kwargs, out=out))
-        bad = untouched()
-        if bad:
-            return "corruption", bad
-        if cpu_out_err is not None and dev_err is None:
-            return "corruption", f"an out= of dtype {other} accepted where the CPU raises"
-        if cpu_out_err is None and dev_err is not None:
-            return "differs", f"an out= of dtype {other} refused where the CPU accepts it: {str(dev_err)[:100]}"
-        if cpu_out_err is not None or _draws(op, kwargs):
+        verdict, out, cpu_out = other_dtype_out(getattr(torch, other))
+        if verdict is not None:
+            return verdict
+        if _draws(op, kwargs):
             return "ok", ""
         # computed at the result's dtype and cast into the out= on both sides: judged at the result's dtype
         return _judge(torch, op, out.to(want.dtype), cpu_out.to(want.dtype), args, kwargs)
@@ -595,18 +605,8 @@ def run_case(torch, op, req):
             return "corruption", "an expanded out= accepted for draws"
         return "ok", ""
     if variant == "wrong_dtype_out":
-        other = torch.float64 if want.dtype != torch.float64 else torch.float32
-        _, cpu_out_err = _call(op, args, dict(kwargs, out=torch.empty(0, dtype=other)))
-        out = torch.empty(0, dtype=other, device=dev)
-        _, dev_err = _call(op, dev_args, dict(dev_kwargs, out=out))
-        bad = untouched()
-        if bad:
-            return "corruption", bad
-        if cpu_out_err is not None and dev_err is None:
-            return "corruption", f"an out= of dtype {other} accepted where the CPU raises"
-        if cpu_out_err is None and dev_err is not None:
-            return "differs", f"an out= of dtype {other} refused where the CPU accepts it"
-        return "ok", ""
+        verdict, _, _ = other_dtype_out(torch.float64 if want.dtype != torch.float64 else torch.float32)
+        return verdict or ("ok", "")
     return "skipped", f"unknown variant {variant}"
 
 
