@@ -12,10 +12,10 @@ refused where the CPU refuses them), a promoted argument (a tensor argument afte
 refused or computed as on the CPU), one argument on the CPU or on another mytorch device (refused, as CUDA does),
 and the OpInfo's error inputs (the CPU's exception class). Then the hand-written bad inputs of _fuzz_bad.py (indices
 out of range, huge sizes, NaN and infinity, integer overflow, tensors without elements, resize_/set_/as_strided
-misuse), the random ops at the edges of their arguments, the factories with every kind of out= and the like
-factories over inputs whose elements share memory (_fuzz_edges.py: the CPU's exceptions, warnings, sizes and
-strides), which every sample runs first. Around every call a bystander tensor on the device and the case's inputs
-are checksummed.
+misuse), which every sample runs first, and the generated classes, shuffled in with the OpInfo cases: the random
+ops at the edges of their arguments, the factories with every kind of out= and the like factories over inputs
+whose elements share memory (_fuzz_edges.py: the CPU's exceptions, warnings, sizes and strides). Around every call
+a bystander tensor on the device and the case's inputs are checksummed.
 
 Verdicts: ok; differs (a difference from the CPU: one that KNOWN_DIFFERENCES does not list fails the run);
 corruption (a bystander, an input, an out='s
@@ -147,6 +147,18 @@ def make_cases(op_db, n: int, seed: int, samples: int, ops: str = "", variants: 
                             "seed": seed,
                         }
                     )
+    # the generated classes (_fuzz_edges.py: random ops at their arguments' edges, factories' out=) are cases like
+    # the OpInfos' ones, shuffled in with them; --ops names them by their op ("linspace" for
+    # "factory:linspace/float32/reshaped")
+    from ._fuzz_edges import edges, factory_cases
+
+    for variant, generated in (("random_edges", edges), ("factory_out", factory_cases)):
+        if variant in chosen:
+            cases += [
+                {"op": -1, "name": name, "dtype": spec[1], "variant": variant, "sample": 0, "seed": seed}
+                for name, spec in generated().items()
+                if not only or name.split(":", 1)[1].split("/", 1)[0] in only
+            ]
     rng = random.Random(seed)
     rng.shuffle(cases)
     if not only and "bad_input" in chosen:  # the hand-written bad inputs are few and quick: every sample runs them all
@@ -156,17 +168,6 @@ def make_cases(op_db, n: int, seed: int, samples: int, ops: str = "", variants: 
             {"op": -1, "name": "bad:" + name, "dtype": "-", "variant": "bad_input", "sample": 0, "seed": seed}
             for name in BAD_INPUTS
         ] + cases
-    # the generated classes (_fuzz_edges.py: random ops at their arguments' edges, factories' out=): few and quick,
-    # every sample runs them all
-    from ._fuzz_edges import edges, factory_cases
-
-    for variant, generated in (("random_edges", edges), ("factory_out", factory_cases)):
-        if variant in chosen:  # --ops names them by their op: "linspace" for "factory:linspace/float32/reshaped"
-            cases = [
-                {"op": -1, "name": name, "dtype": spec[1], "variant": variant, "sample": 0, "seed": seed}
-                for name, spec in generated().items()
-                if not only or name.split(":", 1)[1].split("/", 1)[0] in only
-            ] + cases
     return cases[:n] if n else cases
 
 
