@@ -157,7 +157,10 @@ Tensor fftR2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bo
   Tensor y = execFft(FftKind::R2C, self, tail, true, n / 2 + 1);
   y = c2cChunks(y, lead, true);
   if (!onesided) y = fillConjugate(y, dims, n);
-  return normalized(y, normScale(normalization, self, dims));
+  y = normalized(y, normScale(normalization, self, dims));
+  if (y.strides().equals(shape.strides())) return y;
+  Tensor out = emptyLike(shape, self);  // ATen's layout (its meta function's), which an out= resized from it takes
+  return out.copy_(y);
 }
 
 Tensor fftC2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size_sym) {
