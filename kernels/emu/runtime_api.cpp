@@ -562,6 +562,15 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned) {
   if (on != s) enqueue(s, [on, seq] { wait_for(on, seq); });
   return cudaSuccess;
 }
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
+  MT_EMU_ENTER();
+  if (fn == nullptr) return set(cudaErrorInvalidValue);
+  EmuStream* s = resolve(stream);
+  if (s->device != t_device) return set(cudaErrorInvalidResourceHandle);  // as a kernel launch
+  touch_context(t_device);
+  enqueue(s, [fn, user_data] { fn(user_data); });
+  return cudaSuccess;
+}
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
   MT_EMU_ENTER();
   touch_context(t_device);
