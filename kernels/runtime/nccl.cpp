@@ -1,5 +1,6 @@
 // comm.h on the cuda runtime: NCCL, opened on first use (dynlib.h; the toolkit's copy or the
-// nvidia-nccl-cu13 wheel's, which torch's CUDA wheels depend on), so the build needs only nccl.h.
+// nvidia-nccl-cu13 wheel's, which torch's CUDA wheels depend on), so the build needs only nccl.h. The emulated
+// build links the emulated NCCL instead (kernels/emu/nccl.cpp, Note [The emulated NCCL]): the same calls.
 #include <nccl.h>
 
 #include <cstring>
@@ -18,18 +19,45 @@ namespace {
   _(ncclGetVersion) _(ncclGetUniqueId) _(ncclCommInitRank) _(ncclCommDestroy) _(ncclCommAbort)             \
   _(ncclCommGetAsyncError) _(ncclGetErrorString) _(ncclGetLastError) _(ncclAllReduce) _(ncclBroadcast)     \
   _(ncclReduce) _(ncclAllGather) _(ncclReduceScatter) _(ncclSend) _(ncclRecv) _(ncclGroupStart)           \
-  _(ncclGroupEnd) _(ncclRedOpCreatePreMulSum) _(ncclRedOpDestroy)
+  _(ncclGroupEnd) _(ncclRedOpCreatePreMulSum) _(ncclRedOpDestroy) _(ncclCommInitRankConfig) _(ncclCommSplit)
 // clang-format on
 
+#if defined(MYTORCH_EMU_ACTIVE)
+MT_DYNLIB_LINKED(Lib, lib, MT_NCCL_FUNCS)
+#else
 MT_DYNLIB(Lib, lib, MT_NCCL_FUNCS, "NCCL", "install the CUDA toolkit's NCCL or the nvidia-nccl-cu13 wheel",
           "libnccl.so.2", "libnccl.so")
+#endif
 
-rt::Status unavailable() {
-  if (rt::kind() != rt::Kind::Cuda) return rt::report(rt::Status::Unavailable, "NCCL: the cuda runtime is not active");
-  return rt::report(rt::Status::Unavailable, lib().error.c_str());
+// The oldest NCCL the calls here need (ncclCommSplit: 2.18; the non-blocking config and ncclGetLastError older).
+constexpr int kMinVersion = NCCL_VERSION(2, 18, 0);
+
+// Why NCCL cannot be used ("" when it can): not loadable, or a library of another major version than the header
+// mytorch was built against, or older than the calls need. Checked once, at the first use.
+const std::string& problem() {
+  static const std::string why = []() -> std::string {
+    if (!lib().error.empty()) return lib().error;
+    int v = 0;
+    if (lib().ncclGetVersion(&v) != ncclSuccess) return "NCCL: ncclGetVersion failed";
+    const int header_major = NCCL_MAJOR, major = v >= 10000 ? v / 10000 : v / 1000;
+    if (major != header_major || v < kMinVersion) {
+      return "NCCL: the library loaded is version " + std::to_string(v) + ", but mytorch was built against " +
+             std::to_string(NCCL_VERSION_CODE) + " and needs the same major version, at least " +
+             std::to_string(kMinVersion);
+    }
+    return "";
+  }();
+  return why;
 }
 
-bool ready() { return rt::kind() == rt::Kind::Cuda && lib().error.empty(); }
+bool runtimeActive() { return rt::kind() == rt::Kind::Cuda || rt::kind() == rt::Kind::Emu; }
+
+rt::Status unavailable() {
+  if (!runtimeActive()) return rt::report(rt::Status::Unavailable, "NCCL: the cuda runtime is not active");
+  return rt::report(rt::Status::Unavailable, problem().c_str());
+}
+
+bool ready() { return runtimeActive() && problem().empty(); }
 
 rt::Status check(ncclResult_t r, const char* what, Comm comm = nullptr) {
   if (r == ncclSuccess) return rt::Status::Success;
@@ -54,8 +82,8 @@ ncclDataType_t nccl_type(DType t) {
     case DType::Double: return ncclFloat64;
     case DType::BFloat16: return ncclBfloat16;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
-    case DType::Float8e4m3: return ncclFloat8e4m3;
-    case DType::Float8e5m2: return ncclFloat8e5m2;
+    case DType::Float8e4m3: return version() >= NCCL_VERSION(2, 24, 0) ? ncclFloat8e4m3 : ncclNumTypes;
+    case DType::Float8e5m2: return version() >= NCCL_VERSION(2, 24, 0) ? ncclFloat8e5m2 : ncclNumTypes;
 #endif
     default: return ncclNumTypes;
   }
@@ -119,7 +147,7 @@ rt::Status reducing(DType t, ReduceOp op, const double* premul, Comm comm, const
 rt::Status available() { return ready() ? rt::Status::Success : unavailable(); }
 
 int version() {
-  if (!ready()) return 0;
+  if (!runtimeActive() || !lib().error.empty()) return 0;
   int v = 0;
   return lib().ncclGetVersion(&v) == ncclSuccess ? v : 0;
 }
@@ -133,21 +161,45 @@ rt::Status get_unique_id(char id[kUniqueIdBytes]) {
   return s;
 }
 
-rt::Status init_rank(Comm* comm, int nranks, const char id[kUniqueIdBytes], int rank, int device) {
-  if (!ready()) return unavailable();
-  // NCCL binds the communicator to the current device: switch for the call, then restore the caller's.
+// NCCL binds a communicator to the current device: switch for the call, then restore the caller's.
+template <typename Call>
+rt::Status onDevice(int device, Call&& call) {
   int previous = 0;
   rt::Status s = rt::get_device(&previous);
   if (s != rt::Status::Success) return s;
   s = rt::set_device(device);
   if (s != rt::Status::Success) return s;
-  ncclUniqueId u;
-  std::memcpy(u.internal, id, kUniqueIdBytes);
-  ncclComm_t c = nullptr;
-  s = check(lib().ncclCommInitRank(&c, nranks, u, rank), "ncclCommInitRank");
-  *comm = c;
+  s = call();
   rt::Status back = rt::set_device(previous);
   return s != rt::Status::Success ? s : back;
+}
+
+rt::Status init_rank(Comm* comm, int nranks, const char id[kUniqueIdBytes], int rank, int device, bool blocking) {
+  if (!ready()) return unavailable();
+  return onDevice(device, [&] {
+    ncclUniqueId u;
+    std::memcpy(u.internal, id, kUniqueIdBytes);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = blocking ? 1 : 0;
+    ncclComm_t c = nullptr;
+    rt::Status s = check(lib().ncclCommInitRankConfig(&c, nranks, u, rank, &config), "ncclCommInitRankConfig");
+    *comm = c;
+    return s;
+  });
+}
+
+rt::Status split(Comm parent, int color, int key, Comm* out, int device, bool blocking) {
+  if (!ready()) return unavailable();
+  return onDevice(device, [&] {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = blocking ? 1 : 0;
+    ncclComm_t c = nullptr;
+    rt::Status s = check(
+        lib().ncclCommSplit(static_cast<ncclComm_t>(parent), color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &c, &config),
+        "ncclCommSplit", parent);
+    *out = c;
+    return s;
+  });
 }
 
 rt::Status destroy(Comm comm) {

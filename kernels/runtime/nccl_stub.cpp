@@ -9,7 +9,8 @@ rt::Status none() { return rt::report(rt::Status::Unavailable, "NCCL: this mytor
 rt::Status available() { return none(); }
 int version() { return 0; }
 rt::Status get_unique_id(char*) { return none(); }
-rt::Status init_rank(Comm*, int, const char*, int, int) { return none(); }
+rt::Status init_rank(Comm*, int, const char*, int, int, bool) { return none(); }
+rt::Status split(Comm, int, int, Comm*, int, bool) { return none(); }
 rt::Status destroy(Comm) { return none(); }
 rt::Status abort(Comm) { return none(); }
 rt::Status async_error(Comm) { return none(); }

@@ -1,6 +1,7 @@
 // Collective communication between devices of different processes: the runtime-level API under the
 // process group (csrc/distributed). On the cuda runtime it is NCCL, opened with dlopen (libnccl.so.2 from the
-// CUDA toolkit or the nvidia-nccl-cu13 wheel, as torch's CUDA wheels ship it); on sim every call returns
+// CUDA toolkit or the nvidia-nccl-cu13 wheel, as torch's CUDA wheels ship it); on the emulated build the emulated
+// NCCL linked in (kernels/emu/nccl.cpp); on sim every call returns
 // Unavailable (the process group hands sim collectives to Gloo instead). Like runtime.h: every call returns
 // a Status and never throws; on failure rt::last_error() holds NCCL's own message.
 #pragma once
@@ -22,7 +23,11 @@ enum class ReduceOp : int { Sum, Prod, Max, Min, Avg };
 rt::Status available();   // Success when NCCL can be loaded and the cuda runtime is active
 int version();            // NCCL's version code (e.g. 22907), 0 when unavailable
 rt::Status get_unique_id(char id[kUniqueIdBytes]);
-rt::Status init_rank(Comm* comm, int nranks, const char id[kUniqueIdBytes], int rank, int device);
+// `blocking` false: returns NotReady at once and connects in the background; async_error says when it is done.
+rt::Status init_rank(Comm* comm, int nranks, const char id[kUniqueIdBytes], int rank, int device, bool blocking);
+// ncclCommSplit over `parent` (every rank of it calls): ranks of one color >= 0 form a communicator, ordered by
+// key; a negative color takes no part (*out is null).
+rt::Status split(Comm parent, int color, int key, Comm* out, int device, bool blocking);
 rt::Status destroy(Comm comm);
 rt::Status abort(Comm comm);
 rt::Status async_error(Comm comm); // Success while the communicator is healthy, NotReady while it connects
