@@ -34,7 +34,24 @@ void initDistributedBindings(py::module& parent) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("host"),
            py::arg("group_name"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("checking", &ProcessGroupMytorch::checking)
-      .def_property_readonly("uses_nccl", &ProcessGroupMytorch::onCuda);
+      .def_property_readonly("uses_nccl", &ProcessGroupMytorch::usesNccl)
+      // torch.distributed's split_group deep-copies `options` (None: the backend's own, getBackendOptions).
+      .def_property_readonly("options", [](const ProcessGroupMytorch&) { return py::none(); })
+      // new_group on a rank outside the new group, when the default group is bound to a device: its part of
+      // the parent's ncclCommSplit (python/mytorch/distributed.py splits the members' side).
+      .def(
+          "perform_nocolor_split",
+          [](ProcessGroupMytorch& pg, const c10::Device&) { (void)pg.split(nullptr, {}, nullptr); },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "_split_members",
+          [](ProcessGroupMytorch& pg, const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+             std::chrono::milliseconds timeout, const std::string& name) {
+            auto o = c10::make_intrusive<c10d::Backend::Options>("mytorch", timeout);
+            o->group_name = name;
+            return c10::static_intrusive_pointer_cast<ProcessGroupMytorch>(pg.split(store, ranks, o));
+          },
+          py::call_guard<py::gil_scoped_release>());
   m.def("nccl_version", [] { return comm::version(); });
 }
 

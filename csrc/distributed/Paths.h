@@ -33,6 +33,16 @@ class Path {
   virtual WorkPtr send(const CallInfo& c, Tensors& ts, int dst, int tag) = 0;
   virtual WorkPtr recv(const CallInfo& c, Tensors& ts, int src, int tag) = 0;
   virtual WorkPtr barrier(const CallInfo& c, const c10d::BarrierOptions& o) = 0;
+  // NCCL path only (the process group says so through supportsCoalescing/supportsSplitting).
+  virtual void startCoalescing() { TORCH_CHECK(false, "mytorch: coalescing needs the NCCL path"); }
+  virtual WorkPtr endCoalescing(const CallInfo&) { TORCH_CHECK(false, "mytorch: coalescing needs the NCCL path"); }
+  // ncclCommSplit of this group's communicator: the child's (null for a negative color) and its device.
+  virtual std::pair<void*, int> split(int /*color*/, int /*key*/, const CallInfo&) {
+    TORCH_CHECK(false, "mytorch: splitting needs the NCCL path");
+  }
+  virtual void adopt(void* /*comm*/, int /*device*/) {}
+  virtual void connect(c10::DeviceIndex /*device*/, const CallInfo&) {}
+  virtual void shutdown(bool /*abort*/) {}
 
  protected:
   c10::intrusive_ptr<WorkMytorch> makeWork(const CallInfo& c, Tensors outputs, bool cuda) const {

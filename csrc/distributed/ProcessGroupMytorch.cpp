@@ -140,8 +140,11 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkMytorch::getFuture() {
 }
 
 bool WorkMytorch::isCompleted() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return completed_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (completed_ || !ended_) return completed_;
+  }
+  return ended_();  // the device passed its end (the watchdog completes it formally within its period)
 }
 
 bool WorkMytorch::wait(std::chrono::milliseconds timeout) {
@@ -234,19 +237,100 @@ std::optional<double> premulFactor(const c10d::ReduceOp& op) {
 
 ProcessGroupMytorch::ProcessGroupMytorch(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                          std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> host,
-                                         std::string groupName)
+                                         std::string groupName, void* comm, int device)
     : Backend(rank, size), store_(store), timeout_(timeout), host_(std::move(host)), groupName_(std::move(groupName)) {
-  TORCH_CHECK(host_, "ProcessGroupMytorch needs a Gloo backend over the same ranks (for sim data and checks)");
-  check_ = envFlag("MYTORCH_DIST_CHECK", !onCuda());
-  // Every rank must agree on checking: it adds a step to each collective's protocol.
-  store_->set("mytorch_check/" + std::to_string(rank), std::vector<uint8_t>{static_cast<uint8_t>(check_)});
-  for (int r = 0; r < size; ++r) {
+  TORCH_CHECK(host_ || usesNccl(), "ProcessGroupMytorch needs a Gloo backend over the same ranks on sim");
+  check_ = envFlag("MYTORCH_DIST_CHECK", !usesNccl());
+  TORCH_CHECK(host_ || !check_, "mytorch: a process group split from its parent (group '", groupName_,
+              "') has no Gloo backend to check the ranks' agreement with; unset MYTORCH_DIST_CHECK");
+  // Every rank must agree on checking: it adds a step to each collective's protocol. A split group has no
+  // check (no Gloo) and needs no store round: its communicator comes from the split (and torch names a DeviceMesh
+  // dimension's split groups differently on different ranks, so their stores are not shared).
+  if (!comm) store_->set("mytorch_check/" + std::to_string(rank), std::vector<uint8_t>{static_cast<uint8_t>(check_)});
+  for (int r = 0; r < size && !comm; ++r) {
     auto v = store_->get("mytorch_check/" + std::to_string(r));
     TORCH_CHECK(!v.empty() && static_cast<bool>(v[0]) == check_, "ProcessGroupMytorch: MYTORCH_DIST_CHECK is ",
                 check_ ? "on" : "off", " on rank ", rank, " but ", check_ ? "off" : "on", " on rank ", r,
                 "; set it the same way on every rank");
   }
-  path_ = onCuda() ? makeNcclPath(*this) : makeHostPath(*this);
+  path_ = usesNccl() ? makeNcclPath(*this) : makeHostPath(*this);
+  if (comm) path_->adopt(comm, device);
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupMytorch::getBackendOptions() {
+  auto o = c10::make_intrusive<Options>("mytorch", timeout_);
+  o->group_name = groupName_;
+  return o;
+}
+
+void ProcessGroupMytorch::setSequenceNumberForGroup() {
+  if (host_) host_->setSequenceNumberForGroup();
+  else seq_ = 0;
+}
+
+uint64_t ProcessGroupMytorch::getSequenceNumberForGroup() {
+  return host_ ? host_->getSequenceNumberForGroup() : seq_.load();
+}
+
+void ProcessGroupMytorch::startCoalescing() {
+  std::lock_guard<std::mutex> order(callMutex_);
+  path_->startCoalescing();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::endCoalescing() {
+  CallInfo c;
+  c.name = "coalesced";
+  c.type = c10d::OpType::COALESCED;
+  c.tensors = 0;
+  std::lock_guard<std::mutex> order(callMutex_);
+  return path_->endCoalescing(c);
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupMytorch::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                             const std::vector<int>& ranks,
+                                                             const c10::intrusive_ptr<Options>& opts) {
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (int r : sorted) {
+    TORCH_CHECK_VALUE(r >= 0 && r < size_, "mytorch split: expected ranks in [0, ", size_, "), but got ", r);
+  }
+  auto me = std::find(sorted.begin(), sorted.end(), rank_);
+  const bool member = me != sorted.end();
+  CallInfo c;
+  c.name = "split";
+  c.type = c10d::OpType::UNKNOWN;
+  c.tensors = 0;
+  std::pair<void*, int> child;
+  {
+    std::lock_guard<std::mutex> order(callMutex_);
+    // Disjoint groups of one split get different colors: each group's lowest rank.
+    child = path_->split(member ? sorted.front() : -1, rank_, c);
+  }
+  if (!member) return nullptr;
+  const auto timeout = opts ? opts->timeout : timeout_;
+  const std::string name = opts && !opts->group_name.empty() ? opts->group_name : groupName_ + ":split";
+  auto pg = c10::make_intrusive<ProcessGroupMytorch>(store, static_cast<int>(me - sorted.begin()),
+                                                     static_cast<int>(sorted.size()), timeout, nullptr, name,
+                                                     child.first, child.second);
+  return pg;
+}
+
+void ProcessGroupMytorch::eagerConnectSingleDevice(at::Device device) {
+  if (!usesNccl() || device.type() != c10::DeviceType::PrivateUse1) return;
+  CallInfo c;
+  c.name = "communicator setup";
+  c.type = c10d::OpType::UNKNOWN;
+  c.tensors = 0;
+  std::lock_guard<std::mutex> order(callMutex_);
+  path_->connect(device.has_index() ? device.index() : 0, c);
+}
+
+void ProcessGroupMytorch::shutdown() {
+  withoutGil()([this] { path_->shutdown(false); });
+}
+
+void ProcessGroupMytorch::abort() {
+  withoutGil()([this] { path_->shutdown(true); });
 }
 
 std::function<void(const std::function<void()>&)>& withoutGil() {
@@ -264,7 +348,7 @@ ProcessGroupMytorch::~ProcessGroupMytorch() {
   });
 }
 
-bool ProcessGroupMytorch::onCuda() const { return rt::kind() == rt::Kind::Cuda; }
+bool ProcessGroupMytorch::usesNccl() const { return rt::kind() == rt::Kind::Cuda || rt::kind() == rt::Kind::Emu; }
 
 std::string ProcessGroupMytorch::describe(const CallInfo& c) const {
   std::ostringstream os;
@@ -312,7 +396,7 @@ CallInfo ProcessGroupMytorch::info(const char* name, c10d::OpType type, const st
     checkSameDevice(c, ts);
     // The host path hands Gloo CPU views of device memory. On sim a stream's work has run by the time it is
     // queued; on emu streams are asynchronous, so the device's work must have finished first.
-    if (rt::kind() == rt::Kind::Emu) {
+    if (rt::kind() == rt::Kind::Emu && !usesNccl()) {
       rt::Status s = rt::device_synchronize(ts.front().device().index());
       TORCH_CHECK(s == rt::Status::Success, "mytorch ", name, ": ", rt::last_error());
     }
@@ -324,6 +408,7 @@ CallInfo ProcessGroupMytorch::info(const char* name, c10d::OpType type, const st
 }
 
 void ProcessGroupMytorch::checkAgreement(const CallInfo& c) {
+  if (!host_) ++seq_;
   if (!check_ || size_ == 1) return;
   const int width = kHead + 2 * size_;
   at::Tensor mine = at::empty({width}, at::TensorOptions().dtype(at::kLong));

@@ -64,9 +64,12 @@ class WorkMytorch : public c10d::Work {
   void complete(std::exception_ptr error);
   // cuda: how wait() orders the caller's stream after the collective and synchronize() blocks the host
   // (ProcessGroupMytorchNccl.cpp); the watchdog calls complete().
-  void setDeviceHooks(std::function<void()> streamWait, std::function<void()> hostWait) {
+  // `ended`: whether the device reached the collective's end (isCompleted() asks it, as ProcessGroupNCCL's does).
+  void setDeviceHooks(std::function<void()> streamWait, std::function<void()> hostWait,
+                      std::function<bool()> ended = nullptr) {
     streamWait_ = std::move(streamWait);
     hostWait_ = std::move(hostWait);
+    ended_ = std::move(ended);
   }
   const std::string& what() const { return what_; }
   std::exception_ptr wrap(std::exception_ptr error) const;
@@ -84,6 +87,7 @@ class WorkMytorch : public c10d::Work {
   void finishLate(bool inThread, std::chrono::milliseconds timeout = kNoTimeout);
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::function<void()> streamWait_, hostWait_;
+  std::function<bool()> ended_;
 };
 
 // One collective's description: checked across ranks, named in every message about it.
@@ -103,20 +107,37 @@ struct CallInfo {
 class ProcessGroupMytorch : public c10d::Backend {
  public:
   // `host`: the Gloo backend over the same ranks (the sim data path, and the channel of the agreement
-  // checks on both runtimes). `groupName`: for messages.
+  // checks on both runtimes); null only for a group split on the NCCL path, which then cannot check.
+  // `groupName`: for messages. `comm`, `device`: the communicator of a split group (NCCL path), else null.
   ProcessGroupMytorch(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                       std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Backend> host,
-                      std::string groupName);
+                      std::string groupName, void* comm = nullptr, int device = -1);
   ~ProcessGroupMytorch() override;
 
   const std::string getBackendName() const override { return "mytorch"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
   // Sequence numbers are the Gloo backend's (every rank issues the same Gloo operations): what torch's
-  // TORCH_DISTRIBUTED_DEBUG=DETAIL wrapper needs to compare collectives across ranks.
-  void setSequenceNumberForGroup() override { host_->setSequenceNumberForGroup(); }
-  uint64_t getSequenceNumberForGroup() override { return host_->getSequenceNumberForGroup(); }
+  // TORCH_DISTRIBUTED_DEBUG=DETAIL wrapper needs to compare collectives across ranks. A split group without
+  // Gloo counts its own collectives.
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
   bool checking() const { return check_; }
-  bool onCuda() const;
+  // The data path: NCCL on the cuda runtime and on the emulated build (the emulated NCCL), Gloo on sim.
+  bool usesNccl() const;
+
+  // NCCL path: batch_isend_irecv and _coalescing_manager put their calls in one NCCL group; subgroups are split
+  // from this group's communicator (Note [Subgroups by ncclCommSplit] in ProcessGroupMytorchNccl.cpp).
+  bool supportsCoalescing() const override { return usesNccl(); }
+  bool supportsSplitting() const override { return usesNccl(); }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  void eagerConnectSingleDevice(at::Device device) override;
+  // Ends the communicator: destroyed when idle, aborted with work pending (which fails, naming the reason).
+  void shutdown() override;
+  void abort() override;
   std::chrono::milliseconds timeout() const { return timeout_; }
   const c10::intrusive_ptr<c10d::Backend>& host() const { return host_; }
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
@@ -178,6 +199,7 @@ class ProcessGroupMytorch : public c10d::Backend {
   // same order on every rank.
   std::mutex callMutex_;
   std::unique_ptr<Path> path_;
+  std::atomic<uint64_t> seq_{0};  // without a Gloo host
 };
 
 } // namespace mytorch::dist

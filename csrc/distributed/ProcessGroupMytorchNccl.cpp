@@ -1,17 +1,23 @@
-// The cuda data path of ProcessGroupMytorch: NCCL (through kernels' comm.h) on an internal mytorch stream per
-// process group, ordered after the caller's current stream, watched by a watchdog thread (Note [Ordering
-// and stream contract] in ProcessGroupMytorch.hpp). One device per rank, as ProcessGroupNCCL.
+// The NCCL data path of ProcessGroupMytorch (the cuda runtime's NCCL, or the emulated NCCL of the emulated build):
+// NCCL through kernels' comm.h on an internal mytorch stream per process group, ordered after the caller's current
+// stream, watched by a watchdog thread (Note [Ordering and stream contract] in ProcessGroupMytorch.hpp). One device
+// per rank, as ProcessGroupNCCL.
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/view_as_real.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <algorithm>
 #include <array>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <functional>
+#include <optional>
+#include <shared_mutex>
 #include <thread>
 
 #include "csrc/core/Stream.h"
@@ -89,21 +95,66 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op) {
 std::string statusText(rt::Status s) { return std::string(rt::status_name(s)) + ": " + rt::last_error(); }
 
 class NcclPath final : public Path {
+  struct Pending {
+    c10::intrusive_ptr<WorkMytorch> work;
+    std::shared_ptr<c10::Event> end;
+    std::chrono::steady_clock::time_point start;
+  };
+
  public:
   explicit NcclPath(ProcessGroupMytorch& pg) : Path(pg) {
     blockingWait_ =
         std::getenv("MYTORCH_DIST_BLOCKING_WAIT") && std::string(std::getenv("MYTORCH_DIST_BLOCKING_WAIT")) == "1";
     watchdog_ = std::thread([this] { watch(); });
+    health_->path = this;
   }
 
-  ~NcclPath() override {
+  // Why the group cannot be trusted ("" while healthy): broken, or an async error of the communicator.
+  std::string failure() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.empty()) return broken_;
+    if (!comm_) return "";
+    std::shared_lock<std::shared_mutex> use(commUse_);
+    rt::Status s = comm::async_error(comm_);
+    return s == rt::Status::Success || s == rt::Status::NotReady ? "" : "NCCL reported " + statusText(s);
+  }
+
+  ~NcclPath() override { shutdown(false); }
+
+  // Note [Ending a process group with work pending]
+  // Idle, the communicator is destroyed. With work pending (a peer that never arrived, or a caller that did not
+  // wait), it is aborted instead (ncclCommDestroy would wait for that work, perhaps forever) and the works fail
+  // with the reason; on the emulated NCCL the other ranks then fail too, as they would when their NCCL saw the
+  // connection drop.
+  void shutdown(bool abort) override {
+    {
+      std::lock_guard<std::mutex> g(health_->mu);
+      health_->path = nullptr;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
       stop_ = true;
     }
     cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
-    if (comm_) (void)(broken_.empty() ? comm::destroy(comm_) : rt::Status::Success);
+    std::deque<Pending> left;
+    comm::Comm cm = nullptr;
+    std::string broken;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left.swap(pending_);
+      cm = comm_;
+      comm_ = nullptr;
+      broken = broken_;
+      if (broken_.empty()) broken_ = "the process group was shut down";
+    }
+    if (cm && broken.empty()) {
+      std::unique_lock<std::shared_mutex> use(commUse_);
+      const bool idle = std::all_of(left.begin(), left.end(), [](const Pending& p) { return p.end->query(); });
+      (void)(abort || !idle ? comm::abort(cm) : comm::destroy(cm));
+    }
+    finish(left, abort ? "the process group was aborted" : "the process group was destroyed with this work pending");
   }
 
   WorkPtr broadcast(const CallInfo& c, Tensors& ts, const c10d::BroadcastOptions& o) override {
@@ -115,9 +166,11 @@ class NcclPath final : public Path {
 
   WorkPtr allreduce(const CallInfo& c, Tensors& ts, const c10d::AllreduceOptions& o) override {
     return enqueue(c, ts, ts, [&](rt::Stream s, comm::Comm cm) {
-      Reduction r = prepare(ts[0], o.reduceOp);
-      return comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r), cm,
-                              s);
+      Reduction r = prepare(wide(ts[0]), o.reduceOp);
+      rt::Status st = comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op,
+                                       premulOf(r), cm, s);
+      narrowInto(ts[0]);
+      return st;
     });
   }
 
@@ -126,9 +179,10 @@ class NcclPath final : public Path {
       return inGroup(true, [&] {
         rt::Status st = rt::Status::Success;
         for (size_t i = 0; i < ts.size() && st == rt::Status::Success; ++i) {
-          Reduction r = prepare(ts[i], o.reduceOp);
+          Reduction r = prepare(wide(ts[i]), o.reduceOp);
           st = comm::all_reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r),
                                 cm, s);
+          narrowInto(ts[i]);
         }
         return st;
       });
@@ -141,9 +195,12 @@ class NcclPath final : public Path {
       // The pre-scaling of PREMUL_SUM must not touch a non-root's input: scale a copy there.
       at::Tensor input = !root && premulFactor(o.reduceOp) && !scalesInNccl(ts[0]) ? ts[0].clone() : ts[0];
       if (input.data_ptr() != ts[0].data_ptr()) keep_.push_back(input);
-      Reduction r = prepare(input, o.reduceOp);
-      return comm::reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op, premulOf(r),
-                          static_cast<int>(o.rootRank), cm, s);
+      Reduction r = prepare(wide(input), o.reduceOp);
+      rt::Status st = comm::reduce(r.tensor.data_ptr(), r.tensor.data_ptr(), r.tensor.numel(), r.type, r.op,
+                                   premulOf(r), static_cast<int>(o.rootRank), cm, s);
+      if (root) narrowInto(ts[0]);
+      else widened_.clear();
+      return st;
     });
   }
 
@@ -155,9 +212,10 @@ class NcclPath final : public Path {
       at::Tensor flat = at::empty({pg_.getSize() * iv.numel()}, iv.options());
       keep_.push_back(flat);
       rt::Status st = comm::all_gather(iv.data_ptr(), flat.data_ptr(), iv.numel(), d, cm, s);
-      if (st != rt::Status::Success) return st;
-      for (int r = 0; r < pg_.getSize(); ++r)
-        movable(out[0][r]).first.reshape({-1}).copy_(flat.narrow(0, r * iv.numel(), iv.numel()));
+      // After the collective: at once, or after ncclGroupEnd when coalescing (the copies would run first).
+      after_.push_back([this, flat, outs = out[0], n = iv.numel()] {
+        for (int r = 0; r < pg_.getSize(); ++r) movable(outs[r]).first.reshape({-1}).copy_(flat.narrow(0, r * n, n));
+      });
       return st;
     });
   }
@@ -224,10 +282,13 @@ class NcclPath final : public Path {
       for (auto& t : in[0]) flat.push_back(t.reshape({-1}));
       at::Tensor packed = at::cat(flat);
       keep_.push_back(packed);
-      Reduction ri = prepare(packed, o.reduceOp);
-      Reduction ro = reduction(out[0], o.reduceOp);
-      return comm::reduce_scatter(ri.tensor.data_ptr(), ro.tensor.data_ptr(), ro.tensor.numel(), ri.type, ri.op,
-                                  premulOf(ri), cm, s);
+      Reduction ri = prepare(wide(packed), o.reduceOp);
+      widened_.clear();
+      Reduction ro = reduction(wide(out[0]), o.reduceOp);
+      rt::Status st = comm::reduce_scatter(ri.tensor.data_ptr(), ro.tensor.data_ptr(), ro.tensor.numel(), ri.type,
+                                           ri.op, premulOf(ri), cm, s);
+      narrowInto(out[0]);
+      return st;
     });
   }
 
@@ -242,10 +303,12 @@ class NcclPath final : public Path {
           // The input must stay as it was: PREMUL_SUM that NCCL cannot do itself scales a copy.
           at::Tensor input = premulFactor(o.reduceOp) && !scalesInNccl(in[i]) ? in[i].clone() : in[i];
           if (input.data_ptr() != in[i].data_ptr()) keep_.push_back(input);
-          Reduction ri = prepare(input, o.reduceOp);
-          Reduction ro = reduction(out[i], o.reduceOp);
+          Reduction ri = prepare(wide(input), o.reduceOp);
+          widened_.clear();
+          Reduction ro = reduction(wide(out[i]), o.reduceOp);
           st = comm::reduce_scatter(ri.tensor.data_ptr(), ro.tensor.data_ptr(), ro.tensor.numel(), ri.type, ri.op,
                                     premulOf(ri), cm, s);
+          narrowInto(out[i]);
         }
         return st;
       });
@@ -335,6 +398,23 @@ class NcclPath final : public Path {
   }
   static const double* premulOf(const Reduction& r) { return r.premul ? &*r.premul : nullptr; }
 
+  // Dtypes NCCL cannot reduce (int16, uint16) are reduced in int32, as the sim path widens them: `wide` returns the
+  // tensor or its widened copy (on the internal stream) and remembers it; `narrowInto` copies the last one back
+  // after the collective (queued with the call's other after-work).
+  at::Tensor wide(const at::Tensor& t) {
+    widened_.clear();
+    if (t.scalar_type() != at::kShort && t.scalar_type() != at::kUInt16) return t;
+    at::Tensor w = t.to(at::kInt);
+    keep_.push_back(w);
+    widened_.push_back(w);
+    return w;
+  }
+  void narrowInto(const at::Tensor& dst) {
+    if (widened_.empty()) return;
+    after_.push_back([dst, src = widened_.back()]() mutable { dst.copy_(src); });
+    widened_.clear();
+  }
+
   // `calls` (returning the first failing status) inside one NCCL group when `grouped`.
   template <typename Calls>
   static rt::Status inGroup(bool grouped, Calls&& calls) {
@@ -348,12 +428,12 @@ class NcclPath final : public Path {
   }
 
   // Note [Communicator setup and the timeout]
-  // The first collective creates the communicator: rank 0 publishes NCCL's id in the store, the others wait
-  // for it, then every rank calls ncclCommInitRank, which returns only when all ranks have called it. Both
-  // waits are bounded by the group's timeout, and neither holds mu_ (the watchdog and other callers keep
-  // running): the store wait through Store::wait with the timeout, the init on a helper thread that this
-  // thread waits for. A rank that never arrives makes every other rank raise after the timeout; the helper
-  // stays blocked in NCCL (a blocking init cannot be cancelled) and is detached, and the group is broken.
+  // The first collective (or eagerConnectSingleDevice, when init_process_group got a device_id) creates the
+  // communicator: rank 0 publishes NCCL's id in the store, the others wait for it, then every rank starts a
+  // non-blocking ncclCommInitRankConfig on the calling thread, with the communicator's device current, and polls
+  // ncclCommGetAsyncError until it is ready. Both waits are bounded by the group's timeout and neither holds mu_
+  // (the watchdog keeps running): a rank that never arrives makes every other rank abort its half-made
+  // communicator and raise after the timeout, and the group is broken.
   comm::Comm commFor(c10::DeviceIndex device, const CallInfo& c) {
     std::lock_guard<std::mutex> setup(initMu_);  // one setup at a time; collectives of other threads wait here
     {
@@ -367,12 +447,12 @@ class NcclPath final : public Path {
       }
     }
     const auto timeout = pg_.timeout();
-    auto id = std::make_shared<std::array<char, comm::kUniqueIdBytes>>();
+    std::array<char, comm::kUniqueIdBytes> id{};
     const std::string key = "mytorch_nccl_id";
     if (pg_.getRank() == 0) {
-      rt::Status s = comm::get_unique_id(id->data());
+      rt::Status s = comm::get_unique_id(id.data());
       TORCH_CHECK(s == rt::Status::Success, "mytorch ", pg_.describe(c), ": ", statusText(s));
-      pg_.store()->set(key, std::vector<uint8_t>(id->begin(), id->end()));
+      pg_.store()->set(key, std::vector<uint8_t>(id.begin(), id.end()));
     } else {
       try {
         pg_.store()->wait({key}, timeout);
@@ -382,47 +462,112 @@ class NcclPath final : public Path {
       }
       auto v = pg_.store()->get(key);
       TORCH_CHECK(v.size() == comm::kUniqueIdBytes, "mytorch: the NCCL id in the store has ", v.size(), " bytes");
-      std::copy(v.begin(), v.end(), id->begin());
+      std::copy(v.begin(), v.end(), id.begin());
     }
-    struct Init {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      rt::Status status = rt::Status::Success;
-      std::string error;
-      comm::Comm comm = nullptr;
-    };
-    auto init = std::make_shared<Init>();
-    const int size = pg_.getSize(), rank = pg_.getRank();
-    std::thread([init, id, size, rank, device] {
-      comm::Comm cm = nullptr;
-      rt::Status s = comm::init_rank(&cm, size, id->data(), rank, device);
-      std::lock_guard<std::mutex> lock(init->mu);
-      init->status = s;
-      init->error = s == rt::Status::Success ? "" : rt::last_error();
-      init->comm = cm;
-      init->done = true;
-      init->cv.notify_all();
-    }).detach();
-    std::unique_lock<std::mutex> wait(init->mu);
-    if (!init->cv.wait_for(wait, timeout, [&] { return init->done; })) {
-      fail(c, "NCCL communicator setup did not finish within the timeout (" + std::to_string(timeout.count()) +
-                  " ms): a rank never reached its first collective");
+    comm::Comm cm = nullptr;
+    rt::Status s = comm::init_rank(&cm, pg_.getSize(), id.data(), pg_.getRank(), device, /*blocking=*/false);
+    if (s != rt::Status::Success && s != rt::Status::NotReady) {
+      fail(c, "NCCL communicator setup failed: " + statusText(s));
     }
-    TORCH_CHECK(init->status == rt::Status::Success, "mytorch ", pg_.describe(c),
-                ": NCCL communicator setup failed: ", rt::status_name(init->status), ": ", init->error);
+    awaitReady(cm, c, "NCCL communicator setup");
+    adopt(cm, device);
+    return cm;
+  }
+
+  // Polls a non-blocking communicator until it is ready; aborts it and breaks the group on an error or the timeout.
+  void awaitReady(comm::Comm cm, const CallInfo& c, const std::string& what) {
+    const auto timeout = pg_.timeout();
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      rt::Status s = comm::async_error(cm);
+      if (s == rt::Status::Success) return;
+      std::string reason;
+      if (s != rt::Status::NotReady) reason = what + " failed: " + statusText(s);
+      else if (std::chrono::steady_clock::now() > deadline)
+        reason = what + " did not finish within the timeout (" + std::to_string(timeout.count()) +
+                 " ms): a rank never reached it";
+      if (!reason.empty()) {
+        (void)comm::abort(cm);
+        fail(c, reason);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  void adopt(void* cm, int device) override {
     std::lock_guard<std::mutex> lock(mu_);
-    comm_ = init->comm;
-    device_ = device;
-    stream_ = streamFromPool(device, /*high_priority=*/true);
-    return comm_;
+    comm_ = cm;
+    device_ = static_cast<c10::DeviceIndex>(device);
+    stream_ = streamFromPool(device_, /*high_priority=*/true);
+  }
+
+  void connect(c10::DeviceIndex device, const CallInfo& c) override { (void)commFor(device, c); }
+
+  // Note [Subgroups by ncclCommSplit]
+  // torch's split_group (DeviceMesh's way when the default group is bound to a device) calls split on every rank
+  // of the parent; new_group with a bound default group calls perform_nocolor_split on the ranks outside the new
+  // group and the backend creator (python/mytorch/distributed.py) splits on the members. Either way every rank of
+  // the parent takes part in one ncclCommSplit, and the child's communicator needs no store round or fresh init.
+  std::pair<void*, int> split(int color, int key, const CallInfo& c) override {
+    const c10::DeviceIndex device = device_ >= 0 ? device_ : currentDeviceIndex();
+    comm::Comm parent = commFor(device, c);
+    comm::Comm child = nullptr;
+    rt::Status s;
+    {
+      std::shared_lock<std::shared_mutex> use(commUse_);
+      s = comm::split(parent, color, key, &child, device, /*blocking=*/false);
+    }
+    if (s != rt::Status::Success && s != rt::Status::NotReady) fail(c, "ncclCommSplit failed: " + statusText(s));
+    if (child) awaitReady(child, c, "ncclCommSplit");
+    return {child, device};
+  }
+
+  void startCoalescing() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(!coalescing_, "mytorch: startCoalescing called twice without endCoalescing");
+    coalescing_ = true;
+    groupOpen_ = false;
+    coalesced_.clear();
+  }
+
+  WorkPtr endCoalescing(const CallInfo& c) override {
+    std::vector<c10::intrusive_ptr<WorkMytorch>> works;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      TORCH_CHECK(coalescing_, "mytorch: endCoalescing without startCoalescing");
+      coalescing_ = false;
+      works.swap(coalesced_);
+    }
+    rt::Status st = rt::Status::Success;
+    if (groupOpen_) {
+      groupOpen_ = false;
+      std::shared_lock<std::shared_mutex> use(commUse_);
+      st = comm::group_end();  // the calls since startCoalescing start here, together
+      c10::StreamGuard guard(stream_);
+      for (auto& f : afterGroup_) f();
+    }
+    afterGroup_.clear();
+    TORCH_CHECK(st == rt::Status::Success, "mytorch ", pg_.describe(c), " failed: ", statusText(st));
+    Tensors outputs;
+    for (auto& w : works) {
+      auto r = w->result();
+      outputs.insert(outputs.end(), r.begin(), r.end());
+    }
+    auto work = makeWork(c, outputs, true);
+    if (works.empty()) {
+      work->complete(nullptr);
+      return work;
+    }
+    works.push_back(work);
+    track(works, device_);
+    return work;
   }
 
   // Breaks the group with `reason` and raises it as torch's DistBackendError.
   [[noreturn]] void fail(const CallInfo& c, const std::string& reason) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      broken_ = reason;
+      if (broken_.empty()) broken_ = reason;
     }
     throw c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
                                 "mytorch " + pg_.describe(c) + " failed: " + reason);
@@ -439,84 +584,150 @@ class NcclPath final : public Path {
     ready.block(stream_);
     for (const auto& t : touched) impl.recordDataPtrOnStream(t.storage().data_ptr(), stream_);
     keep_.clear();
-    rt::Status st;
+    after_.clear();
+    const bool coalescing = coalescing_;
+    rt::Status st = rt::Status::Success;
     {
-      c10::StreamGuard guard(stream_); // copies and scaling inside fn run on the internal stream
-      st = fn(nativeHandle(stream_), cm);
+      std::shared_lock<std::shared_mutex> use(commUse_);  // the watchdog does not abort it under the call
+      if (coalescing && !groupOpen_) {
+        st = comm::group_start();
+        groupOpen_ = st == rt::Status::Success;
+      }
+      c10::StreamGuard guard(stream_);  // copies and scaling inside fn run on the internal stream
+      if (st == rt::Status::Success) st = fn(nativeHandle(stream_), cm);
+      if (!coalescing) {
+        for (auto& f : after_) f();
+        after_.clear();
+      }
     }
+    for (auto& f : after_) afterGroup_.push_back(std::move(f));
+    after_.clear();
     for (const auto& t : keep_) impl.recordDataPtrOnStream(t.storage().data_ptr(), stream_);
     keep_.clear();
     TORCH_CHECK(st == rt::Status::Success, "mytorch ", pg_.describe(c), " failed: ", statusText(st));
     auto work = makeWork(c, outputs, true);
-    auto end = std::make_shared<c10::Event>(c10::DeviceType::PrivateUse1);
-    end->record(stream_);
-    {
-      c10::StreamGuard guard(stream_);
-      work->getFuture()->markCompleted(c10::IValue(outputs)); // consumers of the future wait on stream_
-    }
-    const bool blocking = blockingWait_;
-    auto timeout = pg_.timeout();
-    work->setDeviceHooks(
-        [end, device, blocking, timeout, w = work.get()] {
-          if (!blocking) {
-            end->block(currentStream(device));
-            return;
-          }
-          auto start = std::chrono::steady_clock::now();
-          while (!end->query() && !w->isCompleted()) {
-            TORCH_CHECK(std::chrono::steady_clock::now() - start < timeout, "mytorch ", w->what(), ": timed out after ",
-                        timeout.count(), " ms");
-            std::this_thread::sleep_for(std::chrono::microseconds(100));
-          }
-        },
-        [end] { end->synchronize(); });
-    {
+    if (coalescing) {
       std::lock_guard<std::mutex> lock(mu_);
-      pending_.push_back({work, end, std::chrono::steady_clock::now()});
+      coalesced_.push_back(work);  // ends with the group (endCoalescing)
+      return work;
     }
-    cv_.notify_all();
+    track({work}, device);
     return work;
   }
 
+  // `works` end with the internal stream's work queued so far: their futures, wait() and synchronize() follow
+  // an event recorded now, and the watchdog completes them.
+  void track(const std::vector<c10::intrusive_ptr<WorkMytorch>>& works, c10::DeviceIndex device) {
+    auto end = std::make_shared<c10::Event>(c10::DeviceType::PrivateUse1);
+    end->record(stream_);
+    const bool blocking = blockingWait_;
+    auto timeout = pg_.timeout();
+    for (const auto& work : works) {
+      {
+        c10::StreamGuard guard(stream_);
+        work->getFuture()->markCompleted(c10::IValue(work->result()));  // consumers of the future wait on stream_
+      }
+      work->setDeviceHooks(
+          [end, device, blocking, timeout, w = work.get(), health = health_] {
+            if (!blocking) {
+              end->block(currentStream(device));
+              return;
+            }
+            auto start = std::chrono::steady_clock::now();
+            while (!end->query() && !w->isCompleted()) {
+              if (std::chrono::steady_clock::now() - start > timeout) {
+                throw c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                            "mytorch " + w->what() + " did not finish within the timeout (" +
+                                                std::to_string(timeout.count()) +
+                                                " ms, blocking wait): a rank exited, hung, or called another "
+                                                "collective");
+              }
+              std::this_thread::sleep_for(std::chrono::microseconds(100));
+            }
+            // Ended is not succeeded: a failed communicator's calls end too (as ProcessGroupNCCL's blocking wait,
+            // ask NCCL for its async error before calling the work done).
+            std::string why;
+            {
+              std::lock_guard<std::mutex> g(health->mu);
+              if (health->path) why = health->path->failure();
+            }
+            if (!why.empty()) {
+              throw c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                          "mytorch " + w->what() + " failed: " + why);
+            }
+          },
+          [end] { end->synchronize(); }, [end] { return end->query(); });
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& work : works) pending_.push_back({work, end, std::chrono::steady_clock::now()});
+    }
+    cv_.notify_all();
+  }
+
+  // Completes works, success or `reason`, with the group's device current and no lock held: dropping a work's
+  // last reference frees its tensors (and their device memory) and runs its future's callbacks.
+  void finish(std::deque<Pending>& works, const std::string& reason) {
+    if (works.empty()) return;
+    std::optional<c10::DeviceGuard> guard;
+    if (device_ >= 0) guard.emplace(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    for (auto& p : works) {
+      if (reason.empty()) p.work->complete(nullptr);
+      else
+        p.work->complete(std::make_exception_ptr(
+            c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, reason)));
+    }
+    works.clear();
+  }
+
   // Finishes works whose end event passed; on a communicator error or a collective past the timeout,
-  // aborts the communicator (so the others' kernels return) and fails every pending work with the reason.
+  // aborts the communicator (so the others' calls return) and fails every pending work with the reason.
   void watch() {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       cv_.wait_for(lock, std::chrono::milliseconds(50));
+      if (stop_) break;
+      std::deque<Pending> done, failed;
       while (!pending_.empty() && pending_.front().end->query()) {
-        auto w = pending_.front().work;
+        done.push_back(std::move(pending_.front()));
         pending_.pop_front();
-        w->complete(nullptr);
       }
-      if (pending_.empty() || !comm_) continue;
       std::string reason;
-      rt::Status s = comm::async_error(comm_);
-      if (s != rt::Status::Success && s != rt::Status::NotReady) reason = "NCCL reported " + statusText(s);
-      auto age = std::chrono::steady_clock::now() - pending_.front().start;
-      if (reason.empty() && age > pg_.timeout()) {
-        reason = pending_.front().work->what() + " did not finish within the timeout (" +
-                 std::to_string(pg_.timeout().count()) + " ms): a rank exited, hung, or called another collective";
+      comm::Comm cm = comm_;
+      if (!pending_.empty() && cm) {
+        rt::Status s = comm::async_error(cm);
+        if (s != rt::Status::Success && s != rt::Status::NotReady) reason = "NCCL reported " + statusText(s);
+        auto age = std::chrono::steady_clock::now() - pending_.front().start;
+        if (reason.empty() && age > pg_.timeout()) {
+          reason = pending_.front().work->what() + " did not finish within the timeout (" +
+                   std::to_string(pg_.timeout().count()) + " ms): a rank exited, hung, or called another collective";
+        }
+        if (!reason.empty()) {
+          broken_ = reason;
+          comm_ = nullptr;
+          failed.swap(pending_);
+        }
       }
-      if (reason.empty()) continue;
-      (void)comm::abort(comm_);
-      broken_ = reason;
-      for (auto& p : pending_) {
-        p.work->complete(std::make_exception_ptr(
-            c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, reason)));
+      lock.unlock();
+      if (!reason.empty()) {
+        std::unique_lock<std::shared_mutex> use(commUse_);
+        (void)comm::abort(cm);
       }
-      pending_.clear();
+      finish(done, "");
+      finish(failed, reason);
+      lock.lock();
     }
   }
 
-  struct Pending {
-    c10::intrusive_ptr<WorkMytorch> work;
-    std::shared_ptr<c10::Event> end;
-    std::chrono::steady_clock::time_point start;
+  // What the works' blocking waits ask after the path: cleared when it shuts down.
+  struct Health {
+    std::mutex mu;
+    NcclPath* path = nullptr;
   };
-
+  std::shared_ptr<Health> health_ = std::make_shared<Health>();
   std::mutex mu_;
   std::mutex initMu_;  // Note [Communicator setup and the timeout]
+  std::shared_mutex commUse_;  // calls into NCCL hold it shared; abort and destroy exclusively
   std::condition_variable cv_;
   std::deque<Pending> pending_;
   bool stop_ = false;
@@ -526,7 +737,11 @@ class NcclPath final : public Path {
   c10::Stream stream_{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, 0)};
   std::string broken_;
   bool blockingWait_ = false;
+  bool coalescing_ = false, groupOpen_ = false;
+  std::vector<c10::intrusive_ptr<WorkMytorch>> coalesced_;
+  std::vector<std::function<void()>> after_, afterGroup_;  // work queued after the call's NCCL calls
   Tensors keep_; // temporaries of the call being enqueued
+  Tensors widened_;
 };
 
 } // namespace
