@@ -572,6 +572,8 @@ class Allocator final : public MytorchDeviceAllocator {
       caches_ready_ = true;
     });
     checkDeviceIndex(device);
+    TORCH_CHECK(static_cast<size_t>(device) < caches_.size(), "mytorch: no allocator cache for device ",
+                static_cast<int>(device), " (", caches_.size(), " device(s))");
     return *caches_[static_cast<size_t>(device)];
   }
 

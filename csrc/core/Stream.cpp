@@ -32,7 +32,10 @@ std::vector<std::unique_ptr<DevicePool>>& pools() {
 }
 
 DevicePool& poolOf(c10::DeviceIndex d) {
-  DevicePool& pool = *pools()[static_cast<size_t>(d)];
+  auto& all = pools();
+  TORCH_CHECK(d >= 0 && static_cast<size_t>(d) < all.size(), "mytorch: no stream pool for device ", static_cast<int>(d),
+              " (", all.size(), " device(s))");
+  DevicePool& pool = *all[static_cast<size_t>(d)];
   std::call_once(pool.created, [&] {
     for (int i = 1; i <= 2 * kStreamPoolSize; ++i) {
       MT_RT_CHECK(rt::stream_create(d, i > kStreamPoolSize ? -1 : 0, &pool.handles[static_cast<size_t>(i)]));

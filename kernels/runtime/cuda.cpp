@@ -81,9 +81,14 @@ Status maybe_set(int device) {
   return MT_CUDA(cudaSetDevice(device));
 }
 
-// Runs `body` with `device` current, restoring the caller's device afterwards (where that creates nothing).
+// Runs `body` with `device` current, restoring the caller's device afterwards (where that creates nothing). A
+// device outside [0, count) is refused before the driver sees it.
 template <typename F>
-Status on_device(int device, F body) {
+Status on_device(int count, int device, F body) {
+  if (device < 0 || device >= count) {
+    return fail(Status::InvalidDevice, "device index " + std::to_string(device) + " is out of range: " +
+                                           std::to_string(count) + " CUDA device(s) are visible");
+  }
   int prev = 0;
   if (Status s = MT_CUDA(cudaGetDevice(&prev)); s != Status::Success) return s;
   if (prev != device) {
@@ -123,10 +128,10 @@ class CudaBackend final : public Backend {
     return Status::Success;
   }
   Status device_synchronize(int d) override {
-    return on_device(d, [] { return MT_CUDA(cudaDeviceSynchronize()); });
+    return on_device(count_, d, [] { return MT_CUDA(cudaDeviceSynchronize()); });
   }
   Status mem_get_info(int d, size_t* f, size_t* t) override {
-    return on_device(d, [&] { return MT_CUDA(cudaMemGetInfo(f, t)); });
+    return on_device(count_, d, [&] { return MT_CUDA(cudaMemGetInfo(f, t)); });
   }
   Status pointer_device(const void* ptr, int* d) override {
     cudaPointerAttributes attr{};
@@ -138,15 +143,15 @@ class CudaBackend final : public Backend {
   Status device_malloc(int d, size_t n, void** ptr) override {
     *ptr = nullptr;
     if (n == 0) return Status::Success;
-    return on_device(d, [&] { return MT_CUDA(cudaMalloc(ptr, n)); });
+    return on_device(count_, d, [&] { return MT_CUDA(cudaMalloc(ptr, n)); });
   }
   Status device_free(int d, void* ptr) override {
-    return on_device(d, [&] { return MT_CUDA(cudaFree(ptr)); });
+    return on_device(count_, d, [&] { return MT_CUDA(cudaFree(ptr)); });
   }
   Status ipc_get_mem_handle(int d, void* base, IpcMemHandle* h) override {
     static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(IpcMemHandle::bytes), "cudaIpcMemHandle_t does not fit");
     cudaIpcMemHandle_t ch{};
-    Status s = on_device(d, [&] { return MT_CUDA(cudaIpcGetMemHandle(&ch, base)); });
+    Status s = on_device(count_, d, [&] { return MT_CUDA(cudaIpcGetMemHandle(&ch, base)); });
     if (s == Status::Success) {
       std::memset(h->bytes, 0, sizeof(h->bytes));
       std::memcpy(h->bytes, &ch, sizeof(ch));
@@ -156,10 +161,10 @@ class CudaBackend final : public Backend {
   Status ipc_open_mem_handle(int d, const IpcMemHandle& h, void** ptr) override {
     cudaIpcMemHandle_t ch{};
     std::memcpy(&ch, h.bytes, sizeof(ch));
-    return on_device(d, [&] { return MT_CUDA(cudaIpcOpenMemHandle(ptr, ch, cudaIpcMemLazyEnablePeerAccess)); });
+    return on_device(count_, d, [&] { return MT_CUDA(cudaIpcOpenMemHandle(ptr, ch, cudaIpcMemLazyEnablePeerAccess)); });
   }
   Status ipc_close_mem_handle(int d, void* ptr) override {
-    return on_device(d, [&] { return MT_CUDA(cudaIpcCloseMemHandle(ptr)); });
+    return on_device(count_, d, [&] { return MT_CUDA(cudaIpcCloseMemHandle(ptr)); });
   }
   Status host_malloc(size_t n, void** ptr) override {
     *ptr = nullptr;
@@ -176,14 +181,14 @@ class CudaBackend final : public Backend {
     // On the destination device: a null (default) stream handle means the *current* device's default stream,
     // and the caller's stream is the destination's. From another current device the copy went onto that
     // device's default stream, unordered with the destination's work and its synchronization.
-    return on_device(dd, [&] { return MT_CUDA(cudaMemcpyPeerAsync(dst, dd, src, sd, n, cs(s))); });
+    return on_device(count_, dd, [&] { return MT_CUDA(cudaMemcpyPeerAsync(dst, dd, src, sd, n, cs(s))); });
   }
   Status memset_async(void* dst, int v, size_t n, Stream s) override {
     if (n == 0) return Status::Success;
     return MT_CUDA(cudaMemsetAsync(dst, v, n, cs(s)));
   }
   Status stream_create(int d, int priority, Stream* s) override {
-    return on_device(d, [&] {
+    return on_device(count_, d, [&] {
       cudaStream_t st = nullptr;
       int lo = 0, hi = 0;
       ignore_error(cudaDeviceGetStreamPriorityRange(&lo, &hi));
@@ -194,19 +199,19 @@ class CudaBackend final : public Backend {
     });
   }
   Status stream_destroy(int d, Stream s) override {
-    return on_device(d, [&] { return MT_CUDA(cudaStreamDestroy(cs(s))); });
+    return on_device(count_, d, [&] { return MT_CUDA(cudaStreamDestroy(cs(s))); });
   }
   Status stream_synchronize(int d, Stream s) override {
-    return on_device(d, [&] { return MT_CUDA(cudaStreamSynchronize(cs(s))); });
+    return on_device(count_, d, [&] { return MT_CUDA(cudaStreamSynchronize(cs(s))); });
   }
   Status stream_query(int d, Stream s) override {
-    return on_device(d, [&] { return MT_CUDA(cudaStreamQuery(cs(s))); });
+    return on_device(count_, d, [&] { return MT_CUDA(cudaStreamQuery(cs(s))); });
   }
   Status stream_wait_event(int d, Stream s, Event e) override {
-    return on_device(d, [&] { return MT_CUDA(cudaStreamWaitEvent(cs(s), ce(e), 0)); });
+    return on_device(count_, d, [&] { return MT_CUDA(cudaStreamWaitEvent(cs(s), ce(e), 0)); });
   }
   Status event_create(int d, bool timing, Event* e) override {
-    return on_device(d, [&] {
+    return on_device(count_, d, [&] {
       cudaEvent_t ev = nullptr;
       Status r = MT_CUDA(cudaEventCreateWithFlags(&ev, timing ? cudaEventDefault : cudaEventDisableTiming));
       *e = ev;
@@ -215,7 +220,7 @@ class CudaBackend final : public Backend {
   }
   Status event_destroy(Event e) override { return MT_CUDA(cudaEventDestroy(ce(e))); }
   Status event_record(int d, Event e, Stream s) override {
-    return on_device(d, [&] { return MT_CUDA(cudaEventRecord(ce(e), cs(s))); });
+    return on_device(count_, d, [&] { return MT_CUDA(cudaEventRecord(ce(e), cs(s))); });
   }
   Status event_query(Event e) override { return MT_CUDA(cudaEventQuery(ce(e))); }
   Status event_synchronize(Event e) override { return MT_CUDA(cudaEventSynchronize(ce(e))); }
@@ -225,8 +230,7 @@ class CudaBackend final : public Backend {
 
  private:
   Status bad_device(int d) const {
-    return fail(Status::InvalidDevice, "device index " + std::to_string(d) + " is out of range: " +
-                                           std::to_string(count_) + " CUDA device(s) are visible");
+    return on_device(count_, d, [] { return Status::Success; });
   }
   int count_;
   Kind kind_;
