@@ -114,9 +114,16 @@ constexpr int expandedSelfWarning(std::string_view name) {
 // Warns as ATen does when self has elements that share memory (row: the op's row in kExpandedSelfWarnings).
 void warnIfExpanded(const at::Tensor& self, int row);
 
+// fill_(Tensor) and index_fill_(Tensor) may take their value from self: ATen's read it first (fill_ from a clone,
+// index_fill_ through item()), so nothing to refuse; index_fill_ checks its index itself (IndexOps.cpp).
+constexpr bool valueMayAliasSelf(std::string_view name) {
+  return name == "fill_.Tensor" || name == "index_fill_.int_Tensor";
+}
+
 constexpr int policyFor(std::string_view name) {
   const int warns = expandedSelfWarning(name);
-  return (inList(name) || crossDeviceOp(name) ? 0 : kDevice) | (metadataOp(name) ? 0 : kOverlap | kStridedOut) |
+  return (inList(name) || crossDeviceOp(name) ? 0 : kDevice) |
+         (metadataOp(name) || valueMayAliasSelf(name) ? 0 : kOverlap | kStridedOut) |
          (selfMayOverlap(name) || warns ? kSelfMayOverlap : 0) | (outOverlapCheckedFirst(name) ? kOutOverlapFirst : 0) |
          warns;
 }

@@ -244,7 +244,12 @@ at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
 at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
               " dimensions.");
-  return fillScalar(self, value.item());
+  // As ATen's fill_: a value in device memory is copied on the device (no host round trip); one on the host is
+  // read there.
+  if (value.device().type() != c10::DeviceType::PrivateUse1) return fillScalar(self, value.item());
+  if (value.is_complex() && !self.is_complex()) return fillScalar(self, value.item());  // ATen's conversion error
+  self.copy_(self.is_alias_of(value) ? value.clone() : value);
+  return self;
 }
 
 at::Tensor& zeroInplace(at::Tensor& self) { return fillScalar(self, 0); }

@@ -500,10 +500,10 @@ Tensor& indexCopyOut(const Tensor& self, int64_t dim, const Tensor& index_in, co
   return out;
 }
 
-Tensor& indexFillInplace(Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value) {
-  TORCH_CHECK(!value.isComplex() || self.is_complex(),
-              "index_fill_(): Converting complex Scalar to non-complex type is "
-              "not supported");
+// index_fill_ with a host scalar, or (`device_value` defined) with a 0-dim tensor of self's dtype in device memory,
+// read by the kernel: no host round trip, as torch.cuda.
+Tensor& indexFill(Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value,
+                  const Tensor& device_value) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor index = longIndex(index_in, self, "index_fill_", IndexDtypes::LongIndexError).reshape({-1});
   // Iterate over self's shape with dim replaced by the index's length.
@@ -514,9 +514,13 @@ Tensor& indexFillInplace(Tensor& self, int64_t dim, const Tensor& index_in, cons
   a.dtype = toKernelDType(self.scalar_type());
   a.elem_size = static_cast<int>(self.element_size());
   a.target = self.data_ptr();
-  a.src_is_scalar = true;
-  Tensor v = at::full({}, value, at::TensorOptions().dtype(self.scalar_type()));
-  std::memcpy(a.scalar, v.data_ptr(), v.element_size());
+  if (device_value.defined()) {
+    a.other = device_value.data_ptr();  // other_strides stay 0: every element reads the one value
+  } else {
+    a.src_is_scalar = true;
+    Tensor v = at::full({}, value, at::TensorOptions().dtype(self.scalar_type()));
+    std::memcpy(a.scalar, v.data_ptr(), v.element_size());
+  }
   std::vector<int64_t> istr(shape.size(), 0);
   for (int64_t d = 0; d < self.dim(); ++d) a.target_strides[d] = d == dim ? 0 : self.stride(d);
   if (self.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
@@ -525,10 +529,28 @@ Tensor& indexFillInplace(Tensor& self, int64_t dim, const Tensor& index_in, cons
   return self;
 }
 
+Tensor& indexFillInplace(Tensor& self, int64_t dim, const Tensor& index_in, const c10::Scalar& value) {
+  TORCH_CHECK(!value.isComplex() || self.is_complex(),
+              "index_fill_(): Converting complex Scalar to non-complex type is "
+              "not supported");
+  return indexFill(self, dim, index_in, value, Tensor());
+}
+
 Tensor& indexFillTensorInplace(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "Only supports 0-dimensional value tensor. Got a tensor with ", value.dim(),
               " dimensions.");
-  return indexFillInplace(self, dim, index, value.item());
+  // The one-check path leaves this op's overlap to it (valueMayAliasSelf, Checked.h): self and index, as ATen (an
+  // expanded self only warns, there).
+  at::assert_no_overlap(self, index);
+  if (value.device().type() != c10::DeviceType::PrivateUse1) return indexFillInplace(self, dim, index, value.item());
+  TORCH_CHECK(!value.is_complex() || self.is_complex(),
+              "index_fill_(): Converting complex Scalar to non-complex type is "
+              "not supported");
+  TORCH_CHECK(value.device() == self.device(), "index_fill_(): expected the value on ", self.device(), ", but got ",
+              value.device());
+  // Converted on the device. A value inside self is written with itself: it cannot change under the fill.
+  Tensor v = value.scalar_type() == self.scalar_type() ? value : value.to(self.scalar_type());
+  return indexFill(self, dim, index, 0, v);
 }
 
 Tensor& putInplace(Tensor& self, const Tensor& index_in, const Tensor& source, bool accumulate) {
