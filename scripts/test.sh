@@ -6,7 +6,8 @@
 #      ptxas's resource usage of every kernel checked against the device's limits;
 #   2. the CUDA kernels on the emulated build under AddressSanitizer, in the natural schedule and in a fuzzed
 #      one with delayed streams, their launch shapes and traffic against the GPU performance model, torch.multiprocessing's sharing through the emulated cudaIpc* calls, and a
-#      seeded sample of the robustness fuzzer;
+#      seeded sample of the robustness fuzzer; then every distributed test through the NCCL path of the process
+#      group on the emulated NCCL (kernels/emu/nccl.cpp), rank processes under AddressSanitizer;
 #   3. torch.compile's Triton path: Inductor's Triton kernels for mytorch graphs, run by Triton's interpreter
 #      over sim memory (test/test_compile_triton.py; the path is chosen per process);
 #   4. PyTorch's own suites (where a copy of their files is: MYTORCH_PYTORCH_SRC, else ../shared/pytorch-tests): a
@@ -80,7 +81,7 @@ if [ "$cuda" = "1" ]; then
 fi
 if [ "$emu" = "1" ]; then
   stage "the CUDA kernels on the emulated build, AddressSanitizer, natural schedule"
-  MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh -m "gpu or every_runtime" "${par[@]}" test
+  MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh -m "gpu or every_runtime" "${par[@]}" --ignore=test/test_nccl_path.py test
   MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_ipc.py   # cudaIpc* over the emulated runtime
   MYTORCH_FUZZ_CASES=600 MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_fuzz.py   # the fuzzer's sample
   stage "the same batteries, fuzzed schedule and delayed streams"
@@ -90,6 +91,12 @@ if [ "$emu" = "1" ]; then
     bash scripts/emu.sh -m "gpu and not emulator" "${par[@]}" test/test_gpu.py test/test_gpu_nn.py test/test_emu.py
   # a send while the sender's kernel is still queued (an IPC export must wait for it: Ipc.cpp)
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_STREAM_DELAY_US=2000 bash scripts/emu.sh test/test_ipc.py
+  stage "every distributed test through the NCCL path (the emulated NCCL), AddressSanitizer"
+  # One process at a time: each test runs 2-4 rank processes of its own, and the timeouts they check need the cores.
+  # The process group's own tests in the natural schedule; the NCCL path's in the fuzzed one with delayed streams.
+  MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_distributed.py
+  MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_FUZZ=20261129 MYTORCH_EMU_STREAM_DELAY_US=50 \
+    bash scripts/emu.sh test/test_nccl_path.py
 fi
 if [ "$triton" = "1" ]; then
   stage "torch.compile's Triton path, in Triton's interpreter over sim memory"
