@@ -172,6 +172,23 @@ def stage_build(r: Run) -> None:
     r.stage("build", [("build", cmd, r.env, STAGE_LIMIT)])
 
 
+def stage_distributed(r: Run) -> None:
+    """What the one GPU run's segfaults were: torch's own NCCL all_reduce first (so a crash of NCCL itself is told
+    apart from ours), then mytorch's NCCL path on 1 and 2 ranks (2 share the GPU where the machine has one: NCCL
+    refuses that with an error, not a crash), then mytorch:1 on a machine with one device; each step in its own
+    process under faulthandler with NCCL_DEBUG=INFO (python/mytorch/testing/_dist_probe.py). Without a GPU the same
+    steps run on the emulated build (its NCCL is the emulated NCCL; torch's own NCCL step is skipped)."""
+    env = dict(r.emu_env(), NCCL_DEBUG="INFO", PYTHONFAULTHANDLER="1")
+    probe = f"{PY} -X faulthandler -m mytorch.testing._dist_probe"
+    cmds = [("torch_nccl_1", f"{probe} torch-nccl 1", env, 120)] if r.gpu else []
+    cmds += [
+        ("mytorch_nccl_1", f"{probe} mytorch-nccl 1", env, 120),
+        ("mytorch_nccl_2", f"{probe} mytorch-nccl 2", env, 120),
+        ("device_index", f"MYTORCH_SIM_DEVICES=1 {probe} device-index", env, 120),
+    ]
+    r.stage("distributed", cmds)
+
+
 def gpu_test_files() -> list[str]:
     picked = os.environ.get("GPU_VERIFY_TEST_FILES", "").split()
     if picked:
@@ -340,6 +357,7 @@ def stage_bench(r: Run) -> None:
 STAGES = {
     "probe": stage_probe,
     "build": stage_build,
+    "distributed": stage_distributed,
     "tests": stage_tests,
     "bench": stage_bench,
     "tests_cuda_core": stage_tests_cuda_core,

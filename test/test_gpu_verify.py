@@ -29,6 +29,7 @@ def test_every_listed_stage_is_dispatched():
     assert list(d.STAGES) == [
         "probe",
         "build",
+        "distributed",
         "tests",
         "bench",
         "tests_cuda_core",
