@@ -30,6 +30,13 @@ def results(out, world):
     return [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(world)]
 
 
+def test_the_launcher_kills_ranks_that_outlive_its_timeout(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="2 ranks did not all end within 3 s"):
+        W.launch(W.sleep_worker, 2, str(tmp_path), 120.0, timeout_s=3)
+    assert time.monotonic() - start < 60
+
+
 def test_registered_for_the_device():
     assert "mytorch" in dist.Backend.backend_list
     assert dist.Backend.default_device_backend_map["mytorch"] == "mytorch"

@@ -43,11 +43,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(fn, world: int, out: str, *args) -> None:
-    """Run fn(rank, world, out, *args) on `world` spawned processes; raises when one fails."""
+def launch(fn, world: int, out: str, *args, timeout_s: float = 600.0) -> None:
+    """Run fn(rank, world, out, *args) on `world` spawned processes; raises when one fails, and kills them all and
+    raises TimeoutError when they have not all ended within timeout_s (a hang cannot outlive its test)."""
     import torch.multiprocessing as mp
 
-    mp.start_processes(fn, args=(world, out) + tuple(args), nprocs=world, join=True, start_method="spawn")
+    ctx = mp.start_processes(fn, args=(world, out) + tuple(args), nprocs=world, join=False, start_method="spawn")
+    deadline = time.monotonic() + timeout_s
+    while not ctx.join(timeout=max(0.1, min(5.0, deadline - time.monotonic()))):
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.kill()
+            raise TimeoutError(f"{fn.__name__}: {world} ranks did not all end within {timeout_s:.0f} s")
+
+
+def sleep_worker(rank: int, world: int, out: str, seconds: float) -> None:
+    """Hangs (sleeps) for `seconds`: the launcher's own timeout is tested with it."""
+    time.sleep(seconds)
 
 
 # --- every collective and dtype --------------------------------------------------------------------------
