@@ -129,7 +129,7 @@ def plot(b: Bench, all_rows: dict, ref: str) -> None:
         return
     fig, axes = plt.subplots(1, len(all_rows), figsize=(6 * len(all_rows), 4.2), squeeze=False)
     for ax, (world, rows) in zip(axes[0], all_rows.items()):
-        for coll, style in (("all_reduce", "o-"), ("all_gather", "s-"), ("reduce_scatter", "^-")):
+        for coll, style in (("all_reduce", "o-"), ("all_gather", "s-"), ("reduce_scatter", "^-"), ("all_to_all", "d-")):
             for label, alpha, suffix in (("mytorch", 1.0, ""), ("mytorch_nocheck", 0.35, " (no check)")):
                 pts = [row for c, lab, row in rows if c == coll and lab == label]
                 ax.plot(

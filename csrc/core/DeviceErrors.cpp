@@ -97,6 +97,11 @@ int32_t codeFor(const char* op, DeviceErrorFormat format, bool index_error) {
       msg = "embedding_dense_backward: index " + std::to_string(e.value) + " is out of bounds for " +
             std::to_string(e.size) + " embeddings";
       break;
+    case DeviceErrorFormat::SignalTimeout:
+      msg = "symmetric memory: no signal from rank " + std::to_string(e.value) + " on channel " +
+            std::to_string(e.dim) + " within " + std::to_string(e.size) +
+            " ms (that rank exited, or did not make the matching call)";
+      break;
   }
   if (deferred) {
     msg += " (recorded on the device by " + std::string(code.op) +

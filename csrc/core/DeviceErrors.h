@@ -25,6 +25,7 @@ enum class DeviceErrorFormat : int32_t {
   IndexOutOfBounds,   // "index V is out of bounds for dimension D with size S" (dim < 0: "the dimension it indexes")
   TargetOutOfBounds,  // "Target V is out of bounds."
   EmbeddingIndex,     // "embedding_dense_backward: index V is out of bounds for S embeddings"
+  SignalTimeout,      // a symmetric-memory wait on rank V over channel D gave up after S ms
 };
 
 // Where a launch on `device` records its error; `op` (a string literal) names it in a deferred message;

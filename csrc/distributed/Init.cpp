@@ -7,6 +7,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "csrc/distributed/ProcessGroupMytorch.hpp"
+#include "csrc/distributed/SymmetricMemory.h"
 #include "mytorch/comm.h"
 
 namespace py = pybind11;
@@ -35,6 +36,7 @@ void initDistributedBindings(py::module& parent) {
            py::arg("group_name"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("checking", &ProcessGroupMytorch::checking)
       .def_property_readonly("uses_nccl", &ProcessGroupMytorch::usesNccl)
+      .def_property_readonly("uses_symmetric_memory", &ProcessGroupMytorch::usesSymmetricMemory)
       // torch.distributed's split_group deep-copies `options` (None: the backend's own, getBackendOptions).
       .def_property_readonly("options", [](const ProcessGroupMytorch&) { return py::none(); })
       // new_group on a rank outside the new group, when the default group is bound to a device: its part of
@@ -53,6 +55,7 @@ void initDistributedBindings(py::module& parent) {
           },
           py::call_guard<py::gil_scoped_release>());
   m.def("nccl_version", [] { return comm::version(); });
+  registerSymmetricMemoryAllocator();
 }
 
 } // namespace mytorch::dist

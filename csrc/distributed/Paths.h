@@ -43,6 +43,9 @@ class Path {
   virtual void adopt(void* /*comm*/, int /*device*/) {}
   virtual void connect(c10::DeviceIndex /*device*/, const CallInfo&) {}
   virtual void shutdown(bool /*abort*/) {}
+  // The agreement check's all-to-all of `mine` into all[r] by a faster channel than Gloo's point-to-point, if any.
+  virtual bool exchangeCheck(const at::Tensor& /*mine*/, std::vector<at::Tensor>& /*all*/) { return false; }
+  virtual bool symmetricMemory() const { return false; }
 
  protected:
   c10::intrusive_ptr<WorkMytorch> makeWork(const CallInfo& c, Tensors outputs, bool cuda) const {
@@ -53,6 +56,9 @@ class Path {
 
 std::unique_ptr<Path> makeHostPath(ProcessGroupMytorch& pg);
 std::unique_ptr<Path> makeNcclPath(ProcessGroupMytorch& pg);
+// The intra-host path in front of `gloo` where the group qualifies (Note [Intra-host collectives through
+// symmetric memory]), else `gloo` itself. Collective over the group's store.
+std::unique_ptr<Path> makeIntraHostPath(ProcessGroupMytorch& pg, std::unique_ptr<Path> gloo);
 
 // The factor of a PREMUL_SUM, or nullopt for the other ops.
 std::optional<double> premulFactor(const c10d::ReduceOp& op);

@@ -253,7 +253,7 @@ ProcessGroupMytorch::ProcessGroupMytorch(const c10::intrusive_ptr<c10d::Store>& 
                 check_ ? "on" : "off", " on rank ", rank, " but ", check_ ? "off" : "on", " on rank ", r,
                 "; set it the same way on every rank");
   }
-  path_ = usesNccl() ? makeNcclPath(*this) : makeHostPath(*this);
+  path_ = usesNccl() ? makeNcclPath(*this) : makeIntraHostPath(*this, makeHostPath(*this));
   if (comm) path_->adopt(comm, device);
 }
 
@@ -348,6 +348,7 @@ ProcessGroupMytorch::~ProcessGroupMytorch() {
   });
 }
 
+bool ProcessGroupMytorch::usesSymmetricMemory() const { return path_ && path_->symmetricMemory(); }
 bool ProcessGroupMytorch::usesNccl() const { return rt::kind() == rt::Kind::Cuda || rt::kind() == rt::Kind::Emu; }
 
 std::string ProcessGroupMytorch::describe(const CallInfo& c) const {
@@ -434,12 +435,13 @@ void ProcessGroupMytorch::checkAgreement(const CallInfo& c) {
     for (int r = 0; r < size_; ++r) {
       out[0].push_back(r == rank_ ? mine : at::empty({width}, at::TensorOptions().dtype(at::kLong)));
     }
-    for (int r = 0; r < size_; ++r) {
+    const bool exchanged = path_->exchangeCheck(mine, out[0]);  // the intra-host path's workspace, if any
+    for (int r = 0; r < size_ && !exchanged; ++r) {
       if (r == rank_) continue;
       std::vector<at::Tensor> send{mine};
       works.push_back(host_->send(send, r, kCheckTag));
     }
-    for (int r = 0; r < size_; ++r) {
+    for (int r = 0; r < size_ && !exchanged; ++r) {
       if (r == rank_) continue;
       std::vector<at::Tensor> recv{out[0][r]};
       works.push_back(host_->recv(recv, r, kCheckTag));

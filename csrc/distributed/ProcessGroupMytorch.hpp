@@ -125,6 +125,7 @@ class ProcessGroupMytorch : public c10d::Backend {
   bool checking() const { return check_; }
   // The data path: NCCL on the cuda runtime and on the emulated build (the emulated NCCL), Gloo on sim.
   bool usesNccl() const;
+  bool usesSymmetricMemory() const;  // the intra-host path (Note [Intra-host collectives through symmetric memory])
 
   // NCCL path: batch_isend_irecv and _coalescing_manager put their calls in one NCCL group; subgroups are split
   // from this group's communicator (Note [Subgroups by ncclCommSplit] in ProcessGroupMytorchNccl.cpp).

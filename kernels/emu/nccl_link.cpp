@@ -16,13 +16,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <type_traits>
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Float8_e4m3fn.h>
 #include <c10/util/Float8_e5m2.h>
 #include <c10/util/Half.h>
+
+#include "mytorch/runtime.h"
 
 namespace mytorch::emu::nccl {
 
@@ -62,16 +63,6 @@ constexpr size_t kDataOffset = (sizeof(Segment) + 4095) / 4096 * 4096;
 
 size_t segment_bytes(int nranks) {
   return kDataOffset + static_cast<size_t>(nranks) * kSlotBytes + static_cast<size_t>(nranks) * nranks * kPairBytes;
-}
-
-bool process_gone(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(f, stat)) return true;
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return false;
-  const char state = stat[close + 2];
-  return state == 'Z' || state == 'X';
 }
 
 // --- arithmetic: every rank folds the ranks' inputs in rank order, so every rank gets the same bits ---------
@@ -261,7 +252,7 @@ Status Link::failure() const {
 Status Link::check_peers() {
   for (int r = 0; r < nranks_; ++r) {
     const int pid = seg_->pid[r].load();
-    if (r == rank_ || pid == 0 || !process_gone(pid)) continue;
+    if (r == rank_ || pid == 0 || !mytorch::rt::process_exited(pid)) continue;
     fail("rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") exited");
     return failure();
   }

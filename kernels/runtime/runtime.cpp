@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -211,6 +212,21 @@ Status shared_file_create(const char* name, size_t size, int* fd, uint64_t* inod
   *inode = static_cast<uint64_t>(st.st_ino);
   return Status::Success;
 }
+bool process_exited(int pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char stat[512];
+  const ssize_t n = read(fd, stat, sizeof(stat) - 1);
+  close(fd);
+  if (n <= 0) return true;
+  stat[n] = '\0';
+  const char* close_paren = std::strrchr(stat, ')');  // the command name may hold anything but ends there
+  if (close_paren == nullptr || close_paren[1] == '\0' || close_paren[2] == '\0') return false;
+  return close_paren[2] == 'Z' || close_paren[2] == 'X';
+}
+
 Status shared_file_open(int pid, int fd, uint64_t inode, int* out_fd, size_t* size) {
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
   *out_fd = open(path.c_str(), O_RDWR | O_CLOEXEC);

@@ -71,6 +71,10 @@ from . import distributed  # noqa: E402  (the "mytorch" c10d backend)
 distributed._register()
 # Dynamo's device interface answers for mytorch as soon as Dynamo is imported, before any compile
 _after_import.after_import("torch._dynamo.device_interface", _inductor.register_interface)
+# torch.distributed._symmetric_memory's compositions run on mytorch tensors (_symm_mem.py)
+from . import _symm_mem  # noqa: E402
+
+_after_import.after_import("torch.distributed._symmetric_memory", _symm_mem.adapt)
 # accelerate (Trainer) picks mytorch when no other accelerator is there (_accelerate.py)
 if importlib.util.find_spec("accelerate") is not None:
     from . import _accelerate  # noqa: E402

@@ -77,9 +77,10 @@ def _register() -> None:
 
 def data_path(group=None, nbytes: int | None = None) -> str:
     """The path a collective of ``nbytes`` bytes on ``group`` (default: the default group) takes on this
-    runtime: ``"nccl"`` on a GPU and on the emulated build (the emulated NCCL), ``"gloo"`` on sim (Gloo over
-    views of device memory). Every size takes the same path today; ``nbytes`` is checked and kept for paths that
-    will depend on it (symmetric memory for small messages)."""
+    runtime: ``"nccl"`` on a GPU and on the emulated build (the emulated NCCL); on sim ``"symmetric-memory"``
+    when every rank of the group runs on this host (all_reduce, all_gather_into_tensor, reduce_scatter_tensor
+    and all_to_all_single of every size through a shared workspace; MYTORCH_DIST_SYMM_MEM=0 turns it off), else
+    ``"gloo"`` (Gloo over views of device memory). Every size takes the same path; ``nbytes`` is checked."""
     import torch
     import torch.distributed as dist
 
@@ -93,7 +94,9 @@ def data_path(group=None, nbytes: int | None = None) -> str:
         backend = group._get_backend(torch.device("mytorch"))
     except RuntimeError as e:
         raise ValueError(f"mytorch.distributed.data_path: the group has no mytorch backend ({e})") from None
-    return "nccl" if backend.uses_nccl else "gloo"
+    if backend.uses_nccl:
+        return "nccl"
+    return "symmetric-memory" if backend.uses_symmetric_memory else "gloo"
 
 
 def nccl_version() -> int:

@@ -79,6 +79,9 @@ Status ipc_close_mem_handle(int device, void* ptr);
 // (close-on-exec) or fail with last_error set.
 Status shared_file_create(const char* name, size_t size, int* fd, uint64_t* inode);
 Status shared_file_open(int pid, int fd, uint64_t inode, int* out_fd, size_t* size);
+// Whether process `pid` of this machine has exited (gone, or a zombie not yet reaped): how the ranks of one
+// machine notice a peer that died while they wait on shared memory.
+bool process_exited(int pid);
 
 // --- streams and events ----------------------------------------------------------------------------------
 Status stream_create(int device, int priority, Stream* stream);

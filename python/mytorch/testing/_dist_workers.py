@@ -579,13 +579,16 @@ def bench_worker(
     results = []
     for nbytes in sizes:
         n = max(world, nbytes // 4 // world * world)  # float32 elements, divisible by the world size
-        for coll in ("all_reduce", "all_gather", "reduce_scatter"):
+        for coll in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
             calls = {}
             for label, dev, group in variants:
                 big = torch.ones(n, device=dev)
                 part = torch.ones(n // world, device=dev)
                 if coll == "all_reduce":
                     fn = lambda big=big, g=group: dist.all_reduce(big, group=g)  # noqa: E731
+                elif coll == "all_to_all":
+                    out_ = torch.empty(n, device=dev)
+                    fn = lambda big=big, o=out_, g=group: dist.all_to_all_single(o, big, group=g)  # noqa: E731
                 elif coll == "all_gather":
                     fn = lambda big=big, part=part, g=group: dist.all_gather_into_tensor(big, part, group=g)  # noqa: E731
                 else:

@@ -1,0 +1,264 @@
+// Note [Intra-host collectives through symmetric memory]
+// On sim, the ranks of one host share memory (the sim's IPC, Note [Symmetric memory on mytorch]); Gloo would
+// move every byte through TCP sockets on the loopback. This path, in front of the Gloo one, gives each rank a
+// symmetric workspace (kWorkspace bytes) at the group's creation and runs the collectives every size uses
+// through it, in rounds of at most one workspace:
+//  - all_reduce (sum, avg; floating dtypes): up to kOneShotBytes one-shot (copy in, barrier, every rank reduces
+//    the whole message from every workspace), above it two-shot (every rank reduces its 1/world of the round
+//    into its workspace, then gathers the others' parts): the symm_reduce kernels, ranks added in rank order, so
+//    every rank gets the same bits;
+//  - all_gather_into_tensor: copy in, barrier, copy every rank's part out, barrier;
+//  - reduce_scatter_tensor (sum, avg; floating dtypes): the round's block of every destination into the
+//    workspace, then symm_reduce's reduce-scatter;
+//  - all_to_all_single: each round moves up to kWorkspace / world bytes of every (source, destination) pair;
+//    the number of rounds is agreed first through the workspace (each rank knows only its own row and column).
+//  - the agreement check's exchange (MYTORCH_DIST_CHECK) goes through the workspace too.
+// Everything else (other dtypes and ops, broadcast, gather, scatter, point-to-point, barrier) stays on Gloo. The
+// work is done by the calling thread (sim work runs at submission); a peer that exits or stops answering fails
+// the collective within the group's timeout. Chosen at the group's creation: every rank on one host (ranks
+// compare host name and boot id through the store), world size > 1, the sim runtime, and
+// MYTORCH_DIST_SYMM_MEM not 0 (every rank must set it alike: the ranks compare it). data_path reports
+// "symmetric-memory" for such a group.
+#include <ATen/core/Tensor.h>
+
+#include <cstring>
+
+#include "csrc/core/DeviceErrors.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+#include "csrc/distributed/Paths.h"
+#include "csrc/distributed/SymmetricMemory.h"
+#include "mytorch/runtime.h"
+
+namespace mytorch::dist {
+namespace {
+
+constexpr size_t kWorkspace = size_t(8) << 20;
+constexpr size_t kOneShotBytes = size_t(64) << 10;
+
+bool reducible(const at::Tensor& t, const c10d::ReduceOp& op) {
+  const auto st = t.scalar_type();
+  const bool floating = st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16;
+  return floating && t.is_contiguous() && (op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG);
+}
+
+DType dtypeOf(at::ScalarType t) {
+  switch (t) {
+    case at::kDouble: return DType::Double;
+    case at::kHalf: return DType::Half;
+    case at::kBFloat16: return DType::BFloat16;
+    default: return DType::Float;
+  }
+}
+
+class ShmPath final : public Path {
+ public:
+  ShmPath(ProcessGroupMytorch& pg, std::unique_ptr<Path> gloo, OwnedSymmetricMemory ws)
+      : Path(pg), gloo_(std::move(gloo)), ws_(std::move(ws)) {}
+
+  WorkPtr allreduce(const CallInfo& c, Tensors& ts, const c10d::AllreduceOptions& o) override {
+    if (ts.size() != 1 || !reducible(ts[0], o.reduceOp)) return gloo_->allreduce(c, ts, o);
+    return run(c, ts, [&] {
+      at::Tensor t = ts[0];
+      char* data = static_cast<char*>(t.data_ptr());
+      const int64_t elem = t.element_size(), total = t.numel();
+      const int64_t per = static_cast<int64_t>(kWorkspace) / elem;
+      const bool oneShot = total * elem <= static_cast<int64_t>(kOneShotBytes);
+      for (int64_t at = 0; at < total; at += per) {
+        const int64_t n = std::min(per, total - at);
+        if (!oneShot) std::memcpy(mine(), data + at * elem, static_cast<size_t>(n * elem));
+        reduce(oneShot ? SymmReduceMode::OneShot : SymmReduceMode::TwoShotOut, t.scalar_type(), n,
+               oneShot ? data + at * elem : nullptr, data + at * elem);
+      }
+      if (o.reduceOp.op_ == c10d::ReduceOp::AVG) hostView(t).div_(pg_.getSize());
+    });
+  }
+
+  WorkPtr allgatherBase(const CallInfo& c, Tensors& out, Tensors& in, const c10d::AllgatherOptions& o) override {
+    if (in.size() != 1 || !in[0].is_contiguous() || !out[0].is_contiguous()) return gloo_->allgatherBase(c, out, in, o);
+    return run(c, out, [&] {
+      const char* src = static_cast<const char*>(in[0].const_data_ptr());
+      char* dst = static_cast<char*>(out[0].data_ptr());
+      const int64_t bytes = in[0].numel() * in[0].element_size();
+      for (int64_t at = 0; at < bytes; at += static_cast<int64_t>(kWorkspace)) {
+        const int64_t n = std::min<int64_t>(static_cast<int64_t>(kWorkspace), bytes - at);
+        std::memcpy(mine(), src + at, static_cast<size_t>(n));
+        barrier();
+        for (int r = 0; r < world(); ++r) std::memcpy(dst + r * bytes + at, peer(r), static_cast<size_t>(n));
+        barrier();
+      }
+    });
+  }
+
+  WorkPtr reduceScatterBase(const CallInfo& c, Tensors& out, Tensors& in,
+                            const c10d::ReduceScatterOptions& o) override {
+    if (in.size() != 1 || !reducible(in[0], o.reduceOp) || !out[0].is_contiguous())
+      return gloo_->reduceScatterBase(c, out, in, o);
+    return run(c, out, [&] {
+      const char* src = static_cast<const char*>(in[0].const_data_ptr());
+      char* dst = static_cast<char*>(out[0].data_ptr());
+      const int64_t elem = in[0].element_size(), n = out[0].numel();
+      const int64_t per = static_cast<int64_t>(kWorkspace) / elem / world();
+      for (int64_t at = 0; at < n; at += per) {
+        const int64_t k = std::min(per, n - at);
+        for (int d = 0; d < world(); ++d)
+          std::memcpy(mine() + d * k * elem, src + (d * n + at) * elem, static_cast<size_t>(k * elem));
+        reduce(SymmReduceMode::ReduceScatter, in[0].scalar_type(), k * world(), nullptr, dst + at * elem);
+      }
+      if (o.reduceOp.op_ == c10d::ReduceOp::AVG) hostView(out[0]).div_(pg_.getSize());
+    });
+  }
+
+  WorkPtr alltoallBase(const CallInfo& c, at::Tensor& out, at::Tensor& in, std::vector<int64_t>& outSplits,
+                       std::vector<int64_t>& inSplits, const c10d::AllToAllOptions& o) override {
+    if (!in.is_contiguous() || !out.is_contiguous() || in.dim() == 0)
+      return gloo_->alltoallBase(c, out, in, outSplits, inSplits, o);
+    Tensors outs{out};
+    return run(c, outs, [&] {
+      const int w = world();
+      const int64_t rowIn = in.numel() / std::max<int64_t>(in.size(0), 1) * in.element_size();
+      const int64_t rowOut = out.numel() / std::max<int64_t>(out.size(0), 1) * out.element_size();
+      std::vector<int64_t> sendB(w), sendAt(w), recvB(w), recvAt(w);
+      int64_t a = 0, b = 0, longest = 0;
+      for (int r = 0; r < w; ++r) {
+        sendB[r] = (inSplits.empty() ? in.size(0) / w : inSplits[r]) * rowIn;
+        recvB[r] = (outSplits.empty() ? out.size(0) / w : outSplits[r]) * rowOut;
+        sendAt[r] = a;
+        recvAt[r] = b;
+        a += sendB[r];
+        b += recvB[r];
+        longest = std::max({longest, sendB[r], recvB[r]});
+      }
+      // The rounds every rank makes: the longest pair anywhere, through the workspace.
+      std::memcpy(mine(), &longest, sizeof(longest));
+      barrier();
+      for (int r = 0; r < w; ++r) longest = std::max(longest, *reinterpret_cast<const int64_t*>(peer(r)));
+      barrier();
+      const int64_t slot = static_cast<int64_t>(kWorkspace) / w / 16 * 16;
+      const char* src = static_cast<const char*>(in.const_data_ptr());
+      char* dst = static_cast<char*>(out.data_ptr());
+      for (int64_t at = 0; at < longest; at += slot) {
+        for (int d = 0; d < w; ++d) {
+          const int64_t n = std::clamp<int64_t>(sendB[d] - at, 0, slot);
+          if (n > 0) std::memcpy(mine() + d * slot, src + sendAt[d] + at, static_cast<size_t>(n));
+        }
+        barrier();
+        for (int s = 0; s < w; ++s) {
+          const int64_t n = std::clamp<int64_t>(recvB[s] - at, 0, slot);
+          if (n > 0) std::memcpy(dst + recvAt[s] + at, peer(s) + pg_.getRank() * slot, static_cast<size_t>(n));
+        }
+        barrier();
+      }
+    });
+  }
+
+  bool exchangeCheck(const at::Tensor& mineRow, std::vector<at::Tensor>& all) override {
+    const size_t n = static_cast<size_t>(mineRow.numel() * mineRow.element_size());
+    if (n > kWorkspace) return false;
+    std::memcpy(mine(), mineRow.const_data_ptr(), n);
+    barrier();
+    for (int r = 0; r < world(); ++r) std::memcpy(all[r].data_ptr(), peer(r), n);
+    barrier();
+    return true;
+  }
+
+  // The rest: Gloo.
+  WorkPtr broadcast(const CallInfo& c, Tensors& ts, const c10d::BroadcastOptions& o) override {
+    return gloo_->broadcast(c, ts, o);
+  }
+  WorkPtr allreduceCoalesced(const CallInfo& c, Tensors& ts, const c10d::AllreduceCoalescedOptions& o) override {
+    return gloo_->allreduceCoalesced(c, ts, o);
+  }
+  WorkPtr reduce(const CallInfo& c, Tensors& ts, const c10d::ReduceOptions& o) override {
+    return gloo_->reduce(c, ts, o);
+  }
+  WorkPtr allgather(const CallInfo& c, std::vector<Tensors>& out, Tensors& in,
+                    const c10d::AllgatherOptions& o) override {
+    return gloo_->allgather(c, out, in, o);
+  }
+  WorkPtr gather(const CallInfo& c, std::vector<Tensors>& out, Tensors& in, const c10d::GatherOptions& o) override {
+    return gloo_->gather(c, out, in, o);
+  }
+  WorkPtr scatter(const CallInfo& c, Tensors& out, std::vector<Tensors>& in, const c10d::ScatterOptions& o) override {
+    return gloo_->scatter(c, out, in, o);
+  }
+  WorkPtr reduceScatter(const CallInfo& c, Tensors& out, std::vector<Tensors>& in,
+                        const c10d::ReduceScatterOptions& o) override {
+    return gloo_->reduceScatter(c, out, in, o);
+  }
+  WorkPtr alltoall(const CallInfo& c, Tensors& out, Tensors& in, const c10d::AllToAllOptions& o) override {
+    return gloo_->alltoall(c, out, in, o);
+  }
+  WorkPtr send(const CallInfo& c, Tensors& ts, int dst, int tag) override { return gloo_->send(c, ts, dst, tag); }
+  WorkPtr recv(const CallInfo& c, Tensors& ts, int src, int tag) override { return gloo_->recv(c, ts, src, tag); }
+  WorkPtr barrier(const CallInfo& c, const c10d::BarrierOptions& o) override { return gloo_->barrier(c, o); }
+  void shutdown(bool abort) override {
+    gloo_->shutdown(abort);
+    ws_ = OwnedSymmetricMemory{};  // the peers' mappings closed, the workspace back to the allocator
+  }
+  bool symmetricMemory() const override { return true; }
+
+ private:
+  int world() const { return pg_.getSize(); }
+  char* mine() const { return static_cast<char*>(ws_.memory.get()); }
+  const char* peer(int r) const { return static_cast<const char*>(ws_.handle->get_buffer_ptrs()[r]); }
+
+  void barrier() {
+    TORCH_CHECK(ws_.handle, "mytorch: the process group was shut down");
+    ws_.handle->barrier(0, static_cast<size_t>(pg_.timeout().count()));
+  }
+
+  void reduce(SymmReduceMode mode, at::ScalarType st, int64_t numel, const void* local, void* out) {
+    TORCH_CHECK(ws_.handle, "mytorch: the process group was shut down");
+    SymmReduceArgs a;
+    a.sync = ws_.handle->sync(static_cast<size_t>(pg_.timeout().count()));
+    a.bufs = reinterpret_cast<void* const*>(ws_.handle->get_buffer_ptrs_dev());
+    a.numel = numel;
+    a.local_in = local;
+    a.out = out;
+    a.dtype = dtypeOf(st);
+    a.mode = mode;
+    MT_RT_CHECK(kernels::symm_reduce(a, nullptr));
+    afterErrorCheckedLaunch(ws_.handle->get_device());
+  }
+
+  template <typename F>
+  WorkPtr run(const CallInfo& c, const Tensors& outputs, F body) {
+    auto work = makeWork(c, outputs, false);
+    try {
+      body();
+      work->complete(nullptr);
+    } catch (...) {
+      work->complete(std::current_exception());
+    }
+    return work;
+  }
+
+  std::unique_ptr<Path> gloo_;
+  OwnedSymmetricMemory ws_;
+};
+
+} // namespace
+
+std::unique_ptr<Path> makeIntraHostPath(ProcessGroupMytorch& pg, std::unique_ptr<Path> gloo) {
+  const int world = pg.getSize(), rank = pg.getRank();
+  if (world < 2 || rt::kind() != rt::Kind::Sim) return gloo;
+  const char* env = std::getenv("MYTORCH_DIST_SYMM_MEM");
+  const bool wanted = !(env && std::string(env) == "0");
+  const auto& store = pg.store();
+  store->set("mytorch_symm/wanted/" + std::to_string(rank), std::vector<uint8_t>{static_cast<uint8_t>(wanted)});
+  for (int r = 0; r < world; ++r) {
+    const auto v = store->get("mytorch_symm/wanted/" + std::to_string(r));
+    TORCH_CHECK(!v.empty() && static_cast<bool>(v[0]) == wanted, "ProcessGroupMytorch: MYTORCH_DIST_SYMM_MEM is ",
+                wanted ? "on" : "0", " on rank ", rank, " but not on rank ", r, "; set it the same way on every rank");
+  }
+  if (!wanted || !sameHost(store, rank, world, "mytorch_symm/host")) return gloo;
+  int device = 0;
+  MT_RT_CHECK(rt::get_device(&device));
+  auto ws =
+      allocateSymmetric(kWorkspace, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
+                        store, rank, world, "mytorch_symm/workspace");
+  return std::make_unique<ShmPath>(pg, std::move(gloo), std::move(ws));
+}
+
+} // namespace mytorch::dist
