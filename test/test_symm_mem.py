@@ -50,13 +50,15 @@ def test_a_rank_that_exits_fails_the_others_wait_within_the_timeout(tmp_path):
     W.launch(S.exit_worker, 2, str(tmp_path), W.free_port(), timeout_s=120)
     (r0,) = results(tmp_path, [0])
     assert r0["error"] is not None and "no signal from rank 1" in r0["error"], r0
-    assert r0["seconds"] < 10.0, r0
+    # sim notices the exited process within milliseconds; a device kernel waits out the 10 s timeout_ms
+    assert r0["seconds"] < (5.0 if torch.mytorch.runtime() == "sim" else 20.0), r0
 
 
 def test_memory_counts_and_is_released(tmp_path):
     W.launch(S.memory_worker, 2, str(tmp_path), W.free_port(), timeout_s=120)
     for r in results(tmp_path, range(2)):
-        assert r["group"] > r["before"]  # the intra-host workspace
+        if torch.mytorch.runtime() == "sim":
+            assert r["group"] > r["before"]  # the intra-host workspace (the emulated build's group uses NCCL)
         assert r["buffer"] >= r["group"] + (1 << 20)  # 2**18 float32
         assert r["after"] == r["before"], r
 

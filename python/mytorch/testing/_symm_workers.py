@@ -184,6 +184,7 @@ def exit_worker(rank: int, world: int, out: str, port: int) -> None:
     start = time.monotonic()
     try:
         h.barrier(timeout_ms=10000)
+        torch.mytorch.synchronize()  # on a device the wait's error is raised at the next synchronisation
         err = None
     except RuntimeError as e:
         err = str(e)
@@ -211,8 +212,11 @@ def memory_worker(rank: int, world: int, out: str, port: int) -> None:
     dist.barrier()
     dist.destroy_process_group()
     gc.collect()
-    _write(out, rank, {"before": before, "group": with_group, "buffer": with_buffer,
-                       "after": torch.mytorch.memory_allocated()})
+    _write(
+        out,
+        rank,
+        {"before": before, "group": with_group, "buffer": with_buffer, "after": torch.mytorch.memory_allocated()},
+    )
 
 
 def tp_worker(rank: int, world: int, out: str, port: int) -> None:
@@ -256,7 +260,8 @@ def path_worker(rank: int, world: int, out: str, port: int) -> None:
             parts = _gathered(dist, x)
             d = x.to("mytorch")
             dist.all_reduce(d)
-            assert torch.equal(d.cpu(), _ordered_sum(parts, dtype)), f"all_reduce {n} {dtype}"
+            if paths["default"] == "symmetric-memory":  # its promise; NCCL's reduction order is NCCL's
+                assert torch.equal(d.cpu(), _ordered_sum(parts, dtype)), f"all_reduce {n} {dtype}"
             ref = x.clone()
             dist.all_reduce(ref)
             gold = _ordered_sum(parts, torch.float64)  # Gloo rounds every step in the dtype; the kernels once
@@ -267,7 +272,14 @@ def path_worker(rank: int, world: int, out: str, port: int) -> None:
             rs = torch.empty(n // world, dtype=dtype, device="mytorch")
             dist.reduce_scatter_tensor(rs, x.to("mytorch"))
             want = _ordered_sum([p.view(world, -1)[rank] for p in parts], dtype)
-            assert torch.equal(rs.cpu(), want), f"reduce_scatter {n} {dtype}"
+            if paths["default"] == "symmetric-memory":
+                assert torch.equal(rs.cpu(), want), f"reduce_scatter {n} {dtype}"
+            assert_aligned(
+                rs.cpu(),
+                want,
+                _ordered_sum([p.view(world, -1)[rank] for p in parts], torch.float64),
+                what=f"reduce_scatter {n} {dtype}",
+            )
         splits = [((rank + r) * (n // world // 3)) % (n // world) for r in range(world)]
         out_splits = torch.empty(world, dtype=torch.int64)
         dist.all_to_all_single(out_splits, torch.tensor(splits))
