@@ -7,13 +7,12 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "csrc/core/DeviceAllocator.h"
+#include "csrc/aten/glue/Glue.h"
 #include "csrc/core/DeviceErrors.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 #include "csrc/distributed/SymmetricMemory.h"
 #include "mytorch/runtime.h"
-#include "mytorch/dtype.h"
 
 namespace mytorch::dist {
 namespace {
@@ -21,14 +20,9 @@ namespace {
 using Handle = c10::intrusive_ptr<MytorchSymmetricMemory>;
 
 DType dtypeOf(const at::Tensor& t, const char* op) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return DType::Float;
-    case at::kDouble: return DType::Double;
-    case at::kHalf: return DType::Half;
-    case at::kBFloat16: return DType::BFloat16;
-    default:
-      TORCH_CHECK_VALUE(false, op, ": expected a float32, float64, float16 or bfloat16 tensor, got ", t.scalar_type());
-  }
+  TORCH_CHECK_VALUE(kernelFloating(t.scalar_type()), op,
+                    ": expected a float32, float64, float16 or bfloat16 tensor, got ", t.scalar_type());
+  return toKernelDType(t.scalar_type());
 }
 
 void checkMytorch(const at::Tensor& t, const char* op, const char* what) {
@@ -167,7 +161,7 @@ void allToAll(const at::Tensor& input, const at::Tensor& out, const at::Tensor& 
               const at::Tensor& out_splits_offsets, const std::string& group, SymmAllToAllMode mode,
               int64_t major_align, const char* op) {
   Handle hin = handleOf(input, group, op);
-  Handle hout = handleOf(out, group, op);
+  handleOf(out, group, op);  // collective, as torch's: every rank's output is symmetric memory too
   Handle hsplits = handleOf(splits, group, op);
   checkMytorch(out_splits_offsets, op, "out_splits_offsets");
   const int world = hin->get_world_size();
@@ -194,23 +188,12 @@ void allToAll(const at::Tensor& input, const at::Tensor& out, const at::Tensor& 
   c10::DeviceGuard guard(input.device());
   SymmAllToAllArgs a;
   a.sync = hin->sync(0);
-  // The peers' tensors at this rank's offsets into their allocations (every rank allocates the same layout).
-  std::vector<const void*> inputs;
-  std::vector<const int64_t*> tables;
-  auto inBufs = hin->get_buffer_ptrs(), splitBufs = hsplits->get_buffer_ptrs();
-  const int64_t inOffset = input.storage_offset() * input.element_size();
-  const int64_t splitOffset = splits.storage_offset() * splits.element_size();
-  for (int r = 0; r < world; ++r) {
-    inputs.push_back(static_cast<const char*>(inBufs[r]) + inOffset);
-    tables.push_back(reinterpret_cast<const int64_t*>(static_cast<const char*>(splitBufs[r]) + splitOffset));
-  }
-  c10::DataPtr inDev = deviceAllocator()->allocate(world * sizeof(void*));
-  c10::DataPtr tabDev = deviceAllocator()->allocate(world * sizeof(void*));
+  // The peers' tensors sit at this rank's offsets into their allocations (every rank allocates the same layout).
+  a.inputs = reinterpret_cast<const void* const*>(hin->get_buffer_ptrs_dev());
+  a.input_offset = input.storage_offset() * input.element_size();
+  a.splits = reinterpret_cast<const void* const*>(hsplits->get_buffer_ptrs_dev());
+  a.splits_offset = splits.storage_offset() * splits.element_size();
   const rt::Stream stream = nativeHandle(currentStream(input.device().index()));
-  MT_RT_CHECK(rt::memcpy_async(inDev.get(), inputs.data(), world * sizeof(void*), rt::CopyKind::HostToDevice, stream));
-  MT_RT_CHECK(rt::memcpy_async(tabDev.get(), tables.data(), world * sizeof(void*), rt::CopyKind::HostToDevice, stream));
-  a.inputs = static_cast<const void* const*>(inDev.get());
-  a.splits = static_cast<const int64_t* const*>(tabDev.get());
   a.out = out.data_ptr();
   a.out_splits_offsets = out_splits_offsets.data_ptr<int64_t>();
   a.row_bytes = input.numel() / std::max<int64_t>(input.size(0), 1) * input.element_size();
@@ -220,10 +203,8 @@ void allToAll(const at::Tensor& input, const at::Tensor& out, const at::Tensor& 
   a.major_align = major_align;
   a.mode = mode;
   a.bad_split = deviceErrorSite(input.device(), op, DeviceErrorFormat::IndexOutOfBounds, true, 0, input.size(0));
-  (void)hout;
   MT_RT_CHECK(kernels::symm_all_to_all(a, stream));
   afterErrorCheckedLaunch(input.device());
-  // The pointer arrays die with this call: the stream's allocator keeps their blocks until the kernel is done.
 }
 
 void allToAllVdev(const at::Tensor& input, const at::Tensor& out, const at::Tensor& in_splits,

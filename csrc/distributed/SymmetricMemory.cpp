@@ -293,6 +293,7 @@ MytorchSymmetricMemory::MytorchSymmetricMemory(std::vector<Peer> peers, int rank
   buffers_dev_ = deviceArray(buffers.data(), buffers.size() * sizeof(void*), device_.index());
   pads_dev_ = deviceArray(pads.data(), pads.size() * sizeof(void*), device_.index());
   global_ranks_dev_ = deviceArray(global_ranks_.data(), global_ranks_.size() * sizeof(int), device_.index());
+  error_ = deviceErrorSite(device_, "a symmetric-memory wait", DeviceErrorFormat::SignalTimeout, false);
 }
 
 MytorchSymmetricMemory::~MytorchSymmetricMemory() {
@@ -319,7 +320,7 @@ SymmSync MytorchSymmetricMemory::sync(size_t timeout_ms) {
   s.world = get_world_size();
   s.channels = static_cast<int64_t>(pad_size_ / sizeof(uint32_t)) / s.world;
   s.timeout_ms = timeout_ms > 0 ? timeout_ms : static_cast<uint64_t>(timeout_.count());
-  s.error = deviceErrorSite(device_, "a symmetric-memory wait", DeviceErrorFormat::SignalTimeout, false);
+  s.error = error_;
   s.pids = pids_.data();
   return s;
 }

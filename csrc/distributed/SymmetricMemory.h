@@ -59,6 +59,7 @@ class MytorchSymmetricMemory final : public c10d::symmetric_memory::SymmetricMem
   c10::Device device_;
   std::chrono::milliseconds timeout_;
   c10::DataPtr buffers_dev_, pads_dev_, global_ranks_dev_;
+  ErrorSite error_;  // where a timed-out wait is recorded (this device's slot)
 };
 
 // The allocator's handle of a tensor's memory for a group: collective (every rank of the group calls it), cached.

@@ -170,8 +170,8 @@ __global__ void __launch_bounds__(kSymmThreads) symm_all_to_all_kernel(SymmAllTo
     int peer = 0, index = 0;
     symm::source_of(a.mode, j, a.sync.rank, a.sync.world, a.experts, &peer, &index);
     if (!symm::segment_ok(a, split[j], source[j], dest[j])) continue;
-    copy_bytes(static_cast<char*>(a.out) + dest[j] * a.row_bytes,
-               static_cast<const char*>(a.inputs[peer]) + source[j] * a.row_bytes, split[j] * a.row_bytes);
+    copy_bytes(static_cast<char*>(a.out) + dest[j] * a.row_bytes, symm::input_of(a, peer) + source[j] * a.row_bytes,
+               split[j] * a.row_bytes);
   }
   if (blockIdx.x == 0) {
     for (int j = threadIdx.x; j < n; j += blockDim.x) {

@@ -174,8 +174,7 @@ rt::Status symm_all_to_all(const SymmAllToAllArgs& a, rt::Stream) {
     int peer = 0, index = 0;
     symm::source_of(a.mode, j, s.rank, s.world, a.experts, &peer, &index);
     if (!symm::segment_ok(a, split[j], source[j], dest[j])) continue;
-    std::memcpy(static_cast<char*>(a.out) + dest[j] * a.row_bytes,
-                static_cast<const char*>(a.inputs[peer]) + source[j] * a.row_bytes,
+    std::memcpy(static_cast<char*>(a.out) + dest[j] * a.row_bytes, symm::input_of(a, peer) + source[j] * a.row_bytes,
                 static_cast<size_t>(split[j] * a.row_bytes));
   }
   for (int j = 0; j < n; ++j) {

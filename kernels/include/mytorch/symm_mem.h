@@ -80,8 +80,10 @@ struct SymmReduceArgs {
 
 struct SymmAllToAllArgs {
   SymmSync sync;
-  const void* const* inputs = nullptr;   // [world] the peers' input rows (device array)
-  const int64_t* const* splits = nullptr;  // [world] the peers' in_splits / in_splits_offsets (device array)
+  const void* const* inputs = nullptr;  // [world] the peers' input allocations (device array)
+  int64_t input_offset = 0;             // bytes from each to the input rows
+  const void* const* splits = nullptr;  // [world] the peers' in_splits / in_splits_offsets allocations
+  int64_t splits_offset = 0;            // bytes from each to the int64 table
   void* out = nullptr;                    // this rank's output rows
   int64_t* out_splits_offsets = nullptr;  // [2][nsplits]
   int64_t row_bytes = 0;
@@ -128,7 +130,7 @@ MT_HOST_DEVICE inline void plan_segment(const SymmAllToAllArgs& a, int j, int64_
   const int n = a.sync.world * a.experts;
   int peer = 0, index = 0;
   source_of(a.mode, j, a.sync.rank, a.sync.world, a.experts, &peer, &index);
-  const int64_t* t = a.splits[peer];
+  const int64_t* t = reinterpret_cast<const int64_t*>(static_cast<const char*>(a.splits[peer]) + a.splits_offset);
   *split = t[index];
   if (a.mode == SymmAllToAllMode::Combine2d) {
     *source = t[n + index];
@@ -158,6 +160,11 @@ MT_HOST_DEVICE inline void plan_destinations(const SymmAllToAllArgs& a, const in
     }
     at += len;
   }
+}
+
+// Peer p's input rows.
+MT_HOST_DEVICE inline const char* input_of(const SymmAllToAllArgs& a, int p) {
+  return static_cast<const char*>(a.inputs[p]) + a.input_offset;
 }
 
 // Whether a segment lies inside the source's input and this rank's output; else the error is recorded (the
