@@ -10,8 +10,8 @@
 //  - all_gather_into_tensor: copy in, barrier, copy every rank's part out, barrier;
 //  - reduce_scatter_tensor (sum, avg; floating dtypes): the round's block of every destination into the
 //    workspace, then symm_reduce's reduce-scatter;
-//  - all_to_all_single: each round moves up to kWorkspace / world bytes of every (source, destination) pair;
-//    the number of rounds is agreed first through the workspace (each rank knows only its own row and column).
+//  - all_to_all_single: a rank's own block copied directly; every other (source, destination) pair streams
+//    through the source's workspace slot for it, with pairwise ready/free signals (no global rounds).
 //  - the agreement check's exchange (MYTORCH_DIST_CHECK) goes through the workspace too.
 // Everything else (other dtypes and ops, broadcast, gather, scatter, point-to-point, barrier) stays on Gloo. The
 // work is done by the calling thread (sim work runs at submission); a peer that exits or stops answering fails
@@ -23,6 +23,7 @@
 
 #include <cstring>
 
+#include "csrc/aten/glue/Glue.h"
 #include "csrc/core/DeviceErrors.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
@@ -37,24 +38,16 @@ constexpr size_t kWorkspace = size_t(8) << 20;
 constexpr size_t kOneShotBytes = size_t(64) << 10;
 
 bool reducible(const at::Tensor& t, const c10d::ReduceOp& op) {
-  const auto st = t.scalar_type();
-  const bool floating = st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16;
-  return floating && t.is_contiguous() && (op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG);
-}
-
-DType dtypeOf(at::ScalarType t) {
-  switch (t) {
-    case at::kDouble: return DType::Double;
-    case at::kHalf: return DType::Half;
-    case at::kBFloat16: return DType::BFloat16;
-    default: return DType::Float;
-  }
+  return kernelFloating(t.scalar_type()) && t.is_contiguous() &&
+         (op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG);
 }
 
 class ShmPath final : public Path {
  public:
   ShmPath(ProcessGroupMytorch& pg, std::unique_ptr<Path> gloo, OwnedSymmetricMemory ws)
-      : Path(pg), gloo_(std::move(gloo)), ws_(std::move(ws)) {}
+      : Path(pg), gloo_(std::move(gloo)), ws_(std::move(ws)) {
+    for (void* p : ws_.handle->get_buffer_ptrs()) peers_.push_back(static_cast<char*>(p));
+  }
 
   WorkPtr allreduce(const CallInfo& c, Tensors& ts, const c10d::AllreduceOptions& o) override {
     if (ts.size() != 1 || !reducible(ts[0], o.reduceOp)) return gloo_->allreduce(c, ts, o);
@@ -119,7 +112,7 @@ class ShmPath final : public Path {
       const int64_t rowIn = in.numel() / std::max<int64_t>(in.size(0), 1) * in.element_size();
       const int64_t rowOut = out.numel() / std::max<int64_t>(out.size(0), 1) * out.element_size();
       std::vector<int64_t> sendB(w), sendAt(w), recvB(w), recvAt(w);
-      int64_t a = 0, b = 0, longest = 0;
+      int64_t a = 0, b = 0, longest = 0;  // this rank's longest pair
       for (int r = 0; r < w; ++r) {
         sendB[r] = (inSplits.empty() ? in.size(0) / w : inSplits[r]) * rowIn;
         recvB[r] = (outSplits.empty() ? out.size(0) / w : outSplits[r]) * rowOut;
@@ -129,26 +122,31 @@ class ShmPath final : public Path {
         b += recvB[r];
         longest = std::max({longest, sendB[r], recvB[r]});
       }
-      // The rounds every rank makes: the longest pair anywhere, through the workspace.
-      std::memcpy(mine(), &longest, sizeof(longest));
-      barrier();
-      for (int r = 0; r < w; ++r) longest = std::max(longest, *reinterpret_cast<const int64_t*>(peer(r)));
-      barrier();
-      const int64_t slot = static_cast<int64_t>(kWorkspace) / w / 16 * 16;
+      const int me = pg_.getRank();
       const char* src = static_cast<const char*>(in.const_data_ptr());
       char* dst = static_cast<char*>(out.data_ptr());
+      std::memcpy(dst + recvAt[me], src + sendAt[me], static_cast<size_t>(recvB[me]));
+      // Each (source, destination) pair streams through the source's slot for that destination, slot bytes a
+      // round, with its own flow control: "ready" (channel 1) from the source, "free" (channel 2) back. Both ends
+      // know the pair's byte count, so no rank waits on pairs it is not in and no round is agreed globally; a
+      // round's sends come before its receives on every rank, so every wait is answered.
+      const int64_t slot = static_cast<int64_t>(kWorkspace) / w / 16 * 16;
       for (int64_t at = 0; at < longest; at += slot) {
         for (int d = 0; d < w; ++d) {
-          const int64_t n = std::clamp<int64_t>(sendB[d] - at, 0, slot);
-          if (n > 0) std::memcpy(mine() + d * slot, src + sendAt[d] + at, static_cast<size_t>(n));
+          if (d == me || sendB[d] <= at) continue;
+          if (at > 0) ws_.handle->wait_signal(d, kFree, timeoutMs());
+          std::memcpy(mine() + d * slot, src + sendAt[d] + at, static_cast<size_t>(std::min(slot, sendB[d] - at)));
+          ws_.handle->put_signal(d, kReady, timeoutMs());
         }
-        barrier();
         for (int s = 0; s < w; ++s) {
-          const int64_t n = std::clamp<int64_t>(recvB[s] - at, 0, slot);
-          if (n > 0) std::memcpy(dst + recvAt[s] + at, peer(s) + pg_.getRank() * slot, static_cast<size_t>(n));
+          if (s == me || recvB[s] <= at) continue;
+          ws_.handle->wait_signal(s, kReady, timeoutMs());
+          std::memcpy(dst + recvAt[s] + at, peer(s) + me * slot, static_cast<size_t>(std::min(slot, recvB[s] - at)));
+          ws_.handle->put_signal(s, kFree, timeoutMs());
         }
-        barrier();
       }
+      for (int d = 0; d < w; ++d)  // the last round's slots read: the workspace is free for the next collective
+        if (d != me && sendB[d] > 0) ws_.handle->wait_signal(d, kFree, timeoutMs());
     });
   }
 
@@ -201,22 +199,25 @@ class ShmPath final : public Path {
  private:
   int world() const { return pg_.getSize(); }
   char* mine() const { return static_cast<char*>(ws_.memory.get()); }
-  const char* peer(int r) const { return static_cast<const char*>(ws_.handle->get_buffer_ptrs()[r]); }
+  const char* peer(int r) const { return peers_[static_cast<size_t>(r)]; }
+
+  static constexpr int kReady = 1, kFree = 2;  // all_to_all's channels (barriers use 0)
+  size_t timeoutMs() const { return static_cast<size_t>(pg_.timeout().count()); }
 
   void barrier() {
     TORCH_CHECK(ws_.handle, "mytorch: the process group was shut down");
-    ws_.handle->barrier(0, static_cast<size_t>(pg_.timeout().count()));
+    ws_.handle->barrier(0, timeoutMs());
   }
 
   void reduce(SymmReduceMode mode, at::ScalarType st, int64_t numel, const void* local, void* out) {
     TORCH_CHECK(ws_.handle, "mytorch: the process group was shut down");
     SymmReduceArgs a;
-    a.sync = ws_.handle->sync(static_cast<size_t>(pg_.timeout().count()));
+    a.sync = ws_.handle->sync(timeoutMs());
     a.bufs = reinterpret_cast<void* const*>(ws_.handle->get_buffer_ptrs_dev());
     a.numel = numel;
     a.local_in = local;
     a.out = out;
-    a.dtype = dtypeOf(st);
+    a.dtype = toKernelDType(st);
     a.mode = mode;
     MT_RT_CHECK(kernels::symm_reduce(a, nullptr));
     afterErrorCheckedLaunch(ws_.handle->get_device());
@@ -236,13 +237,16 @@ class ShmPath final : public Path {
 
   std::unique_ptr<Path> gloo_;
   OwnedSymmetricMemory ws_;
+  std::vector<char*> peers_;  // every rank's workspace, mapped here
 };
 
 } // namespace
 
 std::unique_ptr<Path> makeIntraHostPath(ProcessGroupMytorch& pg, std::unique_ptr<Path> gloo) {
   const int world = pg.getSize(), rank = pg.getRank();
-  if (world < 2 || rt::kind() != rt::Kind::Sim) return gloo;
+  // (all_to_all's pairwise signals use channels 1 and 2 of the pad)
+  if (world < 2 || rt::kind() != rt::Kind::Sim || c10d::symmetric_memory::get_signal_pad_size() / 4 / world < 3)
+    return gloo;
   const char* env = std::getenv("MYTORCH_DIST_SYMM_MEM");
   const bool wanted = !(env && std::string(env) == "0");
   const auto& store = pg.store();
