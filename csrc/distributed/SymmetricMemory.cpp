@@ -134,6 +134,8 @@ c10::intrusive_ptr<MytorchSymmetricMemory> rendezvousOver(void* ptr, size_t size
   mine.pid = static_cast<int32_t>(getpid());
   mine.global_rank = globalRank(rank);
   std::snprintf(mine.host, sizeof(mine.host), "%s", hostIdentity().c_str());
+  TORCH_CHECK_VALUE(world <= kSymmMaxWorld, "symmetric memory on mytorch takes groups of up to ", kSymmMaxWorld,
+                    " ranks, got ", world);
   const std::vector<Published> all = exchange(store, rank, world, key, mine);
   std::vector<MytorchSymmetricMemory::Peer> peers(static_cast<size_t>(world));
   std::exception_ptr failure;

@@ -11,7 +11,8 @@
 namespace mytorch::cuda {
 namespace {
 
-constexpr int kSymmThreads = 512;
+constexpr int kSymmThreads = 512;   // the all-to-all's blocks (one thread per split when planning)
+constexpr int kReduceThreads = 256;  // the reductions' (512 leaves the float64 one 128 registers: it spilled)
 
 __device__ inline uint64_t now_ns() {
 #if defined(MYTORCH_EMU_ACTIVE)
@@ -98,7 +99,7 @@ __device__ inline T reduced(const SymmReduceArgs& a, int64_t at) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kSymmThreads) symm_reduce_kernel(SymmReduceArgs a) {
+__global__ void __launch_bounds__(kReduceThreads) symm_reduce_kernel(SymmReduceArgs a) {
   const SymmSync& s = a.sync;
   const int channel = blockIdx.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -186,7 +187,7 @@ __global__ void __launch_bounds__(kSymmThreads) symm_all_to_all_kernel(SymmAllTo
 // per channel of the pad.
 unsigned reduce_blocks(const SymmReduceArgs& a) {
   const int64_t per_rank = a.mode == SymmReduceMode::OneShot ? a.numel : symm::chunk(a.numel, a.sync.world);
-  int64_t b = (per_rank + kSymmThreads - 1) / kSymmThreads;
+  int64_t b = (per_rank + kReduceThreads - 1) / kReduceThreads;
   b = std::min<int64_t>(std::min<int64_t>(b, kSymmReduceMaxBlocks), a.sync.channels);
   return static_cast<unsigned>(std::max<int64_t>(b, 1));
 }
@@ -204,7 +205,7 @@ rt::Status symm_reduce(const SymmReduceArgs& a, rt::Stream stream) {
   if (a.numel == 0) return rt::Status::Success;
   const unsigned grid = reduce_blocks(a);
   const bool ok = dispatch_floating(
-      a.dtype, [&](auto tag) { symm_reduce_kernel<decltype(tag)><<<grid, kSymmThreads, 0, native(stream)>>>(a); });
+      a.dtype, [&](auto tag) { symm_reduce_kernel<decltype(tag)><<<grid, kReduceThreads, 0, native(stream)>>>(a); });
   if (!ok) return rt::report(rt::Status::InvalidValue, "symm_reduce: expected a floating dtype");
   return check_launch("symm_reduce");
 }

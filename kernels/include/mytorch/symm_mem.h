@@ -49,6 +49,7 @@ enum class SymmAllToAllMode : int { Vdev = 0, Dispatch2d = 1, Combine2d = 2 };
 
 constexpr int kSymmMaxSplits = 1024;     // world * experts of an all-to-all
 constexpr int kSymmReduceMaxBlocks = 24;  // torch's bound for the one- and two-shot kernels
+constexpr int kSymmMaxWorld = 256;        // a block's threads signal the peers one each
 
 struct SymmSync {
   uint32_t* const* pads = nullptr;  // [world] signal pads (an array in device memory)
