@@ -43,7 +43,7 @@ __device__ inline void fence_system() {
 }
 
 // *slot from `from` to `to`, or false once the timeout passes.
-__device__ bool swap_when(uint32_t* slot, uint32_t from, uint32_t to, const SymmSync& s) {
+__device__ inline bool swap_when(uint32_t* slot, uint32_t from, uint32_t to, const SymmSync& s) {
   const uint64_t start = now_ns();
   const uint64_t limit = s.timeout_ms * 1000000ull;
   for (uint32_t i = 0;; ++i) {
@@ -56,18 +56,18 @@ __device__ inline uint32_t* slot_of(const SymmSync& s, int owner, int channel, i
   return s.pads[owner] + static_cast<int64_t>(channel) * s.world + src;
 }
 
-__device__ void put(const SymmSync& s, int dst, int channel) {
+__device__ inline void put(const SymmSync& s, int dst, int channel) {
   fence_system();  // release: this thread's (and, after __syncthreads, the block's) writes before the signal
   if (!swap_when(slot_of(s, dst, channel, s.rank), 0u, 1u, s)) symm::timed_out(s, channel, dst);
 }
 
-__device__ void wait(const SymmSync& s, int src, int channel) {
+__device__ inline void wait(const SymmSync& s, int src, int channel) {
   if (!swap_when(slot_of(s, s.rank, channel, src), 1u, 0u, s)) symm::timed_out(s, channel, src);
   fence_system();  // acquire: the peer's writes before its signal are visible after this
 }
 
 // Block-level barrier with the same block of every peer: thread p < world signals peer p and waits for it.
-__device__ void block_barrier(const SymmSync& s, int channel) {
+__device__ inline void block_barrier(const SymmSync& s, int channel) {
   __syncthreads();
   if (static_cast<int>(threadIdx.x) < s.world) {
     put(s, threadIdx.x, channel);
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kReduceThreads) symm_reduce_kernel(SymmReduceA
 }
 
 // Copies n bytes with the widest accesses the addresses and size allow.
-__device__ void copy_bytes(char* dst, const char* src, int64_t n) {
+__device__ inline void copy_bytes(char* dst, const char* src, int64_t n) {
   const uintptr_t bits =
       reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | static_cast<uintptr_t>(n);
   if ((bits & 15) == 0) {
