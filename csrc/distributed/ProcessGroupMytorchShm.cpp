@@ -23,8 +23,8 @@
 
 #include <cstring>
 
-#include "csrc/aten/glue/Glue.h"
 #include "csrc/core/DeviceErrors.h"
+#include "csrc/core/KernelDType.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 #include "csrc/distributed/Paths.h"

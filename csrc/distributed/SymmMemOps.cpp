@@ -7,8 +7,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "csrc/aten/glue/Glue.h"
+#include "csrc/core/DeviceAllocator.h"
 #include "csrc/core/DeviceErrors.h"
+#include "csrc/core/KernelDType.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 #include "csrc/distributed/SymmetricMemory.h"
@@ -120,7 +121,7 @@ at::Tensor twoShot(at::Tensor input, const std::optional<at::Tensor>& output, co
   return output ? *output : input;
 }
 
-at::Tensor twoShotAllReduce_(at::Tensor input, std::string reduce_op, std::string group) {
+at::Tensor twoShotAllReduceInPlace(at::Tensor input, std::string reduce_op, std::string group) {
   return twoShot(input, std::nullopt, reduce_op, group, "two_shot_all_reduce_");
 }
 at::Tensor twoShotAllReduceOut(at::Tensor input, std::string reduce_op, std::string group, at::Tensor output) {
@@ -248,7 +249,7 @@ TORCH_LIBRARY_IMPL(symm_mem, PrivateUse1, m) {
   m.impl("one_shot_all_reduce_out", oneShotAllReduceOut);
   m.impl("one_shot_all_reduce_copy", oneShotAllReduceCopy);
   m.impl("one_shot_all_reduce_copy_out", oneShotAllReduceCopyOut);
-  m.impl("two_shot_all_reduce_", twoShotAllReduce_);
+  m.impl("two_shot_all_reduce_", twoShotAllReduceInPlace);
   m.impl("two_shot_all_reduce_out", twoShotAllReduceOut);
   m.impl("reduce_scatter_out", reduceScatterOut);
   m.impl("all_to_all_vdev", allToAllVdev);

@@ -324,6 +324,7 @@ SymmSync MytorchSymmetricMemory::sync(size_t timeout_ms) {
   s.timeout_ms = timeout_ms > 0 ? timeout_ms : static_cast<uint64_t>(timeout_.count());
   s.error = error_;
   s.pids = pids_.data();
+  s.exited = &rt::process_exited;
   return s;
 }
 

@@ -102,15 +102,13 @@ template <typename T>
 __global__ void __launch_bounds__(kReduceThreads) symm_reduce_kernel(SymmReduceArgs a) {
   const SymmSync& s = a.sync;
   const int channel = blockIdx.x;
-  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
   T* mine = static_cast<T*>(a.bufs[s.rank]) + a.offset;
   T* out = static_cast<T*>(a.out);
   if (a.mode == SymmReduceMode::OneShot) {
     if (a.local_in != nullptr)
-      for (int64_t i = first; i < a.numel; i += step) mine[i] = static_cast<const T*>(a.local_in)[i];
+      for (const int64_t i : grid_stride(a.numel)) mine[i] = static_cast<const T*>(a.local_in)[i];
     block_barrier(s, channel);
-    for (int64_t i = first; i < a.numel; i += step) out[i] = reduced<T>(a, i);
+    for (const int64_t i : grid_stride(a.numel)) out[i] = reduced<T>(a, i);
     block_barrier(s, channel);
     return;
   }
@@ -118,14 +116,14 @@ __global__ void __launch_bounds__(kReduceThreads) symm_reduce_kernel(SymmReduceA
     const int64_t per = a.numel / s.world;
     const int64_t nl = a.last_dim > 0 ? a.last_dim / s.world : 0;
     block_barrier(s, channel);
-    for (int64_t i = first; i < per; i += step)
+    for (const int64_t i : grid_stride(per))
       out[i] = reduced<T>(a, nl > 0 ? (i / nl) * a.last_dim + nl * s.rank + i % nl : per * s.rank + i);
     block_barrier(s, channel);
     return;
   }
   const int64_t c = symm::chunk(a.numel, s.world), start = c * s.rank;
   block_barrier(s, channel);
-  for (int64_t i = first; i < c && start + i < a.numel; i += step) {
+  for (const int64_t i : grid_stride(std::min(c, a.numel - start))) {
     const T v = reduced<T>(a, start + i);
     if (a.mode == SymmReduceMode::TwoShot) {
       for (int k = 0; k < s.world; ++k) static_cast<T*>(a.bufs[(s.rank + k) % s.world])[a.offset + start + i] = v;
@@ -135,7 +133,7 @@ __global__ void __launch_bounds__(kReduceThreads) symm_reduce_kernel(SymmReduceA
   }
   block_barrier(s, channel);
   if (a.mode == SymmReduceMode::TwoShot) return;
-  for (int64_t i = first; i < c; i += step) {
+  for (const int64_t i : grid_stride(c)) {
     for (int k = 0; k < s.world; ++k) {
       const int r = (s.rank + k) % s.world;
       if (c * r + i < a.numel) out[c * r + i] = static_cast<const T*>(a.bufs[r])[a.offset + c * r + i];
@@ -167,9 +165,9 @@ __global__ void __launch_bounds__(kSymmThreads) symm_all_to_all_kernel(SymmAllTo
   __syncthreads();
   if (threadIdx.x == 0) symm::plan_destinations(a, split, dest);
   __syncthreads();
-  for (int j = blockIdx.x; j < n; j += gridDim.x) {
+  for (const int64_t j : block_stride(n)) {
     int peer = 0, index = 0;
-    symm::source_of(a.mode, j, a.sync.rank, a.sync.world, a.experts, &peer, &index);
+    symm::source_of(a.mode, static_cast<int>(j), a.sync.rank, a.sync.world, a.experts, &peer, &index);
     if (!symm::segment_ok(a, split[j], source[j], dest[j])) continue;
     copy_bytes(static_cast<char*>(a.out) + dest[j] * a.row_bytes, symm::input_of(a, peer) + source[j] * a.row_bytes,
                split[j] * a.row_bytes);

@@ -11,7 +11,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "mytorch/runtime.h"
 #include "mytorch/symm_mem.h"
 
 namespace mytorch::sim {
@@ -31,7 +30,7 @@ bool swap_when(uint32_t* slot, uint32_t from, uint32_t to, const SymmSync& s, in
     if ((i & 63) == 0) {
       const auto waited = Clock::now() - start;
       if (s.timeout_ms > 0 && waited > std::chrono::milliseconds(s.timeout_ms)) return false;
-      if (peer_pid > 0 && (i & 1023) == 0 && rt::process_exited(peer_pid)) return false;
+      if (peer_pid > 0 && s.exited && (i & 1023) == 0 && s.exited(peer_pid)) return false;
       if (waited > std::chrono::milliseconds(2)) {
         const timespec nap{0, 20000};
         nanosleep(&nap, nullptr);

@@ -8,6 +8,7 @@
 #include <c10/core/ScalarType.h>
 
 #include "csrc/core/Fallback.h"
+#include "csrc/core/KernelDType.h"
 #include "csrc/core/Runtime.h"
 
 #include "mytorch/strided.h"
@@ -16,34 +17,10 @@
 
 namespace mytorch {
 
-inline DType toKernelDType(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Bool: return DType::Bool;
-    case c10::ScalarType::Byte: return DType::UInt8;
-    case c10::ScalarType::Char: return DType::Int8;
-    case c10::ScalarType::Short: return DType::Int16;
-    case c10::ScalarType::Int: return DType::Int32;
-    case c10::ScalarType::Long: return DType::Int64;
-    case c10::ScalarType::Half: return DType::Half;
-    case c10::ScalarType::BFloat16: return DType::BFloat16;
-    case c10::ScalarType::Float: return DType::Float;
-    case c10::ScalarType::Double: return DType::Double;
-    case c10::ScalarType::ComplexFloat: return DType::ComplexFloat;
-    case c10::ScalarType::ComplexDouble: return DType::ComplexDouble;
-    default: return DType::Other;
-  }
-}
-
 // Fallback<at::_ops::op>::call(args...): the op through the CPU fallback, counted as a fallback (the op tables'
 // way out for inputs their kernels do not take).
 template <typename Op>
 using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
-
-// The floating dtypes the kernels compute in: half, bfloat16, float and double (not the float8 types).
-inline bool kernelFloating(c10::ScalarType t) {
-  return t == c10::ScalarType::Float || t == c10::ScalarType::Double || t == c10::ScalarType::Half ||
-         t == c10::ScalarType::BFloat16;
-}
 
 // The dtype the kernels accumulate `t` in: float64 for float64, float32 for the rest (half types included).
 inline c10::ScalarType opmathType(c10::ScalarType t) {

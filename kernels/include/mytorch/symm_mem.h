@@ -58,6 +58,7 @@ struct SymmSync {
   uint64_t timeout_ms = 0;  // 0: wait without limit
   ErrorSite error;          // a timeout: value = the peer waited for, dim = the channel
   const int32_t* pids = nullptr;  // [world] process ids (host memory): the sim's waits notice a peer that exited
+  bool (*exited)(int pid) = nullptr;  // through this (the glue passes the runtime's rt::process_exited)
 };
 
 struct SymmSignalArgs {
