@@ -10,9 +10,14 @@
 //  - all_gather_into_tensor: copy in, barrier, copy every rank's part out, barrier;
 //  - reduce_scatter_tensor (sum, avg; floating dtypes): the round's block of every destination into the
 //    workspace, then symm_reduce's reduce-scatter;
-//  - all_to_all_single: a rank's own block copied directly; every other (source, destination) pair streams
-//    through the source's workspace slot for it, with pairwise ready/free signals (no global rounds).
-//  - the agreement check's exchange (MYTORCH_DIST_CHECK) goes through the workspace too.
+//  - all_to_all_single: every (source, destination) pair streams through the source's workspace slot for it,
+//    with pairwise ready/free signals (no global rounds); the sends go first, then the rank's own block is copied
+//    directly while the peers copy in. A slot's last "free" is waited for only when the slot is next written
+//    (or another collective takes the workspace: settle()), so a rank does not wait at the end of the call for
+//    its peers to finish reading;
+//  - the agreement check's exchange (MYTORCH_DIST_CHECK) goes through two small areas past the workspace, used
+//    alternately: one barrier per check (a rank writing area k again has passed the barrier of the check in
+//    between, which every rank reaches only after reading area k).
 // Everything else (other dtypes and ops, broadcast, gather, scatter, point-to-point, barrier) stays on Gloo. The
 // work is done by the calling thread (sim work runs at submission); a peer that exits or stops answering fails
 // the collective within the group's timeout. Chosen at the group's creation: every rank on one host (ranks
@@ -36,6 +41,7 @@ namespace {
 
 constexpr size_t kWorkspace = size_t(8) << 20;
 constexpr size_t kOneShotBytes = size_t(64) << 10;
+constexpr size_t kCheckArea = size_t(8) << 10;  // each of the agreement check's two areas past the workspace
 
 bool reducible(const at::Tensor& t, const c10d::ReduceOp& op) {
   return kernelFloating(t.scalar_type()) && t.is_contiguous() &&
@@ -47,6 +53,7 @@ class ShmPath final : public Path {
   ShmPath(ProcessGroupMytorch& pg, std::unique_ptr<Path> gloo, OwnedSymmetricMemory ws)
       : Path(pg), gloo_(std::move(gloo)), ws_(std::move(ws)) {
     for (void* p : ws_.handle->get_buffer_ptrs()) peers_.push_back(static_cast<char*>(p));
+    owed_.assign(peers_.size(), 0);
   }
 
   WorkPtr allreduce(const CallInfo& c, Tensors& ts, const c10d::AllreduceOptions& o) override {
@@ -107,56 +114,59 @@ class ShmPath final : public Path {
     if (!in.is_contiguous() || !out.is_contiguous() || in.dim() == 0)
       return gloo_->alltoallBase(c, out, in, outSplits, inSplits, o);
     Tensors outs{out};
-    return run(c, outs, [&] {
-      const int w = world();
-      const int64_t rowIn = in.numel() / std::max<int64_t>(in.size(0), 1) * in.element_size();
-      const int64_t rowOut = out.numel() / std::max<int64_t>(out.size(0), 1) * out.element_size();
-      std::vector<int64_t> sendB(w), sendAt(w), recvB(w), recvAt(w);
-      int64_t a = 0, b = 0, longest = 0;  // this rank's longest pair
-      for (int r = 0; r < w; ++r) {
-        sendB[r] = (inSplits.empty() ? in.size(0) / w : inSplits[r]) * rowIn;
-        recvB[r] = (outSplits.empty() ? out.size(0) / w : outSplits[r]) * rowOut;
-        sendAt[r] = a;
-        recvAt[r] = b;
-        a += sendB[r];
-        b += recvB[r];
-        longest = std::max({longest, sendB[r], recvB[r]});
-      }
-      const int me = pg_.getRank();
-      const char* src = static_cast<const char*>(in.const_data_ptr());
-      char* dst = static_cast<char*>(out.data_ptr());
-      std::memcpy(dst + recvAt[me], src + sendAt[me], static_cast<size_t>(recvB[me]));
-      // Each (source, destination) pair streams through the source's slot for that destination, slot bytes a
-      // round, with its own flow control: "ready" (channel 1) from the source, "free" (channel 2) back. Both ends
-      // know the pair's byte count, so no rank waits on pairs it is not in and no round is agreed globally; a
-      // round's sends come before its receives on every rank, so every wait is answered.
-      const int64_t slot = static_cast<int64_t>(kWorkspace) / w / 16 * 16;
-      for (int64_t at = 0; at < longest; at += slot) {
-        for (int d = 0; d < w; ++d) {
-          if (d == me || sendB[d] <= at) continue;
-          if (at > 0) ws_.handle->wait_signal(d, kFree, timeoutMs());
-          std::memcpy(mine() + d * slot, src + sendAt[d] + at, static_cast<size_t>(std::min(slot, sendB[d] - at)));
-          ws_.handle->put_signal(d, kReady, timeoutMs());
-        }
-        for (int s = 0; s < w; ++s) {
-          if (s == me || recvB[s] <= at) continue;
-          ws_.handle->wait_signal(s, kReady, timeoutMs());
-          std::memcpy(dst + recvAt[s] + at, peer(s) + me * slot, static_cast<size_t>(std::min(slot, recvB[s] - at)));
-          ws_.handle->put_signal(s, kFree, timeoutMs());
-        }
-      }
-      for (int d = 0; d < w; ++d)  // the last round's slots read: the workspace is free for the next collective
-        if (d != me && sendB[d] > 0) ws_.handle->wait_signal(d, kFree, timeoutMs());
-    });
+    return run(
+        c, outs,
+        [&] {
+          const int w = world();
+          const int64_t rowIn = in.numel() / std::max<int64_t>(in.size(0), 1) * in.element_size();
+          const int64_t rowOut = out.numel() / std::max<int64_t>(out.size(0), 1) * out.element_size();
+          std::vector<int64_t> sendB(w), sendAt(w), recvB(w), recvAt(w);
+          int64_t a = 0, b = 0, longest = 0;  // this rank's longest pair
+          for (int r = 0; r < w; ++r) {
+            sendB[r] = (inSplits.empty() ? in.size(0) / w : inSplits[r]) * rowIn;
+            recvB[r] = (outSplits.empty() ? out.size(0) / w : outSplits[r]) * rowOut;
+            sendAt[r] = a;
+            recvAt[r] = b;
+            a += sendB[r];
+            b += recvB[r];
+            longest = std::max({longest, sendB[r], recvB[r]});
+          }
+          const int me = pg_.getRank();
+          const char* src = static_cast<const char*>(in.const_data_ptr());
+          char* dst = static_cast<char*>(out.data_ptr());
+          // Each (source, destination) pair streams through the source's slot for that destination, slot bytes a
+          // round, with its own flow control: "ready" (channel 1) from the source, "free" (channel 2) back. Both ends
+          // know the pair's byte count, so no rank waits on pairs it is not in and no round is agreed globally; a
+          // round's sends come before its receives on every rank, so every wait is answered.
+          const int64_t slot = std::min<int64_t>(static_cast<int64_t>(kWorkspace) / w / 16 * 16, int64_t(128) << 10);
+          for (int64_t at = 0; at < longest; at += slot) {
+            for (int d = 0; d < w; ++d) {
+              if (d == me || sendB[d] <= at) continue;
+              waitFree(d);
+              std::memcpy(mine() + d * slot, src + sendAt[d] + at, static_cast<size_t>(std::min(slot, sendB[d] - at)));
+              ws_.handle->put_signal(d, kReady, timeoutMs());
+              owed_[static_cast<size_t>(d)] = 1;
+            }
+            if (at == 0) std::memcpy(dst + recvAt[me], src + sendAt[me], static_cast<size_t>(recvB[me]));
+            for (int s = 0; s < w; ++s) {
+              if (s == me || recvB[s] <= at) continue;
+              ws_.handle->wait_signal(s, kReady, timeoutMs());
+              std::memcpy(dst + recvAt[s] + at, peer(s) + me * slot,
+                          static_cast<size_t>(std::min(slot, recvB[s] - at)));
+              ws_.handle->put_signal(s, kFree, timeoutMs());
+            }
+          }
+        },
+        /*settleFirst=*/false);
   }
 
   bool exchangeCheck(const at::Tensor& mineRow, std::vector<at::Tensor>& all) override {
     const size_t n = static_cast<size_t>(mineRow.numel() * mineRow.element_size());
-    if (n > kWorkspace) return false;
-    std::memcpy(mine(), mineRow.const_data_ptr(), n);
+    if (n > kCheckArea) return false;
+    const size_t area = kWorkspace + kCheckArea * (checks_++ & 1);
+    std::memcpy(mine() + area, mineRow.const_data_ptr(), n);
     barrier();
-    for (int r = 0; r < world(); ++r) std::memcpy(all[r].data_ptr(), peer(r), n);
-    barrier();
+    for (int r = 0; r < world(); ++r) std::memcpy(all[r].data_ptr(), peer(r) + area, n);
     return true;
   }
 
@@ -204,6 +214,18 @@ class ShmPath final : public Path {
   static constexpr int kReady = 1, kFree = 2;  // all_to_all's channels (barriers use 0)
   size_t timeoutMs() const { return static_cast<size_t>(pg_.timeout().count()); }
 
+  // Waits for the "free" a slot's reader owes since this rank last wrote it (all_to_all).
+  void waitFree(int d) {
+    if (!owed_[static_cast<size_t>(d)]) return;
+    ws_.handle->wait_signal(d, kFree, timeoutMs());
+    owed_[static_cast<size_t>(d)] = 0;
+  }
+  // Every slot read: the whole workspace is this rank's to write again.
+  void settle() {
+    TORCH_CHECK(ws_.handle, "mytorch: the process group was shut down");
+    for (int d = 0; d < world(); ++d) waitFree(d);
+  }
+
   void barrier() {
     TORCH_CHECK(ws_.handle, "mytorch: the process group was shut down");
     ws_.handle->barrier(0, timeoutMs());
@@ -224,9 +246,10 @@ class ShmPath final : public Path {
   }
 
   template <typename F>
-  WorkPtr run(const CallInfo& c, const Tensors& outputs, F body) {
+  WorkPtr run(const CallInfo& c, const Tensors& outputs, F body, bool settleFirst = true) {
     auto work = makeWork(c, outputs, false);
     try {
+      if (settleFirst) settle();
       body();
       work->complete(nullptr);
     } catch (...) {
@@ -238,6 +261,8 @@ class ShmPath final : public Path {
   std::unique_ptr<Path> gloo_;
   OwnedSymmetricMemory ws_;
   std::vector<char*> peers_;  // every rank's workspace, mapped here
+  std::vector<char> owed_;    // owed_[d]: rank d has not yet answered "free" for this rank's slot for it
+  uint64_t checks_ = 0;       // agreement checks so far: which of the two areas the next one uses
 };
 
 } // namespace
@@ -259,9 +284,9 @@ std::unique_ptr<Path> makeIntraHostPath(ProcessGroupMytorch& pg, std::unique_ptr
   if (!wanted || !sameHost(store, rank, world, "mytorch_symm/host")) return gloo;
   int device = 0;
   MT_RT_CHECK(rt::get_device(&device));
-  auto ws =
-      allocateSymmetric(kWorkspace, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
-                        store, rank, world, "mytorch_symm/workspace");
+  auto ws = allocateSymmetric(kWorkspace + 2 * kCheckArea,
+                              c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)), store,
+                              rank, world, "mytorch_symm/workspace");
   return std::make_unique<ShmPath>(pg, std::move(gloo), std::move(ws));
 }
 
