@@ -145,4 +145,24 @@ void raiseDeviceErrors() {
 void setLaunchBlocking(bool on) { blocking().store(on); }
 bool launchBlocking() { return blocking().load(); }
 
+namespace {
+std::atomic<int>& syncMode() {
+  static std::atomic<int> mode{0};
+  return mode;
+}
+} // namespace
+
+void setSyncDebugMode(int mode) {
+  TORCH_CHECK_VALUE(mode >= 0 && mode <= 2, "set_sync_debug_mode: expected 0 (default), 1 (warn) or 2 (error), got ",
+                    mode);
+  syncMode().store(mode);
+}
+int syncDebugMode() { return syncMode().load(); }
+void warnOrErrorOnSync() {
+  const int mode = syncMode().load(std::memory_order_relaxed);
+  if (mode == 0) return;
+  TORCH_CHECK(mode != 2, "called a synchronizing mytorch operation");
+  TORCH_WARN("called a synchronizing mytorch operation");
+}
+
 } // namespace mytorch

@@ -41,4 +41,11 @@ void raiseDeviceErrors();
 void setLaunchBlocking(bool on);
 bool launchBlocking();
 
+// torch.cuda.set_sync_debug_mode's model: 0 off, 1 a warning, 2 an error at every point where an op makes the
+// host wait for the device (a blocking copy to or from pageable host memory, item(), a stream's synchronize) —
+// what a graph capture or a sync-free MoE layer must not do. Explicit device synchronisation is not flagged.
+void setSyncDebugMode(int mode);
+int syncDebugMode();
+void warnOrErrorOnSync();
+
 } // namespace mytorch

@@ -89,6 +89,7 @@ struct MytorchGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return true;
   }
   void synchronizeStream(const c10::Stream& stream) const override {
+    warnOrErrorOnSync();
     MT_RT_CHECK(rt::stream_synchronize(stream.device_index(), nativeHandle(stream)));
     raiseDeviceError(stream.device_index());  // synchronisation points (Note [Device-side errors])
   }

@@ -157,6 +157,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_launch_blocking", [](bool on) { setLaunchBlocking(on); });
   m.def("_launch_blocking", [] { return launchBlocking(); });
+  m.def("_set_sync_debug_mode", [](int mode) { setSyncDebugMode(mode); });
+  m.def("_get_sync_debug_mode", [] { return syncDebugMode(); });
   m.def("_device_properties", [](int d) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(d));
     rt::DeviceProps p{};

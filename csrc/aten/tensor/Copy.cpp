@@ -47,6 +47,7 @@ bool blockCopyable(const at::Tensor& dst, const at::Tensor& src) {
 
 // A synchronisation point: also raises what kernels recorded on the device (Note [Device-side errors]).
 void syncStream(const at::Tensor& t) {
+  warnOrErrorOnSync();
   MT_RT_CHECK(rt::stream_synchronize(t.device().index(), streamFor(t)));
   raiseDeviceError(t.device().index());
 }

@@ -14,6 +14,8 @@ from ._device import (  # noqa: F401
     runtime,
     sim_threads,
     set_launch_blocking,
+    set_sync_debug_mode,
+    get_sync_debug_mode,
     launch_blocking,
     set_device,
     synchronize,

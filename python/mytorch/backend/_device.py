@@ -139,6 +139,25 @@ def launch_blocking() -> bool:
     return bool(_C._launch_blocking())
 
 
+_SYNC_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """torch.cuda.set_sync_debug_mode: "default" (0) does nothing, "warn" (1) warns and "error" (2) raises at every
+    op that makes the host wait for the device (item(), a blocking copy to or from pageable host memory, nonzero's
+    size, a stream's synchronize). torch.mytorch.synchronize() itself is not flagged, as in torch.cuda."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_MODES:
+            raise ValueError(f"invalid value of debug_mode: expected one of {sorted(_SYNC_MODES)}, got {debug_mode!r}")
+        debug_mode = _SYNC_MODES[debug_mode]
+    _C._set_sync_debug_mode(int(debug_mode))
+
+
+def get_sync_debug_mode() -> int:
+    """The current set_sync_debug_mode level (0, 1 or 2)."""
+    return int(_C._get_sync_debug_mode())
+
+
 class _MytorchDeviceProperties(NamedTuple):
     name: str
     total_memory: int

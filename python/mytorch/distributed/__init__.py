@@ -27,7 +27,7 @@ def _split_source():
     if not default.bound_device_id:
         return None
     source = c10d._get_split_source(default)
-    from . import _C
+    from .. import _C
 
     return source if isinstance(source, _C._distributed.ProcessGroupMytorch) else None
 
@@ -37,7 +37,7 @@ def _create_backend(opts, pg_options=None):
     import torch.distributed as dist
     from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo
 
-    from . import _C
+    from .. import _C
 
     store = opts.store
     rank, size, timeout = opts.group_rank, opts.group_size, opts.timeout
@@ -68,7 +68,7 @@ def _register() -> None:
         return
     import torch.distributed as dist
 
-    from . import _C
+    from .. import _C
 
     _C._init_distributed()
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=[BACKEND_NAME])
@@ -101,7 +101,7 @@ def data_path(group=None, nbytes: int | None = None) -> str:
 
 def nccl_version() -> int:
     """NCCL's version code when the cuda runtime can load it, else 0."""
-    from . import _C
+    from .. import _C
 
     return _C._distributed.nccl_version() if hasattr(_C, "_distributed") else 0
 
