@@ -542,6 +542,26 @@ def test_moe_unpermute_matches_the_weighted_sum(dtype):
     assert check(fused, composition, [rows, w], f"moe_unpermute {dtype}") == 2
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_moe_unpermute_masked_slots(dtype):
+    """pos -1 masks a slot (DeepEP's convention): it adds nothing and its weight gradient is zero."""
+    torch.manual_seed(8)
+    tokens, k, hidden = 13, 3, 16
+    rows = torch.randn(tokens * k, hidden, dtype=dtype, requires_grad=True)
+    pos = torch.randperm(tokens * k).view(tokens, k)
+    pos[torch.rand(tokens, k) < 0.4] = -1
+    w = torch.rand(tokens, k, dtype=dtype, requires_grad=True)
+
+    def fused(r, w):
+        return mytorch.ops.moe_unpermute(r, pos.to(r.device), w)
+
+    def composition(r, w):
+        keep = (pos != -1).unsqueeze(-1)
+        return (r[pos.clamp(min=0)] * keep * w.unsqueeze(-1)).sum(1)
+
+    assert check(fused, composition, [rows, w], f"moe_unpermute masked {dtype}") == 2
+
+
 @EMU
 def test_moe_bad_input_raises():
     logits = torch.randn(4, 8, device=DEV)
@@ -556,6 +576,8 @@ def test_moe_bad_input_raises():
     rows = torch.randn(6, 4, device=DEV)
     with pytest.raises(IndexError, match="out of bounds"):
         mytorch.ops.moe_unpermute(rows, torch.tensor([[0, 9]], device=DEV)).cpu()
+    with pytest.raises(IndexError, match="out of bounds"):
+        mytorch.ops.moe_unpermute(rows, torch.tensor([[0, -2]], device=DEV)).cpu()
     with pytest.raises(ValueError, match="expert_ids"):
         mytorch.ops.moe_permute(rows, torch.zeros(5, 2, dtype=torch.long, device=DEV), 4)
 

@@ -207,7 +207,10 @@ __global__ void __launch_bounds__(kThreads) moe_combine_backward_kernel(MoeCombi
     const T* d = static_cast<const T*>(a.dout) + t * a.cols;
     for (int64_t s = 0; s < a.k; ++s) {
       const int64_t p = pos[s];
-      if (p < 0) continue;
+      if (p < 0) {
+        if (a.dweights && threadIdx.x == 0) a.dweights[t * a.k + s] = 0.f;
+        continue;
+      }
       float dot = 0.f;
       for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
         const A dj = A(d[j]);

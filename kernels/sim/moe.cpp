@@ -146,7 +146,10 @@ void combine_backward(const MoeCombineArgs& a) {
       vec::to_opmath(static_cast<const T*>(a.dout) + t * n, d.data(), n);
       for (int64_t s = 0; s < a.k; ++s) {
         const int64_t p = moe::slot_row(a, t, s);
-        if (p < 0) continue;
+        if (p < 0) {
+          if (a.dweights) a.dweights[t * a.k + s] = 0.f;
+          continue;
+        }
         const A w = a.weights ? static_cast<A>(a.weights[t * a.k + s]) : A(1);
         if (a.drows) {
           for (int64_t j = 0; j < n; ++j) out[j] = w * d[j];

@@ -78,8 +78,11 @@ MT_HOST_DEVICE inline bool before(float v, int64_t i, float w, int64_t j) {
 }
 
 // The permuted row of (token t, slot s), or -1 (the error recorded) for a position outside the rows.
+// A slot's row; -1 is a masked slot (DeepEP's convention: a token with fewer experts here than k), skipped
+// with a zero weight gradient; any other position outside the rows is recorded as an error and skipped.
 MT_HOST_DEVICE inline int64_t slot_row(const MoeCombineArgs& a, int64_t t, int64_t s) {
   const int64_t p = a.pos[t * a.k + s];
+  if (p == -1) return -1;
   if (p < 0 || p >= a.num_rows) {
     record_error(a.error, p);
     return -1;

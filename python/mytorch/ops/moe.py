@@ -182,7 +182,8 @@ def _moe_combine_backward_fake(grad, rows, pos, weights, rows_grad, weights_grad
 
 @torch.library.impl("mytorch::moe_combine", "cpu")
 def _moe_combine_cpu(rows, pos, weights):
-    picked = opmath(rows)[pos]  # [T, k, H]
+    keep = (pos != -1).unsqueeze(-1)  # -1: a masked slot
+    picked = opmath(rows)[pos.clamp(min=0)] * keep  # [T, k, H]
     if weights is not None:
         picked = picked * weights.to(picked.dtype).unsqueeze(-1)
     return picked.sum(1).to(rows.dtype)
@@ -191,14 +192,16 @@ def _moe_combine_cpu(rows, pos, weights):
 @torch.library.impl("mytorch::moe_combine_backward", "cpu")
 def _moe_combine_backward_cpu(grad, rows, pos, weights, rows_grad, weights_grad):
     g = opmath(grad)
+    keep = pos != -1  # -1: a masked slot
     drows = rows.new_empty(0)
     if rows_grad:
         w = weights.to(g.dtype).unsqueeze(-1) if weights is not None else torch.ones((), dtype=g.dtype)
         drows = torch.zeros_like(rows)
-        drows[pos.reshape(-1)] = (w * g.unsqueeze(1)).reshape(-1, rows.shape[-1]).to(rows.dtype)
+        upd = (w * g.unsqueeze(1)).expand(*pos.shape, rows.shape[-1])
+        drows[pos[keep]] = upd[keep].to(rows.dtype)
     dw = rows.new_empty((0, 0), dtype=torch.float32)
     if weights_grad and weights is not None:
-        dw = (g.unsqueeze(1) * opmath(rows)[pos]).sum(-1).float()
+        dw = ((g.unsqueeze(1) * opmath(rows)[pos.clamp(min=0)]).sum(-1) * keep).float()
     return drows, dw
 
 
@@ -234,7 +237,8 @@ def moe_permute(
 
 
 def moe_unpermute(rows: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
-    """out[t] = sum_s weights[t, s] * rows[pos[t, s]] (float32 sums, rounded once to rows' dtype)."""
+    """out[t] = sum_s weights[t, s] * rows[pos[t, s]] (float32 sums, rounded once to rows' dtype); a slot whose
+    pos is -1 is masked (adds nothing, zero weight gradient)."""
     return torch.ops.mytorch.moe_combine(rows, pos, weights)
 
 
