@@ -1,0 +1,77 @@
+"""Expert parallelism (mytorch.distributed.ep): dispatch and combine across 2 and 4 ranks of this machine, both
+modes and both transports, against every rank's expected rows and the single-process formula (the rank bodies:
+python/mytorch/testing/_ep_workers.py, with deliberately unbalanced routing)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import mytorch
+from mytorch.testing import _dist_workers as W
+from mytorch.testing import _ep_workers as E
+
+pytestmark = pytest.mark.skipif(not mytorch.distributed.is_available(), reason="torch.distributed with Gloo needed")
+
+SYMM, PG = "symmetric-memory", "process-group"
+
+
+def results(out, ranks):
+    return [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in ranks]
+
+
+@pytest.mark.parametrize(
+    "world, transport, mode, dtype, align, capacity",
+    [
+        (2, SYMM, "exact", "float32", 1, None),
+        (2, SYMM, "exact", "bfloat16", 4, None),
+        (2, PG, "exact", "float32", 4, None),
+        (2, SYMM, "capacity", "bfloat16", 1, 10),  # 10 rows a pair: tokens dropped
+        (2, PG, "capacity", "float32", 4, None),  # the default capacity: nothing dropped
+        (4, SYMM, "exact", "bfloat16", 8, None),
+        (4, PG, "capacity", "float32", 2, 7),
+    ],
+)
+def test_dispatch_combine_and_gradients(tmp_path, world, transport, mode, dtype, align, capacity):
+    experts = 4 * world
+    W.launch(
+        E.correctness_worker,
+        world,
+        str(tmp_path),
+        W.free_port(),
+        transport,
+        mode,
+        dtype,
+        align,
+        capacity,
+        experts,
+        timeout_s=300,
+    )
+    assert all(r["ok"] and r["rows"] > 0 for r in results(tmp_path, range(world)))
+
+
+@pytest.mark.parametrize("transport", [SYMM, PG])
+def test_capacity_mode_makes_no_host_synchronisation(tmp_path, transport):
+    W.launch(E.sync_free_worker, 2, str(tmp_path), W.free_port(), transport, timeout_s=120)
+    assert all(r["ok"] for r in results(tmp_path, range(2)))
+
+
+@pytest.mark.parametrize("transport", [SYMM, PG])
+def test_bad_input_raises_on_every_rank(tmp_path, transport):
+    W.launch(E.bad_input_worker, 2, str(tmp_path), W.free_port(), transport, timeout_s=120)
+    want = {
+        "id": "expert id outside",
+        "shape": "mismatched shapes",
+        "tokens": "max_tokens_per_rank",
+        "experts": "num_experts",
+    }
+    for r in results(tmp_path, range(2)):
+        for name, text in want.items():
+            assert "rank 1 gave" in r["seen"][name] and text in r["seen"][name], (name, r["seen"][name])
+
+
+@pytest.mark.parametrize("transport", [SYMM, PG])
+def test_a_dead_rank_fails_the_others_within_the_timeout(tmp_path, transport):
+    W.launch(E.dead_rank_worker, 2, str(tmp_path), W.free_port(), transport, timeout_s=120)
+    (r,) = results(tmp_path, [0])
+    assert r["error"] != "no error" and r["seconds"] < 30, r
