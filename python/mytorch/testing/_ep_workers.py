@@ -239,7 +239,7 @@ def dead_rank_worker(rank, world, out, port, transport):
 
     from ..distributed import ep
 
-    dist = _init(rank, world, port, timeout_s=5)
+    _init(rank, world, port, timeout_s=5)
     experts = 2 * world
     buf = ep.Buffer(max_tokens_per_rank=16, hidden=H, num_topk=K, dtype=torch.float32, transport=transport)
     if rank == world - 1:
