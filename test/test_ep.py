@@ -75,3 +75,11 @@ def test_a_dead_rank_fails_the_others_within_the_timeout(tmp_path, transport):
     W.launch(E.dead_rank_worker, 2, str(tmp_path), W.free_port(), transport, timeout_s=120)
     (r,) = results(tmp_path, [0])
     assert r["error"] != "no error" and r["seconds"] < 30, r
+
+
+@pytest.mark.parametrize("world, transport, mode", [(2, SYMM, "exact"), (2, PG, "capacity"), (4, SYMM, "capacity")])
+def test_deepseek_v3_shaped_layer_matches_one_process(tmp_path, world, transport, mode):
+    """64 routed experts (top-8, grouped routing with the expert bias), one shared expert, hidden 512, spread over
+    the ranks: outputs and every gradient equal the single-process layer's."""
+    W.launch(E.dsv3_worker, world, str(tmp_path), W.free_port(), 24, transport, mode, timeout_s=600)
+    assert all(r["ok"] for r in results(tmp_path, range(world)))

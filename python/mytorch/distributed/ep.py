@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-__all__ = ["Buffer", "EPHandle"]
+__all__ = ["Buffer", "EPHandle", "moe_experts"]
 
 _ERRORS = {
     1: "an expert id outside [-1, num_experts)",
@@ -505,3 +505,35 @@ class _Combine(torch.autograd.Function):
             if ctx.needs_input_grad[3]:
                 gw = (g_rows.float() * y.float()).sum(1).to(w.dtype)
         return None, None, gy, gw
+
+
+def moe_experts(
+    buf: Buffer,
+    x: torch.Tensor,
+    topk_idx: torch.Tensor,
+    topk_weights: torch.Tensor,
+    num_experts: int,
+    gate_up_proj: torch.Tensor,
+    down_proj: torch.Tensor,
+    expert_alignment: int = 1,
+    mode: str = "exact",
+    capacity: int | None = None,
+) -> torch.Tensor:
+    """The routed experts of an MoE layer over the expert-parallel group: dispatch, this rank's SwiGLU experts as
+    two grouped GEMMs (gate_up_proj [L, H, 2I] with the gate half first, down_proj [L, I, H]: the rank's L =
+    num_experts / world experts), combine. x [T, H] -> sum_k w[t, k] * expert_k(x[t]) [T, H]; differentiable in x,
+    topk_weights and the expert weights."""
+    from ..ops.glu import swiglu
+
+    L = num_experts // buf.world
+    if gate_up_proj.dim() != 3 or gate_up_proj.shape[0] != L or down_proj.dim() != 3 or down_proj.shape[0] != L:
+        raise ValueError(
+            f"ep.moe_experts: expected this rank's {L} experts, gate_up_proj [L, H, 2I] and down_proj [L, I, H], got "
+            f"{tuple(gate_up_proj.shape)} and {tuple(down_proj.shape)}"
+        )
+    recv_x, _, _, h, _ = buf.dispatch(
+        x, topk_idx, topk_weights, num_experts, expert_alignment=expert_alignment, mode=mode, capacity=capacity
+    )
+    hidden = swiglu(torch._grouped_mm(recv_x, gate_up_proj, offs=h.offsets))
+    y = torch._grouped_mm(hidden, down_proj, offs=h.offsets)
+    return buf.combine(y, h)[0]

@@ -253,3 +253,125 @@ def dead_rank_worker(rank, world, out, port, transport):
         err = f"{type(e).__name__}: {e}"
     _write(out, rank, {"error": err, "seconds": time.monotonic() - start})
     os._exit(0)
+
+
+# ---- a DeepSeek-V3-shaped MoE layer, scaled to this machine ----------------------------------------------------------
+DSV3 = dict(hidden=512, experts=64, top_k=8, inter=64, shared_inter=128, n_group=8, topk_group=4, scaling=2.5)
+
+
+def dsv3_params(seed: int = 11):
+    """The layer's weights (CPU float32): router, expert bias, every routed expert, the shared expert."""
+    import torch
+
+    c = DSV3
+    g = torch.Generator().manual_seed(seed)
+    H, E, I, S = c["hidden"], c["experts"], c["inter"], c["shared_inter"]
+    return {
+        "router": torch.randn(E, H, generator=g) / H**0.5,
+        "bias": torch.randn(E, generator=g) * 0.1,
+        "gate_up": torch.randn(E, H, 2 * I, generator=g) / H**0.5,
+        "down": torch.randn(E, I, H, generator=g) / I**0.5,
+        "shared_gate_up": torch.randn(H, 2 * S, generator=g) / H**0.5,
+        "shared_down": torch.randn(S, H, generator=g) / S**0.5,
+    }
+
+
+def _swiglu(a):
+    import torch
+
+    gate, up = a.chunk(2, -1)
+    return torch.nn.functional.silu(gate) * up
+
+
+def dsv3_reference(p, x, ids, dtype):
+    """The single-process layer in plain torch ops on the CPU at `dtype` (every expert on one device), given the
+    routing ids (the selection is discrete: the test shares it so that a last-bit difference in the router's
+    scores cannot pick another expert): (out, the parameters' leaves)."""
+    import torch
+
+    from ..ops.moe import _topk_reference
+
+    c = DSV3
+    q = {k: v.detach().to(dtype).clone().requires_grad_(k != "bias") for k, v in p.items()}
+    xr = x.detach().to(dtype).clone().requires_grad_()
+    logits = xr @ q["router"].T
+    scores = torch.sigmoid(logits.float()).to(dtype)
+    w = scores.gather(1, ids)
+    w = w / (w.sum(-1, keepdim=True) + 1e-20) * c["scaling"]
+    assert torch.equal(
+        _topk_reference(logits.detach().double(), c["top_k"], "sigmoid", True, q["bias"].double(), c["n_group"],
+                        c["topk_group"], 2, c["scaling"])[1].sort(1).values,
+        ids.sort(1).values,
+    ) or dtype != torch.float64, "the shared routing is the router's choice"
+    routed = torch.zeros_like(xr)
+    for e in range(c["experts"]):
+        hit = ids == e
+        tok = hit.any(1).nonzero().flatten()
+        if len(tok) == 0:
+            continue
+        we = (w * hit).sum(1)[tok].unsqueeze(1)
+        h = _swiglu(xr[tok] @ q["gate_up"][e]) @ q["down"][e]
+        routed = routed.index_add(0, tok, we * h)
+    shared = _swiglu(xr @ q["shared_gate_up"]) @ q["shared_down"]
+    return routed + shared, xr, q
+
+
+def dsv3_worker(rank, world, out, port, tokens, transport, mode):
+    """The layer with its 64 experts spread over the ranks (mytorch.distributed.ep.moe_experts), each rank's own
+    tokens, against the single-process layer: outputs, input gradients, this rank's experts' gradients, and the
+    replicated weights' gradients summed over the ranks."""
+    import torch
+
+    from ..distributed import ep
+    from ..ops.glu import swiglu
+    from ..ops.moe import moe_topk
+    from ._compare import assert_aligned
+
+    dist = _init(rank, world, port, timeout_s=120)
+    c = DSV3
+    p = dsv3_params()
+    E, L = c["experts"], c["experts"] // world
+    xs = [torch.randn(tokens + 5 * s, c["hidden"], generator=torch.Generator().manual_seed(100 + s)) for s in range(world)]
+    dev = {k: v.to("mytorch").requires_grad_(k != "bias") for k, v in p.items()}
+    local_gu = dev["gate_up"].detach()[rank * L : (rank + 1) * L].clone().requires_grad_()
+    local_dn = dev["down"].detach()[rank * L : (rank + 1) * L].clone().requires_grad_()
+    buf = ep.Buffer(max_tokens_per_rank=tokens + 5 * world, hidden=c["hidden"], num_topk=c["top_k"],
+                    dtype=torch.float32, transport=transport)
+    x = xs[rank].to("mytorch").requires_grad_()
+    logits = x @ dev["router"].T
+    w, ids = moe_topk(logits, c["top_k"], score="sigmoid", expert_bias=dev["bias"], n_group=c["n_group"],
+                      topk_group=c["topk_group"], scaling=c["scaling"])
+    routed = ep.moe_experts(buf, x, ids, w, E, local_gu, local_dn, expert_alignment=4, mode=mode)
+    shared = swiglu(x @ dev["shared_gate_up"]) @ dev["shared_down"]
+    y = routed + shared
+    gy = torch.randn(y.shape, generator=torch.Generator().manual_seed(200 + rank))
+    y.backward(gy.to("mytorch"))
+    # every rank's routing ids, for the reference
+    n_max = tokens + 5 * (world - 1)
+    pad = torch.full((n_max, c["top_k"]), -1, dtype=torch.int64, device="mytorch")
+    pad[: ids.shape[0]] = ids
+    every = [torch.empty_like(pad) for _ in range(world)]
+    dist.all_gather(every, pad)
+    all_ids = torch.cat([e.cpu()[: tokens + 5 * s] for s, e in enumerate(every)])
+    all_x = torch.cat(xs)
+    all_gy = torch.cat([torch.randn(tokens + 5 * s, c["hidden"], generator=torch.Generator().manual_seed(200 + s))
+                        for s in range(world)])
+    first = sum(tokens + 5 * s for s in range(rank))
+    mine = slice(first, first + tokens + 5 * rank)
+    refs = {}
+    for dt in (torch.float32, torch.float64):
+        o, xr, q = dsv3_reference(p, all_x, all_ids, dt)
+        o.backward(all_gy.to(dt))
+        refs[dt] = (o.detach(), xr.grad, q)
+    (o32, gx32, q32), (o64, gx64, q64) = refs[torch.float32], refs[torch.float64]
+    assert_aligned(y, o32[mine], o64[mine], what=f"DeepSeek-V3 layer output, rank {rank}")
+    assert_aligned(x.grad, gx32[mine], gx64[mine], what="input gradient")
+    sl = slice(rank * L, (rank + 1) * L)
+    assert_aligned(local_gu.grad, q32["gate_up"].grad[sl], q64["gate_up"].grad[sl], what="experts' gate_up gradient")
+    assert_aligned(local_dn.grad, q32["down"].grad[sl], q64["down"].grad[sl], what="experts' down gradient")
+    for name in ("router", "shared_gate_up", "shared_down"):
+        g = dev[name].grad.clone()
+        dist.all_reduce(g)
+        assert_aligned(g, q32[name].grad, q64[name].grad, what=f"{name} gradient summed over the ranks")
+    _write(out, rank, {"ok": True})
+    dist.destroy_process_group()
