@@ -77,7 +77,7 @@ class EPHandle:
     recv_counts: torch.Tensor  # [W] rows received from each rank
     recv_rows: int  # N: received rows (exact) or the static bound (capacity)
     slot_rows: torch.Tensor  # [N, K] expert-grouped row of each received (token, slot), -1 masked
-    row_source: torch.Tensor  # [R] received row of each expert-grouped row, -1 for padding
+    row_gather: torch.Tensor  # [R] received row of each expert-grouped row (B's zero row for padding)
     num_recv_tokens_per_expert: torch.Tensor  # [L] rows per local expert, padded to the alignment
     offsets: torch.Tensor  # [L] int32 group ends, as torch._grouped_mm takes them
     num_recv_tokens_per_expert_list: list | None = None  # exact mode
@@ -85,6 +85,8 @@ class EPHandle:
     send_list: list | None = None  # exact mode, process-group transport: host split sizes
     recv_list: list | None = None
     capacity: int = 0
+    send_src: torch.Tensor | None = None  # [rows sent] token * world + destination of each send row
+    send_tok: torch.Tensor | None = None  # [rows sent] the token of each send row
     _rows: int = field(default=0, repr=False)  # R
     _expert: torch.Tensor | None = field(default=None, repr=False)  # [R] each row's local expert (recv_topk_idx)
     _weights: torch.Tensor | None = field(default=None, repr=False)  # [R] the weights combine uses by default
@@ -129,51 +131,59 @@ class Buffer:
             raise ValueError("ep.Buffer: symmetric memory needs every rank of the group on this host")
         self.transport = transport
         esize = torch.empty((), dtype=dtype).element_size()
-        self._xb = _row_bytes(hidden * esize)
-        self._width = _row_bytes(self._xb + 8 * num_topk)  # the widest row: x, local ids (int32), weights (f32)
+        # Two planes of rows, each its own buffer so every view is dense: "x" (the hidden vectors, or their
+        # gradients and partial sums) and "m" (a dispatched row's K local expert ids and K weights, 32 bits each).
+        self._widths = {"x": _row_bytes(hidden * esize), "m": 8 * num_topk}
         self._rows = self.world * max_tokens_per_rank + 1  # the last row: never written by a transport
-        nbytes = self._rows * self._width
+        self._a, self._b = {}, {}
         if transport == "symmetric-memory":
             import torch.distributed._symmetric_memory as symm_mem
 
             self._group_name = self.group.group_name
-            self._a = symm_mem.empty(nbytes, dtype=torch.uint8, device=self.device)
-            self._b = symm_mem.empty(nbytes, dtype=torch.uint8, device=self.device)
-            self._splits = symm_mem.empty(self.world, dtype=torch.int64, device=self.device)
-            symm_mem.rendezvous(self._a, self._group_name)
-            symm_mem.rendezvous(self._b, self._group_name)
-            symm_mem.rendezvous(self._splits, self._group_name)
+            make = lambda n: symm_mem.empty(n, dtype=torch.uint8, device=self.device)  # noqa: E731
         else:
-            self._a = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-            self._b = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+            make = lambda n: torch.empty(n, dtype=torch.uint8, device=self.device)  # noqa: E731
+        for plane, width in self._widths.items():
+            self._a[plane], self._b[plane] = make(self._rows * width), make(self._rows * width)
+            self._b[plane].zero_()  # B's last row stays zero: the padding rows' source
+        if transport == "symmetric-memory":
+            self._splits = symm_mem.empty(self.world, dtype=torch.int64, device=self.device)
+            for t in (*self._a.values(), *self._b.values(), self._splits):
+                symm_mem.rendezvous(t, self._group_name)
         self._so = torch.empty(2, self.world, dtype=torch.int64, device=self.device)
         self._agreed: set = set()  # num_experts values the ranks have agreed on (capacity mode checks once)
 
-    # ---- views of the byte buffers ----------------------------------------------------------------------------
-    def _view(self, buf: torch.Tensor, width: int) -> torch.Tensor:
-        return buf[: self._rows * width].view(self._rows, width)
+    # ---- views of the planes ------------------------------------------------------------------------------------
+    def _plane(self, side: dict, plane: str) -> torch.Tensor:
+        return side[plane].view(self._rows, self._widths[plane])
 
-    def _cols(self, rows: torch.Tensor, start: int, n: int, dtype: torch.dtype) -> torch.Tensor:
-        size = torch.empty((), dtype=dtype).element_size()
-        return rows[:, start : start + _row_bytes(n * size)].view(dtype)[:, :n]
+    def _xrows(self, side: dict, dtype: torch.dtype) -> torch.Tensor:
+        """[rows, hidden] of dtype over the x plane (dense when a row is a multiple of 16 bytes)."""
+        return self._plane(side, "x").view(dtype)[:, : self.hidden]
+
+    def _meta(self, side: dict) -> torch.Tensor:
+        """[rows, 2K] int32 over the m plane: the ids, then the float32 weights' bits."""
+        return self._plane(side, "m").view(torch.int32)
 
     # ---- the transport ----------------------------------------------------------------------------------------
-    def _move(self, h: EPHandle, width: int, forward: bool) -> torch.Tensor:
-        """Moves the rows written into A's view (send layout when forward, receive layout when not) to B's view
-        (the other layout); returns B's view."""
-        a, b = self._view(self._a, width), self._view(self._b, width)
+    def _move(self, h: EPHandle, planes: tuple, forward: bool) -> None:
+        """Moves the rows written into A's planes (send layout when forward, receive layout when not) to B's (the
+        other layout)."""
         in_counts = h.send_counts if forward else h.recv_counts
         if self.transport == "symmetric-memory":
             self._splits.copy_(in_counts)
-            torch.ops.symm_mem.all_to_all_vdev(a, b, self._splits, self._so, self._group_name)
-            return b
-        if h.mode == "exact":
-            ins, outs = (h.send_list, h.recv_list) if forward else (h.recv_list, h.send_list)
-            dist.all_to_all_single(b[: sum(outs)], a[: sum(ins)], outs, ins, group=self.group)
-        else:  # capacity rows a pair, fixed places: no host split sizes
-            n = self.world * h.capacity
-            dist.all_to_all_single(b[:n], a[:n], group=self.group)
-        return b
+            for plane in planes:
+                a, b = self._plane(self._a, plane), self._plane(self._b, plane)
+                torch.ops.symm_mem.all_to_all_vdev(a, b, self._splits, self._so, self._group_name)
+            return
+        for plane in planes:
+            a, b = self._plane(self._a, plane), self._plane(self._b, plane)
+            if h.mode == "exact":
+                ins, outs = (h.send_list, h.recv_list) if forward else (h.recv_list, h.send_list)
+                dist.all_to_all_single(b[: sum(outs)], a[: sum(ins)], outs, ins, group=self.group)
+            else:  # capacity rows a pair, fixed places: no host split sizes
+                n = self.world * h.capacity
+                dist.all_to_all_single(b[:n], a[:n], group=self.group)
 
     # ---- dispatch -------------------------------------------------------------------------------------------------
     def _check(self, x, topk_idx, topk_weights, num_experts):
@@ -210,7 +220,7 @@ class Buffer:
         valid = (idx >= 0) & (idx < num_experts)
         bad_id = ((idx < -1) | (idx >= num_experts)).any()
         dest = torch.where(valid, idx // L, W)
-        in_rank = torch.zeros(T, W + 1, dtype=torch.int64, device=dev).scatter_(1, dest, 1)[:, :W]
+        in_rank = torch.zeros(T, W + 1, dtype=torch.int64, device=dev).scatter_(1, dest, 1)[:, :W].contiguous()
         counts = in_rank.sum(0)
         place = torch.cumsum(in_rank, 0) - in_rank  # a token's place among those sent to the same rank
         h = EPHandle(mode, num_experts, L, alignment, T, dest, None, None, None, 0, None, None, None, None)
@@ -280,55 +290,68 @@ class Buffer:
         return h
 
     def _expand(self, h: EPHandle, ids: torch.Tensor, w: torch.Tensor, valid_rows: torch.Tensor | None):
-        """Received rows' local ids [N, K] -> the expert-grouped layout: slot_rows, row_source, counts, offsets,
-        and each expert-grouped row's local expert and weight."""
+        """Received rows' local ids [N, K] -> the expert-grouped layout (slot_rows, row_gather, counts, offsets) and
+        each expert-grouped row's local expert and weight. A (row, slot) pair's place inside its expert is its rank
+        among the pairs sorted by (expert, row): rank-major and token order, as the rows arrived."""
         L, a, dev = h.num_local, h.alignment, self.device
-        N = ids.shape[0]
+        N, K = ids.shape
         ok = (ids >= 0) & (ids < L)  # anything else (a masked slot, bytes of a row never sent) is dropped
         if valid_rows is not None:
             ok &= valid_rows.unsqueeze(1)
         e = torch.where(ok, ids, L).long()
-        onehot = torch.zeros(N, L + 1, dtype=torch.int64, device=dev).scatter_(1, e, 1)[:, :L]
-        count = onehot.sum(0)
+        count = torch.zeros(L + 1, dtype=torch.int64, device=dev).scatter_add_(0, e.reshape(-1), torch.ones_like(e).reshape(-1))[:L]
         padded = (count + a - 1) // a * a
         start = torch.cumsum(padded, 0) - padded
-        within = torch.cumsum(onehot, 0) - onehot
+        first = torch.cumsum(count, 0) - count  # where an expert's pairs begin in the sorted order
+        key = e * N + torch.arange(N, device=dev).unsqueeze(1)
+        order = torch.sort(key.reshape(-1), stable=True).indices
+        place = torch.empty_like(order).scatter_(0, order, torch.arange(N * K, device=dev)).view(N, K)
         ec = e.clamp(max=L - 1)
-        slot_rows = torch.where(ok, start[ec] + within.gather(1, ec), -1)
+        slot_rows = torch.where(ok, start[ec] + place - first[ec], -1)
         if h.mode == "exact":
             R = sum(h.num_recv_tokens_per_expert_list)
         else:
-            R = N * min(self.num_topk, L) + L * (a - 1)
+            R = N * min(K, L) + L * (a - 1)
         flat = torch.where(ok, slot_rows, R).reshape(-1)
-        rows = torch.arange(N, device=dev).unsqueeze(1).expand(N, self.num_topk).reshape(-1)
-        row_source = torch.full((R + 1,), -1, dtype=torch.int64, device=dev).scatter_(0, flat, rows)[:R]
+        rows = torch.arange(N, device=dev).unsqueeze(1).expand(N, K).reshape(-1)
+        zero_row = self._rows - 1
+        row_gather = torch.full((R + 1,), zero_row, dtype=torch.int64, device=dev).scatter_(0, flat, rows)[:R]
         expert = torch.full((R + 1,), -1, dtype=torch.int64, device=dev).scatter_(0, flat, e.reshape(-1))[:R]
         weight = torch.zeros(R + 1, dtype=torch.float32, device=dev).scatter_(0, flat, w.reshape(-1).float())[:R]
-        expert = torch.where(row_source >= 0, expert, -1)
-        h.slot_rows, h.row_source, h._rows = slot_rows, row_source, R
+        h.slot_rows, h.row_gather, h._rows = slot_rows, row_gather, R
         h.num_recv_tokens_per_expert = padded
         h.offsets = torch.cumsum(padded, 0).to(torch.int32)
         return expert, weight
 
-    def _send_tokens(self, h: EPHandle, x: torch.Tensor, extra=None) -> torch.Tensor:
-        """Packs x [T, H] (and with extra = (ids, weights) the dispatch metadata) into A in the send layout and
-        moves it; returns B's rows view."""
-        width = self._width if extra is not None else self._xb
-        a = self._view(self._a, width)
-        xv = self._cols(a, 0, self.hidden, x.dtype)
-        if extra is not None:
-            iv = self._cols(a, self._xb, self.num_topk, torch.int32)
-            wv = self._cols(a, self._xb + 4 * self.num_topk, self.num_topk, torch.float32)
-        trash = self._rows - 1
-        L = h.num_local
-        for r in range(self.world):
-            tgt = torch.where(h.send_pos[:, r] >= 0, h.send_pos[:, r], trash)
-            xv.index_copy_(0, tgt, x)
-            if extra is not None:
-                ids, w = extra
-                iv.index_copy_(0, tgt, torch.where(h.dest == r, ids - r * L, -1).to(torch.int32))
-                wv.index_copy_(0, tgt, w.float())
-        return self._move(h, width, forward=True)
+    def _send_source(self, h: EPHandle) -> tuple:
+        """(rows written, each send row's source: token * world + destination) of a layout; computed once."""
+        if h.send_src is None:
+            T, W = h.tokens, self.world
+            n = sum(h.send_list) if h.mode == "exact" else W * h.capacity
+            code = torch.arange(T * W, device=self.device).view(T, W)
+            flat = torch.where(h.send_pos >= 0, h.send_pos, n).reshape(-1)
+            h.send_src = torch.zeros(n + 1, dtype=torch.int64, device=self.device).scatter_(0, flat, code.reshape(-1))[:n]
+            h.send_tok = h.send_src // W
+        return h.send_src.shape[0], h.send_src, h.send_tok
+
+    def _send_tokens(self, h: EPHandle, x: torch.Tensor, meta: tuple | None = None) -> None:
+        """Writes x [T, H] (and with meta = (ids, weights) the dispatch metadata) into A's planes in the send
+        layout — one gather of the rows each plane sends — and moves them to B."""
+        n, src, tok = self._send_source(h)
+        xa = self._xrows(self._a, x.dtype)[:n]
+        if xa.is_contiguous():
+            torch.index_select(x, 0, tok, out=xa)
+        else:
+            xa.copy_(x.index_select(0, tok))
+        if meta is not None:
+            ids, w = meta
+            T, W, L = h.tokens, self.world, h.num_local
+            ranks = torch.arange(W, device=self.device).view(1, W, 1)
+            local = torch.where(h.dest.unsqueeze(1) == ranks, ids.unsqueeze(1) - ranks * L, -1).to(torch.int32)
+            bits = w.float().contiguous().view(torch.int32).unsqueeze(1).expand(T, W, self.num_topk)
+            rows = torch.cat([local, bits], 2).view(T * W, 2 * self.num_topk)
+            torch.index_select(rows, 0, src, out=self._meta(self._a)[:n])
+        self._move(h, ("x", "m") if meta is not None else ("x",), forward=True)
 
     def _recv_valid(self, h: EPHandle) -> torch.Tensor | None:
         if h.mode == "exact":
@@ -340,67 +363,55 @@ class Buffer:
 
     def _dispatch_forward(self, h: EPHandle, x, topk_idx, topk_weights):
         """Moves the rows of a layout; expands them on the receiving side (the first time for this layout)."""
-        b = self._send_tokens(h, x, (topk_idx.to(self.device, torch.int64), topk_weights))
+        self._send_tokens(h, x, (topk_idx.to(self.device, torch.int64), topk_weights))
         if self.transport == "symmetric-memory" and h.recv_counts is None:
             h.recv_counts = self._so[0].clone()
-        N = h.recv_rows
-        ids = self._cols(b, self._xb, self.num_topk, torch.int32)[:N]
-        w = self._cols(b, self._xb + 4 * self.num_topk, self.num_topk, torch.float32)[:N]
+        N, K = h.recv_rows, self.num_topk
+        mb = self._meta(self._b)[:N]
+        ids, w = mb[:, :K], mb[:, K:].contiguous().view(torch.float32)
         if h.slot_rows is None:
             h._expert, weight = self._expand(h, ids, w, self._recv_valid(h))
         else:  # a cached layout: only the weights are new
             flat = h.slot_rows.reshape(-1)
             weight = torch.zeros(h._rows + 1, dtype=torch.float32, device=self.device)
-            weight.scatter_(0, torch.where(flat >= 0, flat, h._rows), w.reshape(-1).float())
+            weight.scatter_(0, torch.where(flat >= 0, flat, h._rows), w.reshape(-1))
             weight = weight[: h._rows]
-        return self._gather_rows(h, self._cols(b, 0, self.hidden, x.dtype)), weight
-
-    def _gather_rows(self, h: EPHandle, received: torch.Tensor) -> torch.Tensor:
-        """The expert-grouped rows [R, H] from the received rows (zero for padding)."""
-        rows = received.index_select(0, h.row_source.clamp(min=0))
-        return rows.masked_fill_((h.row_source < 0).unsqueeze(1), 0)
+        return self._xrows(self._b, x.dtype).index_select(0, h.row_gather), weight
 
     def _combine_forward(self, h: EPHandle, y: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
         """Each received token's expert rows summed (float32, slot order), sent home, the ranks' partials summed
         in rank order (float32): out [T, H] in y's dtype."""
         from ..ops.moe import moe_unpermute
 
-        N = h.recv_rows
         sw = None
         if w is not None:
             sw = torch.where(h.slot_rows >= 0, w.float()[h.slot_rows.clamp(min=0)], 0.0)
-        partial = moe_unpermute(y, h.slot_rows, sw)  # [N, H]
-        a = self._view(self._a, self._xb)
-        self._cols(a, 0, self.hidden, y.dtype)[:N].copy_(partial)
-        b = self._move(h, self._xb, forward=False)
-        back = self._cols(b, 0, self.hidden, y.dtype)
-        return moe_unpermute(back, h.send_pos, None)
+        self._xrows(self._a, y.dtype)[: h.recv_rows].copy_(moe_unpermute(y, h.slot_rows, sw))
+        self._move(h, ("x",), forward=False)
+        return moe_unpermute(self._xrows(self._b, y.dtype), h.send_pos, None)
 
     def _combine_backward_rows(self, h: EPHandle, g: torch.Tensor) -> torch.Tensor:
         """The gradient of combine's output [T, H] sent like a dispatch; each expert-grouped row's gradient [R, H]
         (zero for padding)."""
-        b = self._send_tokens(h, g)
-        return self._gather_rows(h, self._cols(b, 0, self.hidden, g.dtype))
+        self._send_tokens(h, g)
+        return self._xrows(self._b, g.dtype).index_select(0, h.row_gather)
 
     def _dispatch_backward(self, h: EPHandle, g_x: torch.Tensor | None, g_w: torch.Tensor | None, dtype):
         """Dispatch's backward: the rows' gradients summed per received token (a combine without weights) and the
         weights' gradients, moved home together; (grad x [T, H], grad weights [T, K])."""
         from ..ops.moe import moe_unpermute
 
-        N, K = h.recv_rows, self.num_topk
-        width = self._width
-        a = self._view(self._a, width)
+        N, K, T = h.recv_rows, self.num_topk, h.tokens
         if g_x is None:
             g_x = torch.zeros(h._rows, self.hidden, dtype=dtype, device=self.device)
-        self._cols(a, 0, self.hidden, dtype)[:N].copy_(moe_unpermute(g_x.contiguous(), h.slot_rows, None))
+        self._xrows(self._a, dtype)[:N].copy_(moe_unpermute(g_x.contiguous(), h.slot_rows, None))
         gw_slots = torch.zeros(N, K, dtype=torch.float32, device=self.device)
         if g_w is not None:
             gw_slots = torch.where(h.slot_rows >= 0, g_w.float()[h.slot_rows.clamp(min=0)], 0.0)
-        self._cols(a, self._xb + 4 * K, K, torch.float32)[:N].copy_(gw_slots)
-        b = self._move(h, width, forward=False)
-        grad_x = moe_unpermute(self._cols(b, 0, self.hidden, dtype).contiguous(), h.send_pos, None)
-        bw = self._cols(b, self._xb + 4 * K, K, torch.float32)
-        T = h.tokens
+        self._meta(self._a)[:N, K:].copy_(gw_slots.view(torch.int32))
+        self._move(h, ("x", "m"), forward=False)
+        grad_x = moe_unpermute(self._xrows(self._b, dtype), h.send_pos, None)
+        bw = self._meta(self._b)[:, K:].contiguous().view(torch.float32)
         row = h.send_pos.gather(1, h.dest.clamp(max=self.world - 1))  # [T, K] the row that carried slot k
         got = bw.index_select(0, row.clamp(min=0).reshape(-1)).view(T, K, K).diagonal(dim1=1, dim2=2)
         grad_w = torch.where((row >= 0) & (h.dest < self.world), got, 0.0)

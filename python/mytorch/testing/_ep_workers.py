@@ -375,3 +375,110 @@ def dsv3_worker(rank, world, out, port, tokens, transport, mode):
         assert_aligned(g, q32[name].grad, q64[name].grad, what=f"{name} gradient summed over the ranks")
     _write(out, rank, {"ok": True})
     dist.destroy_process_group()
+
+
+# ---- the benchmark (benchmarks/ep.py) ------------------------------------------------------------------------------
+def _stock(x, idx, w, experts, group):
+    """The stock path a new user writes (TorchTitan's all-to-all token dispatcher): rows permuted by expert
+    (moe_permute), the counts exchanged and read to the host, all_to_all_single of one row per (token, expert),
+    the received rows regrouped by local expert; combine the way back and moe_unpermute."""
+    import torch
+    import torch.distributed as dist
+
+    from ..ops.moe import moe_permute, moe_unpermute
+
+    world = dist.get_world_size(group)
+    L = experts // world
+    rows, offsets, pos = moe_permute(x, idx, experts)
+    counts = torch.diff(offsets, prepend=offsets.new_zeros(1)).long()
+    recv_counts = torch.empty_like(counts)
+    dist.all_to_all_single(recv_counts, counts, group=group)
+    host = torch.cat([counts, recv_counts]).cpu()  # the host synchronisation split sizes need
+    send = host[:experts].view(world, L).sum(1).tolist()
+    recv_e = host[experts:]
+    recv = recv_e.view(world, L).sum(1).tolist()
+    got = rows.new_empty(sum(recv), rows.shape[1])
+    dist.all_to_all_single(got, rows, recv, send, group=group)
+    local = torch.arange(L, device=x.device).repeat(world).repeat_interleave(recv_e.to(x.device), output_size=sum(recv))
+    perm = torch.sort(local, stable=True).indices
+    grouped = got.index_select(0, perm)
+    unperm = torch.empty_like(perm).scatter_(0, perm, torch.arange(perm.numel(), device=perm.device))
+
+    def combine(y):
+        back = y.index_select(0, unperm)  # (a gather: the sim's index_copy_ is far slower, issue 55)
+        home = rows.new_empty(rows.shape)
+        dist.all_to_all_single(home, back, send, recv, group=group)
+        return moe_unpermute(home, pos, w)
+
+    return grouped, combine, sum(send) * rows.shape[1] * rows.element_size()
+
+
+def bench_worker(rank, world, out, port, tokens, hidden, experts, k, repeats):
+    """Correctness against the stock path first (the combined output of dispatch -> identity experts -> combine),
+    then the times of dispatch, combine and both, mytorch (exact and capacity mode) against the stock path in the
+    same processes, the bytes each moves, and the host synchronisations each makes per layer."""
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+
+    from ..distributed import ep
+    from ._compare import assert_aligned
+    from .bench import measure
+
+    _init(rank, world, port, timeout_s=300)
+    # as torchrun does for several processes a node (OMP_NUM_THREADS=1): the ranks' thread pools share the cores
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    group = dist.group.WORLD
+    x, idx, w = routing(world, tokens, hidden, k, experts, torch.bfloat16, seed=21, masked=0.0)[rank]
+    x, idx, w = x.to("mytorch"), idx.to("mytorch"), w.to("mytorch")
+    buf = ep.Buffer(group, max_tokens_per_rank=tokens + 3 * world, hidden=hidden, num_topk=k, dtype=torch.bfloat16)
+    sync = torch.mytorch.synchronize
+
+    def ours(mode):
+        rx, _, _, h, _ = buf.dispatch(x, idx, w, experts, mode=mode)
+        return buf.combine(rx, h)[0]
+
+    def stock():
+        grouped, combine, _ = _stock(x, idx, w, experts, group)
+        return combine(grouped)
+
+    ref = stock()
+    for mode in ("exact", "capacity"):
+        assert_aligned(ours(mode), ref.cpu(), None, what=f"ep {mode} against the stock path")
+    syncs = {}
+    for label, fn in (("exact", lambda: ours("exact")), ("capacity", lambda: ours("capacity")), ("stock", stock)):
+        torch.mytorch.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn()
+        torch.mytorch.set_sync_debug_mode(0)
+        syncs[label] = sum("synchronizing" in str(c.message) for c in caught)
+    # the pieces: dispatch alone and combine alone (each repeats on a prepared layout)
+    rx, _, _, h, _ = buf.dispatch(x, idx, w, experts)
+    rxc, _, _, hc, _ = buf.dispatch(x, idx, w, experts, mode="capacity")
+    grouped, stock_combine, stock_bytes = _stock(x, idx, w, experts, group)
+    sent_rows = int(h.send_counts.sum())
+    calls = {
+        "exact": (lambda: ours("exact"), sync),
+        "capacity": (lambda: ours("capacity"), sync),
+        "stock": (stock, sync),
+        "dispatch exact": (lambda: buf.dispatch(x, idx, w, experts), sync),
+        "dispatch capacity": (lambda: buf.dispatch(x, idx, w, experts, mode="capacity"), sync),
+        "dispatch stock": (lambda: _stock(x, idx, w, experts, group), sync),
+        "combine exact": (lambda: buf.combine(rx, h), sync),
+        "combine capacity": (lambda: buf.combine(rxc, hc), sync),
+        "combine stock": (lambda: stock_combine(grouped), sync),
+    }
+    stats = measure(calls, repeats, warmup=2, inner=1)
+    if rank == 0:
+        _write(
+            out,
+            rank,
+            {
+                "times": {label: {"wall": s.wall, "cpu": s.cpu} for label, s in stats.items()},
+                "syncs": syncs,
+                "bytes": {"mytorch": sent_rows * sum(buf._widths.values()), "stock": stock_bytes},
+            },
+        )
+    dist.destroy_process_group()

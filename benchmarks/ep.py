@@ -1,0 +1,71 @@
+"""Expert-parallel dispatch and combine (mytorch.distributed.ep) against the stock path, DeepEP's protocol.
+
+Unbalanced routing (a skewed expert popularity, uneven token counts); correctness against the stock path
+(all_to_all_single + moe_permute, TorchTitan's all-to-all token dispatcher) first; then the times of dispatch,
+combine and both, in the same processes through the benchmark harness (ratio = stock time / mytorch time, above 1:
+mytorch faster), the bytes each sends, and the host synchronisations each makes in a layer (counted with
+torch.mytorch.set_sync_debug_mode("warn")). DeepSeek-V3's shapes scaled to this machine: hidden 7168, 256
+experts, top-8, bfloat16, fewer tokens.
+
+    python benchmarks/ep.py                    # 2 and 4 ranks, 256 tokens a rank
+    python benchmarks/ep.py --ranks 2 --tokens 512 --docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+
+from mytorch.testing import _dist_workers as W
+from mytorch.testing import _ep_workers as E
+from mytorch.testing.bench import Bench, Stats, add_args, make_row, parse_args
+
+
+def main():
+    p = add_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]), repeat=15)
+    p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--tokens", type=int, default=256)
+    p.add_argument("--hidden", type=int, default=7168)
+    p.add_argument("--experts", type=int, default=256)
+    p.add_argument("--topk", type=int, default=8)
+    args = parse_args(p)
+    b = Bench(
+        "ep",
+        args,
+        f"dispatch/combine, hidden {args.hidden}, {args.experts} experts, top-{args.topk}, bfloat16, "
+        f"{args.tokens} tokens a rank, against all_to_all_single + moe_permute",
+    )
+    for world in args.ranks:
+        out = tempfile.mkdtemp()
+        W.launch(
+            E.bench_worker, world, out, W.free_port(), args.tokens, args.hidden, args.experts, args.topk,
+            args.repeat, timeout_s=1800,
+        )
+        r = json.load(open(os.path.join(out, "rank0.json")))
+        t = {k: Stats(v["wall"], v["cpu"]) for k, v in r["times"].items()}
+        b.note(
+            f"\n{world} ranks: host synchronisations a layer: exact {r['syncs']['exact']}, capacity "
+            f"{r['syncs']['capacity']}, stock {r['syncs']['stock']}; bytes a rank sends in dispatch: mytorch "
+            f"{r['bytes']['mytorch'] / 2**20:.1f} MiB, stock {r['bytes']['stock'] / 2**20:.1f} MiB"
+        )
+        for piece, ref in (("", "stock"), ("dispatch ", "dispatch stock"), ("combine ", "combine stock")):
+            for mode in ("exact", "capacity"):
+                mb = r["bytes"]["mytorch"] / 2**20 if piece != "combine " else None
+                b.add(
+                    make_row(
+                        f"{world} ranks {piece or 'dispatch + combine '}{mode}",
+                        t[f"{piece}{mode}"],
+                        t[ref],
+                        "stock",
+                        mb if piece == "dispatch " else None,
+                        "MiB/s" if piece == "dispatch " else "",
+                        {"world": world, "syncs": r["syncs"], "bytes": r["bytes"]},
+                    )
+                )
+    b.finish()
+
+
+if __name__ == "__main__":
+    main()
