@@ -83,3 +83,21 @@ def test_deepseek_v3_shaped_layer_matches_one_process(tmp_path, world, transport
     the ranks: outputs and every gradient equal the single-process layer's."""
     W.launch(E.dsv3_worker, world, str(tmp_path), W.free_port(), 24, transport, mode, timeout_s=600)
     assert all(r["ok"] for r in results(tmp_path, range(world)))
+
+
+@pytest.mark.parametrize("family", ["qwen3_moe", "deepseek_v3"])
+def test_transformers_model_trained_with_ep2_matches_one_process(tmp_path, family):
+    """mytorch.optimize(model, ep_group=...) shards a loaded transformers MoE model's experts over 2 ranks; 20
+    AdamW steps give the single-process run's losses within the shared rule."""
+    pytest.importorskip("transformers")
+    W.launch(E.hf_train_worker, 2, str(tmp_path), W.free_port(), family, 20, timeout_s=600)
+    r0 = results(tmp_path, [0])[0]
+    assert r0["problem"] is None, r0["problem"]
+    assert len(r0["losses"]) == 20 and r0["losses"][-1] < r0["losses"][0] - 0.5
+
+
+def test_transformers_ep_negative_control(tmp_path):
+    """The loss check can fail: without the replicated parameters' gradient sum the losses leave the rule."""
+    pytest.importorskip("transformers")
+    W.launch(E.hf_train_worker, 2, str(tmp_path), W.free_port(), "qwen3_moe", 20, False, timeout_s=600)
+    assert results(tmp_path, [0])[0]["problem"] is not None

@@ -17,7 +17,8 @@ module's forward), except rope's:
   original (per-element or per-pair tables: whichever reproduces it), and calls the original for tensors that are
   neither on mytorch nor on the CPU, so other models of the family are unaffected;
 - moe: top-k routers (softmax: Mixtral, Qwen3-MoE, GPT-OSS; sigmoid with expert bias and groups: DeepSeek-V3) ->
-  mytorch.ops.moe_topk; the experts -> experts_implementation "mytorch" (mytorch.ops.experts_forward);
+  mytorch.ops.moe_topk; the experts -> experts_implementation "mytorch" (mytorch.ops.experts_forward), or with
+  ep_group= sharded over the group's ranks -> "mytorch_ep" (mytorch.distributed.ep.experts_forward);
 - cross_entropy: causal LMs (`lm_head`, `loss_function`) in training mode with labels -> linear_cross_entropy on
   the last hidden states (with Gemma's final softcap, the MoE auxiliary loss, num_items_in_batch and
   shift_labels as transformers'); the logits are not computed and the output's logits are None (as Liger's).
@@ -350,12 +351,18 @@ def optimize(
     rms_norm: bool = True,
     moe: bool = True,
     verbose: bool = True,
+    ep_group=None,
+    ep_max_tokens: int = 4096,
 ) -> nn.Module:
     """Swaps the model's norms, gated MLPs, rotary embedding, MoE routers and experts and causal-LM loss for
     mytorch's fused ops where each gives the module's own result (Note [optimize]), in place, and returns the model,
     as ipex.optimize and torch.compile are used: `model = mytorch.optimize(model)`. What was swapped (counts per
     kind, and `left:` for the candidates that failed their check) is printed (verbose) and kept on the model as
-    `model.mytorch_optimized`: the counts of this call. Idempotent."""
+    `model.mytorch_optimized`: the counts of this call. Idempotent.
+
+    ep_group (a process group): the experts are sharded over its ranks instead (mytorch.distributed.ep.shard_experts:
+    each rank keeps num_experts / world of them; tokens are dispatched to their experts' ranks and combined back,
+    at most ep_max_tokens tokens a rank a layer). Collective: every rank of the group calls it."""
     done: Counter = Counter()
     for m in list(model.modules()):
         if getattr(m.forward, "mytorch_fused", False):
@@ -385,10 +392,17 @@ def optimize(
         and any("Experts" in type(m).__name__ for m in model.modules())
     ):
         try:
-            ops.moe.register_experts()
-            model.set_experts_implementation("mytorch")
-            done["moe_experts"] += 1
+            if ep_group is not None:
+                from .distributed import ep
+
+                done["moe_experts_ep"] += ep.shard_experts(model, ep_group, ep_max_tokens)
+            else:
+                ops.moe.register_experts()
+                model.set_experts_implementation("mytorch")
+                done["moe_experts"] += 1
         except (ValueError, KeyError, AttributeError):
+            if ep_group is not None:
+                raise  # a half-sharded model must not train on
             done["left:experts"] += 1
     rope_mods = _patch_rope(model) if rope else []
     if rope_mods:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-__all__ = ["Buffer", "EPHandle", "moe_experts"]
+__all__ = ["Buffer", "EPHandle", "moe_experts", "shard_experts", "experts_forward"]
 
 _ERRORS = {
     1: "an expert id outside [-1, num_experts)",
@@ -299,7 +299,9 @@ class Buffer:
         if valid_rows is not None:
             ok &= valid_rows.unsqueeze(1)
         e = torch.where(ok, ids, L).long()
-        count = torch.zeros(L + 1, dtype=torch.int64, device=dev).scatter_add_(0, e.reshape(-1), torch.ones_like(e).reshape(-1))[:L]
+        count = torch.zeros(L + 1, dtype=torch.int64, device=dev).scatter_add_(
+            0, e.reshape(-1), torch.ones_like(e).reshape(-1)
+        )[:L]
         padded = (count + a - 1) // a * a
         start = torch.cumsum(padded, 0) - padded
         first = torch.cumsum(count, 0) - count  # where an expert's pairs begin in the sorted order
@@ -330,7 +332,9 @@ class Buffer:
             n = sum(h.send_list) if h.mode == "exact" else W * h.capacity
             code = torch.arange(T * W, device=self.device).view(T, W)
             flat = torch.where(h.send_pos >= 0, h.send_pos, n).reshape(-1)
-            h.send_src = torch.zeros(n + 1, dtype=torch.int64, device=self.device).scatter_(0, flat, code.reshape(-1))[:n]
+            h.send_src = torch.zeros(n + 1, dtype=torch.int64, device=self.device).scatter_(0, flat, code.reshape(-1))[
+                :n
+            ]
             h.send_tok = h.send_src // W
         return h.send_src.shape[0], h.send_src, h.send_tok
 
@@ -548,3 +552,68 @@ def moe_experts(
     hidden = swiglu(torch._grouped_mm(recv_x, gate_up_proj, offs=h.offsets))
     y = torch._grouped_mm(hidden, down_proj, offs=h.offsets)
     return buf.combine(y, h)[0]
+
+
+# ---- transformers: the expert-parallel experts implementation ---------------------------------------------------------
+_EXPERT_PARAMS = ("gate_up_proj", "up_proj", "down_proj", "gate_up_proj_bias", "up_proj_bias", "down_proj_bias")
+
+
+def experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """transformers' experts implementation "mytorch_ep": the module holds this rank's experts (shard_experts);
+    its tokens are dispatched to the ranks of their experts, computed there on the grouped GEMMs, and combined
+    back. Same signature and result as the single-device implementations."""
+    from ..ops.moe import expert_rows
+
+    buf = self._mytorch_ep_buffer
+    recv_x, recv_idx, _, h, _ = buf.dispatch(
+        hidden_states, top_k_index, top_k_weights, self._mytorch_ep_experts, mode=self._mytorch_ep_mode
+    )
+    y = expert_rows(self, recv_x, h.offsets, recv_idx.clamp(min=0) if self.has_bias else None)
+    return buf.combine(y.to(hidden_states.dtype), h)[0]
+
+
+def shard_experts(model: torch.nn.Module, group=None, max_tokens_per_rank: int = 4096, mode: str = "exact") -> int:
+    """Keeps on this rank only its experts of every transformers experts module of `model` (experts r*L .. r*L+L-1
+    of rank r, L = num_experts / world), and switches the model to the "mytorch_ep" implementation with one
+    Buffer per hidden size shared by its layers (a layer uses it only between its dispatch and its combine, and
+    backward passes run one at a time). Collective: every rank of the group calls it on the same model. The
+    parameters that stay replicated (attention, router, shared experts, norms) need their gradients averaged over
+    the group as data parallelism does; the experts' gradients come from every rank's tokens already. Returns the
+    number of modules sharded. After it the model's state_dict holds this rank's experts only."""
+    from transformers.integrations.moe import ExpertsInterface
+
+    group = group if group is not None else dist.group.WORLD
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    buffers: dict = {}
+    count = 0
+    for m in model.modules():
+        if not hasattr(m, "has_gate") or not hasattr(m, "num_experts") or getattr(m, "_mytorch_ep_buffer", None):
+            continue
+        experts = int(m.num_experts)
+        if experts % world:
+            raise ValueError(f"ep.shard_experts: {experts} experts of {type(m).__name__} over {world} ranks")
+        local = experts // world
+        first = None
+        for name in _EXPERT_PARAMS:
+            p = getattr(m, name, None)
+            if isinstance(p, torch.nn.Parameter):
+                if p.shape[0] != experts:
+                    raise ValueError(
+                        f"ep.shard_experts: {type(m).__name__}.{name} has {p.shape[0]} experts, not {experts}"
+                    )
+                setattr(
+                    m, name, torch.nn.Parameter(p.detach()[rank * local : (rank + 1) * local].clone(), p.requires_grad)
+                )
+                first = first if first is not None else p
+        hidden = int(getattr(m, "hidden_dim", getattr(getattr(m, "config", None), "hidden_size", 0)))
+        top_k = int(getattr(m.config, "num_experts_per_tok", 0) or getattr(m.config, "top_k", 0))
+        key = (hidden, top_k, first.dtype)
+        if key not in buffers:
+            buffers[key] = Buffer(group, max_tokens_per_rank, hidden, top_k, first.dtype)
+        m._mytorch_ep_buffer, m._mytorch_ep_experts, m._mytorch_ep_mode = buffers[key], experts, mode
+        m.num_experts = local
+        count += 1
+    if count:
+        ExpertsInterface.register("mytorch_ep", experts_forward)
+        model.set_experts_implementation("mytorch_ep")
+    return count

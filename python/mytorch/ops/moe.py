@@ -247,14 +247,23 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights):
     """A transformers experts implementation on the fused ops: moe_permute, the grouped GEMMs (torch._grouped_mm:
     the device's grouped GEMM kernels), SwiGLU on the packed gate_up rows where the module uses the default gate,
     and moe_unpermute. Same signature and result as transformers' grouped_mm_experts_forward."""
-    from transformers.integrations import moe as hf_moe
-
     num_experts = self.num_experts
     rows, offsets, pos = moe_permute(hidden_states, top_k_index, num_experts)
     expert_of_row = None
     if self.has_bias:
         steps = torch.arange(rows.shape[0], device=rows.device, dtype=torch.int32)
         expert_of_row = (steps.unsqueeze(1) >= offsets.unsqueeze(0)).sum(1).clamp(max=num_experts - 1)
+    out = expert_rows(self, rows, offsets, expert_of_row)
+    return moe_unpermute(out, pos, top_k_weights.to(out.dtype)).to(hidden_states.dtype)
+
+
+def expert_rows(self, rows, offsets, expert_of_row=None):
+    """A transformers experts module's math on rows grouped by expert (offsets: torch._grouped_mm's group ends):
+    the up (gate_up) grouped GEMM, the gate or activation, the down grouped GEMM, biases (expert_of_row: each row's
+    expert, needed with biases) and the post-expert norm. Shared by the single-device and the expert-parallel
+    implementations."""
+    from transformers.integrations import moe as hf_moe
+
     weights = self.gate_up_proj if self.has_gate else self.up_proj
     bias = None
     if self.has_bias:
@@ -275,7 +284,7 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights):
     out = hf_moe._grouped_linear(out, self.down_proj, offsets, bias=bias, is_transposed=self.is_transposed)
     if getattr(self, "has_post_expert_norm", False):
         out = self.post_expert_norm(out)
-    return moe_unpermute(out, pos, top_k_weights.to(out.dtype)).to(hidden_states.dtype)
+    return out
 
 
 def register_experts() -> bool:

@@ -298,11 +298,25 @@ def dsv3_reference(p, x, ids, dtype):
     scores = torch.sigmoid(logits.float()).to(dtype)
     w = scores.gather(1, ids)
     w = w / (w.sum(-1, keepdim=True) + 1e-20) * c["scaling"]
-    assert torch.equal(
-        _topk_reference(logits.detach().double(), c["top_k"], "sigmoid", True, q["bias"].double(), c["n_group"],
-                        c["topk_group"], 2, c["scaling"])[1].sort(1).values,
-        ids.sort(1).values,
-    ) or dtype != torch.float64, "the shared routing is the router's choice"
+    assert (
+        torch.equal(
+            _topk_reference(
+                logits.detach().double(),
+                c["top_k"],
+                "sigmoid",
+                True,
+                q["bias"].double(),
+                c["n_group"],
+                c["topk_group"],
+                2,
+                c["scaling"],
+            )[1]
+            .sort(1)
+            .values,
+            ids.sort(1).values,
+        )
+        or dtype != torch.float64
+    ), "the shared routing is the router's choice"
     routed = torch.zeros_like(xr)
     for e in range(c["experts"]):
         hit = ids == e
@@ -331,16 +345,30 @@ def dsv3_worker(rank, world, out, port, tokens, transport, mode):
     c = DSV3
     p = dsv3_params()
     E, L = c["experts"], c["experts"] // world
-    xs = [torch.randn(tokens + 5 * s, c["hidden"], generator=torch.Generator().manual_seed(100 + s)) for s in range(world)]
+    xs = [
+        torch.randn(tokens + 5 * s, c["hidden"], generator=torch.Generator().manual_seed(100 + s)) for s in range(world)
+    ]
     dev = {k: v.to("mytorch").requires_grad_(k != "bias") for k, v in p.items()}
     local_gu = dev["gate_up"].detach()[rank * L : (rank + 1) * L].clone().requires_grad_()
     local_dn = dev["down"].detach()[rank * L : (rank + 1) * L].clone().requires_grad_()
-    buf = ep.Buffer(max_tokens_per_rank=tokens + 5 * world, hidden=c["hidden"], num_topk=c["top_k"],
-                    dtype=torch.float32, transport=transport)
+    buf = ep.Buffer(
+        max_tokens_per_rank=tokens + 5 * world,
+        hidden=c["hidden"],
+        num_topk=c["top_k"],
+        dtype=torch.float32,
+        transport=transport,
+    )
     x = xs[rank].to("mytorch").requires_grad_()
     logits = x @ dev["router"].T
-    w, ids = moe_topk(logits, c["top_k"], score="sigmoid", expert_bias=dev["bias"], n_group=c["n_group"],
-                      topk_group=c["topk_group"], scaling=c["scaling"])
+    w, ids = moe_topk(
+        logits,
+        c["top_k"],
+        score="sigmoid",
+        expert_bias=dev["bias"],
+        n_group=c["n_group"],
+        topk_group=c["topk_group"],
+        scaling=c["scaling"],
+    )
     routed = ep.moe_experts(buf, x, ids, w, E, local_gu, local_dn, expert_alignment=4, mode=mode)
     shared = swiglu(x @ dev["shared_gate_up"]) @ dev["shared_down"]
     y = routed + shared
@@ -354,8 +382,12 @@ def dsv3_worker(rank, world, out, port, tokens, transport, mode):
     dist.all_gather(every, pad)
     all_ids = torch.cat([e.cpu()[: tokens + 5 * s] for s, e in enumerate(every)])
     all_x = torch.cat(xs)
-    all_gy = torch.cat([torch.randn(tokens + 5 * s, c["hidden"], generator=torch.Generator().manual_seed(200 + s))
-                        for s in range(world)])
+    all_gy = torch.cat(
+        [
+            torch.randn(tokens + 5 * s, c["hidden"], generator=torch.Generator().manual_seed(200 + s))
+            for s in range(world)
+        ]
+    )
     first = sum(tokens + 5 * s for s in range(rank))
     mine = slice(first, first + tokens + 5 * rank)
     refs = {}
@@ -481,4 +513,110 @@ def bench_worker(rank, world, out, port, tokens, hidden, experts, k, repeats):
                 "bytes": {"mytorch": sent_rows * sum(buf._widths.values()), "stock": stock_bytes},
             },
         )
+    dist.destroy_process_group()
+
+
+# ---- transformers models trained with their experts spread over the ranks ----------------------------------------
+def tiny_moe(family: str):
+    """(model class, config) of a small Qwen3-MoE or DeepSeek-V3 (8 routed experts, top-2, 2 layers)."""
+    import transformers
+
+    if family == "qwen3_moe":
+        cfg = transformers.Qwen3MoeConfig(
+            vocab_size=128,
+            hidden_size=64,
+            intermediate_size=128,
+            moe_intermediate_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            num_experts=8,
+            num_experts_per_tok=2,
+        )
+        return transformers.Qwen3MoeForCausalLM, cfg
+    cfg = transformers.DeepseekV3Config(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        moe_intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        n_group=2,
+        topk_group=1,
+        n_shared_experts=1,
+        first_k_dense_replace=0,
+        q_lora_rank=None,
+        kv_lora_rank=32,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=16,
+        v_head_dim=16,
+        routed_scaling_factor=2.5,
+    )
+    return transformers.DeepseekV3ForCausalLM, cfg
+
+
+def hf_train_worker(rank, world, out, port, family, steps, sync_replicated=True):
+    """The same model from the same seed trained `steps` AdamW steps two ways: in one process on the whole batch
+    (rank 0: the reference) and with mytorch.optimize(model, ep_group=...) on each rank's share of the batch,
+    the replicated parameters' gradients summed over the ranks and every rank's loss scaled by 1 / world (data
+    parallelism across the expert-parallel group). The losses agree within the shared rule. sync_replicated=False
+    is the negative control: the replicated parameters' gradients left per rank (each rank then steps on half
+    the batch's gradient)."""
+    import torch
+
+    import mytorch
+
+    from ._compare import misalignment
+
+    dist = _init(rank, world, port, timeout_s=120)
+    cls, cfg = tiny_moe(family)
+    batch, seq = 2, 12
+    # two batches in turn: the model learns them, so the losses fall
+    data = [
+        torch.randint(0, cfg.vocab_size, (world * batch, seq), generator=torch.Generator().manual_seed(50 + s % 2))
+        for s in range(steps)
+    ]
+
+    def fresh(ep_group):
+        torch.manual_seed(0)
+        m = cls(cfg).to("mytorch")
+        mytorch.optimize(m, verbose=False, ep_group=ep_group, ep_max_tokens=batch * seq * world)
+        return m, torch.optim.AdamW(m.parameters(), lr=3e-3)
+
+    ref = []
+    if rank == 0:
+        model, opt = fresh(None)
+        for ids in data:
+            ids = ids.to("mytorch")
+            loss = model(ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            ref.append(float(loss))
+    model, opt = fresh(dist.group.WORLD)
+    experts = {id(p) for m in model.modules() if hasattr(m, "_mytorch_ep_buffer") for p in m.parameters(False)}
+    assert experts, "no experts module was sharded"
+    losses = []
+    for ids in data:
+        ids = ids[rank * batch : (rank + 1) * batch].to("mytorch")
+        loss = model(ids, labels=ids).loss / world
+        loss.backward()
+        for p in model.parameters():
+            if id(p) not in experts and sync_replicated:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                dist.all_reduce(p.grad)
+        opt.step()
+        opt.zero_grad()
+        total = loss.detach().clone()
+        dist.all_reduce(total)
+        losses.append(float(total))
+    problem = None
+    if rank == 0:
+        problem = misalignment(torch.tensor(losses), torch.tensor(ref), None, f"{family} losses, EP={world}") or None
+    _write(out, rank, {"losses": losses, "reference": ref, "problem": problem})
     dist.destroy_process_group()
