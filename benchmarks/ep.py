@@ -40,8 +40,16 @@ def main():
     for world in args.ranks:
         out = tempfile.mkdtemp()
         W.launch(
-            E.bench_worker, world, out, W.free_port(), args.tokens, args.hidden, args.experts, args.topk,
-            args.repeat, timeout_s=1800,
+            E.bench_worker,
+            world,
+            out,
+            W.free_port(),
+            args.tokens,
+            args.hidden,
+            args.experts,
+            args.topk,
+            args.repeat,
+            timeout_s=1800,
         )
         r = json.load(open(os.path.join(out, "rank0.json")))
         t = {k: Stats(v["wall"], v["cpu"]) for k, v in r["times"].items()}

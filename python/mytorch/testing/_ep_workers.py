@@ -265,12 +265,12 @@ def dsv3_params(seed: int = 11):
 
     c = DSV3
     g = torch.Generator().manual_seed(seed)
-    H, E, I, S = c["hidden"], c["experts"], c["inter"], c["shared_inter"]
+    H, E, inter, S = c["hidden"], c["experts"], c["inter"], c["shared_inter"]
     return {
         "router": torch.randn(E, H, generator=g) / H**0.5,
         "bias": torch.randn(E, generator=g) * 0.1,
-        "gate_up": torch.randn(E, H, 2 * I, generator=g) / H**0.5,
-        "down": torch.randn(E, I, H, generator=g) / I**0.5,
+        "gate_up": torch.randn(E, H, 2 * inter, generator=g) / H**0.5,
+        "down": torch.randn(E, inter, H, generator=g) / inter**0.5,
         "shared_gate_up": torch.randn(H, 2 * S, generator=g) / H**0.5,
         "shared_down": torch.randn(S, H, generator=g) / S**0.5,
     }
