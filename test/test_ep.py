@@ -101,3 +101,9 @@ def test_transformers_ep_negative_control(tmp_path):
     pytest.importorskip("transformers")
     W.launch(E.hf_train_worker, 2, str(tmp_path), W.free_port(), "qwen3_moe", 20, False, timeout_s=600)
     assert results(tmp_path, [0])[0]["problem"] is not None
+
+
+@pytest.mark.parametrize("transport", [SYMM, PG])
+def test_fp8_dispatch(tmp_path, transport):
+    W.launch(E.fp8_worker, 2, str(tmp_path), W.free_port(), transport, timeout_s=120)
+    assert all(r["ok"] and r["rows"] > 0 for r in results(tmp_path, range(2)))

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-__all__ = ["Buffer", "EPHandle", "moe_experts", "shard_experts", "experts_forward"]
+__all__ = ["Buffer", "EPHandle", "moe_experts", "shard_experts", "experts_forward", "quantize_fp8", "dequantize_fp8"]
 
 _ERRORS = {
     1: "an expert id outside [-1, num_experts)",
@@ -133,7 +133,9 @@ class Buffer:
         esize = torch.empty((), dtype=dtype).element_size()
         # Two planes of rows, each its own buffer so every view is dense: "x" (the hidden vectors, or their
         # gradients and partial sums) and "m" (a dispatched row's K local expert ids and K weights, 32 bits each).
-        self._widths = {"x": _row_bytes(hidden * esize), "m": 8 * num_topk}
+        groups = (hidden + 127) // 128
+        self._widths = {"x": _row_bytes(hidden * esize), "x8": _row_bytes(hidden), "m": 8 * num_topk, "s": 4 * groups}
+        self._storage = {"x": "x", "x8": "x", "m": "m", "s": "s"}  # FP8 rows share the x plane's memory
         self._rows = self.world * max_tokens_per_rank + 1  # the last row: never written by a transport
         self._a, self._b = {}, {}
         if transport == "symmetric-memory":
@@ -143,9 +145,9 @@ class Buffer:
             make = lambda n: symm_mem.empty(n, dtype=torch.uint8, device=self.device)  # noqa: E731
         else:
             make = lambda n: torch.empty(n, dtype=torch.uint8, device=self.device)  # noqa: E731
-        for plane, width in self._widths.items():
-            self._a[plane], self._b[plane] = make(self._rows * width), make(self._rows * width)
-            self._b[plane].zero_()  # B's last row stays zero: the padding rows' source
+        for plane in ("x", "m", "s"):
+            n = self._rows * self._widths[plane]
+            self._a[plane], self._b[plane] = make(n), make(n)
         if transport == "symmetric-memory":
             self._splits = symm_mem.empty(self.world, dtype=torch.int64, device=self.device)
             for t in (*self._a.values(), *self._b.values(), self._splits):
@@ -155,11 +157,21 @@ class Buffer:
 
     # ---- views of the planes ------------------------------------------------------------------------------------
     def _plane(self, side: dict, plane: str) -> torch.Tensor:
-        return side[plane].view(self._rows, self._widths[plane])
+        width = self._widths[plane]
+        return side[self._storage[plane]][: self._rows * width].view(self._rows, width)
 
     def _xrows(self, side: dict, dtype: torch.dtype) -> torch.Tensor:
         """[rows, hidden] of dtype over the x plane (dense when a row is a multiple of 16 bytes)."""
-        return self._plane(side, "x").view(dtype)[:, : self.hidden]
+        return self._plane(side, "x8" if dtype == torch.float8_e4m3fn else "x").view(dtype)[:, : self.hidden]
+
+    def _scales(self, side: dict) -> torch.Tensor:
+        return self._plane(side, "s").view(torch.float32)
+
+    def _gather(self, rows: torch.Tensor, h: EPHandle) -> torch.Tensor:
+        """The expert-grouped rows from B's received rows; padding rows read the last row, zeroed here (no
+        transport writes it, but another plane's view of the same memory may have)."""
+        rows[-1].zero_()
+        return rows.index_select(0, h.row_gather)
 
     def _meta(self, side: dict) -> torch.Tensor:
         """[rows, 2K] int32 over the m plane: the ids, then the float32 weights' bits."""
@@ -200,7 +212,7 @@ class Buffer:
             return 3, f"{x.shape[0]} tokens, max_tokens_per_rank {self.max_tokens}"
         if num_experts < self.world or num_experts % self.world or num_experts // self.world > _MAX_LOCAL_EXPERTS:
             return 4, f"num_experts {num_experts} over {self.world} ranks (at most {_MAX_LOCAL_EXPERTS} a rank)"
-        if x.shape[1] != self.hidden or x.dtype != self.dtype:
+        if x.shape[1] != self.hidden or x.dtype not in (self.dtype, torch.float8_e4m3fn):
             return 5, f"x {tuple(x.shape)} {x.dtype}, buffer hidden {self.hidden} {self.dtype}"
         return 0, ""
 
@@ -342,6 +354,11 @@ class Buffer:
         """Writes x [T, H] (and with meta = (ids, weights) the dispatch metadata) into A's planes in the send
         layout — one gather of the rows each plane sends — and moves them to B."""
         n, src, tok = self._send_source(h)
+        planes = ["x"]
+        if isinstance(x, tuple):  # FP8 rows and their per-128-channel scales
+            x, scales = x
+            torch.index_select(scales.float().contiguous(), 0, tok, out=self._scales(self._a)[:n])
+            planes = ["x8", "s"]
         xa = self._xrows(self._a, x.dtype)[:n]
         if xa.is_contiguous():
             torch.index_select(x, 0, tok, out=xa)
@@ -355,7 +372,7 @@ class Buffer:
             bits = w.float().contiguous().view(torch.int32).unsqueeze(1).expand(T, W, self.num_topk)
             rows = torch.cat([local, bits], 2).view(T * W, 2 * self.num_topk)
             torch.index_select(rows, 0, src, out=self._meta(self._a)[:n])
-        self._move(h, ("x", "m") if meta is not None else ("x",), forward=True)
+        self._move(h, tuple(planes) + (("m",) if meta is not None else ()), forward=True)
 
     def _recv_valid(self, h: EPHandle) -> torch.Tensor | None:
         if h.mode == "exact":
@@ -380,7 +397,9 @@ class Buffer:
             weight = torch.zeros(h._rows + 1, dtype=torch.float32, device=self.device)
             weight.scatter_(0, torch.where(flat >= 0, flat, h._rows), w.reshape(-1))
             weight = weight[: h._rows]
-        return self._xrows(self._b, x.dtype).index_select(0, h.row_gather), weight
+        if isinstance(x, tuple):
+            return (self._gather(self._xrows(self._b, x[0].dtype), h), self._gather(self._scales(self._b), h)), weight
+        return self._gather(self._xrows(self._b, x.dtype), h), weight
 
     def _combine_forward(self, h: EPHandle, y: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
         """Each received token's expert rows summed (float32, slot order), sent home, the ranks' partials summed
@@ -398,7 +417,7 @@ class Buffer:
         """The gradient of combine's output [T, H] sent like a dispatch; each expert-grouped row's gradient [R, H]
         (zero for padding)."""
         self._send_tokens(h, g)
-        return self._xrows(self._b, g.dtype).index_select(0, h.row_gather)
+        return self._gather(self._xrows(self._b, g.dtype), h)
 
     def _dispatch_backward(self, h: EPHandle, g_x: torch.Tensor | None, g_w: torch.Tensor | None, dtype):
         """Dispatch's backward: the rows' gradients summed per received token (a combine without weights) and the
@@ -432,11 +451,24 @@ class Buffer:
         capacity: int | None = None,
         handle: EPHandle | None = None,
     ):
-        """Sends each token to the ranks holding its top-k experts. x [T, H] (the buffer's hidden and dtype),
-        topk_idx [T, K] global expert ids (-1: no expert), topk_weights [T, K]. Returns (recv_x [R, H] grouped by
-        local expert and padded to expert_alignment, recv_topk_idx [R] each row's local expert (-1: padding),
-        recv_topk_weights [R] float32, handle, event). With handle= the layout of an earlier dispatch is reused
-        (no count exchange, no host synchronisation); topk_idx may then be omitted."""
+        """Sends each token to the ranks holding its top-k experts. x [T, H] (the buffer's hidden and dtype), or
+        (x_fp8 [T, H] float8_e4m3fn, scales [T, ceil(H / 128)] float32) as DeepEP takes FP8 (quantize_fp8 makes
+        them; not differentiable), topk_idx [T, K] global expert ids (-1: no expert), topk_weights [T, K]. Returns
+        (recv_x [R, H] grouped by local expert and padded to expert_alignment — a (rows, scales) pair for FP8 —,
+        recv_topk_idx [R] each row's local expert (-1: padding), recv_topk_weights [R] float32, handle, event).
+        With handle= the layout of an earlier dispatch is reused (no count exchange, no host synchronisation)."""
+        fp8 = isinstance(x, tuple)
+        if fp8:
+            if (
+                len(x) != 2
+                or x[0].dtype != torch.float8_e4m3fn
+                or x[1].shape != (x[0].shape[0], self._widths["s"] // 4)
+            ):
+                raise ValueError(
+                    "ep.dispatch: FP8 input is (x [T, H] float8_e4m3fn, scales [T, ceil(H / 128)] float32), got "
+                    f"{[(tuple(t.shape), t.dtype) for t in x]}"
+                )
+        xs = x[0] if fp8 else x
         if mode not in ("exact", "capacity"):
             raise ValueError(f"ep.dispatch: mode must be 'exact' or 'capacity', got {mode!r}")
         if expert_alignment < 1:
@@ -446,16 +478,20 @@ class Buffer:
         if handle is None:
             if num_experts is None:
                 raise ValueError("ep.dispatch: num_experts is needed without a handle")
-            code, detail = self._check(x, topk_idx, topk_weights, int(num_experts))
+            code, detail = self._check(xs, topk_idx, topk_weights, int(num_experts))
             h = self._layout(topk_idx, int(num_experts), mode, int(expert_alignment), capacity, code, detail)
         else:
-            if tuple(topk_idx.shape) != tuple(handle.dest.shape) or tuple(x.shape) != (handle.tokens, self.hidden):
+            if tuple(topk_idx.shape) != tuple(handle.dest.shape) or tuple(xs.shape) != (handle.tokens, self.hidden):
                 raise ValueError(
                     f"ep.dispatch: the cached handle is for {handle.tokens} tokens x {self.num_topk} slots, got x "
-                    f"{tuple(x.shape)} and topk_idx {tuple(topk_idx.shape)}"
+                    f"{tuple(xs.shape)} and topk_idx {tuple(topk_idx.shape)}"
                 )
             h = dataclasses.replace(handle)
-        recv_x, recv_w = _Dispatch.apply(self, h, x, topk_weights, topk_idx)
+        if fp8:
+            with torch.no_grad():
+                recv_x, recv_w = self._dispatch_forward(h, x, topk_idx, topk_weights)
+        else:
+            recv_x, recv_w = _Dispatch.apply(self, h, x, topk_weights, topk_idx)
         h._weights = recv_w
         return recv_x, h._expert, recv_w, h, _record_event(self.device)
 
@@ -474,6 +510,25 @@ class Buffer:
             raise ValueError(f"ep.combine: expected topk_weights [{handle._rows}], got {tuple(w.shape)}")
         out = _Combine.apply(self, handle, y, w)
         return out, _record_event(self.device)
+
+
+def quantize_fp8(x: torch.Tensor) -> tuple:
+    """x [T, H] -> (x_fp8 [T, H] float8_e4m3fn, scales [T, ceil(H / 128)] float32): one scale per 128 channels,
+    the group's largest magnitude mapped to e4m3's largest finite value (448), DeepEP's input format."""
+    T, H = x.shape
+    groups = (H + 127) // 128
+    padded = torch.nn.functional.pad(x.float(), (0, groups * 128 - H)).view(T, groups, 128)
+    scales = (padded.abs().amax(-1) / 448.0).clamp(min=1e-12)
+    q = (padded / scales.unsqueeze(-1)).view(T, groups * 128)[:, :H].to(torch.float8_e4m3fn)
+    return q, scales
+
+
+def dequantize_fp8(x: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """quantize_fp8's inverse (up to e4m3's rounding): [R, H] in dtype."""
+    R, H = x.shape
+    groups = scales.shape[1]
+    padded = torch.nn.functional.pad(x.float(), (0, groups * 128 - H)).view(R, groups, 128)
+    return (padded * scales.unsqueeze(-1)).view(R, groups * 128)[:, :H].to(dtype)
 
 
 def _record_event(device):

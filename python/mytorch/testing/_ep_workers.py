@@ -620,3 +620,40 @@ def hf_train_worker(rank, world, out, port, family, steps, sync_replicated=True)
         problem = misalignment(torch.tensor(losses), torch.tensor(ref), None, f"{family} losses, EP={world}") or None
     _write(out, rank, {"losses": losses, "reference": ref, "problem": problem})
     dist.destroy_process_group()
+
+
+def fp8_worker(rank, world, out, port, transport):
+    """FP8 dispatch (DeepEP's (x_fp8, scales) input): the received bytes and scales are the expected rows of the
+    quantized tokens, exactly; a bfloat16 dispatch of the same tokens on the same buffer after it is still exact
+    (the FP8 rows share the x plane's memory)."""
+    import torch
+
+    from ..distributed import ep
+
+    dist = _init(rank, world, port, timeout_s=60)
+    experts = 4 * world
+    data = routing(world, 40, 256, K, experts, torch.bfloat16, seed=13)
+    q = [ep.quantize_fp8(x) for x, _, _ in data]
+    buf = ep.Buffer(max_tokens_per_rank=64, hidden=256, num_topk=K, dtype=torch.bfloat16, transport=transport)
+    x, idx, w = data[rank]
+    (r8, rs), ri, rw, h, _ = buf.dispatch(
+        (q[rank][0].to("mytorch"), q[rank][1].to("mytorch")),
+        idx.to("mytorch"),
+        w.to("mytorch"),
+        experts,
+        expert_alignment=4,
+    )
+    as_bytes = [(qx.view(torch.uint8), i, ww) for (qx, _), (_, i, ww) in zip(q, data)]
+    rows, expert, weight, counts = expected_dispatch(as_bytes, rank, world, experts, 4)
+    scales, _, _, _ = expected_dispatch([(s, i, ww) for (_, s), (_, i, ww) in zip(q, data)], rank, world, experts, 4)
+    assert torch.equal(r8.cpu().view(torch.uint8), rows), "FP8 rows"
+    assert torch.equal(rs.cpu(), scales) and torch.equal(ri.cpu(), expert), "FP8 scales and experts"
+    back = ep.dequantize_fp8(r8, rs).cpu()
+    assert torch.equal(back, ep.dequantize_fp8(rows.view(torch.float8_e4m3fn), scales)), "dequantized on the device"
+    ref = ep.dequantize_fp8(*ep.quantize_fp8(x))
+    assert (ref.float() - x.float()).abs().max() <= x.float().abs().max() / 16, "e4m3 keeps 3 mantissa bits"
+    bf, _, _, _, _ = buf.dispatch(x.to("mytorch"), idx.to("mytorch"), w.to("mytorch"), experts, expert_alignment=4)
+    want, _, _, _ = expected_dispatch(data, rank, world, experts, 4)
+    assert torch.equal(bf.cpu(), want), "a bfloat16 dispatch after the FP8 one"
+    _write(out, rank, {"ok": True, "rows": int(sum(counts))})
+    dist.destroy_process_group()
