@@ -91,12 +91,16 @@ if [ "$emu" = "1" ]; then
     bash scripts/emu.sh -m "gpu and not emulator" "${par[@]}" test/test_gpu.py test/test_gpu_nn.py test/test_emu.py
   # a send while the sender's kernel is still queued (an IPC export must wait for it: Ipc.cpp)
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_STREAM_DELAY_US=2000 bash scripts/emu.sh test/test_ipc.py
-  stage "every distributed test through the NCCL path (the emulated NCCL), and symmetric memory's CUDA kernels, AddressSanitizer"
+  stage "every distributed test through the NCCL path (the emulated NCCL), symmetric memory's and expert parallelism's CUDA kernels, AddressSanitizer"
   # One process at a time: each test runs 2-4 rank processes of its own, and the timeouts they check need the cores.
   # The process group's own tests in the natural schedule; the NCCL path's in the fuzzed one with delayed streams.
   MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_distributed.py
   # symmetric memory's CUDA kernels (the process group's own path there is the emulated NCCL, tested above)
   MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_symm_mem.py -k "not intra_host"
+  # expert parallelism's CUDA kernels (all_to_all_vdev, moe_combine, the grouped GEMM) across 2 processes; the
+  # process-group transport, 4 ranks and the transformers models run on sim in the main suite
+  MYTORCH_EMU_SANITIZE=address bash scripts/emu.sh test/test_ep.py -k "(dispatch_combine and 2-symmetric) or \
+    (sync and symmetric) or (fp8 and symmetric) or (bad_input and symmetric) or (deepseek and 2-symmetric)"
   MYTORCH_EMU_SANITIZE=address MYTORCH_EMU_FUZZ=20261129 MYTORCH_EMU_STREAM_DELAY_US=50 \
     bash scripts/emu.sh test/test_nccl_path.py
 fi

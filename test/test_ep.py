@@ -77,7 +77,9 @@ def test_a_dead_rank_fails_the_others_within_the_timeout(tmp_path, transport):
     assert r["error"] != "no error" and r["seconds"] < 30, r
 
 
-@pytest.mark.parametrize("world, transport, mode", [(2, SYMM, "exact"), (2, PG, "capacity"), (4, SYMM, "capacity")])
+@pytest.mark.parametrize(
+    "world, transport, mode", [(2, SYMM, "exact"), (2, PG, "capacity"), (4, SYMM, "capacity"), (4, SYMM, "exact")]
+)
 def test_deepseek_v3_shaped_layer_matches_one_process(tmp_path, world, transport, mode):
     """64 routed experts (top-8, grouped routing with the expert bias), one shared expert, hidden 512, spread over
     the ranks: outputs and every gradient equal the single-process layer's."""
