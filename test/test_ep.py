@@ -109,3 +109,10 @@ def test_transformers_ep_negative_control(tmp_path):
 def test_fp8_dispatch(tmp_path, transport):
     W.launch(E.fp8_worker, 2, str(tmp_path), W.free_port(), transport, timeout_s=120)
     assert all(r["ok"] and r["rows"] > 0 for r in results(tmp_path, range(2)))
+
+
+def test_dispatch_overlaps_the_previous_micro_batch_experts(tmp_path):
+    W.launch(E.overlap_worker, 2, str(tmp_path), W.free_port(), timeout_s=120)
+    for r in results(tmp_path, range(2)):
+        assert r["threads"][0] != r["threads"][1], r  # the transport off the calling thread
+        assert r["overlap_us"] > 0.2 * min(r["dispatch_us"], r["experts_us"]), r  # concurrent, not in turn

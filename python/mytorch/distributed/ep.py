@@ -39,12 +39,22 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["Buffer", "EPHandle", "moe_experts", "shard_experts", "experts_forward", "quantize_fp8", "dequantize_fp8"]
+__all__ = [
+    "Buffer",
+    "EPHandle",
+    "EPWork",
+    "moe_experts",
+    "shard_experts",
+    "experts_forward",
+    "quantize_fp8",
+    "dequantize_fp8",
+]
 
 _ERRORS = {
     1: "an expert id outside [-1, num_experts)",
@@ -510,6 +520,54 @@ class Buffer:
             raise ValueError(f"ep.combine: expected topk_weights [{handle._rows}], got {tuple(w.shape)}")
         out = _Combine.apply(self, handle, y, w)
         return out, _record_event(self.device)
+
+    # ---- overlap -------------------------------------------------------------------------------------------------
+    def dispatch_async(self, *args, **kwargs) -> "EPWork":
+        """dispatch, on the buffer's communication thread (and, on a device with streams, its communication
+        stream): returns at once; EPWork.wait() gives dispatch's results. Meanwhile the caller computes (the
+        experts of the previous micro-batch); it must not use the group for other collectives until then."""
+        return self._submit(self.dispatch, args, kwargs)
+
+    def combine_async(self, *args, **kwargs) -> "EPWork":
+        """combine, as dispatch_async runs dispatch."""
+        return self._submit(self.combine, args, kwargs)
+
+    def _submit(self, fn, args, kwargs) -> "EPWork":
+        if getattr(self, "_comm", None) is None:
+            self._comm = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mytorch-ep")  # calls stay in order
+            self._comm_stream = torch.mytorch.Stream(self.device)
+        caller = torch.mytorch.current_stream(self.device)
+        ready = torch.mytorch.Event()
+        ready.record(caller)  # the communication stream starts after what the caller queued for the inputs
+        grad = torch.is_grad_enabled()
+
+        def run():
+            with torch.set_grad_enabled(grad), torch.mytorch.stream(self._comm_stream):
+                self._comm_stream.wait_event(ready)
+                with torch.profiler.record_function(f"mytorch.ep.{fn.__name__}"):
+                    out = fn(*args, **kwargs)
+                done = torch.mytorch.Event()
+                done.record(self._comm_stream)
+                return out, done
+
+        return EPWork(self._comm.submit(run))
+
+
+class EPWork:
+    """An asynchronous dispatch or combine (Buffer.dispatch_async / combine_async)."""
+
+    def __init__(self, future):
+        self._future = future
+
+    def is_completed(self) -> bool:
+        return self._future.done()
+
+    def wait(self):
+        """The call's results, once it has run; the caller's current stream then waits for the communication
+        stream's work (DeepEP's event.current_stream_wait())."""
+        out, done = self._future.result()
+        torch.mytorch.current_stream().wait_event(done)
+        return out
 
 
 def quantize_fp8(x: torch.Tensor) -> tuple:

@@ -657,3 +657,56 @@ def fp8_worker(rank, world, out, port, transport):
     assert torch.equal(bf.cpu(), want), "a bfloat16 dispatch after the FP8 one"
     _write(out, rank, {"ok": True, "rows": int(sum(counts))})
     dist.destroy_process_group()
+
+
+def overlap_worker(rank, world, out, port):
+    """Two micro-batches: the second one's dispatch runs (dispatch_async) while the first one's experts compute.
+    The profiler's timeline has the dispatch (on the communication thread) inside the experts' time (on the
+    caller's), and the results equal the sequential run's."""
+    import torch
+
+    from ..distributed import ep
+
+    dist = _init(rank, world, port, timeout_s=60)
+    torch.set_num_threads(1)
+    experts, hidden = 4 * world, 256
+    buf = ep.Buffer(max_tokens_per_rank=128, hidden=hidden, num_topk=K, dtype=torch.float32)
+    mbs = [
+        tuple(t.to("mytorch") for t in routing(world, 96, hidden, K, experts, torch.float32, seed=s)[rank])
+        for s in (31, 32)
+    ]
+    g = torch.Generator().manual_seed(3)
+    w1 = torch.randn(experts // world, hidden, 4 * hidden, generator=g).to("mytorch") / 16
+
+    def compute(rx, h):
+        return torch._grouped_mm(
+            torch.relu(torch._grouped_mm(rx, w1, offs=h.offsets)), w1.transpose(1, 2), offs=h.offsets
+        )
+
+    want = []
+    for x, idx, w in mbs:
+        rx, _, _, h, _ = buf.dispatch(x, idx, w, experts)
+        want.append(buf.combine(compute(rx, h), h)[0])
+    from torch._C._profiler import _ExperimentalConfig
+
+    with torch.profiler.profile(experimental_config=_ExperimentalConfig(profile_all_threads=True)) as prof:
+        rx1, _, _, h1, _ = buf.dispatch(*mbs[0], experts)
+        work = buf.dispatch_async(*mbs[1], experts)
+        with torch.profiler.record_function("experts of micro-batch 1"):
+            y1 = compute(rx1, h1)
+        rx2, _, _, h2, _ = work.wait()
+        got = [buf.combine(y1, h1)[0]]
+        got.append(buf.combine(compute(rx2, h2), h2)[0])
+    assert all(torch.equal(a, b) for a, b in zip(got, want)), "overlapped results equal the sequential ones"
+    spans = {}
+    for e in prof.events():
+        if e.name in ("mytorch.ep.dispatch", "experts of micro-batch 1"):
+            spans[e.name] = (e.time_range.start, e.time_range.end, e.thread)
+    d, c = spans["mytorch.ep.dispatch"], spans["experts of micro-batch 1"]
+    overlap = min(d[1], c[1]) - max(d[0], c[0])
+    _write(
+        out,
+        rank,
+        {"overlap_us": overlap, "dispatch_us": d[1] - d[0], "experts_us": c[1] - c[0], "threads": [d[2], c[2]]},
+    )
+    dist.destroy_process_group()
