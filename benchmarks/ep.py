@@ -37,6 +37,7 @@ def main():
         f"dispatch/combine, hidden {args.hidden}, {args.experts} experts, top-{args.topk}, bfloat16, "
         f"{args.tokens} tokens a rank, against all_to_all_single + moe_permute",
     )
+    plotted = {}
     for world in args.ranks:
         out = tempfile.mkdtemp()
         W.launch(
@@ -61,6 +62,7 @@ def main():
         for piece, ref in (("", "stock"), ("dispatch ", "dispatch stock"), ("combine ", "combine stock")):
             for mode in ("exact", "capacity"):
                 mb = r["bytes"]["mytorch"] / 2**20 if piece != "combine " else None
+                plotted[(world, piece or "dispatch + combine ", mode)] = make_row("", t[f"{piece}{mode}"], t[ref]).ratio
                 b.add(
                     make_row(
                         f"{world} ranks {piece or 'dispatch + combine '}{mode}",
@@ -72,7 +74,33 @@ def main():
                         {"world": world, "syncs": r["syncs"], "bytes": r["bytes"]},
                     )
                 )
+    plot(b, plotted, args.ranks)
     b.finish()
+
+
+def plot(b: Bench, ratios: dict, ranks: list) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        b.note("matplotlib is not installed: no plot")
+        return
+    pieces = ("dispatch + combine ", "dispatch ", "combine ")
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / (2 * len(ranks))
+    for j, (world, mode) in enumerate((w, m) for w in ranks for m in ("exact", "capacity")):
+        xs = [i + (j - len(ranks) + 0.5) * width for i in range(len(pieces))]
+        ax.bar(xs, [ratios[(world, p, mode)] for p in pieces], width, label=f"{world} ranks, {mode}")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.axhline(2.0, color="r", lw=0.8, ls="--")
+    ax.set_xticks(range(len(pieces)), [p.strip() for p in pieces])
+    ax.set_ylabel("stock time / mytorch time")
+    ax.set_title("mytorch.distributed.ep against all_to_all_single + moe_permute (sim)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    b.save_plot(fig, "ep_benchmark.png")
 
 
 if __name__ == "__main__":

@@ -116,3 +116,9 @@ def test_dispatch_overlaps_the_previous_micro_batch_experts(tmp_path):
     for r in results(tmp_path, range(2)):
         assert r["threads"][0] != r["threads"][1], r  # the transport off the calling thread
         assert r["overlap_us"] > 0.2 * min(r["dispatch_us"], r["experts_us"]), r  # concurrent, not in turn
+
+
+@pytest.mark.parametrize("transport", [SYMM, PG])
+def test_capacity_mode_inside_torch_compile(tmp_path, transport):
+    W.launch(E.compile_worker, 2, str(tmp_path), W.free_port(), transport, timeout_s=600)
+    assert all(r["ok"] for r in results(tmp_path, range(2)))

@@ -54,6 +54,8 @@ __all__ = [
     "experts_forward",
     "quantize_fp8",
     "dequantize_fp8",
+    "dispatch_capacity",
+    "combine_capacity",
 ]
 
 _ERRORS = {
@@ -164,6 +166,9 @@ class Buffer:
                 symm_mem.rendezvous(t, self._group_name)
         self._so = torch.empty(2, self.world, dtype=torch.int64, device=self.device)
         self._agreed: set = set()  # num_experts values the ranks have agreed on (capacity mode checks once)
+        from . import _ep_ops
+
+        self._id = _ep_ops.register(self)  # the custom operators' name for it
 
     # ---- views of the planes ------------------------------------------------------------------------------------
     def _plane(self, side: dict, plane: str) -> torch.Tensor:
@@ -568,6 +573,9 @@ class EPWork:
         out, done = self._future.result()
         torch.mytorch.current_stream().wait_event(done)
         return out
+
+
+from ._ep_ops import combine_capacity, dispatch_capacity  # noqa: E402  (the operators call Buffer's methods)
 
 
 def quantize_fp8(x: torch.Tensor) -> tuple:
