@@ -66,6 +66,7 @@ def test_bad_input_raises_on_every_rank(tmp_path, transport):
         "experts": "num_experts",
     }
     for r in results(tmp_path, range(2)):
+        assert r["seen"]["capacity invalid"] == 2
         for name, text in want.items():
             assert "rank 1 gave" in r["seen"][name] and text in r["seen"][name], (name, r["seen"][name])
 

@@ -94,6 +94,7 @@ class EPHandle:
     offsets: torch.Tensor  # [L] int32 group ends, as torch._grouped_mm takes them
     num_recv_tokens_per_expert_list: list | None = None  # exact mode
     num_dropped: torch.Tensor | None = None  # capacity mode: [W] tokens past capacity, per destination
+    num_invalid: torch.Tensor | None = None  # ids outside [-1, num_experts): an error in exact mode, dropped here
     send_list: list | None = None  # exact mode, process-group transport: host split sizes
     recv_list: list | None = None
     capacity: int = 0
@@ -245,12 +246,14 @@ class Buffer:
         dev = self.device
         idx = topk_idx.to(dev, torch.int64) if code == 0 else torch.zeros(0, K, dtype=torch.int64, device=dev)
         valid = (idx >= 0) & (idx < num_experts)
-        bad_id = ((idx < -1) | (idx >= num_experts)).any()
+        invalid = ((idx < -1) | (idx >= num_experts)).sum()
+        bad_id = invalid > 0
         dest = torch.where(valid, idx // L, W)
         in_rank = torch.zeros(T, W + 1, dtype=torch.int64, device=dev).scatter_(1, dest, 1)[:, :W].contiguous()
         counts = in_rank.sum(0)
         place = torch.cumsum(in_rank, 0) - in_rank  # a token's place among those sent to the same rank
         h = EPHandle(mode, num_experts, L, alignment, T, dest, None, None, None, 0, None, None, None, None)
+        h.num_invalid = invalid
         if mode == "exact":
             # per destination: rows, rows per local expert (fixed width), the expert count, this rank's error code
             F = _MAX_LOCAL_EXPERTS

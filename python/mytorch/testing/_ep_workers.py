@@ -220,6 +220,11 @@ def bad_input_worker(rank, world, out, port, transport):
             seen[name] = "no error"
         except ValueError as e:
             seen[name] = str(e)
+    # capacity mode reads nothing to the host: a bad id is dropped and counted, never written anywhere
+    bad = idx.clone()
+    bad[0, 0], bad[1, 1] = experts + 3, -7
+    rx, ri, rw, h, _ = buf.dispatch(x, bad, w, experts, mode="capacity")
+    seen["capacity invalid"] = int(h.num_invalid)
     # afterwards a good call works on every rank
     rx, ri, rw, h, _ = buf.dispatch(x, idx, w, experts)
     o, _ = buf.combine(_experts(rx, ri, rank, world, experts), h)
