@@ -1,5 +1,5 @@
 // Python bindings of the process group: mytorch._C._distributed.ProcessGroupMytorch, a subclass of torch's
-// c10d Backend binding (so torch.distributed can register it), created by python/mytorch/distributed.py.
+// c10d Backend binding (so torch.distributed can register it), created by python/mytorch/distributed/__init__.py.
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -40,7 +40,7 @@ void initDistributedBindings(py::module& parent) {
       // torch.distributed's split_group deep-copies `options` (None: the backend's own, getBackendOptions).
       .def_property_readonly("options", [](const ProcessGroupMytorch&) { return py::none(); })
       // new_group on a rank outside the new group, when the default group is bound to a device: its part of
-      // the parent's ncclCommSplit (python/mytorch/distributed.py splits the members' side).
+      // the parent's ncclCommSplit (python/mytorch/distributed/__init__.py splits the members' side).
       .def(
           "perform_nocolor_split",
           [](ProcessGroupMytorch& pg, const c10::Device&) { (void)pg.split(nullptr, {}, nullptr); },

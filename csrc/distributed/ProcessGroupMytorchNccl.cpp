@@ -506,7 +506,7 @@ class NcclPath final : public Path {
   // Note [Subgroups by ncclCommSplit]
   // torch's split_group (DeviceMesh's way when the default group is bound to a device) calls split on every rank
   // of the parent; new_group with a bound default group calls perform_nocolor_split on the ranks outside the new
-  // group and the backend creator (python/mytorch/distributed.py) splits on the members. Either way every rank of
+  // group and the backend creator (python/mytorch/distributed/__init__.py) splits on the members. Either way every rank of
   // the parent takes part in one ncclCommSplit, and the child's communicator needs no store round or fresh init.
   std::pair<void*, int> split(int color, int key, const CallInfo& c) override {
     const c10::DeviceIndex device = device_ >= 0 ? device_ : currentDeviceIndex();

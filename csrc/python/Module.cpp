@@ -271,7 +271,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_host_route_stats", &hostRouteStats);
   m.def("_reset_host_route_stats", &resetHostRouteStats);
   // The process group's classes derive from torch's c10d bindings, which exist once torch.distributed is
-  // imported: python/mytorch/distributed.py calls this then.
+  // imported: python/mytorch/distributed/__init__.py calls this then.
   m.def("_init_distributed", [m]() mutable { dist::initDistributedBindings(m); });
   m.def("_sim_gemm_onednn_calls", &mytorch::simGemmOneDnnCalls);  // GEMMs oneDNN ran (Note [Sim GEMM library])
   m.def("_sim_parallel_probe", &mytorch::simParallelProbe,  // threads a sim parallel_for used (its test)
