@@ -19,8 +19,17 @@ _BUFFERS = weakref.WeakValueDictionary()
 _ids = itertools.count(1)
 
 # the handle's tensors, in the order the operators pass them
-_FIELDS = ("dest", "send_pos", "send_counts", "recv_counts", "slot_rows", "row_gather", "offsets",
-           "num_recv_tokens_per_expert", "num_dropped")
+_FIELDS = (
+    "dest",
+    "send_pos",
+    "send_counts",
+    "recv_counts",
+    "slot_rows",
+    "row_gather",
+    "offsets",
+    "num_recv_tokens_per_expert",
+    "num_dropped",
+)
 
 
 def register(buf) -> int:
@@ -44,19 +53,42 @@ def _handle(buf_id, num_experts, alignment, capacity, tokens, layout):
 
     buf, W, K, L, cap, N, R = _sizes(buf_id, tokens, num_experts, alignment, capacity)
     fields = dict(zip(_FIELDS, layout))
-    h = EPHandle(mode="capacity", num_experts=num_experts, num_local=L, alignment=alignment, tokens=tokens,
-                 recv_rows=N, capacity=cap, **fields)
+    h = EPHandle(
+        mode="capacity",
+        num_experts=num_experts,
+        num_local=L,
+        alignment=alignment,
+        tokens=tokens,
+        recv_rows=N,
+        capacity=cap,
+        **fields,
+    )
     h._rows = R
     return buf, h
 
 
 @torch.library.custom_op("mytorch_ep::dispatch_capacity", mutates_args=())
 def _dispatch(
-    x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, buf_id: int, num_experts: int,
-    alignment: int, capacity: int,
+    x: torch.Tensor,
+    topk_idx: torch.Tensor,
+    topk_weights: torch.Tensor,
+    buf_id: int,
+    num_experts: int,
+    alignment: int,
+    capacity: int,
 ) -> tuple[
-    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
 ]:
     buf = _BUFFERS[buf_id]
     code, detail = buf._check(x, topk_idx, topk_weights, num_experts)
@@ -71,17 +103,31 @@ def _dispatch_fake(x, topk_idx, topk_weights, buf_id, num_experts, alignment, ca
     buf, W, K, L, cap, N, R = _sizes(buf_id, T, num_experts, alignment, capacity)
     i64 = dict(dtype=torch.int64)
     return (
-        x.new_empty(R, x.shape[1]), x.new_empty(R, **i64), x.new_empty(R, dtype=torch.float32),
-        x.new_empty(T, K, **i64), x.new_empty(T, W, **i64), x.new_empty(W, **i64), x.new_empty(W, **i64),
-        x.new_empty(N, K, **i64), x.new_empty(R, **i64), x.new_empty(L, dtype=torch.int32), x.new_empty(L, **i64),
+        x.new_empty(R, x.shape[1]),
+        x.new_empty(R, **i64),
+        x.new_empty(R, dtype=torch.float32),
+        x.new_empty(T, K, **i64),
+        x.new_empty(T, W, **i64),
+        x.new_empty(W, **i64),
+        x.new_empty(W, **i64),
+        x.new_empty(N, K, **i64),
+        x.new_empty(R, **i64),
+        x.new_empty(L, dtype=torch.int32),
+        x.new_empty(L, **i64),
         x.new_empty(W, **i64),
     )
 
 
 @torch.library.custom_op("mytorch_ep::dispatch_capacity_backward", mutates_args=())
 def _dispatch_backward(
-    grad_x: torch.Tensor, grad_w: torch.Tensor, layout: list[torch.Tensor], buf_id: int, num_experts: int,
-    alignment: int, capacity: int, tokens: int,
+    grad_x: torch.Tensor,
+    grad_w: torch.Tensor,
+    layout: list[torch.Tensor],
+    buf_id: int,
+    num_experts: int,
+    alignment: int,
+    capacity: int,
+    tokens: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     buf, h = _handle(buf_id, num_experts, alignment, capacity, tokens, layout)
     return buf._dispatch_backward(h, grad_x, grad_w, grad_x.dtype)
@@ -111,8 +157,14 @@ _dispatch.register_autograd(_dispatch_bwd, setup_context=_dispatch_setup)
 
 @torch.library.custom_op("mytorch_ep::combine_capacity", mutates_args=())
 def _combine(
-    y: torch.Tensor, weights: torch.Tensor, layout: list[torch.Tensor], buf_id: int, num_experts: int,
-    alignment: int, capacity: int, tokens: int,
+    y: torch.Tensor,
+    weights: torch.Tensor,
+    layout: list[torch.Tensor],
+    buf_id: int,
+    num_experts: int,
+    alignment: int,
+    capacity: int,
+    tokens: int,
 ) -> torch.Tensor:
     buf, h = _handle(buf_id, num_experts, alignment, capacity, tokens, layout)
     return buf._combine_forward(h, y, weights)
@@ -125,8 +177,15 @@ def _combine_fake(y, weights, layout, buf_id, num_experts, alignment, capacity, 
 
 @torch.library.custom_op("mytorch_ep::combine_capacity_backward", mutates_args=())
 def _combine_backward(
-    grad: torch.Tensor, y: torch.Tensor, weights: torch.Tensor, layout: list[torch.Tensor], buf_id: int,
-    num_experts: int, alignment: int, capacity: int, tokens: int,
+    grad: torch.Tensor,
+    y: torch.Tensor,
+    weights: torch.Tensor,
+    layout: list[torch.Tensor],
+    buf_id: int,
+    num_experts: int,
+    alignment: int,
+    capacity: int,
+    tokens: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     buf, h = _handle(buf_id, num_experts, alignment, capacity, tokens, layout)
     g_rows = buf._combine_backward_rows(h, grad)
@@ -157,8 +216,9 @@ def _combine_bwd(ctx, grad):
 _combine.register_autograd(_combine_bwd, setup_context=_combine_setup)
 
 
-def dispatch_capacity(buf, x, topk_idx, topk_weights, num_experts: int, expert_alignment: int = 1,
-                      capacity: int | None = None):
+def dispatch_capacity(
+    buf, x, topk_idx, topk_weights, num_experts: int, expert_alignment: int = 1, capacity: int | None = None
+):
     """Capacity-mode dispatch as one operator (torch.compile keeps it in the graph): (recv_x, recv_topk_idx,
     recv_topk_weights, layout); combine_capacity takes the layout back. Differentiable in x and topk_weights."""
     out = torch.ops.mytorch_ep.dispatch_capacity(
