@@ -38,7 +38,9 @@ backward is a dispatch of the output gradient through the handle. See docs/exper
 from __future__ import annotations
 
 import dataclasses
+import functools
 import socket
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -67,6 +69,7 @@ _ERRORS = {
 }
 
 
+_ON_COMM = threading.local()  # .active: this thread is running a buffer's communication calls
 _MAX_LOCAL_EXPERTS = 256  # the count message's fixed width: ranks that disagree on num_experts still agree on it
 
 
@@ -458,7 +461,7 @@ class Buffer:
         grad_w = torch.where((row >= 0) & (h.dest < self.world), got, 0.0)
         return grad_x, grad_w
 
-    def dispatch(
+    def _dispatch(
         self,
         x: torch.Tensor,
         topk_idx: torch.Tensor | None = None,
@@ -513,7 +516,7 @@ class Buffer:
         h._weights = recv_w
         return recv_x, h._expert, recv_w, h, _record_event(self.device)
 
-    def combine(self, y: torch.Tensor, handle: EPHandle, topk_weights: torch.Tensor | None = None):
+    def _combine(self, y: torch.Tensor, handle: EPHandle, topk_weights: torch.Tensor | None = None):
         """out[t] = sum over the slots k of token t of w * y[row of (t, k)], float32 sums, back on the token's home
         rank: (combined_x [T, H] in y's dtype, event). topk_weights [R] (the expert-grouped rows' weights)
         default to those dispatched with the tokens; pass a tensor of ones for an unweighted sum."""
@@ -528,6 +531,14 @@ class Buffer:
             raise ValueError(f"ep.combine: expected topk_weights [{handle._rows}], got {tuple(w.shape)}")
         out = _Combine.apply(self, handle, y, w)
         return out, _record_event(self.device)
+
+    @functools.wraps(_dispatch)
+    def dispatch(self, *args, **kwargs):
+        return self._ordered(self._dispatch, *args, **kwargs)
+
+    @functools.wraps(_combine)
+    def combine(self, *args, **kwargs):
+        return self._ordered(self._combine, *args, **kwargs)
 
     # ---- overlap -------------------------------------------------------------------------------------------------
     def dispatch_async(self, *args, **kwargs) -> "EPWork":
@@ -550,15 +561,27 @@ class Buffer:
         grad = torch.is_grad_enabled()
 
         def run():
-            with torch.set_grad_enabled(grad), torch.mytorch.stream(self._comm_stream):
-                self._comm_stream.wait_event(ready)
-                with torch.profiler.record_function(f"mytorch.ep.{fn.__name__}"):
-                    out = fn(*args, **kwargs)
-                done = torch.mytorch.Event()
-                done.record(self._comm_stream)
-                return out, done
+            _ON_COMM.active = True
+            try:
+                with torch.set_grad_enabled(grad), torch.mytorch.stream(self._comm_stream):
+                    self._comm_stream.wait_event(ready)
+                    with torch.profiler.record_function(f"mytorch.ep.{fn.__name__.lstrip('_')}"):
+                        out = fn(*args, **kwargs)
+                    done = torch.mytorch.Event()
+                    done.record(self._comm_stream)
+                    return out, done
+            finally:
+                _ON_COMM.active = False
 
         return EPWork(self._comm.submit(run))
+
+    def _ordered(self, fn, *args, **kwargs):
+        """fn now, or — once this buffer has made an asynchronous call — queued behind the calls in flight on its
+        communication thread and waited for: every rank then runs the buffer's calls (backward passes included)
+        in the order its program made them, never two at once."""
+        if getattr(self, "_comm", None) is None or getattr(_ON_COMM, "active", False):
+            return fn(*args, **kwargs)
+        return self._submit(fn, args, kwargs).wait()
 
 
 class EPWork:
@@ -620,7 +643,7 @@ class _Dispatch(torch.autograd.Function):
         if not (need_x or need_w):
             return None, None, None, None, None
         with torch.no_grad():
-            gx, gw = ctx.buf._dispatch_backward(ctx.h, g_x, g_w if need_w else None, ctx.dtype)
+            gx, gw = ctx.buf._ordered(ctx.buf._dispatch_backward, ctx.h, g_x, g_w if need_w else None, ctx.dtype)
         return None, None, (gx if need_x else None), (gw if need_w else None), None
 
 
@@ -637,7 +660,7 @@ class _Combine(torch.autograd.Function):
     def backward(ctx, g):
         y, w = ctx.saved_tensors
         with torch.no_grad():
-            g_rows = ctx.buf._combine_backward_rows(ctx.h, g.contiguous())
+            g_rows = ctx.buf._ordered(ctx.buf._combine_backward_rows, ctx.h, g.contiguous())
             gy = gw = None
             if ctx.needs_input_grad[2]:
                 gy = (g_rows.float() * w.float().unsqueeze(1)).to(y.dtype)

@@ -667,7 +667,8 @@ def fp8_worker(rank, world, out, port, transport):
 def overlap_worker(rank, world, out, port):
     """Two micro-batches: the second one's dispatch runs (dispatch_async) while the first one's experts compute.
     The profiler's timeline has the dispatch (on the communication thread) inside the experts' time (on the
-    caller's), and the results equal the sequential run's."""
+    caller's), the first one's combine, called before the dispatch is waited for, runs after it, and the results
+    equal the sequential run's."""
     import torch
 
     from ..distributed import ep
@@ -699,13 +700,13 @@ def overlap_worker(rank, world, out, port):
         work = buf.dispatch_async(*mbs[1], experts)
         with torch.profiler.record_function("experts of micro-batch 1"):
             y1 = compute(rx1, h1)
+        got = [buf.combine(y1, h1)[0]]  # made while the dispatch is in flight: queued behind it, on every rank
         rx2, _, _, h2, _ = work.wait()
-        got = [buf.combine(y1, h1)[0]]
         got.append(buf.combine(compute(rx2, h2), h2)[0])
     assert all(torch.equal(a, b) for a, b in zip(got, want)), "overlapped results equal the sequential ones"
     spans = {}
     for e in prof.events():
-        if e.name in ("mytorch.ep.dispatch", "experts of micro-batch 1"):
+        if e.name in ("mytorch.ep.dispatch", "experts of micro-batch 1") and e.name not in spans:
             spans[e.name] = (e.time_range.start, e.time_range.end, e.thread)
     d, c = spans["mytorch.ep.dispatch"], spans["experts of micro-batch 1"]
     overlap = min(d[1], c[1]) - max(d[0], c[0])
