@@ -354,6 +354,33 @@ def stage_bench(r: Run) -> None:
         json.dump(merged, open(os.path.join(r.out, "bench.json"), "w"), indent=1)
 
 
+# The 2-rank symmetric-memory cases of test/test_ep.py: the ones the test command runs on the emulated build.
+EP_CASES = (
+    "(dispatch_combine and 2-symmetric) or (sync and symmetric) or (fp8 and symmetric) or (deepseek and 2-symmetric)"
+)
+
+
+def stage_ep(r: Run) -> None:
+    """Symmetric memory and expert parallelism across 2 rank processes sharing the GPU (CUDA IPC between them, the
+    symm_mem and moe kernels on the device), then benchmarks/ep.py at 2 ranks against the stock all-to-all path
+    in the same processes. Without a GPU the tests run on the emulated build under ASan (the benchmark is the
+    sim's, in docs/expert_parallel.md). Last: it runs when the deadline leaves time, or when named."""
+    if r.gpu:
+        env = r.env
+    else:
+        env = dict(r.env, MYTORCH_EMU_SANITIZE="address")
+    run = f"{PY} -m pytest" if r.gpu else "bash scripts/emu.sh"
+    symm = pytest_cmd(r, "ep", ["test/test_symm_mem.py"], "").replace(f"{PY} -m pytest", run, 1)
+    ep = pytest_cmd(r, "ep", ["test/test_ep.py"], "").replace(f"{PY} -m pytest", run, 1)
+    cmds = [
+        ("test_symm_mem", f"{symm} -k 'not intra_host'", env, FILE_TIMEOUT),
+        ("test_ep", f"{ep} -k {shlex.quote(EP_CASES)}", env, FILE_TIMEOUT),
+    ]
+    if r.gpu:
+        cmds.append(("bench_ep", f"{PY} benchmarks/ep.py --ranks 2 --repeat 5 --out {r.path('bench')}", env, 300))
+    r.stage("ep", cmds)
+
+
 STAGES = {
     "probe": stage_probe,
     "build": stage_build,
@@ -367,6 +394,7 @@ STAGES = {
     "sanitizer": stage_sanitizer,
     "align": stage_align,
     "fuzz": stage_fuzz,
+    "ep": stage_ep,
 }
 
 
