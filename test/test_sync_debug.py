@@ -49,8 +49,14 @@ def test_error_and_warn_on_sync(mode, name):
 @pytest.mark.parametrize("name", sorted(FREE))
 def test_no_flag_without_sync(mode, name):
     x = torch.arange(10.0, device="mytorch")
+    mode("warn")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        FREE[name](x)
+    assert not [w for w in caught if "synchronizing" in str(w.message)], [str(w.message) for w in caught]
     mode("error")
-    FREE[name](x)
+    FREE[name](x)  # (raises if the op synchronises)
+    assert torch.mytorch.get_sync_debug_mode() == 2
 
 
 def test_bad_mode(mode):

@@ -596,34 +596,35 @@ def hf_train_worker(rank, world, out, port, family, steps, sync_replicated=True)
         mytorch.optimize(m, verbose=False, ep_group=ep_group, ep_max_tokens=batch * seq * world)
         return m, torch.optim.AdamW(m.parameters(), lr=3e-3)
 
-    ref = []
-    if rank == 0:
-        model, opt = fresh(None)
+    def train(model, opt, rows, scale=1.0, after_backward=lambda: None):
+        """The steps on each batch's `rows`; the losses (each scaled by `scale` before backward)."""
+        out = []
         for ids in data:
-            ids = ids.to("mytorch")
-            loss = model(ids, labels=ids).loss
+            ids = ids[rows].to("mytorch")
+            loss = model(ids, labels=ids).loss * scale
             loss.backward()
+            after_backward()
             opt.step()
             opt.zero_grad()
-            ref.append(float(loss))
+            out.append(loss.detach())
+        return out
+
+    ref = [float(v) for v in train(*fresh(None), slice(None))] if rank == 0 else []
     model, opt = fresh(dist.group.WORLD)
     experts = {id(p) for m in model.modules() if hasattr(m, "_mytorch_ep_buffer") for p in m.parameters(False)}
     assert experts, "no experts module was sharded"
-    losses = []
-    for ids in data:
-        ids = ids[rank * batch : (rank + 1) * batch].to("mytorch")
-        loss = model(ids, labels=ids).loss / world
-        loss.backward()
+
+    def sum_replicated():
         for p in model.parameters():
             if id(p) not in experts and sync_replicated:
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
                 dist.all_reduce(p.grad)
-        opt.step()
-        opt.zero_grad()
-        total = loss.detach().clone()
-        dist.all_reduce(total)
-        losses.append(float(total))
+
+    losses = []
+    for loss in train(model, opt, slice(rank * batch, (rank + 1) * batch), 1 / world, sum_replicated):
+        dist.all_reduce(loss)
+        losses.append(float(loss))
     problem = None
     if rank == 0:
         problem = misalignment(torch.tensor(losses), torch.tensor(ref), None, f"{family} losses, EP={world}") or None
