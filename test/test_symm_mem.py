@@ -66,3 +66,16 @@ def test_memory_counts_and_is_released(tmp_path):
 def test_async_tp_mlp_equals_the_unfused_one(tmp_path):
     W.launch(S.tp_worker, 2, str(tmp_path), W.free_port(), timeout_s=180)
     assert all(r["ok"] for r in results(tmp_path, range(2)))
+
+
+@pytest.mark.skipif(torch.mytorch.runtime() != "sim", reason="the intra-host path is the sim's")
+def test_all_to_all_reads_large_pairs_directly(tmp_path):
+    W.launch(S.direct_worker, 2, str(tmp_path), W.free_port(), timeout_s=180)
+    for r in results(tmp_path, range(2)):
+        assert r["small"] == r["base"], r  # pairs below 256 KiB stream through the workspace: nothing mapped
+        assert r["direct"] > r["small"], r  # a 280 KB pair: the peer's segment mapped (and this rank's exported)
+        assert r["again"] == r["direct"], r  # the same segments: the cached mapping
+        # 20 new source segments: 20 of this rank's exported, and the peer's mapped at most 16 at a time (15 new
+        # with the first big one's); without the bound it would be 40
+        assert r["many"] - r["again"] <= 20 + 15, r
+        assert r["after"] <= r["many"] - 16, r  # destroying the group closes the mappings

@@ -14,10 +14,24 @@
 //    with pairwise ready/free signals (no global rounds); the sends go first, then the rank's own block is copied
 //    directly while the peers copy in. A slot's last "free" is waited for only when the slot is next written
 //    (or another collective takes the workspace: settle()), so a rank does not wait at the end of the call for
-//    its peers to finish reading;
+//    its peers to finish reading. A pair of at least kDirectBytes whose source lies in a segment of the caching
+//    allocator moves in one copy instead of two (Note [Direct all_to_all reads]);
 //  - the agreement check's exchange (MYTORCH_DIST_CHECK) goes through two small areas past the workspace, used
 //    alternately: one barrier per check (a rank writing area k again has passed the barrier of the check in
 //    between, which every rank reaches only after reading area k).
+//
+// Note [Direct all_to_all reads]
+// Through the slots every byte of a pair is copied twice (into the source's slot, out of it), and a 1 MiB
+// all_to_all is bound by those copies. For a pair of kDirectBytes or more, the source instead writes a
+// descriptor (its segment's IPC handle, the block's offset and length) into the pair's descriptor area past the
+// workspace and signals "ready"; the destination maps the segment (rt::ipc_open_mem_handle; the first export
+// moves the segment into a memory file, Note [Sharing sim memory between processes]), copies the block straight
+// into its output and signals "free", which the source waits for before the call returns (the caller may write
+// its input at once). The descriptor says which way the pair goes, so a source whose memory cannot be exported
+// (not the allocator's, or mapped from another process) streams through the slots and the destination follows.
+// Mappings are cached per handle (a handle names one memory file, and a mapping keeps its file alive, so a
+// cached handle never names other memory), at most kMappings, the least recently used closed first; a peer
+// segment freed since stays mapped (its pages held) until evicted or the group is destroyed.
 // Everything else (other dtypes and ops, broadcast, gather, scatter, point-to-point, barrier) stays on Gloo. The
 // work is done by the calling thread (sim work runs at submission); a peer that exits or stops answering fails
 // the collective within the group's timeout. Chosen at the group's creation: every rank on one host (ranks
@@ -27,7 +41,11 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstring>
+#include <list>
+#include <string>
+#include <utility>
 
+#include "csrc/core/DeviceAllocator.h"
 #include "csrc/core/DeviceErrors.h"
 #include "csrc/core/KernelDType.h"
 #include "csrc/core/Runtime.h"
@@ -42,6 +60,19 @@ namespace {
 constexpr size_t kWorkspace = size_t(8) << 20;
 constexpr size_t kOneShotBytes = size_t(64) << 10;
 constexpr size_t kCheckArea = size_t(8) << 10;  // each of the agreement check's two areas past the workspace
+constexpr int64_t kDirectBytes = int64_t(256) << 10;  // all_to_all pairs from this size read the source directly
+constexpr size_t kMappings = 16;                      // peers' segments kept mapped for direct reads
+
+// A pair's descriptor (Note [Direct all_to_all reads]), one per destination past the check areas.
+struct DirectDesc {
+  uint32_t direct;  // 1: read the block from the segment below; 0: it streams through the slot
+  uint32_t pad;
+  int64_t offset, bytes, segment;  // the block in the segment, and the segment's size
+  rt::IpcMemHandle handle;
+};
+constexpr size_t kDescSlot = 128;
+static_assert(sizeof(DirectDesc) <= kDescSlot, "DirectDesc outgrew its slot");
+constexpr size_t kDescArea = kWorkspace + 2 * kCheckArea;
 
 bool reducible(const at::Tensor& t, const c10d::ReduceOp& op) {
   return kernelFloating(t.scalar_type()) && t.is_contiguous() &&
@@ -54,6 +85,10 @@ class ShmPath final : public Path {
       : Path(pg), gloo_(std::move(gloo)), ws_(std::move(ws)) {
     for (void* p : ws_.handle->get_buffer_ptrs()) peers_.push_back(static_cast<char*>(p));
     owed_.assign(peers_.size(), 0);
+  }
+
+  ~ShmPath() override {
+    if (ws_.handle) closeMappings();
   }
 
   WorkPtr allreduce(const CallInfo& c, Tensors& ts, const c10d::AllreduceOptions& o) override {
@@ -139,23 +174,48 @@ class ShmPath final : public Path {
           // know the pair's byte count, so no rank waits on pairs it is not in and no round is agreed globally; a
           // round's sends come before its receives on every rank, so every wait is answered.
           const int64_t slot = std::min<int64_t>(static_cast<int64_t>(kWorkspace) / w / 16 * 16, int64_t(128) << 10);
+          bool anyDirect = false;  // export the input's segment only when a pair can use it
+          for (int d = 0; d < w; ++d) anyDirect |= d != me && sendB[d] >= kDirectBytes;
+          const DirectDesc exported = anyDirect ? exportOf(in) : DirectDesc{};
+          std::vector<char> directSend(static_cast<size_t>(w), 0), directRecv(static_cast<size_t>(w), 0);
           for (int64_t at = 0; at < longest; at += slot) {
             for (int d = 0; d < w; ++d) {
-              if (d == me || sendB[d] <= at) continue;
+              if (d == me || sendB[d] <= at || directSend[static_cast<size_t>(d)]) continue;
               waitFree(d);
-              std::memcpy(mine() + d * slot, src + sendAt[d] + at, static_cast<size_t>(std::min(slot, sendB[d] - at)));
+              if (at == 0) {  // the pair's descriptor says which way it goes
+                DirectDesc desc = exported;
+                desc.direct = exported.direct && sendB[d] >= kDirectBytes;
+                desc.offset += sendAt[d];
+                desc.bytes = sendB[d];
+                std::memcpy(mine() + kDescArea + static_cast<size_t>(d) * kDescSlot, &desc, sizeof(desc));
+                directSend[static_cast<size_t>(d)] = static_cast<char>(desc.direct);
+              }
+              if (!directSend[static_cast<size_t>(d)])
+                std::memcpy(mine() + d * slot, src + sendAt[d] + at,
+                            static_cast<size_t>(std::min(slot, sendB[d] - at)));
               ws_.handle->put_signal(d, kReady, timeoutMs());
               owed_[static_cast<size_t>(d)] = 1;
             }
             if (at == 0) std::memcpy(dst + recvAt[me], src + sendAt[me], static_cast<size_t>(recvB[me]));
             for (int s = 0; s < w; ++s) {
-              if (s == me || recvB[s] <= at) continue;
+              if (s == me || recvB[s] <= at || directRecv[static_cast<size_t>(s)]) continue;
               ws_.handle->wait_signal(s, kReady, timeoutMs());
+              if (at == 0) {
+                DirectDesc desc;
+                std::memcpy(&desc, peer(s) + kDescArea + static_cast<size_t>(me) * kDescSlot, sizeof(desc));
+                if (desc.direct) {
+                  directRecv[static_cast<size_t>(s)] = 1;
+                  readDirect(s, desc, dst + recvAt[s], recvB[s]);
+                  continue;
+                }
+              }
               std::memcpy(dst + recvAt[s] + at, peer(s) + me * slot,
                           static_cast<size_t>(std::min(slot, recvB[s] - at)));
               ws_.handle->put_signal(s, kFree, timeoutMs());
             }
           }
+          for (int d = 0; d < w; ++d)  // the peers read this rank's input: done before the caller may write it
+            if (directSend[static_cast<size_t>(d)]) waitFree(d);
         },
         /*settleFirst=*/false);
   }
@@ -202,6 +262,7 @@ class ShmPath final : public Path {
   WorkPtr barrier(const CallInfo& c, const c10d::BarrierOptions& o) override { return gloo_->barrier(c, o); }
   void shutdown(bool abort) override {
     gloo_->shutdown(abort);
+    if (ws_.handle) closeMappings();
     ws_ = OwnedSymmetricMemory{};  // the peers' mappings closed, the workspace back to the allocator
   }
   bool symmetricMemory() const override { return true; }
@@ -220,6 +281,51 @@ class ShmPath final : public Path {
     ws_.handle->wait_signal(d, kFree, timeoutMs());
     owed_[static_cast<size_t>(d)] = 0;
   }
+  // The descriptor of the input's segment for direct reads (Note [Direct all_to_all reads]); direct = 0 when
+  // the memory is not a segment of the caching allocator or cannot be exported.
+  static DirectDesc exportOf(const at::Tensor& in) {
+    DirectDesc d{};
+    const c10::DeviceIndex dev = in.device().index();
+    const auto [base, size] = deviceAllocator()->segmentOf(in.const_data_ptr(), dev);
+    if (base == nullptr || rt::ipc_get_mem_handle(dev, base, &d.handle) != rt::Status::Success) return d;
+    d.direct = 1;
+    d.offset = static_cast<const char*>(in.const_data_ptr()) - static_cast<const char*>(base);
+    d.segment = static_cast<int64_t>(size);
+    return d;
+  }
+
+  // Copies rank s's block, described by desc, into out (expected: `bytes`), then answers "free".
+  void readDirect(int s, const DirectDesc& desc, char* out, int64_t bytes) {
+    const bool fits = desc.offset >= 0 && desc.bytes >= 0 && desc.offset + desc.bytes <= desc.segment;
+    if (fits && desc.bytes == bytes) std::memcpy(out, mapped(desc.handle) + desc.offset, static_cast<size_t>(bytes));
+    ws_.handle->put_signal(s, kFree, timeoutMs());
+    TORCH_CHECK(fits && desc.bytes == bytes, "mytorch all_to_all_single: rank ", s, " sends ", desc.bytes,
+                " bytes to rank ", pg_.getRank(), ", which expects ", bytes,
+                " (the ranks' split sizes disagree; MYTORCH_DIST_CHECK=1 names the call)");
+  }
+
+  // A peer's segment mapped here, cached by handle (least recently used closed first).
+  const char* mapped(const rt::IpcMemHandle& h) {
+    const std::string key(reinterpret_cast<const char*>(h.bytes), sizeof(h.bytes));
+    for (auto it = maps_.begin(); it != maps_.end(); ++it) {
+      if (it->first != key) continue;
+      maps_.splice(maps_.begin(), maps_, it);
+      return static_cast<const char*>(maps_.front().second);
+    }
+    void* p = nullptr;
+    MT_RT_CHECK(rt::ipc_open_mem_handle(ws_.handle->get_device().index(), h, &p));
+    maps_.emplace_front(key, p);
+    if (maps_.size() > kMappings) {
+      (void)rt::ipc_close_mem_handle(ws_.handle->get_device().index(), maps_.back().second);
+      maps_.pop_back();
+    }
+    return static_cast<const char*>(p);
+  }
+  void closeMappings() {
+    for (auto& m : maps_) (void)rt::ipc_close_mem_handle(ws_.handle->get_device().index(), m.second);
+    maps_.clear();
+  }
+
   // Every slot read: the whole workspace is this rank's to write again.
   void settle() {
     TORCH_CHECK(ws_.handle, "mytorch: the process group was shut down");
@@ -263,6 +369,7 @@ class ShmPath final : public Path {
   std::vector<char*> peers_;  // every rank's workspace, mapped here
   std::vector<char> owed_;    // owed_[d]: rank d has not yet answered "free" for this rank's slot for it
   uint64_t checks_ = 0;       // agreement checks so far: which of the two areas the next one uses
+  std::list<std::pair<std::string, void*>> maps_;  // peers' segments mapped for direct reads, most recent first
 };
 
 } // namespace
@@ -284,7 +391,7 @@ std::unique_ptr<Path> makeIntraHostPath(ProcessGroupMytorch& pg, std::unique_ptr
   if (!wanted || !sameHost(store, rank, world, "mytorch_symm/host")) return gloo;
   int device = 0;
   MT_RT_CHECK(rt::get_device(&device));
-  auto ws = allocateSymmetric(kWorkspace + 2 * kCheckArea,
+  auto ws = allocateSymmetric(kDescArea + static_cast<size_t>(world) * kDescSlot,
                               c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)), store,
                               rank, world, "mytorch_symm/workspace");
   return std::make_unique<ShmPath>(pg, std::move(gloo), std::move(ws));

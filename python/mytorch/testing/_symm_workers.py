@@ -301,3 +301,70 @@ def path_worker(rank: int, world: int, out: str, port: int) -> None:
     paths["off"] = mytorch.distributed.data_path(gloo, 1 << 20)
     _write(out, rank, paths)
     dist.destroy_process_group()
+
+
+def _imported_files() -> int:
+    """Mappings of other processes' sim memory files in this process (Note [Direct all_to_all reads])."""
+    with open("/proc/self/maps") as f:
+        return sum("mytorch-sim-ipc" in line for line in f)
+
+
+def direct_worker(rank: int, world: int, out: str, port: int) -> None:
+    """all_to_all_single's direct reads (2 ranks, sim): a pair of 256 KiB or more is read from the source's segment
+    (one more memory-file mapping here, visible in /proc/self/maps; a small pair maps nothing), from an input at an
+    offset in its segment; more distinct source segments than the cache holds stay bounded and correct; the
+    source may overwrite its input once the call returns; disagreeing splits raise on the reading rank, and the
+    group keeps working; destroying the group closes the mappings."""
+    dist = _init(rank, world, port, backend="cpu:gloo,mytorch:mytorch", timeout_s=30)
+    import mytorch  # noqa: F401
+
+    gen = torch.Generator().manual_seed(11 + rank)
+
+    def check(x: torch.Tensor, splits: list, what: str, group=None) -> None:
+        out_splits = torch.empty(world, dtype=torch.int64)
+        dist.all_to_all_single(out_splits, torch.tensor(splits))
+        ref = torch.empty(int(out_splits.sum()))
+        dist.all_to_all_single(ref, x.cpu(), out_splits.tolist(), splits)
+        got = torch.empty(int(out_splits.sum()), device="mytorch")
+        dist.all_to_all_single(got, x, out_splits.tolist(), splits, group=group)
+        assert torch.equal(got.cpu(), ref), what
+
+    base = _imported_files()
+    check(torch.randn(2 * 1000, generator=gen).to("mytorch"), [1000, 1000], "small pairs")
+    small = _imported_files()
+    big = torch.randn(3 + 2 * 70000, generator=gen).to("mytorch")[3:]  # 280 KB pairs, 12 bytes into the block
+    check(big, [70000, 70000], "direct pairs")
+    direct = _imported_files()
+    check(big, [70000, 70000], "the same segment again")
+    again = _imported_files()
+    # 12 MB each, above the size the allocator packs into shared 20 MiB segments: one segment each
+    inputs = [torch.randn(2 * 70000 + (11 << 18), generator=gen).to("mytorch") for _ in range(20)]
+    for i, x in enumerate(inputs):
+        check(x[: 2 * 70000], [70000, 70000], f"segment {i}")
+    check(inputs[0][: 2 * 70000], [70000, 70000], "an evicted segment mapped again")
+    many = _imported_files()
+    x = torch.randn(2 * 70000, generator=gen).to("mytorch")
+    want = x.clone()
+    got = torch.empty(2 * 70000, device="mytorch")
+    dist.all_to_all_single(got, x)
+    x.fill_(float("nan"))  # at once: the peer has read it
+    parts = _gathered(dist, want.cpu())
+    assert torch.equal(got.cpu(), torch.cat([p.view(2, -1)[rank] for p in parts])), "input overwritten after return"
+    error = None
+    try:  # rank 1 expects fewer bytes from rank 0 than rank 0 sends (no agreement check on this group)
+        os.environ["MYTORCH_DIST_CHECK"] = "0"
+        g = dist.new_group(backend="mytorch")
+        os.environ.pop("MYTORCH_DIST_CHECK")
+        recv = [70000, 70000] if rank == 0 else [65000, 70000]
+        dist.all_to_all_single(torch.empty(sum(recv), device="mytorch"), big, recv, [70000, 70000], group=g)
+    except RuntimeError as e:
+        error = str(e)
+    assert (error is None) == (rank == 0), error
+    assert rank == 0 or "split sizes disagree" in error, error
+    check(big, [70000, 70000], "the group after the error", group=g)
+    dist.destroy_process_group()
+    _write(
+        out,
+        rank,
+        {"base": base, "small": small, "direct": direct, "again": again, "many": many, "after": _imported_files()},
+    )
