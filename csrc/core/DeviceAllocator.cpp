@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -77,10 +78,20 @@ struct BlockOrder {
   }
 };
 
+struct PrivatePool;
 struct BlockPool {
-  explicit BlockPool(bool small) : is_small(small) {}
+  explicit BlockPool(bool small, PrivatePool* owner_ = nullptr) : is_small(small), owner(owner_) {}
   std::set<Block*, BlockOrder> blocks;
   const bool is_small;
+  PrivatePool* const owner;  // the graph pool it belongs to, or null for the device's shared pools
+};
+
+// A graph's private pool (Note [Graph memory pools] in Graph.cpp).
+struct PrivatePool {
+  PrivatePool() : small(true, this), large(false, this) {}
+  BlockPool small, large;
+  int graphs = 1;        // graphs using it (capturing or captured)
+  size_t segments = 0;   // segments it holds
 };
 
 size_t roundSize(size_t n) {
@@ -109,13 +120,15 @@ class DeviceCache {
 
   Block* malloc(size_t requested, rt::Stream stream) {
     std::unique_lock<std::mutex> lock(mu_);
-    processEvents();
+    PrivatePool* graph = routedPool();
+    if (graph == nullptr) processEvents();  // an event query would end a capture (CUDA's allocator skips it too)
     const size_t size = roundSize(requested);
-    BlockPool& pool = size <= kSmallSize ? small_ : large_;
+    BlockPool& pool =
+        graph ? (size <= kSmallSize ? graph->small : graph->large) : (size <= kSmallSize ? small_ : large_);
     Block* block = takeFree(pool, stream, size);
     if (block == nullptr) {
       block = newSegment(pool, stream, size);
-      if (block == nullptr) {
+      if (block == nullptr && graph == nullptr) {  // no frees while capturing
         // Free what the cache holds and try once more before giving up.
         stats_.num_alloc_retries += 1;
         synchronizeEvents();
@@ -238,6 +251,43 @@ class DeviceCache {
     fraction_ = f;
   }
 
+  void beginAllocateToPool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& p = pools_[id];
+    if (p == nullptr) p = std::make_unique<PrivatePool>();
+    else p->graphs += 1;
+    routes_.emplace_back(std::this_thread::get_id(), p.get());
+  }
+  void endAllocateToPool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pools_.find(id);
+    const auto me = std::this_thread::get_id();
+    for (auto r = routes_.begin(); it != pools_.end() && r != routes_.end(); ++r) {
+      if (r->first == me && r->second == it->second.get()) {
+        routes_.erase(r);
+        return;
+      }
+    }
+  }
+  void releasePool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pools_.find(id);
+    if (it == pools_.end()) return;
+    PrivatePool* p = it->second.get();
+    if (--p->graphs > 0) return;
+    for (BlockPool* bp : {&p->small, &p->large}) {
+      std::vector<Block*> whole;
+      for (Block* b : bp->blocks)
+        if (!b->isSplit()) whole.push_back(b);
+      for (Block* b : whole) releaseSegment(b);
+    }
+    dropIfDone(it);
+  }
+  size_t privatePools() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pools_.size();
+  }
+
   void recordHistory(bool enabled, size_t max_entries) {
     std::lock_guard<std::mutex> lock(mu_);
     recording_ = enabled;
@@ -296,6 +346,19 @@ class DeviceCache {
     return b->pool->is_small ? rest >= kMinBlockSize : rest > kSmallSize;
   }
 
+  // The calling thread's graph pool while it captures, else null. Caller holds mu_.
+  PrivatePool* routedPool() const {
+    if (routes_.empty()) return nullptr;
+    const auto me = std::this_thread::get_id();
+    for (const auto& [thread, pool] : routes_)
+      if (thread == me) return pool;
+    return nullptr;
+  }
+  // Forgets a pool no graph uses once it holds no segment. Caller holds mu_.
+  void dropIfDone(std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>>::iterator it) {
+    if (it->second->graphs <= 0 && it->second->segments == 0) pools_.erase(it);
+  }
+
   Block* takeFree(BlockPool& pool, rt::Stream stream, size_t size) {
     Block key(device_, stream, size, &pool, nullptr);
     auto it = pool.blocks.lower_bound(&key);
@@ -329,6 +392,7 @@ class DeviceCache {
     });
     if (seg >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
     auto* block = new Block(device_, stream, seg, &pool, ptr);
+    if (pool.owner) pool.owner->segments += 1;
     by_addr_[reinterpret_cast<uintptr_t>(ptr)] = block;
     segments_[reinterpret_cast<uintptr_t>(ptr)] = seg;
     trace("segment_alloc", block, seg);
@@ -388,6 +452,16 @@ class DeviceCache {
     });
     trace("free_completed", block, size);
     insertFree(block);
+    PrivatePool* owner = block->pool->owner;
+    if (owner != nullptr && owner->graphs <= 0 && !block->isSplit()) {  // the last use of a released graph pool
+      releaseSegment(block);
+      for (auto it = pools_.begin(); it != pools_.end(); ++it) {
+        if (it->second.get() == owner) {
+          dropIfDone(it);
+          break;
+        }
+      }
+    }
   }
 
   void processEvents() {
@@ -433,6 +507,7 @@ class DeviceCache {
       stats_.reserved_bytes[t].decrease(b->size);
     });
     if (b->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
+    if (b->pool->owner) b->pool->owner->segments -= 1;
     trace("segment_free", b, b->size);
     by_addr_.erase(reinterpret_cast<uintptr_t>(b->ptr));
     segments_.erase(reinterpret_cast<uintptr_t>(b->ptr));
@@ -484,6 +559,8 @@ class DeviceCache {
   bool recording_ = false;
   size_t max_entries_ = 0;
   std::deque<TraceEvent> trace_;
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> pools_;    // graph pools by id
+  std::vector<std::pair<std::thread::id, PrivatePool*>> routes_;      // capturing threads and their pools
 };
 
 void deleteDevicePtr(void* ptr);
@@ -558,6 +635,15 @@ class Allocator final : public MytorchDeviceAllocator {
     MemorySnapshot out;
     for (int d = 0; d < rt::device_count(); ++d) cache(static_cast<c10::DeviceIndex>(d)).snapshot(&out);
     return out;
+  }
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) override {
+    cache(resolveDevice(device)).beginAllocateToPool(id);
+  }
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) override {
+    cache(resolveDevice(device)).endAllocateToPool(id);
+  }
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) override {
+    cache(resolveDevice(device)).releasePool(id);
   }
   void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
     TORCH_CHECK(fraction > 0 && fraction <= 1, "memory fraction must be in (0, 1], but got ", fraction);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "csrc/core/Graph.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 #include "mytorch/device_error.h"
@@ -132,6 +133,7 @@ ErrorSite deviceErrorSite(const c10::Device& device, const char* op, DeviceError
 
 void afterErrorCheckedLaunch(const c10::Device& device) {
   if (!onSim() && !blocking().load(std::memory_order_relaxed)) return;  // the sim's synchronisation costs nothing
+  if (capturing()) return;  // the launch is recorded: the graph's replay checks the slot (Graph.cpp)
   MT_RT_CHECK(rt::stream_synchronize(device.index(), nativeHandle(currentStream(device.index()))));
   raiseIfSet(slotFor(device.index(), false), false);
 }

@@ -21,6 +21,7 @@
 #include "csrc/core/Fallback.h"
 
 #include "csrc/core/Checked.h"
+#include "csrc/core/Graph.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -342,6 +343,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void beginFallback(const std::string& name) {
+  refuseDuringCapture(("the CPU fallback of '" + name + "' (a host round trip)").c_str());
   const auto mode = static_cast<FallbackMode>(g_mode.load());
   TORCH_CHECK_NOT_IMPLEMENTED(
       mode != FallbackMode::Error, "mytorch: operator '", name,

@@ -10,6 +10,7 @@
 #include <deque>
 #include <mutex>
 
+#include "csrc/core/Graph.h"
 #include "csrc/core/Stream.h"
 #include "mytorch/runtime.h"
 
@@ -54,7 +55,11 @@ c10::intrusive_ptr<c10::TensorImpl> MytorchGeneratorImpl::get_state() const {
   return t.getIntrusivePtr();
 }
 
-std::pair<uint64_t, uint64_t> MytorchGeneratorImpl::philoxStep() { return {seed_, offset_++}; }
+std::pair<uint64_t, uint64_t> MytorchGeneratorImpl::philoxStep() {
+  uint64_t captured = 0;  // during a graph capture: resolved per replay (Note [Random numbers in a captured graph])
+  if (capturedPhiloxOffset(this, &captured)) return {seed_, captured};
+  return {seed_, offset_++};
+}
 
 MytorchGeneratorImpl* MytorchGeneratorImpl::clone_impl() const {
   auto* g = new MytorchGeneratorImpl(device().index(), seed_);

@@ -6,6 +6,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "csrc/core/Graph.h"
 #include "csrc/aten/glue/HostRoute.h"
 #include "csrc/aten/glue/OpTables.h"
 #include "csrc/core/DeviceErrors.h"
@@ -254,6 +255,12 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.def("_set_fallback_mode", &setFallbackMode);
+  m.def("_register_graph_impl", &registerGraphImpl);
+  m.def("_graph_pool_handle", [] {
+    const auto id = graphPoolHandle();
+    return std::make_tuple(id.first, id.second);
+  });
+  m.def("_is_current_stream_capturing", [] { return capturing(); });
   m.def("_get_fallback_mode", &fallbackMode);
   m.def("_fallback_stats", [] {
     py::dict out;

@@ -45,9 +45,29 @@ class Backend {
   virtual Status event_query(Event e) = 0;
   virtual Status event_synchronize(Event e) = 0;
   virtual Status event_elapsed_ms(Event start, Event end, float* ms) = 0;
+  // Graph capture (runtime.h); the sim's is graph.cpp's recording.
+  virtual Status stream_begin_capture(int device, Stream s, CaptureMode mode) = 0;
+  virtual Status stream_end_capture(int device, Stream s, Graph* g) = 0;
+  virtual Status stream_is_capturing(int device, Stream s, bool* capturing) = 0;
+  virtual Status graph_launch(Graph g, Stream s) = 0;
+  virtual Status graph_destroy(Graph g) = 0;
+  virtual Status graph_debug_dump(Graph g, const char* path) = 0;
+  virtual Status graph_node_count(Graph g, size_t* count) = 0;
 };
 
 Backend* make_sim_backend();
+
+// The sim's graph capture (graph.cpp): what the sim backend forwards to, and what its copies, memsets and
+// synchronisations ask. sim_capture_refuse fails with `what` named when the calling thread is capturing.
+Status sim_begin_capture(int device, CaptureMode mode);
+Status sim_end_capture(int device, Graph* g);
+bool sim_capturing();
+Status sim_capture_refuse(const char* what);
+Status sim_graph_launch(Graph g);
+Status sim_graph_destroy(Graph g);
+Status sim_graph_debug_dump(Graph g, const char* path);
+Status sim_graph_node_count(Graph g, size_t* count);
+Status sim_graph_set_philox(Graph g, int slot, uint64_t seed, uint64_t base);
 #if MYTORCH_WITH_CUDA
 // nullptr (with last_error set) when no usable GPU is present; in the MYTORCH_EMU build, the same backend over the
 // emulated CUDA runtime, reporting Kind::Emu.

@@ -228,7 +228,78 @@ class CudaBackend final : public Backend {
     return MT_CUDA(cudaEventElapsedTime(ms, ce(a), ce(b)));
   }
 
+  // Graph capture (Note [Graph capture]): CUDA's stream capture. The emulated runtime has no graph API yet.
+#if MYTORCH_EMU
+  Status stream_begin_capture(int, Stream, CaptureMode) override { return no_graphs(); }
+  Status stream_end_capture(int, Stream, Graph* g) override {
+    *g = nullptr;
+    return no_graphs();
+  }
+  Status stream_is_capturing(int, Stream, bool* capturing) override {
+    *capturing = false;
+    return Status::Success;
+  }
+  Status graph_launch(Graph, Stream) override { return no_graphs(); }
+  Status graph_destroy(Graph) override { return no_graphs(); }
+  Status graph_debug_dump(Graph, const char*) override { return no_graphs(); }
+  Status graph_node_count(Graph, size_t*) override { return no_graphs(); }
+#else
+  struct CudaGraph {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+  };
+  Status stream_begin_capture(int d, Stream s, CaptureMode mode) override {
+    const cudaStreamCaptureMode m = mode == CaptureMode::Relaxed       ? cudaStreamCaptureModeRelaxed
+                                    : mode == CaptureMode::ThreadLocal ? cudaStreamCaptureModeThreadLocal
+                                                                       : cudaStreamCaptureModeGlobal;
+    return on_device(count_, d, [&] { return MT_CUDA(cudaStreamBeginCapture(cs(s), m)); });
+  }
+  Status stream_end_capture(int d, Stream s, Graph* g) override {
+    *g = nullptr;
+    return on_device(count_, d, [&] {
+      auto* cg = new CudaGraph;
+      Status r = MT_CUDA(cudaStreamEndCapture(cs(s), &cg->graph));
+      if (r == Status::Success) r = MT_CUDA(cudaGraphInstantiateWithFlags(&cg->exec, cg->graph, 0));
+      if (r != Status::Success) {
+        if (cg->graph) (void)cudaGraphDestroy(cg->graph);
+        delete cg;
+        return r;
+      }
+      *g = cg;
+      return r;
+    });
+  }
+  Status stream_is_capturing(int d, Stream s, bool* capturing) override {
+    return on_device(count_, d, [&] {
+      cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+      Status r = MT_CUDA(cudaStreamIsCapturing(cs(s), &st));
+      *capturing = st != cudaStreamCaptureStatusNone;
+      return r;
+    });
+  }
+  Status graph_launch(Graph g, Stream s) override {
+    return MT_CUDA(cudaGraphLaunch(static_cast<CudaGraph*>(g)->exec, cs(s)));
+  }
+  Status graph_destroy(Graph g) override {
+    auto* cg = static_cast<CudaGraph*>(g);
+    Status r = Status::Success;
+    if (cg->exec) r = MT_CUDA(cudaGraphExecDestroy(cg->exec));
+    if (cg->graph) (void)cudaGraphDestroy(cg->graph);
+    delete cg;
+    return r;
+  }
+  Status graph_debug_dump(Graph g, const char* path) override {
+    return MT_CUDA(cudaGraphDebugDotPrint(static_cast<CudaGraph*>(g)->graph, path, 0));
+  }
+  Status graph_node_count(Graph g, size_t* count) override {
+    return MT_CUDA(cudaGraphGetNodes(static_cast<CudaGraph*>(g)->graph, nullptr, count));
+  }
+#endif
+
  private:
+  static Status no_graphs() {
+    return fail(Status::Unavailable, "graph capture is not in the emulated CUDA runtime yet (it runs on sim and cuda)");
+  }
   Status bad_device(int d) const {
     return on_device(count_, d, [] { return Status::Success; });
   }

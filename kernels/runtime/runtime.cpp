@@ -261,6 +261,23 @@ Status event_destroy(Event e) { MT_FORWARD(event_destroy(e)); }
 Status event_record(int device, Event e, Stream s) { MT_FORWARD(event_record(device, e, s)); }
 Status event_query(Event e) { MT_FORWARD(event_query(e)); }
 Status event_synchronize(Event e) { MT_FORWARD(event_synchronize(e)); }
+Status stream_begin_capture(int device, Stream s, CaptureMode mode) {
+  MT_FORWARD(stream_begin_capture(device, s, mode));
+}
+Status stream_end_capture(int device, Stream s, Graph* g) { MT_FORWARD(stream_end_capture(device, s, g)); }
+Status stream_is_capturing(int device, Stream s, bool* c) { MT_FORWARD(stream_is_capturing(device, s, c)); }
+Status graph_launch(Graph g, Stream s) { MT_FORWARD(graph_launch(g, s)); }
+Status graph_destroy(Graph g) { MT_FORWARD(graph_destroy(g)); }
+Status graph_debug_dump(Graph g, const char* path) { MT_FORWARD(graph_debug_dump(g, path)); }
+Status graph_node_count(Graph g, size_t* count) { MT_FORWARD(graph_node_count(g, count)); }
+Status capture_refuse(const char* what) {
+  return kind() == Kind::Sim ? detail::sim_capture_refuse(what) : Status::Success;
+}
+Status graph_set_philox(Graph g, int slot, uint64_t seed, uint64_t base) {
+  if (kind() != Kind::Sim)
+    return detail::fail(Status::Unavailable, "random numbers in a captured graph are supported on sim only so far");
+  return detail::sim_graph_set_philox(g, slot, seed, base);
+}
 Status event_elapsed_ms(Event a, Event b2, float* ms) {
   Status st = Status::Success;
   detail::Backend* b = backend_or_fail(&st);

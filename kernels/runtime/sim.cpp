@@ -148,7 +148,10 @@ class SimBackend final : public Backend {
     p->l2_cache_size = 0;
     return Status::Success;
   }
-  Status device_synchronize(int device) override { return check_device(device); }
+  Status device_synchronize(int device) override {
+    if (Status s = sim_capture_refuse("synchronizing the device"); s != Status::Success) return s;
+    return check_device(device);
+  }
   Status mem_get_info(int device, size_t* f, size_t* t) override {
     if (Status s = check_device(device); s != Status::Success) return s;
     std::lock_guard<std::mutex> g(mu_);
@@ -188,6 +191,7 @@ class SimBackend final : public Backend {
 
   Status device_free(int device, void* ptr) override {
     if (ptr == nullptr) return Status::Success;
+    if (Status s = sim_capture_refuse("freeing device memory"); s != Status::Success) return s;
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == live_.end() || it->second.device < 0) return bad_free_locked(ptr, "device");
@@ -289,6 +293,7 @@ class SimBackend final : public Backend {
 
   Status host_malloc(size_t nbytes, void** ptr) override {
     *ptr = nullptr;
+    if (Status s = sim_capture_refuse("allocating pinned host memory"); s != Status::Success) return s;
     if (nbytes == 0) return Status::Success;
     std::lock_guard<std::mutex> g(mu_);
     size_t mapped = 0;
@@ -303,6 +308,7 @@ class SimBackend final : public Backend {
 
   Status host_free(void* ptr) override {
     if (ptr == nullptr) return Status::Success;
+    if (Status s = sim_capture_refuse("freeing pinned host memory"); s != Status::Success) return s;
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == live_.end() || it->second.device >= 0) return bad_free_locked(ptr, "pinned host");
@@ -318,9 +324,22 @@ class SimBackend final : public Backend {
       bool src_dev = kind == CopyKind::DeviceToHost || kind == CopyKind::DeviceToDevice;
       if (Status s = check_side_locked(dst, n, dst_dev, "destination"); s != Status::Success) return s;
       if (Status s = check_side_locked(src, n, src_dev, "source"); s != Status::Success) return s;
+      if (sim_capturing() && kind == CopyKind::HostToDevice && find_locked(src, n) == nullptr)
+        return sim_capture_refuse("a copy from pageable host memory (pin it: pin_memory())");
     }
+    if (sim_capturing() && kind == CopyKind::DeviceToHost)
+      return sim_capture_refuse("a copy of device memory to the host (a host read)");
+    if (sim_capturing() && kind != CopyKind::HostToHost) return record_copy(dst, src, n);
     std::memmove(dst, src, n);
     return Status::Success;
+  }
+
+  // A copy recorded into the capture (the ranges were checked at capture; the graph keeps the memory alive).
+  static Status record_copy(void* dst, const void* src, size_t n) {
+    return record("memcpy", [dst, src, n] {
+      std::memmove(dst, src, n);
+      return Status::Success;
+    });
   }
 
   Status memcpy_peer_async(void* dst, int dd, const void* src, int sd, size_t n, Stream) override {
@@ -332,6 +351,7 @@ class SimBackend final : public Backend {
       if (Status s = check_side_locked(dst, n, true, "destination"); s != Status::Success) return s;
       if (Status s = check_side_locked(src, n, true, "source"); s != Status::Success) return s;
     }
+    if (sim_capturing()) return record_copy(dst, src, n);
     std::memmove(dst, src, n);
     return Status::Success;
   }
@@ -341,6 +361,12 @@ class SimBackend final : public Backend {
     {
       std::lock_guard<std::mutex> g(mu_);
       if (Status s = check_side_locked(dst, n, true, "destination"); s != Status::Success) return s;
+    }
+    if (sim_capturing()) {
+      return record("memset", [dst, value, n] {
+        std::memset(dst, value, n);
+        return Status::Success;
+      });
     }
     std::memset(dst, value, n);
     return Status::Success;
@@ -356,8 +382,14 @@ class SimBackend final : public Backend {
     return Status::Success;
   }
   // Work runs at submission, so a stream is always idle by the time anyone can ask.
-  Status stream_synchronize(int device, Stream) override { return check_device(device); }
-  Status stream_query(int device, Stream) override { return check_device(device); }
+  Status stream_synchronize(int device, Stream) override {
+    if (Status s = sim_capture_refuse("synchronizing a stream"); s != Status::Success) return s;
+    return check_device(device);
+  }
+  Status stream_query(int device, Stream) override {
+    if (Status s = sim_capture_refuse("querying a stream"); s != Status::Success) return s;
+    return check_device(device);
+  }
   Status stream_wait_event(int device, Stream, Event e) override {
     if (e == nullptr) return fail(Status::InvalidValue, "stream_wait_event: null event");
     return check_device(device);
@@ -380,12 +412,33 @@ class SimBackend final : public Backend {
                                             " cannot be recorded on a stream of device " +
                                             std::to_string(stream_device));
     }
+    if (sim_capturing()) {
+      return record("event_record", [ev] {
+        ev->recorded = true;
+        ev->when = Clock::now();
+        return Status::Success;
+      });
+    }
     ev->recorded = true;
     ev->when = Clock::now();
     return Status::Success;
   }
-  Status event_query(Event) override { return Status::Success; }
-  Status event_synchronize(Event) override { return Status::Success; }
+  Status event_query(Event) override { return sim_capture_refuse("querying an event"); }
+  Status event_synchronize(Event) override { return sim_capture_refuse("synchronizing an event"); }
+
+  Status stream_begin_capture(int device, Stream, CaptureMode mode) override {
+    if (Status s = check_device(device); s != Status::Success) return s;
+    return sim_begin_capture(device, mode);
+  }
+  Status stream_end_capture(int device, Stream, Graph* g) override { return sim_end_capture(device, g); }
+  Status stream_is_capturing(int device, Stream, bool* capturing) override {
+    *capturing = sim_capturing();
+    return check_device(device);
+  }
+  Status graph_launch(Graph g, Stream) override { return sim_graph_launch(g); }
+  Status graph_destroy(Graph g) override { return sim_graph_destroy(g); }
+  Status graph_debug_dump(Graph g, const char* path) override { return sim_graph_debug_dump(g, path); }
+  Status graph_node_count(Graph g, size_t* count) override { return sim_graph_node_count(g, count); }
   Status event_elapsed_ms(Event a, Event b, float* ms) override {
     auto* ea = static_cast<SimEvent*>(a);
     auto* eb = static_cast<SimEvent*>(b);

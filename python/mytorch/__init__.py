@@ -47,6 +47,7 @@ _BACKEND = "mytorch"
 def _register():
     if torch._C._get_privateuse1_backend_name() != _BACKEND:
         torch.utils.rename_privateuse1_backend(_BACKEND)
+    _C._register_graph_impl()  # torch.accelerator.Graph's implementation, under the renamed device's name
     from . import backend
 
     if not hasattr(torch, _BACKEND):

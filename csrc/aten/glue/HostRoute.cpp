@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "csrc/core/Graph.h"
 #include "csrc/core/Runtime.h"
 
 namespace mytorch {
@@ -16,6 +17,9 @@ std::atomic<int64_t> g_calls[kFamilies];
 
 bool simHostRoute(HostRoute family) {
   if (!onSim()) return false;
+  // Only the GEMMs record their host route (runOrRecord, Note [Graph capture]); the others compute at once.
+  if (family != HostRoute::Gemm && capturing())
+    refuseDuringCapture((std::string("the sim's host route for ") + kNames[static_cast<int>(family)]).c_str());
   g_calls[static_cast<int>(family)].fetch_add(1, std::memory_order_relaxed);
   return true;
 }

@@ -34,6 +34,7 @@
 #include <mutex>
 #include <utility>
 
+#include "csrc/core/Graph.h"
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/aten/glue/HostRoute.h"
@@ -219,8 +220,9 @@ Tensor& mmOut(const Tensor& a, const Tensor& b, Tensor& out) {
   checkOutDtype(out, a.scalar_type());
   at::native::resize_output(out, {a.size(0), b.size(1)});
   if (simHostRoute(HostRoute::Gemm)) {
-    Tensor ho = hostView(out), ha = hostView(a), hb = hostView(b);
-    if (!simGemmOneDnn(ha, hb, ho, 0.f, 1.f)) at::mm_out(ho, ha, hb);  // Note [Sim GEMM library]
+    runOrRecord("mm", [ho = hostView(out), ha = hostView(a), hb = hostView(b)]() mutable {
+      if (!simGemmOneDnn(ha, hb, ho, 0.f, 1.f)) at::mm_out(ho, ha, hb);  // Note [Sim GEMM library]
+    });
   } else {
     cudaGemm(out, a, b, 1.0, 0.0, Tensor(), GemmEpilogue::None);
   }
@@ -240,13 +242,14 @@ Tensor& addmmImpl(const Tensor& self, const Tensor& a, const Tensor& b, const c1
     at::native::resize_output(out, {m, n});
     Tensor ho = hostView(out);
     Tensor hs = in_place ? ho : hostView(self);
-    if (act_gelu.has_value()) {
-      at::_addmm_activation_out(ho, hs, hostView(a), hostView(b), beta_s, alpha_s, *act_gelu);
-      return out;
-    }
     Tensor ha = hostView(a), hb = hostView(b);
-    if (a.is_complex() || !simGemmOneDnn(ha, hb, ho, beta_s.toFloat(), alpha_s.toFloat(), hs))  // [Sim GEMM library]
-      at::addmm_out(ho, hs, ha, hb, beta_s, alpha_s);
+    runOrRecord("addmm", [=, complex = a.is_complex()]() mutable {
+      if (act_gelu.has_value()) {
+        at::_addmm_activation_out(ho, hs, ha, hb, beta_s, alpha_s, *act_gelu);
+      } else if (complex || !simGemmOneDnn(ha, hb, ho, beta_s.toFloat(), alpha_s.toFloat(), hs)) {
+        at::addmm_out(ho, hs, ha, hb, beta_s, alpha_s);  // Note [Sim GEMM library]
+      }
+    });
     return out;
   }
   const bool beta_zero = isZero(beta_s);
@@ -297,8 +300,9 @@ Tensor& bmmOut(const Tensor& a, const Tensor& b, Tensor& out) {
   checkOutDtype(out, a.scalar_type());
   at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
   if (simHostRoute(HostRoute::Gemm)) {
-    Tensor ho = hostView(out), ha = hostView(a), hb = hostView(b);
-    if (!simGemmOneDnn(ha, hb, ho, 0.f, 1.f)) at::bmm_out(ho, ha, hb);  // Note [Sim GEMM library]
+    runOrRecord("bmm", [ho = hostView(out), ha = hostView(a), hb = hostView(b)]() mutable {
+      if (!simGemmOneDnn(ha, hb, ho, 0.f, 1.f)) at::bmm_out(ho, ha, hb);  // Note [Sim GEMM library]
+    });
   } else {
     cudaGemm(out, a, b, 1.0, 0.0, Tensor(), GemmEpilogue::None);
   }
@@ -316,8 +320,10 @@ Tensor& baddbmmOut(const Tensor& self, const Tensor& a, const Tensor& b, const c
     const bool in_place = out.is_same(self);
     at::native::resize_output(out, shape);
     Tensor ho = hostView(out), hs = in_place ? ho : hostView(self), ha = hostView(a), hb = hostView(b);
-    if (a.is_complex() || !simGemmOneDnn(ha, hb, ho, beta_s.toFloat(), alpha_s.toFloat(), hs))  // [Sim GEMM library]
-      at::baddbmm_out(ho, hs, ha, hb, beta_s, alpha_s);
+    runOrRecord("baddbmm", [=, complex = a.is_complex()]() mutable {
+      if (complex || !simGemmOneDnn(ha, hb, ho, beta_s.toFloat(), alpha_s.toFloat(), hs))  // [Sim GEMM library]
+        at::baddbmm_out(ho, hs, ha, hb, beta_s, alpha_s);
+    });
     return out;
   }
   if (!out.is_same(self)) {
@@ -366,7 +372,9 @@ Tensor& addmvOut(const Tensor& self, const Tensor& mat, const Tensor& vec, const
     const bool in_place = out.is_same(self);
     at::native::resize_output(out, {mat.size(0)});
     Tensor ho = hostView(out);
-    at::addmv_out(ho, in_place ? ho : hostView(self), hostView(mat), hostView(vec), beta_s, alpha_s);
+    runOrRecord("addmv", [=, hs = in_place ? ho : hostView(self), hm = hostView(mat), hv = hostView(vec)]() mutable {
+      at::addmv_out(ho, hs, hm, hv, beta_s, alpha_s);
+    });
     return out;
   }
   if (!out.is_same(self)) {
@@ -387,7 +395,8 @@ Tensor dotImpl(const Tensor& a, const Tensor& b) {
               " elements respectively");
   Tensor out = at::empty({}, a.options());
   if (simHostRoute(HostRoute::Gemm)) {
-    hostView(out).copy_(at::dot(hostView(a), hostView(b)));
+    runOrRecord("dot",
+                [ho = hostView(out), ha = hostView(a), hb = hostView(b)]() mutable { ho.copy_(at::dot(ha, hb)); });
   } else {
     cudaGemm(out.view({1, 1}), a.unsqueeze(0), b.unsqueeze(1), 1.0, 0.0, Tensor(), GemmEpilogue::None);
   }

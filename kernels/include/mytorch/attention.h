@@ -148,6 +148,8 @@ MT_HOST_DEVICE inline A row_lse(A m, A l) {
 
 } // namespace attn
 
+// Capture: attention's dropout draws from the replay's Philox state (Note [Random numbers in a captured graph]).
+inline void capture_replay_fix(AttentionArgs& a) { rt::detail::philox_replay_fix(a.seed, a.offset); }
 MT_LAUNCHER(attention_forward, (const AttentionArgs& a, rt::Stream stream), (a, stream))
 MT_LAUNCHER(attention_backward, (const AttentionArgs& a, rt::Stream stream), (a, stream))
 

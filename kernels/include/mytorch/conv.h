@@ -101,6 +101,10 @@ struct ConvArgs {
 
 MT_LAUNCHER(im2col, (const Im2ColArgs& a, rt::Stream stream), (a, stream))
 // With workspace_bytes non-null: only report the workspace the pass needs (no launch).
+// Capture: a call that only reports the workspace size runs at once.
+inline bool capture_is_query(const ConvArgs&, const size_t* workspace_bytes, rt::Stream) {
+  return workspace_bytes != nullptr;
+}
 MT_LAUNCHER(convolution, (const ConvArgs& a, size_t* workspace_bytes, rt::Stream stream), (a, workspace_bytes, stream))
 
 } // namespace mytorch

@@ -3,6 +3,12 @@
 // rebuilds the code that calls it and not every kernel family.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <tuple>
+#include <vector>
+
 namespace mytorch::rt {
 
 enum class Status : int {
@@ -35,7 +41,58 @@ const char* status_name(Status s);
 const char* last_error();      // message of the calling thread's last failed call
 Status report(Status s, const char* message); // lets kernel launchers set the thread's error text
 
+// Graph capture on sim (Note [Graph capture], kernels/runtime/graph.cpp): while the calling thread captures,
+// a launcher records its sim twin instead of running it.
+namespace detail {
+bool recording();
+Status record(const char* name, std::function<Status()> work);
+// The Philox state of the graph replaying on this thread (Note [Random numbers in a captured graph]): a launch
+// recorded with a captured offset (kCapturedOffset set; generator slot and the offset within the capture
+// below it) reads its seed and base offset here at replay.
+constexpr uint64_t kCapturedOffset = uint64_t(1) << 63;
+constexpr int kCapturedSlotShift = 48;
+bool replay_philox(int slot, uint64_t* seed, uint64_t* base);
+inline void philox_replay_fix(uint64_t& seed, uint64_t& offset) {
+  if (!(offset & kCapturedOffset)) return;
+  const int slot = static_cast<int>((offset & ~kCapturedOffset) >> kCapturedSlotShift);
+  uint64_t s = 0, base = 0;
+  if (!replay_philox(slot, &s, &base)) return;
+  seed = s;
+  offset = base + (offset & ((uint64_t(1) << kCapturedSlotShift) - 1));
+}
+} // namespace detail
+
 } // namespace mytorch::rt
+
+namespace mytorch {
+// Hooks of the capture path for a launcher argument type (found by argument-dependent lookup; a family overloads
+// them next to its argument struct): capture_own copies what an argument points to in host memory into the
+// record (the returned holder keeps it), capture_replay_fix adjusts the recorded copy before each replay,
+// capture_is_query says the call only answers a question (a workspace size) and must run now.
+template <typename T>
+std::shared_ptr<void> capture_own(T&) {
+  return nullptr;
+}
+template <typename T>
+void capture_replay_fix(T&) {}
+template <typename... T>
+bool capture_is_query(const T&...) {
+  return false;
+}
+} // namespace mytorch
+
+namespace mytorch::rt::detail {
+template <typename Tuple>
+std::vector<std::shared_ptr<void>> capture_own_all(Tuple& t) {
+  std::vector<std::shared_ptr<void>> held;
+  std::apply([&](auto&... x) { (held.push_back(capture_own(x)), ...); }, t);
+  return held;
+}
+template <typename Tuple>
+void capture_replay_fix_all(Tuple& t) {
+  std::apply([](auto&... x) { (capture_replay_fix(x), ...); }, t);
+}
+} // namespace mytorch::rt::detail
 
 // MT_LAUNCHER(name, (params), (args)): a kernel family's launcher, declared once for its three homes:
 // sim::name (the CPU twin, kernels/sim/<family>.cpp), cuda::name (kernels/cuda/<family>.cu, in builds with the
@@ -86,7 +143,29 @@ R absent_cuda_kernel() {
     return sim::name args;                           \
   }                                                  \
   }
-#define MT_LAUNCHER(name, params, args) MT_LAUNCHER_RETURNING(::mytorch::rt::Status, name, params, args)
+// The capture path of a launcher (Note [Graph capture]): the arguments copied into a record of the sim twin.
+#define MT_LAUNCHER_RECORD(name, args)                                     \
+  if (::mytorch::rt::detail::recording() && !capture_is_query args) {      \
+    auto captured = std::make_tuple args;                                  \
+    auto held = ::mytorch::rt::detail::capture_own_all(captured);          \
+    return ::mytorch::rt::detail::record(#name, [captured, held]() {       \
+      auto call = captured;                                                \
+      ::mytorch::rt::detail::capture_replay_fix_all(call);                 \
+      return std::apply([](auto&... x) { return sim::name(x...); }, call); \
+    });                                                                    \
+  }
+#define MT_LAUNCHER(name, params, args)                      \
+  namespace sim {                                            \
+  ::mytorch::rt::Status name params;                         \
+  }                                                          \
+  MT_LAUNCHER_CUDA_DECL(::mytorch::rt::Status, name, params) \
+  namespace kernels {                                        \
+  inline ::mytorch::rt::Status name params {                 \
+    MT_LAUNCHER_CUDA_CALL(name, args)                        \
+    MT_LAUNCHER_RECORD(name, args)                           \
+    return sim::name args;                                   \
+  }                                                          \
+  }
 // A family only the CUDA side has (its sim glue computes with ATen on host views, as the grouped GEMM and the FFTs):
 // kernels::name reports InvalidValue with `why` on sim.
 #define MT_CUDA_ONLY_LAUNCHER(name, params, args, why)                      \

@@ -228,6 +228,12 @@ MT_HOST_DEVICE inline double norm_finish(double acc, double ord) { return ord ==
 // at floating dtypes (the glue falls back otherwise).
 bool multi_tensor_supported(EwOp op, DType t);
 
+// Capture (Note [Graph capture]): the tensor list lives in the glue's memory only during the call.
+inline std::shared_ptr<void> capture_own(MultiTensorArgs& a) {
+  auto list = std::make_shared<std::vector<MtTensor>>(a.tensors, a.tensors + a.ntensors);
+  a.tensors = list->data();
+  return list;
+}
 MT_LAUNCHER(multi_tensor, (const MultiTensorArgs& a, rt::Stream stream), (a, stream))
 
 } // namespace mytorch

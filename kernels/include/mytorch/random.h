@@ -135,6 +135,9 @@ MT_HOST_DEVICE inline T random_element(const RandomArgs& p, int64_t i) {
 }
 
 // Fills a contiguous buffer with p.numel values of p.dtype (real types only).
+// Capture: a replay draws from the generator's Philox state of that replay (Note [Random numbers in a captured
+// graph]).
+inline void capture_replay_fix(RandomArgs& a) { rt::detail::philox_replay_fix(a.seed, a.offset); }
 MT_LAUNCHER(random, (const RandomArgs& p, rt::Stream stream), (p, stream))
 
 // Note [Fused dropout]
@@ -164,6 +167,7 @@ MT_HOST_DEVICE inline void dropout_block(const DropoutArgs& p, int64_t b, const 
   }
 }
 
+inline void capture_replay_fix(DropoutArgs& a) { rt::detail::philox_replay_fix(a.seed, a.offset); }
 MT_LAUNCHER(dropout, (const DropoutArgs& p, rt::Stream stream), (p, stream))
 
 } // namespace mytorch

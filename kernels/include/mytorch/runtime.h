@@ -96,4 +96,32 @@ Status event_query(Event event);
 Status event_synchronize(Event event);
 Status event_elapsed_ms(Event start, Event end, float* ms);
 
+// --- graph capture and replay (Note [Graph capture], graph.cpp) ----------------------------------------
+// cudaStreamBeginCapture / EndCapture / GraphInstantiate / GraphLaunch. On cuda (and emu) the stream's work is
+// captured by the CUDA runtime; on sim the capturing thread's launches, device-to-device copies and memsets are
+// recorded instead of run, and a replay runs the recording in order. While a thread captures, what a stream
+// capture cannot hold fails with InvalidValue and a message naming it: a stream / event / device
+// synchronisation or query, a copy to the host (a host read), a copy from pageable host memory, freeing device
+// memory, allocating or freeing pinned host memory.
+using Graph = void*;
+enum class CaptureMode : int { Global = 0, ThreadLocal = 1, Relaxed = 2 };
+Status stream_begin_capture(int device, Stream stream, CaptureMode mode);
+// Ends the capture begun on `stream` by this thread; *graph is instantiated (ready to launch).
+Status stream_end_capture(int device, Stream stream, Graph* graph);
+// Whether the calling thread is capturing (on sim), or `stream` is (on cuda).
+Status stream_is_capturing(int device, Stream stream, bool* capturing);
+Status graph_launch(Graph graph, Stream stream);
+Status graph_destroy(Graph graph);
+// A text description of the graph, one node a line (sim), or CUDA's DOT file (cuda).
+Status graph_debug_dump(Graph graph, const char* path);
+// The nodes a captured graph holds.
+Status graph_node_count(Graph graph, size_t* count);
+// Fails with InvalidValue naming `what` (and invalidates the capture, whose end then fails) when the calling
+// thread captures on sim; Success otherwise (what the glue refuses itself: the CPU fallback, host routes).
+Status capture_refuse(const char* what);
+// The Philox state generator `slot` gives the graph's next launch (Note [Random numbers in a captured graph]):
+// random launches recorded with a captured offset draw from (seed, base + their offset in the capture). Sim
+// only for now (cuda: Unavailable; its random kernels take their state by value).
+Status graph_set_philox(Graph graph, int slot, uint64_t seed, uint64_t base);
+
 } // namespace mytorch::rt

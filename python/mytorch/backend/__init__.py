@@ -62,6 +62,14 @@ from .fallback import (  # noqa: F401
     set_fallback_mode,
 )
 from .amp import get_amp_supported_dtype  # noqa: F401,E402
+from .graphs import (  # noqa: F401,E402
+    CUDAGraph,
+    MytorchGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 from .storage_types import STORAGE_CLASSES as _STORAGE_CLASSES  # noqa: E402
 from .ipc import ipc_collect, register as _register_ipc  # noqa: E402,F401
 

@@ -1,0 +1,213 @@
+// torch.accelerator.Graph on the mytorch device (REGISTER_GRAPH_IMPL for PrivateUse1): capture through the
+// device API's stream capture (rt::stream_begin_capture; Note [Graph capture]), graph-private memory pools in
+// the caching allocator, and the generators' Philox state advanced per replay.
+//
+// Note [Graph memory pools]
+// As torch.cuda's: while a thread captures, the caching allocator serves that thread from the graph's private
+// pool (a pool id: the graph's own, or one shared between graphs through graph_pool_handle() / pool=). Blocks
+// freed during the capture go back to that pool only, so the addresses a graph's records hold are never handed
+// to other tensors while the graph lives; reset() or the graph's end releases its use of the pool, and the
+// pool's memory goes back to the device once no graph uses it and its tensors are gone. Nothing is freed to the
+// device during a capture (a free would synchronise).
+//
+// Note [Random numbers in a captured graph]
+// A random launch takes (seed, offset) from its generator, and each launch advances the offset by one. During a
+// capture, the generator hands out tagged offsets (rt::detail::kCapturedOffset, the generator's slot in the
+// capture, the launch's step k within it) and does not advance. At each replay the graph reads every captured
+// generator's (seed, offset), gives the records base = that offset (rt::graph_set_philox), and advances the
+// generator by the steps the capture took, so replay n draws exactly what the same eager calls would have drawn
+// from the generator's state at that moment: dropout differs from replay to replay and matches an eager run
+// seeded the same way (as CUDA's graph-registered generator state does).
+#include "csrc/core/Graph.h"
+
+#include <ATen/core/GraphImplInterface.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "csrc/core/DeviceAllocator.h"
+#include "csrc/core/DeviceErrors.h"
+#include "csrc/core/Generator.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+#include "mytorch/runtime.h"
+
+namespace mytorch {
+namespace {
+
+struct Capture {
+  std::vector<std::pair<c10::intrusive_ptr<c10::GeneratorImpl>, uint64_t>> generators;  // (generator, steps)
+};
+thread_local Capture* t_capture = nullptr;
+
+std::atomic<uint64_t> g_pool_uid{1};
+
+class MytorchGraph final : public at::GraphImplInterface {
+ public:
+  explicit MytorchGraph(const at::GraphImplArgs& args) : keep_graph_(args.keep_graph) {}
+  ~MytorchGraph() override {
+    try {
+      reset();
+    } catch (...) {  // a destructor must not throw; reset's errors are reported by an explicit reset()
+    }
+  }
+
+  void capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode mode) override {
+    TORCH_CHECK(graph_ == nullptr && !capturing_,
+                "mytorch graph: this graph already holds a capture; reset() it first");
+    TORCH_CHECK(t_capture == nullptr, "mytorch graph: this thread is already capturing a graph");
+    device_ = currentDeviceIndex();
+    const c10::Stream stream = currentStream(device_);
+    TORCH_CHECK(stream != defaultStream(device_),
+                "mytorch graph: capture on a side stream, not the device's default stream (as CUDA requires): "
+                "`with torch.Stream(device='mytorch'), graph:` or torch.mytorch.graph(...), which does it for you");
+    if (pool.first == 0 && pool.second == 0) pool = {g_pool_uid.fetch_add(1), 0};  // this graph's own
+    pool_ = pool;
+    deviceAllocator()->beginAllocateToPool(device_, pool_);
+    stream_ = stream;
+    const rt::CaptureMode m = mode == at::GraphCaptureMode::Relaxed       ? rt::CaptureMode::Relaxed
+                              : mode == at::GraphCaptureMode::ThreadLocal ? rt::CaptureMode::ThreadLocal
+                                                                          : rt::CaptureMode::Global;
+    const rt::Status s = rt::stream_begin_capture(device_, nativeHandle(stream_), m);
+    if (s != rt::Status::Success) {
+      deviceAllocator()->endAllocateToPool(device_, pool_);
+      deviceAllocator()->releasePool(device_, pool_);
+      MT_RT_CHECK(s);
+    }
+    capture_ = std::make_unique<Capture>();
+    t_capture = capture_.get();
+    capturing_ = true;
+  }
+
+  void capture_end() override {
+    TORCH_CHECK(capturing_, "mytorch graph: capture_end() without capture_begin()");
+    TORCH_CHECK(t_capture == capture_.get(), "mytorch graph: capture_end() on another thread than capture_begin()");
+    t_capture = nullptr;
+    capturing_ = false;
+    deviceAllocator()->endAllocateToPool(device_, pool_);
+    rt::Graph g = nullptr;
+    const rt::Status s = rt::stream_end_capture(device_, nativeHandle(stream_), &g);
+    if (s != rt::Status::Success) {
+      deviceAllocator()->releasePool(device_, pool_);
+      capture_.reset();
+      MT_RT_CHECK(s);
+    }
+    graph_ = g;
+    generators_ = std::move(capture_->generators);
+    capture_.reset();
+    if (!keep_graph_) instantiate();
+  }
+
+  void instantiate() override {
+    TORCH_CHECK(graph_ != nullptr, "mytorch graph: nothing captured to instantiate");
+    instantiated_ = true;  // the device API instantiates at the end of the capture
+  }
+
+  void replay() override {
+    TORCH_CHECK(graph_ != nullptr, "mytorch graph: replay() before a capture ended");
+    if (!instantiated_) instantiate();
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    for (size_t slot = 0; slot < generators_.size(); ++slot) {
+      auto& [gen, steps] = generators_[slot];
+      std::lock_guard<std::mutex> lock(gen->mutex_);
+      const uint64_t seed = gen->current_seed(), base = gen->get_offset();
+      gen->set_offset(base + steps);
+      MT_RT_CHECK(rt::graph_set_philox(graph_, static_cast<int>(slot), seed, base));
+    }
+    MT_RT_CHECK(rt::graph_launch(graph_, nativeHandle(currentStream(device_))));
+    // A recorded kernel's device-side error (an index out of range): raised now on sim, where the replay has run,
+    // as an error-checked launch does (Note [Device-side errors]); on a GPU at the next synchronisation.
+    if (rt::kind() == rt::Kind::Sim) raiseDeviceError(device_);
+  }
+
+  void reset() override {
+    if (capturing_) return;  // torch.cuda's reset() during a capture is also left to capture_end
+    if (graph_ != nullptr) {
+      rt::Graph g = graph_;
+      graph_ = nullptr;
+      MT_RT_CHECK(rt::graph_destroy(g));
+      deviceAllocator()->releasePool(device_, pool_);
+    }
+    generators_.clear();
+    instantiated_ = false;
+  }
+
+  c10::MempoolId_t pool() const override {
+    TORCH_CHECK(pool_.first != 0 || pool_.second != 0, "mytorch graph: pool() before a capture began");
+    return pool_;
+  }
+
+  void enable_debug_mode() override { debug_ = true; }
+
+  void debug_dump(const std::string& path) override {
+    TORCH_CHECK(debug_, "mytorch graph: debug_dump() needs enable_debug_mode() before the capture");
+    TORCH_CHECK(graph_ != nullptr, "mytorch graph: nothing captured to dump");
+    MT_RT_CHECK(rt::graph_debug_dump(graph_, path.c_str()));
+  }
+
+ private:
+  const bool keep_graph_;
+  bool capturing_ = false, instantiated_ = false, debug_ = false;
+  c10::DeviceIndex device_ = 0;
+  c10::Stream stream_{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, 0)};
+  c10::MempoolId_t pool_{0, 0};
+  rt::Graph graph_ = nullptr;
+  std::unique_ptr<Capture> capture_;
+  std::vector<std::pair<c10::intrusive_ptr<c10::GeneratorImpl>, uint64_t>> generators_;
+};
+
+}  // namespace
+
+bool capturing() { return t_capture != nullptr; }
+
+void refuseDuringCapture(const char* what) {
+  if (t_capture == nullptr) return;
+  (void)rt::capture_refuse(what);  // invalidates the capture (its end then fails, as CUDA's)
+  TORCH_CHECK(false, what, " is not permitted while capturing a graph on mytorch (as CUDA forbids it during stream ",
+              "capture); the capture is invalidated");
+}
+
+void runOrRecord(const char* name, std::function<void()> work) {
+  if (t_capture == nullptr || rt::kind() != rt::Kind::Sim) {
+    work();
+    return;
+  }
+  MT_RT_CHECK(rt::detail::record(name, [work = std::move(work), name]() {
+    try {
+      work();
+      return rt::Status::Success;
+    } catch (const std::exception& e) {
+      return rt::report(rt::Status::Unknown, (std::string("replaying ") + name + ": " + e.what()).c_str());
+    }
+  }));
+}
+
+bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t* offset) {
+  if (t_capture == nullptr) return false;
+  auto& gens = t_capture->generators;
+  size_t slot = 0;
+  while (slot < gens.size() && gens[slot].first.get() != gen) ++slot;
+  if (slot == gens.size()) gens.emplace_back(c10::intrusive_ptr<c10::GeneratorImpl>::reclaim_copy(gen), 0);
+  *offset = rt::detail::kCapturedOffset | (uint64_t(slot) << rt::detail::kCapturedSlotShift) | gens[slot].second++;
+  return true;
+}
+
+c10::MempoolId_t graphPoolHandle() { return {0, g_pool_uid.fetch_add(1)}; }
+
+void registerGraphImpl() {
+  // The registry's key is the device type's name, which is the backend's name once PrivateUse1 is renamed.
+  const std::string key = c10::DeviceTypeName(c10::DeviceType::PrivateUse1, /*lower_case=*/false);
+  if (!at::GraphImplRegistry()->Has(key)) {
+    at::GraphImplRegistry()->Register(key, [](at::GraphImplArgs args) -> std::unique_ptr<at::GraphImplInterface> {
+      return std::make_unique<MytorchGraph>(args);
+    });
+  }
+}
+
+}  // namespace mytorch
