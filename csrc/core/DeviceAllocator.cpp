@@ -26,7 +26,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -120,8 +119,8 @@ class DeviceCache {
 
   Block* malloc(size_t requested, rt::Stream stream) {
     std::unique_lock<std::mutex> lock(mu_);
-    PrivatePool* graph = routedPool();
-    if (graph == nullptr) processEvents();  // an event query would end a capture (CUDA's allocator skips it too)
+    PrivatePool* graph = routedPool(stream);
+    if (routes_.empty()) processEvents();  // an event query would end a capture (CUDA's allocator skips it too)
     const size_t size = roundSize(requested);
     BlockPool& pool =
         graph ? (size <= kSmallSize ? graph->small : graph->large) : (size <= kSmallSize ? small_ : large_);
@@ -251,19 +250,18 @@ class DeviceCache {
     fraction_ = f;
   }
 
-  void beginAllocateToPool(c10::MempoolId_t id) {
+  void beginAllocateToPool(c10::MempoolId_t id, rt::Stream stream) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& p = pools_[id];
     if (p == nullptr) p = std::make_unique<PrivatePool>();
     else p->graphs += 1;
-    routes_.emplace_back(std::this_thread::get_id(), p.get());
+    routes_.emplace_back(stream, p.get());
   }
-  void endAllocateToPool(c10::MempoolId_t id) {
+  void endAllocateToPool(c10::MempoolId_t id, rt::Stream stream) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = pools_.find(id);
-    const auto me = std::this_thread::get_id();
     for (auto r = routes_.begin(); it != pools_.end() && r != routes_.end(); ++r) {
-      if (r->first == me && r->second == it->second.get()) {
+      if (r->first == stream && r->second == it->second.get()) {
         routes_.erase(r);
         return;
       }
@@ -346,12 +344,10 @@ class DeviceCache {
     return b->pool->is_small ? rest >= kMinBlockSize : rest > kSmallSize;
   }
 
-  // The calling thread's graph pool while it captures, else null. Caller holds mu_.
-  PrivatePool* routedPool() const {
-    if (routes_.empty()) return nullptr;
-    const auto me = std::this_thread::get_id();
-    for (const auto& [thread, pool] : routes_)
-      if (thread == me) return pool;
+  // The graph pool of a capturing stream, else null. Caller holds mu_.
+  PrivatePool* routedPool(rt::Stream stream) const {
+    for (const auto& [s, pool] : routes_)
+      if (s == stream) return pool;
     return nullptr;
   }
   // Forgets a pool no graph uses once it holds no segment. Caller holds mu_.
@@ -560,7 +556,7 @@ class DeviceCache {
   size_t max_entries_ = 0;
   std::deque<TraceEvent> trace_;
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> pools_;    // graph pools by id
-  std::vector<std::pair<std::thread::id, PrivatePool*>> routes_;      // capturing threads and their pools
+  std::vector<std::pair<rt::Stream, PrivatePool*>> routes_;           // capturing streams and their pools
 };
 
 void deleteDevicePtr(void* ptr);
@@ -636,11 +632,11 @@ class Allocator final : public MytorchDeviceAllocator {
     for (int d = 0; d < rt::device_count(); ++d) cache(static_cast<c10::DeviceIndex>(d)).snapshot(&out);
     return out;
   }
-  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) override {
-    cache(resolveDevice(device)).beginAllocateToPool(id);
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, c10::Stream stream) override {
+    cache(resolveDevice(device)).beginAllocateToPool(id, nativeHandle(stream));
   }
-  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) override {
-    cache(resolveDevice(device)).endAllocateToPool(id);
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, c10::Stream stream) override {
+    cache(resolveDevice(device)).endAllocateToPool(id, nativeHandle(stream));
   }
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) override {
     cache(resolveDevice(device)).releasePool(id);

@@ -46,11 +46,11 @@ class MytorchDeviceAllocator : public c10::DeviceAllocator {
   // handle names (cudaIpcGetMemHandle takes an allocation's start).
   virtual std::pair<void*, size_t> segmentOf(const void* ptr, c10::DeviceIndex device) = 0;
   virtual void setMemoryFraction(double fraction, c10::DeviceIndex device) = 0;
-  // Graph-private pools (Note [Graph memory pools], Graph.cpp): the calling thread's allocations on `device` come
-  // from pool `id` until endAllocateToPool; releasePool drops one graph's use of the pool, whose memory goes back
-  // to the device once no graph uses it and its blocks are free.
-  virtual void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) = 0;
-  virtual void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) = 0;
+  // Graph-private pools (Note [Graph memory pools], Graph.cpp): allocations on `device` for `stream` (from any
+  // thread) come from pool `id` until endAllocateToPool; releasePool drops one graph's use of the pool, whose
+  // memory goes back to the device once no graph uses it and its blocks are free.
+  virtual void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, c10::Stream stream) = 0;
+  virtual void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, c10::Stream stream) = 0;
   virtual void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) = 0;
   virtual void recordHistory(bool enabled, size_t max_entries) = 0;
   virtual MemorySnapshot snapshot() = 0;

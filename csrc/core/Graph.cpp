@@ -24,6 +24,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -36,15 +37,34 @@
 #include "csrc/core/Generator.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
+#include "mytorch/device_error.h"
 #include "mytorch/runtime.h"
 
 namespace mytorch {
 namespace {
 
 struct Capture {
+  c10::Stream stream;
   std::vector<std::pair<c10::intrusive_ptr<c10::GeneratorImpl>, uint64_t>> generators;  // (generator, steps)
 };
-thread_local Capture* t_capture = nullptr;
+// Captures under way, by stream: work on a capturing stream is captured whichever thread submits it (autograd
+// runs a backward on its device thread, on the forward's stream).
+std::mutex g_mu;
+std::vector<Capture*> g_captures;
+std::atomic<int> g_active{0};
+
+// The capture of the calling thread's current stream, or null. Caller holds g_mu.
+Capture* currentLocked() {
+  const c10::Stream s = currentStream(currentDeviceIndex());
+  for (Capture* c : g_captures)
+    if (c->stream == s) return c;
+  return nullptr;
+}
+Capture* current() {
+  if (g_active.load(std::memory_order_acquire) == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(g_mu);
+  return currentLocked();
+}
 
 std::atomic<uint64_t> g_pool_uid{1};
 
@@ -61,7 +81,6 @@ class MytorchGraph final : public at::GraphImplInterface {
   void capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode mode) override {
     TORCH_CHECK(graph_ == nullptr && !capturing_,
                 "mytorch graph: this graph already holds a capture; reset() it first");
-    TORCH_CHECK(t_capture == nullptr, "mytorch graph: this thread is already capturing a graph");
     device_ = currentDeviceIndex();
     const c10::Stream stream = currentStream(device_);
     TORCH_CHECK(stream != defaultStream(device_),
@@ -69,28 +88,38 @@ class MytorchGraph final : public at::GraphImplInterface {
                 "`with torch.Stream(device='mytorch'), graph:` or torch.mytorch.graph(...), which does it for you");
     if (pool.first == 0 && pool.second == 0) pool = {g_pool_uid.fetch_add(1), 0};  // this graph's own
     pool_ = pool;
-    deviceAllocator()->beginAllocateToPool(device_, pool_);
     stream_ = stream;
+    // The device's error slot is pinned host memory, made at first use: made now, since a capture cannot allocate it
+    (void)deviceErrorSite(c10::Device(c10::DeviceType::PrivateUse1, device_), "graph capture",
+                          DeviceErrorFormat::IndexOutOfBounds, true);
+    deviceAllocator()->beginAllocateToPool(device_, pool_, stream_);
     const rt::CaptureMode m = mode == at::GraphCaptureMode::Relaxed       ? rt::CaptureMode::Relaxed
                               : mode == at::GraphCaptureMode::ThreadLocal ? rt::CaptureMode::ThreadLocal
                                                                           : rt::CaptureMode::Global;
     const rt::Status s = rt::stream_begin_capture(device_, nativeHandle(stream_), m);
     if (s != rt::Status::Success) {
-      deviceAllocator()->endAllocateToPool(device_, pool_);
+      deviceAllocator()->endAllocateToPool(device_, pool_, stream_);
       deviceAllocator()->releasePool(device_, pool_);
       MT_RT_CHECK(s);
     }
-    capture_ = std::make_unique<Capture>();
-    t_capture = capture_.get();
+    capture_ = std::make_unique<Capture>(Capture{stream_, {}});
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      g_captures.push_back(capture_.get());
+      g_active.fetch_add(1, std::memory_order_acq_rel);
+    }
     capturing_ = true;
   }
 
   void capture_end() override {
     TORCH_CHECK(capturing_, "mytorch graph: capture_end() without capture_begin()");
-    TORCH_CHECK(t_capture == capture_.get(), "mytorch graph: capture_end() on another thread than capture_begin()");
-    t_capture = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      g_captures.erase(std::find(g_captures.begin(), g_captures.end(), capture_.get()));
+      g_active.fetch_sub(1, std::memory_order_acq_rel);
+    }
     capturing_ = false;
-    deviceAllocator()->endAllocateToPool(device_, pool_);
+    deviceAllocator()->endAllocateToPool(device_, pool_, stream_);
     rt::Graph g = nullptr;
     const rt::Status s = rt::stream_end_capture(device_, nativeHandle(stream_), &g);
     if (s != rt::Status::Success) {
@@ -164,21 +193,23 @@ class MytorchGraph final : public at::GraphImplInterface {
 
 }  // namespace
 
-bool capturing() { return t_capture != nullptr; }
+bool capturing() { return current() != nullptr; }
 
 void refuseDuringCapture(const char* what) {
-  if (t_capture == nullptr) return;
-  (void)rt::capture_refuse(what);  // invalidates the capture (its end then fails, as CUDA's)
+  Capture* c = current();
+  if (c == nullptr) return;
+  (void)rt::capture_refuse(nativeHandle(c->stream), what);  // invalidates the capture (its end then fails)
   TORCH_CHECK(false, what, " is not permitted while capturing a graph on mytorch (as CUDA forbids it during stream ",
               "capture); the capture is invalidated");
 }
 
 void runOrRecord(const char* name, std::function<void()> work) {
-  if (t_capture == nullptr || rt::kind() != rt::Kind::Sim) {
+  Capture* c = rt::kind() == rt::Kind::Sim ? current() : nullptr;
+  if (c == nullptr) {
     work();
     return;
   }
-  MT_RT_CHECK(rt::detail::record(name, [work = std::move(work), name]() {
+  MT_RT_CHECK(rt::detail::record(nativeHandle(c->stream), name, [work = std::move(work), name]() {
     try {
       work();
       return rt::Status::Success;
@@ -189,8 +220,11 @@ void runOrRecord(const char* name, std::function<void()> work) {
 }
 
 bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t* offset) {
-  if (t_capture == nullptr) return false;
-  auto& gens = t_capture->generators;
+  if (g_active.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> lock(g_mu);
+  Capture* c = currentLocked();
+  if (c == nullptr) return false;
+  auto& gens = c->generators;
   size_t slot = 0;
   while (slot < gens.size() && gens[slot].first.get() != gen) ++slot;
   if (slot == gens.size()) gens.emplace_back(c10::intrusive_ptr<c10::GeneratorImpl>::reclaim_copy(gen), 0);

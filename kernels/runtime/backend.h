@@ -58,11 +58,11 @@ class Backend {
 Backend* make_sim_backend();
 
 // The sim's graph capture (graph.cpp): what the sim backend forwards to, and what its copies, memsets and
-// synchronisations ask. sim_capture_refuse fails with `what` named when the calling thread is capturing.
-Status sim_begin_capture(int device, CaptureMode mode);
-Status sim_end_capture(int device, Graph* g);
-bool sim_capturing();
-Status sim_capture_refuse(const char* what);
+// synchronisations ask. The refusals fail with `what` named and invalidate the capture.
+Status sim_begin_capture(int device, Stream s, CaptureMode mode);
+Status sim_end_capture(int device, Stream s, Graph* g);
+Status sim_capture_refuse(Stream s, const char* what);  // when `s` captures
+Status sim_capture_refuse_any(const char* what);        // when any stream captures
 Status sim_graph_launch(Graph g);
 Status sim_graph_destroy(Graph g);
 Status sim_graph_debug_dump(Graph g, const char* path);

@@ -6,19 +6,23 @@
 // device API has it in three homes:
 //  - cuda: cudaStreamBeginCapture on the capturing stream, cudaStreamEndCapture + cudaGraphInstantiate,
 //    cudaGraphLaunch (cuda.cpp); the emulated runtime has no graph API yet, so emu refuses to capture.
-//  - sim: work runs at submission, so capture is a recording. While a thread captures (one capture per thread;
-//    capture on sim is per thread whatever the stream, since every stream runs at submission), every kernel
-//    launcher (MT_LAUNCHER, launch.h) records its sim twin with a copy of its arguments instead of running it,
-//    device-to-device copies, memsets and copies from pinned host memory are recorded, and a replay runs the
-//    records in order. Arguments that point to host memory the caller frees when the launch returns (the
+//  - sim: work runs at submission, so capture is a recording. While a stream captures, every kernel launcher
+//    (MT_LAUNCHER, launch.h) given that stream records its sim twin with a copy of its arguments instead of
+//    running it, whichever thread launches (autograd's device thread runs a backward on the forward's stream);
+//    device-to-device copies, memsets and copies from pinned host memory on it are recorded, and a replay runs
+//    the records in order. Arguments that point to host memory the caller frees when the launch returns (the
 //    multi-tensor lists) are copied into the record (capture_own); random launches read the graph's Philox
 //    base at replay (capture_replay_fix, Note [Random numbers in a captured graph]).
-//  - what a stream capture cannot hold fails while capturing, naming the call (runtime.h): synchronisations and
-//    queries, copies to the host, pageable uploads, frees of device memory, pinned host allocations. The glue
+//  - what a stream capture cannot hold fails while capturing, naming the call, and invalidates the capture (its
+//    end fails), as CUDA's global capture mode: copies to the host and pageable uploads on the capturing stream;
+//    from any thread while a capture is under way, synchronisations and queries, frees of device memory and
+//    pinned host allocations. The glue
 //    refuses more (the CPU fallback, host routes without a recording, csrc/core/Graph.cpp).
 // Memory: a record holds raw device addresses; the glue's graph keeps them valid (the caching allocator's
 // private pool of the graph, Note [Graph memory pools]).
+#include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,20 +44,54 @@ struct SimGraph {
   std::string invalid;           // what invalidated the capture (its end then fails)
 };
 
-thread_local SimGraph* t_capture = nullptr;
+std::mutex g_mu;
+std::vector<std::pair<Stream, SimGraph*>> g_captures;  // capturing streams
+std::atomic<int> g_active{0};
 thread_local const SimGraph* t_replaying = nullptr;
+
+SimGraph* capture_of(Stream s) {
+  if (g_active.load(std::memory_order_acquire) == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (auto& [stream, graph] : g_captures)
+    if (stream == s) return graph;
+  return nullptr;
+}
+
+Status refused(const char* what) {
+  return fail(Status::InvalidValue, std::string(what) +
+                                        " is not permitted while a graph is being captured "
+                                        "(operation not permitted when stream is capturing)");
+}
 
 }  // namespace
 
-bool recording() { return t_capture != nullptr; }
+bool any_capture() { return g_active.load(std::memory_order_acquire) != 0; }
+bool recording(Stream s) { return capture_of(s) != nullptr; }
 
-Status record(const char* name, std::function<Status()> work) {
-  if (t_capture == nullptr) return work();
-  t_capture->nodes.push_back(Node{name, std::move(work)});
+Status record(Stream s, const char* name, std::function<Status()> work) {
+  SimGraph* g = capture_of(s);
+  if (g == nullptr) return work();
+  std::lock_guard<std::mutex> lock(g_mu);
+  g->nodes.push_back(Node{name, std::move(work)});
   return Status::Success;
 }
 
-bool sim_capturing() { return t_capture != nullptr; }
+Status sim_capture_refuse(Stream s, const char* what) {
+  SimGraph* g = capture_of(s);
+  if (g == nullptr) return Status::Success;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g->invalid.empty()) g->invalid = what;
+  return refused(what);
+}
+
+// CUDA's global capture mode: a call that could synchronise with a capture fails, and invalidates every capture.
+Status sim_capture_refuse_any(const char* what) {
+  if (g_active.load(std::memory_order_acquire) == 0) return Status::Success;
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (auto& [stream, graph] : g_captures)
+    if (graph->invalid.empty()) graph->invalid = what;
+  return refused(what);
+}
 
 bool replay_philox(int slot, uint64_t* seed, uint64_t* base) {
   if (t_replaying == nullptr || slot < 0) return false;
@@ -73,28 +111,32 @@ Status sim_graph_set_philox(Graph g, int slot, uint64_t seed, uint64_t base) {
   return Status::Success;
 }
 
-Status sim_capture_refuse(const char* what) {
-  if (t_capture == nullptr) return Status::Success;
-  if (t_capture->invalid.empty()) t_capture->invalid = what;
-  return fail(Status::InvalidValue, std::string(what) +
-                                        " is not permitted while this thread captures a graph "
-                                        "(operation not permitted when stream is capturing)");
-}
-
-Status sim_begin_capture(int device, CaptureMode) {
-  if (t_capture != nullptr) return fail(Status::InvalidValue, "this thread is already capturing a graph");
-  t_capture = new SimGraph{device, {}};
+Status sim_begin_capture(int device, Stream s, CaptureMode) {
+  if (s == nullptr) return fail(Status::InvalidValue, "a capture needs a stream other than the default stream");
+  if (capture_of(s) != nullptr) return fail(Status::InvalidValue, "this stream is already capturing a graph");
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_captures.emplace_back(s, new SimGraph{device, {}, {}, {}});
+  g_active.fetch_add(1, std::memory_order_acq_rel);
   return Status::Success;
 }
 
-Status sim_end_capture(int device, Graph* g) {
+Status sim_end_capture(int device, Stream s, Graph* g) {
   *g = nullptr;
-  if (t_capture == nullptr) return fail(Status::InvalidValue, "this thread is not capturing a graph");
-  if (t_capture->device != device)
-    return fail(Status::InvalidValue, "the capture began on device " + std::to_string(t_capture->device) +
+  std::unique_ptr<SimGraph> graph;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (auto it = g_captures.begin(); it != g_captures.end(); ++it) {
+      if (it->first != s) continue;
+      graph.reset(it->second);
+      g_captures.erase(it);
+      g_active.fetch_sub(1, std::memory_order_acq_rel);
+      break;
+    }
+  }
+  if (!graph) return fail(Status::InvalidValue, "this stream is not capturing a graph");
+  if (graph->device != device)
+    return fail(Status::InvalidValue, "the capture began on device " + std::to_string(graph->device) +
                                           " and ends on device " + std::to_string(device));
-  std::unique_ptr<SimGraph> graph(t_capture);
-  t_capture = nullptr;
   if (!graph->invalid.empty())
     return fail(Status::InvalidValue, "the capture was invalidated: " + graph->invalid +
                                           " is not permitted while capturing (operation failed due to a previous "
@@ -105,7 +147,6 @@ Status sim_end_capture(int device, Graph* g) {
 
 Status sim_graph_launch(Graph g) {
   if (g == nullptr) return fail(Status::InvalidValue, "graph_launch: no graph");
-  if (t_capture != nullptr) return fail(Status::InvalidValue, "graph_launch inside a capture is not supported");
   struct Replaying {
     explicit Replaying(const SimGraph* g) { t_replaying = g; }
     ~Replaying() { t_replaying = nullptr; }

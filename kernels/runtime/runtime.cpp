@@ -270,8 +270,8 @@ Status graph_launch(Graph g, Stream s) { MT_FORWARD(graph_launch(g, s)); }
 Status graph_destroy(Graph g) { MT_FORWARD(graph_destroy(g)); }
 Status graph_debug_dump(Graph g, const char* path) { MT_FORWARD(graph_debug_dump(g, path)); }
 Status graph_node_count(Graph g, size_t* count) { MT_FORWARD(graph_node_count(g, count)); }
-Status capture_refuse(const char* what) {
-  return kind() == Kind::Sim ? detail::sim_capture_refuse(what) : Status::Success;
+Status capture_refuse(Stream s, const char* what) {
+  return kind() == Kind::Sim ? detail::sim_capture_refuse(s, what) : Status::Success;
 }
 Status graph_set_philox(Graph g, int slot, uint64_t seed, uint64_t base) {
   if (kind() != Kind::Sim)

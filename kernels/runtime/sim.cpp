@@ -149,7 +149,7 @@ class SimBackend final : public Backend {
     return Status::Success;
   }
   Status device_synchronize(int device) override {
-    if (Status s = sim_capture_refuse("synchronizing the device"); s != Status::Success) return s;
+    if (Status s = sim_capture_refuse_any("synchronizing the device"); s != Status::Success) return s;
     return check_device(device);
   }
   Status mem_get_info(int device, size_t* f, size_t* t) override {
@@ -191,7 +191,7 @@ class SimBackend final : public Backend {
 
   Status device_free(int device, void* ptr) override {
     if (ptr == nullptr) return Status::Success;
-    if (Status s = sim_capture_refuse("freeing device memory"); s != Status::Success) return s;
+    if (Status s = sim_capture_refuse_any("freeing device memory"); s != Status::Success) return s;
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == live_.end() || it->second.device < 0) return bad_free_locked(ptr, "device");
@@ -293,7 +293,7 @@ class SimBackend final : public Backend {
 
   Status host_malloc(size_t nbytes, void** ptr) override {
     *ptr = nullptr;
-    if (Status s = sim_capture_refuse("allocating pinned host memory"); s != Status::Success) return s;
+    if (Status s = sim_capture_refuse_any("allocating pinned host memory"); s != Status::Success) return s;
     if (nbytes == 0) return Status::Success;
     std::lock_guard<std::mutex> g(mu_);
     size_t mapped = 0;
@@ -308,7 +308,7 @@ class SimBackend final : public Backend {
 
   Status host_free(void* ptr) override {
     if (ptr == nullptr) return Status::Success;
-    if (Status s = sim_capture_refuse("freeing pinned host memory"); s != Status::Success) return s;
+    if (Status s = sim_capture_refuse_any("freeing pinned host memory"); s != Status::Success) return s;
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == live_.end() || it->second.device >= 0) return bad_free_locked(ptr, "pinned host");
@@ -316,7 +316,7 @@ class SimBackend final : public Backend {
     return Status::Success;
   }
 
-  Status memcpy_async(void* dst, const void* src, size_t n, CopyKind kind, Stream) override {
+  Status memcpy_async(void* dst, const void* src, size_t n, CopyKind kind, Stream stream) override {
     if (n == 0) return Status::Success;
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -324,25 +324,29 @@ class SimBackend final : public Backend {
       bool src_dev = kind == CopyKind::DeviceToHost || kind == CopyKind::DeviceToDevice;
       if (Status s = check_side_locked(dst, n, dst_dev, "destination"); s != Status::Success) return s;
       if (Status s = check_side_locked(src, n, src_dev, "source"); s != Status::Success) return s;
-      if (sim_capturing() && kind == CopyKind::HostToDevice && find_locked(src, n) == nullptr)
-        return sim_capture_refuse("a copy from pageable host memory (pin it: pin_memory())");
+      if (kind == CopyKind::HostToDevice && find_locked(src, n) == nullptr)
+        if (Status s = sim_capture_refuse(stream, "a copy from pageable host memory (pin it: pin_memory())");
+            s != Status::Success)
+          return s;
     }
-    if (sim_capturing() && kind == CopyKind::DeviceToHost)
-      return sim_capture_refuse("a copy of device memory to the host (a host read)");
-    if (sim_capturing() && kind != CopyKind::HostToHost) return record_copy(dst, src, n);
+    if (kind == CopyKind::DeviceToHost)
+      if (Status s = sim_capture_refuse(stream, "a copy of device memory to the host (a host read)");
+          s != Status::Success)
+        return s;
+    if (kind != CopyKind::HostToHost && recording(stream)) return record_copy(stream, dst, src, n);
     std::memmove(dst, src, n);
     return Status::Success;
   }
 
   // A copy recorded into the capture (the ranges were checked at capture; the graph keeps the memory alive).
-  static Status record_copy(void* dst, const void* src, size_t n) {
-    return record("memcpy", [dst, src, n] {
+  static Status record_copy(Stream stream, void* dst, const void* src, size_t n) {
+    return record(stream, "memcpy", [dst, src, n] {
       std::memmove(dst, src, n);
       return Status::Success;
     });
   }
 
-  Status memcpy_peer_async(void* dst, int dd, const void* src, int sd, size_t n, Stream) override {
+  Status memcpy_peer_async(void* dst, int dd, const void* src, int sd, size_t n, Stream stream) override {
     if (Status s = check_device(dd); s != Status::Success) return s;
     if (Status s = check_device(sd); s != Status::Success) return s;
     if (n == 0) return Status::Success;
@@ -351,19 +355,19 @@ class SimBackend final : public Backend {
       if (Status s = check_side_locked(dst, n, true, "destination"); s != Status::Success) return s;
       if (Status s = check_side_locked(src, n, true, "source"); s != Status::Success) return s;
     }
-    if (sim_capturing()) return record_copy(dst, src, n);
+    if (recording(stream)) return record_copy(stream, dst, src, n);
     std::memmove(dst, src, n);
     return Status::Success;
   }
 
-  Status memset_async(void* dst, int value, size_t n, Stream) override {
+  Status memset_async(void* dst, int value, size_t n, Stream stream) override {
     if (n == 0) return Status::Success;
     {
       std::lock_guard<std::mutex> g(mu_);
       if (Status s = check_side_locked(dst, n, true, "destination"); s != Status::Success) return s;
     }
-    if (sim_capturing()) {
-      return record("memset", [dst, value, n] {
+    if (recording(stream)) {
+      return record(stream, "memset", [dst, value, n] {
         std::memset(dst, value, n);
         return Status::Success;
       });
@@ -383,11 +387,11 @@ class SimBackend final : public Backend {
   }
   // Work runs at submission, so a stream is always idle by the time anyone can ask.
   Status stream_synchronize(int device, Stream) override {
-    if (Status s = sim_capture_refuse("synchronizing a stream"); s != Status::Success) return s;
+    if (Status s = sim_capture_refuse_any("synchronizing a stream"); s != Status::Success) return s;
     return check_device(device);
   }
   Status stream_query(int device, Stream) override {
-    if (Status s = sim_capture_refuse("querying a stream"); s != Status::Success) return s;
+    if (Status s = sim_capture_refuse_any("querying a stream"); s != Status::Success) return s;
     return check_device(device);
   }
   Status stream_wait_event(int device, Stream, Event e) override {
@@ -412,8 +416,8 @@ class SimBackend final : public Backend {
                                             " cannot be recorded on a stream of device " +
                                             std::to_string(stream_device));
     }
-    if (sim_capturing()) {
-      return record("event_record", [ev] {
+    if (recording(s)) {
+      return record(s, "event_record", [ev] {
         ev->recorded = true;
         ev->when = Clock::now();
         return Status::Success;
@@ -423,16 +427,16 @@ class SimBackend final : public Backend {
     ev->when = Clock::now();
     return Status::Success;
   }
-  Status event_query(Event) override { return sim_capture_refuse("querying an event"); }
-  Status event_synchronize(Event) override { return sim_capture_refuse("synchronizing an event"); }
+  Status event_query(Event) override { return sim_capture_refuse_any("querying an event"); }
+  Status event_synchronize(Event) override { return sim_capture_refuse_any("synchronizing an event"); }
 
-  Status stream_begin_capture(int device, Stream, CaptureMode mode) override {
-    if (Status s = check_device(device); s != Status::Success) return s;
-    return sim_begin_capture(device, mode);
+  Status stream_begin_capture(int device, Stream s, CaptureMode mode) override {
+    if (Status st = check_device(device); st != Status::Success) return st;
+    return sim_begin_capture(device, s, mode);
   }
-  Status stream_end_capture(int device, Stream, Graph* g) override { return sim_end_capture(device, g); }
-  Status stream_is_capturing(int device, Stream, bool* capturing) override {
-    *capturing = sim_capturing();
+  Status stream_end_capture(int device, Stream s, Graph* g) override { return sim_end_capture(device, s, g); }
+  Status stream_is_capturing(int device, Stream s, bool* capturing) override {
+    *capturing = recording(s);
     return check_device(device);
   }
   Status graph_launch(Graph g, Stream) override { return sim_graph_launch(g); }

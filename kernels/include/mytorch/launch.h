@@ -41,11 +41,22 @@ const char* status_name(Status s);
 const char* last_error();      // message of the calling thread's last failed call
 Status report(Status s, const char* message); // lets kernel launchers set the thread's error text
 
-// Graph capture on sim (Note [Graph capture], kernels/runtime/graph.cpp): while the calling thread captures,
-// a launcher records its sim twin instead of running it.
+// Graph capture on sim (Note [Graph capture], kernels/runtime/graph.cpp): while a stream captures, a launcher
+// given that stream records its sim twin instead of running it.
 namespace detail {
-bool recording();
-Status record(const char* name, std::function<Status()> work);
+bool any_capture();
+bool recording(Stream stream);
+Status record(Stream stream, const char* name, std::function<Status()> work);
+// The stream a launcher's argument tuple carries (its rt::Stream, a void*; null when none).
+inline void take_stream(Stream& s, Stream x) { s = x; }
+template <typename T>
+void take_stream(Stream&, const T&) {}
+template <typename Tuple>
+Stream stream_in(const Tuple& t) {
+  Stream s = nullptr;
+  std::apply([&](const auto&... x) { (take_stream(s, x), ...); }, t);
+  return s;
+}
 // The Philox state of the graph replaying on this thread (Note [Random numbers in a captured graph]): a launch
 // recorded with a captured offset (kCapturedOffset set; generator slot and the offset within the capture
 // below it) reads its seed and base offset here at replay.
@@ -144,15 +155,18 @@ R absent_cuda_kernel() {
   }                                                  \
   }
 // The capture path of a launcher (Note [Graph capture]): the arguments copied into a record of the sim twin.
-#define MT_LAUNCHER_RECORD(name, args)                                     \
-  if (::mytorch::rt::detail::recording() && !capture_is_query args) {      \
-    auto captured = std::make_tuple args;                                  \
-    auto held = ::mytorch::rt::detail::capture_own_all(captured);          \
-    return ::mytorch::rt::detail::record(#name, [captured, held]() {       \
-      auto call = captured;                                                \
-      ::mytorch::rt::detail::capture_replay_fix_all(call);                 \
-      return std::apply([](auto&... x) { return sim::name(x...); }, call); \
-    });                                                                    \
+#define MT_LAUNCHER_RECORD(name, args)                                           \
+  if (::mytorch::rt::detail::any_capture() && !capture_is_query args) {          \
+    auto captured = std::make_tuple args;                                        \
+    const ::mytorch::rt::Stream on = ::mytorch::rt::detail::stream_in(captured); \
+    if (::mytorch::rt::detail::recording(on)) {                                  \
+      auto held = ::mytorch::rt::detail::capture_own_all(captured);              \
+      return ::mytorch::rt::detail::record(on, #name, [captured, held]() {       \
+        auto call = captured;                                                    \
+        ::mytorch::rt::detail::capture_replay_fix_all(call);                     \
+        return std::apply([](auto&... x) { return sim::name(x...); }, call);     \
+      });                                                                        \
+    }                                                                            \
   }
 #define MT_LAUNCHER(name, params, args)                      \
   namespace sim {                                            \

@@ -97,10 +97,10 @@ Status event_synchronize(Event event);
 Status event_elapsed_ms(Event start, Event end, float* ms);
 
 // --- graph capture and replay (Note [Graph capture], graph.cpp) ----------------------------------------
-// cudaStreamBeginCapture / EndCapture / GraphInstantiate / GraphLaunch. On cuda (and emu) the stream's work is
-// captured by the CUDA runtime; on sim the capturing thread's launches, device-to-device copies and memsets are
-// recorded instead of run, and a replay runs the recording in order. While a thread captures, what a stream
-// capture cannot hold fails with InvalidValue and a message naming it: a stream / event / device
+// cudaStreamBeginCapture / EndCapture / GraphInstantiate / GraphLaunch. On cuda the stream's work is captured
+// by the CUDA runtime; on sim the launches, device-to-device copies and memsets given the capturing stream are
+// recorded instead of run, and a replay runs the recording in order. While a capture is under way, what it cannot
+// hold fails with InvalidValue and a message naming it (Note [Graph capture]): a stream / event / device
 // synchronisation or query, a copy to the host (a host read), a copy from pageable host memory, freeing device
 // memory, allocating or freeing pinned host memory.
 using Graph = void*;
@@ -108,7 +108,7 @@ enum class CaptureMode : int { Global = 0, ThreadLocal = 1, Relaxed = 2 };
 Status stream_begin_capture(int device, Stream stream, CaptureMode mode);
 // Ends the capture begun on `stream` by this thread; *graph is instantiated (ready to launch).
 Status stream_end_capture(int device, Stream stream, Graph* graph);
-// Whether the calling thread is capturing (on sim), or `stream` is (on cuda).
+// Whether `stream` is capturing.
 Status stream_is_capturing(int device, Stream stream, bool* capturing);
 Status graph_launch(Graph graph, Stream stream);
 Status graph_destroy(Graph graph);
@@ -116,9 +116,9 @@ Status graph_destroy(Graph graph);
 Status graph_debug_dump(Graph graph, const char* path);
 // The nodes a captured graph holds.
 Status graph_node_count(Graph graph, size_t* count);
-// Fails with InvalidValue naming `what` (and invalidates the capture, whose end then fails) when the calling
-// thread captures on sim; Success otherwise (what the glue refuses itself: the CPU fallback, host routes).
-Status capture_refuse(const char* what);
+// Fails with InvalidValue naming `what` (and invalidates the capture, whose end then fails) when `stream`
+// captures on sim; Success otherwise (what the glue refuses itself: the CPU fallback, host routes).
+Status capture_refuse(Stream stream, const char* what);
 // The Philox state generator `slot` gives the graph's next launch (Note [Random numbers in a captured graph]):
 // random launches recorded with a captured offset draw from (seed, base + their offset in the capture). Sim
 // only for now (cuda: Unavailable; its random kernels take their state by value).

@@ -1,0 +1,277 @@
+"""Graph capture and replay on mytorch (issue 53): torch.accelerator.Graph / torch.mytorch.MytorchGraph, graph,
+make_graphed_callables, graph pools, what a capture refuses, and random numbers per replay. A replay runs the same
+kernels as eager code, so results are compared bit for bit with an eager twin."""
+
+import copy
+import gc
+
+import pytest
+import torch
+
+import mytorch  # noqa: F401
+
+pytestmark = pytest.mark.skipif(
+    torch.mytorch.runtime() != "sim", reason="graph capture runs on sim and cuda; the emulated runtime refuses it"
+)
+
+
+def side_stream_warmup(fn, n=3):
+    s = torch.mytorch.Stream()
+    s.wait_stream(torch.mytorch.current_stream())
+    with torch.mytorch.stream(s):
+        for _ in range(n):
+            fn()
+    torch.mytorch.current_stream().wait_stream(s)
+
+
+def test_accelerator_graph_records_without_running_and_replays():
+    x = torch.zeros(1000, device="mytorch")
+    g = torch.accelerator.Graph()
+    with torch.mytorch.stream(torch.mytorch.Stream()), g:
+        x.add_(1)
+        y = x * 2
+    assert torch.equal(x.cpu(), torch.zeros(1000))  # captured, not run (a record that ran would read 1)
+    g.replay()
+    g.replay()
+    assert torch.equal(x.cpu(), torch.full((1000,), 2.0))
+    assert torch.equal(y.cpu(), torch.full((1000,), 4.0))
+
+
+def test_capture_on_the_default_stream_is_refused():
+    g = torch.mytorch.MytorchGraph()
+    with pytest.raises(RuntimeError, match="side stream"):
+        g.capture_begin()
+
+
+def test_training_step_with_fused_adamw_equals_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to("mytorch")
+    twin = copy.deepcopy(model)
+    x, y = torch.randn(8, 16, device="mytorch"), torch.randn(8, 4, device="mytorch")
+
+    def stepper(m):
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2, capturable=True, fused=True)
+
+        def step():
+            opt.zero_grad(set_to_none=False)
+            loss = torch.nn.functional.mse_loss(m(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    step, eager = stepper(model), stepper(twin)
+    side_stream_warmup(step)
+    for _ in range(3):
+        eager()
+    g = torch.mytorch.MytorchGraph()
+    with torch.mytorch.graph(g):
+        loss = step()
+    losses = []
+    for _ in range(4):
+        g.replay()
+        losses.append(loss.item())
+    want = [eager().item() for _ in range(4)]
+    assert losses == want
+    for p, q in zip(model.parameters(), twin.parameters()):
+        assert torch.equal(p.cpu(), q.cpu())
+
+
+def test_make_graphed_callables_mlp_equals_eager():
+    torch.manual_seed(1)
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)).to("mytorch")
+    twin = copy.deepcopy(mlp)
+    sample = torch.randn(4, 8, device="mytorch", requires_grad=True)
+    graphed = torch.mytorch.make_graphed_callables(mlp, (sample,))
+    for seed in range(3):
+        torch.manual_seed(100 + seed)
+        x = torch.randn(4, 8, device="mytorch", requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        out, ref = graphed(x), twin(x2)
+        assert torch.equal(out.cpu(), ref.cpu())
+        (out * out).sum().backward()
+        (ref * ref).sum().backward()
+        assert torch.equal(x.grad.cpu(), x2.grad.cpu())
+        for p, q in zip(mlp.parameters(), twin.parameters()):
+            assert torch.equal(p.grad.cpu(), q.grad.cpu())
+            p.grad = None
+            q.grad = None
+
+
+def test_dropout_advances_per_replay_and_matches_eager():
+    z = torch.ones(64, device="mytorch")
+    g = torch.mytorch.MytorchGraph()
+    with torch.mytorch.graph(g):
+        d = torch.nn.functional.dropout(z, 0.5)
+        r = torch.rand(5, device="mytorch")
+    torch.manual_seed(7)
+    replays = []
+    for _ in range(3):
+        g.replay()
+        replays.append((d.cpu().clone(), r.cpu().clone()))
+    torch.manual_seed(7)
+    eager = [(torch.nn.functional.dropout(z, 0.5).cpu(), torch.rand(5, device="mytorch").cpu()) for _ in range(3)]
+    assert not torch.equal(replays[0][0], replays[1][0])  # fresh numbers per replay
+    for (dg, rg), (de, re) in zip(replays, eager):
+        assert torch.equal(dg, de) and torch.equal(rg, re)
+    # the generator moved on exactly as the eager calls move it
+    torch.manual_seed(7)
+    g.replay()
+    after_replay = torch.rand(3, device="mytorch").cpu()
+    torch.manual_seed(7)
+    torch.nn.functional.dropout(z, 0.5), torch.rand(5, device="mytorch")
+    assert torch.equal(after_replay, torch.rand(3, device="mytorch").cpu())
+
+
+def test_a_private_generator_in_a_capture():
+    gen = torch.Generator(device="mytorch").manual_seed(3)
+    g = torch.mytorch.MytorchGraph()
+    with torch.mytorch.graph(g):
+        r = torch.randn(6, device="mytorch", generator=gen)
+    g.replay()
+    first = r.cpu().clone()
+    g.replay()
+    second = r.cpu().clone()
+    want = torch.Generator(device="mytorch").manual_seed(3)
+    assert torch.equal(first, torch.randn(6, device="mytorch", generator=want).cpu())
+    assert torch.equal(second, torch.randn(6, device="mytorch", generator=want).cpu())
+
+
+FORBIDDEN = {
+    "item (a host read)": (lambda x: x.sum().item(), "to the host"),
+    "cpu()": (lambda x: x.cpu(), "to the host"),
+    "stream synchronize": (lambda x: torch.mytorch.current_stream().synchronize(), "synchroniz"),
+    "device synchronize": (lambda x: torch.mytorch.synchronize(), "synchroniz"),
+    "pageable upload": (lambda x: torch.ones(4).to("mytorch"), "pageable"),
+    "CPU fallback": (lambda x: torch._assert_async(x.abs().sum() >= 0), "fallback"),
+    "host route": (lambda x: torch.linalg.inv(x.view(4, 4) + 4 * torch.eye(4, device="mytorch")), "host route"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORBIDDEN))
+def test_forbidden_calls_raise_and_invalidate_the_capture(name):
+    fn, message = FORBIDDEN[name]
+    x = torch.randn(16, device="mytorch")
+    if name == "CPU fallback":
+        FORBIDDEN[name][0](x)  # its warning outside the capture
+    g = torch.mytorch.MytorchGraph()
+    with pytest.raises(RuntimeError, match=message):
+        with torch.mytorch.graph(g):
+            fn(x)
+    assert not torch.mytorch.is_current_stream_capturing()
+    with pytest.raises(RuntimeError, match="before a capture ended"):
+        g.replay()
+    # the device and the allocator work on
+    assert torch.equal((x + 1).cpu(), x.cpu() + 1)
+
+
+def test_pinned_upload_is_recorded():
+    src = torch.arange(8.0).pin_memory()
+    dst = torch.zeros(8, device="mytorch")
+    g = torch.mytorch.MytorchGraph()
+    with torch.mytorch.graph(g):
+        dst.copy_(src, non_blocking=True)
+    assert torch.equal(dst.cpu(), torch.zeros(8))
+    src.add_(10)
+    g.replay()
+    assert torch.equal(dst.cpu(), torch.arange(8.0) + 10)
+
+
+def test_pools_shared_kept_alive_and_released():
+    torch.mytorch.empty_cache()
+    base = torch.mytorch.memory_reserved()
+    pool = torch.mytorch.graph_pool_handle()
+    x = torch.ones(1 << 18, device="mytorch")
+    g1, g2 = torch.mytorch.MytorchGraph(), torch.mytorch.MytorchGraph()
+    with torch.mytorch.graph(g1, pool=pool):
+        a = x * 2
+    with torch.mytorch.graph(g2, pool=pool):
+        b = x * 3
+    assert g1.pool() == g2.pool() == pool
+    ptr_a = a.data_ptr()
+    del a  # the graph still writes there: the memory is not handed to other tensors
+    c = torch.empty(1 << 18, device="mytorch")
+    assert c.data_ptr() != ptr_a
+    g1.replay()
+    g2.replay()
+    assert torch.equal(b.cpu(), torch.full((1 << 18,), 3.0))
+    held = torch.mytorch.memory_reserved()
+    assert held > base
+    del b, c
+    g1.reset()
+    g2.reset()
+    del g1, g2
+    gc.collect()
+    torch.mytorch.empty_cache()
+    assert torch.mytorch.memory_reserved() <= base + (2 << 20)  # x's segment stays
+
+
+def test_debug_dump_lists_the_recorded_launches(tmp_path):
+    x = torch.ones(4, device="mytorch")
+    g = torch.mytorch.MytorchGraph()
+    g.enable_debug_mode()
+    with torch.mytorch.graph(g):
+        x.mul_(3).add_(1)
+    path = tmp_path / "graph.txt"
+    g.debug_dump(str(path))
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("# mytorch sim graph: 2 nodes")
+    assert [ln.split()[1] for ln in lines[1:]] == ["elementwise", "elementwise"]
+
+
+def test_index_error_in_a_replay_raises():
+    w = torch.randn(10, 4, device="mytorch")
+    idx = torch.tensor([1, 2], device="mytorch")
+    g = torch.mytorch.MytorchGraph()
+    with torch.mytorch.graph(g):
+        out = torch.nn.functional.embedding(idx, w)
+    g.replay()
+    assert torch.equal(out.cpu(), w.cpu()[[1, 2]])
+    idx.fill_(12)
+    with pytest.raises(IndexError, match="index 12 is out of bounds"):  # checked after the replay, as eager
+        g.replay()
+
+
+def test_llama_decode_step_with_static_cache_equals_eager():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    model = transformers.LlamaForCausalLM(cfg).eval().to("mytorch")
+
+    def decode(graphed: bool, steps: int = 12) -> list:
+        cache = transformers.StaticCache(config=cfg, max_batch_size=1, max_cache_len=32)
+        tok = torch.tensor([[5]], device="mytorch")
+        pos = torch.tensor([0], device="mytorch")
+
+        def step():
+            return model(input_ids=tok, past_key_values=cache, cache_position=pos, use_cache=True).logits
+
+        tokens = []
+        with torch.no_grad():
+            if graphed:
+                side_stream_warmup(step, 2)
+                cache.reset()
+                g = torch.mytorch.MytorchGraph()
+                with torch.mytorch.graph(g):
+                    logits = step()
+            for _ in range(steps):
+                if graphed:
+                    g.replay()
+                else:
+                    logits = step()
+                nxt = logits[0, -1].argmax()
+                tokens.append(int(nxt))
+                tok.fill_(nxt)
+                pos.add_(1)
+        return tokens
+
+    assert decode(True) == decode(False)
