@@ -325,9 +325,24 @@ def test_modes_reset_and_the_cuda_graph_refusal():
     with torch.no_grad():
         check_against_cpu(torch.compile(dev, mode="max-autotune-no-cudagraphs")(x.to("mytorch")), ref, (x,))
         torch.compiler.reset()
-        with pytest.warns(UserWarning, match="no CUDA graph capture"):
+        with pytest.warns(UserWarning, match="graph trees take only cuda devices"):
             out = torch.compile(dev, mode="reduce-overhead")(x.to("mytorch"))
         check_against_cpu(out, ref, (x,))
+
+
+def test_a_compiled_graph_called_during_a_capture_raises():
+    if torch.mytorch.runtime() != "sim":
+        pytest.skip("graph capture runs on sim")
+    dev = _mlp().to("mytorch")
+    compiled = torch.compile(dev)
+    x = torch.randn(8, 32, device="mytorch")
+    with torch.no_grad():
+        want = compiled(x)
+        g = torch.mytorch.MytorchGraph()
+        with pytest.raises(RuntimeError, match="torch.compile-d graph"):
+            with torch.mytorch.graph(g):
+                compiled(x)
+        assert torch.equal(compiled(x).cpu(), want.cpu())  # the compiled code runs on outside a capture
 
 
 def test_autocast_inside_a_compiled_region():

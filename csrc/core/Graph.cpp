@@ -224,6 +224,9 @@ bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t* offset) {
   std::lock_guard<std::mutex> lock(g_mu);
   Capture* c = currentLocked();
   if (c == nullptr) return false;
+  TORCH_CHECK(rt::kind() == rt::Kind::Sim,
+              "mytorch graph: random numbers in a captured graph are supported on the sim runtime only so far (the "
+              "CUDA random kernels take their Philox state by value; docs/graphs.md)");
   auto& gens = c->generators;
   size_t slot = 0;
   while (slot < gens.size() && gens[slot].first.get() != gen) ++slot;

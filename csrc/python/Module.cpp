@@ -261,6 +261,7 @@ PYBIND11_MODULE(_C, m) {
     return std::make_tuple(id.first, id.second);
   });
   m.def("_is_current_stream_capturing", [] { return capturing(); });
+  m.def("_refuse_during_capture", [](const std::string& what) { refuseDuringCapture(what.c_str()); });
   m.def("_get_fallback_mode", &fallbackMode);
   m.def("_fallback_stats", [] {
     py::dict out;

@@ -192,6 +192,13 @@ def _wrapper_codegen():
         def write_header(self) -> None:
             super().write_header()
             self.header.writeline("from mytorch._C import _empty_strided_mytorch as empty_strided_mytorch")
+            self.header.writeline("from mytorch._C import _refuse_during_capture")
+
+        def codegen_inputs(self) -> None:
+            # The compiled C++ kernels run at the call, outside the launchers a capture records: a compiled graph
+            # called while a stream captures raises instead of running (Note [Graph capture]).
+            self.prefix.writeline("_refuse_during_capture('a torch.compile-d graph (its sim C++ kernels)')")
+            super().codegen_inputs()
 
         def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
             """Buffers through mytorch's C++ helper (csrc/python/Inductor.cpp), as cpu/cuda buffers go through
@@ -221,15 +228,18 @@ def _wrapper_codegen():
 
 
 def _refuse_graphs() -> None:
-    """mode="reduce-overhead" asks Inductor for CUDA graphs; mytorch has no graph capture, so the compiled code runs
-    without graphs (Inductor alone would skip them silently, in a debug log): said once, as a warning."""
+    """mode="reduce-overhead" asks Inductor for CUDA graphs; Inductor's graph trees (torch 2.13) take only "cuda"
+    devices and call torch.cuda's graph and allocator-pool APIs, with no hook for another device, so the compiled
+    code runs without graphs (Inductor alone would skip them silently, in a debug log): said once, as a warning.
+    torch.mytorch.graph / make_graphed_callables capture eager code (docs/graphs.md)."""
     if torch._inductor.config.triton.cudagraphs and not _warned_graphs:
         _warned_graphs.append(True)
         import warnings
 
         warnings.warn(
-            "torch.compile(mode='reduce-overhead'): mytorch has no CUDA graph capture, so the compiled code "
-            "runs without graphs (as with mode='max-autotune-no-cudagraphs' or the default mode)",
+            "torch.compile(mode='reduce-overhead'): Inductor's CUDA graph trees take only cuda devices in this "
+            "torch, so the compiled code runs without graphs (as with mode='max-autotune-no-cudagraphs'); "
+            "torch.mytorch.graph and make_graphed_callables capture eager code",
             UserWarning,
             stacklevel=2,
         )
