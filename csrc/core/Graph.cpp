@@ -45,6 +45,7 @@ namespace {
 
 struct Capture {
   c10::Stream stream;
+  std::string invalid;  // what the glue refused during it (the device API's own refusals invalidate it there)
   std::vector<std::pair<c10::intrusive_ptr<c10::GeneratorImpl>, uint64_t>> generators;  // (generator, steps)
 };
 // Captures under way, by stream: work on a capturing stream is captured whichever thread submits it (autograd
@@ -102,7 +103,7 @@ class MytorchGraph final : public at::GraphImplInterface {
       deviceAllocator()->releasePool(device_, pool_);
       MT_RT_CHECK(s);
     }
-    capture_ = std::make_unique<Capture>(Capture{stream_, {}});
+    capture_ = std::make_unique<Capture>(Capture{stream_, {}, {}});
     {
       std::lock_guard<std::mutex> lock(g_mu);
       g_captures.push_back(capture_.get());
@@ -126,6 +127,13 @@ class MytorchGraph final : public at::GraphImplInterface {
       deviceAllocator()->releasePool(device_, pool_);
       capture_.reset();
       MT_RT_CHECK(s);
+    }
+    if (!capture_->invalid.empty()) {  // refused by the glue: the device API may not know (cuda, emu)
+      const std::string why = capture_->invalid;
+      capture_.reset();
+      (void)rt::graph_destroy(g);
+      deviceAllocator()->releasePool(device_, pool_);
+      TORCH_CHECK(false, "mytorch graph: the capture was invalidated: ", why, " is not permitted while capturing");
     }
     graph_ = g;
     generators_ = std::move(capture_->generators);
@@ -198,7 +206,11 @@ bool capturing() { return current() != nullptr; }
 void refuseDuringCapture(const char* what) {
   Capture* c = current();
   if (c == nullptr) return;
-  (void)rt::capture_refuse(nativeHandle(c->stream), what);  // invalidates the capture (its end then fails)
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (c->invalid.empty()) c->invalid = what;  // its end then fails
+  }
+  (void)rt::capture_refuse(nativeHandle(c->stream), what);
   TORCH_CHECK(false, what, " is not permitted while capturing a graph on mytorch (as CUDA forbids it during stream ",
               "capture); the capture is invalidated");
 }

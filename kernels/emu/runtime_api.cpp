@@ -18,6 +18,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -34,6 +35,12 @@ struct EmuStream {
   std::deque<std::function<void()>> queue;
   unsigned long long submitted = 0, done = 0;
   bool stopping = false;
+  EmuGraph* capture = nullptr;  // while capturing: where its work goes instead of the queue
+};
+
+struct EmuGraph {
+  std::vector<std::function<void()>> tasks;
+  std::string invalid;  // what invalidated the capture
 };
 
 struct EmuEvent {
@@ -141,10 +148,16 @@ EmuStream* resolve(cudaStream_t s) {
   return d;
 }
 
+std::atomic<int> g_captures{0};  // streams capturing
+
 unsigned long long enqueue(EmuStream* s, std::function<void()> task) {
   unsigned long long seq;
   {
     std::lock_guard<std::mutex> lk(s->mu);
+    if (s->capture) {  // recorded, not run (Note [Graph capture])
+      s->capture->tasks.push_back(std::move(task));
+      return s->submitted;
+    }
     s->queue.push_back(std::move(task));
     seq = ++s->submitted;
   }
@@ -169,6 +182,24 @@ void drain(EmuStream* s) {
 std::vector<EmuStream*>& all_streams() {
   static std::vector<EmuStream*> v;
   return v;
+}
+
+// A call a capture cannot hold: on stream s (or, with s null, any capturing stream: CUDA's global mode) it fails
+// and invalidates the capture.
+cudaError_t refuse_in_capture(EmuStream* s, const char* what) {
+  if (g_captures.load() == 0) return cudaSuccess;
+  bool hit = false;
+  std::lock_guard<std::mutex> g(g_mu);
+  std::vector<EmuStream*> streams = all_streams();
+  for (EmuStream* x : streams) {
+    if (s != nullptr && x != s) continue;
+    std::lock_guard<std::mutex> lk(x->mu);
+    if (x->capture == nullptr) continue;
+    if (x->capture->invalid.empty()) x->capture->invalid = what;
+    hit = true;
+  }
+  if (hit) t_detail = std::string(what) + " is not permitted while a stream is capturing";
+  return hit ? set(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
 }
 
 cudaError_t check_device(int d) { return d < 0 || d >= count() ? set(cudaErrorInvalidDevice) : cudaSuccess; }
@@ -295,6 +326,8 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorIllegalInstruction: return "cudaErrorIllegalInstruction";
     case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     default: return "cudaErrorUnknown";
   }
 }
@@ -311,6 +344,8 @@ const char* plain_error_string(cudaError_t e) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorMisalignedAddress: return "misaligned address";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     default: return "unknown error";
   }
 }
@@ -379,6 +414,7 @@ cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int d) {
 }
 cudaError_t cudaDeviceSynchronize() {
   MT_EMU_ENTER();
+  if (refuse_in_capture(nullptr, "cudaDeviceSynchronize") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   touch_context(t_device);
   std::vector<EmuStream*> mine;
   {
@@ -412,6 +448,7 @@ cudaError_t cudaMalloc(void** ptr, size_t n) {
 cudaError_t cudaFree(void* ptr) {
   MT_EMU_ENTER();
   if (ptr == nullptr) return cudaSuccess;
+  if (refuse_in_capture(nullptr, "cudaFree") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   const int o = owner(ptr);
   if (o < 0) {  // not live device memory: the sim memory says whether it was freed before or never allocated
     const cudaError_t e = from_status(mem().device_free(t_device, ptr));
@@ -454,10 +491,12 @@ cudaError_t cudaIpcCloseMemHandle(void* ptr) {
 }
 cudaError_t cudaHostAlloc(void** ptr, size_t n, unsigned) {
   MT_EMU_ENTER();
+  if (refuse_in_capture(nullptr, "cudaHostAlloc") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   return set(from_status(mem().host_malloc(n, ptr)));
 }
 cudaError_t cudaFreeHost(void* ptr) {
   MT_EMU_ENTER();
+  if (refuse_in_capture(nullptr, "cudaFreeHost") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   for (int d = 0; d < count(); ++d) {
     const int saved = t_device;
     t_device = d;
@@ -479,6 +518,10 @@ cudaError_t copy(void* dst, const void* src, size_t n, bool dst_dev, bool src_de
     return set(cudaErrorInvalidValue);  // wrong direction, or a range outside one live allocation
   EmuStream* s = resolve(stream);
   touch_context(t_device);
+  if ((!src_dev && os == -2) || (!dst_dev && od == -2)) {  // pageable memory is copied synchronously
+    if (refuse_in_capture(s, "a copy to or from pageable host memory") != cudaSuccess)
+      return cudaErrorStreamCaptureUnsupported;
+  }
   if (!src_dev && os == -2) {  // pageable source: staged now
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
     enqueue(s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
@@ -543,11 +586,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   MT_EMU_ENTER();
+  if (refuse_in_capture(nullptr, "cudaStreamSynchronize") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   drain(resolve(s));
   return set(sticky());
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   MT_EMU_ENTER();
+  if (refuse_in_capture(nullptr, "cudaStreamQuery") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   EmuStream* s = resolve(stream);
   std::lock_guard<std::mutex> lk(s->mu);
   return set(s->done >= s->submitted ? cudaSuccess : cudaErrorNotReady);
@@ -598,6 +643,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   MT_EMU_ENTER();
+  if (refuse_in_capture(nullptr, "cudaEventQuery") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   if (e == nullptr) return set(cudaErrorInvalidResourceHandle);
   if (e->stream == nullptr) return cudaSuccess;
   std::lock_guard<std::mutex> lk(e->stream->mu);
@@ -605,6 +651,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   MT_EMU_ENTER();
+  if (refuse_in_capture(nullptr, "cudaEventSynchronize") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   if (e == nullptr) return set(cudaErrorInvalidResourceHandle);
   if (e->stream) wait_for(e->stream, e->seq);
   return set(sticky());
@@ -615,6 +662,90 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
     return set(cudaErrorInvalidResourceHandle);
   if (cudaEventQuery(a) != cudaSuccess || cudaEventQuery(b) != cudaSuccess) return set(cudaErrorNotReady);
   *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  MT_EMU_ENTER();
+  if (stream == nullptr) return set(cudaErrorStreamCaptureUnsupported);  // the legacy stream cannot capture
+  std::lock_guard<std::mutex> lk(stream->mu);
+  if (stream->capture) return set(cudaErrorIllegalState);
+  stream->capture = new EmuGraph();
+  g_captures.fetch_add(1);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  MT_EMU_ENTER();
+  *graph = nullptr;
+  if (stream == nullptr) return set(cudaErrorIllegalState);
+  std::unique_ptr<EmuGraph> g;
+  {
+    std::lock_guard<std::mutex> lk(stream->mu);
+    if (!stream->capture) return set(cudaErrorIllegalState);
+    g.reset(stream->capture);
+    stream->capture = nullptr;
+    g_captures.fetch_sub(1);
+  }
+  if (!g->invalid.empty()) {
+    t_detail = "the capture was invalidated by " + g->invalid;
+    return set(cudaErrorStreamCaptureInvalidated);
+  }
+  *graph = g.release();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  MT_EMU_ENTER();
+  EmuStream* s = resolve(stream);
+  std::lock_guard<std::mutex> lk(s->mu);
+  *status = !s->capture
+                ? cudaStreamCaptureStatusNone
+                : (s->capture->invalid.empty() ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusInvalidated);
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  MT_EMU_ENTER();
+  if (graph == nullptr) return set(cudaErrorInvalidValue);
+  *exec = new EmuGraph(*graph);
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  MT_EMU_ENTER();
+  if (exec == nullptr) return set(cudaErrorInvalidValue);
+  if (sticky() != cudaSuccess) return set(sticky());
+  EmuStream* s = resolve(stream);
+  if (s->device != t_device) return set(cudaErrorInvalidResourceHandle);
+  touch_context(t_device);
+  for (const auto& task : exec->tasks) enqueue(s, task);  // each launch's closure holds its arguments
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  MT_EMU_ENTER();
+  delete exec;  // queued replays hold their own copies of its tasks
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  MT_EMU_ENTER();
+  delete graph;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char* path, unsigned) {
+  MT_EMU_ENTER();
+  if (graph == nullptr) return set(cudaErrorInvalidValue);
+  FILE* f = std::fopen(path, "w");
+  if (f == nullptr) return set(cudaErrorInvalidValue);
+  std::fprintf(f, "digraph mytorch_emu_graph {\n");
+  for (size_t i = 0; i < graph->tasks.size(); ++i) {
+    std::fprintf(f, "  n%zu;\n", i);
+    if (i) std::fprintf(f, "  n%zu -> n%zu;\n", i - 1, i);
+  }
+  std::fprintf(f, "}\n");
+  std::fclose(f);
+  return cudaSuccess;
+}
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
+  MT_EMU_ENTER();
+  if (graph == nullptr || count == nullptr || nodes != nullptr) return set(cudaErrorInvalidValue);
+  *count = graph->tasks.size();
   return cudaSuccess;
 }
 

@@ -228,22 +228,7 @@ class CudaBackend final : public Backend {
     return MT_CUDA(cudaEventElapsedTime(ms, ce(a), ce(b)));
   }
 
-  // Graph capture (Note [Graph capture]): CUDA's stream capture. The emulated runtime has no graph API yet.
-#if MYTORCH_EMU
-  Status stream_begin_capture(int, Stream, CaptureMode) override { return no_graphs(); }
-  Status stream_end_capture(int, Stream, Graph* g) override {
-    *g = nullptr;
-    return no_graphs();
-  }
-  Status stream_is_capturing(int, Stream, bool* capturing) override {
-    *capturing = false;
-    return Status::Success;
-  }
-  Status graph_launch(Graph, Stream) override { return no_graphs(); }
-  Status graph_destroy(Graph) override { return no_graphs(); }
-  Status graph_debug_dump(Graph, const char*) override { return no_graphs(); }
-  Status graph_node_count(Graph, size_t*) override { return no_graphs(); }
-#else
+  // Graph capture (Note [Graph capture]): CUDA's stream capture (the emulated runtime's on emu).
   struct CudaGraph {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
@@ -294,12 +279,8 @@ class CudaBackend final : public Backend {
   Status graph_node_count(Graph g, size_t* count) override {
     return MT_CUDA(cudaGraphGetNodes(static_cast<CudaGraph*>(g)->graph, nullptr, count));
   }
-#endif
 
  private:
-  static Status no_graphs() {
-    return fail(Status::Unavailable, "graph capture is not in the emulated CUDA runtime yet (it runs on sim and cuda)");
-  }
   Status bad_device(int d) const {
     return on_device(count_, d, [] { return Status::Success; });
   }
