@@ -306,3 +306,46 @@ def test_random_numbers_in_a_cuda_capture_raise():
     with pytest.raises(RuntimeError, match="random numbers in a captured graph"):
         with torch.mytorch.graph(g):
             torch.rand(4, device="mytorch")
+
+
+@EVERY
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("draw", ["rand", "randn", "bernoulli", "randint"])
+def test_a_later_offset_draws_the_matching_slice(draw, dtype):
+    """Note [Philox layout]: element i of a call at offset o is element o + i of one stream, so a call at offset
+    o + d equals the first call's elements from d on (what DTensor's RNG tracker relies on)."""
+    if draw == "randint":
+        dtype = torch.int64 if dtype == torch.float64 else torch.int32
+    make = {
+        "rand": lambda n, g: torch.rand(n, device="mytorch", dtype=dtype, generator=g),
+        "randn": lambda n, g: torch.randn(n, device="mytorch", dtype=dtype, generator=g),
+        "bernoulli": lambda n, g: torch.full((n,), 0.4, device="mytorch", dtype=dtype).bernoulli_(generator=g),
+        "randint": lambda n, g: torch.randint(0, 1000, (n,), device="mytorch", dtype=dtype, generator=g),
+    }[draw]
+    g = torch.Generator(device="mytorch").manual_seed(11)
+    start = g.get_offset()
+    whole = make(100, g).cpu()
+    assert g.get_offset() == start + 100  # the element count, rounded up to 4
+    make(1, g)
+    assert g.get_offset() == start + 104
+    g.manual_seed(11)
+    g.set_offset(start + 40)
+    assert torch.equal(make(60, g).cpu(), whole[40:])
+    g.manual_seed(12)  # a negative control: another seed draws other numbers
+    assert not torch.equal(make(100, g).cpu(), whole)
+
+
+def test_dtensor_random_shards_are_slices_of_the_replicated_tensor(tmp_path):
+    import json
+
+    if not mytorch.distributed.is_available():
+        pytest.skip("torch.distributed needed")
+    from mytorch.testing import _dist_workers as W
+    from mytorch.testing import _rng_workers as R
+
+    W.launch(R.dtensor_random_worker, 2, str(tmp_path), W.free_port(), timeout_s=120)
+    for r in range(2):
+        for name, res in json.loads((tmp_path / f"rank{r}.json").read_text()).items():
+            assert res["replicated_is_single"], (name, res)
+            assert res["sharded_is_replicated"], (name, res)  # before the layout change: differed by up to 2.9
+            assert res["same_state_after"], (name, res)

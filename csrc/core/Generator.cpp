@@ -55,10 +55,13 @@ c10::intrusive_ptr<c10::TensorImpl> MytorchGeneratorImpl::get_state() const {
   return t.getIntrusivePtr();
 }
 
-std::pair<uint64_t, uint64_t> MytorchGeneratorImpl::philoxStep() {
+std::pair<uint64_t, uint64_t> MytorchGeneratorImpl::philoxStep(uint64_t elements) {
+  const uint64_t step = (elements + 3) / 4 * 4;
   uint64_t captured = 0;  // during a graph capture: resolved per replay (Note [Random numbers in a captured graph])
-  if (capturedPhiloxOffset(this, &captured)) return {seed_, captured};
-  return {seed_, offset_++};
+  if (capturedPhiloxOffset(this, step, &captured)) return {seed_, captured};
+  const uint64_t at = offset_;
+  offset_ += step;
+  return {seed_, at};
 }
 
 MytorchGeneratorImpl* MytorchGeneratorImpl::clone_impl() const {

@@ -21,8 +21,9 @@ class MytorchGeneratorImpl : public c10::GeneratorImpl {
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
-  // (seed, offset) for one kernel launch; advances the offset. Caller holds mutex_.
-  std::pair<uint64_t, uint64_t> philoxStep();
+  // (seed, offset) for one kernel launch drawing `elements` elements; advances the offset by that count rounded
+  // up to 4 (Note [Philox layout]). Caller holds mutex_.
+  std::pair<uint64_t, uint64_t> philoxStep(uint64_t elements);
 
  private:
   MytorchGeneratorImpl* clone_impl() const override;

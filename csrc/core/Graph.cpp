@@ -13,9 +13,9 @@
 // Note [Random numbers in a captured graph]
 // A random launch takes (seed, offset) from its generator, and each launch advances the offset by one. During a
 // capture, the generator hands out tagged offsets (rt::detail::kCapturedOffset, the generator's slot in the
-// capture, the launch's step k within it) and does not advance. At each replay the graph reads every captured
-// generator's (seed, offset), gives the records base = that offset (rt::graph_set_philox), and advances the
-// generator by the steps the capture took, so replay n draws exactly what the same eager calls would have drawn
+// capture, the launch's offset k within the capture) and does not advance. At each replay the graph reads every
+// captured generator's (seed, offset), gives the records base = that offset (rt::graph_set_philox), and advances
+// the generator by what the capture drew, so replay n draws exactly what the same eager calls would have drawn
 // from the generator's state at that moment: dropout differs from replay to replay and matches an eager run
 // seeded the same way (as CUDA's graph-registered generator state does).
 #include "csrc/core/Graph.h"
@@ -231,7 +231,7 @@ void runOrRecord(const char* name, std::function<void()> work) {
   }));
 }
 
-bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t* offset) {
+bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t step, uint64_t* offset) {
   if (g_active.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(g_mu);
   Capture* c = currentLocked();
@@ -243,7 +243,8 @@ bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t* offset) {
   size_t slot = 0;
   while (slot < gens.size() && gens[slot].first.get() != gen) ++slot;
   if (slot == gens.size()) gens.emplace_back(c10::intrusive_ptr<c10::GeneratorImpl>::reclaim_copy(gen), 0);
-  *offset = rt::detail::kCapturedOffset | (uint64_t(slot) << rt::detail::kCapturedSlotShift) | gens[slot].second++;
+  *offset = rt::detail::kCapturedOffset | (uint64_t(slot) << rt::detail::kCapturedSlotShift) | gens[slot].second;
+  gens[slot].second += step;
   return true;
 }
 

@@ -19,9 +19,10 @@ void refuseDuringCapture(const char* what);
 // Runs `work` now, or, while the calling thread captures on sim, records it to run at each replay instead (the
 // sim's host routes: ATen's CPU kernels on host views of device memory, Note [Sim host route]).
 void runOrRecord(const char* name, std::function<void()> work);
-// A generator step during capture: the offset a launch records (slot and step within the capture, resolved at
-// each replay); false when the calling thread is not capturing. Caller holds the generator's mutex.
-bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t* offset);
+// A generator step of `step` elements during capture: the offset a launch records (slot and offset within the
+// capture, resolved at each replay); false when the current stream is not capturing. Caller holds the
+// generator's mutex.
+bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t step, uint64_t* offset);
 // A new pool id for graphs to share (torch.cuda.graph_pool_handle()).
 c10::MempoolId_t graphPoolHandle();
 // torch.accelerator.Graph's implementation for the device, under its name (after the PrivateUse1 rename).

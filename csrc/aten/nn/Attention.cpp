@@ -151,7 +151,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
   if (dropout_p > 0) {
     auto* g = at::get_generator_or_default<MytorchGeneratorImpl>(std::nullopt, defaultGenerator(q.device().index()));
     std::lock_guard<std::mutex> lock(g->mutex_);
-    std::tie(a.seed, a.offset) = g->philoxStep();
+    std::tie(a.seed, a.offset) = g->philoxStep(static_cast<uint64_t>(a.b * a.hq * a.lq * a.lk));
     a.dropout_p = dropout_p;
     seed_t.fill_(static_cast<int64_t>(a.seed));
     offset_t.fill_(static_cast<int64_t>(a.offset));

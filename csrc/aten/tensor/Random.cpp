@@ -36,11 +36,13 @@ at::Tensor unsignedAsSigned(const at::Tensor& self) {
   }
 }
 
-// The (seed, offset) of one call on `device`'s generator (or gen), advancing its offset (Note [Philox layout]).
-std::pair<uint64_t, uint64_t> philoxCall(const c10::Device& device, const std::optional<at::Generator>& gen) {
+// The (seed, offset) of one call of `elements` elements on `device`'s generator (or gen), advancing its offset
+// (Note [Philox layout]).
+std::pair<uint64_t, uint64_t> philoxCall(const c10::Device& device, const std::optional<at::Generator>& gen,
+                                         int64_t elements) {
   auto* g = at::get_generator_or_default<MytorchGeneratorImpl>(gen, defaultGenerator(device.index()));
   std::lock_guard<std::mutex> lock(g->mutex_);
-  return g->philoxStep();
+  return g->philoxStep(static_cast<uint64_t>(elements));
 }
 
 at::Tensor& randomFill(at::Tensor& self, RandomArgs p, const std::optional<at::Generator>& gen) {
@@ -56,7 +58,7 @@ at::Tensor& randomFill(at::Tensor& self, RandomArgs p, const std::optional<at::G
   TORCH_CHECK(toKernelDType(self.scalar_type()) != DType::Other, "mytorch random fills do not support dtype ",
               self.scalar_type());
   c10::DeviceGuard guard(self.device());
-  std::tie(p.seed, p.offset) = philoxCall(self.device(), gen);
+  std::tie(p.seed, p.offset) = philoxCall(self.device(), gen, self.numel());
   at::Tensor target = self.is_contiguous() ? self : at::empty(self.sizes(), self.options());
   p.data = target.data_ptr();
   p.dtype = toKernelDType(self.scalar_type());
@@ -221,7 +223,7 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input, double
   d.keep = 1.0 - prob;
   d.scale = scale;
   c10::DeviceGuard guard(input.device());
-  std::tie(d.seed, d.offset) = philoxCall(input.device(), std::nullopt);
+  std::tie(d.seed, d.offset) = philoxCall(input.device(), std::nullopt, input.numel());
   MT_RT_CHECK(kernels::dropout(d, streamFor(input)));
   return {out, mask};
 }

@@ -2,11 +2,15 @@
 // element index), never on the launch shape, so sim and cuda produce the same stream for a seed.
 //
 // Note [Philox layout]
-// Element i of a call draws from the Philox block whose counter is (block, offset): uniform and bernoulli
-// for 32-bit-or-narrower types use one 32-bit word (block i/4, word i%4); double uniforms and 64-bit
-// integers use two words (block i/2); normals come in Box-Muller pairs (block i/2, words 0-1 for float
-// types, all four for double). Each call advances the generator's offset by one, so calls never share a
-// counter.
+// A call's offset counts elements: element i of a call at offset o is element o + i of one stream per layout
+// (a "lane", the counter's high word), so a call at offset o + d gives the elements from d on of a call at o
+// with the same seed (what DTensor's offset-based RNG tracker relies on: a shard drawn at offset
+// base + shard_index * shard_size is the matching slice of the whole tensor drawn at base, as on CUDA). Lanes:
+// uniform and bernoulli for 32-bit-or-narrower types use one 32-bit word (block (o+i)/4, word i%4); double
+// uniforms and 64-bit integers two words (block (o+i)/2); normals come in Box-Muller pairs (block (o+i)/2,
+// words 0-1 for float types, all four for double); attention's dropout one block per score. Each call advances
+// the generator's offset by its element count rounded up to 4 (offsets stay multiples of 4), so calls never
+// share a counter; lanes keep layouts that pack differently apart.
 #pragma once
 
 #include <cmath>
@@ -67,6 +71,14 @@ MT_HOST_DEVICE inline double u64_to_unit_double(uint32_t hi, uint32_t lo) {
   return (v >> 11) * (1.0 / 9007199254740992.0);
 }
 
+// The lanes of Note [Philox layout] (the counter's high word), and element i's block in one.
+enum class PhiloxLane : uint32_t { Word = 1, Pair = 2, NormalFloat = 3, NormalDouble = 4, Attention = 5 };
+MT_HOST_DEVICE inline Philox4x32 philox_block(uint64_t seed, uint64_t offset, int64_t i, int per_block,
+                                              PhiloxLane lane) {
+  return Philox4x32(seed, (offset + static_cast<uint64_t>(i)) / static_cast<uint64_t>(per_block),
+                    static_cast<uint64_t>(lane));
+}
+
 // The value of element i, computed identically on both runtimes (see Note [Philox layout]).
 template <typename T>
 MT_HOST_DEVICE inline T random_element(const RandomArgs& p, int64_t i) {
@@ -74,18 +86,19 @@ MT_HOST_DEVICE inline T random_element(const RandomArgs& p, int64_t i) {
   switch (p.dist) {
     case Distribution::Uniform: {
       if constexpr (std::is_same_v<T, double>) {
-        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 2), p.offset);
+        Philox4x32 r = philox_block(p.seed, p.offset, i, 2, PhiloxLane::Pair);
         int w = static_cast<int>(i % 2) * 2;
         return p.a + (p.b - p.a) * u64_to_unit_double(r.c[w], r.c[w + 1]);
       } else {
-        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 4), p.offset);
+        Philox4x32 r = philox_block(p.seed, p.offset, i, 4, PhiloxLane::Word);
         float u = u32_to_unit_float(r.c[i % 4]);
         float v = static_cast<float>(p.a) + (static_cast<float>(p.b) - static_cast<float>(p.a)) * u;
         return mt_cast<T, float>(v);
       }
     }
     case Distribution::Normal: {
-      Philox4x32 r(p.seed, static_cast<uint64_t>(i / 2), p.offset);
+      Philox4x32 r = philox_block(p.seed, p.offset, i, 2,
+                                  std::is_same_v<T, double> ? PhiloxLane::NormalDouble : PhiloxLane::NormalFloat);
       const bool second = (i % 2) != 0;
       if constexpr (std::is_same_v<T, double>) {
         double u1 = 1.0 - u64_to_unit_double(r.c[0], r.c[1]); // (0, 1]
@@ -104,28 +117,28 @@ MT_HOST_DEVICE inline T random_element(const RandomArgs& p, int64_t i) {
     case Distribution::Integer: {
       uint64_t v;
       if (wide || p.range > (uint64_t(1) << 32)) {
-        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 2), p.offset);
+        Philox4x32 r = philox_block(p.seed, p.offset, i, 2, PhiloxLane::Pair);
         int w = static_cast<int>(i % 2) * 2;
         v = (static_cast<uint64_t>(r.c[w]) << 32) | r.c[w + 1];
       } else {
-        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 4), p.offset);
+        Philox4x32 r = philox_block(p.seed, p.offset, i, 4, PhiloxLane::Word);
         v = r.c[i % 4];
       }
       int64_t out = p.low + static_cast<int64_t>(p.range ? v % p.range : v);
       return mt_cast<T, int64_t>(out);
     }
     case Distribution::Bernoulli: {
-      Philox4x32 r(p.seed, static_cast<uint64_t>(i / 4), p.offset);
+      Philox4x32 r = philox_block(p.seed, p.offset, i, 4, PhiloxLane::Word);
       float u = u32_to_unit_float(r.c[i % 4]);
       return mt_cast<T, int>(static_cast<double>(u) < p.a ? 1 : 0);
     }
     case Distribution::Exponential: {  // -log(u) / rate with u in (0, 1]: finite, >= 0
       if constexpr (std::is_same_v<T, double>) {
-        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 2), p.offset);
+        Philox4x32 r = philox_block(p.seed, p.offset, i, 2, PhiloxLane::Pair);
         int w = static_cast<int>(i % 2) * 2;
         return -std::log(1.0 - u64_to_unit_double(r.c[w], r.c[w + 1])) / p.a;
       } else {
-        Philox4x32 r(p.seed, static_cast<uint64_t>(i / 4), p.offset);
+        Philox4x32 r = philox_block(p.seed, p.offset, i, 4, PhiloxLane::Word);
         float u = 1.0f - u32_to_unit_float(r.c[i % 4]);
         return mt_cast<T, float>(-logf(u) / static_cast<float>(p.a));
       }
@@ -159,7 +172,7 @@ struct DropoutArgs {
 // Block b's draws (elements 4b .. 4b + 3) applied to their values x (opmath O), results y and m.
 template <typename O>
 MT_HOST_DEVICE inline void dropout_block(const DropoutArgs& p, int64_t b, const O* x, O* y, bool* m) {
-  const Philox4x32 r(p.seed, static_cast<uint64_t>(b), p.offset);
+  const Philox4x32 r = philox_block(p.seed, p.offset, 4 * b, 4, PhiloxLane::Word);
   const O scale = static_cast<O>(p.scale);
   for (int j = 0; j < 4; ++j) {
     m[j] = static_cast<double>(u32_to_unit_float(r.c[j])) < p.keep;
