@@ -43,9 +43,12 @@
 namespace mytorch {
 namespace {
 
+constexpr size_t kMaxGenerators = 16;  // generators one capture may draw from
+
 struct Capture {
   c10::Stream stream;
   std::string invalid;  // what the glue refused during it (the device API's own refusals invalidate it there)
+  const uint64_t* philox_dev = nullptr;  // cuda, emu: where replays put [seed, base] per generator slot
   std::vector<std::pair<c10::intrusive_ptr<c10::GeneratorImpl>, uint64_t>> generators;  // (generator, steps)
 };
 // Captures under way, by stream: work on a capturing stream is captured whichever thread submits it (autograd
@@ -90,6 +93,8 @@ class MytorchGraph final : public at::GraphImplInterface {
     if (pool.first == 0 && pool.second == 0) pool = {g_pool_uid.fetch_add(1), 0};  // this graph's own
     pool_ = pool;
     stream_ = stream;
+    if (rt::kind() != rt::Kind::Sim && !philox_dev_)  // a CUDA graph's random launches read their state here
+      philox_dev_ = deviceAllocator()->allocate(kMaxGenerators * 2 * sizeof(uint64_t));
     // The device's error slot is pinned host memory, made at first use: made now, since a capture cannot allocate it
     (void)deviceErrorSite(c10::Device(c10::DeviceType::PrivateUse1, device_), "graph capture",
                           DeviceErrorFormat::IndexOutOfBounds, true);
@@ -103,7 +108,7 @@ class MytorchGraph final : public at::GraphImplInterface {
       deviceAllocator()->releasePool(device_, pool_);
       MT_RT_CHECK(s);
     }
-    capture_ = std::make_unique<Capture>(Capture{stream_, {}, {}});
+    capture_ = std::make_unique<Capture>(Capture{stream_, {}, static_cast<const uint64_t*>(philox_dev_.get()), {}});
     {
       std::lock_guard<std::mutex> lock(g_mu);
       g_captures.push_back(capture_.get());
@@ -150,14 +155,21 @@ class MytorchGraph final : public at::GraphImplInterface {
     TORCH_CHECK(graph_ != nullptr, "mytorch graph: replay() before a capture ended");
     if (!instantiated_) instantiate();
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    const rt::Stream stream = nativeHandle(currentStream(device_));
+    std::vector<uint64_t> state(2 * generators_.size());
     for (size_t slot = 0; slot < generators_.size(); ++slot) {
       auto& [gen, steps] = generators_[slot];
       std::lock_guard<std::mutex> lock(gen->mutex_);
-      const uint64_t seed = gen->current_seed(), base = gen->get_offset();
-      gen->set_offset(base + steps);
-      MT_RT_CHECK(rt::graph_set_philox(graph_, static_cast<int>(slot), seed, base));
+      state[2 * slot] = gen->current_seed();
+      state[2 * slot + 1] = gen->get_offset();
+      gen->set_offset(state[2 * slot + 1] + steps);
+      if (rt::kind() == rt::Kind::Sim)
+        MT_RT_CHECK(rt::graph_set_philox(graph_, static_cast<int>(slot), state[2 * slot], state[2 * slot + 1]));
     }
-    MT_RT_CHECK(rt::graph_launch(graph_, nativeHandle(currentStream(device_))));
+    if (!state.empty() && rt::kind() != rt::Kind::Sim)  // from pageable memory: staged before the call returns
+      MT_RT_CHECK(rt::memcpy_async(philox_dev_.get(), state.data(), state.size() * sizeof(uint64_t),
+                                   rt::CopyKind::HostToDevice, stream));
+    MT_RT_CHECK(rt::graph_launch(graph_, stream));
     // A recorded kernel's device-side error (an index out of range): raised now on sim, where the replay has run,
     // as an error-checked launch does (Note [Device-side errors]); on a GPU at the next synchronisation.
     if (rt::kind() == rt::Kind::Sim) raiseDeviceError(device_);
@@ -196,6 +208,7 @@ class MytorchGraph final : public at::GraphImplInterface {
   c10::MempoolId_t pool_{0, 0};
   rt::Graph graph_ = nullptr;
   std::unique_ptr<Capture> capture_;
+  c10::DataPtr philox_dev_;  // cuda, emu: the replays' Philox state (Capture::philox_dev)
   std::vector<std::pair<c10::intrusive_ptr<c10::GeneratorImpl>, uint64_t>> generators_;
 };
 
@@ -236,16 +249,19 @@ bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t step, uint64_t* of
   std::lock_guard<std::mutex> lock(g_mu);
   Capture* c = currentLocked();
   if (c == nullptr) return false;
-  TORCH_CHECK(rt::kind() == rt::Kind::Sim,
-              "mytorch graph: random numbers in a captured graph are supported on the sim runtime only so far (the "
-              "CUDA random kernels take their Philox state by value; docs/graphs.md)");
   auto& gens = c->generators;
   size_t slot = 0;
   while (slot < gens.size() && gens[slot].first.get() != gen) ++slot;
+  TORCH_CHECK(slot < kMaxGenerators, "mytorch graph: a capture may draw from at most ", kMaxGenerators, " generators");
   if (slot == gens.size()) gens.emplace_back(c10::intrusive_ptr<c10::GeneratorImpl>::reclaim_copy(gen), 0);
   *offset = rt::detail::kCapturedOffset | (uint64_t(slot) << rt::detail::kCapturedSlotShift) | gens[slot].second;
   gens[slot].second += step;
   return true;
+}
+
+const uint64_t* capturedPhiloxState() {
+  Capture* c = current();
+  return c == nullptr ? nullptr : c->philox_dev;
 }
 
 c10::MempoolId_t graphPoolHandle() { return {0, g_pool_uid.fetch_add(1)}; }

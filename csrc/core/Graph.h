@@ -23,6 +23,9 @@ void runOrRecord(const char* name, std::function<void()> work);
 // capture, resolved at each replay); false when the current stream is not capturing. Caller holds the
 // generator's mutex.
 bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t step, uint64_t* offset);
+// cuda, emu: the device memory a captured random launch reads its replay's Philox state from (the launch's
+// philox_dev); null on sim (its records are patched) and outside a capture.
+const uint64_t* capturedPhiloxState();
 // A new pool id for graphs to share (torch.cuda.graph_pool_handle()).
 c10::MempoolId_t graphPoolHandle();
 // torch.accelerator.Graph's implementation for the device, under its name (after the PrivateUse1 rename).

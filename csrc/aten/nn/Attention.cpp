@@ -23,6 +23,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "csrc/core/Graph.h"
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/core/Generator.h"
@@ -152,6 +153,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
     auto* g = at::get_generator_or_default<MytorchGeneratorImpl>(std::nullopt, defaultGenerator(q.device().index()));
     std::lock_guard<std::mutex> lock(g->mutex_);
     std::tie(a.seed, a.offset) = g->philoxStep(static_cast<uint64_t>(a.b * a.hq * a.lq * a.lk));
+    a.philox_dev = capturedPhiloxState();
     a.dropout_p = dropout_p;
     seed_t.fill_(static_cast<int64_t>(a.seed));
     offset_t.fill_(static_cast<int64_t>(a.offset));
@@ -192,6 +194,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fusedAttentionBackward(
     a.dropout_p = dropout_p;
     a.seed = static_cast<uint64_t>(philox_seed.item<int64_t>());
     a.offset = static_cast<uint64_t>(philox_offset.item<int64_t>());
+    a.philox_dev = capturedPhiloxState();  // a backward in the same capture: the forward's replay state
   }
   Tensor dq = at::empty_like(query), dk = at::empty_like(key), dv = at::empty_like(value);
   Tensor dq_rows = rowsBuffer(dq), dk_rows = rowsBuffer(dk), dv_rows = rowsBuffer(dv);

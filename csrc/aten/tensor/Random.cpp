@@ -15,6 +15,7 @@
 #include <limits>
 #include <mutex>
 
+#include "csrc/core/Graph.h"
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/core/Generator.h"
@@ -59,6 +60,7 @@ at::Tensor& randomFill(at::Tensor& self, RandomArgs p, const std::optional<at::G
               self.scalar_type());
   c10::DeviceGuard guard(self.device());
   std::tie(p.seed, p.offset) = philoxCall(self.device(), gen, self.numel());
+  p.philox_dev = capturedPhiloxState();
   at::Tensor target = self.is_contiguous() ? self : at::empty(self.sizes(), self.options());
   p.data = target.data_ptr();
   p.dtype = toKernelDType(self.scalar_type());
@@ -224,6 +226,7 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input, double
   d.scale = scale;
   c10::DeviceGuard guard(input.device());
   std::tie(d.seed, d.offset) = philoxCall(input.device(), std::nullopt, input.numel());
+  d.philox_dev = capturedPhiloxState();
   MT_RT_CHECK(kernels::dropout(d, streamFor(input)));
   return {out, mask};
 }

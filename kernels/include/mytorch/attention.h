@@ -56,6 +56,7 @@ struct AttentionArgs {
   bool causal = false;
   double dropout_p = 0;
   uint64_t seed = 0, offset = 0;
+  const uint64_t* philox_dev = nullptr;  // as RandomArgs::philox_dev (a CUDA graph's per-replay Philox state)
   // decoding (split-KV): when set, the keys of each query row are split into chunks of `split_chunk`
   // processed independently (partial max, sum and output per chunk), then combined per row
   void* split_ws = nullptr;          // attention_split_workspace_bytes(...) bytes
@@ -131,7 +132,9 @@ MT_HOST_DEVICE inline float bias_at(const AttentionArgs& a, int64_t b, int64_t h
 MT_HOST_DEVICE inline float dropout_factor(const AttentionArgs& a, int64_t b, int64_t h, int64_t i, int64_t j) {
   if (a.dropout_p <= 0) return 1.f;
   const uint64_t idx = static_cast<uint64_t>(((b * a.hq + h) * a.lq + i) * a.lk + j);
-  const Philox4x32 r = philox_block(a.seed, a.offset, static_cast<int64_t>(idx), 1, PhiloxLane::Attention);
+  uint64_t seed = a.seed, offset = a.offset;
+  philox_resolve(a.philox_dev, seed, offset);
+  const Philox4x32 r = philox_block(seed, offset, static_cast<int64_t>(idx), 1, PhiloxLane::Attention);
   return u32_to_unit_float(r.c[0]) >= static_cast<float>(a.dropout_p) ? static_cast<float>(1.0 / (1.0 - a.dropout_p))
                                                                       : 0.f;
 }

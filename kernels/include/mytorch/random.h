@@ -63,12 +63,23 @@ struct RandomArgs {
   double a = 0, b = 1;  // uniform [a, b); normal mean a, std b; bernoulli p = a; exponential rate a
   int64_t low = 0;      // integer: low + (r mod range)
   uint64_t range = 0;
+  const uint64_t* philox_dev = nullptr;  // a CUDA graph's per-replay Philox state (Note [Random numbers in a
+                                         // captured graph]), read when offset is a captured one
 };
 
 MT_HOST_DEVICE inline float u32_to_unit_float(uint32_t x) { return (x >> 8) * (1.0f / 16777216.0f); }
 MT_HOST_DEVICE inline double u64_to_unit_double(uint32_t hi, uint32_t lo) {
   uint64_t v = (static_cast<uint64_t>(hi) << 32) | lo;
   return (v >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// A captured offset (rt::detail::kCapturedOffset: generator slot and offset within the capture) resolved from the
+// replay's state in device memory, [seed, base] per slot (CUDA graphs; the sim patches its records instead).
+MT_HOST_DEVICE inline void philox_resolve(const uint64_t* dev, uint64_t& seed, uint64_t& offset) {
+  if (dev == nullptr || !(offset & rt::detail::kCapturedOffset)) return;
+  const uint64_t slot = (offset & ~rt::detail::kCapturedOffset) >> rt::detail::kCapturedSlotShift;
+  seed = dev[2 * slot];
+  offset = dev[2 * slot + 1] + (offset & ((uint64_t(1) << rt::detail::kCapturedSlotShift) - 1));
 }
 
 // The lanes of Note [Philox layout] (the counter's high word), and element i's block in one.
@@ -83,21 +94,23 @@ MT_HOST_DEVICE inline Philox4x32 philox_block(uint64_t seed, uint64_t offset, in
 template <typename T>
 MT_HOST_DEVICE inline T random_element(const RandomArgs& p, int64_t i) {
   constexpr bool wide = std::is_same_v<T, double> || std::is_same_v<T, int64_t>;
+  uint64_t seed = p.seed, offset = p.offset;
+  philox_resolve(p.philox_dev, seed, offset);
   switch (p.dist) {
     case Distribution::Uniform: {
       if constexpr (std::is_same_v<T, double>) {
-        Philox4x32 r = philox_block(p.seed, p.offset, i, 2, PhiloxLane::Pair);
+        Philox4x32 r = philox_block(seed, offset, i, 2, PhiloxLane::Pair);
         int w = static_cast<int>(i % 2) * 2;
         return p.a + (p.b - p.a) * u64_to_unit_double(r.c[w], r.c[w + 1]);
       } else {
-        Philox4x32 r = philox_block(p.seed, p.offset, i, 4, PhiloxLane::Word);
+        Philox4x32 r = philox_block(seed, offset, i, 4, PhiloxLane::Word);
         float u = u32_to_unit_float(r.c[i % 4]);
         float v = static_cast<float>(p.a) + (static_cast<float>(p.b) - static_cast<float>(p.a)) * u;
         return mt_cast<T, float>(v);
       }
     }
     case Distribution::Normal: {
-      Philox4x32 r = philox_block(p.seed, p.offset, i, 2,
+      Philox4x32 r = philox_block(seed, offset, i, 2,
                                   std::is_same_v<T, double> ? PhiloxLane::NormalDouble : PhiloxLane::NormalFloat);
       const bool second = (i % 2) != 0;
       if constexpr (std::is_same_v<T, double>) {
@@ -117,28 +130,28 @@ MT_HOST_DEVICE inline T random_element(const RandomArgs& p, int64_t i) {
     case Distribution::Integer: {
       uint64_t v;
       if (wide || p.range > (uint64_t(1) << 32)) {
-        Philox4x32 r = philox_block(p.seed, p.offset, i, 2, PhiloxLane::Pair);
+        Philox4x32 r = philox_block(seed, offset, i, 2, PhiloxLane::Pair);
         int w = static_cast<int>(i % 2) * 2;
         v = (static_cast<uint64_t>(r.c[w]) << 32) | r.c[w + 1];
       } else {
-        Philox4x32 r = philox_block(p.seed, p.offset, i, 4, PhiloxLane::Word);
+        Philox4x32 r = philox_block(seed, offset, i, 4, PhiloxLane::Word);
         v = r.c[i % 4];
       }
       int64_t out = p.low + static_cast<int64_t>(p.range ? v % p.range : v);
       return mt_cast<T, int64_t>(out);
     }
     case Distribution::Bernoulli: {
-      Philox4x32 r = philox_block(p.seed, p.offset, i, 4, PhiloxLane::Word);
+      Philox4x32 r = philox_block(seed, offset, i, 4, PhiloxLane::Word);
       float u = u32_to_unit_float(r.c[i % 4]);
       return mt_cast<T, int>(static_cast<double>(u) < p.a ? 1 : 0);
     }
     case Distribution::Exponential: {  // -log(u) / rate with u in (0, 1]: finite, >= 0
       if constexpr (std::is_same_v<T, double>) {
-        Philox4x32 r = philox_block(p.seed, p.offset, i, 2, PhiloxLane::Pair);
+        Philox4x32 r = philox_block(seed, offset, i, 2, PhiloxLane::Pair);
         int w = static_cast<int>(i % 2) * 2;
         return -std::log(1.0 - u64_to_unit_double(r.c[w], r.c[w + 1])) / p.a;
       } else {
-        Philox4x32 r = philox_block(p.seed, p.offset, i, 4, PhiloxLane::Word);
+        Philox4x32 r = philox_block(seed, offset, i, 4, PhiloxLane::Word);
         float u = 1.0f - u32_to_unit_float(r.c[i % 4]);
         return mt_cast<T, float>(-logf(u) / static_cast<float>(p.a));
       }
@@ -165,6 +178,7 @@ struct DropoutArgs {
   DType dtype = DType::Float;
   int64_t numel = 0;
   uint64_t seed = 0, offset = 0;
+  const uint64_t* philox_dev = nullptr;  // as RandomArgs::philox_dev
   double keep = 1;   // 1 - p
   double scale = 1;  // 1 / (1 - p), 0 when p = 1
 };
@@ -172,7 +186,9 @@ struct DropoutArgs {
 // Block b's draws (elements 4b .. 4b + 3) applied to their values x (opmath O), results y and m.
 template <typename O>
 MT_HOST_DEVICE inline void dropout_block(const DropoutArgs& p, int64_t b, const O* x, O* y, bool* m) {
-  const Philox4x32 r = philox_block(p.seed, p.offset, 4 * b, 4, PhiloxLane::Word);
+  uint64_t seed = p.seed, offset = p.offset;
+  philox_resolve(p.philox_dev, seed, offset);
+  const Philox4x32 r = philox_block(seed, offset, 4 * b, 4, PhiloxLane::Word);
   const O scale = static_cast<O>(p.scale);
   for (int j = 0; j < 4; ++j) {
     m[j] = static_cast<double>(u32_to_unit_float(r.c[j])) < p.keep;
