@@ -381,6 +381,17 @@ def stage_ep(r: Run) -> None:
     r.stage("ep", cmds)
 
 
+def stage_graphs(r: Run) -> None:
+    """Graph capture and replay (test/test_graphs.py, docs/graphs.md): CUDA's stream capture, instantiate and
+    launch on the device, graph pools, the refused calls, random numbers per replay. Without a GPU the emulated
+    runtime's capture under ASan."""
+    env = r.env if r.gpu else dict(r.env, MYTORCH_EMU_SANITIZE="address")
+    cmd = pytest_cmd(r, "graphs", ["test/test_graphs.py"], "")
+    if not r.gpu:
+        cmd = cmd.replace(f"{PY} -m pytest", "bash scripts/emu.sh", 1)
+    r.stage("graphs", [("test_graphs", cmd, env, FILE_TIMEOUT)])
+
+
 STAGES = {
     "probe": stage_probe,
     "build": stage_build,
@@ -395,6 +406,7 @@ STAGES = {
     "align": stage_align,
     "fuzz": stage_fuzz,
     "ep": stage_ep,
+    "graphs": stage_graphs,
 }
 
 

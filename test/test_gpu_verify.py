@@ -40,6 +40,7 @@ def test_every_listed_stage_is_dispatched():
         "align",
         "fuzz",
         "ep",
+        "graphs",
     ]
     assert all(callable(f) and f.__name__ == f"stage_{name}" for name, f in d.STAGES.items())
     r = _run("--help")
