@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include "csrc/distributed/Paths.h"
 #include "csrc/distributed/ProcessGroupMytorch.hpp"
 #include "csrc/distributed/SymmetricMemory.h"
 #include "mytorch/comm.h"
@@ -55,6 +56,7 @@ void initDistributedBindings(py::module& parent) {
           },
           py::call_guard<py::gil_scoped_release>());
   m.def("nccl_version", [] { return comm::version(); });
+  m.def("_quiesce_watchdogs_for_exit", [] { quiesceWatchdogsForExit(); }, py::call_guard<py::gil_scoped_release>());
   registerSymmetricMemoryAllocator();
 }
 

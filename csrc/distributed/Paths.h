@@ -56,6 +56,8 @@ class Path {
 
 std::unique_ptr<Path> makeHostPath(ProcessGroupMytorch& pg);
 std::unique_ptr<Path> makeNcclPath(ProcessGroupMytorch& pg);
+// Note [Process-group watchdogs at exit] (ProcessGroupMytorchNccl.cpp).
+void quiesceWatchdogsForExit();
 // The intra-host path in front of `gloo` where the group qualifies (Note [Intra-host collectives through
 // symmetric memory]), else `gloo` itself. Collective over the group's store.
 std::unique_ptr<Path> makeIntraHostPath(ProcessGroupMytorch& pg, std::unique_ptr<Path> gloo);

@@ -92,6 +92,25 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op) {
   return r;
 }
 
+// Note [Process-group watchdogs at exit]
+// The watchdog retires finished works, and a work it retires may hold the last reference to a tensor Python
+// owns: freeing that tensor takes the GIL, and once the interpreter is finalizing a thread that asks for the GIL
+// is ended inside a noexcept destructor, aborting the process ("terminate called without an active exception",
+// about one run in ten of a script that leaves a group alive, on the emulated build). At exit
+// (python/mytorch/__init__.py, before finalization) quiesceWatchdogsForExit() returns once no watchdog is inside
+// a retirement; from then on the watchdogs keep the works they would retire (never freed: the process is
+// ending) instead of dropping them. Waiters are not affected: a blocking wait asks the device.
+struct ExitState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool exiting = false;
+  int retiring = 0;  // watchdogs inside a retirement
+};
+ExitState& exitState() {
+  static auto* state = new ExitState();  // used by exit handlers: never destroyed
+  return *state;
+}
+
 std::string statusText(rt::Status s) { return std::string(rt::status_name(s)) + ": " + rt::last_error(); }
 
 class NcclPath final : public Path {
@@ -713,10 +732,30 @@ class NcclPath final : public Path {
         std::unique_lock<std::shared_mutex> use(commUse_);
         (void)comm::abort(cm);
       }
-      finish(done, "");
-      finish(failed, reason);
+      retire(done, failed, reason);
       lock.lock();
     }
+  }
+
+  // Note [Process-group watchdogs at exit]
+  void retire(std::deque<Pending>& done, std::deque<Pending>& failed, const std::string& reason) {
+    if (done.empty() && failed.empty()) return;
+    ExitState& ex = exitState();
+    {
+      std::lock_guard<std::mutex> g(ex.mu);
+      if (ex.exiting) {
+        static auto* kept = new std::deque<Pending>();  // the process is ending: never freed
+        for (auto* works : {&done, &failed})
+          for (auto& p : *works) kept->push_back(std::move(p));
+        return;
+      }
+      ++ex.retiring;
+    }
+    finish(done, "");
+    finish(failed, reason);
+    std::lock_guard<std::mutex> g(ex.mu);
+    --ex.retiring;
+    ex.cv.notify_all();
   }
 
   // What the works' blocking waits ask after the path: cleared when it shuts down.
@@ -747,5 +786,12 @@ class NcclPath final : public Path {
 } // namespace
 
 std::unique_ptr<Path> makeNcclPath(ProcessGroupMytorch& pg) { return std::make_unique<NcclPath>(pg); }
+
+void quiesceWatchdogsForExit() {
+  ExitState& ex = exitState();
+  std::unique_lock<std::mutex> lock(ex.mu);
+  ex.exiting = true;
+  ex.cv.wait(lock, [&] { return ex.retiring == 0; });
+}
 
 } // namespace mytorch::dist

@@ -89,8 +89,12 @@ __version__ = "0.1.0"
 
 def _drain_autograd_threads() -> None:
     """Note [Autograd threads at exit] in csrc/python/Module.cpp: without it a script ending right after a
-    backward on mytorch may abort at interpreter exit."""
+    backward on mytorch may abort at interpreter exit. The process groups' watchdogs likewise."""
     try:
+        # Note [Process-group watchdogs at exit] (csrc/distributed/ProcessGroupMytorchNccl.cpp): first, so that
+        # no watchdog frees a Python-owned tensor once the interpreter finalizes.
+        if hasattr(_C, "_distributed"):
+            _C._distributed._quiesce_watchdogs_for_exit()
         _C._drain_autograd_threads()
     except Exception:  # noqa: BLE001 - never let an exit handler turn a clean exit into an error
         pass
