@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 #include <mutex>
 #include <string>
 
@@ -103,9 +104,11 @@ int32_t codeFor(const char* op, DeviceErrorFormat format, bool index_error) {
             std::to_string(e.dim) + " within " + std::to_string(e.size) +
             " ms (that rank exited, or did not make the matching call)";
       break;
+    case DeviceErrorFormat::AssertFailed: msg = code.op; break;
   }
   if (deferred) {
-    msg += " (recorded on the device by " + std::string(code.op) +
+    const std::string by = code.format == DeviceErrorFormat::AssertFailed ? "aten::_assert_async" : code.op;
+    msg += " (recorded on the device by " + by +
            " and raised at this synchronisation; MYTORCH_LAUNCH_BLOCKING=1 raises it at the op)";
   }
   if (code.index_error) TORCH_CHECK_INDEX(false, msg);
@@ -129,6 +132,19 @@ ErrorSite deviceErrorSite(const c10::Device& device, const char* op, DeviceError
   s.dim = dim;
   s.size = size;
   return s;
+}
+
+ErrorSite assertSite(const c10::Device& device, const std::string& message) {
+  static std::mutex mu;
+  static auto* kept = new std::unordered_set<std::string>();  // the registry holds their pointers: never freed
+  const char* op = "Expected Tensor with single nonzero value, but got zero";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = kept->find(message);
+    if (it == kept->end() && kept->size() < 32) it = kept->insert(message).first;
+    if (it != kept->end()) op = it->c_str();
+  }
+  return deviceErrorSite(device, op, DeviceErrorFormat::AssertFailed, false);
 }
 
 void afterErrorCheckedLaunch(const c10::Device& device) {

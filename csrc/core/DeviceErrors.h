@@ -16,6 +16,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <string>
 
 namespace mytorch {
 
@@ -26,12 +27,16 @@ enum class DeviceErrorFormat : int32_t {
   TargetOutOfBounds,  // "Target V is out of bounds."
   EmbeddingIndex,     // "embedding_dense_backward: index V is out of bounds for S embeddings"
   SignalTimeout,      // a symmetric-memory wait on rank V over channel D gave up after S ms
+  AssertFailed,       // aten::_assert_async: the message is the site's `op` string (assertSite below)
 };
 
 // Where a launch on `device` records its error; `op` (a string literal) names it in a deferred message;
 // index_error: IndexError (else RuntimeError).
 ErrorSite deviceErrorSite(const c10::Device& device, const char* op, DeviceErrorFormat format, bool index_error,
                           int64_t dim = -1, int64_t size = -1);
+// A site for aten::_assert_async whose message is `message` (kept for the process; at most 32 distinct messages,
+// further ones share a generic one).
+ErrorSite assertSite(const c10::Device& device, const std::string& message);
 // After the launch: raises at once where launches are synchronous or launch-blocking is on, else nothing.
 void afterErrorCheckedLaunch(const c10::Device& device);
 // At a synchronisation point: raises the device's recorded error, if any, and clears it.
