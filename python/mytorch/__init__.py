@@ -76,6 +76,10 @@ _after_import.after_import("torch._dynamo.device_interface", _inductor.register_
 from . import _symm_mem  # noqa: E402
 
 _after_import.after_import("torch.distributed._symmetric_memory", _symm_mem.adapt)
+# flex_attention accepts mytorch tensors (_flex.py)
+from . import _flex  # noqa: E402
+
+_after_import.after_import("torch.nn.attention.flex_attention", _flex.adapt)
 # accelerate (Trainer) picks mytorch when no other accelerator is there (_accelerate.py)
 if importlib.util.find_spec("accelerate") is not None:
     from . import _accelerate  # noqa: E402
