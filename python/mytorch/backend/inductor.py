@@ -394,6 +394,8 @@ def register() -> dict:
 
             if reason is None and inductor_triton.interpreted():
                 inductor_triton.interpreter()
+            if reason is None:
+                inductor_triton.autotuner()
             scheduling = TritonScheduling if reason is None else _refusing("the Triton path", reason)
             cpp_wrapper = _refusing(
                 "the C++ wrapper (cpp_wrapper, AOTInductor)", "mytorch builds it for the C++ path (sim) only"

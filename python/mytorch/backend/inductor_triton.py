@@ -15,6 +15,14 @@ without hardware. Two spots of the interpreter need adapting, for the interprete
   and the lookup is skipped while it is active;
 - libdevice math: Inductor calls `libdevice.<fn>` (extern calls into CUDA's libdevice), which the interpreter
   cannot run; a stand-in module answers tl.math's interpreted function where one exists, and numpy's otherwise.
+On either runtime Inductor's autotuner (max-autotune, flex attention's template choices) benchmarks a choice on
+the device its inputs are on only when `is_gpu` knows that device type, and otherwise on "cuda": torch.cuda,
+absent from the CPU wheel mytorch builds against. `autotuner()` lets its benchmark see mytorch as a GPU (that one
+module's lookup only; the rest of Inductor's device logic is unchanged), and registers mytorch's benchmark (the
+device-generic GPU benchmark over torch.mytorch's events and synchronisation).
+And one bug of the interpreter is worked around (`_bf16_dot`): Triton 3.9's interpreter keeps bfloat16 values as
+their uint16 bit patterns and its tl.dot multiplies those integers (compiled flex attention in bfloat16 gave
+outputs of 8e8; docs/torchtitan.md has the repro, on plain CPU tensors without mytorch).
 """
 
 from __future__ import annotations
@@ -185,4 +193,63 @@ def interpreter() -> None:
 
     triton_helpers.set_driver_to_gpu = set_driver_to_gpu
     triton_helpers.libdevice = triton_compat.libdevice = _InterpretedLibdevice()
+    _bf16_dot()
     _interpreter_ready = True
+
+
+def autotuner() -> None:
+    """Note [Triton on mytorch]: the autotuner benchmarks choices on mytorch, not on torch.cuda. Written against
+    torch 2.13's autotune_process (its GPUDeviceBenchmarkMixin.do_bench reads the module's `is_gpu`)."""
+    from torch._inductor import autotune_process
+
+    original = autotune_process.is_gpu
+    if getattr(original, "_mytorch", False):
+        return
+
+    def is_gpu(device) -> bool:
+        return device == _BACKEND or original(device)
+
+    is_gpu._mytorch = True
+    autotune_process.is_gpu = is_gpu
+    from torch._inductor.runtime import benchmarking
+
+    def benchmark(benchmarker, fn, warmup=None, rep=None, **kwargs):
+        return benchmarker.benchmark_gpu(fn, device_type=_BACKEND, **kwargs)
+
+    benchmarking.register_benchmarker(_BACKEND, benchmark, override=True)
+
+
+def _bf16_dot() -> None:
+    """tl.dot of bfloat16 operands in the interpreter: the operands widened to float32 first (exact, as the
+    tensor cores' products are), then the interpreter's own dot. Written against Triton 3.9's interpreter; another
+    version is left alone with a warning, and test_compile_triton's bfloat16 flex check fails on it if the bug
+    remains."""
+    import numpy as np
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter as interp
+
+    original = interp.InterpreterBuilder.create_dot
+    if getattr(original, "_mytorch", False):
+        return
+    if not triton.__version__.startswith("3.9."):
+        import warnings
+
+        warnings.warn(
+            f"mytorch: the interpreter's bfloat16 tl.dot workaround is written for Triton 3.9, not "
+            f"{triton.__version__}; not applied",
+            stacklevel=2,
+        )
+        return
+
+    def widen(h):
+        if h.dtype.scalar != tl.bfloat16:
+            return h
+        data = interp._convert_float(h.data, tl.bfloat16, tl.float32, None).view(np.float32)
+        return interp.TensorHandle(data, tl.float32)
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    create_dot._mytorch = True
+    interp.InterpreterBuilder.create_dot = create_dot
