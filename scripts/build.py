@@ -47,6 +47,7 @@ REQUIREMENTS = [
     "triton==3.9.0",  # torch.compile's Triton path, tested in Triton's interpreter without a GPU (issue 17)
     "accelerate==1.15.0",  # Hugging Face Trainer needs it; the model zoo trains with Trainer on mytorch (issue 18)
     "hypothesis==6.155.2",  # PyTorch's test_nn imports it (python -m mytorch.testing.suites, issue 30)
+    "torchtitan==0.3.0",  # PyTorch's LLM trainer: test_torchtitan trains its models on mytorch (issue 54)
     "setuptools>=64",
     "wheel",
     "cmake>=3.24",

@@ -1,0 +1,156 @@
+"""Rank bodies of test/test_torchtitan.py (issue 54): TorchTitan's own llama3 debug model, parallelized by
+TorchTitan's own parallelize function (FSDP2 or TP) and trained a few steps with its varlen attention (torch.cuda's
+varlen flash operator: mytorch's kernels), on mytorch ranks over the mytorch backend, or, as the reference, on CPU
+ranks over Gloo from the same seeded weights, where varlen attention (which the CPU lacks) is the per-document
+causal math of _cpu_varlen_attn."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from mytorch.testing._dist_workers import _init, _write
+
+SEQ, BATCH, VOCAB = 64, 2, 2048
+
+
+def _cpu_varlen_attn(q, k, v, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1), **kwargs):
+    """torch.nn.attention.varlen.varlen_attn for the CPU reference: causal attention per packed document (the
+    window TorchTitan asks for, (-1, 0)), in float32, returned in the inputs' dtype as the flash kernels do; for the
+    float64 reference in float64, not rounded."""
+    acc = torch.get_default_dtype()
+    cq, ck = cu_seq_q.tolist(), cu_seq_k.tolist()
+    out = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=acc)
+    for i in range(len(cq) - 1):
+        qi, ki, vi = (
+            t.to(acc).transpose(0, 1) for t in (q[cq[i] : cq[i + 1]], k[ck[i] : ck[i + 1]], v[ck[i] : ck[i + 1]])
+        )
+        s = qi @ ki.transpose(-2, -1) * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+        out[cq[i] : cq[i + 1]] = (torch.softmax(s, -1) @ vi).transpose(0, 1)
+    return out if acc == torch.float64 else out.to(q.dtype)
+
+
+def _batches(steps: int):
+    g = torch.Generator().manual_seed(5)
+    out = []
+    for _ in range(steps):
+        tokens = torch.randint(0, VOCAB, (BATCH, SEQ + 1), generator=g)
+        pos = torch.arange(SEQ).repeat(BATCH, 1)
+        pos[0, 24:] -= 24  # documents of 24 and 40 tokens in the first row, one of 64 in the second
+        out.append((tokens[:, :-1], tokens[:, 1:], pos))
+    return out
+
+
+def _model(converter: bool = False):
+    from torchtitan.models.llama3 import model_registry
+
+    converters = None
+    if converter:
+        from mytorch.torchtitan import MytorchFusedOpsConverter
+
+        converters = [MytorchFusedOpsConverter.Config()]
+    with torch.device("meta"):
+        model = model_registry("debugmodel", attn_backend="varlen", converters=converters).model.build()
+    return model
+
+
+def _train(model, device, steps):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+    losses = []
+    for tokens, labels, pos in _batches(steps):
+        tokens, labels, pos = tokens.to(device), labels.to(device), pos.to(device)
+        masks = model.get_attention_masks(positions=pos)
+        logits = model(tokens, positions=pos, attention_masks=masks)
+
+        if hasattr(logits, "full_tensor"):
+            logits = logits.full_tensor()
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def initial_weights() -> dict:
+    """The model's seeded initial weights, made in float32 on the CPU (the same on every rank and device)."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        model = _model()
+        model.to_empty(device="cpu")
+        torch.manual_seed(0)
+        model.init_weights(buffer_device=torch.device("cpu"))
+        return {k: v.clone() for k, v in model.state_dict().items()}
+    finally:
+        torch.set_default_dtype(default)
+
+
+def torchtitan_worker(rank: int, world: int, out: str, port: int, mode: str, steps: int, dev: str) -> None:
+    """dev: "mytorch", or the references "cpu" (float32) and "cpu64" (the same run in float64). mode: "fsdp" or "tp",
+    with "+converter" for mytorch's fused ops (mytorch.torchtitan) on the mytorch run."""
+    converter = mode.endswith("+converter") and dev == "mytorch"
+    mode = mode.removesuffix("+converter")
+    if dev == "cpu64":
+        torch.set_default_dtype(torch.float64)
+        dev = "cpu"
+    dist = _init(rank, world, port, backend="mytorch" if dev == "mytorch" else "gloo")
+    import mytorch
+    from torch.distributed.tensor import DTensor, distribute_tensor
+    from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed import utils as dist_utils
+    from torchtitan.models.llama3 import parallelize_llama
+
+    state = initial_weights()
+    dist_utils.set_spmd_backend("partial_dtensor")
+    dims = ParallelDims(
+        dp_replicate=1,
+        dp_shard=world if mode == "fsdp" else 1,
+        cp=1,
+        tp=world if mode == "tp" else 1,
+        pp=1,
+        ep=1,
+        world_size=world,
+        spmd_backend="partial_dtensor",
+    )
+    if dev != "mytorch":
+        import torchtitan.distributed.parallel_dims as pdm
+        import torchtitan.models.common.attention as attention
+
+        attention.varlen_attn = _cpu_varlen_attn
+        pdm.device_type = "cpu"
+    dims.build_mesh()
+    model = _model(converter)
+    parallelize_llama(
+        model,
+        parallel_dims=dims,
+        training=TrainingConfig(mixed_precision_param="float32", mixed_precision_reduce="float32"),
+        parallelism=ParallelismConfig(spmd_backend="partial_dtensor"),
+        compile_config=CompileConfig(),
+        ac_config=None,
+        dump_folder=out,
+    )
+    if dev != "mytorch":  # Gloo has no PREMUL_SUM (FSDP2's gradient scaling): sum, then divide
+        for m in model.modules():
+            if hasattr(m, "set_force_sum_reduction_for_comms"):
+                m.set_force_sum_reduction_for_comms(True)
+    model.to_empty(device=dev)
+    model.init_weights(buffer_device=torch.device(dev))
+    # The CPU reference's initial weights, sharded as the parallelization placed them; through load_state_dict, whose
+    # hooks map the fused QKV projection's state-dict names onto its parameter.
+    sharded = {}
+    for name, p in model.state_dict().items():
+        dtype = torch.get_default_dtype() if state[name].is_floating_point() else state[name].dtype
+        full = state[name].to(device=dev, dtype=dtype)
+        sharded[name] = distribute_tensor(full, p.device_mesh, p.placements) if isinstance(p, DTensor) else full
+    model.load_state_dict(sharded)
+    calls0 = mytorch._C._fallback_totals()[0]
+    losses = _train(model, dev, steps)
+    fallback = mytorch._C._fallback_totals()[0] - calls0  # the CPU fallback's calls (none expected on mytorch)
+    fused = sum(type(m).__name__ == "MytorchFeedForward" and all(m._mytorch_checked.values()) for m in model.modules())
+    _write(out, rank, {"losses": losses, "fallback_calls": fallback, "fused_feed_forwards": fused})
+    dist.destroy_process_group()
