@@ -154,3 +154,32 @@ def torchtitan_worker(rank: int, world: int, out: str, port: int, mode: str, ste
     fused = sum(type(m).__name__ == "MytorchFeedForward" and all(m._mytorch_checked.values()) for m in model.modules())
     _write(out, rank, {"losses": losses, "fallback_calls": fallback, "fused_feed_forwards": fused})
     dist.destroy_process_group()
+
+
+def make_assets(folder) -> tuple[str, str]:
+    """A tokenizer and a text dataset of our own for TorchTitan's trainer (its repository's test assets are not in
+    the wheel): a byte-level BPE trained on random sentences, and those sentences as c4_test-shaped JSON lines.
+    Returns (tokenizer folder, dataset folder)."""
+    import json
+    import os
+    import random
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    rng = random.Random(0)
+    words = "the model trains on a device called mytorch with ranks tokens and attention layers of data".split()
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(20, 120))) for _ in range(400)]
+    tok_dir, data_dir = os.path.join(folder, "tokenizer"), os.path.join(folder, "c4_test")
+    os.makedirs(tok_dir, exist_ok=True)
+    os.makedirs(data_dir, exist_ok=True)
+    with open(os.path.join(data_dir, "data.json"), "w") as f:
+        f.writelines(json.dumps({"text": line}) + "\n" for line in lines)
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<unk>"]
+    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=300, special_tokens=specials))
+    tok.save(os.path.join(tok_dir, "tokenizer.json"))
+    with open(os.path.join(tok_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"bos_token": specials[0], "eos_token": specials[1]}, f)
+    return tok_dir, data_dir
