@@ -30,12 +30,13 @@ def _losses(tmp_path, mode, dev):
 
 @pytest.mark.parametrize("mode", ["fsdp", "tp", "fsdp+converter"])
 def test_torchtitan_llama3_trains_as_on_the_cpu(tmp_path, mode):
-    """+converter: mytorch.torchtitan's converter on the mytorch run only (its 6 SwiGLU feed-forwards fused and
-    passing their self-check), against the same unconverted CPU runs."""
+    """+converter: mytorch.torchtitan's converter on the mytorch run only (the 6 layers' SwiGLU feed-forwards and
+    rotary embeddings fused and passing their self-checks), against the same unconverted CPU runs."""
     mine, cpu, gold = (_losses(tmp_path, mode, dev) for dev in ("mytorch", "cpu", "cpu64"))
     for rank, (m, c, g) in enumerate(zip(mine, cpu, gold)):
         assert m["fallback_calls"] == 0, f"rank {rank}: {m['fallback_calls']} calls on the CPU fallback"
-        assert m["fused_feed_forwards"] == (6 if "converter" in mode else 0), m["fused_feed_forwards"]
+        want = {"MytorchFeedForward": 6, "MytorchComplexRoPE": 6} if "converter" in mode else {}
+        assert m["fused"] == want, m["fused"]
         got, want, exact = (torch.tensor(x["losses"], dtype=torch.float64) for x in (m, c, g))
         assert_aligned(got.float(), want.float(), exact, f"{mode} rank {rank} losses")
         assert m["losses"][-1] < m["losses"][0], f"rank {rank}: the loss did not fall: {m['losses']}"
@@ -121,3 +122,35 @@ def test_torchtitan_trainer_trains_on_mytorch(tmp_path, run):
     losses = [float(x) for x in re.findall(r"step:\s+\d+\s+loss:\s+(-?[\d.]+)", log) if float(x) >= 0]
     assert len(losses) >= 3 and all(math.isfinite(x) for x in losses), log[-3000:]
     assert losses[-1] < losses[0], losses
+
+
+def test_converter_keeps_a_module_whose_fused_form_differs():
+    """The converter's self-check (the negative control): a fused form that is wrong is caught on the first call,
+    and the module keeps its own forward, with a warning; a right one is used."""
+    from torchtitan.models.common.feed_forward import FeedForward
+    from torchtitan.models.common.linear import Linear
+
+    from mytorch.torchtitan import MytorchFeedForward
+
+    def config(cls):
+        return cls.Config(
+            w1=Linear.Config(in_features=32, out_features=64),
+            w2=Linear.Config(in_features=64, out_features=32),
+            w3=Linear.Config(in_features=32, out_features=64),
+        )
+
+    torch.manual_seed(0)
+    own = FeedForward(config(FeedForward)).to("mytorch")
+    for lin in (own.w1, own.w2, own.w3):
+        torch.nn.init.normal_(lin.weight, std=0.1)
+    fused = MytorchFeedForward(config(MytorchFeedForward)).to("mytorch")
+    fused.load_state_dict(own.state_dict())
+    x = torch.randn(2, 5, 32, device="mytorch")
+    torch.testing.assert_close(fused(x).cpu(), own(x).cpu())
+    assert fused._mytorch_checked == {((2, 5, 32), torch.float32, "mytorch"): True}
+    wrong = MytorchFeedForward(config(MytorchFeedForward)).to("mytorch")
+    wrong.load_state_dict(own.state_dict())
+    wrong._fused = lambda t: own(t) * 1.01
+    with pytest.warns(UserWarning, match="keeps its own forward"):
+        out = wrong(x)
+    assert torch.equal(out.cpu(), own(x).cpu()) and not any(wrong._mytorch_checked.values())

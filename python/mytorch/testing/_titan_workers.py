@@ -151,8 +151,11 @@ def torchtitan_worker(rank: int, world: int, out: str, port: int, mode: str, ste
     calls0 = mytorch._C._fallback_totals()[0]
     losses = _train(model, dev, steps)
     fallback = mytorch._C._fallback_totals()[0] - calls0  # the CPU fallback's calls (none expected on mytorch)
-    fused = sum(type(m).__name__ == "MytorchFeedForward" and all(m._mytorch_checked.values()) for m in model.modules())
-    _write(out, rank, {"losses": losses, "fallback_calls": fallback, "fused_feed_forwards": fused})
+    fused = {}  # the converter's modules whose self-checks all passed, by type
+    for m in model.modules():
+        if type(m).__name__.startswith("Mytorch") and all(m.__dict__.get("_mytorch_checked", {0: False}).values()):
+            fused[type(m).__name__] = fused.get(type(m).__name__, 0) + 1
+    _write(out, rank, {"losses": losses, "fallback_calls": fallback, "fused": fused})
     dist.destroy_process_group()
 
 
