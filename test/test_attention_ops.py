@@ -175,6 +175,10 @@ def test_flash_dense_layout_and_varlen_attn_public_api():
         torch.float32,
         ["out", "dq", "dk", "dv"],
     )
+    qd = q.to(DEV)
+    out, lse, rng, _, _ = aten._flash_attention_forward(qd, k.to(DEV), v.to(DEV), None, None, 21, 21, 0.0, True, False)
+    assert out.shape == qd.shape and out.stride() == qd.stride()  # (B, L, H, E), as the meta function's empty_like
+    assert lse.shape == (2, 4, 21) and lse.dtype == torch.float32 and rng.dtype == torch.uint64
     from torch.nn.attention.varlen import varlen_attn
 
     qp, kp, vp, cq, ck = _packed([7, 30, 12], [7, 30, 12], 4, 4, 64, seed=14)

@@ -162,8 +162,6 @@ namespace attn {
 
 at::ScalarType accType(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
 
-Tensor likeLayout(const Tensor& like, at::IntArrayRef shape) { return mytorch::likeLayout(like, shape); }
-
 Philox drawPhilox(const Tensor& like, uint64_t elements) {
   auto* g = at::get_generator_or_default<MytorchGeneratorImpl>(std::nullopt, defaultGenerator(like.device().index()));
   std::lock_guard<std::mutex> lock(g->mutex_);

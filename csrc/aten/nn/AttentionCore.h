@@ -20,9 +20,6 @@ Philox drawPhilox(const at::Tensor& like, uint64_t elements);
 // The accumulation dtype of the logsumexp (and of the backward's row sums) for inputs of `t`.
 at::ScalarType accType(at::ScalarType t);
 
-// A new tensor of `shape` in the stride order of `like` (Note [Attention output layout]).
-at::Tensor likeLayout(const at::Tensor& like, at::IntArrayRef shape);
-
 // q (B, Hq, Lq, E), k (B, Hkv, Lk, E), v (B, Hkv, Lk, Ev), any strides; Hq a multiple of Hkv. `bias`: undefined,
 // or additive/boolean broadcastable to (B, Hq, Lq, Lk). Writes out (B, Hq, Lq, Ev), any strides, and lse
 // (B, Hq, Lq), contiguous, accType. Causal masking is top-left aligned, as scaled_dot_product_attention's.
