@@ -153,6 +153,14 @@ def p2p_worker(rank: int, world: int, out: str, port: int, order: str) -> None:
             seen["deadlock"] = f"{type(e).__name__}: {e}"
         seen["elapsed"] = time.monotonic() - start
     _write(out, rank, seen)
+    if world == 2:
+        # Both ranks time out at about the same moment. A rank that exits at once can make its peer's communicator
+        # report "remote process exited" before the peer's own timeout fires, so each waits (bounded) for the
+        # other's report before leaving.
+        peer_file = os.path.join(out, f"rank{1 - rank}.json")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(peer_file) and time.monotonic() < deadline:
+            time.sleep(0.05)
     os._exit(0)  # after the negative control the group is broken
 
 
