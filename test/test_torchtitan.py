@@ -1,7 +1,8 @@
 """TorchTitan on mytorch (issue 54; docs/torchtitan.md): TorchTitan's llama3 debug model, parallelized by
-TorchTitan's own parallelize_llama (FSDP2, then TP) on 2 sim ranks with its varlen attention, trained 3 steps
-from seeded weights: each rank's losses match the same run on 2 CPU ranks over Gloo (the shared rule), with
-nothing on the CPU fallback; the float64 run of the same is the rule's exact reference. Skipped where torchtitan is not installed (the test command installs it)."""
+TorchTitan's own parallelize_llama (FSDP2, then TP) on 2 sim ranks with its varlen attention, and its qwen3 MoE
+debug model with expert parallelism (parallelize_qwen3), trained 3 steps from seeded weights: each rank's losses
+match the same run on 2 CPU ranks over Gloo (the shared rule), with nothing on the CPU fallback; the float64 run of
+the same is the rule's exact reference. Skipped where torchtitan is not installed (the test command installs it)."""
 
 import json
 import math
@@ -20,23 +21,30 @@ pytestmark = [pytest.mark.native]
 
 
 def _losses(tmp_path, mode, dev):
-    if dev != "mytorch" and mode.endswith("+converter"):  # the references run without it
-        mode = mode.removesuffix("+converter")
     out = tmp_path / dev
     out.mkdir()
     W.launch(T.torchtitan_worker, 2, str(out), W.free_port(), mode, 3, dev, timeout_s=600)
     return [json.load(open(os.path.join(out, f"rank{r}.json"))) for r in range(2)]
 
 
-@pytest.mark.parametrize("mode", ["fsdp", "tp", "fsdp+converter"])
-def test_torchtitan_llama3_trains_as_on_the_cpu(tmp_path, mode):
-    """+converter: mytorch.torchtitan's converter on the mytorch run only (the 6 layers' SwiGLU feed-forwards and
-    rotary embeddings fused and passing their self-checks), against the same unconverted CPU runs."""
+CONVERTED = {  # the converter's modules in each model, every one passing its self-check
+    "fsdp+converter": {"MytorchFeedForward": 6, "MytorchComplexRoPE": 6},
+    "ep+converter": {"MytorchCosSinRoPE": T.MOE_LAYERS, "MytorchGroupedExperts": T.MOE_LAYERS},
+}
+
+
+@pytest.mark.parametrize("mode", ["fsdp", "tp", "fsdp+converter", "ep+converter"])
+def test_torchtitan_trains_as_on_the_cpu(tmp_path, mode):
+    """+converter: mytorch.torchtitan's converter, its fused modules passing their self-checks; the float32 CPU
+    reference runs the same fused modules (their CPU implementations) and the float64 one the unconverted model.
+    ep: the qwen3 MoE model with its experts sharded over the 2 ranks (TorchTitan's parallelize_qwen3), tokens moved
+    by mytorch.distributed.ep (the converter's dispatcher) on mytorch and by TorchTitan's all-to-all over Gloo on
+    the CPU."""
     mine, cpu, gold = (_losses(tmp_path, mode, dev) for dev in ("mytorch", "cpu", "cpu64"))
     for rank, (m, c, g) in enumerate(zip(mine, cpu, gold)):
         assert m["fallback_calls"] == 0, f"rank {rank}: {m['fallback_calls']} calls on the CPU fallback"
-        want = {"MytorchFeedForward": 6, "MytorchComplexRoPE": 6} if "converter" in mode else {}
-        assert m["fused"] == want, m["fused"]
+        want = CONVERTED.get(mode, {})
+        assert m["fused"] == want and c["fused"] == want, (m["fused"], c["fused"])
         got, want, exact = (torch.tensor(x["losses"], dtype=torch.float64) for x in (m, c, g))
         assert_aligned(got.float(), want.float(), exact, f"{mode} rank {rank} losses")
         assert m["losses"][-1] < m["losses"][0], f"rank {rank}: the loss did not fall: {m['losses']}"
@@ -154,3 +162,31 @@ def test_converter_keeps_a_module_whose_fused_form_differs():
     with pytest.warns(UserWarning, match="keeps its own forward"):
         out = wrong(x)
     assert torch.equal(out.cpu(), own(x).cpu()) and not any(wrong._mytorch_checked.values())
+
+
+def test_converter_checks_the_grouped_experts_against_torchtitans_formula():
+    """The grouped experts' self-check (bfloat16 math, so its gold is TorchTitan's formula in float32): the fused
+    activation passes and is used; a fused form that is off by 1% is caught (the negative control)."""
+    from torchtitan.models.common.moe import GroupedExperts
+
+    from mytorch.torchtitan import MytorchGroupedExperts
+
+    torch.manual_seed(0)
+    cfg = dict(dim=64, hidden_dim=96, num_experts=4)
+    own = GroupedExperts(GroupedExperts.Config(**cfg)).to("mytorch")
+    for w in own.parameters():
+        torch.nn.init.normal_(w, std=0.05)
+    x = torch.randn(40, 64, device="mytorch")
+    counts = torch.tensor([7, 0, 21, 12], device="mytorch")
+    fused = MytorchGroupedExperts(MytorchGroupedExperts.Config(**cfg)).to("mytorch")
+    fused.load_state_dict(own.state_dict())
+    got = fused(x, counts)
+    assert fused._mytorch_checked == {((64,), torch.float32, "mytorch"): True}
+    assert_aligned(got.bfloat16(), own(x, counts).bfloat16(), fused._reference(x, counts), "grouped experts")
+    wrong = MytorchGroupedExperts(MytorchGroupedExperts.Config(**cfg)).to("mytorch")
+    wrong.load_state_dict(own.state_dict())
+    right = wrong._fused
+    wrong._fused = lambda x_RD, c: right(x_RD, c) * 1.01
+    with pytest.warns(UserWarning, match="keeps its own forward"):
+        out = wrong(x, counts)
+    assert torch.equal(out.cpu(), own(x, counts).cpu()) and not any(wrong._mytorch_checked.values())

@@ -21,6 +21,8 @@ def _cpu_varlen_attn(q, k, v, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, w
     window TorchTitan asks for, (-1, 0)), in float32, returned in the inputs' dtype as the flash kernels do; for the
     float64 reference in float64, not rounded."""
     acc = torch.get_default_dtype()
+    if k.shape[1] != q.shape[1]:  # grouped-query attention: each key/value head serves q_heads / kv_heads heads
+        k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))
     cq, ck = cu_seq_q.tolist(), cu_seq_k.tolist()
     out = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=acc)
     for i in range(len(cq) - 1):
@@ -33,7 +35,21 @@ def _cpu_varlen_attn(q, k, v, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, w
     return out if acc == torch.float64 else out.to(q.dtype)
 
 
-def _batches(steps: int):
+def _exact_experts(self, x_RD, num_tokens_per_expert_E):
+    """GroupedExperts' math without its bfloat16 casts, one expert at a time (torch._grouped_mm has no float64): the
+    float64 reference's experts, so that the rule's golden value is the exact function and not TorchTitan's bfloat16
+    rounding of it (which a fused activation rounds differently, and more accurately)."""
+    w1, w2, w3 = (w.to_local() if hasattr(w, "to_local") else w for w in (self.w1_EFD, self.w2_EDF, self.w3_EFD))
+    out = x_RD.new_zeros(x_RD.shape[0], w2.shape[1])
+    start = 0
+    for e, n in enumerate(num_tokens_per_expert_E.tolist()):
+        rows = x_RD[start : start + n]
+        out[start : start + n] = (F.silu(rows @ w1[e].T) * (rows @ w3[e].T)) @ w2[e].T
+        start += n
+    return out
+
+
+def _batches(steps: int, repeat: bool = False):
     g = torch.Generator().manual_seed(5)
     out = []
     for _ in range(steps):
@@ -41,26 +57,48 @@ def _batches(steps: int):
         pos = torch.arange(SEQ).repeat(BATCH, 1)
         pos[0, 24:] -= 24  # documents of 24 and 40 tokens in the first row, one of 64 in the second
         out.append((tokens[:, :-1], tokens[:, 1:], pos))
-    return out
+    return [out[0]] * steps if repeat else out
 
 
-def _model(converter: bool = False):
-    from torchtitan.models.llama3 import model_registry
+MOE_LAYERS = 2  # of the qwen3 MoE debug model's 8 (64 experts, top-8 softmax routing): the test's time
 
-    converters = None
-    if converter:
-        from mytorch.torchtitan import MytorchFusedOpsConverter
 
-        converters = [MytorchFusedOpsConverter.Config()]
+def _model(converter=None, moe: bool = False, parallelism=None):
+    """TorchTitan's llama3 debug model, or (moe) its qwen3 MoE debug model cut to MOE_LAYERS layers, its sharding
+    configured for `parallelism` (a ParallelismConfig) as TorchTitan's trainer does; converter: a
+    MytorchFusedOpsConverter.Config or None."""
+    if moe:
+        from torchtitan.models.qwen3 import model_registry
+
+        flavor = "debugmodel_moe"
+    else:
+        from torchtitan.models.llama3 import model_registry
+
+        flavor = "debugmodel"
+    converters = None if converter is None else [converter]
+    config = model_registry(flavor, attn_backend="varlen", converters=converters).model
+    if moe:
+        from torchtitan.models.common.moe import TokenChoiceTopKRouter
+
+        config.layers = config.layers[:MOE_LAYERS]
+        # TorchTitan's debug routing (round-robin experts, the scores still the router's): top-k routing is
+        # discontinuous, and rounding differences of 1e-7 flip a few tokens' experts between any two runs (float32
+        # against float64 included), which moves the loss by 1e-4 whichever run is the more accurate.
+        for _fqn, router, _parent, _attr in config.traverse(TokenChoiceTopKRouter.Config):
+            router._debug_force_load_balance = True
+        if parallelism is not None:
+            from types import SimpleNamespace
+
+            config.update_from_config(config=SimpleNamespace(parallelism=parallelism))
     with torch.device("meta"):
-        model = model_registry("debugmodel", attn_backend="varlen", converters=converters).model.build()
+        model = config.build()
     return model
 
 
-def _train(model, device, steps):
+def _train(model, device, steps, repeat=False):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
     losses = []
-    for tokens, labels, pos in _batches(steps):
+    for tokens, labels, pos in _batches(steps, repeat):
         tokens, labels, pos = tokens.to(device), labels.to(device), pos.to(device)
         masks = model.get_attention_masks(positions=pos)
         logits = model(tokens, positions=pos, attention_masks=masks)
@@ -75,12 +113,12 @@ def _train(model, device, steps):
     return losses
 
 
-def initial_weights() -> dict:
+def initial_weights(moe: bool = False) -> dict:
     """The model's seeded initial weights, made in float32 on the CPU (the same on every rank and device)."""
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float32)
     try:
-        model = _model()
+        model = _model(moe=moe)
         model.to_empty(device="cpu")
         torch.manual_seed(0)
         model.init_weights(buffer_device=torch.device("cpu"))
@@ -90,13 +128,24 @@ def initial_weights() -> dict:
 
 
 def torchtitan_worker(rank: int, world: int, out: str, port: int, mode: str, steps: int, dev: str) -> None:
-    """dev: "mytorch", or the references "cpu" (float32) and "cpu64" (the same run in float64). mode: "fsdp" or "tp",
-    with "+converter" for mytorch's fused ops (mytorch.torchtitan) on the mytorch run."""
-    converter = mode.endswith("+converter") and dev == "mytorch"
+    """dev: "mytorch", or the references "cpu" (float32) and "cpu64" (the same run in float64). mode: "fsdp" or "tp"
+    (llama3), or "ep" (the qwen3 MoE model, FSDP over the 2 ranks with its experts sharded over them: expert
+    parallelism through TorchTitan's all-to-all dispatcher, or mytorch.distributed.ep's with the converter), with
+    "+converter" for mytorch's fused ops (mytorch.torchtitan): on the mytorch run all of them, on the float32 CPU
+    reference the same fused modules (mytorch.ops' CPU implementations) with TorchTitan's dispatcher, so that both
+    compute the same function; the float64 reference is the unconverted model (the exact function)."""
+    converter = None
+    if mode.endswith("+converter") and dev != "cpu64":
+        from mytorch.torchtitan import MytorchFusedOpsConverter
+
+        converter = MytorchFusedOpsConverter.Config(token_dispatcher=dev == "mytorch")
     mode = mode.removesuffix("+converter")
     if dev == "cpu64":
         torch.set_default_dtype(torch.float64)
         dev = "cpu"
+        from torchtitan.models.common.moe import GroupedExperts
+
+        GroupedExperts.forward = _exact_experts
     dist = _init(rank, world, port, backend="mytorch" if dev == "mytorch" else "gloo")
     import mytorch
     from torch.distributed.tensor import DTensor, distribute_tensor
@@ -104,16 +153,18 @@ def torchtitan_worker(rank: int, world: int, out: str, port: int, mode: str, ste
     from torchtitan.distributed import ParallelDims
     from torchtitan.distributed import utils as dist_utils
     from torchtitan.models.llama3 import parallelize_llama
+    from torchtitan.models.qwen3 import parallelize_qwen3
 
-    state = initial_weights()
+    moe = mode == "ep"
+    state = initial_weights(moe)
     dist_utils.set_spmd_backend("partial_dtensor")
     dims = ParallelDims(
         dp_replicate=1,
-        dp_shard=world if mode == "fsdp" else 1,
+        dp_shard=world if mode in ("fsdp", "ep") else 1,
         cp=1,
         tp=world if mode == "tp" else 1,
         pp=1,
-        ep=1,
+        ep=world if moe else 1,
         world_size=world,
         spmd_backend="partial_dtensor",
     )
@@ -124,12 +175,13 @@ def torchtitan_worker(rank: int, world: int, out: str, port: int, mode: str, ste
         attention.varlen_attn = _cpu_varlen_attn
         pdm.device_type = "cpu"
     dims.build_mesh()
-    model = _model(converter)
-    parallelize_llama(
+    parallelism = ParallelismConfig(spmd_backend="partial_dtensor", expert_parallel_degree=dims.ep)
+    model = _model(converter, moe, parallelism)
+    (parallelize_qwen3 if moe else parallelize_llama)(
         model,
         parallel_dims=dims,
         training=TrainingConfig(mixed_precision_param="float32", mixed_precision_reduce="float32"),
-        parallelism=ParallelismConfig(spmd_backend="partial_dtensor"),
+        parallelism=parallelism,
         compile_config=CompileConfig(),
         ac_config=None,
         dump_folder=out,
@@ -149,7 +201,7 @@ def torchtitan_worker(rank: int, world: int, out: str, port: int, mode: str, ste
         sharded[name] = distribute_tensor(full, p.device_mesh, p.placements) if isinstance(p, DTensor) else full
     model.load_state_dict(sharded)
     calls0 = mytorch._C._fallback_totals()[0]
-    losses = _train(model, dev, steps)
+    losses = _train(model, dev, steps, repeat=moe)  # the MoE model: one batch, whose loss falls in 3 steps
     fallback = mytorch._C._fallback_totals()[0] - calls0  # the CPU fallback's calls (none expected on mytorch)
     fused = {}  # the converter's modules whose self-checks all passed, by type
     for m in model.modules():
