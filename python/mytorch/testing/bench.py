@@ -81,15 +81,16 @@ def add_args(p: argparse.ArgumentParser, repeat: int = 11) -> argparse.ArgumentP
     return p
 
 
-def parse_args(p: argparse.ArgumentParser) -> argparse.Namespace:
+def parse_args(p: argparse.ArgumentParser, module: str | None = None) -> argparse.Namespace:
     """Parses a benchmark's arguments; with --malloc steady on glibc, re-executes the process once with
-    STEADY_TUNABLES set (before anything is measured)."""
+    STEADY_TUNABLES set (before anything is measured). module: the name a `python -m` tool runs as."""
     args = p.parse_args()
     if args.malloc == "steady" and _glibc() and os.environ.get("MYTORCH_BENCH_MALLOC") != "steady":
         env = dict(os.environ, MYTORCH_BENCH_MALLOC="steady")
         env["GLIBC_TUNABLES"] = ":".join(x for x in (os.environ.get("GLIBC_TUNABLES", ""), STEADY_TUNABLES) if x)
         sys.stdout.flush()
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+        head = [sys.executable, "-m", module] if module else [sys.executable, sys.argv[0]]
+        os.execve(sys.executable, head + sys.argv[1:], env)
     return args
 
 
