@@ -59,12 +59,49 @@ def _results():
     out["index_add_rows"] = torch.zeros(64, 2048, device="mytorch").index_add(0, into, d)
     out["index_add_strided"] = torch.zeros(2048, 64, device="mytorch").t().index_add(0, into, d)
     out["index_add_bf16"] = torch.zeros(64, 2048, device="mytorch", dtype=torch.bfloat16).index_add(0, into, dh)
+    out.update(_strided(d, dh))
     out.update(_norm_grads(d))
+    out.update(_batch_group_norm(d))
     out.update(_optimizer_step(d))
     out.update(_attention(d))
     out.update(_convolution(d))
     out.update(_pooling(d))
     return {k: v.cpu() for k, v in out.items()}
+
+
+def _strided(d, dh):
+    """Strided walks (Note [Sim strided walks]): transposing copies and casts in tiles, elementwise ops on
+    transposed and sliced operands through opmath blocks, a transposed out= written in place."""
+    sq, sqh = d[:, :1024], dh[:, :1024]
+    cast = torch.empty(2048, 1024, device="mytorch", dtype=torch.bfloat16).copy_(d.t())
+    return {
+        "copy_t": d.t().contiguous(),
+        "copy_cast_t": cast,
+        "sin_t": torch.sin(d.t()),
+        "add_mixed": sq + sq.t(),
+        "mul_mixed_bf16": sqh * sqh.t(),
+        "gt_mixed": sq > sq.t(),
+        "sliced": d.flatten()[::3] * 2.5,
+        "exp_sliced_bf16": torch.exp(dh[:, ::2]),
+    }
+
+
+def _batch_group_norm(d):
+    """Batch and group norm forward and backward (kernels/sim/norm.cpp: groups, channels and planes split)."""
+    out = {}
+    x = d.reshape(8, 32, 64, 128).detach().requires_grad_()
+    w = torch.linspace(0.5, 1.5, 32, device="mytorch").requires_grad_()
+    b = torch.linspace(-1, 1, 32, device="mytorch").requires_grad_()
+    rm, rv = torch.zeros(32, device="mytorch"), torch.ones(32, device="mytorch")
+    y = torch.nn.functional.batch_norm(x, rm, rv, w, b, training=True)
+    g = torch.nn.functional.group_norm(x, 8, w, b)
+    (y * y.detach().flip(0)).sum().backward(retain_graph=True)
+    out.update(bn=y.detach(), bn_dx=x.grad.clone(), bn_dw=w.grad.clone(), bn_db=b.grad.clone(), rm=rm, rv=rv)
+    x.grad = w.grad = b.grad = None
+    (g * g.detach().flip(1)).sum().backward()
+    out.update(gn=g.detach(), gn_dx=x.grad, gn_dw=w.grad, gn_db=b.grad)
+    out["bn_eval"] = torch.nn.functional.batch_norm(x.detach(), rm, rv, w.detach(), b.detach(), training=False)
+    return out
 
 
 def _attention(d):
@@ -134,6 +171,38 @@ def test_results_are_bit_identical_at_1_2_and_4_threads():
     for k in (2, 4):
         for name, ref in runs[1].items():
             assert torch.equal(runs[k][name], ref), f"{name} differs between 1 and {k} threads"
+
+
+def test_strided_layouts_match_the_cpu_and_write_in_place():
+    """The strided walks against the CPU (the same functors as the dense path: the CPU's results within the shared
+    rule, copies exact), a transposed out= of a pointwise op written in place (its storage and strides kept), and
+    an out= whose elements share memory refused as the CPU refuses it (the direct path's negative control)."""
+    from mytorch.testing._compare import assert_aligned
+
+    torch.set_num_threads(2)
+    x = torch.randn(640, 768, generator=torch.Generator().manual_seed(3))
+    d = x.to("mytorch")
+    assert torch.equal(d.t().contiguous().cpu(), x.t().contiguous())
+    assert torch.equal(d.t().to(torch.bfloat16).contiguous().cpu(), x.t().to(torch.bfloat16).contiguous())
+    cases = {
+        "sin_t": lambda t: torch.sin(t.t()),
+        "add_mixed": lambda t: t[:, :640] + t[:, :640].t(),
+        "mul_bf16_mixed": lambda t: t[:, :640].bfloat16() * t[:, :640].t().bfloat16(),
+        "sliced": lambda t: t[::2, 1::3] * 2.5 - 1,
+        "exp_3d": lambda t: torch.exp(t.reshape(40, 16, 768).permute(2, 0, 1)),
+    }
+    for name, f in cases.items():
+        gold = f(x.double()) if name != "mul_bf16_mixed" else None
+        assert_aligned(f(d), f(x), gold, what=name)
+    out = torch.empty(768, 640, device="mytorch").t()
+    ptr, strides = out.data_ptr(), out.stride()
+    torch.sin(d, out=out)
+    assert out.data_ptr() == ptr and out.stride() == strides
+    assert_aligned(out, torch.sin(x), torch.sin(x.double()), what="sin into a transposed out=")
+    for dev, t in (("cpu", x), ("mytorch", d)):
+        shared = torch.empty(1, 768, device=dev).expand(640, 768)
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            torch.sin(t, out=shared)
 
 
 def test_results_match_the_cpu():

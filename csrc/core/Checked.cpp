@@ -41,9 +41,9 @@ void warnIfExpanded(const at::Tensor& self, int row) {
 // whose elements share memory (an expanded tensor) takes the same path: the kernel's resize gives it a layout of its
 // own, as ATen's resize does before its kernels check the output, and one the kernel keeps is refused then, with
 // ATen's message, before anything is written into it.
-at::Tensor stridedOutTemp(const at::Tensor& out) {
+at::Tensor stridedOutTemp(const at::Tensor& out, bool direct) {
   if (!out.defined() || out.numel() == 0) return at::Tensor();
-  if (out.is_contiguous() && at::has_internal_overlap(out) != at::MemOverlap::Yes) return at::Tensor();
+  if ((direct || out.is_contiguous()) && at::has_internal_overlap(out) != at::MemOverlap::Yes) return at::Tensor();
   return at::empty(out.sizes(), out.options());
 }
 

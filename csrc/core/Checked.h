@@ -36,7 +36,14 @@
 
 namespace mytorch::checked {
 
-enum : int { kDevice = 1, kOverlap = 2, kStridedOut = 4, kSelfMayOverlap = 8, kOutOverlapFirst = 16 };
+enum : int {
+  kDevice = 1,
+  kOverlap = 2,
+  kStridedOut = 4,
+  kSelfMayOverlap = 8,
+  kOutOverlapFirst = 16,
+  kStridedOutDirect = 32
+};
 
 constexpr bool inList(std::string_view name) {
   for (std::string_view n : generated::kNoDeviceCheck) {
@@ -120,12 +127,24 @@ constexpr bool valueMayAliasSelf(std::string_view name) {
   return name == "fill_.Tensor" || name == "index_fill_.int_Tensor";
 }
 
+// The out= kernels that write any layout themselves: the pointwise table's Table rows (ATen's TensorIterator over
+// out's own strides, csrc/aten/glue/Pointwise.cpp). A non-contiguous out= of theirs whose elements do not share
+// memory is written in place (a transposed out= read and written in its own order, Note [Sim strided walks]); one
+// whose elements share memory still takes the temporary of Note [Strided out=].
+constexpr bool writesStridedOut(std::string_view name) {
+#define MT_POINTWISE(row, arity, dtypes, result, group, glue, aten, overload, foreach) \
+  if (std::string_view(#glue) == "Table" && name == #aten "." #overload) return true;
+#include "mytorch/tables/pointwise.def"
+#undef MT_POINTWISE
+  return false;
+}
+
 constexpr int policyFor(std::string_view name) {
   const int warns = expandedSelfWarning(name);
   return (inList(name) || crossDeviceOp(name) ? 0 : kDevice) |
          (metadataOp(name) || valueMayAliasSelf(name) ? 0 : kOverlap | kStridedOut) |
          (selfMayOverlap(name) || warns ? kSelfMayOverlap : 0) | (outOverlapCheckedFirst(name) ? kOutOverlapFirst : 0) |
-         warns;
+         (writesStridedOut(name) ? kStridedOutDirect : 0) | warns;
 }
 
 // CUDA's message for tensors on two devices; the fallback raises it too (csrc/core/Fallback.cpp).
@@ -157,7 +176,7 @@ struct Scan {
 // `deferred[i]`: written[i] may have elements that share memory here: an out= that the strided-out path takes, until
 // the kernel has resized it (Note [Strided out=] in Checked.cpp, which checks it then), or a self of selfMayOverlap.
 void checkWritten(const Scan& s, at::Tensor* const* written, const bool* deferred, size_t nwritten);
-at::Tensor stridedOutTemp(const at::Tensor& out);  // undefined when `out` needs none
+at::Tensor stridedOutTemp(const at::Tensor& out, bool direct = false);  // undefined when `out` needs none
 void copyBack(at::Tensor& out, const at::Tensor& temp);
 // ATen's resize of an out= whose sizes are not the result's: resized (with resize_output's warning when `warn`),
 // then given the result's layout where that is dense, as a structured kernel's resize takes the strides its meta
@@ -245,7 +264,7 @@ struct Checked<R(A...), F, Policy> {
   template <size_t I, typename T>
   static void markOne(at::Tensor* temps, bool& any, T& arg) {
     if constexpr (I > 0 && kWritten<I>) {
-      temps[I] = stridedOutTemp(arg);
+      temps[I] = stridedOutTemp(arg, (Policy & kStridedOutDirect) != 0);
       any = any || temps[I].defined();
     }
   }

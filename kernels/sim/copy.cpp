@@ -9,6 +9,7 @@
 #include "mytorch/parallel.h"
 #include "mytorch/sim_isa.h"
 #include "mytorch/sim_vec.h"
+#include "mytorch/sim_walk.h"
 
 namespace mytorch::sim::MT_SIM_ISA_NS {
 namespace {
@@ -72,13 +73,38 @@ void cast_run(char* dst, const char* src, int64_t n, int64_t sd, int64_t ss) {
   }
 }
 
+// A transposing copy in tiles (Note [Sim strided walks]): each tile's elements, one per (dim 0, dim 1) pair.
+template <typename Elem>
+bool tiled(const CopyArgs& p, char* dst, const char* src, Elem elem) {
+  const int64_t* st[2] = {p.dst.strides, p.src.strides};
+  const int es[2] = {p.dst.elem_size, p.src.elem_size};
+  if (!walk::wants_tiles(p.shape, st, es, 2)) return false;
+  const int64_t d0 = st[0][0], d1 = st[0][1], s0 = st[1][0], s1 = st[1][1];
+  walk::for_each_tile(p.shape, st, 2, 1, [&](const int64_t* off, int64_t n0, int64_t n1) {
+    for (int64_t j = 0; j < n1; ++j) {
+      char* d = dst + off[0] + j * d1;
+      const char* s = src + off[1] + j * s1;
+      for (int64_t i = 0; i < n0; ++i) elem(d + i * d0, s + i * s0);
+    }
+  });
+  return true;
+}
+
+template <typename W>
+struct CopyWord {
+  void operator()(char* d, const char* s) const { std::memcpy(d, s, sizeof(W)); }
+};
+
 } // namespace
 
 MT_SIM_ENTRY rt::Status copy(const CopyArgs& p, rt::Stream) {
   char* dst = static_cast<char*>(p.dst.data);
   const char* src = static_cast<const char*>(p.src.data);
   if (p.dst.dtype == p.src.dtype && p.dst.elem_size == p.src.elem_size) {
-    const int64_t es = p.dst.elem_size;
+    const int es = p.dst.elem_size;
+    if ((es == 1 && tiled(p, dst, src, CopyWord<uint8_t>{})) || (es == 2 && tiled(p, dst, src, CopyWord<uint16_t>{})) ||
+        (es == 4 && tiled(p, dst, src, CopyWord<uint32_t>{})) || (es == 8 && tiled(p, dst, src, CopyWord<uint64_t>{})))
+      return rt::Status::Success;
     for_each_run(p.shape, p.dst.strides, p.src.strides, [&](int64_t o0, int64_t o1, int64_t n, int64_t s0, int64_t s1) {
       vec::copy_elems(dst + o0, s0, src + o1, s1, n, es);
     });
@@ -88,6 +114,14 @@ MT_SIM_ENTRY rt::Status copy(const CopyArgs& p, rt::Stream) {
     using To = decltype(to);
     dispatch_dtype(p.src.dtype, [&](auto from) {
       using From = decltype(from);
+      auto cast = [](char* d, const char* s) {
+        From v;
+        if constexpr (std::is_same_v<From, bool>) v = mt_load(reinterpret_cast<const bool*>(s));
+        else std::memcpy(&v, s, sizeof(From));
+        const To out = mt_cast<To, From>(v);
+        std::memcpy(d, &out, sizeof(To));
+      };
+      if (tiled(p, dst, src, cast)) return;
       for_each_run(p.shape, p.dst.strides, p.src.strides,
                    [&](int64_t o0, int64_t o1, int64_t n, int64_t s0, int64_t s1) {
                      cast_run<To, From>(dst + o0, src + o1, n, s0, s1);

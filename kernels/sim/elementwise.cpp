@@ -9,46 +9,12 @@
 #include "mytorch/sim_isa.h"
 #include "mytorch/sim_vec.h"
 #include "mytorch/sim_vmath.h"
+#include "mytorch/sim_walk.h"
 
 namespace mytorch::sim::MT_SIM_ISA_NS {
 namespace {
 
-// Visits the elements [begin, end) of the strided description in runs along dimension 0:
-// fn(offsets[4], count, run_strides[4]) with offsets in bytes.
-template <typename Fn>
-void for_each_run(const StridedShape& s, const int64_t* const* st, int nops, int64_t begin, int64_t end, Fn fn) {
-  int64_t off[4] = {0, 0, 0, 0};
-  int64_t inner[4] = {0, 0, 0, 0};
-  if (s.ndim == 0) {
-    fn(off, 1, inner);
-    return;
-  }
-  for (int k = 0; k < nops; ++k) inner[k] = st[k] ? st[k][0] : 0;
-  int64_t idx[kMaxDims] = {};
-  int64_t rest = begin;
-  for (int d = 0; d < s.ndim; ++d) {
-    idx[d] = rest % s.sizes[d];
-    rest /= s.sizes[d];
-    for (int k = 0; k < nops; ++k) off[k] += st[k] ? st[k][d] * idx[d] : 0;
-  }
-  for (int64_t pos = begin; pos < end;) {
-    const int64_t cnt = std::min(s.sizes[0] - idx[0], end - pos);
-    fn(off, cnt, inner);
-    pos += cnt;
-    for (int k = 0; k < nops; ++k) off[k] += st[k] ? st[k][0] * cnt : 0;
-    idx[0] += cnt;
-    if (idx[0] < s.sizes[0]) continue;
-    for (int k = 0; k < nops; ++k) off[k] -= st[k] ? st[k][0] * s.sizes[0] : 0;
-    idx[0] = 0;
-    for (int d = 1; d < s.ndim; ++d) {
-      ++idx[d];
-      for (int k = 0; k < nops; ++k) off[k] += st[k] ? st[k][d] : 0;
-      if (idx[d] < s.sizes[d]) break;
-      for (int k = 0; k < nops; ++k) off[k] -= st[k] ? st[k][d] * s.sizes[d] : 0;
-      idx[d] = 0;
-    }
-  }
-}
+using walk::for_each_run;
 
 #if MT_SIM_FAST
 // The dtypes with dense loops: the floating ones (each dense loop is one instantiation per op and dtype, so the
@@ -121,6 +87,75 @@ void dense_half(Out* o, const T* x, const T* y, float sx, float sy, int n, const
   }
 }
 
+// The strided path of the dense dtypes (Note [Sim strided walks]): each run along dimension 0, or each tile of
+// dimensions 0 and 1 where an operand is contiguous along 1, gathered into opmath blocks of at most kTile^2
+// elements, the dense loops above on the blocks (vectorised whatever the strides), the results stored through the
+// output's strides. The same functors on the same opmath values as the dense path, so a strided operand gives the
+// bits a contiguous one gives.
+template <EwOp op, typename T, typename Out, typename O, int n>
+void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, const int64_t* const* st, const O* sval,
+                    int64_t grain) {
+  using OB = std::conditional_t<std::is_same_v<Out, bool>, bool, O>;
+  constexpr bool masked = ew_has_mask(op);  // operand 0 is a bool mask (where)
+  constexpr int64_t kB = walk::kTile * walk::kTile;
+  auto block = [&](const int64_t* off, int64_t n0, int64_t n1, const int64_t* s0, const int64_t* s1) {
+    O vb[n][kB];
+    OB ob[kB];
+    const int64_t m = n0 * n1;
+    for (int k = 0; k < n; ++k) {
+      if (!st[k + 1]) {
+        if constexpr (n == 3) std::fill(vb[k], vb[k] + m, sval[k]);  // the ternary loop reads every operand
+        continue;
+      }
+      const char* base = in[k] + off[k + 1];
+      for (int64_t j = 0; j < n1; ++j) {
+        const char* row = base + j * s1[k + 1];
+        O* b = vb[k] + j * n0;
+        if (masked && k == 0) {
+          for (int64_t i = 0; i < n0; ++i)
+            b[i] = static_cast<O>(mt_load(reinterpret_cast<const bool*>(row + i * s0[1])));
+        } else {
+          for (int64_t i = 0; i < n0; ++i)
+            b[i] = static_cast<O>(mt_load(reinterpret_cast<const T*>(row + i * s0[k + 1])));
+        }
+      }
+    }
+    if constexpr (n == 1) {
+      dense_unary<op, T, OB, O, O>(ob, vb[0], a.p, 0, m);
+    } else if constexpr (n == 2) {
+      dense_binary<op, T, OB, O, O>(ob, st[1] ? vb[0] : nullptr, st[2] ? vb[1] : nullptr, sval[0], sval[1], a.p, 0, m);
+    } else {
+      for (int64_t q = 0; q < m; ++q) ob[q] = static_cast<OB>(ew::apply<op, T>(vb[0][q], vb[1][q], vb[2][q], a.p));
+    }
+    for (int64_t j = 0; j < n1; ++j) {
+      char* row = out + off[0] + j * s1[0];
+      for (int64_t i = 0; i < n0; ++i) *reinterpret_cast<Out*>(row + i * s0[0]) = static_cast<Out>(ob[j * n0 + i]);
+    }
+  };
+  int es[4] = {int(sizeof(Out)), int(sizeof(T)), int(sizeof(T)), int(sizeof(T))};
+  if (masked) es[1] = 1;
+  if (walk::wants_tiles(a.shape, st, es, 1 + n)) {
+    int64_t s0[4] = {}, s1[4] = {};
+    for (int k = 0; k <= n; ++k) {
+      s0[k] = st[k] ? st[k][0] : 0;
+      s1[k] = st[k] ? st[k][1] : 0;
+    }
+    walk::for_each_tile(a.shape, st, 1 + n, 1,
+                        [&](const int64_t* off, int64_t n0, int64_t n1) { block(off, n0, n1, s0, s1); });
+    return;
+  }
+  par::parallel_for(a.shape.numel, grain, [&](int64_t b, int64_t e) {
+    for_each_run(a.shape, st, 1 + n, b, e, [&](const int64_t* off, int64_t cnt, const int64_t* s) {
+      const int64_t none[4] = {0, 0, 0, 0};
+      for (int64_t c = 0; c < cnt; c += kB) {
+        int64_t o[4] = {0, 0, 0, 0};
+        for (int k = 0; k <= n; ++k) o[k] = off[k] + c * s[k];
+        block(o, std::min(kB, cnt - c), 1, s, none);
+      }
+    });
+  });
+}
+
 #endif
 
 template <EwOp op, typename T>
@@ -166,6 +201,16 @@ rt::Status run(const ElementwiseArgs& a) {
         else if constexpr (n == 1) dense_unary<op, T, Out, O>(o, x, a.p, b, e);
         else dense_binary<op, T, Out, O>(o, x, y, sval[0], sval[1], a.p, b, e);
       });
+      return rt::Status::Success;
+    }
+    if (!(n == 2 && a.is_scalar[0] && a.is_scalar[1]) && !(n == 1 && !st[1])) {
+      strided_blocks<op, T, Out, O, n>(a, out, in, st, sval, grain);
+      return rt::Status::Success;
+    }
+  }
+  if constexpr (n == 3 && kDense<T>) {  // the ternary rows (where, clamp, lerp, addcmul...): always in blocks
+    if (st[1] || st[2] || st[3]) {
+      strided_blocks<op, T, Out, O, n>(a, out, in, st, sval, grain);
       return rt::Status::Success;
     }
   }
