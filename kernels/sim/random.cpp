@@ -13,8 +13,25 @@ rt::Status random(const RandomArgs& p, rt::Stream) {
   bool ok = dispatch_dtype(p.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!is_complex_t<T>::value) {
+      // random_element's values, split over the workers (each element's value is its own), each Philox block
+      // computed once for the elements that share it (4 uniforms, 2 normals: Note [Philox layout]).
       T* out = static_cast<T*>(p.data);
-      for (int64_t i = 0; i < p.numel; ++i) out[i] = random_element<T>(p, i);
+      uint64_t seed = p.seed, offset = p.offset;
+      philox_resolve(p.philox_dev, seed, offset);
+      par::parallel_for(p.numel, par::grain_for(16), [&](int64_t b, int64_t e) {
+        uint64_t have = 0, block = 0;
+        PhiloxLane have_lane = PhiloxLane::Word, lane = PhiloxLane::Word;
+        random_block_of<T>(p, offset, b, &have, &have_lane);
+        Philox4x32 r(seed, have, static_cast<uint64_t>(have_lane));
+        for (int64_t i = b; i < e; ++i) {
+          random_block_of<T>(p, offset, i, &block, &lane);
+          if (block != have || lane != have_lane) {
+            r = Philox4x32(seed, block, static_cast<uint64_t>(lane));
+            have = block, have_lane = lane;
+          }
+          out[i] = random_value<T>(p, i, r);
+        }
+      });
     }
   });
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "random: unsupported element type");

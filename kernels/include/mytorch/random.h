@@ -90,28 +90,44 @@ MT_HOST_DEVICE inline Philox4x32 philox_block(uint64_t seed, uint64_t offset, in
                     static_cast<uint64_t>(lane));
 }
 
-// The value of element i, computed identically on both runtimes (see Note [Philox layout]).
+// The Philox block element i of a call at (resolved) `offset` draws from, in its lane (Note [Philox layout]).
 template <typename T>
-MT_HOST_DEVICE inline T random_element(const RandomArgs& p, int64_t i) {
+MT_HOST_DEVICE inline void random_block_of(const RandomArgs& p, uint64_t offset, int64_t i, uint64_t* block,
+                                           PhiloxLane* lane) {
+  constexpr bool dbl = std::is_same_v<T, double>, wide = dbl || std::is_same_v<T, int64_t>;
+  int per = 4;
+  PhiloxLane l = PhiloxLane::Word;
+  switch (p.dist) {
+    case Distribution::Uniform:
+    case Distribution::Exponential:
+      if (dbl) per = 2, l = PhiloxLane::Pair;
+      break;
+    case Distribution::Normal: per = 2, l = dbl ? PhiloxLane::NormalDouble : PhiloxLane::NormalFloat; break;
+    case Distribution::Integer:
+      if (wide || p.range > (uint64_t(1) << 32)) per = 2, l = PhiloxLane::Pair;
+      break;
+    case Distribution::Bernoulli: break;
+  }
+  *block = (offset + static_cast<uint64_t>(i)) / static_cast<uint64_t>(per);
+  *lane = l;
+}
+
+// The value of element i from its block r (random_block_of), computed identically on both runtimes.
+template <typename T>
+MT_HOST_DEVICE inline T random_value(const RandomArgs& p, int64_t i, const Philox4x32& r) {
   constexpr bool wide = std::is_same_v<T, double> || std::is_same_v<T, int64_t>;
-  uint64_t seed = p.seed, offset = p.offset;
-  philox_resolve(p.philox_dev, seed, offset);
   switch (p.dist) {
     case Distribution::Uniform: {
       if constexpr (std::is_same_v<T, double>) {
-        Philox4x32 r = philox_block(seed, offset, i, 2, PhiloxLane::Pair);
         int w = static_cast<int>(i % 2) * 2;
         return p.a + (p.b - p.a) * u64_to_unit_double(r.c[w], r.c[w + 1]);
       } else {
-        Philox4x32 r = philox_block(seed, offset, i, 4, PhiloxLane::Word);
         float u = u32_to_unit_float(r.c[i % 4]);
         float v = static_cast<float>(p.a) + (static_cast<float>(p.b) - static_cast<float>(p.a)) * u;
         return mt_cast<T, float>(v);
       }
     }
     case Distribution::Normal: {
-      Philox4x32 r = philox_block(seed, offset, i, 2,
-                                  std::is_same_v<T, double> ? PhiloxLane::NormalDouble : PhiloxLane::NormalFloat);
       const bool second = (i % 2) != 0;
       if constexpr (std::is_same_v<T, double>) {
         double u1 = 1.0 - u64_to_unit_double(r.c[0], r.c[1]); // (0, 1]
@@ -130,34 +146,39 @@ MT_HOST_DEVICE inline T random_element(const RandomArgs& p, int64_t i) {
     case Distribution::Integer: {
       uint64_t v;
       if (wide || p.range > (uint64_t(1) << 32)) {
-        Philox4x32 r = philox_block(seed, offset, i, 2, PhiloxLane::Pair);
         int w = static_cast<int>(i % 2) * 2;
         v = (static_cast<uint64_t>(r.c[w]) << 32) | r.c[w + 1];
       } else {
-        Philox4x32 r = philox_block(seed, offset, i, 4, PhiloxLane::Word);
         v = r.c[i % 4];
       }
       int64_t out = p.low + static_cast<int64_t>(p.range ? v % p.range : v);
       return mt_cast<T, int64_t>(out);
     }
     case Distribution::Bernoulli: {
-      Philox4x32 r = philox_block(seed, offset, i, 4, PhiloxLane::Word);
       float u = u32_to_unit_float(r.c[i % 4]);
       return mt_cast<T, int>(static_cast<double>(u) < p.a ? 1 : 0);
     }
     case Distribution::Exponential: {  // -log(u) / rate with u in (0, 1]: finite, >= 0
       if constexpr (std::is_same_v<T, double>) {
-        Philox4x32 r = philox_block(seed, offset, i, 2, PhiloxLane::Pair);
         int w = static_cast<int>(i % 2) * 2;
         return -std::log(1.0 - u64_to_unit_double(r.c[w], r.c[w + 1])) / p.a;
       } else {
-        Philox4x32 r = philox_block(seed, offset, i, 4, PhiloxLane::Word);
         float u = 1.0f - u32_to_unit_float(r.c[i % 4]);
         return mt_cast<T, float>(-logf(u) / static_cast<float>(p.a));
       }
     }
   }
   return T{};
+}
+
+// The value of element i, computed identically on both runtimes (see Note [Philox layout]).
+template <typename T>
+MT_HOST_DEVICE inline T random_element(const RandomArgs& p, int64_t i) {
+  uint64_t seed = p.seed, offset = p.offset, block = 0;
+  philox_resolve(p.philox_dev, seed, offset);
+  PhiloxLane lane = PhiloxLane::Word;
+  random_block_of<T>(p, offset, i, &block, &lane);
+  return random_value<T>(p, i, Philox4x32(seed, block, static_cast<uint64_t>(lane)));
 }
 
 // Fills a contiguous buffer with p.numel values of p.dtype (real types only).
