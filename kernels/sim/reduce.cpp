@@ -3,6 +3,7 @@
 #include "mytorch/reduce.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -259,9 +260,8 @@ void column_totals(const ReduceArgs& r, const T* in, int64_t base, int nb, red::
 // Per output element: partials over runs of kChunk reduced elements, combined pairwise in chunk order (Note [Sim
 // parallelism]: the chunks depend on the sizes only, so the bits do not depend on the thread count). Many outputs
 // split over the workers by output; a few long ones by chunk, the partials combined on the calling thread.
-template <RedOp op, typename T>
-rt::Status run(const ReduceArgs& r) {
-  using R = red::Reduction<op>;
+template <typename R, RedOp op, typename T>
+rt::Status run_as(const ReduceArgs& r) {
   using A = red::acc_t<op, T>;
   const T* in = static_cast<const T*>(r.in);
   const int64_t chunk = chunk_len<R, A, T>(r);
@@ -330,6 +330,46 @@ rt::Status run(const ReduceArgs& r) {
     finish(at, total_of(parts.data()));
   }
   return rt::Status::Success;
+}
+
+// amax and amin (Max and Min with no index output): NaN wins, else the extreme. Push and combine touch the value
+// only (kOneValue), so chunk_partial's lanes and the column loops vectorise them; max/min with indices and
+// argmax/argmin keep the indexed red::Extreme. Of equal values (+0 and -0) the one kept follows the lanes' order,
+// fixed by the sizes (not by the thread count).
+template <bool kMax>
+struct ExtremeValue {
+  static constexpr red::Out2 kOut2 = red::Out2::None;
+  static constexpr bool kOneValue = true;
+  template <typename A>
+  static A pick(A s, A v) {
+    return (red::is_nan(v) || (kMax ? v > s : v < s)) ? v : s;
+  }
+  template <typename A>
+  static red::Acc<A> init(const RedParams&) {
+    using L = std::numeric_limits<A>;  // -inf, not lowest(): a row of -inf (a masked amax) gives -inf
+    if constexpr (L::has_infinity) return {kMax ? -L::infinity() : L::infinity(), A(0), -1};
+    else return {kMax ? L::lowest() : L::max(), A(0), -1};
+  }
+  template <typename A>
+  static void push(red::Acc<A>& s, A v, int64_t, const RedParams&) {
+    s.a = pick(s.a, v);
+  }
+  template <typename A>
+  static void combine(red::Acc<A>& s, const red::Acc<A>& o, const RedParams&) {
+    s.a = pick(s.a, o.a);
+  }
+  template <typename A>
+  static A project(const red::Acc<A>& s, const RedParams&, A*) {
+    return s.a;
+  }
+};
+
+template <RedOp op, typename T>
+rt::Status run(const ReduceArgs& r) {
+  if constexpr (op == RedOp::Max || op == RedOp::Min) {
+    if (r.out2 == nullptr) return run_as<ExtremeValue<op == RedOp::Max>, op, T>(r);
+  }
+  return run_as<red::Reduction<op>, op, T>(r);
 }
 
 } // namespace

@@ -1,6 +1,8 @@
 // See Reduce.h.
 #include "csrc/aten/glue/Reduce.h"
 
+#include <utility>
+
 #include <ATen/WrapDimUtils.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/Resize.h>
@@ -79,9 +81,24 @@ void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, b
       ++r.out_ndim;
     }
   }
+  // A reduction whose value does not depend on which element is the j-th (all but argmax/argmin and max/min with
+  // indices) reads the reduced dimensions in memory order, outermost stride first, as ATen's TensorIterator does:
+  // a full reduction of a transposed tensor is then one contiguous run (the vectorised lanes' path), not a walk
+  // with a row's stride per element. The order depends on the strides only, so the bits do not depend on the thread
+  // count.
+  const bool indexed =
+      op == RedOp::ArgMax || op == RedOp::ArgMin || ((op == RedOp::Max || op == RedOp::Min) && out2.defined());
+  if (!indexed) {
+    for (int d = 1; d < r.red_ndim; ++d) {  // insertion sort by stride, descending (stable: ties keep their order)
+      for (int e = d; e > 0 && r.red_in_strides[e - 1] < r.red_in_strides[e]; --e) {
+        std::swap(r.red_sizes[e - 1], r.red_sizes[e]);
+        std::swap(r.red_in_strides[e - 1], r.red_in_strides[e]);
+      }
+    }
+  }
   // Reduced dimensions that are one run of memory (a contiguous tail, or all of a contiguous tensor) merge into
-  // one, so that the kernels index them without a division per element; the order of j, and so argmax's
-  // index, is unchanged. Size-1 dimensions drop out.
+  // one, so that the kernels index them without a division per element; for the indexed reductions the order of
+  // j, and so argmax's index, is unchanged. Size-1 dimensions drop out.
   int merged = 0;
   for (int d = 0; d < r.red_ndim; ++d) {
     if (r.red_sizes[d] == 1 && r.red_ndim > 1) continue;
