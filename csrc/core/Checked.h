@@ -127,8 +127,8 @@ constexpr bool valueMayAliasSelf(std::string_view name) {
   return name == "fill_.Tensor" || name == "index_fill_.int_Tensor";
 }
 
-// The out= kernels that write any layout themselves: the pointwise table's Table rows (ATen's TensorIterator over
-// out's own strides, csrc/aten/glue/Pointwise.cpp). A non-contiguous out= of theirs whose elements do not share
+// The out= kernels that write any layout themselves: the pointwise table's Table rows and add/sub (ATen's
+// TensorIterator over out's own strides, csrc/aten/glue/Pointwise.cpp). A non-contiguous out= of theirs whose elements do not share
 // memory is written in place (a transposed out= read and written in its own order, Note [Sim strided walks]); one
 // whose elements share memory still takes the temporary of Note [Strided out=].
 constexpr bool writesStridedOut(std::string_view name) {
@@ -136,7 +136,7 @@ constexpr bool writesStridedOut(std::string_view name) {
   if (std::string_view(#glue) == "Table" && name == #aten "." #overload) return true;
 #include "mytorch/tables/pointwise.def"
 #undef MT_POINTWISE
-  return false;
+  return name == "add.out" || name == "sub.out";
 }
 
 constexpr int policyFor(std::string_view name) {
