@@ -317,3 +317,25 @@ def extra_cases(dtype: torch.dtype, kinds: set, chosen):
                 yield label, f"could not be built: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
                 continue
             yield label, fam, fm, fr, elements
+
+
+# Why the worst families stay slow (docs/speed.md's "Known misses"): fnmatch patterns on the case label -> the reason,
+# where it was read from the code or a profile, else "not profiled yet"; issue 55's remaining work.
+MISSES = {
+    "nn.functional.interpolate*|nn.functional.upsample*": "resampling is composed from aten ops in the glue (Note "
+    "[Resampling by weight matrices]); a profile of bicubic on a 2x3x4x5 input: about 30 ms in hundreds of small "
+    "ops building the weight matrices per call; no native resampling kernel yet",
+    "nonzero*|unique*|masked_select*|masked_scatter*": "data-dependent output sizes; not profiled yet",
+    "square*|__rpow__*|pow*": "pow with a scalar exponent runs the Pow functor per element (csrc/aten/pointwise/"
+    "BinaryOps.cpp), where ATen's CPU kernel turns exponent 2 into a multiply",
+    "clamp*": "with tensor bounds 10-20x slower than the CPU in a direct measurement (1024 x 2048); not profiled yet",
+    "frexp*|erfinv*|special.i1e*|atan2*|remainder*|__rmod__*": "scalar math functors; not profiled yet",
+    "linalg.*|triangular_solve*|cholesky*": "op_db's samples are small matrices; not profiled yet",
+    "*segment_reduce*|cdist*|pdist*": "not profiled yet",
+    "gather*|scatter*|index_*|take*|put*": "where the index varies along the last dimension, each element looks its "
+    "index up through the generic strided offsets (kernels/sim/index.cpp)",
+    "conv*|nn.functional.conv*": "the sim runs convolution as blocked im2col + GEMM (Note [Sim convolution]); the "
+    "CPU runs oneDNN's convolutions",
+    "LSTM*|GRU*": "torch's RNN code calls the cell once per time step; the cell is composed of native kernels "
+    "(csrc/aten/nn/Rnn.cpp)",
+}
