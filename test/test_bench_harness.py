@@ -94,3 +94,38 @@ def test_threads_are_set_and_docs_are_written_only_when_asked(clock, tmp_path, m
         assert b.path("x.png", docs=True).startswith(str(docs))
     finally:
         torch.set_num_threads(before)
+
+
+def test_speed_report_covers_op_db_and_its_own_cases(tmp_path):
+    """python -m mytorch.testing.speed end to end on two ops (an OpInfo and one of its own cases), in a fresh
+    process (the harness sets process-wide modes): both timed, with the transposed variant, and the page's sections
+    written. No timing is asserted."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    args = ["--ops", "abs", "gather dim 1", "--dtypes", "float32", "--kinds", "forward,strided", "--repeat", "1"]
+    args += ["--min-sample-ms", "1", "--warmup", "0", "--malloc", "default", "--out", str(tmp_path)]
+    r = subprocess.run(
+        [sys.executable, "-m", "mytorch.testing.speed", *args], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    payload = json.load(open(tmp_path / "speed.json"))
+    cases = {row["case"] for row in payload["rows"]}
+    assert {"abs float32 forward", "abs float32 strided", "gather dim 1 float32 forward"} <= cases, cases
+    assert all(row["ratio"] > 0 and row["extra"]["elements"] > 0 for row in payload["rows"])
+    page = (tmp_path / "speed.md").read_text()
+    assert "## Summary" in page and "## Every case, worst first" in page and "## Known misses" in page
+
+
+def test_speed_report_strided_variant_is_non_contiguous():
+    """The strided variant really is: the same values, the last two dimensions' strides swapped (a report of
+    contiguous operands labelled strided would pass every timing vacuously)."""
+    import torch
+
+    from mytorch.testing.speed import _strided
+
+    t = torch.arange(12.0).reshape(3, 4)
+    s = _strided(t)
+    assert torch.equal(s, t) and not s.is_contiguous() and s.stride() == (1, 3)
