@@ -3,14 +3,11 @@ of a newer torch than the one mytorch pins supplied here and nothing else. Run i
 `python -m torchtitan.train`:
 
     torchrun --nproc_per_node 2 examples/torchtitan_train.py --module llama3 \
-        --config llama3_debugmodel_varlen_attn --parallelism.spmd_backend partial_dtensor ...
+        --config llama3_debugmodel --parallelism.spmd_backend partial_dtensor ...
 
 mytorch itself needs no patch: TorchTitan picks the `mytorch` device and its c10d backend (torch's backend autoload
-imports mytorch). Each shim below is applied only where torch lacks the function.
-
-MYTORCH_TITAN_ATTN=varlen builds the models whose configs ask for `flex` attention with `varlen` instead (the same
-block-causal document masking): TorchTitan compiles flex_attention with max-autotune, which the sim's C++ Inductor
-path cannot run (docs/torchtitan.md). A choice of the user's, not a shim of torch.
+imports mytorch), and its compiled flex attention runs on the sim (Note [Compiled flex attention on the sim's C++
+path], mytorch/_flex.py). Each shim below is applied only where torch lacks the function.
 """
 
 from __future__ import annotations
@@ -75,25 +72,10 @@ def apply_shims() -> list[str]:
     return applied
 
 
-def attention_backend(backend: str) -> None:
-    """Every TorchTitan model asking for `flex` attention gets `backend` (MYTORCH_TITAN_ATTN)."""
-    import importlib
-
-    for name in ("llama3", "qwen3", "deepseek_v3"):
-        module = importlib.import_module(f"torchtitan.models.{name}")
-        original = getattr(module, "get_attention_config", None)
-        if original is not None:
-            module.get_attention_config = lambda b, _o=original: _o(backend if b == "flex" else b)
-
-
 if __name__ == "__main__":
-    import os
-
     import mytorch  # noqa: F401  (also imported by torch's backend autoload)
 
     apply_shims()
-    if os.environ.get("MYTORCH_TITAN_ATTN"):
-        attention_backend(os.environ["MYTORCH_TITAN_ATTN"])
     from torchtitan.train import main
 
     main()

@@ -80,6 +80,7 @@ _after_import.after_import("torch.distributed._symmetric_memory", _symm_mem.adap
 from . import _flex  # noqa: E402
 
 _after_import.after_import("torch.nn.attention.flex_attention", _flex.adapt)
+_after_import.after_import("torch._inductor.compile_fx", _flex.adapt_compile)
 # accelerate (Trainer) picks mytorch when no other accelerator is there (_accelerate.py)
 if importlib.util.find_spec("accelerate") is not None:
     from . import _accelerate  # noqa: E402
