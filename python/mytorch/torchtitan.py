@@ -16,9 +16,11 @@ TorchTitan's common modules):
   mytorch.distributed.ep's DeepEP-shaped dispatch and combine over the EP group (one row per token and destination
   rank, symmetric memory within a host, one host synchronisation a layer); without it, TorchTitan's local dispatch.
 What is fused already without it: RMSNorm (TorchTitan's is nn.RMSNorm: F.rms_norm, mytorch's fused kernel) and
-attention (varlen: mytorch's flash operator). What it does not swap (said, not hidden): the loss (TorchTitan computes
-logits then cross-entropy; a linear + cross-entropy fusion needs the trainer's loss to take hidden states) and the
-MoE router (TorchTitan's returns the full score matrix too, which mytorch.ops.moe_topk does not make).
+attention (varlen: mytorch's flash operator; flex: torch's flex path on mytorch). The loss is not part of the model's
+config tree, so the LM head + cross-entropy fusion is a loss of its own, set as the trainer's loss:
+MytorchLinearCrossEntropyLoss (below), which TorchTitan's trainer hands the LM head as it does its ChunkedLossWrapper.
+Not swapped (said, not hidden): the MoE router. TorchTitan's router returns the full score matrix, which its MoE
+consumes, so a fused top-k (mytorch.ops.moe_topk) would still have to make the scores it saves.
 
 Each swapped module checks itself as mytorch.optimize does (Note [optimize] in mytorch/_optimize.py): on its first
 call for each input shape, dtype and device the fused result is compared with the module's own forward within the
@@ -37,6 +39,7 @@ import spmd_types as spmd
 import torch
 import torch.nn.functional as F
 from torch.distributed.tensor import DTensor
+from torchtitan.components.loss import IGNORE_INDEX, ChunkedLossWrapper, CrossEntropyLoss
 from torchtitan.distributed.utils import get_spmd_backend
 from torchtitan.models.common.feed_forward import FeedForward
 from torchtitan.models.common.moe import GroupedExperts
@@ -59,6 +62,7 @@ __all__ = [
     "MytorchFeedForward",
     "MytorchFusedOpsConverter",
     "MytorchGroupedExperts",
+    "MytorchLinearCrossEntropyLoss",
     "MytorchTokenDispatcher",
 ]
 
@@ -219,6 +223,49 @@ class MytorchTokenDispatcher(BaseEPTokenDispatcher):
             return LocalTokenDispatcher.combine(self, routed_output_RD, metadata, x_TD)
         buf, handle = metadata
         return buf.combine(routed_output_RD.to(buf.dtype), handle)[0]
+
+
+class MytorchLinearCrossEntropyLoss(ChunkedLossWrapper):
+    """TorchTitan's cross-entropy with the LM head fused into it: mytorch.ops.linear_cross_entropy (Note [Fused linear
+    cross-entropy]) never makes the [tokens, vocabulary] logits. Set it as the trainer's loss (`config.loss =
+    MytorchLinearCrossEntropyLoss.Config()`): being a ChunkedLossWrapper, TorchTitan's trainer gives it the LM head
+    (set_lm_head) and has the model return hidden states (_skip_lm_head), PP's last stage included. The head is called
+    as a module with its forward replaced for the call, so FSDP2's hooks gather its weight and reduce its gradient as
+    for any forward. Self-checked on its first call per input shape and dtype against the head's logits and
+    TorchTitan's cross-entropy. Where the head's weight is a DTensor inside the forward (tensor parallelism, loss
+    parallel), the hidden states are a DTensor, the inner loss is not cross-entropy or extra loss inputs come, it is
+    TorchTitan's chunked loss unchanged."""
+
+    @dataclass(kw_only=True, slots=True)
+    class Config(ChunkedLossWrapper.Config):
+        pass
+
+    def __call__(self, pred, labels, global_valid_tokens=None, **loss_inputs):
+        head = self.lm_head
+        if (
+            loss_inputs
+            or isinstance(pred, DTensor)
+            or type(self.loss_fn) is not CrossEntropyLoss
+            or getattr(head, "bias", None) is not None
+        ):
+            return ChunkedLossWrapper.__call__(self, pred, labels, global_valid_tokens, **loss_inputs)
+
+        def forward(h, y):
+            w = head.weight
+            own = lambda: self.loss_fn.fn(F.linear(h, w), y)  # noqa: E731  TorchTitan's: logits, then sum CE
+            if isinstance(w, DTensor):
+                return own()
+            fused = lambda: ops.linear_cross_entropy(h, w, y, ignore_index=IGNORE_INDEX, reduction="sum")  # noqa
+            return _checked(self, "linear cross-entropy", h, fused, own)
+
+        head.forward = forward
+        try:
+            loss = head(pred, labels)
+        finally:
+            del head.forward
+        if global_valid_tokens is not None:
+            loss = loss / global_valid_tokens
+        return loss, {}
 
 
 def _replace(model_config, parent, attr, new):

@@ -49,13 +49,13 @@ def _exact_experts(self, x_RD, num_tokens_per_expert_E):
     return out
 
 
-def _batches(steps: int, repeat: bool = False):
+def _batches(steps: int, repeat: bool = False, seq: int = SEQ):
     g = torch.Generator().manual_seed(5)
     out = []
     for _ in range(steps):
-        tokens = torch.randint(0, VOCAB, (BATCH, SEQ + 1), generator=g)
-        pos = torch.arange(SEQ).repeat(BATCH, 1)
-        pos[0, 24:] -= 24  # documents of 24 and 40 tokens in the first row, one of 64 in the second
+        tokens = torch.randint(0, VOCAB, (BATCH, seq + 1), generator=g)
+        pos = torch.arange(seq).repeat(BATCH, 1)
+        pos[0, 24:] -= 24  # documents of 24 and seq - 24 tokens in the first row, one of seq in the second
         out.append((tokens[:, :-1], tokens[:, 1:], pos))
     return [out[0]] * steps if repeat else out
 
@@ -63,7 +63,11 @@ def _batches(steps: int, repeat: bool = False):
 MOE_LAYERS = 2  # of the qwen3 MoE debug model's 8 (64 experts, top-8 softmax routing): the test's time
 
 
-def _model(converter=None, moe: bool = False, parallelism=None):
+# cp: torch's CP block mask needs the sequence to be a multiple of 2 ranks x flex's 128-token block
+CP_SEQ = 256
+
+
+def _model(converter=None, moe: bool = False, parallelism=None, attn: str = "varlen"):
     """TorchTitan's llama3 debug model, or (moe) its qwen3 MoE debug model cut to MOE_LAYERS layers, its sharding
     configured for `parallelism` (a ParallelismConfig) as TorchTitan's trainer does; converter: a
     MytorchFusedOpsConverter.Config or None."""
@@ -76,7 +80,7 @@ def _model(converter=None, moe: bool = False, parallelism=None):
 
         flavor = "debugmodel"
     converters = None if converter is None else [converter]
-    config = model_registry(flavor, attn_backend="varlen", converters=converters).model
+    config = model_registry(flavor, attn_backend=attn, converters=converters).model
     if moe:
         from torchtitan.models.common.moe import TokenChoiceTopKRouter
 
@@ -95,21 +99,80 @@ def _model(converter=None, moe: bool = False, parallelism=None):
     return model
 
 
-def _train(model, device, steps, repeat=False):
+def _train(model, device, steps, repeat=False, seq=SEQ, cp_mesh=None, loss_fn=None):
+    """cp_mesh: TorchTitan's context parallelism over that mesh (each rank's loss is over its share of the tokens).
+    loss_fn: a TorchTitan ChunkedLossWrapper (mytorch's fused LM head + cross-entropy), given the LM head and the
+    model's hidden states as TorchTitan's trainer does; else cross-entropy over the model's logits."""
+    if loss_fn is not None:
+        loss_fn.set_lm_head(model.lm_head)
+        model._skip_lm_head = True
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
     losses = []
-    for tokens, labels, pos in _batches(steps, repeat):
+    for tokens, labels, pos in _batches(steps, repeat, seq):
         tokens, labels, pos = tokens.to(device), labels.to(device), pos.to(device)
         masks = model.get_attention_masks(positions=pos)
+        if cp_mesh is not None:
+            from torchtitan.distributed.context_parallel import prepare_context_parallel_input
+
+            extra = {"positions": pos, "attention_masks": masks}
+            tokens, labels, extra = prepare_context_parallel_input(tokens, labels, extra, cp_mesh, device)
+            pos, masks = extra["positions"], extra["attention_masks"]
         logits = model(tokens, positions=pos, attention_masks=masks)
 
-        if hasattr(logits, "full_tensor"):
-            logits = logits.full_tensor()
-        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+        if loss_fn is not None:
+            loss = loss_fn(logits, labels, torch.tensor(labels.numel(), device=device))[0]
+        else:
+            if hasattr(logits, "full_tensor"):
+                logits = logits.full_tensor()
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())
         loss.backward()
         opt.step()
         opt.zero_grad()
         losses.append(loss.item())
+    return losses
+
+
+def _launcher_shims() -> None:
+    """examples/torchtitan_train.py's shims of what torch 2.13 lacks (the pipeline schedules' microbatch step)."""
+    import importlib.util
+    import pathlib
+
+    import mytorch
+
+    path = pathlib.Path(mytorch.__file__).resolve().parents[2] / "examples" / "torchtitan_train.py"
+    spec = importlib.util.spec_from_file_location("_torchtitan_train", path)
+    launcher = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launcher)
+    launcher.apply_shims()
+
+
+def _train_pp(schedule, parts, device, steps, last: bool):
+    """TorchTitan's trainer's pipeline step (Trainer.pp_forward_backward_step): a microbatch a row, its attention
+    metadata made from its positions, the loss summed over microbatches and divided by the batch's tokens; the rank
+    holding the last stage returns the losses, the other none."""
+    _launcher_shims()
+    params = [p for part in parts for p in part.parameters()]
+    opt = torch.optim.AdamW(params, lr=1e-3, foreach=False)
+    losses = []
+    for tokens, labels, pos in _batches(steps):
+        tokens, labels, pos = tokens.to(device), labels.to(device), pos.to(device)
+        kwarg_mbs = [
+            {"positions": pos[i : i + 1], "attention_masks": parts[0].get_attention_masks(positions=pos[i : i + 1])}
+            for i in range(BATCH)
+        ]
+        mb_losses = [] if last else None
+        schedule.step(
+            arg_mbs=[(tokens[i : i + 1],) for i in range(BATCH)] if schedule._stages[0].is_first else None,
+            kwarg_mbs=kwarg_mbs,
+            target_mbs=[labels[i : i + 1] for i in range(BATCH)] if last else None,
+            losses=mb_losses,
+            loss_kwargs={"global_valid_tokens": torch.tensor(labels.numel(), device=device)},
+            return_outputs=False,
+        )
+        opt.step()
+        opt.zero_grad()
+        if last:
+            losses.append(torch.stack(mb_losses).sum().item())
     return losses
 
 
@@ -134,11 +197,12 @@ def torchtitan_worker(rank: int, world: int, out: str, port: int, mode: str, ste
     "+converter" for mytorch's fused ops (mytorch.torchtitan): on the mytorch run all of them, on the float32 CPU
     reference the same fused modules (mytorch.ops' CPU implementations) with TorchTitan's dispatcher, so that both
     compute the same function; the float64 reference is the unconverted model (the exact function)."""
-    converter = None
+    converter = loss_fn = None
     if mode.endswith("+converter") and dev != "cpu64":
-        from mytorch.torchtitan import MytorchFusedOpsConverter
+        from mytorch.torchtitan import MytorchFusedOpsConverter, MytorchLinearCrossEntropyLoss
 
         converter = MytorchFusedOpsConverter.Config(token_dispatcher=dev == "mytorch")
+        loss_fn = MytorchLinearCrossEntropyLoss.Config().build()
     mode = mode.removesuffix("+converter")
     if dev == "cpu64":
         torch.set_default_dtype(torch.float64)
@@ -155,15 +219,15 @@ def torchtitan_worker(rank: int, world: int, out: str, port: int, mode: str, ste
     from torchtitan.models.llama3 import parallelize_llama
     from torchtitan.models.qwen3 import parallelize_qwen3
 
-    moe = mode == "ep"
+    moe, cp, pp, flex = mode == "ep", mode == "cp", mode == "pp", mode in ("cp", "flex")  # flex: cp's model, 1 rank
     state = initial_weights(moe)
     dist_utils.set_spmd_backend("partial_dtensor")
     dims = ParallelDims(
         dp_replicate=1,
         dp_shard=world if mode in ("fsdp", "ep") else 1,
-        cp=1,
+        cp=world if cp else 1,
         tp=world if mode == "tp" else 1,
-        pp=1,
+        pp=world if pp else 1,
         ep=world if moe else 1,
         world_size=world,
         spmd_backend="partial_dtensor",
@@ -173,38 +237,74 @@ def torchtitan_worker(rank: int, world: int, out: str, port: int, mode: str, ste
         import torchtitan.models.common.attention as attention
 
         attention.varlen_attn = _cpu_varlen_attn
+        # The CPU has flex attention for inference only: Inductor's C++ template makes no backward, and eager
+        # flex_attention's device check refuses CPU tensors that require grad. The eager math that check guards (the
+        # higher-order op's dense path) runs on any device, so the reference runs it, uncompiled and unchecked.
+        import torch.nn.attention.flex_attention as flex_module
+
+        attention.FlexAttention._compiled_flex_attn = attention.flex_attention
+        flex_module._validate_device = lambda query, key, value: None
         pdm.device_type = "cpu"
     dims.build_mesh()
-    parallelism = ParallelismConfig(spmd_backend="partial_dtensor", expert_parallel_degree=dims.ep)
-    model = _model(converter, moe, parallelism)
-    (parallelize_qwen3 if moe else parallelize_llama)(
-        model,
+    parallelism = ParallelismConfig(
+        spmd_backend="partial_dtensor",
+        expert_parallel_degree=dims.ep,
+        pipeline_parallel_degree=dims.pp,
+        pipeline_parallel_schedule="Interleaved1F1B",
+    )
+    model = _model(converter, moe, parallelism, attn="flex" if flex else "varlen")
+    common = dict(
         parallel_dims=dims,
-        training=TrainingConfig(mixed_precision_param="float32", mixed_precision_reduce="float32"),
+        training=TrainingConfig(
+            local_batch_size=BATCH, mixed_precision_param="float32", mixed_precision_reduce="float32"
+        ),
         parallelism=parallelism,
         compile_config=CompileConfig(),
         ac_config=None,
         dump_folder=out,
     )
-    if dev != "mytorch":  # Gloo has no PREMUL_SUM (FSDP2's gradient scaling): sum, then divide
-        for m in model.modules():
-            if hasattr(m, "set_force_sum_reduction_for_comms"):
-                m.set_force_sum_reduction_for_comms(True)
-    model.to_empty(device=dev)
-    model.init_weights(buffer_device=torch.device(dev))
-    # The CPU reference's initial weights, sharded as the parallelization placed them; through load_state_dict, whose
-    # hooks map the fused QKV projection's state-dict names onto its parameter.
-    sharded = {}
-    for name, p in model.state_dict().items():
-        dtype = torch.get_default_dtype() if state[name].is_floating_point() else state[name].dtype
-        full = state[name].to(device=dev, dtype=dtype)
-        sharded[name] = distribute_tensor(full, p.device_mesh, p.placements) if isinstance(p, DTensor) else full
-    model.load_state_dict(sharded)
+    if (
+        pp
+    ):  # TorchTitan's pipeline split (Interleaved1F1B: 2 stages a rank), each stage parallelized as its trainer does
+        from torchtitan.components.loss import CrossEntropyLoss
+        from torchtitan.distributed.pipeline_parallel import pipeline_llm
+
+        loss_fn = CrossEntropyLoss.Config().build()
+        schedule, parts, _first, last = pipeline_llm(
+            model,
+            **common,
+            device=torch.device(dev),
+            model_config=model.config,
+            parallelize_fn=parallelize_llama,
+            loss_fn=loss_fn,
+        )
+    else:
+        schedule, parts = None, [(parallelize_qwen3 if moe else parallelize_llama)(model, **common)]
+    for part in parts:
+        if dev != "mytorch":  # Gloo has no PREMUL_SUM (FSDP2's gradient scaling): sum, then divide
+            for m in part.modules():
+                if hasattr(m, "set_force_sum_reduction_for_comms"):
+                    m.set_force_sum_reduction_for_comms(True)
+        part.to_empty(device=dev)
+        part.init_weights(buffer_device=torch.device(dev))
+        # The CPU reference's initial weights, sharded as the parallelization placed them; through load_state_dict,
+        # whose hooks map the fused QKV projection's state-dict names onto its parameter.
+        sharded = {}
+        for name, p in part.state_dict().items():
+            dtype = torch.get_default_dtype() if state[name].is_floating_point() else state[name].dtype
+            full = state[name].to(device=dev, dtype=dtype)
+            sharded[name] = distribute_tensor(full, p.device_mesh, p.placements) if isinstance(p, DTensor) else full
+        part.load_state_dict(sharded)
     calls0 = mytorch._C._fallback_totals()[0]
-    losses = _train(model, dev, steps, repeat=moe)  # the MoE model: one batch, whose loss falls in 3 steps
+    if pp:
+        losses = _train_pp(schedule, parts, dev, steps, last)
+    else:
+        seq, cp_mesh = (CP_SEQ if flex else SEQ), (dims.get_mesh("cp") if cp else None)
+        # MoE: one batch, the loss falling
+        losses = _train(model, dev, steps, repeat=moe, seq=seq, cp_mesh=cp_mesh, loss_fn=loss_fn)
     fallback = mytorch._C._fallback_totals()[0] - calls0  # the CPU fallback's calls (none expected on mytorch)
     fused = {}  # the converter's modules whose self-checks all passed, by type
-    for m in model.modules():
+    for m in [m for part in parts for m in part.modules()] + ([loss_fn] if loss_fn is not None else []):
         if type(m).__name__.startswith("Mytorch") and all(m.__dict__.get("_mytorch_checked", {0: False}).values()):
             fused[type(m).__name__] = fused.get(type(m).__name__, 0) + 1
     _write(out, rank, {"losses": losses, "fallback_calls": fallback, "fused": fused})
