@@ -251,3 +251,49 @@ def test_fused_loss_matches_torchtitans_cross_entropy_and_catches_a_wrong_form(m
         out = run(wrong, "mytorch")
     assert not any(wrong._mytorch_checked.values())
     assert_aligned(out[0], want[0], gold[0], "loss after the failed check")
+
+
+@pytest.mark.parametrize("kind", ["softmax", "sigmoid+bias+groups"])
+def test_converter_router_matches_torchtitans(kind):
+    """MytorchRouter against TorchTitan's TokenChoiceTopKRouter: the same experts a token (compared as sets:
+    TorchTitan's top-k is unsorted), their scores and the full scores, and the gate's gradient through the routing
+    scores, by the shared rule against float64; qwen3's softmax routing and DeepSeek-V3's sigmoid routing with the
+    expert bias and group-limited choice. The negative control: scores off by 1% are caught by the self-check."""
+    from torchtitan.models.common.linear import Linear
+    from torchtitan.models.common.moe import TokenChoiceTopKRouter
+
+    from mytorch.torchtitan import MytorchRouter
+
+    cfg = dict(num_experts=16, gate=Linear.Config(in_features=32, out_features=16), top_k=4)
+    if kind == "softmax":
+        cfg.update(score_func="softmax", route_norm=True)
+    else:
+        cfg.update(score_func="sigmoid", num_expert_groups=4, num_limited_groups=2, route_norm=True, route_scale=2.5)
+    gen = torch.Generator().manual_seed(0)
+    x, weight = torch.randn(2, 7, 32, generator=gen), torch.randn(16, 32, generator=gen) * 0.3
+    bias = torch.randn(16, generator=gen) * 0.1 if kind != "softmax" else None
+
+    def run(cls, dev, dtype=torch.float32):
+        router = cls(cls.Config(**cfg)).to(dev, dtype)
+        with torch.no_grad():
+            router.gate.weight.copy_(weight)
+        w, ids, scores = router(x.to(dev, dtype), None if bias is None else bias.to(dev, dtype))
+        ids, order = ids.sort(-1)
+        w = w.gather(-1, order)
+        (w * torch.arange(1, 5, device=dev, dtype=w.dtype)).sum().backward()
+        return router, [t.detach().cpu() for t in (w, ids, scores, router.gate.weight.grad)]
+
+    fused, got = run(MytorchRouter, "mytorch")
+    assert all(fused._mytorch_checked.values()) and fused._mytorch_checked
+    _, want = run(TokenChoiceTopKRouter, "cpu")
+    _, gold = run(TokenChoiceTopKRouter, "cpu", torch.float64)
+    assert torch.equal(got[1], want[1]) and torch.equal(got[1], gold[1]), "different experts chosen"
+    for name, a, r, o in zip(["scores", "ids", "all scores", "d gate"], got, want, gold):
+        if name != "ids":
+            assert_aligned(a, r, o, name)
+    wrong = MytorchRouter(MytorchRouter.Config(**cfg)).to("mytorch")
+    right = wrong._fused
+    wrong._fused = lambda *a: (lambda r: (r[0] * 1.01, r[1], r[2]))(right(*a))
+    with pytest.warns(UserWarning, match="keeps its own forward"):
+        wrong(x.to("mytorch"), None if bias is None else bias.to("mytorch"))
+    assert not any(wrong._mytorch_checked.values())

@@ -19,8 +19,11 @@ What is fused already without it: RMSNorm (TorchTitan's is nn.RMSNorm: F.rms_nor
 attention (varlen: mytorch's flash operator; flex: torch's flex path on mytorch). The loss is not part of the model's
 config tree, so the LM head + cross-entropy fusion is a loss of its own, set as the trainer's loss:
 MytorchLinearCrossEntropyLoss (below), which TorchTitan's trainer hands the LM head as it does its ChunkedLossWrapper.
-Not swapped (said, not hidden): the MoE router. TorchTitan's router returns the full score matrix, which its MoE
-consumes, so a fused top-k (mytorch.ops.moe_topk) would still have to make the scores it saves.
+- the MoE router (TokenChoiceTopKRouter: softmax or sigmoid scores, the expert bias for the choice, group-limited
+  choice, top-k, normalisation and scale) -> MytorchRouter: mytorch.ops.moe_topk, one kernel a token row with a
+  backward for the gate's logits. TorchTitan's router also returns the full score matrix (its MoE reads it), which
+  MytorchRouter makes with one softmax or sigmoid beside the fused kernel. TorchTitan's debug routing
+  (_debug_force_load_balance) keeps its own forward.
 
 Each swapped module checks itself as mytorch.optimize does (Note [optimize] in mytorch/_optimize.py): on its first
 call for each input shape, dtype and device the fused result is compared with the module's own forward within the
@@ -42,7 +45,7 @@ from torch.distributed.tensor import DTensor
 from torchtitan.components.loss import IGNORE_INDEX, ChunkedLossWrapper, CrossEntropyLoss
 from torchtitan.distributed.utils import get_spmd_backend
 from torchtitan.models.common.feed_forward import FeedForward
-from torchtitan.models.common.moe import GroupedExperts
+from torchtitan.models.common.moe import GroupedExperts, TokenChoiceTopKRouter
 from torchtitan.models.common.rope import ComplexRoPE, CosSinRoPE
 from torchtitan.models.common.token_dispatcher import (
     AllToAllTokenDispatcher,
@@ -63,20 +66,25 @@ __all__ = [
     "MytorchFusedOpsConverter",
     "MytorchGroupedExperts",
     "MytorchLinearCrossEntropyLoss",
+    "MytorchRouter",
     "MytorchTokenDispatcher",
 ]
 
 
-def _checked(module, what: str, x: torch.Tensor, fused, own, shape=None, gold=None):
+def _checked(module, what: str, x: torch.Tensor, fused, own, shape=None, gold=None, compare=None):
     """fused() where it gave own()'s result on the first call for x's shape (or `shape`), dtype and device (module
     doc). gold(): the same math at a higher precision, where own() computes below its result's dtype (the rule then
-    allows twice own()'s error against it, Note [Alignment tolerance])."""
+    allows twice own()'s error against it, Note [Alignment tolerance]). compare(fused, own): the agreement, where it
+    is not the results' equality within the rule."""
     checked = module.__dict__.setdefault("_mytorch_checked", {})
     key = (tuple(x.shape) if shape is None else shape, x.dtype, x.device.type)
     ok = checked.get(key)
     if ok is None:
         with torch.no_grad():
-            ok = _same(fused(), own()) if gold is None else compare_tensor(fused(), own(), gold()).ok
+            if compare is not None:
+                ok = compare(fused(), own())
+            else:
+                ok = _same(fused(), own()) if gold is None else compare_tensor(fused(), own(), gold()).ok
         checked[key] = ok
         if not ok:
             warnings.warn(
@@ -175,6 +183,48 @@ class MytorchGroupedExperts(GroupedExperts):
         x = x_RD.bfloat16().float()
         h = F.silu(torch._grouped_mm(x, w1, offs=offs)) * torch._grouped_mm(x, w3, offs=offs)
         return torch._grouped_mm(h, w2, offs=offs).type_as(x_RD)
+
+
+class MytorchRouter(TokenChoiceTopKRouter):
+    """TorchTitan's token-choice top-k router on mytorch.ops.moe_topk (module doc). Self-checked on its first call
+    per input shape and dtype: the same experts a token (in any order: TorchTitan's top-k is unsorted) with the same
+    scores, by the shared rule."""
+
+    @dataclass(kw_only=True, slots=True)
+    class Config(TokenChoiceTopKRouter.Config):
+        pass
+
+    def forward(self, x_BLD: torch.Tensor, expert_bias_E: torch.Tensor | None = None):
+        own = lambda: super(MytorchRouter, self).forward(x_BLD, expert_bias_E)  # noqa: E731
+        if self._debug_force_load_balance or isinstance(x_BLD, DTensor):
+            return own()
+        return _checked(self, "router", x_BLD, lambda: self._fused(x_BLD, expert_bias_E), own, compare=_same_routing)
+
+    def _fused(self, x_BLD: torch.Tensor, expert_bias_E: torch.Tensor | None):
+        with torch.autocast(device_type=x_BLD.device.type, dtype=torch.float32):
+            logits = self.gate(x_BLD)
+        scores = torch.sigmoid(logits) if self.score_func == "sigmoid" else F.softmax(logits, dim=-1)
+        weights, ids = ops.moe_topk(
+            logits,
+            self.top_k,
+            self.score_func,
+            self.route_norm,
+            expert_bias_E,
+            self.num_expert_groups,
+            self.num_limited_groups,
+            self.route_scale,
+            group_score="top2",  # TorchTitan ranks the groups by their two best scores
+        )
+        return weights, ids, scores
+
+
+def _same_routing(fused, own) -> bool:
+    """The routers' results agree: the same experts a token, and their scores (sorted by expert id: TorchTitan's
+    top-k is unsorted), and the full score matrix."""
+    (w, ids, scores), (w0, ids0, scores0) = fused, own
+    ids, order = ids.sort(-1)
+    ids0, order0 = ids0.sort(-1)
+    return torch.equal(ids, ids0) and _same(w.gather(-1, order), w0.gather(-1, order0)) and _same(scores, scores0)
 
 
 _BUFFERS: dict = {}  # (group name, hidden, dtype, top-k) -> mytorch.distributed.ep.Buffer, shared by the layers
@@ -292,6 +342,9 @@ class MytorchFusedOpsConverter(ModelConfigConverter):
         grouped_experts: bool = True
         """The MoE's grouped SwiGLU experts -> mytorch.ops.swiglu between the grouped GEMMs."""
 
+        router: bool = True
+        """The MoE's token-choice top-k router -> mytorch.ops.moe_topk."""
+
         token_dispatcher: bool = True
         """The MoE token dispatcher (standard all-to-all or DeepEP) -> mytorch.distributed.ep."""
 
@@ -308,6 +361,8 @@ class MytorchFusedOpsConverter(ModelConfigConverter):
             swaps.append(("rope", CosSinRoPE.Config, MytorchCosSinRoPE.Config))
         if self.config.grouped_experts:
             swaps.append(("grouped_experts", GroupedExperts.Config, MytorchGroupedExperts.Config))
+        if self.config.router:
+            swaps.append(("router", TokenChoiceTopKRouter.Config, MytorchRouter.Config))
         if self.config.token_dispatcher:
             swaps.append(("token_dispatcher", AllToAllTokenDispatcher.Config, MytorchTokenDispatcher.Config))
             swaps.append(("token_dispatcher", DeepEPTokenDispatcher.Config, MytorchTokenDispatcher.Config))
