@@ -125,12 +125,21 @@ def _convolution(d):
 
 
 def _pooling(d):
-    """Pooling forward and backward (kernels/sim/pool.cpp: an output or input-gradient element per work item)."""
+    """Pooling and upsampling forward and backward (kernels/sim/pool.cpp: an output or input-gradient element per
+    work item, or a plane per task for max pooling's and the upsamplings' backward)."""
+    F = torch.nn.functional
     x = d.reshape(8, 16, 128, 128).detach().requires_grad_()
-    y, idx = torch.nn.functional.max_pool2d(x, 3, 2, 1, return_indices=True)
-    a = torch.nn.functional.adaptive_avg_pool2d(x, (7, 9))
+    y, idx = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    a = F.adaptive_avg_pool2d(x, (7, 9))
     (y.sum() + (a * a.detach()).sum()).backward()
-    return {"max_pool": y.detach(), "max_pool_idx": idx, "adaptive_avg": a.detach(), "pool_dx": x.grad}
+    out = {"max_pool": y.detach(), "max_pool_idx": idx, "adaptive_avg": a.detach(), "pool_dx": x.grad}
+    u = d.reshape(8, 16, 128, 128)[:, :, :40, :50].detach().requires_grad_()
+    for mode, size in (("bilinear", (97, 61)), ("nearest", (83, 120))):
+        v = F.interpolate(u, size=size, mode=mode)
+        (v * v.detach()).sum().backward()
+        out[mode], out[mode + "_dx"] = v.detach(), u.grad
+        u.grad = None
+    return out
 
 
 def _optimizer_step(d):
@@ -217,6 +226,9 @@ def test_results_match_the_cpu():
         "argmax1": lambda t: t.argmax(1),
         "add_t": lambda t: t + t.t().contiguous().t(),
         "mul_half": lambda t: t.half() * t.half(),
+        "bilinear": lambda t: torch.nn.functional.interpolate(
+            t.reshape(4, 8, 256, 256), size=(300, 170), mode="bilinear"
+        ),
     }.items():
         assert_aligned(f(d), f(x), f(x.double()) if name not in ("argmax1", "mul_half") else None, what=name)
     # sorting and selection are exact: the CPU's stable order, ties (the rounded copy has many) by index

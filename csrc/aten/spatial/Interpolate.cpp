@@ -17,18 +17,28 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_adaptive_avg_pool3d_backward_ops.h>
 #include <ATen/ops/_adaptive_avg_pool3d_ops.h>
+#include <ATen/ops/_upsample_bicubic2d_aa_backward_meta_dispatch.h>
 #include <ATen/ops/_upsample_bicubic2d_aa_backward_ops.h>
+#include <ATen/ops/_upsample_bicubic2d_aa_meta_dispatch.h>
 #include <ATen/ops/_upsample_bicubic2d_aa_ops.h>
+#include <ATen/ops/_upsample_bilinear2d_aa_backward_meta_dispatch.h>
 #include <ATen/ops/_upsample_bilinear2d_aa_backward_ops.h>
+#include <ATen/ops/_upsample_bilinear2d_aa_meta_dispatch.h>
 #include <ATen/ops/_upsample_bilinear2d_aa_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/upsample_bicubic2d_backward_meta_dispatch.h>
 #include <ATen/ops/upsample_bicubic2d_backward_ops.h>
+#include <ATen/ops/upsample_bicubic2d_meta_dispatch.h>
 #include <ATen/ops/upsample_bicubic2d_ops.h>
+#include <ATen/ops/upsample_linear1d_backward_meta_dispatch.h>
 #include <ATen/ops/upsample_linear1d_backward_ops.h>
+#include <ATen/ops/upsample_linear1d_meta_dispatch.h>
 #include <ATen/ops/upsample_linear1d_ops.h>
+#include <ATen/ops/upsample_trilinear3d_backward_meta_dispatch.h>
 #include <ATen/ops/upsample_trilinear3d_backward_ops.h>
+#include <ATen/ops/upsample_trilinear3d_meta_dispatch.h>
 #include <ATen/ops/upsample_trilinear3d_ops.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -180,13 +190,15 @@ Tensor resample(Kind kind, const Tensor& x, at::IntArrayRef in_spatial, at::IntA
 
 at::IntArrayRef spatialOf(at::IntArrayRef sizes, size_t k) { return sizes.slice(sizes.size() - k); }
 
-template <typename Op, Kind kKind, typename... Scales>
+// kMeta: ATen's structured meta function of Op (at::meta::..._outf), called directly for ATen's checks and output
+// shape (Note [Structured meta functions] in Glue.h).
+template <typename Op, auto kMeta, Kind kKind, typename... Scales>
 Tensor& upsampleOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, Tensor& out,
                     Scales... scales) {
   if (!interpolable(self)) return Fallback<Op>::call(self, output_size, align_corners, scales..., out);
   checkOutDtype(out, self.scalar_type());
   Tensor meta_out = metaLike(out);
-  Op::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), align_corners, scales..., meta_out);
+  kMeta(metaLike(self), output_size, align_corners, scales..., meta_out);
   if (meta_out.numel() == 0) {
     at::native::resize_output(out, meta_out.sizes());
     return out;
@@ -196,15 +208,14 @@ Tensor& upsampleOut(const Tensor& self, at::IntArrayRef output_size, bool align_
                    resample(kKind, self, spatialOf(self.sizes(), k), output_size, align_corners, {scales...}, false));
 }
 
-template <typename Op, Kind kKind, typename... Scales>
+template <typename Op, auto kMeta, Kind kKind, typename... Scales>
 Tensor& upsampleBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
                             bool align_corners, Tensor& grad_input, Scales... scales) {
   if (!interpolable(grad))
     return Fallback<Op>::call(grad, output_size, input_size, align_corners, scales..., grad_input);
   checkOutDtype(grad_input, grad.scalar_type());
   Tensor meta_in = metaLike(grad_input);
-  Op::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size), c10::fromIntArrayRefSlow(input_size), align_corners,
-           scales..., meta_in);
+  kMeta(metaLike(grad), output_size, input_size, align_corners, scales..., meta_in);
   if (grad.numel() == 0) return assignOut(grad_input, at::zeros(input_size, grad.options()));
   const size_t k = output_size.size();
   return assignOut(grad_input,
@@ -212,50 +223,57 @@ Tensor& upsampleBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at:
 }
 
 Tensor& linear1dOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD s, Tensor& out) {
-  return upsampleOut<at::_ops::upsample_linear1d_out, Kind::Linear>(self, output_size, align_corners, out, s);
+  return upsampleOut<at::_ops::upsample_linear1d_out, &at::meta::upsample_linear1d_outf, Kind::Linear>(
+      self, output_size, align_corners, out, s);
 }
 Tensor& linear1dBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
                             bool align_corners, OptD s, Tensor& grad_input) {
-  return upsampleBackwardOut<at::_ops::upsample_linear1d_backward_grad_input, Kind::Linear>(
-      grad, output_size, input_size, align_corners, grad_input, s);
+  return upsampleBackwardOut<at::_ops::upsample_linear1d_backward_grad_input,
+                             &at::meta::upsample_linear1d_backward_outf, Kind::Linear>(grad, output_size, input_size,
+                                                                                       align_corners, grad_input, s);
 }
 Tensor& trilinear3dOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sd, OptD sh, OptD sw,
                        Tensor& out) {
-  return upsampleOut<at::_ops::upsample_trilinear3d_out, Kind::Linear>(self, output_size, align_corners, out, sd, sh,
-                                                                       sw);
+  return upsampleOut<at::_ops::upsample_trilinear3d_out, &at::meta::upsample_trilinear3d_outf, Kind::Linear>(
+      self, output_size, align_corners, out, sd, sh, sw);
 }
 Tensor& trilinear3dBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
                                bool align_corners, OptD sd, OptD sh, OptD sw, Tensor& grad_input) {
-  return upsampleBackwardOut<at::_ops::upsample_trilinear3d_backward_grad_input, Kind::Linear>(
+  return upsampleBackwardOut<at::_ops::upsample_trilinear3d_backward_grad_input,
+                             &at::meta::upsample_trilinear3d_backward_outf, Kind::Linear>(
       grad, output_size, input_size, align_corners, grad_input, sd, sh, sw);
 }
 Tensor& bicubic2dOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
                      Tensor& out) {
-  return upsampleOut<at::_ops::upsample_bicubic2d_out, Kind::Cubic>(self, output_size, align_corners, out, sh, sw);
+  return upsampleOut<at::_ops::upsample_bicubic2d_out, &at::meta::upsample_bicubic2d_outf, Kind::Cubic>(
+      self, output_size, align_corners, out, sh, sw);
 }
 Tensor& bicubic2dBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
                              bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
-  return upsampleBackwardOut<at::_ops::upsample_bicubic2d_backward_grad_input, Kind::Cubic>(
+  return upsampleBackwardOut<at::_ops::upsample_bicubic2d_backward_grad_input,
+                             &at::meta::upsample_bicubic2d_backward_outf, Kind::Cubic>(
       grad, output_size, input_size, align_corners, grad_input, sh, sw);
 }
 Tensor& bilinear2dAaOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
                         Tensor& out) {
-  return upsampleOut<at::_ops::_upsample_bilinear2d_aa_out, Kind::LinearAA>(self, output_size, align_corners, out, sh,
-                                                                            sw);
+  return upsampleOut<at::_ops::_upsample_bilinear2d_aa_out, &at::meta::_upsample_bilinear2d_aa_outf, Kind::LinearAA>(
+      self, output_size, align_corners, out, sh, sw);
 }
 Tensor& bilinear2dAaBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
                                 bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
-  return upsampleBackwardOut<at::_ops::_upsample_bilinear2d_aa_backward_grad_input, Kind::LinearAA>(
+  return upsampleBackwardOut<at::_ops::_upsample_bilinear2d_aa_backward_grad_input,
+                             &at::meta::_upsample_bilinear2d_aa_backward_outf, Kind::LinearAA>(
       grad, output_size, input_size, align_corners, grad_input, sh, sw);
 }
 Tensor& bicubic2dAaOut(const Tensor& self, at::IntArrayRef output_size, bool align_corners, OptD sh, OptD sw,
                        Tensor& out) {
-  return upsampleOut<at::_ops::_upsample_bicubic2d_aa_out, Kind::CubicAA>(self, output_size, align_corners, out, sh,
-                                                                          sw);
+  return upsampleOut<at::_ops::_upsample_bicubic2d_aa_out, &at::meta::_upsample_bicubic2d_aa_outf, Kind::CubicAA>(
+      self, output_size, align_corners, out, sh, sw);
 }
 Tensor& bicubic2dAaBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
                                bool align_corners, OptD sh, OptD sw, Tensor& grad_input) {
-  return upsampleBackwardOut<at::_ops::_upsample_bicubic2d_aa_backward_grad_input, Kind::CubicAA>(
+  return upsampleBackwardOut<at::_ops::_upsample_bicubic2d_aa_backward_grad_input,
+                             &at::meta::_upsample_bicubic2d_aa_backward_outf, Kind::CubicAA>(
       grad, output_size, input_size, align_corners, grad_input, sh, sw);
 }
 

@@ -14,11 +14,17 @@
 // CPU fallback.
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_upsample_nearest_exact1d_backward_meta_dispatch.h>
 #include <ATen/ops/_upsample_nearest_exact1d_backward_ops.h>
+#include <ATen/ops/_upsample_nearest_exact1d_meta_dispatch.h>
 #include <ATen/ops/_upsample_nearest_exact1d_ops.h>
+#include <ATen/ops/_upsample_nearest_exact2d_backward_meta_dispatch.h>
 #include <ATen/ops/_upsample_nearest_exact2d_backward_ops.h>
+#include <ATen/ops/_upsample_nearest_exact2d_meta_dispatch.h>
 #include <ATen/ops/_upsample_nearest_exact2d_ops.h>
+#include <ATen/ops/_upsample_nearest_exact3d_backward_meta_dispatch.h>
 #include <ATen/ops/_upsample_nearest_exact3d_backward_ops.h>
+#include <ATen/ops/_upsample_nearest_exact3d_meta_dispatch.h>
 #include <ATen/ops/_upsample_nearest_exact3d_ops.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
@@ -46,9 +52,13 @@
 #include <ATen/ops/replication_pad3d_backward_ops.h>
 #include <ATen/ops/replication_pad3d_ops.h>
 #include <ATen/ops/rsub.h>
+#include <ATen/ops/upsample_nearest1d_backward_meta_dispatch.h>
 #include <ATen/ops/upsample_nearest1d_backward_ops.h>
+#include <ATen/ops/upsample_nearest1d_meta_dispatch.h>
 #include <ATen/ops/upsample_nearest1d_ops.h>
+#include <ATen/ops/upsample_nearest3d_backward_meta_dispatch.h>
 #include <ATen/ops/upsample_nearest3d_backward_ops.h>
+#include <ATen/ops/upsample_nearest3d_meta_dispatch.h>
 #include <ATen/ops/upsample_nearest3d_ops.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -199,7 +209,7 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
     if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, s, out);                  \
     checkOutDtype(out, self.scalar_type());                                                                      \
     Tensor meta_out = metaLike(out);                                                                             \
-    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), s, meta_out);                \
+    at::meta::OP##_outf(metaLike(self), output_size, s, meta_out);                                               \
     return nearestForward<EXACT>(self, output_size, {s}, out, meta_out);                                         \
   }                                                                                                              \
   Tensor& NAME##BackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD s, \
@@ -208,8 +218,7 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
       return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, s, grad_input);   \
     checkOutDtype(grad_input, grad.scalar_type());                                                               \
     Tensor meta_in = metaLike(grad_input);                                                                       \
-    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),              \
-                                             c10::fromIntArrayRefSlow(input_size), s, meta_in);                  \
+    at::meta::OP##_backward_outf(metaLike(grad), output_size, input_size, s, meta_in);                           \
     return nearestBackward<EXACT>(grad, output_size, input_size, {s}, grad_input);                               \
   }
 
@@ -218,7 +227,7 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
     if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sh, sw, out);                \
     checkOutDtype(out, self.scalar_type());                                                                         \
     Tensor meta_out = metaLike(out);                                                                                \
-    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), sh, sw, meta_out);              \
+    at::meta::OP##_outf(metaLike(self), output_size, sh, sw, meta_out);                                             \
     return nearestForward<EXACT>(self, output_size, {sh, sw}, out, meta_out);                                       \
   }                                                                                                                 \
   Tensor& NAME##BackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sh,   \
@@ -227,8 +236,7 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
       return Fallback<at::_ops::OP##_backward_grad_input>::call(grad, output_size, input_size, sh, sw, grad_input); \
     checkOutDtype(grad_input, grad.scalar_type());                                                                  \
     Tensor meta_in = metaLike(grad_input);                                                                          \
-    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),                 \
-                                             c10::fromIntArrayRefSlow(input_size), sh, sw, meta_in);                \
+    at::meta::OP##_backward_outf(metaLike(grad), output_size, input_size, sh, sw, meta_in);                         \
     return nearestBackward<EXACT>(grad, output_size, input_size, {sh, sw}, grad_input);                             \
   }
 
@@ -237,7 +245,7 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
     if (!indexable(self)) return Fallback<at::_ops::OP##_out>::call(self, output_size, sd, sh, sw, out);          \
     checkOutDtype(out, self.scalar_type());                                                                       \
     Tensor meta_out = metaLike(out);                                                                              \
-    at::_ops::OP##_out::call(metaLike(self), c10::fromIntArrayRefSlow(output_size), sd, sh, sw, meta_out);        \
+    at::meta::OP##_outf(metaLike(self), output_size, sd, sh, sw, meta_out);                                       \
     return nearestForward<EXACT>(self, output_size, {sd, sh, sw}, out, meta_out);                                 \
   }                                                                                                               \
   Tensor& NAME##BackwardOut(const Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size, OptD sd, \
@@ -247,8 +255,7 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
                                                                 grad_input);                                      \
     checkOutDtype(grad_input, grad.scalar_type());                                                                \
     Tensor meta_in = metaLike(grad_input);                                                                        \
-    at::_ops::OP##_backward_grad_input::call(metaLike(grad), c10::fromIntArrayRefSlow(output_size),               \
-                                             c10::fromIntArrayRefSlow(input_size), sd, sh, sw, meta_in);          \
+    at::meta::OP##_backward_outf(metaLike(grad), output_size, input_size, sd, sh, sw, meta_in);                   \
     return nearestBackward<EXACT>(grad, output_size, input_size, {sd, sh, sw}, grad_input);                       \
   }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cmath>
+#include <vector>
 #include <cstdint>
 #include <type_traits>
 
@@ -345,10 +346,47 @@ MT_HOST_DEVICE inline void item(const SpatialArgs& a, int64_t e) {
   item_at<T>(a, e, zp / D, zp % D, row % H, e % W);
 }
 
+// The forward of the 2-D upsamplings over output rows [begin, end): each column's source (and bilinear weight) found
+// once for the rows, each row's once for its columns; the arithmetic and its order are forward_at's (the same bits).
+template <typename T>
+inline void upsample_rows(const SpatialArgs& a, int64_t begin, int64_t end) {
+  using A = ew::opmath_t<T>;
+  const int64_t H = a.oh, W = a.ow, hw = a.ih * a.iw;
+  std::vector<int64_t> x0(static_cast<size_t>(W)), xs(static_cast<size_t>(W), 0);
+  std::vector<A> lw(static_cast<size_t>(W));
+  for (int64_t x = 0; x < W; ++x) {
+    if (a.op == SpatialOp::Nearest) x0[x] = nearest_src(x, a.iw, a.ow, a.scale_w);
+    else bilinear_src<A>(x, a.iw, a.scale_w, a.align_corners, &x0[x], &xs[x], &lw[x]);
+  }
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t y = r % H, p = r / (H * a.od);
+    const T* in = static_cast<const T*>(a.in) + p * a.id * hw;
+    T* out = static_cast<T*>(a.out) + r * W;
+    if (a.op == SpatialOp::Nearest) {
+      const T* src = in + nearest_src(y, a.ih, a.oh, a.scale_h) * a.iw;
+      for (int64_t x = 0; x < W; ++x) out[x] = src[x0[x]];
+      continue;
+    }
+    int64_t h0, hs;
+    A lh;
+    bilinear_src<A>(y, a.ih, a.scale_h, a.align_corners, &h0, &hs, &lh);
+    const T *top = in + h0 * a.iw, *bottom = in + (h0 + hs) * a.iw;
+    for (int64_t x = 0; x < W; ++x) {
+      const int64_t w0 = x0[x], ws = xs[x];
+      const A l = lw[x];
+      const A v = (A(1) - lh) * ((A(1) - l) * static_cast<A>(top[w0]) + l * static_cast<A>(top[w0 + ws])) +
+                  lh * ((A(1) - l) * static_cast<A>(bottom[w0]) + l * static_cast<A>(bottom[w0 + ws]));
+      out[x] = static_cast<T>(v);
+    }
+  }
+}
+
 // The items of rows [begin, end) (planes * depth * height rows): the plane, depth and row found once per row, not
 // four 64-bit divisions per element.
 template <typename T>
 inline void rows(const SpatialArgs& a, int64_t begin, int64_t end) {
+  if (!a.backward && (a.op == SpatialOp::Nearest || a.op == SpatialOp::Bilinear))
+    return upsample_rows<T>(a, begin, end);
   int64_t D, H, W;
   item_dims<T>(a, &D, &H, &W);
   for (int64_t r = begin; r < end; ++r) {
@@ -371,6 +409,63 @@ inline void max_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>*
   for (int64_t o = n_out - 1; o >= 0; --o) {
     const int64_t i = idx[o];
     if (i >= 0 && i < n_in) acc[i] += static_cast<A>(g[o]);
+  }
+  T* out = static_cast<T*>(a.out) + p * n_in;
+  for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
+}
+
+// One axis of the upsamplings' backward: for output index o, the input indices it reads and their weights as
+// backward_at combines them (both taps on one input: (0 + (1 - l)) + l), zero weights left out. Returns the count.
+template <typename A>
+inline int upsample_taps(const SpatialArgs& a, int64_t o, int64_t in, int64_t out, double scale, int64_t idx[2],
+                         A wt[2]) {
+  if (a.op == SpatialOp::Nearest) {
+    idx[0] = nearest_src(o, in, out, scale);
+    wt[0] = A(1);
+    return 1;
+  }
+  int64_t i0, step;
+  A l;
+  bilinear_src<A>(o, in, scale, a.align_corners, &i0, &step, &l);
+  int n = 0;
+  if (step == 0) {
+    A w = 0;
+    w += A(1) - l;
+    w += l;
+    idx[n] = i0, wt[n] = w, n += w != A(0);
+    return n;
+  }
+  idx[n] = i0, wt[n] = A(1) - l, n += wt[n] != A(0);
+  idx[n] = i0 + 1, wt[n] = l, n += wt[n] != A(0);
+  return n;
+}
+
+// The upsamplings' backward over plane p as a scatter of the output gradients, for a host that runs a plane per
+// thread (the sim): O(outputs) where the gather scans candidate outputs per input. Outputs are taken in the gather's
+// order (y, then x, ascending) with its weights, so every input's sum is the same sequence of additions and the bits
+// are the gather's. acc: ih*iw elements of scratch.
+template <typename T>
+inline void upsample_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>* acc) {
+  using A = ew::opmath_t<T>;
+  const int64_t n_in = a.ih * a.iw, n_out = a.oh * a.ow;
+  const T* g = static_cast<const T*>(a.in) + p * n_out;
+  for (int64_t i = 0; i < n_in; ++i) acc[i] = A(0);
+  std::vector<int64_t> xi(static_cast<size_t>(2 * a.ow));
+  std::vector<A> xw(static_cast<size_t>(2 * a.ow));
+  std::vector<int> xn(static_cast<size_t>(a.ow));
+  for (int64_t x = 0; x < a.ow; ++x) xn[x] = upsample_taps<A>(a, x, a.iw, a.ow, a.scale_w, &xi[2 * x], &xw[2 * x]);
+  for (int64_t y = 0; y < a.oh; ++y) {
+    int64_t yi[2];
+    A yw[2];
+    const int yn = upsample_taps<A>(a, y, a.ih, a.oh, a.scale_h, yi, yw);
+    const T* row = g + y * a.ow;
+    for (int t = 0; t < yn; ++t) {
+      A* dst = acc + yi[t] * a.iw;
+      for (int64_t x = 0; x < a.ow; ++x) {
+        const A gv = static_cast<A>(row[x]);
+        for (int u = 0; u < xn[x]; ++u) dst[xi[2 * x + u]] += yw[t] * xw[2 * x + u] * gv;
+      }
+    }
   }
   T* out = static_cast<T*>(a.out) + p * n_in;
   for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
