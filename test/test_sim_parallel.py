@@ -355,3 +355,48 @@ def test_half_and_bfloat16_conversions_are_c10s():
         assert torch.equal(
             (want.to("mytorch") * 3).cpu().view(torch.int16)[~want.isnan()], (want * 3).view(torch.int16)[~want.isnan()]
         )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_pow_exponents_and_clamp_bounds_match_the_cpu(dtype):
+    """The sim's special cases (issue 55): pow's exponents 2, 3, 0.5, -0.5, -1 (ATen's CPU kernel computes them
+    without pow, csrc/aten/pointwise/BinaryOps.cpp) with -0, +-inf and NaN among the values, and a general one; clamp with tensor
+    bounds, either bound absent, NaN in the values and in the bounds, lo > hi (the blend form of clamp_to); the
+    ternary rows' dense loop (addcmul, lerp with a scalar weight) against their strided form. Exact where the CPU
+    computes the same arithmetic, else the shared rule."""
+    from mytorch.testing._compare import assert_aligned
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4096, generator=g)
+    x[:6] = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-30])
+    lo, hi = torch.randn(4096, generator=g), torch.randn(4096, generator=g)
+    lo[::11], hi[::13] = float("nan"), float("nan")
+    x, lo, hi = (t.to(dtype) for t in (x, lo, hi))
+    d, dlo, dhi = (t.to("mytorch") for t in (x, lo, hi))
+    for e in (2, 3, 0.5, -0.5, -1, 2.5):
+        got, want = d.pow(e).cpu(), x.pow(e)
+        assert got.dtype == want.dtype
+        assert_aligned(got, want, x.double().pow(e), what=f"pow {e}")
+        # exact where the arithmetic is the CPU's (0.5: the CPU's vectorised sqrt is not correctly rounded, the
+        # sim's is: 638 of 4096 float32 values differ from float64's rounded sqrt on the CPU, none on the sim)
+        if e in (2, -0.5, -1) or (e == 3 and dtype != torch.bfloat16):
+            assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), e
+    for name, f in {
+        "both": lambda a, b, c: a.clamp(b, c),
+        "lo": lambda a, b, c: a.clamp(min=b),
+        "hi": lambda a, b, c: a.clamp(max=c),
+        "lo > hi": lambda a, b, c: a.clamp(c.abs() + 1, -c.abs()),
+        "broadcast": lambda a, b, c: a.reshape(64, 64).clamp(b[:64], c[:64]),
+    }.items():
+        got, want = f(d, dlo, dhi).cpu(), f(x, lo, hi)
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), name
+    if dtype != torch.bfloat16:
+        for name, f in {
+            "addcmul": lambda a, b, c: torch.addcmul(a, b, c, value=0.5),
+            "lerp scalar": lambda a, b, c: torch.lerp(a, b, 0.3),
+            "lerp tensor": lambda a, b, c: torch.lerp(a, b, c),
+        }.items():
+            dense = f(d, dlo, dhi).cpu()
+            strided = f(*(t.reshape(64, 64).t().contiguous().t() for t in (d, dlo, dhi))).cpu().flatten()
+            assert torch.equal(dense.nan_to_num(), strided.nan_to_num()), name
+            assert_aligned(dense, f(x, lo, hi), f(x.double(), lo.double(), hi.double()), what=name)

@@ -52,6 +52,16 @@ void dense_binary(Out* o, const In* x, const In* y, O sx, O sy, const EwParams p
   }
 }
 
+// The ternary rows (clamp, lerp, addcmul, addcdiv) on dense float or double tensors, the second or third operand
+// possibly a scalar (kScalar: its index; clamp's absent bound, lerp's scalar weight): one loop, no blocks.
+template <EwOp op, typename T, typename Out, typename O, int kScalar>
+void dense_ternary(Out* o, const T* x, const T* y, const T* z, O s, const EwParams p, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) {
+    const O v1 = kScalar == 1 ? s : static_cast<O>(y[i]), v2 = kScalar == 2 ? s : static_cast<O>(z[i]);
+    o[i] = static_cast<Out>(ew::apply<op, T>(static_cast<O>(x[i]), v1, v2, p));
+  }
+}
+
 // Half operands in blocks (Note [Sim row loops]): converted to float with F16C, the float loops above on the block,
 // converted back (bfloat16 converts by shifts inside the loops above: blocks measured slower for it).
 template <EwOp op, typename T, typename Out>
@@ -210,7 +220,22 @@ rt::Status run(const ElementwiseArgs& a) {
       return rt::Status::Success;
     }
   }
-  if constexpr (n == 3 && kDense<T>) {  // the ternary rows (where, clamp, lerp, addcmul...): always in blocks
+  if constexpr (n == 3 && !masked && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    bool all_dense = dense(a.shape, st[0], sizeof(Out)) && st[1] && dense(a.shape, st[1], sizeof(T));
+    for (int k = 2; k <= 3; ++k) all_dense = all_dense && (!st[k] || dense(a.shape, st[k], sizeof(T)));
+    if (all_dense && (st[2] || st[3])) {  // the functor on the same opmath values as the blocks below: the same bits
+      Out* o = reinterpret_cast<Out*>(out);
+      const T *x = reinterpret_cast<const T*>(in[0]), *y = reinterpret_cast<const T*>(in[1]),
+              *z = reinterpret_cast<const T*>(in[2]);
+      par::parallel_for(a.shape.numel, grain, [&](int64_t b, int64_t e) {
+        if (!st[2]) dense_ternary<op, T, Out, O, 1>(o, x, y, z, sval[1], a.p, b, e);
+        else if (!st[3]) dense_ternary<op, T, Out, O, 2>(o, x, y, z, sval[2], a.p, b, e);
+        else dense_ternary<op, T, Out, O, 0>(o, x, y, z, O(0), a.p, b, e);
+      });
+      return rt::Status::Success;
+    }
+  }
+  if constexpr (n == 3 && kDense<T>) {  // the other ternary rows (where, half types, strided): in blocks
     if (st[1] || st[2] || st[3]) {
       strided_blocks<op, T, Out, O, n>(a, out, in, st, sval, grain);
       return rt::Status::Success;

@@ -76,7 +76,28 @@ Tensor& gtSOut(const Tensor& s, const Scalar& o, Tensor& out) {
 Tensor& geSOut(const Tensor& s, const Scalar& o, Tensor& out) {
   return scalarOut<EwOp::Ge, at::_ops::ge_Scalar_out>(s, o, out);
 }
+// pow(x, e) for a floating x and the exponents ATen's CPU kernel computes without pow (pow_tensor_scalar_optimized):
+// 2 -> x * x, 0.5 -> sqrt, -0.5 -> rsqrt, -1 -> reciprocal, each in opmath and rounded once, as ATen's (x * x is
+// pow's correctly rounded result; sqrt differs from pow only at -0 and -inf, where the CPU's is sqrt's; the sim's
+// sqrt is correctly rounded, the CPU's vectorised one is not always). The result
+// dtype is x's for these exponents. 3 -> (x * x) * x for float and double (ATen's arithmetic, two roundings in the
+// dtype; the reduced types, which ATen computes in float and round once, stay on pow, as -2 does). Every other
+// call: the Pow row.
+bool powSpecial(const Tensor& s, const Scalar& e, Tensor& out) {
+  if (!c10::isFloatingType(s.scalar_type()) || e.isComplex() || e.isBoolean()) return false;
+  const double v = e.to<double>();
+  if (v == 2) return ewTry(EwOp::Mul, {s, s}, out);
+  const bool full = s.scalar_type() == at::kFloat || s.scalar_type() == at::kDouble;
+  if (v == 3 && full && out.scalar_type() == s.scalar_type() && !out.is_same(s)) {
+    return ewTry(EwOp::Mul, {s, s}, out) && ewTry(EwOp::Mul, {out, s}, out);
+  }
+  if (v == 0.5) return ewTry(EwOp::Sqrt, {s}, out);
+  if (v == -0.5) return ewTry(EwOp::Rsqrt, {s}, out);
+  if (v == -1) return ewTry(EwOp::Reciprocal, {s}, out);
+  return false;
+}
 Tensor& powTsOut(const Tensor& s, const Scalar& o, Tensor& out) {
+  if (powSpecial(s, o, out)) return out;
   return scalarOut<EwOp::Pow, at::_ops::pow_Tensor_Scalar_out>(s, o, out);
 }
 

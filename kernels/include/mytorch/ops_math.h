@@ -378,13 +378,15 @@ template <> struct Fn<EwOp::Addcdiv> {
   MT_EW_FN(O a, O b, O c, const EwParams& p) { return static_cast<O>(a + static_cast<O>(p.alpha) * (b / c)); }
 };
 // clamp(a, lo, hi) with NaN propagating from a and from the bounds (floating), bounds present per has_lo/has_hi.
+// Selects without an early exit, so that a loop of it compiles to blends (with per-element bounds, the branches
+// this had mispredicted on every other element: clamp with tensor bounds ran at 0.04x the CPU).
 template <typename T, typename O>
 MT_HOST_DEVICE inline O clamp_to(O a, O lo, O hi, const EwParams& p) {
   O r = a;
   if constexpr (is_float_v<O>) {
-    if (a != a) return a;
-    if (p.has_lo) r = (lo != lo) ? lo : (r < lo ? lo : r);
-    if (p.has_hi) r = (hi != hi) ? hi : (r > hi ? hi : r);
+    const O r1 = (lo != lo) ? lo : (a < lo ? lo : a), q = p.has_lo ? r1 : a;
+    const O r2 = (hi != hi) ? hi : (q > hi ? hi : q), s = p.has_hi ? r2 : q;
+    return (a != a) ? a : s;
   } else {
     if (p.has_lo) r = r < lo ? lo : r;
     if (p.has_hi) r = r > hi ? hi : r;
