@@ -27,6 +27,7 @@
 
 #include <iterator>
 #include <optional>
+#include <initializer_list>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -136,7 +137,33 @@ constexpr bool writesStridedOut(std::string_view name) {
   if (std::string_view(#glue) == "Table" && name == #aten "." #overload) return true;
 #include "mytorch/tables/pointwise.def"
 #undef MT_POINTWISE
-  return name == "add.out" || name == "sub.out";
+  // Hand-written glue whose out= is written only by the engine (ewRun: TensorIterator takes any out strides) or by the
+  // CPU fallback, as the Table rows'.
+  for (std::string_view hand : {"add.out",
+                                "sub.out",
+                                "neg.out",
+                                "clamp.out",
+                                "clamp.Tensor_out",
+                                "clamp_min.out",
+                                "clamp_max.out",
+                                "clamp_min.Tensor_out",
+                                "clamp_max.Tensor_out",
+                                "pow.Tensor_Scalar_out",
+                                "pow.Scalar_out",
+                                "lerp.Scalar_out",
+                                "lerp.Tensor_out",
+                                "addcmul.out",
+                                "addcdiv.out",
+                                "where.self_out",
+                                "eq.Scalar_out",
+                                "ne.Scalar_out",
+                                "lt.Scalar_out",
+                                "le.Scalar_out",
+                                "gt.Scalar_out",
+                                "ge.Scalar_out"}) {
+    if (name == hand) return true;
+  }
+  return false;
 }
 
 constexpr int policyFor(std::string_view name) {
