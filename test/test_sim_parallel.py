@@ -400,3 +400,74 @@ def test_pow_exponents_and_clamp_bounds_match_the_cpu(dtype):
             strided = f(*(t.reshape(64, 64).t().contiguous().t() for t in (d, dlo, dhi))).cpu().flatten()
             assert torch.equal(dense.nan_to_num(), strided.nan_to_num()), name
             assert_aligned(dense, f(x, lo, hi), f(x.double(), lo.double(), hi.double()), what=name)
+
+
+def _fmod_operands():
+    """Edges of Note [Vectorised fmod]: zeros, infinities, NaN, subnormals, |a| around 2^24 |b|, quotients a float
+    step either side of an integer (where a rounded quotient overshoots), and wide random magnitudes."""
+    g = torch.Generator().manual_seed(5)
+    edge = torch.tensor(
+        [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            2.5,
+            -7.0,
+            1e-30,
+            -1e30,
+            16777216.0,
+            16777217.0,
+            3.4e38,
+            float("inf"),
+            -float("inf"),
+            float("nan"),
+            1e-45,
+            0.1,
+            0.3,
+            1.17549435e-38,
+        ]
+    )
+    ea, eb = (t.flatten() for t in torch.meshgrid(edge, edge, indexing="ij"))
+    wide = lambda: torch.randn(20000, generator=g) * torch.exp(torch.randn(20000, generator=g) * 10)  # noqa: E731
+    b = torch.randn(20000, generator=g)
+    q = torch.randint(-(2**24), 2**24, (20000,), generator=g).float()
+    near = [torch.nextafter(q * b, torch.tensor(s * float("inf"))) for s in (1, -1)]
+    return torch.cat([ea, wide(), q * b, *near]), torch.cat([eb, wide(), b, b, b])
+
+
+def test_fmod_family_is_exact_in_its_vector_form():
+    """fmod, remainder and floor division run the vector form of Note [Vectorised fmod] in the sim's dense and
+    strided loops: every float32 bit as fmod computed in double (exact, then exactly a float), remainder as ATen's
+    adjustment of it, floor division as the CPU's scalar kernel (7-element calls, below its vector width), with
+    tensor and scalar operands. Negative control: trunc(a / b) alone, the form without the overshoot mend, differs on
+    the near-integer quotients."""
+    a, b = _fmod_operands()
+
+    def fmod_ref(x, y):
+        return torch.fmod(x.double(), y.double()).float()
+
+    def rem_ref(x, y):
+        m, y = fmod_ref(x, y), y.float()
+        return torch.where((m != 0) & ((y < 0) != (m < 0)), m + y, m)
+
+    def same(got, want):
+        return torch.equal(got.view(torch.int32)[~want.isnan()], want.view(torch.int32)[~want.isnan()]) and torch.equal(
+            got.isnan(), want.isnan()
+        )
+
+    da, db = a.to("mytorch"), b.to("mytorch")
+    n = a.numel() // 64 * 64
+    ta, tb = (t[:n].reshape(64, -1).t() for t in (a, b))
+    for name, f, ref in (("fmod", torch.fmod, fmod_ref), ("remainder", torch.remainder, rem_ref)):
+        assert same(f(da, db).cpu(), ref(a, b)), name
+        assert same(f(ta.to("mytorch"), tb.to("mytorch")).cpu(), ref(ta, tb)), f"{name} strided"
+        assert same(f(da, 2.5).cpu(), ref(a, torch.full_like(a, 2.5))), f"{name} scalar"
+    assert same(torch.remainder(torch.tensor(7.25).to("mytorch"), db).cpu(), rem_ref(torch.full_like(b, 7.25), b))
+    want = torch.cat([torch.floor_divide(a[i : i + 7], b[i : i + 7]) for i in range(0, a.numel(), 7)])
+    assert same(torch.floor_divide(da, db).cpu(), want)
+    assert same(torch.div(da, db, rounding_mode="floor").cpu(), want)
+    # the negative control: the rounded quotient's integer part without the mend
+    x, y = a.double(), b.double()
+    naive = (x - torch.trunc((a / b).double()) * y).float()
+    assert not same(naive, fmod_ref(a, b))
