@@ -214,6 +214,48 @@ def test_strided_layouts_match_the_cpu_and_write_in_place():
             torch.sin(t, out=shared)
 
 
+def _copies(f, d):
+    """The copy ops a call with a transposed out= makes (a temporary written back is one)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    out = torch.empty(d.shape[::-1], device="mytorch").t()
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        f(d, out)
+    return sorted({e.name for e in p.events() if "copy" in e.name})
+
+
+def test_hand_glue_registered_as_engine_out_writes_a_strided_out_in_place():
+    """The hand-written glue registered with MT_IMPL_ENGINE_OUT (csrc/core/Checked.h: its out= is written only by the
+    engine) writes a transposed out= in place, without a temporary and a copy, and the values are the CPU's. Negative
+    control: glue registered with plain MT_IMPL (round with decimals) still takes the temporary, which the probe sees."""
+    from mytorch.testing._compare import assert_aligned
+
+    x = torch.randn(64, 48, generator=torch.Generator().manual_seed(4))
+    d = x.to("mytorch")
+    ops = {
+        "threshold": lambda t, o: torch.threshold(t, 0.1, 2.0, out=o),
+        "threshold_backward": lambda t, o: torch.ops.aten.threshold_backward.grad_input(t, t.neg(), 0.0, grad_input=o),
+        "gelu": lambda t, o: torch._C._nn.gelu(t, out=o),
+        "leaky_relu": lambda t, o: torch._C._nn.leaky_relu(t, 0.1, out=o),
+        "hardtanh": lambda t, o: torch._C._nn.hardtanh(t, -0.5, 0.5, out=o),
+        "triu": lambda t, o: torch.triu(t, 1, out=o),
+        "tril": lambda t, o: torch.tril(t, -2, out=o),
+        "clamp_min": lambda t, o: torch.clamp_min(t, 0.2, out=o),
+        "neg": lambda t, o: torch.neg(t, out=o),
+    }
+    for name, f in ops.items():
+        assert _copies(f, d) == [], name
+        want = torch.empty(48, 64).t()
+        f(x, want)
+        got = torch.empty(48, 64, device="mytorch").t()
+        f(d, got)
+        gold = torch.empty(48, 64, dtype=torch.float64).t()
+        f(x.double(), gold)
+        assert got.stride() == want.stride(), name
+        assert_aligned(got, want, gold, what=name)
+    assert "aten::copy_" in _copies(lambda t, o: torch.round(t, decimals=1, out=o), d)
+
+
 def test_results_match_the_cpu():
     from mytorch.testing._compare import assert_aligned
 

@@ -128,41 +128,17 @@ constexpr bool valueMayAliasSelf(std::string_view name) {
   return name == "fill_.Tensor" || name == "index_fill_.int_Tensor";
 }
 
-// The out= kernels that write any layout themselves: the pointwise table's Table rows and add/sub (ATen's
-// TensorIterator over out's own strides, csrc/aten/glue/Pointwise.cpp). A non-contiguous out= of theirs whose elements do not share
-// memory is written in place (a transposed out= read and written in its own order, Note [Sim strided walks]); one
-// whose elements share memory still takes the temporary of Note [Strided out=].
+// The out= kernels that write any layout themselves (Note [Strided out=]): the pointwise table's Table rows (their
+// glue is csrc/aten/glue/PointwiseTable.cpp: ATen's TensorIterator over out's own strides), and the hand-written
+// glue registered with MT_IMPL_ENGINE_OUT, which says at its registration that its out= is written only by the
+// engine or the CPU fallback. A non-contiguous out= of theirs whose elements do not share memory is written in
+// place (a transposed out= read and written in its own order, Note [Sim strided walks]); one whose elements share
+// memory still takes the temporary.
 constexpr bool writesStridedOut(std::string_view name) {
 #define MT_POINTWISE(row, arity, dtypes, result, group, glue, aten, overload, foreach) \
   if (std::string_view(#glue) == "Table" && name == #aten "." #overload) return true;
 #include "mytorch/tables/pointwise.def"
 #undef MT_POINTWISE
-  // Hand-written glue whose out= is written only by the engine (ewRun: TensorIterator takes any out strides) or by the
-  // CPU fallback, as the Table rows'.
-  for (std::string_view hand : {"add.out",
-                                "sub.out",
-                                "neg.out",
-                                "clamp.out",
-                                "clamp.Tensor_out",
-                                "clamp_min.out",
-                                "clamp_max.out",
-                                "clamp_min.Tensor_out",
-                                "clamp_max.Tensor_out",
-                                "pow.Tensor_Scalar_out",
-                                "pow.Scalar_out",
-                                "lerp.Scalar_out",
-                                "lerp.Tensor_out",
-                                "addcmul.out",
-                                "addcdiv.out",
-                                "where.self_out",
-                                "eq.Scalar_out",
-                                "ne.Scalar_out",
-                                "lt.Scalar_out",
-                                "le.Scalar_out",
-                                "gt.Scalar_out",
-                                "ge.Scalar_out"}) {
-    if (name == hand) return true;
-  }
   return false;
 }
 
@@ -337,10 +313,14 @@ struct Checked<R(A...), F, Policy> {
 
 // Registers `fn` for `name` through the one check path (Note [One check path for native ops]). `fn` is a
 // function, or a parenthesized template specialization: MT_IMPL(m, "x.out", (kernel<A, B>)).
-#define MT_IMPL(m, name, fn)                                                                                          \
-  do {                                                                                                                \
-    using MtChecked =                                                                                                 \
-        ::mytorch::checked::Checked<std::remove_reference_t<decltype(fn)>, &fn, ::mytorch::checked::policyFor(name)>; \
-    MtChecked::op_name = name;                                                                                        \
-    (m).impl(name, TORCH_FN(MtChecked::call));                                                                        \
+#define MT_IMPL(m, name, fn) MT_IMPL_POLICY(m, name, fn, ::mytorch::checked::policyFor(name))
+// MT_IMPL for hand-written out= glue that writes its out= only through the elementwise engine (ewRun/ewTry: any
+// strides) or the CPU fallback: a non-contiguous out= is written in place (writesStridedOut).
+#define MT_IMPL_ENGINE_OUT(m, name, fn) \
+  MT_IMPL_POLICY(m, name, fn, ::mytorch::checked::policyFor(name) | ::mytorch::checked::kStridedOutDirect)
+#define MT_IMPL_POLICY(m, name, fn, policy)                                                              \
+  do {                                                                                                   \
+    using MtChecked = ::mytorch::checked::Checked<std::remove_reference_t<decltype(fn)>, &fn, (policy)>; \
+    MtChecked::op_name = name;                                                                           \
+    (m).impl(name, TORCH_FN(MtChecked::call));                                                           \
   } while (0)

@@ -141,7 +141,11 @@ void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, 
   using OB = std::conditional_t<std::is_same_v<Out, bool>, bool, O>;
   constexpr bool masked = ew_has_mask(op);  // operand 0 is a bool mask (where)
   constexpr int64_t kB = walk::kTile * walk::kTile;
+  // The parameters by value: read through `a` (a reference), GCC reloaded them from memory for every element and
+  // kept the loops below scalar (threshold on a transposed operand: 0.03x the CPU).
+  const EwParams prm = a.p;
   auto block = [&](const int64_t* off, int64_t n0, int64_t n1, const int64_t* s0, const int64_t* s1) {
+    const EwParams p = prm;
     O vb[n][kB];
     OB ob[kB];
     const int64_t m = n0 * n1;
@@ -154,9 +158,15 @@ void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, 
       for (int64_t j = 0; j < n1; ++j) {
         const char* row = base + j * s1[k + 1];
         O* b = vb[k] + j * n0;
-        if (masked && k == 0) {
+        // an operand contiguous along the run (the others broadcast or strided) in plain loops that vectorise
+        if (masked && k == 0 && s0[1] == 1) {
+          const unsigned char* r = reinterpret_cast<const unsigned char*>(row);  // mt_load's reading of a bool
+          for (int64_t i = 0; i < n0; ++i) b[i] = static_cast<O>(r[i] != 0);
+        } else if (masked && k == 0) {
           for (int64_t i = 0; i < n0; ++i)
             b[i] = static_cast<O>(mt_load(reinterpret_cast<const bool*>(row + i * s0[1])));
+        } else if (s0[k + 1] == static_cast<int64_t>(sizeof(T))) {
+          vec::to_opmath(reinterpret_cast<const T*>(row), b, n0);
         } else {
           for (int64_t i = 0; i < n0; ++i)
             b[i] = static_cast<O>(mt_load(reinterpret_cast<const T*>(row + i * s0[k + 1])));
@@ -166,16 +176,20 @@ void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, 
     // Loops of their own, every operand a block (a scalar one filled): sharing dense_half's instantiations of
     // dense_unary/dense_binary changed how GCC compiled those (bfloat16 minimum went from 0.8x the CPU to 0.09x).
     if constexpr (n == 1) {
-      for (int64_t q = 0; q < m; ++q) ob[q] = static_cast<OB>(ew::apply<op, T>(vb[0][q], O(0), O(0), a.p));
+      for (int64_t q = 0; q < m; ++q) ob[q] = static_cast<OB>(ew::apply<op, T>(vb[0][q], O(0), O(0), p));
     } else if constexpr (n == 2 && ew::HasFastFmod<op>::value && std::is_same_v<O, float>) {
-      dense_fmod<op, T, OB, O, O>(ob, vb[0], vb[1], O(0), O(0), a.p, 0, m);
+      dense_fmod<op, T, OB, O, O>(ob, vb[0], vb[1], O(0), O(0), p, 0, m);
     } else if constexpr (n == 2) {
-      for (int64_t q = 0; q < m; ++q) ob[q] = static_cast<OB>(ew::apply<op, T>(vb[0][q], vb[1][q], O(0), a.p));
+      for (int64_t q = 0; q < m; ++q) ob[q] = static_cast<OB>(ew::apply<op, T>(vb[0][q], vb[1][q], O(0), p));
     } else {
-      for (int64_t q = 0; q < m; ++q) ob[q] = static_cast<OB>(ew::apply<op, T>(vb[0][q], vb[1][q], vb[2][q], a.p));
+      for (int64_t q = 0; q < m; ++q) ob[q] = static_cast<OB>(ew::apply<op, T>(vb[0][q], vb[1][q], vb[2][q], p));
     }
     for (int64_t j = 0; j < n1; ++j) {
       char* row = out + off[0] + j * s1[0];
+      if (s0[0] == static_cast<int64_t>(sizeof(Out)) && !std::is_same_v<Out, bool>) {
+        vec::from_opmath(ob + j * n0, reinterpret_cast<Out*>(row), n0);
+        continue;
+      }
       for (int64_t i = 0; i < n0; ++i) *reinterpret_cast<Out*>(row + i * s0[0]) = static_cast<Out>(ob[j * n0 + i]);
     }
   };
@@ -230,15 +244,26 @@ rt::Status run(const ElementwiseArgs& a) {
       std::memcpy(&sval[k], a.scalar[k], sizeof(O));  // arithmetic scalars stay in opmath precision
     }
   }
-  const int64_t* st[4] = {a.out.strides, a.is_scalar[0] ? nullptr : a.in[0].strides,
-                          n > 1 && !a.is_scalar[1] ? a.in[1].strides : nullptr,
-                          n > 2 && !a.is_scalar[2] ? a.in[2].strides : nullptr};
+  // An operand broadcast from one element (a 0-dim device tensor, every stride 0) is read once and passed as a scalar
+  // operand: the dense loops then take the call (prelu's 0-dim weight went through the strided blocks at 0.19x).
+  bool scal[3] = {a.is_scalar[0], n > 1 && a.is_scalar[1], n > 2 && a.is_scalar[2]};
+  for (int k = 0; n > 1 && k < n && a.shape.numel > 1; ++k) {  // a unary op keeps its (strided) loop
+    if (scal[k]) continue;
+    bool one = true;
+    for (int d = 0; d < a.shape.ndim; ++d) one = one && (a.shape.sizes[d] == 1 || a.in[k].strides[d] == 0);
+    if (!one) continue;
+    if (masked && k == 0) sval[0] = static_cast<O>(mt_load(static_cast<const bool*>(a.in[0].data)));
+    else sval[k] = static_cast<O>(mt_load(static_cast<const T*>(a.in[k].data)));
+    scal[k] = true;
+  }
+  const int64_t* st[4] = {a.out.strides, scal[0] ? nullptr : a.in[0].strides,
+                          n > 1 && !scal[1] ? a.in[1].strides : nullptr, n > 2 && !scal[2] ? a.in[2].strides : nullptr};
   const int64_t grain = par::grain_for(1);
 #if MT_SIM_FAST
   if constexpr (!masked && n <= 2 && kDense<T>) {
     bool all_dense = dense(a.shape, st[0], sizeof(Out));
     for (int k = 0; k < n; ++k) all_dense = all_dense && (st[k + 1] == nullptr || dense(a.shape, st[k + 1], sizeof(T)));
-    if (all_dense && !(n == 2 && a.is_scalar[0] && a.is_scalar[1])) {
+    if (all_dense && !(n == 2 && scal[0] && scal[1])) {
       Out* o = reinterpret_cast<Out*>(out);
       const T* x = st[1] ? reinterpret_cast<const T*>(in[0]) : nullptr;
       const T* y = n > 1 && st[2] ? reinterpret_cast<const T*>(in[1]) : nullptr;
@@ -250,7 +275,7 @@ rt::Status run(const ElementwiseArgs& a) {
       });
       return rt::Status::Success;
     }
-    if (!(n == 2 && a.is_scalar[0] && a.is_scalar[1]) && !(n == 1 && !st[1])) {
+    if (!(n == 2 && scal[0] && scal[1]) && !(n == 1 && !st[1])) {
       strided_blocks<op, T, Out, O, n>(a, out, in, st, sval, grain);
       return rt::Status::Success;
     }
@@ -282,7 +307,7 @@ rt::Status run(const ElementwiseArgs& a) {
       for (int64_t i = 0; i < cnt; ++i) {
         O v[3] = {sval[0], sval[1], sval[2]};
         for (int k = 0; k < n; ++k) {
-          if (a.is_scalar[k]) continue;
+          if (scal[k]) continue;
           const char* p = in[k] + off[k + 1] + i * s[k + 1];
           if (masked && k == 0) v[0] = static_cast<O>(mt_load(reinterpret_cast<const bool*>(p)));
           else v[k] = static_cast<O>(mt_load(reinterpret_cast<const T*>(p)));

@@ -398,28 +398,28 @@ Tensor bceBackward(const Tensor& grad, const Tensor& self, const Tensor& target,
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "gelu.out", geluOut);
-  MT_IMPL(m, "gelu_backward.grad_input", geluBackwardOut);
+  MT_IMPL_ENGINE_OUT(m, "gelu.out", geluOut);
+  MT_IMPL_ENGINE_OUT(m, "gelu_backward.grad_input", geluBackwardOut);
   MT_IMPL(m, "silu_backward", siluBackward);
   MT_IMPL(m, "mish_backward", mishBackward);
-  MT_IMPL(m, "softplus.out", softplusOut);
-  MT_IMPL(m, "softplus_backward.grad_input", softplusBackwardOut);
-  MT_IMPL(m, "elu.out", eluOut);
-  MT_IMPL(m, "elu_backward.grad_input", eluBackwardOut);
-  MT_IMPL(m, "leaky_relu.out", leakyReluOut);
-  MT_IMPL(m, "leaky_relu_backward.grad_input", leakyReluBackwardOut);
+  MT_IMPL_ENGINE_OUT(m, "softplus.out", softplusOut);
+  MT_IMPL_ENGINE_OUT(m, "softplus_backward.grad_input", softplusBackwardOut);
+  MT_IMPL_ENGINE_OUT(m, "elu.out", eluOut);
+  MT_IMPL_ENGINE_OUT(m, "elu_backward.grad_input", eluBackwardOut);
+  MT_IMPL_ENGINE_OUT(m, "leaky_relu.out", leakyReluOut);
+  MT_IMPL_ENGINE_OUT(m, "leaky_relu_backward.grad_input", leakyReluBackwardOut);
   MT_IMPL(m, "hardswish", hardswish);
   MT_IMPL(m, "hardswish_", hardswishInplace);
   MT_IMPL(m, "hardswish_backward", hardswishBackward);
-  MT_IMPL(m, "hardtanh.out", hardtanhOut);
+  MT_IMPL_ENGINE_OUT(m, "hardtanh.out", hardtanhOut);
   MT_IMPL(m, "hardtanh", hardtanh);
   MT_IMPL(m, "hardtanh_", hardtanhInplace);
-  MT_IMPL(m, "hardtanh_backward.grad_input", hardtanhBackwardOut);
-  MT_IMPL(m, "hardshrink.out", hardshrinkOut);
-  MT_IMPL(m, "hardshrink_backward.grad_input", hardshrinkBackwardOut);
-  MT_IMPL(m, "softshrink.out", softshrinkOut);
-  MT_IMPL(m, "softshrink_backward.grad_input", softshrinkBackwardOut);
-  MT_IMPL(m, "threshold.out", thresholdOut);
+  MT_IMPL_ENGINE_OUT(m, "hardtanh_backward.grad_input", hardtanhBackwardOut);
+  MT_IMPL_ENGINE_OUT(m, "hardshrink.out", hardshrinkOut);
+  MT_IMPL_ENGINE_OUT(m, "hardshrink_backward.grad_input", hardshrinkBackwardOut);
+  MT_IMPL_ENGINE_OUT(m, "softshrink.out", softshrinkOut);
+  MT_IMPL_ENGINE_OUT(m, "softshrink_backward.grad_input", softshrinkBackwardOut);
+  MT_IMPL_ENGINE_OUT(m, "threshold.out", thresholdOut);
   MT_IMPL(m, "mse_loss.out", mseOut);
   MT_IMPL(m, "mse_loss_backward.grad_input", mseBackwardOut);
   MT_IMPL(m, "smooth_l1_loss.out", smoothL1Out);

@@ -293,39 +293,39 @@ Tensor& addcdivOut(const Tensor& self, const Tensor& t1, const Tensor& t2, const
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "add.out", addOut);
-  MT_IMPL(m, "sub.out", subOut);
+  MT_IMPL_ENGINE_OUT(m, "add.out", addOut);
+  MT_IMPL_ENGINE_OUT(m, "sub.out", subOut);
   MT_IMPL(m, "rsub.Tensor", rsub);
   MT_IMPL(m, "heaviside.out", heavisideOut);
   MT_IMPL(m, "div.out_mode", divModeOut);
   MT_IMPL(m, "floor_divide", floorDivide);
   MT_IMPL(m, "floor_divide_.Tensor", floorDivideInplace);
-  MT_IMPL(m, "pow.Tensor_Scalar_out", powTsOut);
-  MT_IMPL(m, "pow.Scalar_out", powStOut);
+  MT_IMPL_ENGINE_OUT(m, "pow.Tensor_Scalar_out", powTsOut);
+  MT_IMPL_ENGINE_OUT(m, "pow.Scalar_out", powStOut);
   MT_IMPL(m, "__lshift__.Scalar", lshiftScalar);
   MT_IMPL(m, "__lshift__.Tensor", lshiftTensor);
   MT_IMPL(m, "__rshift__.Scalar", rshiftScalar);
   MT_IMPL(m, "__rshift__.Tensor", rshiftTensor);
-  MT_IMPL(m, "eq.Scalar_out", eqSOut);
-  MT_IMPL(m, "ne.Scalar_out", neSOut);
-  MT_IMPL(m, "lt.Scalar_out", ltSOut);
-  MT_IMPL(m, "le.Scalar_out", leSOut);
-  MT_IMPL(m, "gt.Scalar_out", gtSOut);
-  MT_IMPL(m, "ge.Scalar_out", geSOut);
-  MT_IMPL(m, "where.self_out", whereOut);
+  MT_IMPL_ENGINE_OUT(m, "eq.Scalar_out", eqSOut);
+  MT_IMPL_ENGINE_OUT(m, "ne.Scalar_out", neSOut);
+  MT_IMPL_ENGINE_OUT(m, "lt.Scalar_out", ltSOut);
+  MT_IMPL_ENGINE_OUT(m, "le.Scalar_out", leSOut);
+  MT_IMPL_ENGINE_OUT(m, "gt.Scalar_out", gtSOut);
+  MT_IMPL_ENGINE_OUT(m, "ge.Scalar_out", geSOut);
+  MT_IMPL_ENGINE_OUT(m, "where.self_out", whereOut);
   MT_IMPL(m, "where.self", whereSelf);
   MT_IMPL(m, "masked_fill_.Scalar", maskedFillScalar);
   MT_IMPL(m, "masked_fill_.Tensor", maskedFillTensor);
-  MT_IMPL(m, "clamp.out", clampOut);
-  MT_IMPL(m, "clamp.Tensor_out", clampTensorOut);
-  MT_IMPL(m, "clamp_min.out", clampMinOut);
-  MT_IMPL(m, "clamp_max.out", clampMaxOut);
-  MT_IMPL(m, "clamp_min.Tensor_out", clampMinTOut);
-  MT_IMPL(m, "clamp_max.Tensor_out", clampMaxTOut);
-  MT_IMPL(m, "lerp.Scalar_out", lerpScalarOut);
-  MT_IMPL(m, "lerp.Tensor_out", lerpTensorOut);
-  MT_IMPL(m, "addcmul.out", addcmulOut);
-  MT_IMPL(m, "addcdiv.out", addcdivOut);
+  MT_IMPL_ENGINE_OUT(m, "clamp.out", clampOut);
+  MT_IMPL_ENGINE_OUT(m, "clamp.Tensor_out", clampTensorOut);
+  MT_IMPL_ENGINE_OUT(m, "clamp_min.out", clampMinOut);
+  MT_IMPL_ENGINE_OUT(m, "clamp_max.out", clampMaxOut);
+  MT_IMPL_ENGINE_OUT(m, "clamp_min.Tensor_out", clampMinTOut);
+  MT_IMPL_ENGINE_OUT(m, "clamp_max.Tensor_out", clampMaxTOut);
+  MT_IMPL_ENGINE_OUT(m, "lerp.Scalar_out", lerpScalarOut);
+  MT_IMPL_ENGINE_OUT(m, "lerp.Tensor_out", lerpTensorOut);
+  MT_IMPL_ENGINE_OUT(m, "addcmul.out", addcmulOut);
+  MT_IMPL_ENGINE_OUT(m, "addcdiv.out", addcdivOut);
 }
 
 } // namespace mytorch

@@ -25,6 +25,7 @@
 #include <ATen/ops/logit_backward_ops.h>
 #include <ATen/ops/logit_ops.h>
 #include <ATen/ops/polygamma_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -68,10 +69,13 @@ Tensor& reluInplace(Tensor& self) {
 }
 
 // relu's backward (grad where self > threshold, else 0), from native kernels.
+// threshold_backward (ReLU's backward): the ThresholdBackward row, one pass.
 Tensor& thresholdBackwardOut(const Tensor& grad, const Tensor& self, const c10::Scalar& threshold, Tensor& grad_input) {
-  Tensor r = at::where(at::le(self, threshold), at::zeros_like(grad), grad);
-  at::native::resize_output(grad_input, r.sizes());
-  return grad_input.copy_(r);
+  EwParams p;
+  p.lo = threshold.toDouble();
+  return ewOr(EwOp::ThresholdBackward, {grad, self}, grad_input, p, [&]() -> Tensor& {
+    return Fallback<at::_ops::threshold_backward_grad_input>::call(grad, self, threshold, grad_input);
+  });
 }
 
 Tensor& negOut(const Tensor& self, Tensor& out) {
@@ -190,12 +194,12 @@ Tensor& isposinfOut(const Tensor& self, Tensor& out) { return isInfSigned(self, 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  MT_IMPL(m, "neg.out", negOut);
+  MT_IMPL_ENGINE_OUT(m, "neg.out", negOut);
   MT_IMPL(m, "sgn.out", sgnOut);
   MT_IMPL(m, "round.decimals_out", roundDecimalsOut);
   MT_IMPL(m, "relu", relu);
   MT_IMPL(m, "relu_", reluInplace);
-  MT_IMPL(m, "threshold_backward.grad_input", thresholdBackwardOut);
+  MT_IMPL_ENGINE_OUT(m, "threshold_backward.grad_input", thresholdBackwardOut);
   MT_IMPL(m, "nan_to_num.out", nanToNumOut);
   MT_IMPL(m, "signbit.out", signbitOut);
   MT_IMPL(m, "polygamma.out", polygammaOut);

@@ -74,6 +74,7 @@
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/Pointwise.h"
 
 namespace mytorch {
 namespace {
@@ -321,21 +322,23 @@ Tensor repeatInterleave(const Tensor& repeats, std::optional<c10::SymInt> output
   return at::cumsum(marks.narrow(0, 0, total), 0).to(repeats.scalar_type());
 }
 
-// prelu's kernels (the composite prelu broadcasts the weight): x > 0 ? x : w x, and its two gradients, each over
-// the broadcast shape as ATen's.
+// prelu's kernels (the composite prelu broadcasts the weight): the Prelu rows, x > 0 ? x : w x and its two
+// gradients in one pass each, over the broadcast shape as ATen's.
 Tensor preluKernel(const Tensor& self, const Tensor& weight) {
-  if (!kernelFloating(self.scalar_type()) || weight.scalar_type() != self.scalar_type())
+  Tensor out = at::empty({0}, self.options());
+  if (weight.scalar_type() != self.scalar_type() || !ewTry(EwOp::Prelu, {self, weight}, out))
     return Fallback<at::_ops::_prelu_kernel>::call(self, weight);
-  return at::where(at::gt(self, 0), self, at::mul(weight, self));
+  return out;
 }
 
 std::tuple<Tensor, Tensor> preluKernelBackward(const Tensor& grad, const Tensor& self, const Tensor& weight) {
-  if (!kernelFloating(self.scalar_type()) || weight.scalar_type() != self.scalar_type() ||
-      grad.scalar_type() != self.scalar_type())
+  Tensor gi = at::empty({0}, self.options()), gw = at::empty({0}, self.options());
+  if (weight.scalar_type() != self.scalar_type() || grad.scalar_type() != self.scalar_type() ||
+      !ewNative(EwOp::PreluBackwardInput, self.scalar_type(), {grad, self, weight}))
     return Fallback<at::_ops::_prelu_kernel_backward>::call(grad, self, weight);
-  Tensor positive = at::gt(self, 0);
-  return {at::where(positive, grad, at::mul(weight, grad)),
-          at::where(positive, at::zeros({}, self.options()), at::mul(self, grad))};
+  ewRun(EwOp::PreluBackwardInput, self.scalar_type(), {grad, self, weight}, gi);
+  ewRun(EwOp::PreluBackwardWeight, self.scalar_type(), {grad, self}, gw);
+  return {gi, gw};
 }
 
 // tril_indices / triu_indices: the (row, column) pairs of the triangle in row-major order, which is nonzero's order

@@ -14,16 +14,19 @@
 #include <ATen/ops/ge.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/sub.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/view_as_real.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/Pointwise.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 #include "mytorch/copy.h"
@@ -241,29 +244,26 @@ Tensor repeat(const Tensor& self, at::IntArrayRef repeats) {
   return out;
 }
 
-Tensor triangleMask(const Tensor& self, int64_t diagonal, bool lower) {
+// tril/triu: where(mask, self, 0) in one pass of the engine, the mask (column j kept where j <= i + diagonal for
+// tril, j >= i + diagonal for triu) an m x n bool broadcast over the batch, built from two short ranges. Before:
+// a long m x n difference, its comparison, zeros, where and a copy (0.2x the CPU).
+Tensor& triangleOut(const Tensor& self, int64_t diagonal, bool lower, Tensor& out) {
+  TORCH_CHECK(self.dim() >= 2, lower ? "tril" : "triu", ": input tensor must have at least 2 dimensions");
+  checkOutDtype(out, self.scalar_type());
+  at::native::resize_output(out, self.sizes());
+  if (self.numel() == 0) return out;
   const int64_t m = self.size(-2), n = self.size(-1);
+  diagonal = std::clamp<int64_t>(diagonal, -m, n);  // the same mask, no overflow below
   auto opts = self.options().dtype(at::kLong);
-  Tensor rows = at::arange(m, opts).unsqueeze(-1), cols = at::arange(n, opts);
-  Tensor diff = at::sub(cols, rows);
-  return lower ? at::le(diff, diagonal) : at::ge(diff, diagonal);
+  Tensor rows = at::arange(diagonal, m + diagonal, opts).unsqueeze(-1), cols = at::arange(n, opts);
+  Tensor mask = lower ? at::le(cols, rows) : at::ge(cols, rows);
+  const c10::Scalar zero = self.scalar_type() == at::kBool ? c10::Scalar(false) : c10::Scalar(0);  // no promotion
+  if (ewTry(EwOp::Where, {mask, self, zero}, out)) return out;
+  return out.copy_(at::where(mask, self, at::zeros({}, self.options())));
 }
 
-Tensor& trilOut(const Tensor& self, int64_t diagonal, Tensor& out) {
-  TORCH_CHECK(self.dim() >= 2, "tril: input tensor must have at least 2 dimensions");
-  checkOutDtype(out, self.scalar_type());
-  at::native::resize_output(out, self.sizes());
-  Tensor r = at::where(triangleMask(self, diagonal, true), self, at::zeros_like(self));
-  return out.copy_(r);
-}
-
-Tensor& triuOut(const Tensor& self, int64_t diagonal, Tensor& out) {
-  TORCH_CHECK(self.dim() >= 2, "triu: input tensor must have at least 2 dimensions");
-  checkOutDtype(out, self.scalar_type());
-  at::native::resize_output(out, self.sizes());
-  Tensor r = at::where(triangleMask(self, diagonal, false), self, at::zeros_like(self));
-  return out.copy_(r);
-}
+Tensor& trilOut(const Tensor& self, int64_t diagonal, Tensor& out) { return triangleOut(self, diagonal, true, out); }
+Tensor& triuOut(const Tensor& self, int64_t diagonal, Tensor& out) { return triangleOut(self, diagonal, false, out); }
 
 } // namespace
 
@@ -274,8 +274,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "flip", flip);
   MT_IMPL(m, "roll", roll);
   MT_IMPL(m, "repeat", repeat);
-  MT_IMPL(m, "tril.out", trilOut);
-  MT_IMPL(m, "triu.out", triuOut);
+  MT_IMPL_ENGINE_OUT(m, "tril.out", trilOut);
+  MT_IMPL_ENGINE_OUT(m, "triu.out", triuOut);
 }
 
 } // namespace mytorch

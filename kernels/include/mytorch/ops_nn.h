@@ -151,6 +151,20 @@ template <> struct Fn<EwOp::SoftshrinkBackward> : Fn<EwOp::HardshrinkBackward> {
 template <> struct Fn<EwOp::Threshold> {
   MT_EW_FN(O a, const EwParams& p) { return a <= static_cast<O>(p.lo) ? static_cast<O>(p.hi) : a; }
 };
+// prelu(x, w) = x > 0 ? x : w x, and its gradients (ATen's CPU kernels, NaN passing through the multiplications)
+template <> struct Fn<EwOp::Prelu> {
+  MT_EW_FN(O x, O w, const EwParams&) { return x > O(0) ? x : w * x; }
+};
+template <> struct Fn<EwOp::PreluBackwardInput> {
+  MT_EW_FN(O g, O x, O w, const EwParams&) { return x > O(0) ? g : w * g; }
+};
+template <> struct Fn<EwOp::PreluBackwardWeight> {
+  MT_EW_FN(O g, O x, const EwParams&) { return x > O(0) ? O(0) : x * g; }
+};
+// threshold_backward(grad, x, threshold = lo): 0 where x <= threshold (ReLU's backward at threshold 0).
+template <> struct Fn<EwOp::ThresholdBackward> {
+  MT_EW_FN(O g, O x, const EwParams& p) { return x <= static_cast<O>(p.lo) ? O(0) : g; }
+};
 template <> struct Fn<EwOp::LogSigmoidBackward> {
   MT_EW_FN(O a, O b, const EwParams&) {
     const bool neg = b < O(0);
