@@ -513,3 +513,34 @@ def test_fmod_family_is_exact_in_its_vector_form():
     x, y = a.double(), b.double()
     naive = (x - torch.trunc((a / b).double()) * y).float()
     assert not same(naive, fmod_ref(a, b))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_index_walk_matches_the_cpu_and_reports_the_first_bad_index(threads):
+    """Gathers whose index varies along the row (gather along the last dimension, take, two advanced indices) walk
+    each row's piece decoded once, split over the threads by element (kernels/sim/index.cpp): exact against the CPU
+    for 1-16-byte elements, and of several out-of-bounds indices the one at the lowest position is reported, at any
+    thread count."""
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(64, 300, generator=g)
+    for dt in (torch.float32, torch.bfloat16, torch.int8, torch.float64, torch.complex128, torch.bool):
+        X = x > 0 if dt == torch.bool else x.to(dt)
+        D = X.to("mytorch")
+        idx = torch.randint(0, 300, (64, 500), generator=g)
+        assert torch.equal(torch.gather(D, 1, idx.to("mytorch")).cpu(), torch.gather(X, 1, idx)), dt
+        assert torch.equal(torch.gather(D.t(), 0, idx.t().to("mytorch")).cpu(), torch.gather(X.t(), 0, idx.t())), dt
+        flat = torch.randint(-X.numel(), X.numel(), (33, 1700), generator=g)
+        assert torch.equal(torch.take(D, flat.to("mytorch")).cpu(), torch.take(X, flat)), dt
+        r, c = torch.randint(0, 64, (5000,), generator=g), torch.randint(-300, 300, (5000,), generator=g)
+        assert torch.equal(D[r.to("mytorch"), c.to("mytorch")].cpu(), X[r, c]), dt
+    d = x.to("mytorch")
+    for first in (300, -1):
+        i = torch.randint(0, 300, (64, 1000), generator=g)
+        i[37, 3], i[50, 7], i[63, 999] = first, 1000, 5000
+        with pytest.raises(RuntimeError, match=f"index {first} is out of bounds"):
+            torch.gather(d, 1, i.to("mytorch"))
+    flat = torch.randint(0, 100, (100000,), generator=g)
+    flat[60000], flat[90000] = 10**6, 10**7
+    with pytest.raises(IndexError, match="index 1000000 is out of bounds"):
+        torch.take(d, flat.to("mytorch"))

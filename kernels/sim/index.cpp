@@ -43,6 +43,8 @@ void combine(T* dst, T v, ScatterOp op) {
 // varies along that dimension (index_select, embedding: one index per row), a row is one bounds check and one
 // copy of consecutive elements (memcpy when both sides are contiguous); otherwise each element looks its index up.
 // An index out of bounds is reported by the lowest position that has one, whatever the thread count.
+struct Elem16 { unsigned char b[16]; };
+
 rt::Status gather(const IndexArgs& a, rt::Stream) {
   if (a.numel == 0) return rt::Status::Success;
   const char* src = static_cast<const char*>(a.target);
@@ -76,24 +78,55 @@ rt::Status gather(const IndexArgs& a, rt::Stream) {
     if (n.ok && ts == 1)
       for (int64_t b = 0; b < std::min<int64_t>(row * es, 4096); b += 64) __builtin_prefetch(src + n.t * es + b);
   };
+  if (!row_const) {
+    // An index that varies along the row (gather along the last dimension, take, advanced indexing with positions):
+    // the elements split over the threads whatever the row count, each row's piece decoded once (index_pos), then
+    // every element looks its indices up; one index tensor (the common case) in a loop of its own.
+    par::parallel_for(a.numel, par::grain_for(4), [&](int64_t b, int64_t e) {
+      const auto walk = [&](auto elem) {
+        using E = decltype(elem);
+        for (int64_t o = b; o < e;) {
+          if (o > bad_pos.load(std::memory_order_relaxed)) return;
+          const int64_t j0 = row ? o % row : 0, j1 = std::min(row, j0 + (e - o));
+          const IndexPos p = index_pos(a, o - j0);
+          int64_t t = 0, u = 0, bad = 0;
+          if (a.nidx == 1) {
+            const int64_t* ip = a.idx[0] + p.idx_off[0];
+            const int64_t is = a.idx_strides[0][last], bound = a.idx_bound[0], lo = a.negative_wraps ? -bound : 0;
+            const int64_t step = a.idx_target_stride[0];
+            for (int64_t j = j0; j < j1; ++j) {
+              int64_t v = ip[j * is];
+              if (v < lo || v >= bound) return fail(o + j - j0, v);
+              v += v < 0 ? bound : 0;
+              std::memcpy(out + (p.u + j * os) * es, src + (p.t + j * ts + v * step) * es, sizeof(E));
+            }
+          } else {
+            for (int64_t j = j0; j < j1; ++j) {
+              if (!index_at(a, p, j, &t, &u, &bad)) return fail(o + j - j0, bad);
+              std::memcpy(out + u * es, src + t * es, sizeof(E));  // one typed load and store
+            }
+          }
+          o += j1 - j0;
+        }
+      };
+      if (es == 1) walk(uint8_t{});
+      else if (es == 2) walk(uint16_t{});
+      else if (es == 4) walk(uint32_t{});
+      else if (es == 8) walk(uint64_t{});
+      else walk(Elem16{});
+    });
+    if (bad_pos.load() != INT64_MAX) out_of_bounds(a, bad_value);
+    return rt::Status::Success;
+  }
   par::parallel_for(rows, par::grain_for(row), [&](int64_t rb, int64_t re) {
     Next ring[kAhead];
-    if (row_const)
-      for (int64_t r = rb; r < std::min(re, rb + kAhead); ++r) look(r, ring[r % kAhead]);
+    for (int64_t r = rb; r < std::min(re, rb + kAhead); ++r) look(r, ring[r % kAhead]);
     for (int64_t r = rb; r < re; ++r) {
       if (r * row > bad_pos.load(std::memory_order_relaxed)) return;
-      int64_t t = 0, u = 0, bad = 0;
-      if (row_const) {
-        const Next n = ring[r % kAhead];
-        if (r + kAhead < re) look(r + kAhead, ring[r % kAhead]);
-        if (!n.ok) return fail(r * row, n.bad);
-        MT_SIM_ISA_NS::vec::copy_elems(out + n.u * es, os * es, src + n.t * es, ts * es, row, es);
-        continue;
-      }
-      for (int64_t o = r * row; o < (r + 1) * row; ++o) {
-        if (!index_offsets(a, o, &t, &u, &bad)) return fail(o, bad);
-        std::memcpy(out + u * es, src + t * es, static_cast<size_t>(es));
-      }
+      const Next n = ring[r % kAhead];
+      if (r + kAhead < re) look(r + kAhead, ring[r % kAhead]);
+      if (!n.ok) return fail(r * row, n.bad);
+      MT_SIM_ISA_NS::vec::copy_elems(out + n.u * es, os * es, src + n.t * es, ts * es, row, es);
     }
   });
   if (bad_pos.load() != INT64_MAX) out_of_bounds(a, bad_value);
@@ -179,13 +212,17 @@ rt::Status scatter(const IndexArgs& a, rt::Stream) {
         scatter_rows<T>(a, dst, src, scalar);
         return;
       }
-      for (int64_t o = 0; o < a.numel; ++o) {
-        int64_t t = 0, u = 0, bad = 0;
-        if (!index_offsets(a, o, &t, &u, &bad)) {
-          out_of_bounds(a, bad);
-          return;
+      const int64_t row = a.ndim ? a.sizes[a.ndim - 1] : 1;  // positions in order, each row decoded once
+      for (int64_t o = 0; o < a.numel; o += row) {
+        const IndexPos p = index_pos(a, o);
+        for (int64_t j = 0; j < row; ++j) {
+          int64_t t = 0, u = 0, bad = 0;
+          if (!index_at(a, p, j, &t, &u, &bad)) {
+            out_of_bounds(a, bad);
+            return;
+          }
+          combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + u), a.op);
         }
-        combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + u), a.op);
       }
     }
   });

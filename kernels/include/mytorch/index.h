@@ -49,21 +49,34 @@ struct IndexArgs {
 MT_LAUNCHER(gather, (const IndexArgs& a, rt::Stream stream), (a, stream))
 MT_LAUNCHER(scatter, (const IndexArgs& a, rt::Stream stream), (a, stream))
 
-// Offsets of iteration element `o` (shared by both runtimes): target offset including the indices (false
-// when an index is out of bounds, with *bad set to it) and the other operand's offset.
-MT_HOST_DEVICE inline bool index_offsets(const IndexArgs& a, int64_t o, int64_t* target, int64_t* other, int64_t* bad) {
+// The decoded position of iteration element `o`: the target's and the other operand's offsets without the indices,
+// and each index tensor's offset. Element o + j of the same row (the last dimension) adds j times the last
+// dimension's strides (index_at): a loop over a row decodes it once instead of once per element.
+struct IndexPos {
   int64_t t = 0, u = 0;
   int64_t idx_off[kMaxIndices] = {};
+};
+MT_HOST_DEVICE inline IndexPos index_pos(const IndexArgs& a, int64_t o) {
+  IndexPos p;
   int64_t rem = o;
   for (int d = a.ndim - 1; d >= 0; --d) {
     const int64_t i = rem % a.sizes[d];
     rem /= a.sizes[d];
-    t += i * a.target_strides[d];
-    u += i * a.other_strides[d];
-    for (int k = 0; k < a.nidx; ++k) idx_off[k] += i * a.idx_strides[k][d];
+    p.t += i * a.target_strides[d];
+    p.u += i * a.other_strides[d];
+    for (int k = 0; k < a.nidx; ++k) p.idx_off[k] += i * a.idx_strides[k][d];
   }
+  return p;
+}
+
+// Offsets of element j along the last dimension from position p (shared by both runtimes): the target offset
+// including the indices (false when an index is out of bounds, with *bad set to it) and the other operand's offset.
+MT_HOST_DEVICE inline bool index_at(const IndexArgs& a, const IndexPos& p, int64_t j, int64_t* target, int64_t* other,
+                                    int64_t* bad) {
+  const int last = a.ndim - 1;
+  int64_t t = p.t + (last >= 0 ? j * a.target_strides[last] : 0);
   for (int k = 0; k < a.nidx; ++k) {
-    int64_t v = a.idx[k][idx_off[k]];
+    int64_t v = a.idx[k][p.idx_off[k] + (last >= 0 ? j * a.idx_strides[k][last] : 0)];
     if (v < (a.negative_wraps ? -a.idx_bound[k] : 0) || v >= a.idx_bound[k]) {
       *bad = v;
       return false;
@@ -72,8 +85,13 @@ MT_HOST_DEVICE inline bool index_offsets(const IndexArgs& a, int64_t o, int64_t*
     t += v * a.idx_target_stride[k];
   }
   *target = t;
-  *other = u;
+  *other = p.u + (last >= 0 ? j * a.other_strides[last] : 0);
   return true;
+}
+
+// Offsets of iteration element `o`: index_at of its own position.
+MT_HOST_DEVICE inline bool index_offsets(const IndexArgs& a, int64_t o, int64_t* target, int64_t* other, int64_t* bad) {
+  return index_at(a, index_pos(a, o), 0, target, other, bad);
 }
 
 } // namespace mytorch
