@@ -126,7 +126,7 @@ def _convolution(d):
 
 def _pooling(d):
     """Pooling and upsampling forward and backward (kernels/sim/pool.cpp: an output or input-gradient element per
-    work item, or a plane per task for max pooling's and the upsamplings' backward)."""
+    work item, or a plane per task for the backward of max pooling, adaptive average pooling and the upsamplings)."""
     F = torch.nn.functional
     x = d.reshape(8, 16, 128, 128).detach().requires_grad_()
     y, idx = F.max_pool2d(x, 3, 2, 1, return_indices=True)
@@ -242,6 +242,10 @@ def test_hand_glue_registered_as_engine_out_writes_a_strided_out_in_place():
         "tril": lambda t, o: torch.tril(t, -2, out=o),
         "clamp_min": lambda t, o: torch.clamp_min(t, 0.2, out=o),
         "neg": lambda t, o: torch.neg(t, out=o),
+        "sgn": lambda t, o: torch.sgn(t, out=o),
+        "nan_to_num": lambda t, o: torch.nan_to_num(t, posinf=2.0, out=o),
+        "div floor": lambda t, o: torch.div(t, 0.3, rounding_mode="floor", out=o),
+        "heaviside": lambda t, o: torch.heaviside(t, t.neg(), out=o),
     }
     for name, f in ops.items():
         assert _copies(f, d) == [], name

@@ -33,13 +33,16 @@ rt::Status spatial(const SpatialArgs& a, rt::Stream) {
   const bool ok = sp::dispatch(a, [&](auto tag) {
     using T = decltype(tag);
     const bool upsample = a.op == SpatialOp::Nearest || a.op == SpatialOp::Bilinear;
-    if (a.backward && (a.op == SpatialOp::MaxPool || upsample)) {  // a plane per task, the gradients scattered
+    const bool scatter = a.op == SpatialOp::MaxPool || a.op == SpatialOp::AdaptiveAvg || upsample;
+    if (a.backward && scatter) {  // a plane per task, the gradients scattered
       const int64_t n_in = a.id * a.ih * a.iw, n_out = a.od * a.oh * a.ow;
       par::parallel_for(a.planes, par::grain_for(n_out * (upsample ? 4 : 1) + 2 * n_in),
                         [&](int64_t begin, int64_t end) {
                           std::vector<ew::opmath_t<T>> acc(static_cast<size_t>(n_in));
                           for (int64_t p = begin; p < end; ++p) {
                             if (upsample) sp::upsample_backward_plane<T>(a, p, acc.data());
+                            else if (a.op == SpatialOp::AdaptiveAvg)
+                              sp::adaptive_avg_backward_plane<T>(a, p, acc.data());
                             else sp::max_backward_plane<T>(a, p, acc.data());
                           }
                         });

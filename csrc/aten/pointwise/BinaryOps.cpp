@@ -296,8 +296,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL_ENGINE_OUT(m, "add.out", addOut);
   MT_IMPL_ENGINE_OUT(m, "sub.out", subOut);
   MT_IMPL(m, "rsub.Tensor", rsub);
-  MT_IMPL(m, "heaviside.out", heavisideOut);
-  MT_IMPL(m, "div.out_mode", divModeOut);
+  MT_IMPL_ENGINE_OUT(m, "heaviside.out", heavisideOut);
+  MT_IMPL_ENGINE_OUT(m, "div.out_mode", divModeOut);
   MT_IMPL(m, "floor_divide", floorDivide);
   MT_IMPL(m, "floor_divide_.Tensor", floorDivideInplace);
   MT_IMPL_ENGINE_OUT(m, "pow.Tensor_Scalar_out", powTsOut);

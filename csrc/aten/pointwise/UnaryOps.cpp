@@ -195,14 +195,14 @@ Tensor& isposinfOut(const Tensor& self, Tensor& out) { return isInfSigned(self, 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL_ENGINE_OUT(m, "neg.out", negOut);
-  MT_IMPL(m, "sgn.out", sgnOut);
+  MT_IMPL_ENGINE_OUT(m, "sgn.out", sgnOut);
   MT_IMPL(m, "round.decimals_out", roundDecimalsOut);
   MT_IMPL(m, "relu", relu);
   MT_IMPL(m, "relu_", reluInplace);
   MT_IMPL_ENGINE_OUT(m, "threshold_backward.grad_input", thresholdBackwardOut);
-  MT_IMPL(m, "nan_to_num.out", nanToNumOut);
-  MT_IMPL(m, "signbit.out", signbitOut);
-  MT_IMPL(m, "polygamma.out", polygammaOut);
+  MT_IMPL_ENGINE_OUT(m, "nan_to_num.out", nanToNumOut);
+  MT_IMPL_ENGINE_OUT(m, "signbit.out", signbitOut);
+  MT_IMPL_ENGINE_OUT(m, "polygamma.out", polygammaOut);
   MT_IMPL(m, "logit.out", logitOut);
   MT_IMPL(m, "logit", logit);
   MT_IMPL(m, "logit_", logitInplace);

@@ -414,6 +414,34 @@ inline void max_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>*
   for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
 }
 
+// Adaptive average pooling's backward of plane p, scattered: each output's share g / window size added to its
+// window's inputs, outputs in ascending order, so each input sums the same terms in backward_at's order (the same
+// bits); a gather per input found its covering outputs by divisions (0.03x the CPU on a 56 x 56 -> 7 x 7 plane).
+template <typename T>
+inline void adaptive_avg_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>* acc) {
+  using A = ew::opmath_t<T>;
+  const int64_t n_in = a.id * a.ih * a.iw, n_out = a.od * a.oh * a.ow;
+  const T* g = static_cast<const T*>(a.in) + p * n_out;
+  for (int64_t i = 0; i < n_in; ++i) acc[i] = A(0);
+  for (int64_t z = 0; z < a.od; ++z) {
+    const int64_t d0 = adaptive_start(z, a.id, a.od), d1 = adaptive_end(z, a.id, a.od);
+    for (int64_t y = 0; y < a.oh; ++y) {
+      const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
+      for (int64_t x = 0; x < a.ow; ++x) {
+        const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
+        const A v = static_cast<A>(g[(z * a.oh + y) * a.ow + x]) / static_cast<A>((d1 - d0) * (h1 - h0) * (w1 - w0));
+        for (int64_t d = d0; d < d1; ++d)
+          for (int64_t h = h0; h < h1; ++h) {
+            A* row = acc + (d * a.ih + h) * a.iw;
+            for (int64_t w = w0; w < w1; ++w) row[w] += v;
+          }
+      }
+    }
+  }
+  T* out = static_cast<T*>(a.out) + p * n_in;
+  for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
+}
+
 // One axis of the upsamplings' backward: for output index o, the input indices it reads and their weights as
 // backward_at combines them (both taps on one input: (0 + (1 - l)) + l), zero weights left out. Returns the count.
 template <typename A>

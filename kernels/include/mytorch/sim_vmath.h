@@ -40,5 +40,13 @@ MT_VMATH_DECL(erf)
 MT_VMATH_DECL(erfc)
 }
 
+// two operands (atan2, hypot: glibc >= 2.35 as the list above)
+#define MT_VMATH_DECL2(name) __attribute__((simd("notinbranch"))) float name##f(float, float) noexcept;
+extern "C" {
+MT_VMATH_DECL2(atan2)
+MT_VMATH_DECL2(hypot)
+}
+
+#undef MT_VMATH_DECL2
 #undef MT_VMATH_DECL
 #endif
