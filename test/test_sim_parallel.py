@@ -548,3 +548,37 @@ def test_index_walk_matches_the_cpu_and_reports_the_first_bad_index(threads):
     flat[60000], flat[90000] = 10**6, 10**7
     with pytest.raises(IndexError, match="index 1000000 is out of bounds"):
         torch.take(d, flat.to("mytorch"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_norm_statistics_by_planes_match_the_cpu(dtype):
+    """Group and batch norm's statistics and backward sums by planes in lanes (Note [Sim norm statistics]) for planes
+    of at least 64 elements, the per-element forms below that: output and the three gradients against the CPU with
+    float64 as gold, training and eval."""
+    from mytorch.testing._compare import assert_aligned
+
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(7)
+
+    def run(dev, dt, f, x, w, b, gy):
+        xx, ww, bb = (t.to(dt).to(dev).clone().requires_grad_() for t in (x, w, b))
+        y = f(xx, ww, bb)
+        y.backward(gy.to(dt).to(dev))
+        return [t.detach().cpu() for t in (y, xx.grad, ww.grad, bb.grad)]
+
+    for shape, groups in (((4, 16, 20, 20), 8), ((2, 6, 5, 5), 3), ((8, 16, 300), 4), ((3, 4, 7), 2)):
+        x = torch.randn(shape, generator=g) * 3 + 5
+        w, b, gy = (
+            torch.randn(shape[1], generator=g),
+            torch.randn(shape[1], generator=g),
+            torch.randn(shape, generator=g),
+        )
+        for name, f in {
+            "group": lambda a, w, b: F.group_norm(a, groups, w, b),
+            "batch": lambda a, w, b: F.batch_norm(a, None, None, w, b, training=True),
+            "batch eval": lambda a, w, b: F.batch_norm(a, torch.full_like(w, 4.5), torch.full_like(w, 9.2), w, b),
+        }.items():
+            got, want = run("mytorch", dtype, f, x, w, b, gy), run("cpu", dtype, f, x, w, b, gy)
+            gold = run("cpu", torch.float64, f, x, w, b, gy)
+            for k, (p, q, r) in enumerate(zip(got, want, gold)):
+                assert_aligned(p, q, r, what=f"{name} {tuple(shape)} output {k}")
