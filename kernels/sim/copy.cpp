@@ -14,37 +14,16 @@
 namespace mytorch::sim::MT_SIM_ISA_NS {
 namespace {
 
-// Visits every element in order of the shape, handing the innermost dimension to `inner` as one run:
-// inner(offset0, offset1, count, stride0, stride1). The runs split over the threads (each writes its own).
+// Every element in runs along dimension 0 (the shared walker, Note [Sim strided walks]), the elements split over the
+// threads: inner(offset0, offset1, count, stride0, stride1), each run writing its own elements.
 template <typename Inner>
 void for_each_run(const StridedShape& s, const int64_t* st0, const int64_t* st1, Inner inner) {
   if (s.numel == 0) return;
-  if (s.ndim == 0) {
-    inner(0, 0, 1, 0, 0);
-    return;
-  }
-  const int64_t runs = s.numel / s.sizes[0];
-  par::parallel_for(runs, par::grain_for(s.sizes[0]), [&](int64_t rb, int64_t re) {
-    int64_t idx[kMaxDims] = {};
-    int64_t o0 = 0, o1 = 0;
-    for (int64_t d = 1, rest = rb; d < s.ndim; ++d) {
-      idx[d] = rest % s.sizes[d];
-      rest /= s.sizes[d];
-      o0 += idx[d] * st0[d];
-      if (st1) o1 += idx[d] * st1[d];
-    }
-    for (int64_t r = rb; r < re; ++r) {
-      inner(o0, o1, s.sizes[0], st0[0], st1 ? st1[0] : 0);
-      for (int d = 1; d < s.ndim; ++d) {
-        ++idx[d];
-        o0 += st0[d];
-        if (st1) o1 += st1[d];
-        if (idx[d] < s.sizes[d]) break;
-        o0 -= st0[d] * s.sizes[d];
-        if (st1) o1 -= st1[d] * s.sizes[d];
-        idx[d] = 0;
-      }
-    }
+  const int64_t* st[2] = {st0, st1};
+  par::parallel_for(s.numel, par::grain_for(1), [&](int64_t b, int64_t e) {
+    walk::for_each_run(s, st, 2, b, e, [&](const int64_t* off, int64_t n, const int64_t* in) {
+      inner(off[0], off[1], n, in[0], in[1]);
+    });
   });
 }
 

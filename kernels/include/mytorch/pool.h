@@ -61,6 +61,22 @@ MT_HOST_DEVICE inline void bilinear_src(int64_t o, int64_t in, double scale, boo
   *l1 = r - static_cast<A>(*i0);
 }
 
+// The bilinear value from the four corners (top-left, top-right, bottom-left, bottom-right) and the upper weights:
+// one expression for every path that interpolates (forward_at, upsample_rows), so they give the same bits.
+template <typename A>
+MT_HOST_DEVICE inline A bilinear_mix(A lh, A lw, A tl, A tr, A bl, A br) {
+  return (A(1) - lh) * ((A(1) - lw) * tl + lw * tr) + lh * ((A(1) - lw) * bl + lw * br);
+}
+// The weight a bilinear tap (lower index i0, step to the upper one, upper weight l) gives input index i: (1 - l) at
+// i0, l at i0 + step, both added in that order where they coincide (backward_at, upsample_taps).
+template <typename A>
+MT_HOST_DEVICE inline A bilinear_weight(int64_t i0, int64_t step, A l, int64_t i) {
+  A w = 0;
+  if (i0 == i) w += A(1) - l;
+  if (i0 + step == i) w += l;
+  return w;
+}
+
 // One axis of an average pooling window: [*lo, *hi) clipped to the input, and its size with the padding (ATen's rule:
 // the window clipped to input + padding).
 MT_HOST_DEVICE inline int64_t avg_axis(int64_t o, int k, int s, int p, int64_t in, int64_t* lo, int64_t* hi) {
@@ -200,11 +216,9 @@ MT_HOST_DEVICE inline void forward_at(const SpatialArgs& a, int64_t e, int64_t p
     A lh, lw;
     bilinear_src<A>(y, a.ih, a.scale_h, a.align_corners, &h0, &hs, &lh);
     bilinear_src<A>(x, a.iw, a.scale_w, a.align_corners, &w0, &ws, &lw);
-    const A v = (A(1) - lh) *
-                    ((A(1) - lw) * static_cast<A>(in[h0 * a.iw + w0]) + lw * static_cast<A>(in[h0 * a.iw + w0 + ws])) +
-                lh * ((A(1) - lw) * static_cast<A>(in[(h0 + hs) * a.iw + w0]) +
-                      lw * static_cast<A>(in[(h0 + hs) * a.iw + w0 + ws]));
-    out[e] = static_cast<T>(v);
+    out[e] = static_cast<T>(
+        bilinear_mix<A>(lh, lw, static_cast<A>(in[h0 * a.iw + w0]), static_cast<A>(in[h0 * a.iw + w0 + ws]),
+                        static_cast<A>(in[(h0 + hs) * a.iw + w0]), static_cast<A>(in[(h0 + hs) * a.iw + w0 + ws])));
   }
 }
 
@@ -292,8 +306,7 @@ MT_HOST_DEVICE inline void backward_at(const SpatialArgs& a, int64_t e, int64_t 
         int64_t h0, hs;
         A lh;
         bilinear_src<A>(y, a.ih, a.scale_h, a.align_corners, &h0, &hs, &lh);
-        if (h0 == h) wy += A(1) - lh;
-        if (h0 + hs == h) wy += lh;
+        wy = bilinear_weight<A>(h0, hs, lh, h);
       }
       if (wy == A(0)) continue;
       for (int64_t x = xlo; x < xhi; ++x) {
@@ -304,8 +317,7 @@ MT_HOST_DEVICE inline void backward_at(const SpatialArgs& a, int64_t e, int64_t 
           int64_t w0, ws;
           A lw;
           bilinear_src<A>(x, a.iw, a.scale_w, a.align_corners, &w0, &ws, &lw);
-          if (w0 == w) wx += A(1) - lw;
-          if (w0 + ws == w) wx += lw;
+          wx = bilinear_weight<A>(w0, ws, lw, w);
         }
         if (wx != A(0)) acc += wy * wx * static_cast<A>(g[y * a.ow + x]);
       }
@@ -374,9 +386,8 @@ inline void upsample_rows(const SpatialArgs& a, int64_t begin, int64_t end) {
     for (int64_t x = 0; x < W; ++x) {
       const int64_t w0 = x0[x], ws = xs[x];
       const A l = lw[x];
-      const A v = (A(1) - lh) * ((A(1) - l) * static_cast<A>(top[w0]) + l * static_cast<A>(top[w0 + ws])) +
-                  lh * ((A(1) - l) * static_cast<A>(bottom[w0]) + l * static_cast<A>(bottom[w0 + ws]));
-      out[x] = static_cast<T>(v);
+      out[x] = static_cast<T>(bilinear_mix<A>(lh, l, static_cast<A>(top[w0]), static_cast<A>(top[w0 + ws]),
+                                              static_cast<A>(bottom[w0]), static_cast<A>(bottom[w0 + ws])));
     }
   }
 }
@@ -442,8 +453,8 @@ inline void adaptive_avg_backward_plane(const SpatialArgs& a, int64_t p, ew::opm
   for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
 }
 
-// One axis of the upsamplings' backward: for output index o, the input indices it reads and their weights as
-// backward_at combines them (both taps on one input: (0 + (1 - l)) + l), zero weights left out. Returns the count.
+// One axis of the upsamplings' backward: for output index o, the input indices it reads and their weights
+// (bilinear_weight, as backward_at), zero weights left out. Returns the count.
 template <typename A>
 inline int upsample_taps(const SpatialArgs& a, int64_t o, int64_t in, int64_t out, double scale, int64_t idx[2],
                          A wt[2]) {
@@ -456,15 +467,11 @@ inline int upsample_taps(const SpatialArgs& a, int64_t o, int64_t in, int64_t ou
   A l;
   bilinear_src<A>(o, in, scale, a.align_corners, &i0, &step, &l);
   int n = 0;
-  if (step == 0) {
-    A w = 0;
-    w += A(1) - l;
-    w += l;
-    idx[n] = i0, wt[n] = w, n += w != A(0);
-    return n;
+  for (int t = 0; t < (step == 0 ? 1 : 2); ++t) { // the tap's inputs, each with backward_at's weight
+    idx[n] = i0 + t * step;
+    wt[n] = bilinear_weight<A>(i0, step, l, idx[n]);
+    n += wt[n] != A(0);
   }
-  idx[n] = i0, wt[n] = A(1) - l, n += wt[n] != A(0);
-  idx[n] = i0 + 1, wt[n] = l, n += wt[n] != A(0);
   return n;
 }
 
