@@ -109,33 +109,50 @@ class MytorchFeedForward(FeedForward):
         return self.w2(ops.swiglu(self.w1(x), self.w3(x)))
 
 
-class MytorchComplexRoPE(ComplexRoPE):
+class _MytorchRoPE:
+    """apply_rotary_emb on mytorch.ops.rope's kernel (the subclass's _fused_rope), self-checked against the
+    TorchTitan class it extends (_own_rope; see the module doc). An instance method: TorchTitan's forward calls it on
+    self."""
+
+    _own_rope: type
+
+    def apply_rotary_emb(self, query, key, rope_cache):
+        return _checked(
+            self,
+            "RoPE",
+            query,
+            lambda: self._fused_rope(query, key, rope_cache),
+            lambda: self._own_rope.apply_rotary_emb(query, key, rope_cache),
+        )
+
+
+class MytorchComplexRoPE(_MytorchRoPE, ComplexRoPE):
     """TorchTitan's ComplexRoPE on mytorch.ops.rope's kernel (self-checked, see the module doc)."""
+
+    _own_rope = ComplexRoPE
 
     @dataclass(kw_only=True, slots=True)
     class Config(ComplexRoPE.Config):
         pass
 
-    def apply_rotary_emb(self, query, key, rope_cache):  # an instance method here: forward calls it on self
-        def fused():
-            return ops.rotary_embedding_complex(query, rope_cache), ops.rotary_embedding_complex(key, rope_cache)
-
-        return _checked(self, "RoPE", query, fused, lambda: ComplexRoPE.apply_rotary_emb(query, key, rope_cache))
+    @staticmethod
+    def _fused_rope(query, key, rope_cache):
+        return ops.rotary_embedding_complex(query, rope_cache), ops.rotary_embedding_complex(key, rope_cache)
 
 
-class MytorchCosSinRoPE(CosSinRoPE):
+class MytorchCosSinRoPE(_MytorchRoPE, CosSinRoPE):
     """TorchTitan's CosSinRoPE (rotate-half convention, qwen3) on mytorch.ops.rope's kernel (self-checked)."""
+
+    _own_rope = CosSinRoPE
 
     @dataclass(kw_only=True, slots=True)
     class Config(CosSinRoPE.Config):
         pass
 
-    def apply_rotary_emb(self, query, key, rope_cache):  # an instance method here: forward calls it on self
-        def fused():
-            d = query.shape[-1]  # the cache holds cos then sin, one value per rotated element
-            return ops.rotary_embedding(query, key, rope_cache[..., :d], rope_cache[..., d:], unsqueeze_dim=None)
-
-        return _checked(self, "RoPE", query, fused, lambda: CosSinRoPE.apply_rotary_emb(query, key, rope_cache))
+    @staticmethod
+    def _fused_rope(query, key, rope_cache):
+        d = query.shape[-1]  # the cache holds cos then sin, one value per rotated element
+        return ops.rotary_embedding(query, key, rope_cache[..., :d], rope_cache[..., d:], unsqueeze_dim=None)
 
 
 class MytorchGroupedExperts(GroupedExperts):
