@@ -59,7 +59,7 @@ void forward(const NormArgs& a) {
       }
     });
   }
-  // The apply, plane by plane: nrm::apply's expression with the plane's constants hoisted (a loop that vectorises).
+  // The apply, plane by plane: nrm::affine with the plane's constants hoisted (a loop that vectorises).
   const int64_t hw = a.hw;
   par::parallel_for(a.n * a.c, par::grain_for(hw), [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl) {
@@ -69,7 +69,7 @@ void forward(const NormArgs& a) {
       const A w = nrm::param<P, A>(a.weight, ch, A(1)), bias = nrm::param<P, A>(a.bias, ch, A(0));
       const T* x = static_cast<const T*>(a.x) + pl * hw;
       T* y = static_cast<T*>(a.y) + pl * hw;
-      for (int64_t i = 0; i < hw; ++i) y[i] = static_cast<T>((static_cast<A>(x[i]) - mean) * rstd * w + bias);
+      for (int64_t i = 0; i < hw; ++i) y[i] = static_cast<T>(nrm::affine<A>(static_cast<A>(x[i]), mean, rstd, w, bias));
     }
   });
 }
@@ -117,7 +117,7 @@ void dx_by_planes(const NormArgs& a, int64_t g) {
     } else {
       for (int64_t i = 0; i < a.hw; ++i) {
         const A xhat = (static_cast<A>(x[i]) - mean) * rstd;
-        dx[i] = static_cast<T>(rstd * (static_cast<A>(dy[i]) * w - c1 - xhat * c2));
+        dx[i] = static_cast<T>(nrm::dx_value<A>(static_cast<A>(dy[i]) * w, xhat, rstd, c1, c2));
       }
     }
   });

@@ -129,13 +129,24 @@ MT_HOST_DEVICE inline void eval_stats(const NormArgs& a, int64_t g) {
       A(1) / std::sqrt(static_cast<A>(static_cast<const P*>(a.running_var)[g]) + static_cast<A>(a.eps));
 }
 
+// The two per-element formulas, one form for every path (the per-element kernels here, the sim's plane loops):
+// y = xhat w + b, and dx = rstd (w dy - c1 - xhat c2) with c1 = sum(w dy) / n, c2 = sum(w dy xhat) / n.
+template <typename A>
+MT_HOST_DEVICE inline A affine(A x, A mean, A rstd, A w, A b) {
+  return (x - mean) * rstd * w + b;
+}
+template <typename A>
+MT_HOST_DEVICE inline A dx_value(A wdy, A xhat, A rstd, A c1, A c2) {
+  return rstd * (wdy - c1 - xhat * c2);
+}
+
 template <typename T, typename P, typename A>
 MT_HOST_DEVICE inline void apply(const NormArgs& a, int64_t off) {
   int64_t ch = 0;
   const int64_t g = group_of(a, off, &ch);
-  const A xhat = (static_cast<A>(static_cast<const T*>(a.x)[off]) - static_cast<const A*>(a.mean)[g]) *
-                 static_cast<const A*>(a.rstd)[g];
-  static_cast<T*>(a.y)[off] = static_cast<T>(xhat * param<P, A>(a.weight, ch, A(1)) + param<P, A>(a.bias, ch, A(0)));
+  static_cast<T*>(a.y)[off] = static_cast<T>(
+      affine<A>(static_cast<A>(static_cast<const T*>(a.x)[off]), static_cast<const A*>(a.mean)[g],
+                static_cast<const A*>(a.rstd)[g], param<P, A>(a.weight, ch, A(1)), param<P, A>(a.bias, ch, A(0))));
 }
 
 // dx of the element at `off` (of group g, channel ch), given the group's sums s1 = sum(w dy) and s2 = sum(w dy xhat).
@@ -149,7 +160,7 @@ MT_HOST_DEVICE inline void dx_at(const NormArgs& a, int64_t off, int64_t g, int6
   } else {
     const A inv_n = A(1) / static_cast<A>(group_len(a));
     const A xhat = (static_cast<A>(static_cast<const T*>(a.x)[off]) - mean) * rstd;
-    r = rstd * (wdy - s1 * inv_n - xhat * s2 * inv_n);
+    r = dx_value<A>(wdy, xhat, rstd, s1 * inv_n, s2 * inv_n);
   }
   static_cast<T*>(a.dx)[off] = static_cast<T>(r);
 }
