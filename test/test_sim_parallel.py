@@ -582,3 +582,21 @@ def test_norm_statistics_by_planes_match_the_cpu(dtype):
             gold = run("cpu", torch.float64, f, x, w, b, gy)
             for k, (p, q, r) in enumerate(zip(got, want, gold)):
                 assert_aligned(p, q, r, what=f"{name} {tuple(shape)} output {k}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_erfinv_in_float_matches_the_cpu_in_the_tails(dtype):
+    """erfinv's float form (ops_math.h erfinv_f: Newton on erfc beyond |y| = 0.5) over [-1, 1] with the tails
+    sampled densely, and its edges (+-1, beyond, NaN, -0), against the CPU with float64 as gold."""
+    from mytorch.testing._compare import assert_aligned
+
+    g = torch.Generator().manual_seed(8)
+    u = torch.rand(200000, generator=g)
+    y = torch.cat([u * 2 - 1, 1 - u * 1e-3, u * 1e-3 - 1, torch.tensor([1.0, -1.0, 1.5, -2.0, float("nan"), -0.0])])
+    y = y.to(dtype)
+    got, want = torch.erfinv(y.to("mytorch")).cpu(), torch.erfinv(y)
+    assert_aligned(got, want, torch.erfinv(y.double()), what=f"erfinv {dtype}")
+    assert torch.equal(got[-6:].isnan(), want[-6:].isnan()) and torch.equal(
+        got[-6:].nan_to_num(), want[-6:].nan_to_num()
+    )
+    assert torch.signbit(got[-1]) and torch.signbit(want[-1])

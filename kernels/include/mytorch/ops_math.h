@@ -146,6 +146,46 @@ MT_HOST_DEVICE inline double erfinv_d(double y) {
   return x;
 }
 
+// erfinv in float (float, half and bfloat16 tensors): erfinv_d's rational first guess evaluated in float, then two
+// Newton steps, every branch computed and one selected, so a dense loop vectorises (erff, erfcf, expf, logf have
+// libmvec forms: Note [Sim vector math]); erfinv_d with double's libm ran at 0.04x the CPU. Within 9e-8 relative
+// of float64's erfinv over [-1, 1] (2M samples; the CPU's float kernel: 6e-8).
+MT_HOST_DEVICE inline float erfinv_f(float y) {
+  const float w = -std::log((1.0f - y) * (1.0f + y));
+  const float t0 = w - 2.5f;
+  float p = 2.81022636e-08f;
+  p = 3.43273939e-07f + p * t0;
+  p = -3.5233877e-06f + p * t0;
+  p = -4.39150654e-06f + p * t0;
+  p = 0.00021858087f + p * t0;
+  p = -0.00125372503f + p * t0;
+  p = -0.00417768164f + p * t0;
+  p = 0.246640727f + p * t0;
+  p = 1.50140941f + p * t0;
+  const float t1 = std::sqrt(w) - 3.0f;
+  float q = -0.000200214257f;
+  q = 0.000100950558f + q * t1;
+  q = 0.00134934322f + q * t1;
+  q = -0.00367342844f + q * t1;
+  q = 0.00573950773f + q * t1;
+  q = -0.0076224613f + q * t1;
+  q = 0.00943887047f + q * t1;
+  q = 1.00167406f + q * t1;
+  q = 2.83297682f + q * t1;
+  float x = (w < 5.0f ? p : q) * y;
+  // Newton on erf(x) = y for |y| < 0.5; on erfc(|x|) = 1 - |y| (exact) beyond, where erf(x) rounds to within a few
+  // float steps of 1 and its error divided by the small derivative moved x by up to 1.5e-5 (|y| = 0.9992).
+  const float ay = std::fabs(y), r = 1.0f - ay;
+  for (int i = 0; i < 2; ++i) {
+    const float d = 1.12837916709551257f * std::exp(-x * x), ax = std::fabs(x);
+    const float central = x - (std::erf(x) - y) / d, tail = std::copysign(ax + (std::erfc(ax) - r) / d, y);
+    x = ay < 0.5f ? central : tail;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const float edge = y == 1.0f ? inf : (y == -1.0f ? -inf : std::numeric_limits<float>::quiet_NaN());
+  return (y > -1.0f && y < 1.0f) ? x : edge;
+}
+
 // Fn<op>::f<T, O>(a[, b[, c]], p): the op on operands in O = opmath_t<T> (T is the stored dtype); returns O, or
 // bool for the predicates. The primary template has no definition: a table row without its functor is a compile
 // error. MT_EW_FN spells the signature once.
@@ -492,7 +532,10 @@ template <> struct Fn<EwOp::Erf> {
   MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::erf(a)); }
 };
 template <> struct Fn<EwOp::Erfinv> {
-  MT_EW_FN(O a, const EwParams&) { return static_cast<O>(erfinv_d(static_cast<double>(a))); }
+  MT_EW_FN(O a, const EwParams&) {
+    if constexpr (std::is_same_v<O, float>) return erfinv_f(a);
+    else return static_cast<O>(erfinv_d(static_cast<double>(a)));
+  }
 };
 template <> struct Fn<EwOp::Sinh> {
   MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::sinh(a)); }
