@@ -283,6 +283,12 @@ def summarize(rows) -> dict:
     return {"all": stats(rows), **{f: stats([x for x in rows if x.extra["family"] == f]) for f in fams}}
 
 
+def case_key(case: str, extra: dict) -> tuple:
+    """A case's identity across runs: its label and input size (an op's op_db sample and its family-sized sample share
+    the label)."""
+    return case, extra.get("elements")
+
+
 def summarize_before(before: dict, rows) -> dict:
     """The summary of the baseline's ratios over the cases timed in both runs."""
 
@@ -290,7 +296,8 @@ def summarize_before(before: dict, rows) -> dict:
         def __init__(self, ratio, fam):
             self.ratio, self.extra = ratio, {"family": fam}
 
-    return summarize([R(before[r.case], r.extra["family"]) for r in rows if r.case in before])
+    found = [(before[k], r.extra["family"]) for r in rows if (k := case_key(r.case, r.extra)) in before]
+    return summarize([R(ratio, fam) for ratio, fam in found])
 
 
 def render(b: bench.Bench, rows, skipped, summary, command: str, before: dict | None = None) -> str:
@@ -330,7 +337,8 @@ def render(b: bench.Bench, rows, skipped, summary, command: str, before: dict | 
             f"| {r.ratio:.2f} [{r.ratio_lo:.2f}-{r.ratio_hi:.2f}] |"
         )
         if before:
-            line += f" {before[r.case]:.2f} |" if r.case in before else " |"
+            k = case_key(r.case, r.extra)
+            line += f" {before[k]:.2f} |" if k in before else " |"
         lines.append(line)
     from ._speed_cases import MISSES
 
@@ -390,7 +398,7 @@ def main(argv=None) -> int:
     command = "python -m mytorch.testing.speed" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
     before = {}
     if args.baseline:
-        before = {r["case"]: r["ratio"] for r in json.load(open(args.baseline))["rows"]}
+        before = {case_key(r["case"], r.get("extra", {})): r["ratio"] for r in json.load(open(args.baseline))["rows"]}
     shown = " ".join(a for a in command.split() if a != "--docs" and not a.startswith("--baseline"))
     text = render(b, rows, skipped, summary, shown, before)
     payload = {
