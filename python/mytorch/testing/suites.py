@@ -515,7 +515,7 @@ def main(argv=None) -> int:
         "--check",
         action="store_true",
         help="exit 1 when openreg's suite fails outside its listed exclusions, or when the device-generic suites' "
-        f"pooled pass rate is under {100 * REQUIRED_RATE:g}% (the CI sample)",
+        f"pooled pass rate is under {100 * REQUIRED_RATE:g}%% (the CI sample)",
     )
     p.add_argument(
         "--rerun",
