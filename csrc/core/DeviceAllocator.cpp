@@ -34,6 +34,7 @@
 #include "csrc/core/AllocatorConfig.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
+#include "mytorch/once.h"
 #include "mytorch/runtime.h"
 
 namespace mytorch {
@@ -648,7 +649,7 @@ class Allocator final : public MytorchDeviceAllocator {
 
  private:
   DeviceCache& cache(c10::DeviceIndex device) {
-    std::call_once(caches_once_, [this] {
+    caches_once_([this] {
       for (int d = 0; d < rt::device_count(); ++d)
         caches_.push_back(std::make_unique<DeviceCache>(static_cast<c10::DeviceIndex>(d)));
       caches_ready_ = true;
@@ -659,7 +660,7 @@ class Allocator final : public MytorchDeviceAllocator {
     return *caches_[static_cast<size_t>(device)];
   }
 
-  std::once_flag caches_once_;
+  Once caches_once_;  // Note [Once, cheaply]
   std::atomic<bool> caches_ready_{false};
   std::vector<std::unique_ptr<DeviceCache>> caches_;
   std::mutex map_mu_;

@@ -12,6 +12,7 @@
 
 #include "csrc/core/Graph.h"
 #include "csrc/core/Stream.h"
+#include "mytorch/once.h"
 #include "mytorch/runtime.h"
 
 namespace mytorch {
@@ -71,9 +72,9 @@ MytorchGeneratorImpl* MytorchGeneratorImpl::clone_impl() const {
 }
 
 const at::Generator& defaultGenerator(c10::DeviceIndex device) {
-  static std::once_flag once;
+  static Once once;  // Note [Once, cheaply]
   static std::deque<at::Generator> gens;
-  std::call_once(once, [] {
+  once([] {
     for (int i = 0; i < rt::device_count(); ++i) {
       gens.push_back(at::make_generator<MytorchGeneratorImpl>(static_cast<c10::DeviceIndex>(i)));
     }

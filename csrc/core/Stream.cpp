@@ -10,13 +10,14 @@
 #include <c10/util/Exception.h>
 
 #include "csrc/core/Runtime.h"
+#include "mytorch/once.h"
 #include "mytorch/runtime.h"
 
 namespace mytorch {
 namespace {
 
 struct DevicePool {
-  std::once_flag created;
+  Once created;  // Note [Once, cheaply]
   std::array<rt::Stream, 2 * kStreamPoolSize + 1> handles{};
   std::atomic<uint32_t> next_normal{0};
   std::atomic<uint32_t> next_high{0};
@@ -36,7 +37,7 @@ DevicePool& poolOf(c10::DeviceIndex d) {
   TORCH_CHECK(d >= 0 && static_cast<size_t>(d) < all.size(), "mytorch: no stream pool for device ", static_cast<int>(d),
               " (", all.size(), " device(s))");
   DevicePool& pool = *all[static_cast<size_t>(d)];
-  std::call_once(pool.created, [&] {
+  pool.created([&] {
     for (int i = 1; i <= 2 * kStreamPoolSize; ++i) {
       MT_RT_CHECK(rt::stream_create(d, i > kStreamPoolSize ? -1 : 0, &pool.handles[static_cast<size_t>(i)]));
     }

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "backend.h"
+#include "mytorch/once.h"
 
 #if MYTORCH_EMU
 namespace mytorch::emu {
@@ -30,7 +31,7 @@ namespace detail {
 
 namespace {
 thread_local std::string t_last_error;
-std::once_flag g_init_once;
+Once g_init_once;  // Note [Once, cheaply]
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_bad_fork{false};
 Backend* g_backend = nullptr; // never destroyed: tensors may be freed during interpreter teardown
@@ -96,7 +97,7 @@ Status fail(Status s, std::string message) {
 
 // Returns the backend, or nullptr with the error recorded.
 static Backend* backend_or_fail(Status* st) {
-  std::call_once(g_init_once, do_init);
+  g_init_once(do_init);
   if (!g_initialized.load(std::memory_order_relaxed)) g_initialized.store(true);  // no fence on every launch
   if (g_bad_fork.load()) {
     *st = fail(Status::Forked,
@@ -129,11 +130,11 @@ bool initialized() { return detail::g_initialized.load(); }
 bool in_bad_fork() { return detail::g_bad_fork.load(); }
 Kind kind() {
   // Must not touch the thread's error text: callers format it right after asking for the kind.
-  std::call_once(detail::g_init_once, detail::do_init);
+  detail::g_init_once(detail::do_init);
   return detail::g_backend ? detail::g_backend->kind() : Kind::Sim;
 }
 const char* kind_name() {
-  std::call_once(detail::g_init_once, detail::do_init);
+  detail::g_init_once(detail::do_init);
   if (detail::g_backend == nullptr) return "unavailable";
   switch (detail::g_backend->kind()) {
     case Kind::Cuda: return "cuda";
@@ -174,7 +175,7 @@ int device_count() noexcept {
   Status st = Status::Success;
   detail::Backend* b = nullptr;
   try {
-    std::call_once(detail::g_init_once, detail::do_init);
+    detail::g_init_once(detail::do_init);
     b = detail::g_backend;
   } catch (...) {
     return 0;
