@@ -5,6 +5,8 @@ main suite runs this on sim; scripts/test.sh runs it again on the emulated CUDA 
 and scripts/gpu_verify.sh on a GPU, so each row's CUDA kernel runs too. A row without a functor does not compile
 (test_build.py has that negative control)."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -200,3 +202,118 @@ def test_foreach_ops_are_the_rows_marked_foreach():
             fn([x.abs().double() + 0.5 for x in xs]),
         ):
             assert_aligned(t, r, g, f"_foreach_{base}")
+
+
+# Note [Elementwise fast path]: a Table row's functional and in-place overloads, where ATen has a structured kernel
+# for them, are registered beside its out= (csrc/aten/glue/PointwiseFast.cpp).
+_FAST_OVERLOAD = {"out": "default", "Tensor_out": "Tensor", "OutTensor": "Tensor"}
+
+
+def _structured(name):
+    return torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutogradNonFunctional")
+
+
+def _fast_overloads(row):
+    """(functional, in-place) OpOverloads of a Table row that has a structured functional kernel, else None."""
+    if row["glue"] != "Table" or row["overload"] not in _FAST_OVERLOAD:
+        return None
+    overload = _FAST_OVERLOAD[row["overload"]]
+    suffix = "" if overload == "default" else f".{overload}"
+    if not _structured(f"aten::{row['aten']}{suffix}"):
+        return None
+    fn = getattr(getattr(torch.ops.aten, row["aten"]), overload)
+    inplace = getattr(torch.ops.aten, row["aten"] + "_", None)
+    ip = getattr(inplace, overload) if inplace is not None and _structured(f"aten::{row['aten']}_{suffix}") else None
+    return fn, ip
+
+
+FAST_ROWS = [r for r in ROWS if r["table"] == "pointwise" and _fast_overloads(r) is not None]
+
+
+def _layouts(args):
+    """The operands as the fast path takes them (contiguous, one size), and three ways it does not: one transposed,
+    one broadcast along a dimension, and the first in float64 with the rest float32 (a promotion)."""
+    first, rest = args[0], args[1:]
+    return {
+        "contiguous": args,
+        "transposed": [first.t().contiguous().t(), *rest],
+        "broadcast": [first, *(r[:1] for r in rest)] if rest else [first[:1].expand_as(first)],
+        "promoted": _promoted(first, rest),
+    }
+
+
+def _promoted(first, rest):
+    """A promotion: float64 with float32, int32 with int64 (binary); an integral input to a floating row (unary)."""
+    if not first.is_floating_point():
+        return [first.int(), *rest]
+    return [first.double(), *rest] if rest else [(first * 5).round().int()]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "broadcast", "promoted"])
+@pytest.mark.parametrize("row", FAST_ROWS, ids=lambda r: r["name"])
+def test_functional_and_inplace_overloads_match_the_cpu(row, layout):
+    """Results, dtypes, sizes and strides as the CPU's, on the fast path and off it; an in-place call as well, or
+    ATen's error on both devices where the CPU refuses it (a promoted self)."""
+    fn, ip = _fast_overloads(row)
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(fn.name(), "PrivateUse1"), fn.name()
+    args = _layouts(_inputs(row))[layout]
+    dev = [a.to("mytorch") for a in args]
+    try:
+        ref = fn(*args)
+    except RuntimeError as e:  # refused on the CPU (an integral input to a float-only row): refused here too,
+        torch.mytorch.set_fallback_mode("silent")  # by the CPU fallback the kernels leave such a call to
+        try:
+            with pytest.raises(RuntimeError, match=re.escape(str(e).split("\n")[0][:40])):
+                fn(*dev)
+        finally:
+            torch.mytorch.set_fallback_mode("error")
+        return
+    got = fn(*dev)
+    assert (got.dtype, got.shape, got.stride()) == (ref.dtype, ref.shape, ref.stride())
+    wide = [a.double() if a.is_floating_point() else a for a in args]
+    gold = fn(*wide) if ref.is_floating_point() and ref.dtype != torch.float64 else None
+    assert_aligned(got, ref, gold, f"{row['name']} {layout}")
+    if ip is None or layout == "broadcast" and len(args) == 1:
+        return
+    self_cpu, self_dev = args[0].clone(), dev[0].clone()
+    try:
+        ip(self_cpu, *args[1:])
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=re.escape(str(e).split("\n")[0][:40])):
+            ip(self_dev, *dev[1:])
+        return
+    out = ip(self_dev, *dev[1:])
+    assert out is self_dev
+    gold = ip(args[0].double(), *wide[1:]) if self_cpu.dtype == torch.float32 else None
+    assert_aligned(self_dev, self_cpu, gold, f"{row['name']}_ {layout}")
+
+
+def test_fast_path_skips_the_structured_kernel_only_where_the_result_is_evident():
+    """Negative control of the test above, which would pass if every call took the structured kernel: a contiguous
+    call dispatches its op once and no empty (the fast path); a transposed one dispatches its op twice (the
+    functional or in-place overload, then the out= one the structured kernel calls; the profiler names both alike)
+    and, out of place, an empty."""
+    from collections import Counter
+
+    def dispatched(x):
+        y = x.clone()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            torch.sin(x)
+            torch.add(x, x, alpha=2)
+            y.mul_(x)
+        ops = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
+        return Counter("empty" if name.startswith("aten::empty") else name for name in ops)
+
+    x = torch.randn(8, 16, device="mytorch")
+    fast = dispatched(x)
+    assert (fast["aten::sin"], fast["aten::add"], fast["aten::mul_"], fast["empty"]) == (1, 1, 1, 0), fast
+    slow = dispatched(x.t())
+    assert (slow["aten::sin"], slow["aten::add"], slow["aten::mul"], slow["empty"]) == (2, 2, 1, 2), slow
+
+
+def test_fast_inplace_refuses_a_partly_overlapping_operand_as_the_cpu():
+    for device in ("cpu", "mytorch"):
+        a = torch.arange(10.0, device=device)
+        with pytest.raises(RuntimeError, match="unsupported operation: some elements of the input tensor"):
+            a[1:].add_(a[:-1])
+        assert torch.equal(a.cpu(), torch.arange(10.0)), "nothing written"

@@ -17,8 +17,8 @@ void checkWritten(const Scan& s, at::Tensor* const* written, const bool* deferre
     const at::Tensor& out = *written[w];
     if (!out.defined()) continue;
     if (!deferred[w]) at::assert_no_internal_overlap(out);
-    for (const at::Tensor& in : s.inputs) {
-      if (!in.is_same(out)) at::assert_no_partial_overlap(out, in);
+    for (const auto& in : s.inputs) {
+      if (!in->is_same(out)) at::assert_no_partial_overlap(out, *in);
     }
   }
 }

@@ -22,6 +22,7 @@
 #include <ATen/core/IListRef.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
+#include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
@@ -158,7 +159,9 @@ struct Scan {
   bool keep_inputs;  // only a call that writes a tensor needs its inputs, for the overlap checks
   const char* op;
   std::optional<c10::Device> common;
-  c10::SmallVector<at::Tensor, 8> inputs;
+  // Borrowed where the argument is a reference (no copy: copying a tensor only Python holds takes the GIL, see
+  // EwInput), owned where the argument list hands out copies (c10::List).
+  c10::SmallVector<c10::MaybeOwned<at::Tensor>, 8> inputs;
 
   void device(const at::Tensor& t) {
     if (!check_device || !t.defined()) return;
@@ -171,7 +174,12 @@ struct Scan {
   void input(const at::Tensor& t) {
     if (!t.defined()) return;
     device(t);
-    if (keep_inputs) inputs.push_back(t);
+    if (keep_inputs) inputs.push_back(c10::MaybeOwned<at::Tensor>::borrowed(t));
+  }
+  void ownedInput(at::Tensor t) {
+    if (!t.defined()) return;
+    device(t);
+    if (keep_inputs) inputs.push_back(c10::MaybeOwned<at::Tensor>::owned(std::move(t)));
   }
 };
 
@@ -197,8 +205,9 @@ inline void visitInput(Scan& s, const A& arg) {
   } else if constexpr (std::is_same_v<T, at::TensorList> || std::is_same_v<T, at::ITensorListRef>) {
     for (const at::Tensor& t : arg) s.input(t);
   } else if constexpr (std::is_same_v<T, c10::List<std::optional<at::Tensor>>>) {
-    for (const std::optional<at::Tensor>& t : arg) {
-      if (t.has_value()) s.input(*t);
+    for (size_t i = 0; i < arg.size(); ++i) {  // elements come out as copies
+      std::optional<at::Tensor> t = arg.get(i);
+      if (t.has_value()) s.ownedInput(std::move(*t));
     }
   }
 }
@@ -253,7 +262,8 @@ struct Checked<R(A...), F, Policy> {
                                  : (Policy & kSelfMayOverlap) != 0;
       written[nwritten++] = &arg;
       if constexpr (I == 0) {
-        if (arg.defined() && s.keep_inputs) s.inputs.push_back(arg);  // in-place: self is read too
+        if (arg.defined() && s.keep_inputs)
+          s.inputs.push_back(c10::MaybeOwned<at::Tensor>::borrowed(arg));  // in-place: self is read too
       }
     } else {
       visitInput(s, arg);

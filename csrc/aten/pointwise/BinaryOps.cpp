@@ -28,6 +28,8 @@
 #include <ATen/ops/where_ops.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/add_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/sub_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/mul.h>
 #include <torch/library.h>
 
@@ -122,6 +124,23 @@ Tensor& subOut(const Tensor& self, const Tensor& other, const Scalar& alpha, Ten
   if (complexAlpha(self, other, alpha)) return at::sub_out(out, self, at::mul(other, alpha));
   return ewOr(EwOp::Sub, {self, other}, out, withAlpha(alpha),
               [&]() -> Tensor& { return Fallback<at::_ops::sub_out>::call(self, other, alpha, out); });
+}
+
+// The functional and in-place add/sub (Note [Elementwise fast path]); the table's rows register the others
+// (PointwiseFast.cpp), but these take an alpha. A boolean or complex alpha takes the structured kernel, whose
+// meta function checks it.
+template <EwOp op, Tensor (*Structured)(const Tensor&, const Tensor&, const Scalar&)>
+Tensor alphaFn(const Tensor& self, const Tensor& other, const Scalar& alpha) {
+  if (!alpha.isBoolean() && !alpha.isComplex()) {
+    Tensor r = ewFast(op, {self, other}, withAlpha(alpha));
+    if (r.defined()) return r;
+  }
+  return Structured(self, other, alpha);
+}
+template <EwOp op, Tensor& (*Structured)(Tensor&, const Tensor&, const Scalar&)>
+Tensor& alphaIp(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  if (!alpha.isBoolean() && !alpha.isComplex() && ewFastInplace(op, self, {self, other}, withAlpha(alpha))) return self;
+  return Structured(self, other, alpha);
 }
 
 // heaviside refuses operands and an out= of different dtypes (the fallback raises ATen's message).
@@ -294,6 +313,10 @@ Tensor& addcdivOut(const Tensor& self, const Tensor& t1, const Tensor& t2, const
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL_ENGINE_OUT(m, "add.out", addOut);
+  MT_IMPL(m, "add.Tensor", (alphaFn<EwOp::Add, at::compositeexplicitautogradnonfunctional::add>));
+  MT_IMPL(m, "add_.Tensor", (alphaIp<EwOp::Add, at::compositeexplicitautogradnonfunctional::add_>));
+  MT_IMPL(m, "sub.Tensor", (alphaFn<EwOp::Sub, at::compositeexplicitautogradnonfunctional::sub>));
+  MT_IMPL(m, "sub_.Tensor", (alphaIp<EwOp::Sub, at::compositeexplicitautogradnonfunctional::sub_>));
   MT_IMPL_ENGINE_OUT(m, "sub.out", subOut);
   MT_IMPL(m, "rsub.Tensor", rsub);
   MT_IMPL_ENGINE_OUT(m, "heaviside.out", heavisideOut);

@@ -74,10 +74,10 @@ struct Operand { Part re, im; };
 // scalar (the caller falls back).
 std::optional<Operand> operandOf(const EwInput& in, c10::ScalarType compute, const at::Device& device) {
   c10::Scalar s;
-  if (std::holds_alternative<c10::Scalar>(in)) {
-    s = std::get<c10::Scalar>(in);
+  if (!in.isTensor()) {
+    s = in.scalar();
   } else {
-    const Tensor& t = std::get<Tensor>(in);
+    const Tensor& t = in.tensor();
     if (t.dim() == 0 && t.device().is_cpu()) {
       s = t.item();
     } else {
@@ -118,14 +118,14 @@ std::pair<Part, Part> dividedParts(const Operand& x, const Operand& y, const at:
 
 } // namespace
 
-bool ewComplex(EwOp op, c10::ScalarType compute, const std::vector<EwInput>& inputs, const at::Tensor& out,
+bool ewComplex(EwOp op, c10::ScalarType compute, c10::ArrayRef<EwInput> inputs, const at::Tensor& out,
                const EwParams& params) {
   if (!c10::isComplexType(compute) || (op != EwOp::Add && op != EwOp::Sub && op != EwOp::Mul && op != EwOp::Div))
     return false;
   if (!out.is_complex() || inputs.size() != 2) return false;
   std::vector<Tensor> shapes;
   for (const EwInput& in : inputs) {
-    if (std::holds_alternative<Tensor>(in)) shapes.push_back(std::get<Tensor>(in));
+    if (in.isTensor()) shapes.push_back(in.tensor());
   }
   auto a = operandOf(inputs[0], compute, out.device());
   auto b = operandOf(inputs[1], compute, out.device());
