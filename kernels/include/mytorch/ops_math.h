@@ -105,7 +105,27 @@ MT_HOST_DEVICE inline T int_pow(T base, T exp) {
   return static_cast<T>(result);
 }
 
-// erfinv by a rational first guess refined with two Newton steps on erf (double precision throughout).
+// erfinv's rational first guess, in R (double for erfinv_d; float for erfinv_f, the same coefficients rounded to
+// float): a polynomial in t = w - 2.5 where w = -log(1 - y^2) < 5, else in t = sqrt(w) - 3, times y. The tables are
+// local so that device code can use them.
+template <typename R>
+MT_HOST_DEVICE inline R erfinv_central(R t) {
+  const R c[9] = {R(2.81022636e-08), R(3.43273939e-07), R(-3.5233877e-06), R(-4.39150654e-06), R(0.00021858087),
+                  R(-0.00125372503), R(-0.00417768164), R(0.246640727),    R(1.50140941)};
+  R p = c[0];
+  for (int i = 1; i < 9; ++i) p = c[i] + p * t;
+  return p;
+}
+template <typename R>
+MT_HOST_DEVICE inline R erfinv_tail(R t) {
+  const R c[9] = {R(-0.000200214257), R(0.000100950558), R(0.00134934322), R(-0.00367342844), R(0.00573950773),
+                  R(-0.0076224613),   R(0.00943887047),  R(1.00167406),    R(2.83297682)};
+  R p = c[0];
+  for (int i = 1; i < 9; ++i) p = c[i] + p * t;
+  return p;
+}
+
+// erfinv by the rational first guess refined with two Newton steps on erf (double precision throughout).
 MT_HOST_DEVICE inline double erfinv_d(double y) {
   if (!(y > -1.0 && y < 1.0)) {
     if (y == 1.0) return std::numeric_limits<double>::infinity();
@@ -113,32 +133,7 @@ MT_HOST_DEVICE inline double erfinv_d(double y) {
     return std::numeric_limits<double>::quiet_NaN();
   }
   const double w = -std::log((1.0 - y) * (1.0 + y));
-  double x;
-  if (w < 5.0) {
-    const double t = w - 2.5;
-    double p = 2.81022636e-08;
-    p = 3.43273939e-07 + p * t;
-    p = -3.5233877e-06 + p * t;
-    p = -4.39150654e-06 + p * t;
-    p = 0.00021858087 + p * t;
-    p = -0.00125372503 + p * t;
-    p = -0.00417768164 + p * t;
-    p = 0.246640727 + p * t;
-    p = 1.50140941 + p * t;
-    x = p * y;
-  } else {
-    const double t = std::sqrt(w) - 3.0;
-    double p = -0.000200214257;
-    p = 0.000100950558 + p * t;
-    p = 0.00134934322 + p * t;
-    p = -0.00367342844 + p * t;
-    p = 0.00573950773 + p * t;
-    p = -0.0076224613 + p * t;
-    p = 0.00943887047 + p * t;
-    p = 1.00167406 + p * t;
-    p = 2.83297682 + p * t;
-    x = p * y;
-  }
+  double x = (w < 5.0 ? erfinv_central<double>(w - 2.5) : erfinv_tail<double>(std::sqrt(w) - 3.0)) * y;
   for (int i = 0; i < 2; ++i) {
     const double err = std::erf(x) - y;
     x -= err / (1.1283791670955126 * std::exp(-x * x));
@@ -152,26 +147,7 @@ MT_HOST_DEVICE inline double erfinv_d(double y) {
 // of float64's erfinv over [-1, 1] (2M samples; the CPU's float kernel: 6e-8).
 MT_HOST_DEVICE inline float erfinv_f(float y) {
   const float w = -std::log((1.0f - y) * (1.0f + y));
-  const float t0 = w - 2.5f;
-  float p = 2.81022636e-08f;
-  p = 3.43273939e-07f + p * t0;
-  p = -3.5233877e-06f + p * t0;
-  p = -4.39150654e-06f + p * t0;
-  p = 0.00021858087f + p * t0;
-  p = -0.00125372503f + p * t0;
-  p = -0.00417768164f + p * t0;
-  p = 0.246640727f + p * t0;
-  p = 1.50140941f + p * t0;
-  const float t1 = std::sqrt(w) - 3.0f;
-  float q = -0.000200214257f;
-  q = 0.000100950558f + q * t1;
-  q = 0.00134934322f + q * t1;
-  q = -0.00367342844f + q * t1;
-  q = 0.00573950773f + q * t1;
-  q = -0.0076224613f + q * t1;
-  q = 0.00943887047f + q * t1;
-  q = 1.00167406f + q * t1;
-  q = 2.83297682f + q * t1;
+  const float p = erfinv_central<float>(w - 2.5f), q = erfinv_tail<float>(std::sqrt(w) - 3.0f);
   float x = (w < 5.0f ? p : q) * y;
   // Newton on erf(x) = y for |y| < 0.5; on erfc(|x|) = 1 - |y| (exact) beyond, where erf(x) rounds to within a few
   // float steps of 1 and its error divided by the small derivative moved x by up to 1.5e-5 (|y| = 0.9992).
