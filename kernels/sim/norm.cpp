@@ -18,28 +18,41 @@ namespace {
 // Fixed by the shapes: the same bits at any thread count.
 constexpr int64_t kMinRun = 64;
 
+// The runs of consecutive elements of group g, in order: f(offset, length, channel). By channel: its planes (hw
+// elements of one channel: group norm's channels, batch norm's channel in each sample), for what depends on the
+// channel (the weight); else the longest runs (group norm's whole group, as its channels are consecutive planes).
+template <typename F>
+void for_each_run(const NormArgs& a, int64_t g, bool by_channel, F f) {
+  if (a.kind == NormKind::Group) {
+    const int64_t cpg = a.c / a.groups;
+    int64_t ch = 0;
+    const int64_t off = nrm::group_offset(a, g, 0, &ch);
+    if (!by_channel) return f(off, cpg * a.hw, ch);
+    for (int64_t k = 0; k < cpg; ++k) f(off + k * a.hw, a.hw, ch + k);
+  } else {
+    for (int64_t r = 0; r < a.n; ++r) f((r * a.c + g) * a.hw, a.hw, g);
+  }
+}
+
 template <typename T, typename A>
 bool run_stats(const NormArgs& a, int64_t g, red::Acc<A>* out) {
-  const bool group = a.kind == NormKind::Group;
-  const int64_t len = nrm::group_len(a), runs = group ? 1 : a.n, run = group ? len : a.hw;
+  const int64_t len = nrm::group_len(a), run = a.kind == NormKind::Group ? len : a.hw;
   if (run < kMinRun || len == 0) return false;
-  int64_t ch = 0;
   const T* x0 = static_cast<const T*>(a.x);
-  const auto base = [&](int64_t r) { return x0 + (group ? nrm::group_offset(a, g, 0, &ch) : (r * a.c + g) * a.hw); };
   A s = 0;
-  for (int64_t r = 0; r < runs; ++r) {
-    const T* x = base(r);
-    s += MT_SIM_ISA_NS::vec::sum_of<A>(run, [x](int64_t i) { return static_cast<A>(x[i]); });
-  }
+  for_each_run(a, g, false, [&](int64_t off, int64_t n, int64_t) {
+    const T* x = x0 + off;
+    s += MT_SIM_ISA_NS::vec::sum_of<A>(n, [x](int64_t i) { return static_cast<A>(x[i]); });
+  });
   const A mean = s / static_cast<A>(len);
   A m2 = 0;
-  for (int64_t r = 0; r < runs; ++r) {
-    const T* x = base(r);
-    m2 += MT_SIM_ISA_NS::vec::sum_of<A>(run, [x, mean](int64_t i) {
+  for_each_run(a, g, false, [&](int64_t off, int64_t n, int64_t) {
+    const T* x = x0 + off;
+    m2 += MT_SIM_ISA_NS::vec::sum_of<A>(n, [x, mean](int64_t i) {
       const A d = static_cast<A>(x[i]) - mean;
       return d * d;
     });
-  }
+  });
   *out = red::Acc<A>{mean, m2, len};
   return true;
 }
@@ -74,20 +87,6 @@ void forward(const NormArgs& a) {
   });
 }
 
-// The planes (hw consecutive elements, one channel) of group g (group norm: its channels; batch norm: the channel's
-// plane in each sample): f(offset, channel) for each, in order.
-template <typename F>
-void for_each_plane(const NormArgs& a, int64_t g, F f) {
-  if (a.kind == NormKind::Group) {
-    const int64_t cpg = a.c / a.groups;
-    int64_t ch = 0;
-    const int64_t off = nrm::group_offset(a, g, 0, &ch);
-    for (int64_t k = 0; k < cpg; ++k) f(off + k * a.hw, ch + k);
-  } else {
-    for (int64_t r = 0; r < a.n; ++r) f((r * a.c + g) * a.hw, g);
-  }
-}
-
 // The backward by planes (Note [Sim norm statistics]): a group's dx sums and a channel's weight and bias gradients as
 // sums of planes in lanes, and dx with each plane's constants hoisted; nrm's per-element forms (a division per
 // element for its position) otherwise.
@@ -99,7 +98,7 @@ void dx_by_planes(const NormArgs& a, int64_t g) {
   const bool eval = a.kind == NormKind::Batch && !a.training;
   A s1 = 0, s2 = 0;
   if (!eval) {
-    for_each_plane(a, g, [&](int64_t off, int64_t ch) {
+    for_each_run(a, g, true, [&](int64_t off, int64_t, int64_t ch) {
       const A w = nrm::param<P, A>(a.weight, ch, A(1));
       const T *x = x0 + off, *dy = dy0 + off;
       s1 += v::sum_of<A>(a.hw, [=](int64_t i) { return static_cast<A>(dy[i]) * w; });
@@ -108,7 +107,7 @@ void dx_by_planes(const NormArgs& a, int64_t g) {
     });
   }
   const A inv_n = A(1) / static_cast<A>(nrm::group_len(a)), c1 = s1 * inv_n, c2 = s2 * inv_n;
-  for_each_plane(a, g, [&](int64_t off, int64_t ch) {
+  for_each_run(a, g, true, [&](int64_t off, int64_t, int64_t ch) {
     const A w = nrm::param<P, A>(a.weight, ch, A(1));
     const T *x = x0 + off, *dy = dy0 + off;
     T* dx = static_cast<T*>(a.dx) + off;
