@@ -300,6 +300,64 @@ def test_results_match_the_cpu():
     )
 
 
+@pytest.mark.parametrize("n", [33, 2047, 2048, 2049, 5000, 70_000])
+def test_row_kernels_of_variance_and_arg_reductions_match_the_cpu(n):
+    """Note [Variance of a chunk in two passes] and the arg-reductions' row kernel (kernels/sim/reduce.cpp), over
+    contiguous rows across the chunk boundary (2048) and split by chunk (70,000): indices exactly the CPU's, the
+    first of equal values across lanes and chunks, NaN first; the variance within the alignment rule against
+    float64, on data whose mean dwarfs its spread (1e6 +- 4: a one-pass sum of squares loses every digit, a float32
+    mean rounded to its ulp most of them)."""
+    from mytorch.testing._compare import assert_aligned
+
+    torch.set_num_threads(2)
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(3, n, generator=g)
+    # row 0: the maximum at a later lane before an earlier lane's (index 40: lane 8; 65: lane 1), and again in
+    # a later chunk; row 1: -0 and +0 as the minimum, all others positive; row 2: a NaN after a tie
+    top = x.abs().max().item() + 1
+    for j in (40, 65, 2100, n - 1):
+        if j < n:
+            x[0, j] = top
+    x[1] = x[1].abs() + 1
+    x[1, n // 3], x[1, n // 2] = -0.0, 0.0
+    x[2, n // 2] = float("nan")
+    x[2, n - 1] = float("nan")
+    x[2, 1] = x[2].nan_to_num(-1e9).max() + 1
+    rows = torch.cat([x, torch.full((1, n), float("-inf"))])
+    for dtype in (torch.float32, torch.bfloat16, torch.float64, torch.int32):
+        t = rows.nan_to_num(0, 7, -7).to(dtype) if dtype == torch.int32 else rows.to(dtype)
+        d = t.to("mytorch")
+        for name, f in {
+            "argmax": lambda u: u.argmax(1),
+            "argmin": lambda u: u.argmin(1),
+            "argmax all": lambda u: u.argmax(),
+            "max.dim": lambda u: u.max(1),
+            "min.dim": lambda u: u.min(1),
+            "argmax transposed": lambda u: u.t().contiguous().t().argmax(1),
+        }.items():
+            got, want = f(d), f(t)
+            for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                assert torch.equal(a.cpu(), b) or (
+                    a.is_floating_point()
+                    and torch.equal(a.cpu().isnan(), b.isnan())
+                    and torch.equal(a.cpu().nan_to_num(), b.nan_to_num())
+                ), (name, dtype)
+                if name.startswith(("min", "max")) and a.is_floating_point():  # the zero kept is the first one's
+                    keep = ~b.isnan()
+                    assert torch.equal(a.cpu().signbit()[keep], b.signbit()[keep]), (name, dtype)
+    shifted = torch.randn(4, n, generator=g) * 4 + 1e6
+    for dtype in (torch.float32, torch.bfloat16):
+        t = shifted.to(dtype)
+        d = t.to("mytorch")
+        for name, f in {
+            "var": lambda u: u.var(1),
+            "std all": lambda u: u.std(),
+            "var_mean's var": lambda u: torch.var_mean(u, 1, correction=0)[0],
+            "var_mean's mean": lambda u: torch.var_mean(u, 1, correction=0)[1],
+        }.items():
+            assert_aligned(f(d), f(t), f(t.double()), what=f"{name} {dtype}")
+
+
 def test_long_float32_sums_match_the_cpu():
     """Sums of 1024-4M float32 elements: sequential 256-element chunks erred 3x PyTorch's own error on these (the
     leaves-and-pairs order of kernels/sim/reduce.cpp fixes it)."""

@@ -28,10 +28,99 @@ Acc combine_pairwise(Acc* parts, int64_t m, const RedParams& p) {
 constexpr int kLanes = 32; // interleaved leaves of a contiguous chunk: four vector registers of floats
 constexpr int64_t kLaneChunk = 2048; // reduced elements per partial on the lanes' path
 
-// Whether R's chunks of this reduction take the lanes' path (see chunk_partial).
+// A reduction over one contiguous row longer than a leaf: the lanes' path for one-value states (see
+// chunk_partial), the row kernels below for variance and the arg-reductions.
+inline bool contiguous_row(const ReduceArgs& r) {
+  return r.red_ndim == 1 && r.red_in_strides[0] == 1 && r.red_numel > kLeaf;
+}
 template <typename R>
 bool lanes_path(const ReduceArgs& r) {
-  return red::kOneValue<R> && r.red_ndim == 1 && r.red_in_strides[0] == 1 && r.red_numel > kLeaf;
+  return red::kOneValue<R> && contiguous_row(r);
+}
+template <typename R>
+constexpr bool kIsVar = std::is_same_v<R, red::Reduction<RedOp::Var>>;
+template <typename R>
+constexpr bool kIsExtreme = std::is_base_of_v<red::Extreme<true>, R> || std::is_base_of_v<red::Extreme<false>, R>;
+template <typename R>
+bool row_kernel_path(const ReduceArgs& r) {
+  return (kIsVar<R> || kIsExtreme<R>) && contiguous_row(r);
+}
+
+// The sums of f(x[j]) over j in [c, end) in kLanes interleaved lanes (lane k: c+k, c+k+32, ...), each of
+// kN functions, folded by the lanes' halving tree: out[i] = sum of f(x)[i]. The order depends on c and end only.
+template <int kN, typename A, typename T, typename F>
+void lane_sums(const T* x, int64_t c, int64_t end, const F& f, A (&out)[kN]) {
+  A lane[kN][kLanes] = {};
+  auto add = [&](int k, int64_t j) {
+    A v[kN];
+    f(static_cast<A>(mt_load(x + j)), v);
+    for (int i = 0; i < kN; ++i) lane[i][k] += v[i];
+  };
+  int64_t j = c;
+  for (; j + kLanes <= end; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) add(k, j + k);
+  for (; j < end; ++j) add(static_cast<int>((j - c) % kLanes), j);
+  for (int i = 0; i < kN; ++i) {
+    for (int w = kLanes / 2; w >= 1; w /= 2)
+      for (int k = 0; k < w; ++k) lane[i][k] += lane[i][k + w];
+    out[i] = lane[i][0];
+  }
+}
+
+// Note [Variance of a chunk in two passes]
+// Welford's update divides by the count once per element, in one dependency chain: about 1.3 ns an element,
+// three times the CPU's float32 var. Over a contiguous chunk (kLaneChunk elements, in cache after the first
+// read) the state is computed in two vectorised passes instead: the mean from the lanes' sum, then the sum of
+// squared deviations with the corrected two-pass formula M2 = sum (x - m)^2 - (sum (x - m))^2 / n (Chan, Golub
+// and LeVeque), whose correction absorbs the rounding of m. Chunks still meet in Chan's combine, pairwise in
+// chunk order, so the bits depend on the sizes alone (not the thread count), as before. The sim accumulates a
+// float variance in double (run), as the CPU does, so the 32 lanes are eight AVX2 registers per sum.
+template <typename A, typename T>
+red::Acc<A> var_chunk(const T* x, int64_t c, int64_t end) {
+  const int64_t n = end - c;
+  A sum[1];
+  lane_sums<1, A>(x, c, end, [](A v, A(&o)[1]) { o[0] = v; }, sum);
+  const A m = sum[0] / static_cast<A>(n);
+  A dev[2];
+  lane_sums<2, A>(
+      x, c, end,
+      [m](A v, A(&o)[2]) {
+        o[0] = v - m;
+        o[1] = (v - m) * (v - m);
+      },
+      dev);
+  return {m, dev[1] - dev[0] * dev[0] / static_cast<A>(n), n};
+}
+
+// The extreme of a contiguous chunk and the index of its first occurrence (red::Extreme's rule: NaN wins, the
+// first of equal values): the value by vectorised lanes, then the first element equal to it (the first NaN if
+// it is NaN), searched in blocks whose comparisons vectorise. The lanes start from the chunk's first element,
+// so the value found is one of the chunk's.
+template <typename R, typename A, typename T>
+red::Acc<A> extreme_chunk(const T* x, int64_t c, int64_t end) {
+  constexpr bool kMax = std::is_base_of_v<red::Extreme<true>, R>;
+  auto pick = [](A s, A v) { return (red::is_nan(v) || (kMax ? v > s : v < s)) ? v : s; };
+  A lane[kLanes];
+  for (int k = 0; k < kLanes; ++k) lane[k] = static_cast<A>(mt_load(x + c));
+  int64_t j = c;
+  for (; j + kLanes <= end; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) lane[k] = pick(lane[k], static_cast<A>(mt_load(x + j + k)));
+  for (; j < end; ++j) lane[0] = pick(lane[0], static_cast<A>(mt_load(x + j)));
+  A m = lane[0];
+  for (int k = 1; k < kLanes; ++k) m = pick(m, lane[k]);
+  const bool nan = red::is_nan(m);
+  auto hit = [&](int64_t i) {
+    const A v = static_cast<A>(mt_load(x + i));
+    return nan ? red::is_nan(v) : v == m;
+  };
+  j = c;
+  for (; j + kLanes <= end; j += kLanes) {
+    bool any = false;
+    for (int k = 0; k < kLanes; ++k) any |= hit(j + k);
+    if (any) break;
+  }
+  while (!hit(j)) ++j; // m is one of the chunk's elements: found by end
+  return {static_cast<A>(mt_load(x + j)), A(0), j};
 }
 
 // Note [The CPU's summation order]
@@ -124,7 +213,7 @@ T cpu_order_sum(const T* x, int64_t n) {
 template <typename R, typename A, typename T>
 int64_t chunk_len(const ReduceArgs& r) {
   if (cpu_order_path<R, A, T>(r)) return std::max<int64_t>(r.red_numel, 1);
-  return lanes_path<R>(r) ? kLaneChunk : kChunk;
+  return lanes_path<R>(r) || row_kernel_path<R>(r) ? kLaneChunk : kChunk;
 }
 
 // The partial of the chunk [c, end) of one output: leaves of kLeaf elements in sequence, combined pairwise
@@ -142,6 +231,12 @@ red::Acc<A> chunk_partial(const ReduceArgs& r, const T* in, int64_t in_base, int
       s.a = cpu_order_sum<R>(in + in_base + c, end - c);
       return s;
     }
+  }
+  if constexpr (kIsVar<R>) {
+    if (row_kernel_path<R>(r)) return var_chunk<A>(in + in_base, c, end);
+  }
+  if constexpr (kIsExtreme<R>) {
+    if (row_kernel_path<R>(r)) return extreme_chunk<R, A>(in + in_base, c, end);
   }
   if (lanes_path<R>(r)) {
     A lane[kLanes];
@@ -260,9 +355,8 @@ void column_totals(const ReduceArgs& r, const T* in, int64_t base, int nb, red::
 // Per output element: partials over runs of kChunk reduced elements, combined pairwise in chunk order (Note [Sim
 // parallelism]: the chunks depend on the sizes only, so the bits do not depend on the thread count). Many outputs
 // split over the workers by output; a few long ones by chunk, the partials combined on the calling thread.
-template <typename R, RedOp op, typename T>
+template <typename R, RedOp op, typename T, typename A = red::acc_t<op, T>>
 rt::Status run_as(const ReduceArgs& r) {
-  using A = red::acc_t<op, T>;
   const T* in = static_cast<const T*>(r.in);
   const int64_t chunk = chunk_len<R, A, T>(r);
   const int64_t nchunks = (r.red_numel + chunk - 1) / chunk;
@@ -369,6 +463,11 @@ rt::Status run(const ReduceArgs& r) {
   if constexpr (op == RedOp::Max || op == RedOp::Min) {
     if (r.out2 == nullptr) return run_as<ExtremeValue<op == RedOp::Max>, op, T>(r);
   }
+  // Variance in double on the sim, as the CPU's WelfordOps: a float32 mean rounded to its ulp loses what sets
+  // the variance of data far from zero (1e6 +- 4: Chan's combine of two chunks' means). CUDA keeps float (as
+  // torch.cuda).
+  if constexpr (op == RedOp::Var && std::is_same_v<red::acc_t<op, T>, float>)
+    return run_as<red::Reduction<op>, op, T, double>(r);
   return run_as<red::Reduction<op>, op, T>(r);
 }
 
