@@ -214,6 +214,37 @@ def test_strided_layouts_match_the_cpu_and_write_in_place():
             torch.sin(t, out=shared)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bfloat16, torch.float16, torch.int16])
+def test_transposing_copies_keep_every_bit(dtype):
+    """Note [Transposing copy in registers]: 8 x 8 blocks and the tiles' ragged edges (sizes not multiples of 8 or
+    of the 32-element tile), batched planes, a power-of-two row pitch (the case the blocks are for), and layouts
+    that must not take the blocks (a sliced source, a negative stride): the CPU's copy bit for bit, NaN payloads
+    included."""
+    torch.set_num_threads(2)
+    g = torch.Generator().manual_seed(7)
+    bits = torch.randint(-(2**15), 2**15, (3, 77, 1024), generator=g, dtype=torch.int32)
+    if dtype.itemsize == 4:
+        src = (bits * 65537 + 12345).view(dtype)  # every pattern, NaNs with payloads among the floats
+    else:
+        src = bits.to(torch.int16).view(dtype)
+    d = src.to("mytorch")
+    for name, f in {
+        "2-D": lambda t: t[0].t().contiguous(),
+        "ragged": lambda t: t[0, :45, :37].t().contiguous(),
+        "planes": lambda t: t.transpose(1, 2).contiguous(),
+        "pitch 4096": lambda t: t[:, :64, :].transpose(1, 2).contiguous(),
+        "sliced source": lambda t: t[0, :, ::2].t().contiguous(),
+        "flipped source": lambda t: t[0].flip(1).t().contiguous(),
+    }.items():
+        want = f(src)
+        got = f(d).cpu()
+        assert got.stride() == want.stride(), name
+        assert torch.equal(
+            got.view(torch.int16 if dtype.itemsize == 2 else torch.int32),
+            want.view(torch.int16 if dtype.itemsize == 2 else torch.int32),
+        ), name
+
+
 def _copies(f, d):
     """The copy ops a call with a transposed out= makes (a temporary written back is one)."""
     from torch.profiler import ProfilerActivity, profile
