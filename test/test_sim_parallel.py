@@ -235,6 +235,8 @@ def test_transposing_copies_keep_every_bit(dtype):
         "pitch 4096": lambda t: t[:, :64, :].transpose(1, 2).contiguous(),
         "sliced source": lambda t: t[0, :, ::2].t().contiguous(),
         "flipped source": lambda t: t[0].flip(1).t().contiguous(),
+        "flip of the last dim": lambda t: t[:, :, :1021].flip(-1),
+        "flip of two dims": lambda t: t[:, :13].flip(0, 2),
     }.items():
         want = f(src)
         got = f(d).cpu()

@@ -203,6 +203,11 @@ inline void copy_elems(char* dst, int64_t ds, const char* src, int64_t ss, int64
   }
   auto run = [&](auto tag) {
     using W = decltype(tag);
+    constexpr int64_t w = sizeof(W);
+    if (ds == w && ss == -w) {  // a reversed run (flip of the last dimension): constant strides vectorise
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * w, src - i * w, sizeof(W));
+      return;
+    }
     for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * ds, src + i * ss, sizeof(W));
   };
   switch (es) {
