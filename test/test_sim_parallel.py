@@ -41,6 +41,8 @@ def _results():
         "amax": d.amax(0),
         "norm": torch.linalg.vector_norm(d),
         "cumsum": d.flatten().cumsum(0),
+        "cumsum0": d.cumsum(0),
+        "cummax0": d[:, :1000].cummax(0).indices,
         "add": d + d.t().contiguous().t(),
         "exp_bf16": torch.exp(dh),
         "mul_scalar": d * 3.5,
@@ -389,6 +391,43 @@ def test_row_kernels_of_variance_and_arg_reductions_match_the_cpu(n):
             "var_mean's mean": lambda u: torch.var_mean(u, 1, correction=0)[1],
         }.items():
             assert_aligned(f(d), f(t), f(t.double()), what=f"{name} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int32])
+def test_scans_over_an_outer_dimension_are_the_sequential_scans(dtype):
+    """Note [Sim scans]: lines adjacent in memory scanned kScanCols at a time give each line's sequential bits: the
+    same as the contiguous lines of the transposed copy (the one-line path), for a ragged width (not a multiple of
+    kScanCols) and a batched 3-D case; cummax/cummin indices exactly the CPU's, ties and NaNs included; values
+    within the alignment rule against the CPU."""
+    from mytorch.testing._compare import assert_aligned
+
+    torch.set_num_threads(2)
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(300, 4, 203, generator=g).round(decimals=1)  # many ties
+    x[::7, :, ::5] = float("nan")
+    t = x.nan_to_num(0).mul(3).to(dtype) if dtype == torch.int32 else x.to(dtype)
+    ops = {
+        "cumsum": lambda u, d: u.cumsum(d),
+        "cumprod": lambda u, d: (u / 8 + 1).cumprod(d) if u.is_floating_point() else u.clamp(-1, 1).cumprod(d),
+        "logcumsumexp": lambda u, d: u.logcumsumexp(d),
+        "cummax": lambda u, d: u.cummax(d),
+        "cummin": lambda u, d: u.cummin(d),
+    }
+    dev = t.to("mytorch")
+    for name, f in ops.items():
+        if name == "logcumsumexp" and not t.is_floating_point():
+            continue
+        cols = f(dev, 0)  # lines adjacent: 4 x 203 columns of 300
+        rows = f(dev.permute(1, 2, 0).contiguous(), 2)  # the same lines, each contiguous
+        for a, b in zip(cols if isinstance(cols, tuple) else (cols,), rows if isinstance(rows, tuple) else (rows,)):
+            assert torch.equal(a.permute(1, 2, 0).cpu().nan_to_num(7), b.cpu().nan_to_num(7)), name
+        want = f(t, 0)
+        if isinstance(cols, tuple):
+            assert torch.equal(cols.indices.cpu(), want.indices), name
+            cols, want = cols.values, want.values
+        if name == "cumsum" or not t.is_floating_point():
+            gold = None if not t.is_floating_point() else f(t.double(), 0)
+            assert_aligned(cols, want, gold, what=name)
 
 
 def test_long_float32_sums_match_the_cpu():
