@@ -401,10 +401,12 @@ template <> struct Fn<EwOp::Ge> {
   MT_EW_PRED(O a, O b, const EwParams&) { return a >= b; }
 };
 template <> struct Fn<EwOp::LogicalAnd> {
-  MT_EW_PRED(O a, O b, const EwParams&) { return (a != O(0)) && (b != O(0)); }
+  // & and |, not && and ||: both sides are cheap, and a short circuit is a branch on the data (random masks
+  // mispredicted half the time: 2.2 ms for a 1M-element logical_and on the sim, against the CPU's 0.016)
+  MT_EW_PRED(O a, O b, const EwParams&) { return (a != O(0)) & (b != O(0)); }
 };
 template <> struct Fn<EwOp::LogicalOr> {
-  MT_EW_PRED(O a, O b, const EwParams&) { return (a != O(0)) || (b != O(0)); }
+  MT_EW_PRED(O a, O b, const EwParams&) { return (a != O(0)) | (b != O(0)); }
 };
 template <> struct Fn<EwOp::LogicalXor> {
   MT_EW_PRED(O a, O b, const EwParams&) { return (a != O(0)) != (b != O(0)); }
