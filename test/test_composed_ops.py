@@ -292,6 +292,19 @@ def test_cdist_and_pdist_forward_and_backward_match_the_cpu(p):
             assert not problems, problems
 
 
+def test_nonzero_static_reads_prefixes_as_the_cpu_reads_the_whole():
+    """nonzeroStaticOut searches growing prefixes of the flattened input: sizes below, at and above the count of
+    non-zeros (padded), non-zeros only past the first prefix, a permuted (non-contiguous) input, a 0-dim one."""
+    x = (torch.rand(40, 30, 25, generator=g) > 0.97).float()
+    late = torch.zeros(200_000)
+    late[-3:] = 1.0  # found only once the prefixes reach the end
+    for t in (x, x.permute(2, 0, 1), late, torch.tensor(2.0), torch.tensor(0.0)):
+        count = int(t.count_nonzero())
+        for size in (0, 1, count, count + 5, 4 * count + 9000):
+            want = torch.nonzero_static(t, size=size, fill_value=-3)
+            assert torch.equal(torch.nonzero_static(t.to("mytorch"), size=size, fill_value=-3).cpu(), want), size
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 def test_frexp_matches_the_cpu_bit_for_bit(dtype):
     edge = [0.0, -0.0, 1.0, 0.5, 3.0, -7.99999, 8.0, 1e-40, float("inf"), float("-inf"), float("nan"), -2.5e30]
