@@ -139,14 +139,31 @@ void run(const SoftmaxArgs& s) {
   using A = ew::opmath_t<I>;
   if (s.inner == 1) {
     par::parallel_for(s.outer, par::grain_for(4 * s.dim), [&](int64_t b, int64_t e) {
-      std::vector<A> buf(static_cast<size_t>(2 * s.dim));
+      std::vector<A> buf(static_cast<size_t>(3 * s.dim));
       for (int64_t l = b; l < e; ++l) {
         const int64_t off = l * s.dim;
         if (s.dim <= vec::kShort) {
-          if (s.backward)
-            backward_short<I, O, A>(s, static_cast<const I*>(s.in) + off, static_cast<const I*>(s.out_saved) + off,
-                                    static_cast<O*>(s.out) + off, s.dim);
-          else forward_short<I, O, A>(s, static_cast<const I*>(s.in) + off, static_cast<O*>(s.out) + off, s.dim);
+          const I* x = static_cast<const I*>(s.in) + off;
+          const I* y = static_cast<const I*>(s.out_saved) + off;
+          O* out = static_cast<O*>(s.out) + off;
+          if constexpr (std::is_same_v<I, A> && std::is_same_v<O, A>) {
+            if (s.backward) backward_short<I, O, A>(s, x, y, out, s.dim);
+            else forward_short<I, O, A>(s, x, out, s.dim);
+          } else {
+            // half types: the row converted once with the vector conversions (c10's bits), the same scalar loops
+            // on opmath values, converted back (one scalar conversion per element each way was 2 ns an element)
+            A* xa = buf.data();
+            A* ya = xa + s.dim;
+            A* ra = ya + s.dim;
+            vec::to_opmath(x, xa, s.dim);
+            if (s.backward) {
+              vec::to_opmath(y, ya, s.dim);
+              backward_short<A, A, A>(s, xa, ya, ra, s.dim);
+            } else {
+              forward_short<A, A, A>(s, xa, ra, s.dim);
+            }
+            vec::from_opmath(ra, out, s.dim);
+          }
           continue;
         }
         if (s.backward)
