@@ -26,6 +26,13 @@ void forward_short(const SoftmaxArgs& s, const I* x, O* y, int64_t n) {
     mx = (v != v || v > mx) ? v : mx;
   }
   A sum = 0;
+  if constexpr (std::is_same_v<O, A>) {
+    if (!s.log) {  // each exp once: kept in y, then divided (the same calls on the same values: the same bits)
+      for (int64_t j = 0; j < n; ++j) sum += (y[j] = vec::scalar_exp(static_cast<A>(x[j]) - mx));
+      for (int64_t j = 0; j < n; ++j) y[j] = y[j] / sum;
+      return;
+    }
+  }
   for (int64_t j = 0; j < n; ++j) sum += vec::scalar_exp(static_cast<A>(x[j]) - mx);
   const A lse = std::log(sum);
   for (int64_t j = 0; j < n; ++j) {
