@@ -472,13 +472,15 @@ rt::Status run(const ReduceArgs& r) {
 }
 
 // Note [Sim scans]
-// Every line is scanned in order, element by element (as red::scan_line: the bits of a sequential scan), float32
-// accumulated in double as the CPU's cumulative kernels do (acc_type), so a float32 cumsum is the CPU's bit for bit
-// (in float its error near a cancellation reached 1e2 relative), and the lines split over the threads. Lines adjacent in memory (a scan over an outer dimension: cumsum(dim=0) of a matrix, whose
-// lines are its columns) go kScanCols at a time: each step along the scanned dimension reads one contiguous row
-// segment and advances kScanCols running states, which vectorises across the lines (one strided line at a time
+// Every line is scanned in order, element by element (as red::scan_line, which CUDA keeps for its short lines: the
+// bits of a sequential scan), float32 accumulated in double as the CPU's cumulative kernels do (acc_type), so a
+// float32 cumsum is the CPU's bit for bit (in float its error near a cancellation reached 1e2 relative), and the
+// lines split over the threads. Lines adjacent in memory (a scan over an outer dimension: cumsum(dim=0) of a matrix,
+// whose lines are its columns) go kScanCols at a time: each step along the scanned dimension reads one contiguous
+// row segment and advances kScanCols running states, which vectorises across the lines (one strided line at a time
 // touched a new cache line per element). Each line's own sequence of combines is unchanged, so the bits are the
-// sequential scan's whatever the grouping and the thread count.
+// sequential scan's whatever the grouping and the thread count. (Interleaving 8 contiguous lines to hide the add's
+// latency measured slower: 0.70 ms against 0.40 for cumsum(1) of 1024 x 1024, the streams 4 KiB apart.)
 constexpr int64_t kScanCols = 64;
 
 template <ScanOp op, typename T>
