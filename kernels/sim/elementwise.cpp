@@ -118,7 +118,7 @@ void dense_half(Out* o, const T* x, const T* y, float sx, float sy, int n, const
     // an 8-element loop is unrolled into 8 scalar libm calls, a 64-element one vectorises with libmvec.
     constexpr EwGroup g = ew_group(op);
     constexpr bool libm = g == EwGroup::UnaryFloat || g == EwGroup::Nn || op == EwOp::Atan2 || op == EwOp::Hypot ||
-                          op == EwOp::Logaddexp || op == EwOp::Logaddexp2 || op == EwOp::Pow;
+                          op == EwOp::Logaddexp || op == EwOp::Logaddexp2;
     constexpr int64_t kSmall = libm ? 64 : 8;
     for (; b + kSmall <= e; b += kSmall) {
       float xs[kSmall], ys[kSmall], os[kSmall];

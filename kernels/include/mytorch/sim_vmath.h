@@ -40,12 +40,12 @@ MT_VMATH_DECL(erf)
 MT_VMATH_DECL(erfc)
 }
 
-// two operands (atan2, hypot: glibc >= 2.35 as the list above; pow since 2.22)
+// two operands (atan2, hypot: glibc >= 2.35 as the list above). Not pow: libmvec's powf moved TorchTitan's
+// qwen3 ep+converter losses (RoPE frequencies are a pow) outside the alignment rule, where the scalar powf keeps them.
 #define MT_VMATH_DECL2(name) __attribute__((simd("notinbranch"))) float name##f(float, float) noexcept;
 extern "C" {
 MT_VMATH_DECL2(atan2)
 MT_VMATH_DECL2(hypot)
-MT_VMATH_DECL2(pow)
 }
 
 #undef MT_VMATH_DECL2
