@@ -52,21 +52,26 @@ void cast_run(char* dst, const char* src, int64_t n, int64_t sd, int64_t ss) {
   }
 }
 
-// A transposing copy in tiles (Note [Sim strided walks]): each tile's elements, one per (dim 0, dim 1) pair.
-template <typename Elem>
-bool tiled(const CopyArgs& p, char* dst, const char* src, Elem elem) {
+// A transposing copy in tiles (Note [Sim strided walks]): tile(d, s, n0, n1) copies the n0 x n1 tile at d and s
+// (dimension 0 inner). False: the layout is not one for tiles.
+template <typename Tile>
+bool tiled(const CopyArgs& p, char* dst, const char* src, const Tile& tile) {
   const int64_t* st[2] = {p.dst.strides, p.src.strides};
   const int es[2] = {p.dst.elem_size, p.src.elem_size};
   if (!walk::wants_tiles(p.shape, st, es, 2)) return false;
-  const int64_t d0 = st[0][0], d1 = st[0][1], s0 = st[1][0], s1 = st[1][1];
-  walk::for_each_tile(p.shape, st, 2, 1, [&](const int64_t* off, int64_t n0, int64_t n1) {
-    for (int64_t j = 0; j < n1; ++j) {
-      char* d = dst + off[0] + j * d1;
-      const char* s = src + off[1] + j * s1;
-      for (int64_t i = 0; i < n0; ++i) elem(d + i * d0, s + i * s0);
-    }
-  });
+  walk::for_each_tile(p.shape, st, 2, 1,
+                      [&](const int64_t* off, int64_t n0, int64_t n1) { tile(dst + off[0], src + off[1], n0, n1); });
   return true;
+}
+
+// Tiles copied one element at a time: elem(d, s) copies (or converts) one element.
+template <typename Elem>
+bool tiled_elems(const CopyArgs& p, char* dst, const char* src, Elem elem) {
+  const int64_t d0 = p.dst.strides[0], d1 = p.dst.strides[1], s0 = p.src.strides[0], s1 = p.src.strides[1];
+  return tiled(p, dst, src, [&](char* d, const char* s, int64_t n0, int64_t n1) {
+    for (int64_t j = 0; j < n1; ++j)
+      for (int64_t i = 0; i < n0; ++i) elem(d + j * d1 + i * d0, s + j * s1 + i * s0);
+  });
 }
 
 #if defined(MT_SIM_ISA_AVX2)
@@ -117,21 +122,16 @@ inline void block8x8(char* d, int64_t ds, const char* s, int64_t ss, uint16_t) {
 // source along dimension 1, in 8 x 8 register blocks (edges element by element). False: not this layout.
 template <typename W>
 bool transposed_in_blocks(const CopyArgs& p, char* dst, const char* src) {
-  const int64_t* st[2] = {p.dst.strides, p.src.strides};
-  const int es[2] = {p.dst.elem_size, p.src.elem_size};
   constexpr int64_t w = sizeof(W);
-  if (!walk::wants_tiles(p.shape, st, es, 2) || st[0][0] != w || st[1][1] != w) return false;
-  const int64_t d1 = st[0][1], s0 = st[1][0];
-  walk::for_each_tile(p.shape, st, 2, 1, [&](const int64_t* off, int64_t n0, int64_t n1) {
-    char* d = dst + off[0];
-    const char* s = src + off[1];
+  if (p.dst.strides[0] != w || p.src.strides[1] != w) return false;
+  const int64_t d1 = p.dst.strides[1], s0 = p.src.strides[0];
+  return tiled(p, dst, src, [&](char* d, const char* s, int64_t n0, int64_t n1) {
     const int64_t b0 = n0 / 8 * 8, b1 = n1 / 8 * 8;
     for (int64_t j = 0; j < b1; j += 8)
       for (int64_t i = 0; i < b0; i += 8) block8x8(d + i * w + j * d1, d1, s + i * s0 + j * w, s0, W{});
     for (int64_t j = 0; j < n1; ++j)
       for (int64_t i = j < b1 ? b0 : 0; i < n0; ++i) std::memcpy(d + i * w + j * d1, s + i * s0 + j * w, w);
   });
-  return true;
 }
 #endif
 
@@ -152,8 +152,10 @@ MT_SIM_ENTRY rt::Status copy(const CopyArgs& p, rt::Stream) {
         (es == 2 && transposed_in_blocks<uint16_t>(p, dst, src)))
       return rt::Status::Success;
 #endif
-    if ((es == 1 && tiled(p, dst, src, CopyWord<uint8_t>{})) || (es == 2 && tiled(p, dst, src, CopyWord<uint16_t>{})) ||
-        (es == 4 && tiled(p, dst, src, CopyWord<uint32_t>{})) || (es == 8 && tiled(p, dst, src, CopyWord<uint64_t>{})))
+    if ((es == 1 && tiled_elems(p, dst, src, CopyWord<uint8_t>{})) ||
+        (es == 2 && tiled_elems(p, dst, src, CopyWord<uint16_t>{})) ||
+        (es == 4 && tiled_elems(p, dst, src, CopyWord<uint32_t>{})) ||
+        (es == 8 && tiled_elems(p, dst, src, CopyWord<uint64_t>{})))
       return rt::Status::Success;
     for_each_run(p.shape, p.dst.strides, p.src.strides, [&](int64_t o0, int64_t o1, int64_t n, int64_t s0, int64_t s1) {
       vec::copy_elems(dst + o0, s0, src + o1, s1, n, es);
@@ -171,7 +173,7 @@ MT_SIM_ENTRY rt::Status copy(const CopyArgs& p, rt::Stream) {
         const To out = mt_cast<To, From>(v);
         std::memcpy(d, &out, sizeof(To));
       };
-      if (tiled(p, dst, src, cast)) return;
+      if (tiled_elems(p, dst, src, cast)) return;
       for_each_run(p.shape, p.dst.strides, p.src.strides,
                    [&](int64_t o0, int64_t o1, int64_t n, int64_t s0, int64_t s1) {
                      cast_run<To, From>(dst + o0, src + o1, n, s0, s1);
