@@ -18,40 +18,26 @@ namespace {
 // A short contiguous line (up to vec::kShort elements): the reference line function's order (smx::forward_line,
 // smx::backward_line), with the C library's scalar exp. The CPU runs such rows in scalar loops, and this gives its
 // bits; the vector path's lanes and libmvec would round differently, where a log-softmax gradient cancels.
-template <typename I, typename O, typename A>
-void forward_short(const SoftmaxArgs& s, const I* x, O* y, int64_t n) {
+template <typename A>
+void forward_short(const SoftmaxArgs& s, const A* x, A* y, int64_t n) {
   A mx = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) {
-    const A v = static_cast<A>(x[j]);
-    mx = (v != v || v > mx) ? v : mx;
-  }
+  for (int64_t j = 0; j < n; ++j) mx = (x[j] != x[j] || x[j] > mx) ? x[j] : mx;
   A sum = 0;
-  if constexpr (std::is_same_v<O, A>) {
-    if (!s.log) {  // each exp once: kept in y, then divided (the same calls on the same values: the same bits)
-      for (int64_t j = 0; j < n; ++j) sum += (y[j] = vec::scalar_exp(static_cast<A>(x[j]) - mx));
-      for (int64_t j = 0; j < n; ++j) y[j] = y[j] / sum;
-      return;
-    }
+  if (!s.log) {  // each exp once: kept in y, then divided
+    for (int64_t j = 0; j < n; ++j) sum += (y[j] = vec::scalar_exp(x[j] - mx));
+    for (int64_t j = 0; j < n; ++j) y[j] = y[j] / sum;
+    return;
   }
-  for (int64_t j = 0; j < n; ++j) sum += vec::scalar_exp(static_cast<A>(x[j]) - mx);
+  for (int64_t j = 0; j < n; ++j) sum += vec::scalar_exp(x[j] - mx);
   const A lse = std::log(sum);
-  for (int64_t j = 0; j < n; ++j) {
-    const A v = static_cast<A>(x[j]) - mx;
-    y[j] = static_cast<O>(s.log ? v - lse : vec::scalar_exp(v) / sum);
-  }
+  for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mx) - lse;
 }
 
-template <typename G, typename O, typename A>
-void backward_short(const SoftmaxArgs& s, const G* g, const G* y, O* gi, int64_t n) {
+template <typename A>
+void backward_short(const SoftmaxArgs& s, const A* g, const A* y, A* gi, int64_t n) {
   A sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    const A gv = static_cast<A>(g[j]);
-    sum += s.log ? gv : gv * static_cast<A>(y[j]);
-  }
-  for (int64_t j = 0; j < n; ++j) {
-    const A gv = static_cast<A>(g[j]), yv = static_cast<A>(y[j]);
-    gi[j] = static_cast<O>(s.log ? gv - vec::scalar_exp(yv) * sum : yv * (gv - sum));
-  }
+  for (int64_t j = 0; j < n; ++j) sum += s.log ? g[j] : g[j] * y[j];
+  for (int64_t j = 0; j < n; ++j) gi[j] = s.log ? g[j] - vec::scalar_exp(y[j]) * sum : y[j] * (g[j] - sum);
 }
 
 // One contiguous line of n elements; buf: room for 2n opmath values. Rows already in opmath are read and written
@@ -153,24 +139,19 @@ void run(const SoftmaxArgs& s) {
           const I* x = static_cast<const I*>(s.in) + off;
           const I* y = static_cast<const I*>(s.out_saved) + off;
           O* out = static_cast<O*>(s.out) + off;
-          if constexpr (std::is_same_v<I, A> && std::is_same_v<O, A>) {
-            if (s.backward) backward_short<I, O, A>(s, x, y, out, s.dim);
-            else forward_short<I, O, A>(s, x, out, s.dim);
-          } else {
-            // half types: the row converted once with the vector conversions (c10's bits), the same scalar loops
-            // on opmath values, converted back (one scalar conversion per element each way was 2 ns an element)
-            A* xa = buf.data();
-            A* ya = xa + s.dim;
-            A* ra = ya + s.dim;
-            vec::to_opmath(x, xa, s.dim);
-            if (s.backward) {
-              vec::to_opmath(y, ya, s.dim);
-              backward_short<A, A, A>(s, xa, ya, ra, s.dim);
-            } else {
-              forward_short<A, A, A>(s, xa, ra, s.dim);
-            }
-            vec::from_opmath(ra, out, s.dim);
-          }
+          // half types: the row converted once with the vector conversions (c10's bits), the same scalar loops on
+          // opmath values, converted back (one scalar conversion per element each way was 2 ns an element)
+          auto opmath = [&](const I* p, A* room) -> const A* {
+            if constexpr (std::is_same_v<I, A>) return p;
+            else return vec::to_opmath(p, room, s.dim), room;
+          };
+          const A* xa = opmath(x, buf.data());
+          const A* ya = s.backward ? opmath(y, buf.data() + s.dim) : nullptr;
+          A* ra = buf.data() + 2 * s.dim;
+          if constexpr (std::is_same_v<O, A>) ra = out;
+          if (s.backward) backward_short<A>(s, xa, ya, ra, s.dim);
+          else forward_short<A>(s, xa, ra, s.dim);
+          if constexpr (!std::is_same_v<O, A>) vec::from_opmath(ra, out, s.dim);
           continue;
         }
         if (s.backward)
