@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+import mytorch
+
 from conftest import run_python
 
 
@@ -238,3 +240,60 @@ def test_cuda_runtime_requested_without_gpu():
     assert r.returncode == 0, r.stderr
     assert "count 0" in r.stdout
     assert "MYTORCH_RUNTIME=cuda" in r.stdout and "sim runtime" not in r.stdout, r.stdout
+
+
+# Note [Backward on the calling thread] (python/mytorch/__init__.py): without a GPU runtime built in, the importing
+# thread runs mytorch backwards itself; set_multithreading_enabled(True) gives them back to the device threads.
+# Either way the gradients, the forward's stream and the node's device are the same.
+@pytest.mark.skipif(mytorch._C._built_with_cuda(), reason="a GPU build keeps the device threads")
+@pytest.mark.parametrize("device_threads", [False, True])
+def test_backward_thread_stream_and_device(two_devices, device_threads):
+    import threading
+
+    assert not torch.autograd.is_multithreading_enabled()  # set at import, on this (the importing) thread
+    side = torch.mytorch.Stream(device=1)
+    with torch.autograd.set_multithreading_enabled(device_threads):
+        seen = {}
+
+        def hook(g):
+            seen.update(
+                thread=threading.get_ident(),
+                stream=torch.mytorch.current_stream(1),
+                device=torch.mytorch.current_device(),
+            )
+            return g
+
+        x_cpu = torch.randn(5, 7, requires_grad=True)
+        x = x_cpu.detach().to("mytorch:0").requires_grad_()
+        with torch.mytorch.stream(side):
+            y = x.to("mytorch:1").sin()
+        y.register_hook(hook)
+        (y * y.cos()).sum().backward()
+        (x_cpu.sin() * x_cpu.sin().cos()).sum().backward()
+        assert x.grad.device == torch.device("mytorch", 0)
+        torch.testing.assert_close(x.grad.cpu(), x_cpu.grad)
+        assert (seen["thread"] == threading.get_ident()) == (not device_threads)
+        assert seen["stream"] == side and seen["device"] == 1
+    assert not torch.autograd.is_multithreading_enabled()
+
+
+def test_backward_thread_of_another_python_thread():
+    # A thread that did not import mytorch keeps torch's default (the device threads), and its backward is right.
+    import threading
+
+    out = {}
+
+    def work():
+        out["mt"] = torch.autograd.is_multithreading_enabled()
+        w = torch.randn(16, 16, device="mytorch", requires_grad=True)
+        (w @ w).sum().backward()
+        out["grad"] = w.grad.cpu()
+        out["w"] = w.detach().cpu()
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(timeout=60)
+    assert out["mt"] is True
+    w = out["w"].requires_grad_()
+    (w @ w).sum().backward()
+    torch.testing.assert_close(out["grad"], w.grad)

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <ATen/ops/zeros.h>
+#include <c10/core/AutogradState.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -135,6 +136,13 @@ PYBIND11_MODULE(_C, m) {
       "_drain_autograd_threads",
       [] {
         if (!rt::initialized() || rt::in_bad_fork()) return;
+        // On the device threads even where this thread runs its own backwards (Note [Backward on the calling
+        // thread], python/mytorch/__init__.py): another thread's backward may have used them.
+        struct DeviceThreads {
+          bool was = c10::AutogradState::get_tls_state().get_multithreading_enabled();
+          DeviceThreads() { c10::AutogradState::get_tls_state().set_multithreading_enabled(true); }
+          ~DeviceThreads() { c10::AutogradState::get_tls_state().set_multithreading_enabled(was); }
+        } on_device_threads;
         for (int d = 0; d < rt::device_count(); ++d) {
           at::Tensor x =
               at::zeros({1}, at::TensorOptions().device(c10::Device(c10::DeviceType::PrivateUse1, d))).requires_grad_();
