@@ -568,3 +568,75 @@ def test_multi_margin_loss_keeps_the_cpus_refusals():
         torch.nn.functional.multi_margin_loss(x, t.clamp_max(3), weight=torch.ones(3, device="mytorch"))
     with pytest.raises(NotImplementedError):
         torch.nn.functional.multi_margin_loss(x.bfloat16(), t.clamp_max(3))
+
+
+def _nonzero_inputs():
+    """Inputs across nonzero's blocks (kNonzeroBlock = 4096 elements): block edges, non-zeros only in a late block,
+    every dtype, NaN (not zero), -0 (zero) and inf, 0-d and empty, up to 6 dimensions, non-contiguous views."""
+    gen = torch.Generator().manual_seed(7)
+    for dt in (
+        torch.float32,
+        torch.bfloat16,
+        torch.float16,
+        torch.float64,
+        torch.int64,
+        torch.int32,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+        torch.complex64,
+    ):
+        for shape in (
+            (),
+            (0,),
+            (1,),
+            (4095,),
+            (4096,),
+            (4097,),
+            (3, 5000),
+            (20, 30, 21),
+            (2, 3, 0, 4),
+            (2, 3, 4, 5, 6, 7),
+        ):
+            x = torch.randint(-2, 3, shape, generator=gen).to(dt)
+            if dt.is_floating_point and x.numel() > 3:
+                x.view(-1)[:3] = torch.tensor([float("nan"), -0.0, float("inf")])
+            yield x
+        late = torch.zeros(3 * 4096 + 5, dtype=dt)
+        late[2 * 4096 + 7 :: 5] = 1
+        yield late
+        yield torch.ones(9000, dtype=dt)
+    x = torch.randn(300, 70, generator=gen) > 0.3
+    yield x.t()
+    yield x[::2, 5:]
+    # complex: non-zero when either part is
+    yield torch.complex(torch.tensor([0.0, 0.0, 1.0, -0.0]), torch.tensor([0.0, 2.0, 0.0, -0.0]))
+
+
+def test_nonzero_by_prefix_sums_matches_the_cpu():
+    """nonzero (Note [Nonzero by prefix sums], mytorch/index.h): the rows, their order and the CPU's by-column strides,
+    as_tuple, argwhere and out=, for each input of _nonzero_inputs."""
+    for x in _nonzero_inputs():
+        want, got = torch.nonzero(x), torch.nonzero(_dev(x))
+        assert torch.equal(got.cpu(), want), (x.dtype, x.shape)
+        assert got.shape == want.shape and (want.numel() == 0 or got.stride() == want.stride()), (x.shape, got.stride())
+        assert torch.equal(torch.argwhere(_dev(x)).cpu(), torch.argwhere(x))
+        if x.dim():
+            for a, b in zip(torch.nonzero(_dev(x), as_tuple=True), torch.nonzero(x, as_tuple=True), strict=True):
+                assert torch.equal(a.cpu(), b)
+        out = torch.empty(0, dtype=torch.long, device="mytorch")
+        assert torch.nonzero(_dev(x), out=out) is out and torch.equal(out.cpu(), want)
+
+
+def test_masked_ops_on_nonzero_match_the_cpu():
+    """masked_select, masked_scatter_ and boolean indexing, which are built on nonzero's positions."""
+    gen = torch.Generator().manual_seed(8)
+    for shape in ((50, 60), (4097,), (3, 4096, 2)):
+        v = torch.randn(shape, generator=gen)
+        m = torch.rand(shape, generator=gen) > 0.4
+        assert torch.equal(_dev(v)[_dev(m)].cpu(), v[m])
+        assert torch.equal(torch.masked_select(_dev(v), _dev(m)).cpu(), torch.masked_select(v, m))
+        assert torch.equal(torch.masked_select(_dev(v), _dev(m[..., :1])).cpu(), torch.masked_select(v, m[..., :1]))
+        src = torch.randn(v.numel(), generator=gen)
+        want = v.clone().masked_scatter_(m, src)
+        assert torch.equal(_dev(v).masked_scatter_(_dev(m), _dev(src)).cpu(), want)

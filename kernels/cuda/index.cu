@@ -1,5 +1,7 @@
 // CUDA index family (Note [Index engine]): one thread per iteration element; scatters combine through a
 // compare-and-swap loop on the aligned word holding the element, so every dtype accumulates atomically.
+#include <algorithm>
+
 #include "common.cuh"
 #include "mytorch/index.h"
 #include "mytorch/ops_math.h"
@@ -130,6 +132,90 @@ rt::Status scatter(const IndexArgs& a, rt::Stream stream) {
     ok = false;  // Note [Complex index writes]
   if (!ok) return rt::report(rt::Status::InvalidValue, "scatter: unsupported dtype");
   return check_launch("scatter");
+}
+
+// Note [Nonzero by prefix sums]: a block of kThreads threads per input block of kNonzeroBlock elements.
+namespace {
+
+constexpr int kNzPerThread = int(kNonzeroBlock / kThreads); // consecutive elements a thread writes the rows of
+static_assert(kNzPerThread <= 32, "a thread's non-zeros are kept in a 32-bit mask");
+
+template <typename T>
+__device__ inline bool nonzero_at(const T* x, int64_t i) {
+  return mt_cast<bool, T>(mt_load(x + i));
+}
+
+template <typename T>
+__global__ void nonzero_count_kernel(NonzeroArgs a, int64_t nb) {
+  __shared__ int64_t smem[kThreads / 32];
+  const T* x = static_cast<const T*>(a.in);
+  for (const int64_t b : block_stride(nb)) {
+    const int64_t end = std::min(a.n, (b + 1) * kNonzeroBlock);
+    int64_t c = 0;
+    for (int64_t i = b * kNonzeroBlock + threadIdx.x; i < end; i += blockDim.x) c += nonzero_at(x, i);
+    c = block_reduce(c, smem, SumOp{}, int64_t(0));
+    if (threadIdx.x == 0) a.counts[b] = c;
+  }
+}
+
+// counts[0, nb) := their exclusive prefix sums and counts[nb] := the total, by one block, kThreads counts at a time.
+__global__ void nonzero_offsets_kernel(NonzeroArgs a, int64_t nb) {
+  __shared__ int64_t smem[kThreads / 32];
+  int64_t carry = 0;
+  for (int64_t b0 = 0; b0 < nb; b0 += blockDim.x) {
+    const int64_t b = b0 + threadIdx.x;
+    const int64_t c = b < nb ? a.counts[b] : 0;
+    int64_t total = 0;
+    const int64_t before = block_exclusive_sum(c, smem, &total);
+    if (b < nb) a.counts[b] = carry + before;
+    carry += total;
+  }
+  if (threadIdx.x == 0) a.counts[nb] = carry;
+}
+
+template <typename T>
+__global__ void nonzero_write_kernel(NonzeroArgs a, int64_t nb) {
+  __shared__ int64_t smem[kThreads / 32];
+  const T* x = static_cast<const T*>(a.in);
+  for (const int64_t b : block_stride(nb)) {
+    const int64_t first = b * kNonzeroBlock + int64_t(threadIdx.x) * kNzPerThread;
+    const int64_t last = std::min(a.n, first + kNzPerThread);
+    unsigned mask = 0;
+    int64_t c = 0;
+    for (int64_t i = first; i < last; ++i)
+      if (nonzero_at(x, i)) mask |= 1u << (i - first), ++c;
+    int64_t total = 0;
+    int64_t row = a.counts[b] + block_exclusive_sum(c, smem, &total);
+    for (int k = 0; mask != 0; ++k, mask >>= 1) {
+      if (!(mask & 1u)) continue;
+      for (int64_t d = a.ndim - 1, rem = first + k; d >= 0; --d)
+        a.out[d * a.counts[nb] + row] = rem % a.sizes[d], rem /= a.sizes[d];
+      ++row;
+    }
+  }
+}
+
+} // namespace
+
+rt::Status nonzero_count(const NonzeroArgs& a, rt::Stream stream) {
+  const int64_t nb = nonzero_blocks(a.n);
+  cudaStream_t st = native(stream);
+  bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
+    if (nb > 0) nonzero_count_kernel<decltype(tag)><<<grid_blocks(nb), kThreads, 0, st>>>(a, nb);
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "nonzero: unsupported dtype");
+  nonzero_offsets_kernel<<<1, kThreads, 0, st>>>(a, nb);
+  return check_launch("nonzero_count");
+}
+
+rt::Status nonzero_write(const NonzeroArgs& a, rt::Stream stream) {
+  const int64_t nb = nonzero_blocks(a.n);
+  if (nb == 0) return rt::Status::Success;
+  bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
+    nonzero_write_kernel<decltype(tag)><<<grid_blocks(nb), kThreads, 0, native(stream)>>>(a, nb);
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "nonzero: unsupported dtype");
+  return check_launch("nonzero_write");
 }
 
 } // namespace mytorch::cuda

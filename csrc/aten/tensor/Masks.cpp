@@ -1,23 +1,20 @@
-// Op table: nonzero, masked_select and masked_scatter_, composed of native kernels (a comparison, a running count
-// and the index engine's writes; Note [Composed ops]).
+// Op table: nonzero (the index family's nonzero_count and nonzero_write, Note [Nonzero by prefix sums]), and
+// masked_select and masked_scatter_ composed of it and the index engine (Note [Composed ops]).
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
-#include <ATen/ops/arange.h>
-#include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/index_put.h>
-#include <ATen/ops/ne.h>
-#include <ATen/ops/stack.h>
-#include <ATen/ops/sub.h>
 #include <ATen/ops/take.h>
-#include <ATen/ops/where.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <vector>
-
+#include "csrc/aten/glue/Glue.h"
 #include "csrc/core/Checked.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/Stream.h"
+#include "mytorch/index.h"
 
 namespace mytorch {
 namespace {
@@ -31,38 +28,48 @@ void writeAt(Tensor& dst, const Tensor& positions, const Tensor& values) {
   at::index_put_(dst, idx, values);
 }
 
-// Linear positions (row-major) of the non-zero elements: a running count gives each non-zero element its slot,
-// and an index write puts its position there.
-Tensor flatNonzero(const Tensor& self) {
-  Tensor flags = at::ne(self.reshape({-1}), 0);
-  const int64_t n = flags.numel();
-  if (n == 0) return at::empty({0}, self.options().dtype(at::kLong));
-  Tensor pos = at::cumsum(flags, 0, at::kLong);
-  const int64_t count = pos[n - 1].item<int64_t>();
-  Tensor slots = at::where(flags, at::sub(pos, 1), count);  // zeros go to a spare slot at the end
-  Tensor out = at::empty({count + 1}, self.options().dtype(at::kLong));
-  writeAt(out, slots, at::arange(n, self.options().dtype(at::kLong)));
-  return out.narrow(0, 0, count);
+// The coordinates of self's non-zero elements, one row each in row-major order, stored by column (Note [Nonzero by
+// prefix sums]); with flat, their linear positions (one column). A 0-d self is one element at position 0.
+Tensor nonzeroRows(const Tensor& self, bool flat) {
+  const Tensor x = self.contiguous();
+  NonzeroArgs a;
+  a.dtype = toKernelDType(x.scalar_type());
+  TORCH_CHECK(a.dtype != DType::Other, "nonzero: unsupported dtype ", x.scalar_type());
+  a.in = x.const_data_ptr();
+  a.n = x.numel();
+  a.ndim = flat || x.dim() == 0 ? 1 : static_cast<int>(x.dim());
+  TORCH_CHECK(a.ndim <= kMaxDims, "nonzero: at most ", kMaxDims, " dimensions are supported, got ", a.ndim);
+  if (a.ndim == 1) a.sizes[0] = a.n;
+  else
+    for (int d = 0; d < a.ndim; ++d) a.sizes[d] = x.size(d);
+  const auto longs = x.options().dtype(at::kLong);
+  if (a.n == 0) return at::empty({a.ndim, 0}, longs).t();
+  c10::DeviceGuard guard(x.device());
+  const int64_t nb = nonzero_blocks(a.n);
+  Tensor counts = at::empty({nb + 1}, longs);
+  a.counts = counts.mutable_data_ptr<int64_t>();
+  MT_RT_CHECK(kernels::nonzero_count(a, streamFor(x)));
+  const int64_t total = counts[nb].item<int64_t>();
+  Tensor out = at::empty({a.ndim, total}, longs).t();  // by column, as the CPU's and CUDA's
+  a.out = out.mutable_data_ptr<int64_t>();
+  if (total > 0) MT_RT_CHECK(kernels::nonzero_write(a, streamFor(x)));
+  return out;
+}
+
+// Linear positions (row-major) of the non-zero elements.
+Tensor flatNonzero(const Tensor& self) { return nonzeroRows(self, true).view({-1}); }
+
+Tensor nonzeroFn(const Tensor& self) {
+  Tensor rows = nonzeroRows(self, false);
+  return self.dim() ? rows : at::empty({rows.size(0), 0}, rows.options());
 }
 
 Tensor& nonzeroOut(const Tensor& self, Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong,
               "nonzero: Expected out tensor to have scalar type Long but got scalar type", out.scalar_type());
-  Tensor lin = flatNonzero(self);
-  std::vector<Tensor> coords(static_cast<size_t>(self.dim()));
-  Tensor rem = lin;
-  for (int64_t d = self.dim() - 1; d >= 0; --d) {
-    coords[static_cast<size_t>(d)] = rem.remainder(self.size(d));
-    rem = rem.div(self.size(d), "floor");
-  }
-  Tensor result = self.dim() ? at::stack(coords, 1) : at::empty({lin.numel(), 0}, lin.options());
+  Tensor result = nonzeroFn(self);
   at::native::resize_output(out, result.sizes());
   return out.copy_(result);
-}
-
-Tensor nonzeroFn(const Tensor& self) {
-  Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return nonzeroOut(self, out);
 }
 
 Tensor maskedSelect(const Tensor& self, const Tensor& mask) {

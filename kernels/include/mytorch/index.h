@@ -1,6 +1,9 @@
 // Index family: gather (index_select, gather, take, advanced indexing) and scatter (scatter, scatter_add,
 // scatter_reduce, index_put_, index_add_, index_copy_) over one description.
 //
+// nonzero (and masked_select, masked_scatter_, boolean indexing, which the glue builds on it): Note [Nonzero by
+// prefix sums].
+//
 // Note [Index engine]
 // The glue describes an iteration shape (row-major, last dimension fastest) and, per operand, element
 // strides over it. Up to kMaxIndices index tensors (int64) add `index * indexed_stride` to the target's
@@ -48,6 +51,31 @@ struct IndexArgs {
 
 MT_LAUNCHER(gather, (const IndexArgs& a, rt::Stream stream), (a, stream))
 MT_LAUNCHER(scatter, (const IndexArgs& a, rt::Stream stream), (a, stream))
+
+// Note [Nonzero by prefix sums]
+// The coordinates of the elements of a contiguous input that are not zero (mt_cast<bool>: NaN is not zero, -0 is),
+// in row-major order, as count rows of ndim int64, stored by column (coordinate d of row r at out[d * count + r]:
+// the transposed layout the CPU and CUDA return, whose columns are the index tensors of as_tuple and of boolean
+// indexing). The input is cut into blocks of kNonzeroBlock elements.
+// nonzero_count writes each block's count to counts[b] and their total to counts[nblocks]; the glue reads the total
+// (the only synchronisation, as on the CPU and CUDA), allocates the rows, and nonzero_write writes each block's rows
+// from the sum of the counts before it. The rows do not depend on the schedule. With ndim 1 and sizes {n} the rows
+// are linear positions (masked_select's take).
+constexpr int64_t kNonzeroBlock = 4096;
+MT_HOST_DEVICE inline int64_t nonzero_blocks(int64_t n) { return (n + kNonzeroBlock - 1) / kNonzeroBlock; }
+
+struct NonzeroArgs {
+  DType dtype = DType::Bool;
+  const void* in = nullptr; // contiguous, n elements
+  int64_t n = 0;
+  int ndim = 1; // coordinates per row: the input's sizes (the glue passes {n} for linear positions)
+  int64_t sizes[kMaxDims] = {};
+  int64_t* counts = nullptr; // device, nonzero_blocks(n) + 1 int64: per block, then the total
+  int64_t* out = nullptr; // device, ndim x total (nonzero_write): column d holds the d-th coordinates
+};
+
+MT_LAUNCHER(nonzero_count, (const NonzeroArgs& a, rt::Stream stream), (a, stream))
+MT_LAUNCHER(nonzero_write, (const NonzeroArgs& a, rt::Stream stream), (a, stream))
 
 // The decoded position of iteration element `o`: the target's and the other operand's offsets without the indices,
 // and each index tensor's offset. Element o + j of the same row (the last dimension) adds j times the last
