@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <optional>
 
 #include "mytorch/sim_blas.h"
 
@@ -88,9 +89,49 @@ at::Tensor view(const A* p, bool t, int64_t rows, int64_t cols, int64_t ld) {
            : at::from_blob(const_cast<A*>(p), {rows, cols}, {ld, 1}, opts);
 }
 
+// Note [Block GEMMs on the calling thread]
+// blas::gemm with Threads::Calling runs on the thread that calls it, with MKL's thread-local thread count and
+// OpenMP's (which oneDNN reads) set to 1 for the call: a kernel that splits its blocks over the threads itself, in
+// blocks fixed by the sizes, then gets each output element's sum over k in one library call's order, whatever the
+// thread count. Left to its threads, MKL split a convolution's weight-gradient sum over positions at 4 threads and
+// not at 1 or 2 (other bits). Inside a parallel region the libraries already run sequentially; a kernel with a single
+// block calls outside one. The functions are looked up by name (MKL's C entry point: mkl_set_num_threads_local is
+// its Fortran one, which takes a pointer): a torch without MKL or OpenMP leaves that setting alone.
+struct CallingThreadOnly {
+  using SetLocal = int (*)(int);
+  using SetOmp = void (*)(int);
+  using GetOmp = int (*)();
+  static SetLocal mklLocal() {
+    static const auto f = reinterpret_cast<SetLocal>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
+    return f;
+  }
+  static SetOmp ompSet() {
+    static const auto f = reinterpret_cast<SetOmp>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+    return f;
+  }
+  static GetOmp ompGet() {
+    static const auto f = reinterpret_cast<GetOmp>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+    return f;
+  }
+  int mkl_before = 0, omp_before = 0;
+  CallingThreadOnly() {
+    if (mklLocal()) mkl_before = mklLocal()(1);
+    if (ompSet() && ompGet()) {
+      omp_before = ompGet()();
+      ompSet()(1);
+    }
+  }
+  ~CallingThreadOnly() {
+    if (mklLocal()) mklLocal()(mkl_before);  // 0: back to MKL's global setting
+    if (ompSet() && ompGet()) ompSet()(omp_before);
+  }
+};
+
 template <typename A>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, A alpha, const A* a, int64_t lda, const A* b, int64_t ldb,
-          A beta, A* c, int64_t ldc) {
+          A beta, A* c, int64_t ldc, blas::Threads threads) {
+  std::optional<CallingThreadOnly> serial;
+  if (threads == blas::Threads::Calling) serial.emplace();
   at::Tensor cc = view<A>(c, false, m, n, ldc);
   at::Tensor aa = view<A>(a, ta, m, k, lda), bb = view<A>(b, tb, k, n, ldb);
   if constexpr (std::is_same_v<A, float>) {

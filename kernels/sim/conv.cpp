@@ -24,7 +24,11 @@ namespace {
 //   channel by channel (each channel's taps in a fixed order: deterministic);
 // - backward filter: dW += dy_n . cols_n^T per group, images in order.
 // im2col and col2im work in rows of output positions: a row of a stride-1 convolution is one copy of consecutive
-// input elements with zeros at the padded edges. The GEMMs run on the BLAS's threads; the row loops on ours.
+// input elements with zeros at the padded edges. The forward and backward-data GEMMs run on the BLAS's threads, the
+// row loops on ours. The filter gradient's GEMM sums over an image's positions, which MKL split between its threads at
+// 4 threads (not at 1 or 2): it is cut into tiles of weight columns of at least kTileWork multiply-adds, fixed by the
+// sizes, the tiles split over our threads, each a GEMM on its thread (Note [Block GEMMs on the calling thread]), so
+// the weight gradient does not depend on the thread count.
 
 // Geometry of one row (c, q, i, j) of the columns (q the depth tap): where output row (z, y) reads.
 struct Tap { int64_t c, q, i, j; };
@@ -122,6 +126,24 @@ int64_t workspace_elems(const ConvArgs& c) {
   return cols + (std::is_same_v<T, A> ? 0 : w + img);
 }
 
+// A tile's multiply-adds: at least kTileWork (the library's per-call set-up amortised), in widths of 32 columns.
+constexpr int64_t kTileWork = int64_t(1) << 21;
+
+// f(group, first, width) for the tiles of `extent` columns of each group, over the threads; work: multiply-adds per
+// column. The tiles depend on the sizes only.
+template <typename F>
+void gemm_tiles(int64_t groups, int64_t extent, int64_t work, const F& f) {
+  const int64_t want = (kTileWork + work - 1) / std::max<int64_t>(work, 1);
+  const int64_t width = std::min(extent, std::max<int64_t>(32, (want + 31) / 32 * 32));
+  const int64_t nt = (extent + width - 1) / width;
+  par::parallel_for(groups * nt, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t c0 = (t % nt) * width;
+      f(t / nt, c0, std::min(width, extent - c0));
+    }
+  });
+}
+
 template <typename T, typename A>
 void run_pass(const ConvArgs& c) {
   const Im2ColArgs& a = c.geom;
@@ -163,9 +185,10 @@ void run_pass(const ConvArgs& c) {
       case ConvPass::BackwardFilter: {
         im2col_image<T, A>(a, static_cast<const T*>(c.x) + n * in_img, cols);
         const A* dy = vec::as_opmath(static_cast<const T*>(c.dy) + n * out_img, ibuf, out_img);
-        for (int64_t gi = 0; gi < g; ++gi)
-          blas::gemm<A>(false, true, cg, kg, l, A(1), dy + gi * cg * l, l, cols + gi * kg * l, l, A(1),
-                        dW + gi * cg * kg, kg);
+        gemm_tiles(g, kg, cg * l, [&](int64_t gi, int64_t c0, int64_t w) {
+          blas::gemm<A>(false, true, cg, w, l, A(1), dy + gi * cg * l, l, cols + (gi * kg + c0) * l, l, A(1),
+                        dW + gi * cg * kg + c0, kg, blas::Threads::Calling);
+        });
         break;
       }
     }
