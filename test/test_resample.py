@@ -87,6 +87,35 @@ def test_max_unpool_matches_the_cpu(rank):
     assert not _fwd_bwd(lambda t: unpool(t, idx.to(t.device), 2, stride=2), y, torch.float32)
 
 
+def test_max_unpool_refuses_as_the_cpu():
+    """unpoolSizes checks in C++ what torch's decomposition (the meta function) checked: the CPU's exception type for
+    each, and the words the decomposition used."""
+    x, i = torch.randn(2, 4, 4, 4), torch.zeros(2, 4, 4, 4, dtype=torch.long)
+    x3, i3 = torch.randn(1, 2, 2, 2, 2), torch.zeros(1, 2, 2, 2, 2, dtype=torch.long)
+    u2, u3 = torch.ops.aten.max_unpool2d, torch.ops.aten.max_unpool3d
+    cases = [
+        (lambda t: u2(t(x), t(i.int()), [8, 8]), "should be type int64"),
+        (lambda t: u2(t(x), t(i), [8]), "exactly two elements"),
+        (lambda t: u2(t(x[0, 0]), t(i[0, 0]), [8, 8]), "3d or 4d Tensor"),
+        (lambda t: u2(t(x), t(i[:, :2]), [8, 8]), "shape of indices"),
+        (lambda t: u2(t(torch.randn(2, 0, 4, 4)), t(torch.zeros(2, 0, 4, 4, dtype=torch.long)), [8, 8]), "non-zero"),
+        (lambda t: u3(t(x3), t(i3), [4, 4], [2, 2, 2], [0, 0, 0]), "exactly three elements"),
+        (lambda t: u3(t(x3), t(i3), [4, 4, 4], [0, 2, 2], [0, 0, 0]), "greater than zero"),
+        (lambda t: u3(t(x3), t(i3), [4, 4, 4], [2, 2], [0, 0, 0]), "in stride"),
+        (lambda t: u3(t(x3), t(i3), [4, 4, 4], [2, 2, 2], [0, 0]), "in padding"),
+        (lambda t: u3(t(x3[0, 0]), t(i3[0, 0]), [4, 4, 4], [2, 2, 2], [0, 0, 0]), "4d or 5d Tensor"),
+    ]
+    for fn, words in cases:
+        with pytest.raises(RuntimeError) as cpu:
+            fn(lambda a: a)
+        with pytest.raises(type(cpu.value), match=words):
+            fn(lambda a: a.to("mytorch"))
+    out = torch.ops.aten.max_unpool2d(
+        torch.randn(0, 3, 4, 4, device="mytorch"), torch.zeros(0, 3, 4, 4, dtype=torch.long, device="mytorch"), [8, 8]
+    )
+    assert out.shape == (0, 3, 8, 8)
+
+
 def test_resampling_refuses_as_the_cpu():
     x = torch.randn(2, 3, 4, generator=g)
     for fn in [

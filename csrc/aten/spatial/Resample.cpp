@@ -12,6 +12,7 @@
 // recorded positions. Shapes and argument checks are ATen's own: each call runs the operator on meta tensors first,
 // which raises ATen's messages and gives the output shape. Complex and the dtypes the index kernels lack take the
 // CPU fallback.
+#include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_upsample_nearest_exact1d_backward_meta_dispatch.h>
@@ -64,6 +65,7 @@
 #include <torch/library.h>
 
 #include <string_view>
+#include <vector>
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
@@ -278,12 +280,50 @@ Tensor unpoolPlanes(const Tensor& self, const Tensor& indices, at::IntArrayRef o
   return out.view(out_sizes);
 }
 
+// The checks of max_unpool2d/3d, in the order and words of torch's decomposition (torch/_decomp/decompositions.py,
+// which is their meta function: run through it, they cost 0.3 ms of Python a call), and the output's sizes: the
+// input's leading dimensions, then output_size.
+std::vector<int64_t> unpoolSizes(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, int64_t dim,
+                                 at::IntArrayRef stride = {}, at::IntArrayRef padding = {}) {
+  const char* hwd = dim == 2 ? "two elements (height, width)" : "three elements (depth, height, width)";
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "elements in indices should be type int64",
+              dim == 2 ? " but got: " : "", dim == 2 ? c10::toString(indices.scalar_type()) : "");
+  if (dim == 2) {
+    TORCH_CHECK(output_size.size() == 2, "There should be exactly ", hwd, " in output_size, but got ",
+                output_size.size(), " elements.");
+  }
+  TORCH_CHECK(self.dim() == dim + 1 || self.dim() == dim + 2, "Input to max_unpooling", dim, "d should be a ", dim + 1,
+              "d or ", dim + 2, "d Tensor, but got a tensor with ", self.dim(), " dimensions.");
+  if (dim == 3) {
+    TORCH_CHECK(output_size.size() == 3, "There should be exactly ", hwd, " in output_size, but got ",
+                output_size.size(), " elements.");
+    TORCH_CHECK(stride.size() == 3, "There should be exactly ", hwd, " in stride, but got: ", stride.size(),
+                " elements.");
+    TORCH_CHECK(padding.size() == 3, "There should be exactly ", hwd, " in padding, but got: ", padding.size(),
+                " elements.");
+  }
+  TORCH_CHECK(self.sizes() == indices.sizes(), "Expected shape of indices to be same as that of the input tensor (",
+              self.sizes(), ") but got indices tensor with shape: ", indices.sizes());
+  for (int64_t i = 1; i < self.dim(); ++i)
+    TORCH_CHECK(self.size(i) > 0, "max_unpooling", dim, "d(): Expected input to have non-zero size for non-batch ",
+                "dimensions, but got ", self.sizes(), " with dimension ", i, " being empty.");
+  if (dim == 3)
+    TORCH_CHECK(stride[0] > 0 && stride[1] > 0 && stride[2] > 0,
+                "strides should be greater than zero, but got stride: ", stride);
+  at::globalContext().alertNotDeterministic(dim == 2 ? "max_unpooling2d_forward_out" : "max_unpooling3d_forward_out");
+  for (size_t i = 0; i < output_size.size(); ++i)
+    TORCH_CHECK(output_size[i] >= 0, "max_unpooling", dim, "d(): output_size must contain non-negative spatial ",
+                "dimensions, but got output_size[", i, "]=", output_size[i]);
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end() - dim);
+  sizes.insert(sizes.end(), output_size.begin(), output_size.end());
+  return sizes;
+}
+
 Tensor& maxUnpool2dOut(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, Tensor& out) {
   if (!indexable(self)) return Fallback<at::_ops::max_unpool2d_out>::call(self, indices, output_size, out);
   checkOut(out, self.scalar_type(), false);
-  Tensor meta_out = metaLike(out);
-  at::_ops::max_unpool2d_out::call(metaLike(self), metaLike(indices), c10::fromIntArrayRefSlow(output_size), meta_out);
-  return assignOut(out, unpoolPlanes(self.contiguous(), indices.contiguous(), meta_out.sizes(), 2));
+  const std::vector<int64_t> sizes = unpoolSizes(self, indices, output_size, 2);
+  return assignOut(out, unpoolPlanes(self.contiguous(), indices.contiguous(), sizes, 2));
 }
 
 Tensor maxUnpool2d(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size) {
@@ -296,10 +336,8 @@ Tensor& maxUnpool3dOut(const Tensor& self, const Tensor& indices, at::IntArrayRe
   if (!indexable(self))
     return Fallback<at::_ops::max_unpool3d_out>::call(self, indices, output_size, stride, padding, out);
   checkOut(out, self.scalar_type(), false);
-  Tensor meta_out = metaLike(out);
-  at::_ops::max_unpool3d_out::call(metaLike(self), metaLike(indices), c10::fromIntArrayRefSlow(output_size), stride,
-                                   padding, meta_out);
-  return assignOut(out, unpoolPlanes(self.contiguous(), indices.contiguous(), meta_out.sizes(), 3));
+  const std::vector<int64_t> sizes = unpoolSizes(self, indices, output_size, 3, stride, padding);
+  return assignOut(out, unpoolPlanes(self.contiguous(), indices.contiguous(), sizes, 3));
 }
 
 Tensor maxUnpool3d(const Tensor& self, const Tensor& indices, at::IntArrayRef output_size, at::IntArrayRef stride,
