@@ -210,6 +210,21 @@ def test_batch_norm_running_stats_and_eval():
     )
 
 
+@pytest.mark.parametrize("shape", [(256, 64), (96, 24, 3), (7, 5, 7)])
+def test_batch_norm_of_short_planes_by_columns(shape):
+    """Batch norm in training over planes shorter than kMinRun (BatchNorm1d's [N, C] and [N, C, L]: column_stats in
+    kernels/sim/norm.cpp): outputs and running statistics aligned with the CPU against float64, for planes of 1, 3
+    and 7 elements (kMinRun is 8)."""
+    c = shape[1]
+    mods = [nn.BatchNorm1d(c), nn.BatchNorm1d(c).to(DEV), nn.BatchNorm1d(c).double()]
+    x = torch.randn(shape, generator=g0) * 3 + 1
+    for _ in range(2):
+        ys = [m(x.to(DEV) if i == 1 else (x.double() if i == 2 else x)) for i, m in enumerate(mods)]
+    assert_aligned(ys[1], ys[0], ys[2], "batch_norm")
+    for stat in ("running_mean", "running_var"):
+        assert_aligned(getattr(mods[1], stat), getattr(mods[0], stat), getattr(mods[2], stat), stat)
+
+
 POOLS = {
     "max": lambda t: F.max_pool2d(t, 3, 2, 1),
     "max_dil_ceil": lambda t: F.max_pool2d(t, 2, 2, 0, 2, ceil_mode=True),

@@ -103,6 +103,9 @@ def _batch_group_norm(d):
     (g * g.detach().flip(1)).sum().backward()
     out.update(gn=g.detach(), gn_dx=x.grad, gn_dw=w.grad, gn_db=b.grad)
     out["bn_eval"] = torch.nn.functional.batch_norm(x.detach(), rm, rv, w.detach(), b.detach(), training=False)
+    rm1, rv1 = torch.zeros(1024, device="mytorch"), torch.ones(1024, device="mytorch")  # 1-D features: by columns
+    out["bn1d"] = torch.nn.functional.batch_norm(d.reshape(2048, 1024), rm1, rv1, training=True)
+    out.update(bn1d_rm=rm1, bn1d_rv=rv1)
     return out
 
 

@@ -2,6 +2,8 @@
 // gradients), the channels (weight gradients) and the (n, c) planes (the affine apply) split over the threads
 // (Note [Sim parallelism]): each writes only its own group's, channel's or plane's outputs, in the order one thread
 // would, so the bits do not depend on the thread count.
+#include <vector>
+
 #include "mytorch/norm.h"
 #include "mytorch/parallel.h"
 #include "mytorch/sim_isa.h"
@@ -14,9 +16,10 @@ namespace {
 // A group's (group norm) or channel's (batch norm in training) mean and squared deviations in two passes over its
 // runs of consecutive elements (the group, or a plane per sample), each run summed in lanes (Note [Sim row loops]):
 // Welford's update (nrm::lane_stats, shared with CUDA) divides once per element in one dependency chain (group
-// norm of 16x64x28x28 at 0.08x the CPU). Runs shorter than kMinRun (batch norm over 1-D features) keep lane_stats.
+// norm of 16x64x28x28 at 0.08x the CPU). Batch norm over runs shorter than kMinRun (1-D features) goes by columns
+// (column_stats); group norm over such runs keeps lane_stats.
 // Fixed by the shapes: the same bits at any thread count.
-constexpr int64_t kMinRun = 64;
+constexpr int64_t kMinRun = 8;
 
 // The runs of consecutive elements of group g, in order: f(offset, length, channel). By channel: its planes (hw
 // elements of one channel: group norm's channels, batch norm's channel in each sample), for what depends on the
@@ -57,12 +60,53 @@ bool run_stats(const NormArgs& a, int64_t g, red::Acc<A>* out) {
   return true;
 }
 
+// Batch norm in training with planes shorter than kMinRun (BatchNorm1d's [N, C] and [N, C, L] with a short L): each
+// channel's statistics by columns. Slot j of a row (channel j / hw) sums its column over the rows in row order, the
+// rows read in memory order, so the loop over a row's slots vectorises; a channel then adds its hw slots in order.
+// Two passes (the means, then the squared deviations). Slots split over the threads: fixed by the shapes.
+template <typename T, typename P, typename A>
+void column_stats(const NormArgs& a) {
+  const int64_t width = a.c * a.hw, hw = a.hw;
+  const T* x = static_cast<const T*>(a.x);
+  std::vector<A> sum(static_cast<size_t>(width)), m2(static_cast<size_t>(width));
+  std::vector<A> mean(static_cast<size_t>(a.c));
+  auto columns = [&](auto&& f) {
+    par::parallel_for(width, par::grain_for(4 * a.n), [&](int64_t b, int64_t e) {
+      for (int64_t r = 0; r < a.n; ++r) f(x + r * width, b, e);
+    });
+  };
+  columns([&](const T* row, int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) sum[j] += static_cast<A>(row[j]);
+  });
+  const A len = static_cast<A>(a.n * hw);
+  for (int64_t ch = 0; ch < a.c; ++ch) {
+    A s = 0;
+    for (int64_t i = 0; i < hw; ++i) s += sum[ch * hw + i];
+    mean[ch] = s / len;
+  }
+  std::vector<A> slot_mean(static_cast<size_t>(width));
+  for (int64_t j = 0; j < width; ++j) slot_mean[j] = mean[j / hw];
+  columns([&](const T* row, int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) {
+      const A d = static_cast<A>(row[j]) - slot_mean[j];
+      m2[j] += d * d;
+    }
+  });
+  for (int64_t ch = 0; ch < a.c; ++ch) {
+    A q = 0;
+    for (int64_t i = 0; i < hw; ++i) q += m2[ch * hw + i];
+    nrm::finish_stats<T, P, A>(a, ch, red::Acc<A>{mean[ch], q, a.n * hw});
+  }
+}
+
 template <typename T, typename P>
 void forward(const NormArgs& a) {
   using A = ew::opmath_t<T>;
   const int64_t groups = nrm::group_count(a), len = nrm::group_len(a);
   if (a.kind == NormKind::Batch && !a.training) {
     for (int64_t g = 0; g < groups; ++g) nrm::eval_stats<P, A>(a, g);
+  } else if (a.kind == NormKind::Batch && a.hw < kMinRun && a.n > 0) {
+    column_stats<T, P, A>(a);
   } else {
     par::parallel_for(groups, par::grain_for(4 * len), [&](int64_t b, int64_t e) {
       for (int64_t g = b; g < e; ++g) {
