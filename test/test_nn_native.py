@@ -210,19 +210,29 @@ def test_batch_norm_running_stats_and_eval():
     )
 
 
+@pytest.mark.parametrize("train", [True, False])
 @pytest.mark.parametrize("shape", [(256, 64), (96, 24, 3), (7, 5, 7)])
-def test_batch_norm_of_short_planes_by_columns(shape):
-    """Batch norm in training over planes shorter than kMinRun (BatchNorm1d's [N, C] and [N, C, L]: column_stats in
-    kernels/sim/norm.cpp): outputs and running statistics aligned with the CPU against float64, for planes of 1, 3
-    and 7 elements (kMinRun is 8)."""
+def test_batch_norm_of_short_planes_by_columns(shape, train):
+    """Batch norm over planes shorter than kMinRun (BatchNorm1d's [N, C] and [N, C, L]: column_stats and
+    column_backward in kernels/sim/norm.cpp), for planes of 1, 3 and 7 elements (kMinRun is 8), in training and eval:
+    the output, the input, weight and bias gradients and the running statistics aligned with the CPU against
+    float64."""
     c = shape[1]
-    mods = [nn.BatchNorm1d(c), nn.BatchNorm1d(c).to(DEV), nn.BatchNorm1d(c).double()]
     x = torch.randn(shape, generator=g0) * 3 + 1
-    for _ in range(2):
-        ys = [m(x.to(DEV) if i == 1 else (x.double() if i == 2 else x)) for i, m in enumerate(mods)]
-    assert_aligned(ys[1], ys[0], ys[2], "batch_norm")
-    for stat in ("running_mean", "running_var"):
-        assert_aligned(getattr(mods[1], stat), getattr(mods[0], stat), getattr(mods[2], stat), stat)
+    gy = torch.randn(shape, generator=g0)
+    outs = []
+    for dev, dt in (("cpu", torch.float32), (DEV, torch.float32), ("cpu", torch.float64)):
+        m = nn.BatchNorm1d(c).to(dev, dt)
+        with torch.no_grad():
+            m.weight.copy_(torch.linspace(0.5, 2, c)), m.bias.copy_(torch.linspace(-1, 1, c))
+            m.running_mean.fill_(0.3), m.running_var.fill_(2.0)
+        m.train(train)
+        xx = x.detach().to(dev, dt).requires_grad_()
+        y = m(xx)
+        y.backward(gy.to(dev, dt))
+        outs.append([y, xx.grad, m.weight.grad, m.bias.grad, m.running_mean, m.running_var])
+    for i, name in enumerate(["y", "dx", "dw", "db", "running_mean", "running_var"]):
+        assert_aligned(outs[1][i], outs[0][i], outs[2][i], name)
 
 
 POOLS = {

@@ -180,9 +180,64 @@ void dw_by_planes(const NormArgs& a, int64_t ch, A* dw, A* db) {
   }
 }
 
+// The backward of column_stats' case (batch norm over planes shorter than kMinRun): per channel, the sums of dy and of
+// dy (x - mean) by columns as there, then dx row by row with each slot's channel constants (a loop that vectorises).
+template <typename T, typename P, typename A>
+void column_backward(const NormArgs& a) {
+  const int64_t width = a.c * a.hw, hw = a.hw;
+  const T *x = static_cast<const T*>(a.x), *dy = static_cast<const T*>(a.dy);
+  const A *mean = static_cast<const A*>(a.mean), *rstd = static_cast<const A*>(a.rstd);
+  std::vector<A> smean(static_cast<size_t>(width)), sdy(static_cast<size_t>(width)), sdyx(static_cast<size_t>(width));
+  for (int64_t j = 0; j < width; ++j) smean[j] = mean[j / hw];
+  par::parallel_for(width, par::grain_for(4 * a.n), [&](int64_t b, int64_t e) {
+    for (int64_t r = 0; r < a.n; ++r) {
+      const T *xr = x + r * width, *dyr = dy + r * width;
+      for (int64_t j = b; j < e; ++j) {
+        const A g = static_cast<A>(dyr[j]);
+        sdy[j] += g;
+        sdyx[j] += g * (static_cast<A>(xr[j]) - smean[j]);
+      }
+    }
+  });
+  const bool eval = !a.training;
+  const A inv_n = A(1) / static_cast<A>(a.n * hw);
+  std::vector<A> k_w(static_cast<size_t>(width)), k_r(static_cast<size_t>(width)), k_c1(static_cast<size_t>(width)),
+      k_c2(static_cast<size_t>(width));
+  for (int64_t ch = 0; ch < a.c; ++ch) {
+    A s_dy = 0, s_dyx = 0;
+    for (int64_t i = 0; i < hw; ++i) s_dy += sdy[ch * hw + i], s_dyx += sdyx[ch * hw + i];
+    const A w = nrm::param<P, A>(a.weight, ch, A(1)), rs = rstd[ch];
+    if (a.dweight) static_cast<P*>(a.dweight)[ch] = static_cast<P>(s_dyx * rs);
+    if (a.dbias) static_cast<P*>(a.dbias)[ch] = static_cast<P>(s_dy);
+    for (int64_t i = 0; i < hw; ++i) {
+      const int64_t j = ch * hw + i;
+      k_w[j] = w, k_r[j] = rs;
+      k_c1[j] = w * s_dy * inv_n;        // sum(w dy) / n
+      k_c2[j] = w * s_dyx * rs * inv_n;  // sum(w dy xhat) / n
+    }
+  }
+  if (!a.dx) return;
+  T* dx = static_cast<T*>(a.dx);
+  par::parallel_for(a.n, par::grain_for(4 * width), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const T *xr = x + r * width, *dyr = dy + r * width;
+      T* dxr = dx + r * width;
+      if (eval) {
+        for (int64_t j = 0; j < width; ++j) dxr[j] = static_cast<T>(static_cast<A>(dyr[j]) * k_w[j] * k_r[j]);
+        continue;
+      }
+      for (int64_t j = 0; j < width; ++j) {
+        const A xhat = (static_cast<A>(xr[j]) - smean[j]) * k_r[j];
+        dxr[j] = static_cast<T>(nrm::dx_value<A>(static_cast<A>(dyr[j]) * k_w[j], xhat, k_r[j], k_c1[j], k_c2[j]));
+      }
+    }
+  });
+}
+
 template <typename T, typename P>
 void backward(const NormArgs& a) {
   using A = ew::opmath_t<T>;
+  if (a.kind == NormKind::Batch && a.hw < kMinRun && a.n > 0 && a.c > 0) return column_backward<T, P, A>(a);
   const bool planes = a.hw >= kMinRun;
   if (a.dx && planes) {
     par::parallel_for(nrm::group_count(a), par::grain_for(8 * nrm::group_len(a)), [&](int64_t b, int64_t e) {
