@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mytorch/ops_math.h"
@@ -173,6 +174,8 @@ void scatter_rows(const IndexArgs& a, T* dst, const T* src, T scalar) {
     hi = std::max({hi, t[r], t[r] + (row - 1) * ts});
   }
   const int64_t parts = valid > 0 ? std::min<int64_t>(par::threads(), hi - lo + 1) : 0;
+  const bool dense_add_or_copy =
+      ts == 1 && us == 1 && !a.src_is_scalar && (a.op == ScatterOp::Add || a.op == ScatterOp::Assign);
   par::parallel_for(parts, 1, [&](int64_t pb, int64_t pe) {
     for (int64_t p = pb; p < pe; ++p) {
       const int64_t plo = lo + (hi - lo + 1) * p / parts, phi = lo + (hi - lo + 1) * (p + 1) / parts;  // [plo, phi)
@@ -186,6 +189,18 @@ void scatter_rows(const IndexArgs& a, T* dst, const T* src, T scalar) {
           k1 = std::min<int64_t>(row, t[r] >= plo ? (t[r] - plo) / -ts + 1 : 0);
         } else if (t[r] < plo || t[r] >= phi) {
           k1 = 0;
+        }
+        if constexpr (!std::is_same_v<T, bool>) {
+          if (dense_add_or_copy) {  // combine's Add and Assign on consecutive elements: a loop that vectorises
+            using O = ew::opmath_t<T>;
+            T* d = dst + t[r];
+            const T* v = src + u[r];
+            if (a.op == ScatterOp::Add)
+              for (int64_t k = k0; k < k1; ++k) d[k] = static_cast<T>(static_cast<O>(d[k]) + static_cast<O>(v[k]));
+            else
+              for (int64_t k = k0; k < k1; ++k) d[k] = v[k];
+            continue;
+          }
         }
         for (int64_t k = k0; k < k1; ++k)
           combine<T>(dst + t[r] + k * ts, a.src_is_scalar ? scalar : mt_load(src + u[r] + k * us), a.op);
