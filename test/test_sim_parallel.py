@@ -61,6 +61,15 @@ def _results():
     out["index_add_rows"] = torch.zeros(64, 2048, device="mytorch").index_add(0, into, d)
     out["index_add_strided"] = torch.zeros(2048, 64, device="mytorch").t().index_add(0, into, d)
     out["index_add_bf16"] = torch.zeros(64, 2048, device="mytorch", dtype=torch.bfloat16).index_add(0, into, dh)
+    # scatters split by a coordinate whose targets are disjoint (scatter_split): duplicates along the scattered dim
+    i1 = torch.randint(0, 2048, (1024, 1024), generator=g).to("mytorch")
+    i0 = torch.randint(0, 1024, (512, 2048), generator=g).to("mytorch")
+    out["scatter_add1"] = d.scatter_add(1, i1, d[:, 1024:])
+    out["scatter_add0"] = d.scatter_add(0, i0, d[:512])
+    out["scatter_prod1"] = d.scatter_reduce(1, i1, d[:, 1024:], "prod")
+    out["scatter_mean0"] = d.scatter_reduce(0, i0, d[:512], "mean", include_self=False)
+    out["scatter_assign0"] = d.scatter(0, i0, d[:512])
+    out["scatter_bf16"] = dh.scatter_add(1, i1, dh[:, 1024:])
     out.update(_strided(d, dh))
     out.update(_norm_grads(d))
     out.update(_batch_group_norm(d))
@@ -185,6 +194,38 @@ def test_results_are_bit_identical_at_1_2_and_4_threads():
     for k in (2, 4):
         for name, ref in runs[1].items():
             assert torch.equal(runs[k][name], ref), f"{name} differs between 1 and {k} threads"
+
+
+def test_split_scatter_matches_the_cpu_and_stops_at_a_bad_index():
+    """scatter_split (Note [Sim scatter]): the CPU's results for the scatter family along each dimension, duplicates
+    included (an assignment keeps the last contribution, as the CPU's loop); with an index out of bounds the CPU's
+    error, and the target holds exactly the positions before the bad one, as the serial loop (one thread) leaves it.
+    (The CPU's own partial writes follow its iteration order, so they are not the reference.)"""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(300, 400, generator=g)
+    for dim, shape in ((0, (150, 400)), (1, (300, 200))):
+        i = torch.randint(0, x.shape[dim], shape, generator=g)
+        s = torch.randn(shape, generator=g)
+        for fn in (
+            lambda t, i, s: t.scatter_add(dim, i, s),
+            lambda t, i, s: t.scatter(dim, i, s),
+            lambda t, i, s: t.scatter_reduce(dim, i, s, "amax"),
+        ):
+            assert torch.equal(fn(x.to("mytorch"), i.to("mytorch"), s.to("mytorch")).cpu(), fn(x, i, s))
+        bad = i.clone()
+        bad[shape[0] // 2, 7] = x.shape[dim]
+        with pytest.raises(RuntimeError, match="out of bounds"):
+            x.clone().scatter_add_(dim, bad, s)
+        states = []
+        for k in (1, 2):
+            torch.set_num_threads(k)
+            got = x.to("mytorch")
+            with pytest.raises(RuntimeError, match="out of bounds"):
+                got.scatter_add_(dim, bad.to("mytorch"), s.to("mytorch"))
+                torch.mytorch.synchronize()
+            states.append(got.cpu())
+        assert torch.equal(states[0], states[1]), dim
+        assert not torch.equal(states[0], x)  # the positions before the bad one were applied
 
 
 def test_strided_layouts_match_the_cpu_and_write_in_place():

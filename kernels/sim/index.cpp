@@ -212,6 +212,76 @@ void scatter_rows(const IndexArgs& a, T* dst, const T* src, T scalar) {
 
 } // namespace
 
+namespace {
+
+// Note [Sim scatter], split by a coordinate: a scatter whose positions with different coordinates along a.split_dim
+// write disjoint targets runs over that coordinate in parallel. A worker takes a range of coordinates and applies its
+// positions in position order, so each target element gets its contributions in the serial order: the same bits at
+// any thread count. The indices are checked first (in parallel): only the positions before the first bad one are
+// applied, as the serial loop would.
+template <typename T>
+void scatter_split(const IndexArgs& a, T* dst, const T* src, T scalar) {
+  const int sd = a.split_dim, last = a.ndim - 1;
+  const int64_t row = a.sizes[last], rows = a.numel / row;
+  std::atomic<int64_t> first_bad{a.numel};
+  std::mutex bad_mutex;
+  int64_t bad_value = 0;
+  par::parallel_for(rows, par::grain_for(2 * row), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      if (r * row > first_bad.load(std::memory_order_relaxed)) return;
+      const IndexPos p = index_pos(a, r * row);
+      bool ok = true;  // one index (the gather/scatter family): a bounds check that vectorises first
+      if (a.nidx == 1) {
+        const int64_t* ip = a.idx[0] + p.idx_off[0];
+        const int64_t is = a.idx_strides[0][last], bound = a.idx_bound[0], lo = a.negative_wraps ? -bound : 0;
+        for (int64_t j = 0; j < row; ++j) ok &= ip[j * is] >= lo && ip[j * is] < bound;
+      }
+      if (a.nidx == 1 && ok) continue;
+      for (int64_t j = 0; j < row; ++j) {
+        int64_t t = 0, u = 0, bad = 0;
+        if (index_at(a, p, j, &t, &u, &bad)) continue;
+        std::lock_guard<std::mutex> g(bad_mutex);
+        if (r * row + j < first_bad.load()) first_bad.store(r * row + j), bad_value = bad;
+        return;
+      }
+    }
+  });
+  const int64_t limit = first_bad.load();
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < sd; ++d) outer *= a.sizes[d];
+  for (int d = sd + 1; d < a.ndim; ++d) inner *= a.sizes[d];
+  const int64_t n_sd = a.sizes[sd], run = sd == last ? 1 : row;  // positions decoded at once
+  par::parallel_for(n_sd, par::grain_for(outer * inner), [&](int64_t cb, int64_t ce) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = cb; c < ce; ++c)
+        for (int64_t k = 0; k < inner; k += run) {
+          const int64_t pos = (o * n_sd + c) * inner + k;
+          if (pos >= limit) return;  // later positions of this worker come after it too
+          const IndexPos p = index_pos(a, pos);
+          const int64_t j1 = std::min(run, limit - pos);
+          if (a.nidx == 1) {  // the indices were checked: index_at's arithmetic without its checks
+            const int64_t* ip = a.idx[0] + p.idx_off[0];
+            const int64_t is = a.idx_strides[0][last], bound = a.idx_bound[0], step = a.idx_target_stride[0];
+            const int64_t ts = a.target_strides[last], us = a.other_strides[last];
+            for (int64_t j = 0; j < j1; ++j) {
+              const int64_t v = ip[j * is];
+              const int64_t t = p.t + j * ts + (v < 0 ? v + bound : v) * step;
+              combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + p.u + j * us), a.op);
+            }
+            continue;
+          }
+          for (int64_t j = 0; j < j1; ++j) {
+            int64_t t = 0, u = 0, bad = 0;
+            index_at(a, p, j, &t, &u, &bad);
+            combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + u), a.op);
+          }
+        }
+  });
+  if (limit < a.numel) out_of_bounds(a, bad_value);
+}
+
+} // namespace
+
 rt::Status scatter(const IndexArgs& a, rt::Stream) {
   bool row_const = a.ndim > 0 && a.numel > 0 && a.sizes[a.ndim - 1] > 0;
   for (int k = 0; k < a.nidx && row_const; ++k) row_const = a.idx_strides[k][a.ndim - 1] == 0;
@@ -225,6 +295,10 @@ rt::Status scatter(const IndexArgs& a, rt::Stream) {
       std::memcpy(&scalar, a.scalar, sizeof(T));
       if (by_rows) {  // Note [Sim scatter]
         scatter_rows<T>(a, dst, src, scalar);
+        return;
+      }
+      if (a.split_dim >= 0 && a.split_dim < a.ndim && a.numel > par::kGrain && par::threads() > 1) {
+        scatter_split<T>(a, dst, src, scalar);
         return;
       }
       const int64_t row = a.ndim ? a.sizes[a.ndim - 1] : 1;  // positions in order, each row decoded once

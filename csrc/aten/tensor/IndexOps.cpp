@@ -310,6 +310,9 @@ void scatterInto(const Tensor& dst, int64_t dim, const Tensor& index, const Tens
     a.other_strides[d] = src ? (src_cast.dim() ? src_cast.stride(d) : 0) : 0;
   }
   addIndex(a, index, index.strides(), dst.dim() ? dst.size(dim) : 1, dst.dim() ? dst.stride(dim) : 0);
+  if (at::has_internal_overlap(dst) == at::MemOverlap::No)
+    for (int64_t d = 0; d < index.dim() && a.split_dim < 0; ++d)
+      if (d != dim && index.size(d) > 1 && dst.stride(d) != 0) a.split_dim = static_cast<int>(d);
   launch(Kind::Scatter, a, dst.device(), oob);
 }
 

@@ -46,6 +46,10 @@ struct IndexArgs {
   int64_t idx_target_stride[kMaxIndices] = {};
   bool negative_wraps = true; // -1 is the last position (indexing, take, put, index_fill); else out of bounds
   ScatterOp op = ScatterOp::Assign;
+  // A scatter whose positions with different coordinates along this dimension write disjoint targets (the
+  // gather/scatter family into a target without internal overlap: only the indexed dimension's coordinate changes);
+  // -1 when the glue does not know one. The sim splits such a scatter over that coordinate (Note [Sim scatter]).
+  int split_dim = -1;
   ErrorSite error; // an index out of bounds is recorded there (device_error.h)
 };
 
