@@ -281,6 +281,18 @@ bool accumulatesInFloat(const Tensor& dst, ScatterOp op) {
          (dst.scalar_type() == at::kHalf || dst.scalar_type() == at::kBFloat16);
 }
 
+// IndexArgs::split_dim of a scatter along `dim` (only that coordinate of a position changes on its way to the target)
+// into a target without internal overlap: the first other dimension with more than one position and a target stride.
+void setSplitDim(IndexArgs& a, const Tensor& dst, int64_t dim) {
+  if (at::has_internal_overlap(dst) != at::MemOverlap::No) return;
+  for (int d = 0; d < a.ndim; ++d) {
+    if (d != dim && a.sizes[d] > 1 && a.target_strides[d] != 0) {
+      a.split_dim = d;
+      return;
+    }
+  }
+}
+
 void scatterInto(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor* src, const c10::Scalar* value,
                  ScatterOp op, const OutOfBounds& oob = {}) {
   if (index.numel() == 0) return;
@@ -310,9 +322,7 @@ void scatterInto(const Tensor& dst, int64_t dim, const Tensor& index, const Tens
     a.other_strides[d] = src ? (src_cast.dim() ? src_cast.stride(d) : 0) : 0;
   }
   addIndex(a, index, index.strides(), dst.dim() ? dst.size(dim) : 1, dst.dim() ? dst.stride(dim) : 0);
-  if (at::has_internal_overlap(dst) == at::MemOverlap::No)
-    for (int64_t d = 0; d < index.dim() && a.split_dim < 0; ++d)
-      if (d != dim && index.size(d) > 1 && dst.stride(d) != 0) a.split_dim = static_cast<int>(d);
+  setSplitDim(a, dst, dim);
   launch(Kind::Scatter, a, dst.device(), oob);
 }
 
@@ -476,6 +486,7 @@ void indexIntoAlongDim(Tensor& out, int64_t dim, const Tensor& index, const Tens
   }
   if (source.dim()) istr[static_cast<size_t>(dim)] = index.stride(0);
   addIndex(a, index, istr, out.dim() ? out.size(dim) : 1, out.dim() ? out.stride(dim) : 0);
+  if (source.dim()) setSplitDim(a, out, dim);
   launch(Kind::Scatter, a, out.device(), alongDim("index_add/index_copy", out, dim, runtime_error));
 }
 
