@@ -1,10 +1,41 @@
 // Sim twin of cuda/random.cu.
 #include "mytorch/random.h"
 
+#include <cmath>
+#include <type_traits>
+
 #include "mytorch/ops_math.h"
 #include "mytorch/parallel.h"
 
 namespace mytorch::sim {
+
+namespace {
+
+// random_value's float normals, a Philox block's two at once: the block's radius sqrt(-2 log u1) computed once for
+// both of its normals (rad cos, rad sin), each element taking the one its parity picks, as random_value does (the
+// same calls on the same values: the same numbers; randn of 1M float32 9.0 -> 6.2 ms).
+template <typename T>
+void normal_float(const RandomArgs& p, uint64_t seed, uint64_t offset, T* out) {
+  const float mean = static_cast<float>(p.a), sd = static_cast<float>(p.b);
+  par::parallel_for(p.numel, par::grain_for(32), [&](int64_t b, int64_t e) {
+    uint64_t have = ~uint64_t(0);
+    float zc = 0, zs = 0;
+    for (int64_t i = b; i < e; ++i) {
+      const uint64_t block = (offset + static_cast<uint64_t>(i)) / 2;
+      if (block != have) {
+        const Philox4x32 r(seed, block, static_cast<uint64_t>(PhiloxLane::NormalFloat));
+        const float u1 = 1.0f - u32_to_unit_float(r.c[0]), u2 = u32_to_unit_float(r.c[1]);
+        const float rad = sqrtf(-2.0f * logf(u1));
+        zc = rad * cosf(6.2831853f * u2);
+        zs = rad * sinf(6.2831853f * u2);
+        have = block;
+      }
+      out[i] = mt_cast<T, float>(mean + sd * ((i % 2) != 0 ? zs : zc));
+    }
+  });
+}
+
+} // namespace
 
 rt::Status random(const RandomArgs& p, rt::Stream) {
   if (p.dtype == DType::ComplexFloat || p.dtype == DType::ComplexDouble) {
@@ -18,16 +49,19 @@ rt::Status random(const RandomArgs& p, rt::Stream) {
       T* out = static_cast<T*>(p.data);
       uint64_t seed = p.seed, offset = p.offset;
       philox_resolve(p.philox_dev, seed, offset);
+      if constexpr (!std::is_same_v<T, double> && !std::is_integral_v<T>) {
+        if (p.dist == Distribution::Normal) return normal_float<T>(p, seed, offset, out);
+      }
+      PhiloxLane lane = PhiloxLane::Word;
+      const int shift = random_per_block<T>(p, &lane) == 4 ? 2 : 1;  // random_block_of's division by 4 or 2
       par::parallel_for(p.numel, par::grain_for(16), [&](int64_t b, int64_t e) {
-        uint64_t have = 0, block = 0;
-        PhiloxLane have_lane = PhiloxLane::Word, lane = PhiloxLane::Word;
-        random_block_of<T>(p, offset, b, &have, &have_lane);
-        Philox4x32 r(seed, have, static_cast<uint64_t>(have_lane));
+        uint64_t have = (offset + static_cast<uint64_t>(b)) >> shift;
+        Philox4x32 r(seed, have, static_cast<uint64_t>(lane));
         for (int64_t i = b; i < e; ++i) {
-          random_block_of<T>(p, offset, i, &block, &lane);
-          if (block != have || lane != have_lane) {
+          const uint64_t block = (offset + static_cast<uint64_t>(i)) >> shift;
+          if (block != have) {
             r = Philox4x32(seed, block, static_cast<uint64_t>(lane));
-            have = block, have_lane = lane;
+            have = block;
           }
           out[i] = random_value<T>(p, i, r);
         }

@@ -90,10 +90,9 @@ MT_HOST_DEVICE inline Philox4x32 philox_block(uint64_t seed, uint64_t offset, in
                     static_cast<uint64_t>(lane));
 }
 
-// The Philox block element i of a call at (resolved) `offset` draws from, in its lane (Note [Philox layout]).
+// How many elements of a call share a Philox block (4 or 2), and in which lane they draw (Note [Philox layout]).
 template <typename T>
-MT_HOST_DEVICE inline void random_block_of(const RandomArgs& p, uint64_t offset, int64_t i, uint64_t* block,
-                                           PhiloxLane* lane) {
+MT_HOST_DEVICE inline int random_per_block(const RandomArgs& p, PhiloxLane* lane) {
   constexpr bool dbl = std::is_same_v<T, double>, wide = dbl || std::is_same_v<T, int64_t>;
   int per = 4;
   PhiloxLane l = PhiloxLane::Word;
@@ -108,8 +107,16 @@ MT_HOST_DEVICE inline void random_block_of(const RandomArgs& p, uint64_t offset,
       break;
     case Distribution::Bernoulli: break;
   }
-  *block = (offset + static_cast<uint64_t>(i)) / static_cast<uint64_t>(per);
   *lane = l;
+  return per;
+}
+
+// The Philox block element i of a call at (resolved) `offset` draws from, in its lane (Note [Philox layout]).
+template <typename T>
+MT_HOST_DEVICE inline void random_block_of(const RandomArgs& p, uint64_t offset, int64_t i, uint64_t* block,
+                                           PhiloxLane* lane) {
+  const int per = random_per_block<T>(p, lane);
+  *block = (offset + static_cast<uint64_t>(i)) / static_cast<uint64_t>(per);
 }
 
 // The value of element i from its block r (random_block_of), computed identically on both runtimes.
@@ -151,7 +158,12 @@ MT_HOST_DEVICE inline T random_value(const RandomArgs& p, int64_t i, const Philo
       } else {
         v = r.c[i % 4];
       }
-      int64_t out = p.low + static_cast<int64_t>(p.range ? v % p.range : v);
+      // both within 32 bits (the usual randint), the same remainder from a 32-bit division, several times faster
+      const uint64_t m = !p.range ? v
+                         : (v >> 32) == 0 && (p.range >> 32) == 0
+                             ? static_cast<uint32_t>(v) % static_cast<uint32_t>(p.range)
+                             : v % p.range;
+      int64_t out = p.low + static_cast<int64_t>(m);
       return mt_cast<T, int64_t>(out);
     }
     case Distribution::Bernoulli: {
