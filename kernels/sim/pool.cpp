@@ -33,7 +33,8 @@ rt::Status spatial(const SpatialArgs& a, rt::Stream) {
   const bool ok = sp::dispatch(a, [&](auto tag) {
     using T = decltype(tag);
     const bool upsample = a.op == SpatialOp::Nearest || a.op == SpatialOp::Bilinear;
-    const bool scatter = a.op == SpatialOp::MaxPool || a.op == SpatialOp::AdaptiveAvg || upsample;
+    const bool scatter =
+        a.op == SpatialOp::MaxPool || a.op == SpatialOp::AvgPool || a.op == SpatialOp::AdaptiveAvg || upsample;
     if (a.backward && scatter) {  // a plane per task, the gradients scattered
       const int64_t n_in = a.id * a.ih * a.iw, n_out = a.od * a.oh * a.ow;
       par::parallel_for(a.planes, par::grain_for(n_out * (upsample ? 4 : 1) + 2 * n_in),
@@ -43,6 +44,7 @@ rt::Status spatial(const SpatialArgs& a, rt::Stream) {
                             if (upsample) sp::upsample_backward_plane<T>(a, p, acc.data());
                             else if (a.op == SpatialOp::AdaptiveAvg)
                               sp::adaptive_avg_backward_plane<T>(a, p, acc.data());
+                            else if (a.op == SpatialOp::AvgPool) sp::avg_backward_plane<T>(a, p, acc.data());
                             else sp::max_backward_plane<T>(a, p, acc.data());
                           }
                         });
