@@ -305,9 +305,15 @@ red::Acc<A> chunk_partial(const ReduceArgs& r, const T* in, int64_t in_base, int
     if (r.red_ndim == 1) {
       const int64_t s = r.red_in_strides[0];
       for (int64_t j = b; j < e; ++j) R::push(leaf[m], static_cast<A>(mt_load(in + in_base + j * s)), j, r.params);
-    } else {
-      for (int64_t j = b; j < e; ++j)
-        R::push(leaf[m], static_cast<A>(mt_load(in + in_base + red::red_offset(r, j))), j, r.params);
+    } else {  // in runs along the innermost reduced dim, each run's offset decoded once (the same order)
+      const int last = r.red_ndim - 1;  // -1: a 0-d input, one element at offset 0
+      const int64_t inner = last >= 0 ? r.red_sizes[last] : 1, s = last >= 0 ? r.red_in_strides[last] : 0;
+      for (int64_t j = b; j < e;) {
+        const int64_t k = j % inner, n = std::min(e - j, inner - k);
+        const T* x = in + in_base + red::red_offset(r, j);
+        for (int64_t q = 0; q < n; ++q) R::push(leaf[m], static_cast<A>(mt_load(x + q * s)), j + q, r.params);
+        j += n;
+      }
     }
   }
   return combine_pairwise<R>(leaf, m, r.params);
