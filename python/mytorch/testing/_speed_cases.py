@@ -325,9 +325,11 @@ MISSES = {
     "nn.functional.interpolate*|nn.functional.upsample*": "op_db's samples are a few hundred elements: the glue's "
     "per-call work (weight matrices or index maps made per call, Note [Resampling by weight matrices]) dominates; at "
     "the family's size (interpolate x2 of 8x32x28x28) bilinear, bicubic and nearest are at or above the CPU",
-    "nonzero*|unique*|masked_select*|masked_scatter*": "data-dependent output sizes: nonzero and masked_select are "
-    "composed (a comparison, a running count, a where and a serial index_put scatter, then one integer division per "
-    "dimension, csrc/aten/tensor/Masks.cpp); a parallel compaction kernel (sim and CUDA) is not written yet",
+    "nonzero*|unique*|masked_select*|masked_scatter*": "data-dependent output sizes: nonzero is a compaction by "
+    "prefix sums (Note [Nonzero by prefix sums]: block counts, their offsets, each block's rows; sim and CUDA) that "
+    "copies a strided input first, masked_select and masked_scatter_ compose it with the index engine, and the count "
+    "is read on the host (one synchronisation, as on the CPU); unique_consecutive is composed; op_db's small samples "
+    "pay the glue's per-call work",
     "square*|__rpow__*|pow*": "pow's exponents 2, 0.5, -0.5, -1 (and 3 in float/double) run as ATen's CPU kernel "
     "runs them (csrc/aten/pointwise/BinaryOps.cpp); other exponents, tensor exponents and __rpow__ run the Pow "
     "functor (std::pow per element), where the CPU has a vectorised pow",
@@ -336,11 +338,14 @@ MISSES = {
     "element, 0.04x -> 0.22x); remainder, fmod, floor division and atan2 left this list (Note [Vectorised fmod], "
     "libmvec's atan2f)",
     "linalg.*|triangular_solve*|cholesky*": "op_db's samples are small matrices; not profiled yet",
-    "*segment_reduce*|cdist*|pdist*": "not profiled yet",
-    "gather*|scatter*|index_*|take*|put*": "the sim's gathers decode a row once and split over elements (index_pos, "
-    "index_at in index.h); the CPU's gather along an inner dimension is still about 2x faster (its loop is "
-    "specialised per dimension), and a scatter is serial (Note [Sim scatter]) where the CPU splits over the "
-    "dimensions that cannot collide; op_db's small samples pay the glue's per-call checks",
+    "*segment_reduce*|cdist*|pdist*": "composed of native ops: segment_reduce finds each position's segment by a "
+    "searchsorted and scatters into the segments (Note [Segment reduce]); cdist and pdist put every pair's difference "
+    "in memory before a norm (60^4 elements for op_db's 60x60x60 pair), where the CPU loops over the pairs; a "
+    "pairwise-distance kernel is not written",
+    "gather*|scatter*|index_*|take*|put*": "a gather with one index tensor checks a row's indices, then copies "
+    "without a branch, split over elements (index.cpp is compiled for the portable ISA only: no vector gathers; the "
+    "CPU's inner-dimension gather is about 2.7x faster); a scatter splits over a coordinate whose targets are disjoint, "
+    "or by target rows (Note [Sim scatter]), else it is serial; op_db's small samples pay the glue's per-call checks",
     "conv*|nn.functional.conv*": "the sim runs convolution as blocked im2col + GEMM (Note [Sim convolution]); the "
     "CPU runs oneDNN's convolutions",
     "LSTM*|GRU*": "torch's RNN code calls the cell once per time step; the cell is composed of native kernels "
