@@ -425,6 +425,33 @@ inline void max_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>*
   for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
 }
 
+// acc[d0:d1, h0:h1, w0:w1] += v in an input plane (the pooling backwards that scatter an output's share).
+template <typename A>
+inline void add_to_box(const SpatialArgs& a, A* acc, int64_t d0, int64_t d1, int64_t h0, int64_t h1, int64_t w0,
+                       int64_t w1, A v) {
+  for (int64_t d = d0; d < d1; ++d)
+    for (int64_t h = h0; h < h1; ++h) {
+      A* row = acc + (d * a.ih + h) * a.iw;
+      for (int64_t w = w0; w < w1; ++w) row[w] += v;
+    }
+}
+
+// The output gradient of plane p; its input-gradient accumulator zeroed.
+template <typename T>
+inline const T* plane_start(const SpatialArgs& a, int64_t p, ew::opmath_t<T>* acc) {
+  const int64_t n_in = a.id * a.ih * a.iw;
+  for (int64_t i = 0; i < n_in; ++i) acc[i] = ew::opmath_t<T>(0);
+  return static_cast<const T*>(a.in) + p * a.od * a.oh * a.ow;
+}
+
+// Input-gradient plane p from its accumulator.
+template <typename T>
+inline void plane_out(const SpatialArgs& a, int64_t p, const ew::opmath_t<T>* acc) {
+  const int64_t n_in = a.id * a.ih * a.iw;
+  T* out = static_cast<T*>(a.out) + p * n_in;
+  for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
+}
+
 // Average pooling's backward of plane p, scattered: each output's share g / divisor added to its window's inputs,
 // outputs in descending order (backward_at's order for an input: depth, row and column of the covering outputs
 // descending), so each input sums the same terms in the same order (the same bits); a gather per input found its
@@ -432,9 +459,7 @@ inline void max_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>*
 template <typename T>
 inline void avg_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>* acc) {
   using A = ew::opmath_t<T>;
-  const int64_t n_in = a.id * a.ih * a.iw, n_out = a.od * a.oh * a.ow;
-  const T* g = static_cast<const T*>(a.in) + p * n_out;
-  for (int64_t i = 0; i < n_in; ++i) acc[i] = A(0);
+  const T* g = plane_start<T>(a, p, acc);
   for (int64_t z = a.od - 1; z >= 0; --z)
     for (int64_t y = a.oh - 1; y >= 0; --y)
       for (int64_t x = a.ow - 1; x >= 0; --x) {
@@ -442,14 +467,9 @@ inline void avg_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>*
         const int64_t div = avg_window(a, z, y, x, &d0, &d1, &h0, &h1, &w0, &w1);
         if (div == 0) continue;
         const A v = static_cast<A>(g[(z * a.oh + y) * a.ow + x]) / static_cast<A>(div);
-        for (int64_t d = d0; d < d1; ++d)
-          for (int64_t h = h0; h < h1; ++h) {
-            A* row = acc + (d * a.ih + h) * a.iw;
-            for (int64_t w = w0; w < w1; ++w) row[w] += v;
-          }
+        add_to_box(a, acc, d0, d1, h0, h1, w0, w1, v);
       }
-  T* out = static_cast<T*>(a.out) + p * n_in;
-  for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
+  plane_out<T>(a, p, acc);
 }
 
 // Adaptive average pooling's backward of plane p, scattered: each output's share g / window size added to its
@@ -458,9 +478,7 @@ inline void avg_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>*
 template <typename T>
 inline void adaptive_avg_backward_plane(const SpatialArgs& a, int64_t p, ew::opmath_t<T>* acc) {
   using A = ew::opmath_t<T>;
-  const int64_t n_in = a.id * a.ih * a.iw, n_out = a.od * a.oh * a.ow;
-  const T* g = static_cast<const T*>(a.in) + p * n_out;
-  for (int64_t i = 0; i < n_in; ++i) acc[i] = A(0);
+  const T* g = plane_start<T>(a, p, acc);
   for (int64_t z = 0; z < a.od; ++z) {
     const int64_t d0 = adaptive_start(z, a.id, a.od), d1 = adaptive_end(z, a.id, a.od);
     for (int64_t y = 0; y < a.oh; ++y) {
@@ -468,16 +486,11 @@ inline void adaptive_avg_backward_plane(const SpatialArgs& a, int64_t p, ew::opm
       for (int64_t x = 0; x < a.ow; ++x) {
         const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
         const A v = static_cast<A>(g[(z * a.oh + y) * a.ow + x]) / static_cast<A>((d1 - d0) * (h1 - h0) * (w1 - w0));
-        for (int64_t d = d0; d < d1; ++d)
-          for (int64_t h = h0; h < h1; ++h) {
-            A* row = acc + (d * a.ih + h) * a.iw;
-            for (int64_t w = w0; w < w1; ++w) row[w] += v;
-          }
+        add_to_box(a, acc, d0, d1, h0, h1, w0, w1, v);
       }
     }
   }
-  T* out = static_cast<T*>(a.out) + p * n_in;
-  for (int64_t i = 0; i < n_in; ++i) out[i] = static_cast<T>(acc[i]);
+  plane_out<T>(a, p, acc);
 }
 
 // One axis of the upsamplings' backward: for output index o, the input indices it reads and their weights
