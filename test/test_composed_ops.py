@@ -609,6 +609,8 @@ def _nonzero_inputs():
     x = torch.randn(300, 70, generator=gen) > 0.3
     yield x.t()
     yield x[::2, 5:]
+    # complex32, which the kernels do not load: non-zero where either half is (NaN is, -0 is not)
+    yield torch.tensor([0.0, 1.5, -0.0, 0.0, 2.0, float("nan")]).to(torch.complex32)
     # complex: non-zero when either part is
     yield torch.complex(torch.tensor([0.0, 0.0, 1.0, -0.0]), torch.tensor([0.0, 2.0, 0.0, -0.0]))
 

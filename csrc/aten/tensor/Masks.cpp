@@ -6,6 +6,9 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/index_put.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/take.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -31,10 +34,19 @@ void writeAt(Tensor& dst, const Tensor& positions, const Tensor& values) {
 // The coordinates of self's non-zero elements, one row each in row-major order, stored by column (Note [Nonzero by
 // prefix sums]); with flat, their linear positions (one column). A 0-d self is one element at position 0.
 Tensor nonzeroRows(const Tensor& self, bool flat) {
-  const Tensor x = self.contiguous();
+  // Dtypes the kernels do not load: an unsigned integer is non-zero where its bits are (read as the signed type of
+  // its size); complex32 where either half is non-zero; any other (float8) through `!= 0` as bools.
+  Tensor x = self.contiguous();
+  switch (self.scalar_type()) {
+    case at::kUInt16: x = x.view(at::kShort); break;
+    case at::kUInt32: x = x.view(at::kInt); break;
+    case at::kUInt64: x = x.view(at::kLong); break;
+    case at::kComplexHalf: x = at::view_as_real(x).ne(0).any(-1); break;
+    default:
+      if (toKernelDType(x.scalar_type()) == DType::Other) x = at::ne(x, 0).contiguous();
+  }
   NonzeroArgs a;
   a.dtype = toKernelDType(x.scalar_type());
-  TORCH_CHECK(a.dtype != DType::Other, "nonzero: unsupported dtype ", x.scalar_type());
   a.in = x.const_data_ptr();
   a.n = x.numel();
   a.ndim = flat || x.dim() == 0 ? 1 : static_cast<int>(x.dim());
