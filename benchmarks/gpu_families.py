@@ -156,7 +156,12 @@ def cases(size: str) -> list[Case]:
         12 * lrows,
     )
     # on emu also a grid of more than a wave (the model's fraction of peak needs the SMs full; ~3 minutes emulated)
-    shapes = [(4, 16, 2048, 128)] if big else [(1, 2, 256, 64)] + ([(1, 48, 512, 64)] if size == "emu" else [])
+    # on a GPU Llama-7B's heads (head dim 128) at sequence 2k and 8k
+    shapes = (
+        [(4, 16, 2048, 128), (1, 32, 8192, 128)]
+        if big
+        else [(1, 2, 256, 64)] + ([(1, 48, 512, 64)] if size == "emu" else [])
+    )
     for B, nh, S, hd in shapes:
         q, k, v = _inputs(((B, nh, S, hd), bf16), ((B, nh, S, hd), bf16), ((B, nh, S, hd), bf16))
         fl = 4.0 * B * nh * S * S * hd / 2  # causal

@@ -20,7 +20,10 @@
 // seeded the same way (as CUDA's graph-registered generator state does).
 #include "csrc/core/Graph.h"
 
+#include "csrc/core/TorchVersion.h"
+#if MYTORCH_TORCH_AT_LEAST(2, 12)
 #include <ATen/core/GraphImplInterface.h>
+#endif
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
@@ -72,6 +75,7 @@ Capture* current() {
 
 std::atomic<uint64_t> g_pool_uid{1};
 
+#if MYTORCH_TORCH_AT_LEAST(2, 12)  // torch.accelerator.Graph (older torch: registerGraphImpl() returns false)
 class MytorchGraph final : public at::GraphImplInterface {
  public:
   explicit MytorchGraph(const at::GraphImplArgs& args) : keep_graph_(args.keep_graph) {}
@@ -211,6 +215,7 @@ class MytorchGraph final : public at::GraphImplInterface {
   c10::DataPtr philox_dev_;  // cuda, emu: the replays' Philox state (Capture::philox_dev)
   std::vector<std::pair<c10::intrusive_ptr<c10::GeneratorImpl>, uint64_t>> generators_;
 };
+#endif
 
 }  // namespace
 
@@ -266,7 +271,8 @@ const uint64_t* capturedPhiloxState() {
 
 c10::MempoolId_t graphPoolHandle() { return {0, g_pool_uid.fetch_add(1)}; }
 
-void registerGraphImpl() {
+bool registerGraphImpl() {
+#if MYTORCH_TORCH_AT_LEAST(2, 12)
   // The registry's key is the device type's name, which is the backend's name once PrivateUse1 is renamed.
   const std::string key = c10::DeviceTypeName(c10::DeviceType::PrivateUse1, /*lower_case=*/false);
   if (!at::GraphImplRegistry()->Has(key)) {
@@ -274,6 +280,10 @@ void registerGraphImpl() {
       return std::make_unique<MytorchGraph>(args);
     });
   }
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace mytorch

@@ -28,7 +28,8 @@ bool capturedPhiloxOffset(MytorchGeneratorImpl* gen, uint64_t step, uint64_t* of
 const uint64_t* capturedPhiloxState();
 // A new pool id for graphs to share (torch.cuda.graph_pool_handle()).
 c10::MempoolId_t graphPoolHandle();
-// torch.accelerator.Graph's implementation for the device, under its name (after the PrivateUse1 rename).
-void registerGraphImpl();
+// torch.accelerator.Graph's implementation for the device, under its name (after the PrivateUse1 rename); false
+// where the torch compiled against has no torch.accelerator.Graph (before 2.12: csrc/core/TorchVersion.h).
+bool registerGraphImpl();
 
 } // namespace mytorch

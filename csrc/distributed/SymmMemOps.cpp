@@ -35,7 +35,7 @@ void checkMytorch(const at::Tensor& t, const char* op, const char* what) {
 // The symmetric-memory handle of `t` (allocated by symm_mem.empty) for the group, and the checks every op makes.
 Handle handleOf(const at::Tensor& t, const std::string& group, const char* op) {
   checkMytorch(t, op, "input");
-  TORCH_CHECK_VALUE(c10d::symmetric_memory::is_symm_mem_tensor(t), op, ": input must be allocated with ",
+  TORCH_CHECK_VALUE(isSymmetricTensor(t), op, ": input must be allocated with ",
                     "torch.distributed._symmetric_memory.empty() (empty_strided_p2p)");
   return symmetricMemoryOf(t, group);
 }

@@ -36,6 +36,7 @@
 #include "csrc/core/DeviceErrors.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
+#include "csrc/core/TorchVersion.h"
 #include "csrc/distributed/ProcessGroupMytorch.hpp"
 #include "mytorch/runtime.h"
 
@@ -260,7 +261,10 @@ class Allocator final : public c10sm::SymmetricMemoryAllocator {
   bool has_multicast_support(int) override { return false; }
   c10::DeviceType supported_device_type() override { return c10::DeviceType::PrivateUse1; }
   std::string name() override { return "MYTORCH"; }
-  bool has_allocation(void* ptr) override {
+#if MYTORCH_TORCH_AT_LEAST(2, 12)
+  bool has_allocation(void* ptr) override { return owns(ptr); }
+#endif
+  bool owns(void* ptr) {
     std::lock_guard<std::mutex> g(mu_);
     return blocks_.count(ptr) > 0;
   }
@@ -353,6 +357,8 @@ void MytorchSymmetricMemory::put_signal(int dst_rank, int channel, size_t timeou
 void MytorchSymmetricMemory::wait_signal(int src_rank, int channel, size_t timeout_ms) {
   signal(SymmSignalOp::Wait, src_rank, channel, timeout_ms);
 }
+
+bool isSymmetricTensor(const at::Tensor& t) { return t.has_storage() && allocator()->owns(t.storage().mutable_data()); }
 
 c10::intrusive_ptr<MytorchSymmetricMemory> symmetricMemoryOf(const at::Tensor& t, const std::string& group) {
   return allocator()->rendezvousBlock(t.storage().mutable_data(), group);

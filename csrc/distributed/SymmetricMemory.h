@@ -62,6 +62,9 @@ class MytorchSymmetricMemory final : public c10d::symmetric_memory::SymmetricMem
   ErrorSite error_;  // where a timed-out wait is recorded (this device's slot)
 };
 
+// Whether `t`'s storage was allocated by symm_mem.empty() on mytorch (torch 2.12's
+// c10d::symmetric_memory::is_symm_mem_tensor, which 2.11 lacks).
+bool isSymmetricTensor(const at::Tensor& t);
 // The allocator's handle of a tensor's memory for a group: collective (every rank of the group calls it), cached.
 c10::intrusive_ptr<MytorchSymmetricMemory> symmetricMemoryOf(const at::Tensor& t, const std::string& group);
 

@@ -47,7 +47,9 @@ _BACKEND = "mytorch"
 def _register():
     if torch._C._get_privateuse1_backend_name() != _BACKEND:
         torch.utils.rename_privateuse1_backend(_BACKEND)
-    _C._register_graph_impl()  # torch.accelerator.Graph's implementation, under the renamed device's name
+    # torch.accelerator.Graph's implementation, under the renamed device's name (absent before torch 2.12: the lent
+    # GPU machines' torch 2.11 builds the cuda flavour without graphs, docs/gpu.md)
+    _C._register_graph_impl()
     from . import backend
 
     if not hasattr(torch, _BACKEND):

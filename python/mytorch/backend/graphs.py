@@ -34,7 +34,18 @@ def is_current_stream_capturing() -> bool:
     return _is_current_stream_capturing()
 
 
-class MytorchGraph(torch.accelerator.Graph):
+_AcceleratorGraph: Any = getattr(torch.accelerator, "Graph", None)
+if _AcceleratorGraph is None:  # torch < 2.12 (the lent GPU machines' 2.11): nothing to implement
+
+    class _AcceleratorGraph:  # type: ignore[no-redef]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError(
+                "graph capture on mytorch needs torch.accelerator.Graph (torch >= 2.12); this torch is "
+                f"{torch.__version__}"
+            )
+
+
+class MytorchGraph(_AcceleratorGraph):
     """torch.cuda.CUDAGraph's interface over torch.accelerator.Graph on the mytorch device: ``capture_begin(pool=None,
     capture_error_mode="global")``, ``capture_end``, ``replay``, ``reset``, ``pool``, ``instantiate``,
     ``enable_debug_mode``, ``debug_dump``."""
