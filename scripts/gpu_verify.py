@@ -180,7 +180,8 @@ def stage_distributed(r: Run) -> None:
     steps run on the emulated build (its NCCL is the emulated NCCL; torch's own NCCL step is skipped)."""
     env = dict(r.emu_env(), NCCL_DEBUG="INFO", PYTHONFAULTHANDLER="1")
     probe = f"{PY} -X faulthandler -m mytorch.testing._dist_probe"
-    cmds = [("torch_nccl_1", f"{probe} torch-nccl 1", env, 120)] if r.gpu else []
+    by_path = f"{PY} -X faulthandler {os.path.join('python', 'mytorch', 'testing', '_dist_probe.py')}"
+    cmds = [("torch_nccl_1", f"{by_path} torch-nccl 1", env, 120)] if r.gpu else []  # never imports mytorch
     cmds += [
         ("mytorch_nccl_1", f"{probe} mytorch-nccl 1", env, 120),
         ("mytorch_nccl_2", f"{probe} mytorch-nccl 2", env, 120),

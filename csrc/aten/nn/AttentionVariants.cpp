@@ -30,6 +30,7 @@
 #include "csrc/aten/nn/AttentionCore.h"
 #include "csrc/core/Checked.h"
 #include "csrc/core/Graph.h"
+#include "csrc/core/TorchVersion.h"
 
 namespace mytorch {
 namespace {
@@ -343,6 +344,19 @@ std::tuple<Tensor, Tensor, Tensor> flashBackward(
   return {dq, dk, dv};
 }
 
+#if !MYTORCH_TORCH_AT_LEAST(2, 12)
+// torch 2.11's schema has no block_table and num_splits (the lent GPU machines' torch: csrc/core/TorchVersion.h).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> flashForward211(
+    const Tensor& query, const Tensor& key, const Tensor& value, const OptT& cum_seq_q, const OptT& cum_seq_k,
+    c10::SymInt max_q, c10::SymInt max_k, double dropout_p, bool is_causal, bool return_debug_mask,
+    std::optional<double> scale, std::optional<c10::SymInt> window_size_left,
+    std::optional<c10::SymInt> window_size_right, const OptT& seqused_k, const OptT& alibi_slopes) {
+  return flashForward(query, key, value, cum_seq_q, cum_seq_k, std::move(max_q), std::move(max_k), dropout_p, is_causal,
+                      return_debug_mask, scale, std::move(window_size_left), std::move(window_size_right), seqused_k,
+                      alibi_slopes, std::nullopt, std::nullopt);
+}
+#endif
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -350,7 +364,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "_scaled_dot_product_flash_attention_backward", sdpaFlashBackward);
   MT_IMPL(m, "_scaled_dot_product_efficient_attention", sdpaEfficient);
   MT_IMPL(m, "_scaled_dot_product_efficient_attention_backward", sdpaEfficientBackward);
+#if MYTORCH_TORCH_AT_LEAST(2, 12)
   MT_IMPL(m, "_flash_attention_forward", flashForward);
+#else
+  MT_IMPL(m, "_flash_attention_forward", flashForward211);
+#endif
   MT_IMPL(m, "_flash_attention_backward", flashBackward);
 }
 

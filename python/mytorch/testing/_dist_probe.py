@@ -1,10 +1,12 @@
 """The distributed stage of scripts/gpu_verify.py, one step per process (so a crash names its step):
 
-    python -X faulthandler -m mytorch.testing._dist_probe torch-nccl WORLD     torch's own ProcessGroupNCCL
+    python -X faulthandler python/mytorch/testing/_dist_probe.py torch-nccl WORLD   torch's own ProcessGroupNCCL
     python -X faulthandler -m mytorch.testing._dist_probe mytorch-nccl WORLD   mytorch's NCCL path
     python -X faulthandler -m mytorch.testing._dist_probe device-index         mytorch:1 where there is one device
 
-torch's NCCL runs first: if NCCL itself crashes on the machine, that step fails before ours. WORLD ranks share
+torch's NCCL runs first: if NCCL itself crashes on the machine, that step fails before ours. It runs this file by
+its path, so that neither it nor its spawned ranks import the mytorch package (whose import loads the extension: on
+the lent machine's torch 2.11 a schema mismatch once aborted every step at that import, torch's own included). WORLD ranks share
 the machine's devices (rank r on device r % count); NCCL refuses two ranks on one GPU, which the step reports as an
 error, not a crash. Each step prints ``ok <step>: ...`` when it passed; an exception or a crash fails it.
 """
@@ -55,11 +57,14 @@ def _rank_main(rank: int, world: int, port: int, which: str) -> None:
 
 
 def run_world(which: str, world: int) -> None:
+    import socket
+
     import torch.multiprocessing as mp
 
-    from mytorch.testing._dist_workers import free_port
-
-    mp.start_processes(_rank_main, args=(world, free_port(), which), nprocs=world, join=True, start_method="spawn")
+    with socket.socket() as s:  # a free port for the store (not _dist_workers.free_port: no mytorch import here)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.start_processes(_rank_main, args=(world, port, which), nprocs=world, join=True, start_method="spawn")
     print(f"ok {which} {world}: every rank's all_reduce matched", flush=True)
 
 
