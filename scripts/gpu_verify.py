@@ -169,7 +169,14 @@ def stage_build(r: Run) -> None:
             f"MYTORCH_EXTENSION=$(cat {ext}) {PY} -c 'import torch, mytorch; "
             'print("ok build:", torch.mytorch.runtime(), torch.mytorch.get_device_name())\''
         )
-    r.stage("build", [("build", cmd, r.env, STAGE_LIMIT)])
+    # ninja's log of the build: the slowest steps and the total, also when the build timed out (the lent H200's
+    # first build took about 760 s, far above the H100's 149 s, with no record of where the time went)
+    times = (
+        'for f in build/cmake-*/.ninja_log; do echo "== $f"; '
+        'awk \'NR>1{print ($2-$1)/1000 " s", $4}\' "$f" | sort -rn | head -25; '
+        'awk \'NR>1{s+=($2-$1)/1000} END{print NR-1, "steps,", s, "compile seconds in all"}\' "$f"; done'
+    )
+    r.stage("build", [("build", cmd, r.env, STAGE_LIMIT), ("build times", times, r.env, 30)])
 
 
 def stage_distributed(r: Run) -> None:
