@@ -119,6 +119,15 @@ MT_HOST_DEVICE inline void random_block_of(const RandomArgs& p, uint64_t offset,
   *block = (offset + static_cast<uint64_t>(i)) / static_cast<uint64_t>(per);
 }
 
+// A float normal's Box-Muller pair from its block r: the radius sqrt(-2 log u1) and the angle 2 pi u2; the block's
+// even element is rad cos(angle), its odd one rad sin(angle) (random_value; the sim's normal_float takes both).
+struct BoxMullerFloat { float rad, angle; };
+MT_HOST_DEVICE inline BoxMullerFloat box_muller_float(const Philox4x32& r) {
+  const float u1 = 1.0f - u32_to_unit_float(r.c[0]);  // (0, 1]
+  const float u2 = u32_to_unit_float(r.c[1]);
+  return {sqrtf(-2.0f * logf(u1)), 6.2831853f * u2};
+}
+
 // The value of element i from its block r (random_block_of), computed identically on both runtimes.
 template <typename T>
 MT_HOST_DEVICE inline T random_value(const RandomArgs& p, int64_t i, const Philox4x32& r) {
@@ -143,10 +152,8 @@ MT_HOST_DEVICE inline T random_value(const RandomArgs& p, int64_t i, const Philo
         double z = second ? rad * std::sin(6.283185307179586 * u2) : rad * std::cos(6.283185307179586 * u2);
         return p.a + p.b * z;
       } else {
-        float u1 = 1.0f - u32_to_unit_float(r.c[0]);
-        float u2 = u32_to_unit_float(r.c[1]);
-        float rad = sqrtf(-2.0f * logf(u1));
-        float z = second ? rad * sinf(6.2831853f * u2) : rad * cosf(6.2831853f * u2);
+        const BoxMullerFloat bm = box_muller_float(r);
+        const float z = second ? bm.rad * sinf(bm.angle) : bm.rad * cosf(bm.angle);
         return mt_cast<T, float>(static_cast<float>(p.a) + static_cast<float>(p.b) * z);
       }
     }
