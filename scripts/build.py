@@ -8,6 +8,8 @@ installed build is up to date. setup.py (pip's entry) and scripts/setup.sh, emu.
     python scripts/build.py record               # remember the installed build's state (after pip install)
     python scripts/build.py torch-ok | installed-here | has-header FILE   # exit 0 when true (for setup.sh)
     python scripts/build.py flavour cuda|emu|emu-address   # build that flavour in its own folder, print the .so
+    python scripts/build.py carry DIR            # the cuda flavour for this Python and torch, packed into DIR
+    python scripts/build.py carried DIR          # unpack DIR's build when it fits this machine and tree, print the .so
 
 Flavours, each in build/cmake-<python>-<flavour>/:
   sim          kernels/ for the CPU only (the sim runtime); the default where no GPU is visible.
@@ -25,8 +27,10 @@ Environment:
 from __future__ import annotations
 
 import glob
+import hashlib
 import importlib.metadata as md
 import json
+import lzma
 import os
 import shutil
 import subprocess
@@ -297,6 +301,64 @@ def record(built_at: float | None = None) -> None:
     STAMP.write_text(json.dumps({"state": _state(flavour), "built_at": built_at}, indent=1))
 
 
+# Note [A carried GPU build]
+# A lent GPU machine builds the cuda flavour in about 760 s (the H200 of 2026-11-30) of the 900 a task gets, and its
+# torch (2.11.0+cu130, Python 3.12) is not this project's pin. `carry` builds the cuda flavour here with an
+# interpreter that has that torch (any Python and torch: the build is against whatever the interpreter imports),
+# and packs the extension (xz, ~18 MB) with what it was built for and a digest of the build's inputs. The GPU call
+# carries the folder; `carried` unpacks it only when the machine's torch, the Python tag and the tree's inputs are
+# the same, else says which differs (and gpu_verify builds there). The extension links the CUDA runtime
+# statically (toolkit 13.0 here and there) and loads with MYTORCH_EXTENSION beside the tree's python/.
+def inputs_digest() -> str:
+    """sha256 over the compiled extension's inputs (BUILD_INPUTS' files, paths and contents)."""
+    h = hashlib.sha256()
+    for name in BUILD_INPUTS:
+        p = ROOT / name
+        files = [p] if p.is_file() else sorted(p.rglob("*"))
+        for f in files:
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".so"):
+                h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def carry(out: Path) -> Path:
+    import torch
+
+    built = cmake_build("cuda")
+    out.mkdir(parents=True, exist_ok=True)
+    packed = out / "_C.so.xz"
+    packed.write_bytes(lzma.compress(built.read_bytes(), preset=1))
+    manifest = {
+        "torch": torch.__version__,
+        "cache_tag": sys.implementation.cache_tag,
+        "name": built.name,
+        "digest": inputs_digest(),
+        "cuda_archs": os.environ.get("MYTORCH_CUDA_ARCHS", "90"),
+    }
+    (out / "carry.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return packed
+
+
+def carried(src: Path) -> tuple[Path | None, str]:
+    """The unpacked extension of a carried build that fits this machine and tree, or None and why not."""
+    if not (src / "carry.json").is_file():
+        return None, f"no carried build in {src}"
+    m = json.loads((src / "carry.json").read_text())
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    import torch
+
+    if m["torch"] != torch.__version__:
+        return None, f"the carried build is for torch {m['torch']}, this machine has {torch.__version__}"
+    if m["cache_tag"] != sys.implementation.cache_tag:
+        return None, f"the carried build is for {m['cache_tag']}, this Python is {sys.implementation.cache_tag}"
+    if m["digest"] != inputs_digest():
+        return None, "csrc/, kernels/ or the build files changed since the carried build"
+    dest = BUILD / "carried" / m["name"]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(lzma.decompress((src / "_C.so.xz").read_bytes()))
+    return dest, "ok"
+
+
 def main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "plan"
     if cmd == "plan":
@@ -325,6 +387,12 @@ def main(argv: list[str]) -> int:
         record()
     elif cmd == "flavour" and len(argv) == 2:
         print(cmake_build(argv[1]))
+    elif cmd == "carry" and len(argv) == 2:
+        print(carry(Path(argv[1]).resolve()))
+    elif cmd == "carried" and len(argv) == 2:
+        path, why = carried(Path(argv[1]).resolve())
+        print(path if path else f"mytorch: {why}")
+        return 0 if path else 1
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -42,6 +42,7 @@ STAGE_LIMIT = 570
 FILE_TIMEOUT = int(os.environ.get("GPU_VERIFY_FILE_TIMEOUT", "240"))
 JOBS = int(os.environ.get("GPU_VERIFY_JOBS", "8"))  # the align and fuzz stages' worker processes
 OUT_FILES = ("summary.json", "summary.md", "bench.json", "logs.tar.gz")
+CARRY_DIR = ".gpu"  # a carried build (scripts/build.py carry .gpu; the call names .gpu in its carry)
 
 
 def have_gpu() -> bool:
@@ -154,9 +155,31 @@ def stage_probe(r: Run) -> None:
     r.stage("probe", [("probe", cmd, r.env, 60)])
 
 
+def use_carried_build(r: Run) -> str:
+    """Note [A carried GPU build] (scripts/build.py): the extension built on the developer's machine for this
+    machine's torch and Python, carried in CARRY_DIR, when it fits this tree; the later stages then load it through
+    MYTORCH_EXTENSION with the tree's python/ on PYTHONPATH. Returns what was decided, for the log."""
+    p = subprocess.run(
+        [PY, "scripts/build.py", "carried", CARRY_DIR], cwd=ROOT, env=r.env, capture_output=True, text=True
+    )
+    said = (p.stdout.strip().splitlines() or [p.stderr.strip()[-300:]])[-1]
+    if p.returncode != 0:
+        return said
+    r.env["MYTORCH_EXTENSION"] = said
+    r.env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "python"), r.env.get("PYTHONPATH", "")]))
+    return "ok"
+
+
 def stage_build(r: Run) -> None:
-    if r.gpu:
+    carried = use_carried_build(r) if r.gpu else ""
+    if carried == "ok":
         cmd = (
+            f"echo 'the carried build: {r.env['MYTORCH_EXTENSION']}' && "
+            f"{PY} -c 'import torch, mytorch; print(\"ok build:\", torch.mytorch.runtime(), torch.mytorch.get_device_name())'"
+        )
+    elif r.gpu:
+        cmd = (
+            f"echo {shlex.quote('not the carried build: ' + carried)}; "
             f"MYTORCH_CUDA=1 {PY} -m pip install --no-build-isolation --no-deps --no-index -e . && "
             f"MYTORCH_CUDA=1 {PY} scripts/build.py record && "
             f"{PY} -c 'import torch, mytorch; print(\"ok build:\", torch.mytorch.runtime(), torch.mytorch.get_device_name())'"

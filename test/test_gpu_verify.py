@@ -73,3 +73,45 @@ def test_stages_after_the_deadline_are_recorded_not_run(tmp_path):
     statuses = {s["stage"]: (s["status"], s["detail"]) for s in summary["stages"]}
     assert statuses["build"][0] == "skipped" and "deadline" in statuses["build"][1], statuses
     assert r.returncode == 0, r.stdout[-2000:]
+
+
+def _build_module(monkeypatch, tmp_path):
+    spec = importlib.util.spec_from_file_location("mytorch_build_carry", os.path.join(ROOT, "scripts", "build.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tree = tmp_path / "tree"
+    (tree / "csrc").mkdir(parents=True)
+    (tree / "csrc" / "a.cpp").write_text("int a;\n")
+    monkeypatch.setattr(mod, "ROOT", tree)
+    monkeypatch.setattr(mod, "BUILD", tmp_path / "build")
+    return mod, tree
+
+
+def test_a_carried_build_is_unpacked_only_for_its_torch_python_and_tree(monkeypatch, tmp_path):
+    """Note [A carried GPU build]: the extension built here for the lent machine's torch is used there only when
+    the torch, the Python tag and the digest of the build's inputs all match; otherwise the reason is given."""
+    import lzma
+
+    import torch
+
+    b, tree = _build_module(monkeypatch, tmp_path)
+    carry = tmp_path / "carry"
+    carry.mkdir()
+    path, why = b.carried(carry)
+    assert path is None and "no carried build" in why
+    payload = b"\x7fELF not really an extension"
+    (carry / "_C.so.xz").write_bytes(lzma.compress(payload, preset=1))
+    good = {"torch": torch.__version__, "cache_tag": sys.implementation.cache_tag, "name": "_C.test.so"}
+    for field, wrong, said in (("torch", "2.11.0+cu130", "2.11.0+cu130"), ("cache_tag", "cpython-39", "cpython-39")):
+        (carry / "carry.json").write_text(json.dumps(dict(good, digest=b.inputs_digest(), **{field: wrong})))
+        path, why = b.carried(carry)
+        assert path is None and said in why, why
+    (carry / "carry.json").write_text(json.dumps(dict(good, digest=b.inputs_digest())))
+    path, why = b.carried(carry)
+    assert why == "ok" and path.read_bytes() == payload
+    # an input changed after the carried build was made: its digest no longer matches
+    before = b.inputs_digest()
+    (tree / "csrc" / "a.cpp").write_text("int a = 1;\n")
+    assert b.inputs_digest() != before
+    path, why = b.carried(carry)
+    assert path is None and "changed since the carried build" in why
