@@ -242,21 +242,37 @@ at::Tensor memset32(at::Tensor input, int64_t offset, int64_t val, int64_t count
   return write32(input, offset, val, count, "memset32_");
 }
 
+// torch registers its own CUDA kernels of these ops, with Tensor& parameters in 2.11 and other C++ signatures in
+// later versions, and the dispatcher refuses a second kernel whose C++ signature differs (on the lent GPU machine's
+// torch 2.11 the import aborted). A kernel registered boxed only carries no C++ signature: BoxedOnly unpacks the
+// stack into Fn's parameters as an unboxed registration's own boxed path does.
+template <class FnType>  // TORCH_FN_TYPE(fn)
+struct BoxedOnly final : c10::OperatorKernel {
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+    typename c10::impl::WrapFunctionIntoFunctor<FnType>::type fn;
+    c10::impl::make_boxed_from_unboxed_functor<decltype(fn), false>::call(&fn, op, keys, stack);
+  }
+};
+template <class FnType>
+torch::CppFunction boxedOnly(FnType) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<BoxedOnly<FnType>>());
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(symm_mem, PrivateUse1, m) {
-  m.impl("one_shot_all_reduce", oneShotAllReduce);
-  m.impl("one_shot_all_reduce_out", oneShotAllReduceOut);
-  m.impl("one_shot_all_reduce_copy", oneShotAllReduceCopy);
-  m.impl("one_shot_all_reduce_copy_out", oneShotAllReduceCopyOut);
-  m.impl("two_shot_all_reduce_", twoShotAllReduceInPlace);
-  m.impl("two_shot_all_reduce_out", twoShotAllReduceOut);
-  m.impl("reduce_scatter_out", reduceScatterOut);
-  m.impl("all_to_all_vdev", allToAllVdev);
-  m.impl("all_to_all_vdev_2d", allToAllVdev2d);
-  m.impl("all_to_all_vdev_2d_offset", allToAllVdev2dOffset);
-  m.impl("stream_write_value32_", streamWriteValue32);
-  m.impl("memset32_", memset32);
+  m.impl("one_shot_all_reduce", boxedOnly(TORCH_FN(oneShotAllReduce)));
+  m.impl("one_shot_all_reduce_out", boxedOnly(TORCH_FN(oneShotAllReduceOut)));
+  m.impl("one_shot_all_reduce_copy", boxedOnly(TORCH_FN(oneShotAllReduceCopy)));
+  m.impl("one_shot_all_reduce_copy_out", boxedOnly(TORCH_FN(oneShotAllReduceCopyOut)));
+  m.impl("two_shot_all_reduce_", boxedOnly(TORCH_FN(twoShotAllReduceInPlace)));
+  m.impl("two_shot_all_reduce_out", boxedOnly(TORCH_FN(twoShotAllReduceOut)));
+  m.impl("reduce_scatter_out", boxedOnly(TORCH_FN(reduceScatterOut)));
+  m.impl("all_to_all_vdev", boxedOnly(TORCH_FN(allToAllVdev)));
+  m.impl("all_to_all_vdev_2d", boxedOnly(TORCH_FN(allToAllVdev2d)));
+  m.impl("all_to_all_vdev_2d_offset", boxedOnly(TORCH_FN(allToAllVdev2dOffset)));
+  m.impl("stream_write_value32_", boxedOnly(TORCH_FN(streamWriteValue32)));
+  m.impl("memset32_", boxedOnly(TORCH_FN(memset32)));
 }
 
 } // namespace mytorch::dist
