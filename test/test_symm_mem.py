@@ -63,6 +63,10 @@ def test_memory_counts_and_is_released(tmp_path):
         assert r["after"] == r["before"], r
 
 
+@pytest.mark.skipif(
+    not torch.__version__.startswith(mytorch._symm_mem.TESTED) or torch.cuda.is_available(),
+    reason="symm_mem's Python compositions are adapted for mytorch on torch 2.13 without CUDA only (_symm_mem.adapt)",
+)
 def test_async_tp_mlp_equals_the_unfused_one(tmp_path):
     W.launch(S.tp_worker, 2, str(tmp_path), W.free_port(), timeout_s=180)
     assert all(r["ok"] for r in results(tmp_path, range(2)))
