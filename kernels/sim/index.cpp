@@ -92,26 +92,17 @@ rt::Status gather(const IndexArgs& a, rt::Stream) {
           const IndexPos p = index_pos(a, o - j0);
           int64_t t = 0, u = 0, bad = 0;
           if (a.nidx == 1) {
-            const int64_t* ip = a.idx[0] + p.idx_off[0];
-            const int64_t is = a.idx_strides[0][last], bound = a.idx_bound[0], lo = a.negative_wraps ? -bound : 0;
-            const int64_t step = a.idx_target_stride[0];
-            bool ok = true;  // a bounds check that vectorises, then the copies without a branch out of the loop
-            for (int64_t j = j0; j < j1; ++j) ok &= ip[j * is] >= lo && ip[j * is] < bound;
-            if (ok) {
+            const OneIndexRow ir(a, p);
+            if (ir.in_bounds(j0, j1)) {  // then the copies without a branch out of the loop
               E* o_e = reinterpret_cast<E*>(out) + p.u;
               const E* s_e = reinterpret_cast<const E*>(src) + p.t;
-              for (int64_t j = j0; j < j1; ++j) {
-                const int64_t v = ip[j * is];
-                o_e[j * os] = s_e[j * ts + (v < 0 ? v + bound : v) * step];
-              }
+              for (int64_t j = j0; j < j1; ++j) o_e[j * os] = s_e[j * ts + ir.offset(j)];
               o += j1 - j0;
               continue;
             }
             for (int64_t j = j0; j < j1; ++j) {
-              int64_t v = ip[j * is];
-              if (v < lo || v >= bound) return fail(o + j - j0, v);
-              v += v < 0 ? bound : 0;
-              std::memcpy(out + (p.u + j * os) * es, src + (p.t + j * ts + v * step) * es, sizeof(E));
+              if (!ir.in_bounds(j, j + 1)) return fail(o + j - j0, ir.ip[j * ir.is]);
+              std::memcpy(out + (p.u + j * os) * es, src + (p.t + j * ts + ir.offset(j)) * es, sizeof(E));
             }
           } else {
             for (int64_t j = j0; j < j1; ++j) {
@@ -242,13 +233,7 @@ void scatter_split(const IndexArgs& a, T* dst, const T* src, T scalar) {
     for (int64_t r = rb; r < re; ++r) {
       if (r * row > first_bad.load(std::memory_order_relaxed)) return;
       const IndexPos p = index_pos(a, r * row);
-      bool ok = true;  // one index (the gather/scatter family): a bounds check that vectorises first
-      if (a.nidx == 1) {
-        const int64_t* ip = a.idx[0] + p.idx_off[0];
-        const int64_t is = a.idx_strides[0][last], bound = a.idx_bound[0], lo = a.negative_wraps ? -bound : 0;
-        for (int64_t j = 0; j < row; ++j) ok &= ip[j * is] >= lo && ip[j * is] < bound;
-      }
-      if (a.nidx == 1 && ok) continue;
+      if (a.nidx == 1 && OneIndexRow(a, p).in_bounds(0, row)) continue;  // a bounds check that vectorises first
       for (int64_t j = 0; j < row; ++j) {
         int64_t t = 0, u = 0, bad = 0;
         if (index_at(a, p, j, &t, &u, &bad)) continue;
@@ -271,15 +256,12 @@ void scatter_split(const IndexArgs& a, T* dst, const T* src, T scalar) {
           if (pos >= limit) return;  // later positions of this worker come after it too
           const IndexPos p = index_pos(a, pos);
           const int64_t j1 = std::min(run, limit - pos);
-          if (a.nidx == 1) {  // the indices were checked: index_at's arithmetic without its checks
-            const int64_t* ip = a.idx[0] + p.idx_off[0];
-            const int64_t is = a.idx_strides[0][last], bound = a.idx_bound[0], step = a.idx_target_stride[0];
+          if (a.nidx == 1) {  // the indices were checked
+            const OneIndexRow ir(a, p);
             const int64_t ts = a.target_strides[last], us = a.other_strides[last];
-            for (int64_t j = 0; j < j1; ++j) {
-              const int64_t v = ip[j * is];
-              const int64_t t = p.t + j * ts + (v < 0 ? v + bound : v) * step;
-              combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + p.u + j * us), a.op);
-            }
+            for (int64_t j = 0; j < j1; ++j)
+              combine<T>(dst + p.t + j * ts + ir.offset(j), a.src_is_scalar ? scalar : mt_load(src + p.u + j * us),
+                         a.op);
             continue;
           }
           for (int64_t j = 0; j < j1; ++j) {

@@ -121,6 +121,31 @@ MT_HOST_DEVICE inline bool index_at(const IndexArgs& a, const IndexPos& p, int64
   return true;
 }
 
+// One index tensor (the gather/scatter family), along the last dimension from position p: the bounds check of a
+// run of elements as one loop that vectorises, then each checked element's target offset without a branch out of
+// the caller's loop (index_at's arithmetic without its checks).
+struct OneIndexRow {
+  const int64_t* ip;
+  int64_t is, bound, lo, step;
+  MT_HOST_DEVICE OneIndexRow(const IndexArgs& a, const IndexPos& p)
+      : ip(a.idx[0] + p.idx_off[0]),
+        is(a.idx_strides[0][a.ndim - 1]),
+        bound(a.idx_bound[0]),
+        lo(a.negative_wraps ? -a.idx_bound[0] : 0),
+        step(a.idx_target_stride[0]) {}
+  // Whether the indices of elements [j0, j1) are all in bounds.
+  MT_HOST_DEVICE bool in_bounds(int64_t j0, int64_t j1) const {
+    bool ok = true;
+    for (int64_t j = j0; j < j1; ++j) ok &= ip[j * is] >= lo && ip[j * is] < bound;
+    return ok;
+  }
+  // The offset element j's checked index adds to the target's.
+  MT_HOST_DEVICE int64_t offset(int64_t j) const {
+    const int64_t v = ip[j * is];
+    return (v < 0 ? v + bound : v) * step;
+  }
+};
+
 // Offsets of iteration element `o`: index_at of its own position.
 MT_HOST_DEVICE inline bool index_offsets(const IndexArgs& a, int64_t o, int64_t* target, int64_t* other, int64_t* bad) {
   return index_at(a, index_pos(a, o), 0, target, other, bad);
