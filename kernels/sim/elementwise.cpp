@@ -177,6 +177,8 @@ void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, 
             b[i] = static_cast<O>(mt_load(reinterpret_cast<const bool*>(row + i * s0[1])));
         } else if (s0[k + 1] == static_cast<int64_t>(sizeof(T))) {
           vec::to_opmath(reinterpret_cast<const T*>(row), b, n0);
+        } else if (s0[k + 1] == 0) {  // broadcast along the run (x / x.sum(-1, keepdim=True)): a fill that vectorises
+          std::fill(b, b + n0, static_cast<O>(mt_load(reinterpret_cast<const T*>(row))));
         } else {
           for (int64_t i = 0; i < n0; ++i)
             b[i] = static_cast<O>(mt_load(reinterpret_cast<const T*>(row + i * s0[k + 1])));

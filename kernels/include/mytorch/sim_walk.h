@@ -29,7 +29,8 @@ constexpr int64_t kTile = 32;
 inline bool wants_tiles(const StridedShape& s, const int64_t* const* st, const int* elem, int nops) {
   if (s.ndim < 2 || s.sizes[0] < 8 || s.sizes[1] < 8) return false;
   for (int k = 0; k < nops; ++k) {  // dimension 0 is the output's fastest: another operand's is dimension 1
-    if (st[k] && std::llabs(st[k][1]) == elem[k] && std::llabs(st[k][0]) != elem[k]) return true;
+    // (an operand broadcast along dimension 0, stride 0, reads one element a run: runs suit it)
+    if (st[k] && std::llabs(st[k][1]) == elem[k] && st[k][0] != 0 && std::llabs(st[k][0]) != elem[k]) return true;
   }
   return false;
 }
