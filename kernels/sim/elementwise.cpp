@@ -105,20 +105,63 @@ void dense_ternary(Out* o, const T* x, const T* y, const T* z, O s, const EwPara
 
 // Half operands in blocks (Note [Sim row loops]): converted to float with F16C, the float loops above on the block,
 // converted back (bfloat16 converts by shifts inside the loops above: blocks measured slower for it).
+#if defined(MT_SIM_ISA_AVX512)
+// bfloat16's cheap ops in the AVX-512 compile (Note [Sim AVX-512 dense loops]): one loop over the elements, c10's
+// conversions written as integer operations (the same bits: a shift in, ties to even and every NaN to 0x7fc0 out),
+// which GCC vectorises 16 wide whole. Through 16-element blocks as below it stored the functor's results one float
+// at a time and read them back as one vector, a failed store forward per block (bfloat16 mul at 0.25x the CPU).
+inline float bf16_bits_to_float(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline uint16_t float_to_bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return f != f ? uint16_t(0x7fc0) : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+template <EwOp op>
+void dense_bf16(c10::BFloat16* o, const c10::BFloat16* x, const c10::BFloat16* y, float sx, float sy, int n,
+                const EwParams p, int64_t b, int64_t e) {
+  using T = c10::BFloat16;
+  auto* ob = reinterpret_cast<uint16_t*>(o);
+  const auto* xb = reinterpret_cast<const uint16_t*>(x);
+  const auto* yb = reinterpret_cast<const uint16_t*>(y);
+  if (n == 1) {
+    for (int64_t i = b; i < e; ++i)
+      ob[i] = float_to_bf16_bits(ew::apply<op, T>(bf16_bits_to_float(xb[i]), 0.f, 0.f, p));
+  } else if (x && y) {
+    for (int64_t i = b; i < e; ++i)
+      ob[i] = float_to_bf16_bits(ew::apply<op, T>(bf16_bits_to_float(xb[i]), bf16_bits_to_float(yb[i]), 0.f, p));
+  } else if (x) {
+    for (int64_t i = b; i < e; ++i) ob[i] = float_to_bf16_bits(ew::apply<op, T>(bf16_bits_to_float(xb[i]), sy, 0.f, p));
+  } else {
+    for (int64_t i = b; i < e; ++i) ob[i] = float_to_bf16_bits(ew::apply<op, T>(sx, bf16_bits_to_float(yb[i]), 0.f, p));
+  }
+}
+#endif
+
 template <EwOp op, typename T, typename Out>
 void dense_half(Out* o, const T* x, const T* y, float sx, float sy, int n, const EwParams p, int64_t b, int64_t e) {
   constexpr int64_t kBlock = 512;
   float xb[kBlock], yb[kBlock];
   using OB = std::conditional_t<std::is_same_v<Out, bool>, bool, float>;
   OB ob[kBlock];
+  // The math-library functors (exp, erf, tanh...: the UnaryFloat and Nn groups) 64 at a time: an 8-element loop is
+  // unrolled into 8 scalar libm calls, a 64-element one vectorises with libmvec.
+  constexpr EwGroup g = ew_group(op);
+  constexpr bool libm = g == EwGroup::UnaryFloat || g == EwGroup::Nn || op == EwOp::Atan2 || op == EwOp::Hypot ||
+                        op == EwOp::Logaddexp || op == EwOp::Logaddexp2;
+#if defined(MT_SIM_ISA_AVX512)
+  if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<Out, T> && !libm) {
+    return dense_bf16<op>(o, x, y, sx, sy, n, p, b, e);
+  }
+#endif
   if constexpr (!std::is_same_v<Out, bool>) {
     // Arithmetic, logic and the cheap unary ops 8 at a time, in registers: one conversion per operand, the functor
     // on 8 floats, one conversion back (512-element blocks went through L1 three times: half mul at 0.69x the CPU,
-    // 1.38x this way). The math-library functors (exp, erf, tanh...: the UnaryFloat and Nn groups) 64 at a time:
-    // an 8-element loop is unrolled into 8 scalar libm calls, a 64-element one vectorises with libmvec.
-    constexpr EwGroup g = ew_group(op);
-    constexpr bool libm = g == EwGroup::UnaryFloat || g == EwGroup::Nn || op == EwOp::Atan2 || op == EwOp::Hypot ||
-                          op == EwOp::Logaddexp || op == EwOp::Logaddexp2;
+    // 1.38x this way).
     constexpr int64_t kSmall = libm ? 64 : 8;
     for (; b + kSmall <= e; b += kSmall) {
       float xs[kSmall], ys[kSmall], os[kSmall];
@@ -145,6 +188,7 @@ void dense_half(Out* o, const T* x, const T* y, float sx, float sy, int n, const
 // elements, the dense loops above on the blocks (vectorised whatever the strides), the results stored through the
 // output's strides. The same functors on the same opmath values as the dense path, so a strided operand gives the
 // bits a contiguous one gives.
+#if !defined(MT_SIM_ISA_AVX512)
 template <EwOp op, typename T, typename Out, typename O, int n>
 void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, const int64_t* const* st, const O* sval,
                     int64_t grain) {
@@ -247,8 +291,106 @@ void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, 
   });
 }
 
+#endif  // !MT_SIM_ISA_AVX512
 #endif
 
+// A call's operands as the loops read them: an operand broadcast from one element (a 0-dim device tensor, every
+// stride 0) read once and passed as a scalar operand, so that the dense loops take the call (prelu's 0-dim weight
+// went through the strided blocks at 0.19x); st[k + 1] is null for a scalar operand k.
+template <EwOp op, typename T>
+struct Operands {
+  using O = ew::opmath_t<T>;
+  static constexpr int n = ew_arity(op);
+  char* out;
+  const char* in[3];
+  O sval[3] = {O(0), O(0), O(0)};
+  bool scal[3];
+  const int64_t* st[4];
+
+  explicit Operands(const ElementwiseArgs& a)
+      : out(static_cast<char*>(a.out.data)),
+        in{static_cast<const char*>(a.in[0].data), static_cast<const char*>(a.in[1].data),
+           static_cast<const char*>(a.in[2].data)} {
+    constexpr bool masked = ew_has_mask(op);
+    for (int k = 0; k < n; ++k) {
+      if (!a.is_scalar[k]) continue;
+      if (masked && k == 0) {
+        bool m = false;
+        std::memcpy(&m, a.scalar[0], 1);
+        sval[0] = static_cast<O>(m);
+      } else if (masked) {
+        T v;
+        std::memcpy(&v, a.scalar[k], sizeof(T));  // where's values are in the compute dtype
+        sval[k] = static_cast<O>(v);
+      } else {
+        std::memcpy(&sval[k], a.scalar[k], sizeof(O));  // arithmetic scalars stay in opmath precision
+      }
+    }
+    scal[0] = a.is_scalar[0];
+    scal[1] = n > 1 && a.is_scalar[1];
+    scal[2] = n > 2 && a.is_scalar[2];
+    for (int k = 0; n > 1 && k < n && a.shape.numel > 1; ++k) {  // a unary op keeps its (strided) loop
+      if (scal[k]) continue;
+      bool one = true;
+      for (int d = 0; d < a.shape.ndim; ++d) one = one && (a.shape.sizes[d] == 1 || a.in[k].strides[d] == 0);
+      if (!one) continue;
+      if (masked && k == 0) sval[0] = static_cast<O>(mt_load(static_cast<const bool*>(a.in[0].data)));
+      else sval[k] = static_cast<O>(mt_load(static_cast<const T*>(a.in[k].data)));
+      scal[k] = true;
+    }
+    st[0] = a.out.strides;
+    st[1] = scal[0] ? nullptr : a.in[0].strides;
+    st[2] = n > 1 && !scal[1] ? a.in[1].strides : nullptr;
+    st[3] = n > 2 && !scal[2] ? a.in[2].strides : nullptr;
+  }
+};
+
+#if MT_SIM_FAST
+// Note [Sim AVX-512 dense loops]
+// The dense loops: every tensor operand and the output contiguous (one or two operands, no mask). The range is
+// split over the threads at multiples of kDenseAlign elements, so that an element takes the vector body or the
+// remainder loop (the libm call, a narrower libmvec variant) by its index alone, whatever the thread count: the
+// same bits at 1, 2 and 4 threads for the math functions too. This is the whole of the AVX-512 compile
+// (sim_isa.h): its loops are these, instantiated for float, half and bfloat16 only; every other call of that
+// compile's process goes to the AVX2 variant (the strided blocks, the integer and float64 loops: 4.5 minutes
+// of compile for the whole file, which the build time on 2 cores does not afford).
+// Returns whether the call was one of these (and ran).
+constexpr int64_t kDenseAlign = 64;
+
+template <EwOp op, typename T>
+bool run_dense(const ElementwiseArgs& a, const Operands<op, T>& q) {
+  using O = ew::opmath_t<T>;
+  using Out = std::conditional_t<ew_is_predicate(op), bool, T>;
+  constexpr int n = ew_arity(op);
+  constexpr bool masked = ew_has_mask(op);
+  if constexpr (!masked && n <= 2 && (kDense<T> || kDenseInt<op, T>)) {
+    const int64_t* const* st = q.st;
+    bool all_dense = dense(a.shape, st[0], sizeof(Out));
+    for (int k = 0; k < n; ++k) all_dense = all_dense && (st[k + 1] == nullptr || dense(a.shape, st[k + 1], sizeof(T)));
+    if (!all_dense || (n == 2 && q.scal[0] && q.scal[1])) return false;
+    Out* o = reinterpret_cast<Out*>(q.out);
+    // bool operands read as bytes and converted (any non-zero byte is true, as mt_load reads them)
+    using In = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
+    const In* x = st[1] ? reinterpret_cast<const In*>(q.in[0]) : nullptr;
+    const In* y = n > 1 && st[2] ? reinterpret_cast<const In*>(q.in[1]) : nullptr;
+    const int64_t numel = a.shape.numel;
+    const O s0 = q.sval[0], s1 = q.sval[1];
+    const EwParams p = a.p;
+    const int64_t pieces = (numel + kDenseAlign - 1) / kDenseAlign;
+    par::parallel_for(pieces, std::max<int64_t>(1, par::grain_for(1) / kDenseAlign), [&](int64_t pb, int64_t pe) {
+      const int64_t b = pb * kDenseAlign, e = std::min(numel, pe * kDenseAlign);
+      if constexpr (std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>)
+        dense_half<op, T>(o, x, y, s0, s1, n, p, b, e);
+      else if constexpr (n == 1) dense_unary<op, T, Out, O, In>(o, x, p, b, e);
+      else dense_binary<op, T, Out, O, In>(o, x, y, s0, s1, p, b, e);
+    });
+    return true;
+  }
+  return false;
+}
+#endif
+
+#if !defined(MT_SIM_ISA_AVX512)
 template <EwOp op, typename T>
 rt::Status run(const ElementwiseArgs& a) {
   using O = ew::opmath_t<T>;
@@ -256,57 +398,16 @@ rt::Status run(const ElementwiseArgs& a) {
   constexpr int n = ew_arity(op);
   constexpr bool masked = ew_has_mask(op);
   if (a.shape.numel == 0) return rt::Status::Success;
-  char* out = static_cast<char*>(a.out.data);
-  const char* in[3] = {static_cast<const char*>(a.in[0].data), static_cast<const char*>(a.in[1].data),
-                       static_cast<const char*>(a.in[2].data)};
-  O sval[3] = {O(0), O(0), O(0)};
-  for (int k = 0; k < n; ++k) {
-    if (!a.is_scalar[k]) continue;
-    if (masked && k == 0) {
-      bool m = false;
-      std::memcpy(&m, a.scalar[0], 1);
-      sval[0] = static_cast<O>(m);
-    } else if (masked) {
-      T v;
-      std::memcpy(&v, a.scalar[k], sizeof(T));  // where's values are in the compute dtype
-      sval[k] = static_cast<O>(v);
-    } else {
-      std::memcpy(&sval[k], a.scalar[k], sizeof(O));  // arithmetic scalars stay in opmath precision
-    }
-  }
-  // An operand broadcast from one element (a 0-dim device tensor, every stride 0) is read once and passed as a scalar
-  // operand: the dense loops then take the call (prelu's 0-dim weight went through the strided blocks at 0.19x).
-  bool scal[3] = {a.is_scalar[0], n > 1 && a.is_scalar[1], n > 2 && a.is_scalar[2]};
-  for (int k = 0; n > 1 && k < n && a.shape.numel > 1; ++k) {  // a unary op keeps its (strided) loop
-    if (scal[k]) continue;
-    bool one = true;
-    for (int d = 0; d < a.shape.ndim; ++d) one = one && (a.shape.sizes[d] == 1 || a.in[k].strides[d] == 0);
-    if (!one) continue;
-    if (masked && k == 0) sval[0] = static_cast<O>(mt_load(static_cast<const bool*>(a.in[0].data)));
-    else sval[k] = static_cast<O>(mt_load(static_cast<const T*>(a.in[k].data)));
-    scal[k] = true;
-  }
-  const int64_t* st[4] = {a.out.strides, scal[0] ? nullptr : a.in[0].strides,
-                          n > 1 && !scal[1] ? a.in[1].strides : nullptr, n > 2 && !scal[2] ? a.in[2].strides : nullptr};
+  const Operands<op, T> q(a);
+  char* out = q.out;
+  const char* const* in = q.in;
+  const O* sval = q.sval;
+  const bool* scal = q.scal;
+  const int64_t* const* st = q.st;
   const int64_t grain = par::grain_for(1);
 #if MT_SIM_FAST
-  if constexpr (!masked && n <= 2 && (kDense<T> || kDenseInt<op, T>)) {
-    bool all_dense = dense(a.shape, st[0], sizeof(Out));
-    for (int k = 0; k < n; ++k) all_dense = all_dense && (st[k + 1] == nullptr || dense(a.shape, st[k + 1], sizeof(T)));
-    if (all_dense && !(n == 2 && scal[0] && scal[1])) {
-      Out* o = reinterpret_cast<Out*>(out);
-      // bool operands read as bytes and converted (any non-zero byte is true, as mt_load reads them)
-      using In = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
-      const In* x = st[1] ? reinterpret_cast<const In*>(in[0]) : nullptr;
-      const In* y = n > 1 && st[2] ? reinterpret_cast<const In*>(in[1]) : nullptr;
-      par::parallel_for(a.shape.numel, grain, [&](int64_t b, int64_t e) {
-        if constexpr (std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>)
-          dense_half<op, T>(o, x, y, sval[0], sval[1], n, a.p, b, e);
-        else if constexpr (n == 1) dense_unary<op, T, Out, O, In>(o, x, a.p, b, e);
-        else dense_binary<op, T, Out, O, In>(o, x, y, sval[0], sval[1], a.p, b, e);
-      });
-      return rt::Status::Success;
-    }
+  if (run_dense<op, T>(a, q)) return rt::Status::Success;
+  if constexpr (!masked && n <= 2 && kDense<T>) {
     if constexpr (kDense<T>) {
       if (!(n == 2 && scal[0] && scal[1]) && !(n == 1 && !st[1])) {
         strided_blocks<op, T, Out, O, n>(a, out, in, st, sval, grain);
@@ -364,20 +465,71 @@ rt::Status run_dtype(const ElementwiseArgs& a) {
   });
   return st;
 }
+#else
+// The AVX-512 compile: the dense loops of float, half and bfloat16 (Note [Sim AVX-512 dense loops]), but for the
+// functors measured slower 16 wide than 8 (the speed report's cases, one process each way): the Special group's
+// double-precision series (bessel_y0 float32 22 -> 29 ms), erfc (0.27 -> 0.38 ms) and erfinv (bfloat16 4.0 -> 16 ms),
+// whose branches the 16-wide loop runs masked; and the fmod rows in half and bfloat16 (bfloat16 fmod 0.98 -> 1.21
+// ms: their vector form is dense_binary's two passes, which the 16-wide compile of dense_half's blocks slows).
+template <EwOp op, typename T>
+constexpr bool kWide = ew_group(op) != EwGroup::Special && op != EwOp::Erfc && op != EwOp::Erfinv &&
+                       (std::is_same_v<T, float> || !ew::HasFastFmod<op>::value);
+
+template <EwOp op>
+bool run_dense_dtype(const ElementwiseArgs& a) {
+  bool ran = false;
+  dispatch_dtype(a.compute, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr bool wide_dtype =
+        std::is_same_v<T, float> || std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>;
+    if constexpr (wide_dtype && kWide<op, T>) {
+      if constexpr (ew::supported<op, T>()) ran = a.shape.numel > 0 && run_dense<op, T>(a, Operands<op, T>(a));
+    }
+  });
+  return ran;
+}
+#endif
 
 } // namespace
 
+#if defined(MT_SIM_ISA_AVX512)
+MT_SIM_ENTRY bool elementwise_dense(const ElementwiseArgs& a) {
+  return ew_visit(a.op, [&](auto op) { return run_dense_dtype<decltype(op)::value>(a); }, [] { return false; });
+}
+#else
 MT_SIM_ENTRY rt::Status elementwise(const ElementwiseArgs& a, rt::Stream) {
   return ew_visit(
       a.op, [&](auto op) { return run_dtype<decltype(op)::value>(a); },
       [] { return rt::report(rt::Status::InvalidValue, "elementwise: unknown op"); });
 }
+#endif
 
 } // namespace mytorch::sim::MT_SIM_ISA_NS
 
 #if !defined(MT_SIM_ISA_AVX2)
 namespace mytorch::sim {
-MT_SIM_DISPATCH(rt::Status, elementwise, (const ElementwiseArgs& a, rt::Stream s), (a, s))
+#if MT_SIM_HAVE_AVX512
+bool sim_isa_avx512();  // isa.cpp
+namespace avx512 {
+bool elementwise_dense(const ElementwiseArgs& a);
+} // namespace avx512
+#endif
+#if MT_SIM_HAVE_AVX2
+namespace avx2 {
+rt::Status elementwise(const ElementwiseArgs& a, rt::Stream s);
+} // namespace avx2
+#endif
+// The variant the CPU runs (Note [Sim ISA variants]): the AVX-512 dense loops where they take the call, else the
+// AVX2 variant, else the baseline.
+rt::Status elementwise(const ElementwiseArgs& a, rt::Stream s) {
+#if MT_SIM_HAVE_AVX512
+  if (sim_isa_avx512() && avx512::elementwise_dense(a)) return rt::Status::Success;
+#endif
+#if MT_SIM_HAVE_AVX2
+  if (sim_isa_avx2()) return avx2::elementwise(a, s);
+#endif
+  return base::elementwise(a, s);
+}
 } // namespace mytorch::sim
 
 namespace mytorch {

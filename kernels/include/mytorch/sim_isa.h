@@ -12,7 +12,17 @@
 // there with AVX2 instructions can stand in for the baseline's copy at link time. Every flavour has both (the same
 // objects, shared through ccache: Note [One glue for every flavour], launch.h); MYTORCH_SIM_ISA=baseline picks the
 // portable one.
-#if defined(MT_SIM_ISA_AVX2)
+//
+// A third compile, AVX-512 (F, BW, VL, DQ; 512-bit vectors), holds only the elementwise engine's dense loops over
+// float, half and bfloat16 operands (kernels/sim/elementwise.cpp, Note [Sim AVX-512 dense loops]): twice the lanes
+// per instruction, libmvec's 16-wide math (_ZGVeN16v_expf...) and 16-wide conversions. It defines MT_SIM_ISA_AVX2
+// too (its code is a superset: every AVX2 path compiles there), and the entry points it does not hold stay the AVX2
+// variant's. cpuid picks it where the CPU has those four extensions, unless MYTORCH_SIM_ISA is avx2 or baseline.
+#if defined(MT_SIM_ISA_AVX512)
+#define MT_SIM_ISA_NS avx512
+#define MT_SIM_FAST 1
+#define MT_SIM_ENTRY __attribute__((visibility("default")))
+#elif defined(MT_SIM_ISA_AVX2)
 #define MT_SIM_ISA_NS avx2
 #define MT_SIM_FAST 1
 #define MT_SIM_ENTRY __attribute__((visibility("default")))
@@ -25,7 +35,7 @@
 namespace mytorch::sim {
 // Whether the AVX2 variant runs in this process (built, supported by the CPU, not overridden).
 bool sim_isa_avx2();
-const char* sim_isa_name();
+const char* sim_isa_name();  // "avx512" (the AVX-512 dense loops run), "avx2" or "baseline"
 } // namespace mytorch::sim
 
 // In the baseline compile: the entry point sim::name, which calls the variant the CPU runs.

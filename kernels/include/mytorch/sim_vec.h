@@ -21,8 +21,8 @@ namespace mytorch::sim::MT_SIM_ISA_NS::vec {
 // Note [Sim row loops]
 // The sim kernels that work on rows (softmax, norms, losses, attention, optimizers) share these loops instead of
 // writing a vector form each: a row is first converted to its opmath type in a buffer (in the AVX2 variant half with
-// F16C and bfloat16 with integer shifts, 8 per step, the same bits as c10's conversions), then summed, maximised or dotted in
-// kLanes interleaved lanes combined by a fixed halving tree. The lane order depends on the length only, so a
+// F16C and bfloat16 with integer shifts, 8 per step, 16 in the AVX-512 compile: the same bits as c10's
+// conversions), then summed, maximised or dotted in kLanes interleaved lanes combined by a fixed halving tree. The lane order depends on the length only, so a
 // row's result does not depend on the thread that computes it (Note [Sim parallelism]), and the lanes are what
 // lets the compiler keep them in vector registers (a single accumulator is a dependency chain it may not
 // reorder). Error: like a pairwise sum of kLanes leaves, n / kLanes additions each.
@@ -35,6 +35,18 @@ inline void to_opmath(const T* s, A* d, int64_t n) {
     std::memcpy(d, s, static_cast<size_t>(n) * sizeof(A));
   } else {
     int64_t i = 0;
+#if defined(MT_SIM_ISA_AVX512)
+    if constexpr (std::is_same_v<T, c10::Half> && std::is_same_v<A, float>) {
+      for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
+    }
+    if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<A, float>) {
+      for (; i + 16 <= n; i += 16) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+        _mm512_storeu_ps(d + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+      }
+    }
+#endif
 #if defined(MT_SIM_ISA_AVX2)
     if constexpr (std::is_same_v<T, c10::Half> && std::is_same_v<A, float>) {
       for (; i + 8 <= n; i += 8)
@@ -68,6 +80,25 @@ inline void from_opmath(const A* s, T* d, int64_t n) {
     std::memcpy(d, s, static_cast<size_t>(n) * sizeof(A));
   } else {
     int64_t i = 0;
+#if defined(MT_SIM_ISA_AVX512)
+    if constexpr (std::is_same_v<T, c10::Half> && std::is_same_v<A, float>) {
+      for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+    if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<A, float>) {
+      // the AVX2 loop's rounding below, 16 at a time; vpmovdw packs (every value fits in 16 bits)
+      const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), qnan = _mm512_set1_epi32(0x7fc0);
+      for (; i + 16 <= n; i += 16) {
+        const __m512 f = _mm512_loadu_ps(s + i);
+        const __m512i b = _mm512_castps_si512(f);
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), one);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(b, bias), lsb), 16);
+        r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), r, qnan);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtepi32_epi16(r));
+      }
+    }
+#endif
 #if defined(MT_SIM_ISA_AVX2)
     if constexpr (std::is_same_v<T, c10::Half> && std::is_same_v<A, float>) {
       for (; i + 8 <= n; i += 8)
