@@ -470,10 +470,12 @@ rt::Status run_dtype(const ElementwiseArgs& a) {
 // functors measured slower 16 wide than 8 (the speed report's cases, one process each way): the Special group's
 // double-precision series (bessel_y0 float32 22 -> 29 ms), erfc (0.27 -> 0.38 ms) and erfinv (bfloat16 4.0 -> 16 ms),
 // whose branches the 16-wide loop runs masked; and the fmod rows in half and bfloat16 (bfloat16 fmod 0.98 -> 1.21
-// ms: their vector form is dense_binary's two passes, which the 16-wide compile of dense_half's blocks slows).
+// ms: their vector form is dense_binary's two passes, which the 16-wide compile of dense_half's blocks slows). gelu
+// and its backward keep the AVX2 loops for accuracy: where 1 + erf(x / sqrt 2) cancels (x near -5) libmvec's 16-wide
+// erff left one element of test_sim_parallel's gelu outside the alignment rule against the CPU.
 template <EwOp op, typename T>
-constexpr bool kWide = ew_group(op) != EwGroup::Special && op != EwOp::Erfc && op != EwOp::Erfinv &&
-                       (std::is_same_v<T, float> || !ew::HasFastFmod<op>::value);
+constexpr bool kWide = ew_group(op) != EwGroup::Special && op != EwOp::Erfc && op != EwOp::Erfinv && op != EwOp::Gelu &&
+                       op != EwOp::GeluBackward && (std::is_same_v<T, float> || !ew::HasFastFmod<op>::value);
 
 template <EwOp op>
 bool run_dense_dtype(const ElementwiseArgs& a) {
