@@ -510,3 +510,28 @@ def test_complex_ranges_and_solves_match_the_cpu():
         assert torch.equal(got.cpu(), want), kw
     x = torch.linalg.solve(a.to("mytorch"), b.mT.to("mytorch")).cpu()
     assert torch.equal(x, torch.linalg.solve(a, b.mT))
+
+
+@pytest.mark.native
+def test_flip_takes_the_cpus_layout():
+    """flip's result takes a dense input's layout, as ATen's (empty_like's preserve format), and is contiguous for a
+    non-dense input: the CPU's values and strides for permuted, transposed and sliced inputs, one or several flipped
+    dimensions, and rot90/fliplr built on it."""
+    x = torch.randn(6, 7, 8, generator=g)
+    d = x.to("mytorch")
+    views = (
+        (lambda t: t, (0,)),
+        (lambda t: t.permute(2, 0, 1), (0, 2)),
+        (lambda t: t.transpose(0, 1), (1,)),
+        (lambda t: t.permute(1, 2, 0), (0, 1, 2)),
+        (lambda t: t[:, ::2], (1,)),
+        (lambda t: t[..., 1:5].transpose(0, 2), (0, 2)),
+    )
+    for view, dims in views:
+        got, want = view(d).flip(dims), view(x).flip(dims)
+        assert got.stride() == want.stride(), (dims, got.stride(), want.stride())
+        assert torch.equal(got.cpu(), want)
+    p = x.permute(2, 0, 1)
+    for fn in (torch.fliplr, lambda t: torch.rot90(t, 1, [0, 1]), lambda t: torch.rot90(t, 2, [1, 2])):
+        got, want = fn(d.permute(2, 0, 1)), fn(p)
+        assert got.stride() == want.stride() and torch.equal(got.cpu(), want)

@@ -106,3 +106,22 @@ def test_empty_batches_and_the_cpu_refusals():
         with pytest.raises(RuntimeError) as dev:
             fn(torch.randn(3, 8).to("mytorch"))
         assert type(dev.value) is type(ref.value)
+
+
+def test_results_have_the_cpus_layout():
+    """The sim's host route returns the CPU operator's own result, moved into device memory (Fft.cpp's onDevice):
+    the CPU's sizes and strides, for a permuted input and the transforms over the leading dimension too. On the
+    cuFFT path the layout is the meta kernel's (Note [Cached meta results])."""
+    x = torch.randn(6, 5, 8, generator=g)
+    z = torch.randn(6, 5, 8, generator=g) * 1j + x
+    for fn, t in (
+        (lambda u: torch.fft.fft(u, dim=0), z),
+        (lambda u: torch.fft.rfftn(u, dim=(0, 2)), x.permute(2, 0, 1)),
+        (lambda u: torch.fft.irfft2(u), z.transpose(0, 1)),
+        (lambda u: torch.fft.ihfft(u, dim=1), x),
+    ):
+        got, want = fn(t.to("mytorch")), fn(t)
+        assert got.shape == want.shape
+        if torch.mytorch.runtime() == "sim":
+            assert got.stride() == want.stride(), (got.stride(), want.stride())
+        assert_aligned(got.cpu(), want)

@@ -11,7 +11,9 @@ import os
 import pytest
 import torch
 
-from mytorch.testing._compare import misalignment
+import mytorch
+
+from mytorch.testing._compare import assert_aligned, misalignment
 
 pytestmark = [pytest.mark.native, pytest.mark.every_runtime]
 
@@ -414,3 +416,31 @@ def test_negative_control_the_triangle_checks_fail_when_the_library_reads_the_ot
     finally:
         del os.environ["MYTORCH_EMU_CUSOLVER_UPLO"]
     assert not _compare(lambda a: torch.linalg.eigvalsh(a), noisy, what="eigvalsh")
+
+
+def test_meta_results_are_cached_per_argument_metadata():
+    """Note [Cached meta results]: the Python meta kernel a composed linalg op needs for ATen's checks and its
+    results' layout runs once per key; a repeat takes the cached results, a new shape, layout or argument adds a
+    key, and a call that raises stores nothing (ATen's message again on the next)."""
+    entries = mytorch._C._meta_cache_entries
+    a = torch.randn(23, 7, generator=torch.Generator().manual_seed(7), dtype=torch.float64)  # a shape of its own
+    d = a.to("mytorch")
+    before = entries()
+    q, r = torch.linalg.qr(d)
+    first = entries()
+    assert first == before + 1
+    q2, r2 = torch.linalg.qr(d)  # the same key: no new entry, the same results
+    assert entries() == first
+    assert torch.equal(q2.cpu(), q.cpu()) and torch.equal(r2.cpu(), r.cpu())
+    want = torch.linalg.qr(a)
+    for got, ref in zip((q2, r2), want):
+        assert got.stride() == ref.stride()
+        assert_aligned(got.cpu(), ref, what="qr")
+    torch.linalg.qr(d.t())  # another layout: another key
+    torch.linalg.qr(d, mode="complete")  # another argument: another key
+    assert entries() == first + 2
+    bad = torch.randn(3, device="mytorch")
+    for _ in range(2):  # not stored: the check runs again
+        with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+            torch.linalg.qr(bad)
+    assert entries() == first + 2

@@ -9,6 +9,7 @@
 
 #include "csrc/core/Graph.h"
 #include "csrc/aten/glue/HostRoute.h"
+#include "csrc/aten/glue/MetaCache.h"
 #include "csrc/aten/glue/OpTables.h"
 #include "csrc/core/DeviceErrors.h"
 #include "csrc/core/DeviceAllocator.h"
@@ -294,6 +295,7 @@ PYBIND11_MODULE(_C, m) {
         py::arg("n"));
   m.def("_sim_threads", [] { return mytorch::par::threads(); });  // Note [Sim parallelism]
   m.def("_sim_isa", [] { return std::string(mytorch::sim::sim_isa_name()); });  // Note [Sim ISA variants]
+  m.def("_meta_cache_entries", [] { return mytorch::meta_cache::entries(); });  // Note [Cached meta results]
   m.def("_op_tables", [] {  // the op tables' rows (kernels/include/mytorch/tables/*.def), for their test
     py::list rows;
     for (const OpTableRow& r : opTableRows()) {

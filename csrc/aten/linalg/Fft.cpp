@@ -27,6 +27,7 @@
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/aten/glue/HostRoute.h"
+#include "csrc/aten/glue/MetaCache.h"
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 #include "mytorch/fft.h"
@@ -123,17 +124,27 @@ double normScale(int64_t normalization, const Tensor& signal, const std::vector<
 
 Tensor normalized(Tensor x, double scale) { return scale == 1.0 ? x : x.mul_(scale); }
 
+// The sim's host route (Note [Sim host route]): the CPU's FFT operator itself on a host view of the input (its checks,
+// its result and that result's layout, which is what a CPU user gets), its result moved into device memory. The
+// CPU's out= kernels are that same call and a copy, and the meta call they needed for the out='s layout ran torch's
+// Python meta kernel: 15-25 us a call, three times the CPU's whole transform of 20 x 20 (Note [Cached meta results]).
+// An empty input takes the meta path below instead: an empty result, as torch.cuda gives (MKL refuses to plan it).
+Tensor onDevice(const Tensor& host_result, const Tensor& like) {
+  Tensor out =
+      at::empty_strided(host_result.sizes(), host_result.strides(), host_result.options().device(like.device()));
+  if (host_result.numel() > 0) hostView(out).copy_(host_result);
+  return out;
+}
+
 // ---- the operators ----------------------------------------------------------------------------------------------
 
 Tensor fftC2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward) {
   if (!fftDtype(self)) return Fallback<at::_ops::_fft_c2c>::call(self, dim, normalization, forward);
-  Tensor shape = at::_fft_c2c(metaLike(self), dim, normalization, forward);  // ATen's checks and result layout
-  if (simHostRoute(HostRoute::Fft)) {
-    Tensor out = emptyLike(shape, self);
-    Tensor host_out = hostView(out);
-    if (out.numel() > 0) at::_fft_c2c_out(host_out, hostView(self), dim, normalization, forward);
-    return out;
-  }
+  if (self.numel() > 0 && simHostRoute(HostRoute::Fft))
+    return onDevice(at::_fft_c2c(hostView(self), dim, normalization, forward), self);
+  Tensor shape = cachedMeta(  // ATen's checks and result layout
+      "_fft_c2c", [&] { return at::_fft_c2c(metaLike(self), dim, normalization, forward); }, self, dim, normalization,
+      forward);
   if (self.numel() == 0 || dim.empty()) return emptyLike(shape, self).copy_(self);
   const auto dims = wrapDims(dim, self.dim());
   return normalized(c2cChunks(self, dims, forward), normScale(normalization, self, dims));
@@ -142,13 +153,11 @@ Tensor fftC2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bo
 Tensor fftR2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
   if (!fftDtype(self) || self.is_complex())
     return Fallback<at::_ops::_fft_r2c>::call(self, dim, normalization, onesided);
-  Tensor shape = at::_fft_r2c(metaLike(self), dim, normalization, onesided);
-  if (simHostRoute(HostRoute::Fft)) {
-    Tensor out = emptyLike(shape, self);
-    Tensor host_out = hostView(out);
-    if (out.numel() > 0) at::_fft_r2c_out(host_out, hostView(self), dim, normalization, onesided);
-    return out;
-  }
+  if (self.numel() > 0 && simHostRoute(HostRoute::Fft))
+    return onDevice(at::_fft_r2c(hostView(self), dim, normalization, onesided), self);
+  Tensor shape = cachedMeta(
+      "_fft_r2c", [&] { return at::_fft_r2c(metaLike(self), dim, normalization, onesided); }, self, dim, normalization,
+      onesided);
   if (shape.numel() == 0) return emptyLike(shape, self);
   const auto dims = wrapDims(dim, self.dim());
   const int64_t split = std::max<int64_t>(0, static_cast<int64_t>(dims.size()) - 3);
@@ -167,16 +176,14 @@ Tensor fftC2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization, c1
   const int64_t last_dim_size = last_dim_size_sym.guard_int(__FILE__, __LINE__);
   if (!fftDtype(self) || !self.is_complex())
     return Fallback<at::_ops::_fft_c2r>::call(self, dim, normalization, last_dim_size);
-  Tensor shape = at::_fft_c2r(metaLike(self), dim, normalization, last_dim_size);
+  Tensor shape = cachedMeta(
+      "_fft_c2r", [&] { return at::_fft_c2r(metaLike(self), dim, normalization, last_dim_size); }, self, dim,
+      normalization, last_dim_size);
   const auto wrapped = wrapDims(dim, self.dim());
   if (!wrapped.empty() && self.size(wrapped.back()) < last_dim_size / 2 + 1)  // a short half spectrum: the CPU's call
     return Fallback<at::_ops::_fft_c2r>::call(self, dim, normalization, last_dim_size);
-  if (simHostRoute(HostRoute::Fft)) {
-    Tensor out = emptyLike(shape, self);
-    Tensor host_out = hostView(out);
-    if (out.numel() > 0) at::_fft_c2r_out(host_out, hostView(self), dim, normalization, last_dim_size);
-    return out;
-  }
+  if (self.numel() > 0 && simHostRoute(HostRoute::Fft))
+    return onDevice(at::_fft_c2r(hostView(self), dim, normalization, last_dim_size), self);
   if (shape.numel() == 0) return emptyLike(shape, self);
   const auto& dims = wrapped;
   const int64_t split = std::max<int64_t>(0, static_cast<int64_t>(dims.size()) - 3);

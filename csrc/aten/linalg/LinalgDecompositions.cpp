@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/MetaCache.h"
 #include "csrc/aten/linalg/Solver.h"
 #include "csrc/core/Checked.h"
 
@@ -81,7 +82,8 @@ std::tuple<Tensor, Tensor> choleskyFactor(const Tensor& A, bool upper) {
 
 std::tuple<Tensor, Tensor> choleskyEx(const Tensor& A, bool upper, bool check_errors) {
   if (!solver::supported(A)) return Fallback<at::_ops::linalg_cholesky_ex>::call(A, upper, check_errors);
-  auto m = at::linalg_cholesky_ex(metaLike(A), upper, false);
+  auto m =
+      cachedMeta("linalg_cholesky_ex", [&] { return at::linalg_cholesky_ex(metaLike(A), upper, false); }, A, upper);
   auto f = choleskyFactor(A, upper);
   Tensor L = emptyLike(get<0>(m), A), info = emptyLike(get<1>(m), A);
   L.copy_(get<0>(f));
@@ -163,7 +165,8 @@ Tensor& choleskySolveHelperOut(const Tensor& B, const Tensor& A, bool upper, Ten
 
 std::tuple<Tensor, Tensor> eigh(const Tensor& A, c10::string_view uplo, bool compute_v) {
   if (!solver::supported(A)) return Fallback<at::_ops::_linalg_eigh>::call(A, uplo, compute_v);
-  auto m = at::_linalg_eigh(metaLike(A), uplo, compute_v);
+  auto m =
+      cachedMeta("_linalg_eigh", [&] { return at::_linalg_eigh(metaLike(A), uplo, compute_v); }, A, uplo, compute_v);
   Tensor w = emptyLike(get<0>(m), A), V = emptyLike(get<1>(m), A);
   if (A.numel() == 0) return {w, V};
   const bool upper = std::toupper(static_cast<unsigned char>(uplo[0])) == 'U';
@@ -200,7 +203,9 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices, bool
     TORCH_CHECK(d == "gesvd" || d == "gesvdj" || d == "gesvda", "torch.linalg.svd: unknown svd driver ", d,
                 " in svd_cusolver computation. ", "Available drivers are gesvd, gesvdj, and gesvda.");
   }
-  auto m = at::_linalg_svd(metaLike(A), full_matrices, compute_uv, std::nullopt);
+  auto m = cachedMeta(
+      "_linalg_svd", [&] { return at::_linalg_svd(metaLike(A), full_matrices, compute_uv, std::nullopt); }, A,
+      full_matrices, compute_uv);
   Tensor U = emptyLike(get<0>(m), A), S = emptyLike(get<1>(m), A), Vh = emptyLike(get<2>(m), A);
   if (A.numel() == 0) {
     if (compute_uv && full_matrices) {
@@ -273,7 +278,9 @@ std::tuple<Tensor&, Tensor&> geqrfOut(const Tensor& A, Tensor& a, Tensor& tau) {
 Tensor householderProduct(const Tensor& A, const Tensor& tau) {
   if (!solver::supported(A) || !solver::supported(tau))
     return Fallback<at::_ops::linalg_householder_product>::call(A, tau);
-  Tensor m = at::linalg_householder_product(metaLike(A), metaLike(tau));  // ATen's checks and layout
+  Tensor m = cachedMeta(
+      "linalg_householder_product", [&] { return at::linalg_householder_product(metaLike(A), metaLike(tau)); }, A,
+      tau);  // ATen's checks and layout
   Tensor q = solver::columnMajor(A);
   solver::orgqr(q, tau);
   Tensor out = emptyLike(m, A);
@@ -290,7 +297,9 @@ Tensor& householderProductOut(const Tensor& A, const Tensor& tau, Tensor& out) {
 Tensor ormqrOp(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, bool transpose) {
   if (!solver::supported(A) || !solver::supported(tau) || !solver::supported(C))
     return Fallback<at::_ops::ormqr>::call(A, tau, C, left, transpose);
-  Tensor m = at::ormqr(metaLike(A), metaLike(tau), metaLike(C), left, transpose);
+  Tensor m = cachedMeta(
+      "ormqr", [&] { return at::ormqr(metaLike(A), metaLike(tau), metaLike(C), left, transpose); }, A, tau, C, left,
+      transpose);
   Tensor c = solver::columnMajor(C);
   solver::ormqr(solver::columnMajor(A), tau, c, left, transpose);
   Tensor out = emptyLike(m, C);
@@ -310,7 +319,7 @@ Tensor& ormqrOut(const Tensor& A, const Tensor& tau, const Tensor& C, bool left,
 // reflectors by orgqr with k or m columns.
 std::tuple<Tensor, Tensor> qr(const Tensor& A, c10::string_view mode) {
   if (!solver::supported(A)) return Fallback<at::_ops::linalg_qr>::call(A, mode);
-  auto m = at::linalg_qr(metaLike(A), mode);
+  auto m = cachedMeta("linalg_qr", [&] { return at::linalg_qr(metaLike(A), mode); }, A, mode);
   Tensor Q = emptyLike(get<0>(m), A), R = emptyLike(get<1>(m), A);
   const int64_t rows = A.size(-2), cols = A.size(-1), k = std::min(rows, cols);
   if (A.numel() == 0) {
@@ -351,7 +360,10 @@ std::tuple<Tensor, Tensor> triangularSolve(const Tensor& B, const Tensor& A, boo
                                            bool unitriangular) {
   if (!solver::supported(A) || !solver::supported(B) || A.is_complex() || B.is_complex())
     return Fallback<at::_ops::triangular_solve>::call(B, A, upper, transpose, unitriangular);
-  auto m = at::triangular_solve(metaLike(B), metaLike(A), upper, transpose, unitriangular);
+  auto m = cachedMeta(
+      "triangular_solve",
+      [&] { return at::triangular_solve(metaLike(B), metaLike(A), upper, transpose, unitriangular); }, B, A, upper,
+      transpose, unitriangular);
   Tensor X = emptyLike(get<0>(m), B), M = emptyLike(get<1>(m), A);
   M.copy_(A.expand(M.sizes()));
   if (X.numel() > 0)

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/MetaCache.h"
 #include "csrc/aten/linalg/Solver.h"
 #include "csrc/core/Checked.h"
 
@@ -62,7 +63,8 @@ std::tuple<Tensor, Tensor, Tensor> luFactor(const Tensor& a, bool pivot, const T
 
 std::tuple<Tensor, Tensor, Tensor> luFactorEx(const Tensor& A, bool pivot, bool check_errors) {
   if (!solver::supported(A)) return Fallback<at::_ops::linalg_lu_factor_ex>::call(A, pivot, check_errors);
-  auto m = at::linalg_lu_factor_ex(metaLike(A), pivot, false);
+  auto m =
+      cachedMeta("linalg_lu_factor_ex", [&] { return at::linalg_lu_factor_ex(metaLike(A), pivot, false); }, A, pivot);
   auto r = luFactor(A, pivot, get<0>(m), get<1>(m), get<2>(m));
   if (check_errors) at::_linalg_check_errors(get<2>(r), "torch.linalg.lu_factor_ex", A.dim() == 2);
   return r;
@@ -102,7 +104,10 @@ Tensor luSolveInto(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool
 Tensor luSolve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool left, bool adjoint) {
   if (!solver::supported(LU) || !solver::supported(B))
     return Fallback<at::_ops::linalg_lu_solve>::call(LU, pivots, B, left, adjoint);
-  Tensor m = at::linalg_lu_solve(metaLike(LU), metaLike(pivots), metaLike(B), left, adjoint);
+  Tensor m = cachedMeta(
+      "linalg_lu_solve",
+      [&] { return at::linalg_lu_solve(metaLike(LU), metaLike(pivots), metaLike(B), left, adjoint); }, LU, pivots, B,
+      left, adjoint);
   return luSolveInto(LU, pivots, B, left, adjoint, m);
 }
 
@@ -117,7 +122,9 @@ Tensor& luSolveOut(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool
 std::tuple<Tensor, Tensor, Tensor> luUnpack(const Tensor& LU, const Tensor& pivots, bool unpack_data,
                                             bool unpack_pivots) {
   if (!solver::supported(LU)) return Fallback<at::_ops::lu_unpack>::call(LU, pivots, unpack_data, unpack_pivots);
-  auto m = at::lu_unpack(metaLike(LU), metaLike(pivots), unpack_data, unpack_pivots);
+  auto m = cachedMeta(
+      "lu_unpack", [&] { return at::lu_unpack(metaLike(LU), metaLike(pivots), unpack_data, unpack_pivots); }, LU,
+      pivots, unpack_data, unpack_pivots);
   Tensor P = emptyLike(get<0>(m), LU), L = emptyLike(get<1>(m), LU), U = emptyLike(get<2>(m), LU);
   const int64_t rows = LU.size(-2), cols = LU.size(-1), k = std::min(rows, cols);
   if (unpack_data) {
@@ -153,7 +160,7 @@ std::tuple<Tensor&, Tensor&, Tensor&> luUnpackOut(const Tensor& LU, const Tensor
 
 std::tuple<Tensor, Tensor, Tensor> linalgLu(const Tensor& A, bool pivot) {
   if (!solver::supported(A)) return Fallback<at::_ops::linalg_lu>::call(A, pivot);
-  auto m = at::linalg_lu(metaLike(A), pivot);
+  auto m = cachedMeta("linalg_lu", [&] { return at::linalg_lu(metaLike(A), pivot); }, A, pivot);
   auto f = luFactorEx(A, pivot, false);
   auto r = luUnpack(get<0>(f), get<1>(f), true, pivot);
   Tensor P = emptyLike(get<0>(m), A), L = emptyLike(get<1>(m), A), U = emptyLike(get<2>(m), A);
@@ -190,7 +197,8 @@ bool factorsTranspose() {
 std::tuple<Tensor, Tensor, Tensor, Tensor> solveEx(const Tensor& A, const Tensor& B, bool left, bool check_errors) {
   if (!solver::supported(A) || !solver::supported(B))
     return Fallback<at::_ops::_linalg_solve_ex>::call(A, B, left, check_errors);
-  auto m = at::_linalg_solve_ex(metaLike(A), metaLike(B), left, false);
+  auto m = cachedMeta(
+      "_linalg_solve_ex", [&] { return at::_linalg_solve_ex(metaLike(A), metaLike(B), left, false); }, A, B, left);
   const bool use_A_T = factorsTranspose() && A.is_contiguous() && !A.is_complex();
   auto f = luFactor(use_A_T ? A.mT() : A, true, get<1>(m), get<2>(m), get<3>(m));
   if (check_errors) at::_linalg_check_errors(get<2>(f), "torch.linalg.solve_ex", A.dim() == 2);
@@ -220,7 +228,7 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> solveExOut(const Tensor& A, const
 // ATen's linalg_inv_ex: solve_ex(A, I).
 std::tuple<Tensor, Tensor> invEx(const Tensor& A, bool check_errors) {
   if (!solver::supported(A)) return Fallback<at::_ops::linalg_inv_ex>::call(A, check_errors);
-  auto m = at::linalg_inv_ex(metaLike(A), false);
+  auto m = cachedMeta("linalg_inv_ex", [&] { return at::linalg_inv_ex(metaLike(A), false); }, A);
   Tensor eye = emptyLike(get<0>(m), A);
   eye.zero_();
   eye.diagonal(0, -2, -1).fill_(1);
@@ -260,7 +268,7 @@ std::tuple<Tensor, Tensor, Tensor> detLu(const Tensor& A, const Tensor& lu_m, co
 
 std::tuple<Tensor, Tensor, Tensor> linalgDet(const Tensor& A) {
   if (!solver::supported(A)) return Fallback<at::_ops::_linalg_det>::call(A);
-  auto m = at::_linalg_det(metaLike(A));
+  auto m = cachedMeta("_linalg_det", [&] { return at::_linalg_det(metaLike(A)); }, A);
   auto f = detLu(A, get<1>(m), get<2>(m));
   Tensor result = emptyLike(get<0>(m), A);
   at::mul_out(result, detP(get<1>(f)), at::prod(get<0>(f).diagonal(0, -2, -1), -1));
@@ -278,7 +286,7 @@ std::tuple<Tensor&, Tensor&, Tensor&> detOut(const Tensor& A, Tensor& result, Te
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> linalgSlogdet(const Tensor& A) {
   if (!solver::supported(A)) return Fallback<at::_ops::_linalg_slogdet>::call(A);
-  auto m = at::_linalg_slogdet(metaLike(A));
+  auto m = cachedMeta("_linalg_slogdet", [&] { return at::_linalg_slogdet(metaLike(A)); }, A);
   auto f = detLu(A, get<2>(m), get<3>(m));
   const Tensor diag = get<0>(f).diagonal(0, -2, -1);
   Tensor sign = emptyLike(get<0>(m), A), logabsdet = emptyLike(get<1>(m), A);

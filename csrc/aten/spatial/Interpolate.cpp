@@ -49,6 +49,7 @@
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/MetaCache.h"
 #include "mytorch/cubic.h"
 
 namespace mytorch {
@@ -279,7 +280,10 @@ Tensor& bicubic2dAaBackwardOut(const Tensor& grad, at::IntArrayRef output_size, 
 
 // 3-D adaptive average pooling: (N, C,) D, H, W -> output_size.
 Tensor adaptiveAvgPool3d(const Tensor& self, at::IntArrayRef output_size) {
-  Tensor shape = at::_ops::_adaptive_avg_pool3d::call(metaLike(self), c10::fromIntArrayRefSlow(output_size));
+  Tensor shape = cachedMeta(
+      "_adaptive_avg_pool3d",
+      [&] { return at::_ops::_adaptive_avg_pool3d::call(metaLike(self), c10::fromIntArrayRefSlow(output_size)); }, self,
+      output_size);
   if (!interpolable(self)) return Fallback<at::_ops::_adaptive_avg_pool3d>::call(self, output_size);
   if (shape.numel() == 0) return at::empty(shape.sizes(), self.options());
   return resample(Kind::AdaptiveAvg, self, spatialOf(self.sizes(), 3), output_size, false, {{}, {}, {}}, false);
@@ -288,7 +292,9 @@ Tensor adaptiveAvgPool3d(const Tensor& self, at::IntArrayRef output_size) {
 Tensor adaptiveAvgPool3dBackward(const Tensor& grad, const Tensor& self) {
   if (!interpolable(self) || grad.scalar_type() != self.scalar_type())
     return Fallback<at::_ops::_adaptive_avg_pool3d_backward>::call(grad, self);
-  at::_ops::_adaptive_avg_pool3d_backward::call(metaLike(grad), metaLike(self));
+  cachedMeta(
+      "_adaptive_avg_pool3d_backward",
+      [&] { return at::_ops::_adaptive_avg_pool3d_backward::call(metaLike(grad), metaLike(self)); }, grad, self);
   if (grad.numel() == 0 || self.numel() == 0) return at::zeros(self.sizes(), self.options());
   return resample(Kind::AdaptiveAvg, grad, spatialOf(self.sizes(), 3), spatialOf(grad.sizes(), 3), false, {{}, {}, {}},
                   true);

@@ -23,6 +23,7 @@
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/MetaCache.h"
 #include "csrc/core/Fallback.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/pool.h"
@@ -311,8 +312,13 @@ Tensor adaptiveAvgPoolBackward(const Tensor& grad, const Tensor& self) {
 template <int D>
 std::tuple<Tensor&, Tensor&> adaptiveMaxPoolOut(const Tensor& self, at::IntArrayRef output_size, Tensor& out,
                                                 Tensor& indices) {
-  const auto shapes = D == 2 ? at::adaptive_max_pool2d(metaLike(self), output_size)
-                             : at::adaptive_max_pool3d(metaLike(self), output_size);
+  const auto shapes = cachedMeta(
+      "adaptive_max_pool",
+      [&] {
+        return D == 2 ? at::adaptive_max_pool2d(metaLike(self), output_size)
+                      : at::adaptive_max_pool3d(metaLike(self), output_size);
+      },
+      D, self, output_size);
   SpatialArgs a = adaptiveArgs(SpatialOp::AdaptiveMax, false, self, output_size,
                                D == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d");
   Tensor x = self.contiguous();
@@ -330,8 +336,13 @@ std::tuple<Tensor&, Tensor&> adaptiveMaxPoolOut(const Tensor& self, at::IntArray
 template <int D>
 Tensor& adaptiveMaxPoolBackwardOut(const Tensor& grad, const Tensor& self, const Tensor& indices, Tensor& gi) {
   const char* name = D == 2 ? "adaptive_max_pool2d_backward" : "adaptive_max_pool3d_backward";
-  if (D == 2) at::adaptive_max_pool2d_backward(metaLike(grad), metaLike(self), metaLike(indices));  // ATen's checks
-  else at::adaptive_max_pool3d_backward(metaLike(grad), metaLike(self), metaLike(indices));
+  cachedMeta(  // ATen's checks
+      "adaptive_max_pool_backward",
+      [&] {
+        return D == 2 ? at::adaptive_max_pool2d_backward(metaLike(grad), metaLike(self), metaLike(indices))
+                      : at::adaptive_max_pool3d_backward(metaLike(grad), metaLike(self), metaLike(indices));
+      },
+      D, grad, self, indices);
   TORCH_CHECK(grad.scalar_type() == self.scalar_type(), "expected dtype ", self.scalar_type(),
               " for `gradOutput` but got dtype ", grad.scalar_type());
   TORCH_CHECK(indices.sizes() == grad.sizes() && indices.scalar_type() == at::kLong, name,

@@ -23,6 +23,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
@@ -172,8 +174,11 @@ Tensor& catOut(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
   return out;
 }
 
+// The result takes the input's layout where the input is dense (empty_like's preserve format, as ATen's flip), so a
+// transposed input is reversed in its own memory order instead of transposed on the way (flip of a permuted 432K
+// floats: 0.10x the CPU with a contiguous result).
 Tensor flip(const Tensor& self, at::IntArrayRef dims) {
-  Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  Tensor out = at::empty_like(self);
   if (self.numel() == 0) return out;
   const auto flipped = at::dim_list_to_bitset(dims, self.dim());
   TORCH_CHECK(self.dim() <= kMaxDims, "flip supports at most ", kMaxDims, " dimensions");
@@ -182,9 +187,14 @@ Tensor flip(const Tensor& self, at::IntArrayRef dims) {
   p.shape.numel = self.numel();
   const int64_t es = static_cast<int64_t>(self.element_size());
   char* src = static_cast<char*>(self.data_ptr());
-  // Kernel dimension 0 moves fastest: the tensor's last dimension.
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    const int k = static_cast<int>(self.dim() - 1 - d);
+  // Kernel dimension 0 moves fastest: the result's innermost dimension (the tensor's dimensions by the result's
+  // strides, largest first; ties keep their order).
+  std::vector<int64_t> order(static_cast<size_t>(self.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return out.stride(a) > out.stride(b); });
+  for (int64_t i = 0; i < self.dim(); ++i) {
+    const int64_t d = order[static_cast<size_t>(i)];
+    const int k = static_cast<int>(self.dim() - 1 - i);
     p.shape.sizes[k] = self.size(d);
     p.dst.strides[k] = out.stride(d) * es;
     int64_t s = self.stride(d) * es;
