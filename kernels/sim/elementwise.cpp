@@ -473,9 +473,13 @@ rt::Status run_dtype(const ElementwiseArgs& a) {
 // ms: their vector form is dense_binary's two passes, which the 16-wide compile of dense_half's blocks slows). gelu
 // and its backward keep the AVX2 loops for accuracy: where 1 + erf(x / sqrt 2) cancels (x near -5) libmvec's 16-wide
 // erff left one element of test_sim_parallel's gelu outside the alignment rule against the CPU.
+template <EwOp op>
+constexpr bool kCheapSpecial = op == EwOp::Entr || op == EwOp::Xlogy || op == EwOp::Xlog1py || op == EwOp::Logit ||
+                               op == EwOp::LogitBackward;  // the Special rows built on one log (16 wide: logit 8x)
 template <EwOp op, typename T>
-constexpr bool kWide = ew_group(op) != EwGroup::Special && op != EwOp::Erfc && op != EwOp::Erfinv && op != EwOp::Gelu &&
-                       op != EwOp::GeluBackward && (std::is_same_v<T, float> || !ew::HasFastFmod<op>::value);
+constexpr bool kWide =
+    (ew_group(op) != EwGroup::Special || kCheapSpecial<op>) && op != EwOp::Erfc && op != EwOp::Erfinv &&
+    op != EwOp::Gelu && op != EwOp::GeluBackward && (std::is_same_v<T, float> || !ew::HasFastFmod<op>::value);
 
 template <EwOp op>
 bool run_dense_dtype(const ElementwiseArgs& a) {
