@@ -535,3 +535,35 @@ def test_flip_takes_the_cpus_layout():
     for fn in (torch.fliplr, lambda t: torch.rot90(t, 1, [0, 1]), lambda t: torch.rot90(t, 2, [1, 2])):
         got, want = fn(d.permute(2, 0, 1)), fn(p)
         assert got.stride() == want.stride() and torch.equal(got.cpu(), want)
+
+
+@pytest.mark.native
+def test_pow_by_zero_and_one_and_predicates_as_the_cpu():
+    """pow(x, 0) and pow(x, 1) as ATen's pow_Tensor_Scalar_out (ones, and x copied: NaN and -0 kept, integers too),
+    out= of another dtype refused as the CPU refuses it; x ** 2's gradient (which asks for x ** 1) exact. The
+    predicates (isnan, isinf, isfinite, isposinf, isneginf) give the CPU's values and strides for a transposed
+    input."""
+    x = torch.tensor([[0.0, -0.0, float("nan"), 1.5], [float("inf"), -float("inf"), -2.25, 3.0]])
+    d = x.to("mytorch")
+    for e in (0, 1, 0.0, 1.0, True, False, 2, 0.5):
+        for t, dt in ((x, d), (x.t(), d.t()), (x.to(torch.int64).abs(), d.to(torch.int64).abs())):
+            if t.dtype == torch.int64 and isinstance(e, float) and e == 0.5:
+                continue
+            want, got = torch.pow(t, e), torch.pow(dt, e)
+            assert got.dtype == want.dtype and got.stride() == want.stride(), (e, t.dtype)
+            assert torch.equal(got.cpu().nan_to_num(7.0), want.nan_to_num(7.0))
+            if got.is_floating_point():  # -0 kept (a NaN's sign is not a value)
+                assert torch.equal((torch.signbit(got) & ~got.isnan()).cpu(), torch.signbit(want) & ~want.isnan()), e
+    for e in (0, 1):
+        with pytest.raises(RuntimeError) as cpu:
+            torch.pow(x, e, out=torch.empty(2, 4, dtype=torch.int32))
+        with pytest.raises(RuntimeError, match=str(cpu.value).split("\n")[0][:40]):
+            torch.pow(d, e, out=torch.empty(2, 4, dtype=torch.int32, device="mytorch"))
+    y = torch.randn(5, 7, generator=g, requires_grad=True)
+    dy = y.detach().to("mytorch").requires_grad_()
+    (y**2).sum().backward()
+    (dy**2).sum().backward()
+    assert torch.equal(dy.grad.cpu(), y.grad)
+    for fn in (torch.isnan, torch.isinf, torch.isfinite, torch.isposinf, torch.isneginf):
+        want, got = fn(x.t()), fn(d.t())
+        assert got.stride() == want.stride() and torch.equal(got.cpu(), want), fn.__name__

@@ -307,7 +307,7 @@ def _copies(f, d):
 def test_hand_glue_registered_as_engine_out_writes_a_strided_out_in_place():
     """The hand-written glue registered with MT_IMPL_ENGINE_OUT (csrc/core/Checked.h: its out= is written only by the
     engine) writes a transposed out= in place, without a temporary and a copy, and the values are the CPU's. Negative
-    control: glue registered with plain MT_IMPL (round with decimals) still takes the temporary, which the probe sees."""
+    control: glue registered with plain MT_IMPL (frexp, composed) still takes the temporary, which the probe sees."""
     from mytorch.testing._compare import assert_aligned
 
     x = torch.randn(64, 48, generator=torch.Generator().manual_seed(4))
@@ -326,6 +326,9 @@ def test_hand_glue_registered_as_engine_out_writes_a_strided_out_in_place():
         "nan_to_num": lambda t, o: torch.nan_to_num(t, posinf=2.0, out=o),
         "div floor": lambda t, o: torch.div(t, 0.3, rounding_mode="floor", out=o),
         "heaviside": lambda t, o: torch.heaviside(t, t.neg(), out=o),
+        "round decimals 2": lambda t, o: torch.round(t, decimals=2, out=o),
+        "round decimals -1": lambda t, o: torch.round(t * 100, decimals=-1, out=o),
+        "logit": lambda t, o: torch.logit(t.sigmoid(), 1e-3, out=o),
     }
     for name, f in ops.items():
         assert _copies(f, d) == [], name
@@ -337,7 +340,11 @@ def test_hand_glue_registered_as_engine_out_writes_a_strided_out_in_place():
         f(x.double(), gold)
         assert got.stride() == want.stride(), name
         assert_aligned(got, want, gold, what=name)
-    assert "aten::copy_" in _copies(lambda t, o: torch.round(t, decimals=1, out=o), d)
+
+    def frexp(t, o):
+        return torch.frexp(t, out=(o, torch.empty(o.shape, dtype=torch.int32, device=o.device)))
+
+    assert "aten::copy_" in _copies(frexp, d)
 
 
 def test_results_match_the_cpu():

@@ -26,6 +26,7 @@
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/where_ops.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/add_compositeexplicitautogradnonfunctional_dispatch.h>
@@ -98,8 +99,19 @@ bool powSpecial(const Tensor& s, const Scalar& e, Tensor& out) {
   if (v == -1) return ewTry(EwOp::Reciprocal, {s}, out);
   return false;
 }
+// pow(x, 0) and pow(x, 1): ATen's pow_Tensor_Scalar_out fills ones and copies x before any kernel (a
+// PowBackward of x ** 2 asks for x ** 1), so no element is computed; a real x, out= of the result dtype.
+bool powTrivial(const Tensor& s, const Scalar& e, Tensor& out) {
+  if (e.isComplex() || s.is_complex()) return false;
+  const double v = e.to<double>();
+  if ((v != 0 && v != 1) || out.scalar_type() != at::result_type(s, e)) return false;
+  at::native::resize_output(out, s.sizes());
+  if (v == 0) out.fill_(1);
+  else out.copy_(s);
+  return true;
+}
 Tensor& powTsOut(const Tensor& s, const Scalar& o, Tensor& out) {
-  if (powSpecial(s, o, out)) return out;
+  if (powTrivial(s, o, out) || powSpecial(s, o, out)) return out;
   return scalarOut<EwOp::Pow, at::_ops::pow_Tensor_Scalar_out>(s, o, out);
 }
 

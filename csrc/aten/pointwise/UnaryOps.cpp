@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/clamp_min.h>
 #include <ATen/ops/eq.h>
@@ -53,6 +54,13 @@ Tensor& roundDecimalsOut(const Tensor& self, int64_t decimals, Tensor& out) {
   if (decimals == 0) return at::round_out(out, self);
   checkExactOut(out, self.scalar_type());
   const double ten = std::pow(10.0, static_cast<double>(std::abs(decimals)));
+  // three engine passes in out itself, whatever its strides (out may be self: round_(decimals))
+  const c10::Scalar s(ten);
+  const EwOp scale = decimals > 0 ? EwOp::Mul : EwOp::Div, unscale = decimals > 0 ? EwOp::Div : EwOp::Mul;
+  if (ewTry(scale, {self, s}, out)) { // then out has self's dtype and shape: the next two passes cannot decline
+    TORCH_INTERNAL_ASSERT(ewTry(EwOp::Round, {out}, out) && ewTry(unscale, {out, s}, out));
+    return out;
+  }
   Tensor r = decimals > 0 ? at::div(at::round(at::mul(self, ten)), ten) : at::mul(at::round(at::div(self, ten)), ten);
   at::native::resize_output(out, r.sizes());
   return out.copy_(r);
@@ -169,7 +177,8 @@ Tensor angle(const Tensor& self) {
 // The predicates ATen has no out= form for: a bool tensor of self's shape.
 template <EwOp op, typename AtenOp>
 Tensor predicate(const Tensor& self) {
-  Tensor out = at::empty(self.sizes(), self.options().dtype(at::kBool));
+  // self's layout, as TensorIterator's result: a transposed input is then one dense pass, not a transposing walk
+  Tensor out = at::empty_like(self, self.options().dtype(at::kBool));
   if (!ewTry(op, {self}, out)) return Fallback<AtenOp>::call(self);
   return out;
 }
@@ -196,24 +205,24 @@ Tensor& isposinfOut(const Tensor& self, Tensor& out) { return isInfSigned(self, 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL_ENGINE_OUT(m, "neg.out", negOut);
   MT_IMPL_ENGINE_OUT(m, "sgn.out", sgnOut);
-  MT_IMPL(m, "round.decimals_out", roundDecimalsOut);
+  MT_IMPL_ENGINE_OUT(m, "round.decimals_out", roundDecimalsOut);
   MT_IMPL(m, "relu", relu);
   MT_IMPL(m, "relu_", reluInplace);
   MT_IMPL_ENGINE_OUT(m, "threshold_backward.grad_input", thresholdBackwardOut);
   MT_IMPL_ENGINE_OUT(m, "nan_to_num.out", nanToNumOut);
   MT_IMPL_ENGINE_OUT(m, "signbit.out", signbitOut);
   MT_IMPL_ENGINE_OUT(m, "polygamma.out", polygammaOut);
-  MT_IMPL(m, "logit.out", logitOut);
+  MT_IMPL_ENGINE_OUT(m, "logit.out", logitOut);
   MT_IMPL(m, "logit", logit);
   MT_IMPL(m, "logit_", logitInplace);
   MT_IMPL(m, "logit_backward.grad_input", logitBackwardOut);
-  MT_IMPL(m, "angle.out", angleOut);
+  MT_IMPL_ENGINE_OUT(m, "angle.out", angleOut);
   MT_IMPL(m, "angle", angle);
   MT_IMPL(m, "isnan", isnan);
   MT_IMPL(m, "isinf", isinf);
   MT_IMPL(m, "isfinite", isfinite);
-  MT_IMPL(m, "isneginf.out", isneginfOut);
-  MT_IMPL(m, "isposinf.out", isposinfOut);
+  MT_IMPL_ENGINE_OUT(m, "isneginf.out", isneginfOut);
+  MT_IMPL_ENGINE_OUT(m, "isposinf.out", isposinfOut);
 }
 
 } // namespace mytorch
