@@ -181,7 +181,16 @@ def _norm_grads(d):
     (y * y.detach().flip(0)).sum().backward()
     soft = d.detach().requires_grad_()
     soft.softmax(1).mul(d.flip(1)).sum().backward()
-    return {"layer_norm": y.detach(), "ln_dx": x.grad, "ln_dw": w.grad, "ln_db": b.grad, "softmax_dx": soft.grad}
+    out = {"layer_norm": y.detach(), "ln_dx": x.grad, "ln_dw": w.grad, "ln_db": b.grad, "softmax_dx": soft.grad}
+    # short rows (kernels/sim/softmax.cpp): groups of rows whose chunks move with the thread count, and lanes
+    for n, rows in ((5, 1003), (60, 1001)):
+        v = d.flatten()[: n * rows].view(rows, n)
+        out[f"softmax_bwd_{n}"] = torch.ops.aten._softmax_backward_data(v.flip(0), v.softmax(1), 1, torch.float32)
+        h = v.bfloat16()
+        out[f"log_softmax_bwd_{n}_bf16"] = torch.ops.aten._log_softmax_backward_data(
+            h.flip(0), h.log_softmax(1), 1, torch.bfloat16
+        )
+    return out
 
 
 def test_results_are_bit_identical_at_1_2_and_4_threads():

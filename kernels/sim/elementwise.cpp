@@ -110,17 +110,6 @@ void dense_ternary(Out* o, const T* x, const T* y, const T* z, O s, const EwPara
 // conversions written as integer operations (the same bits: a shift in, ties to even and every NaN to 0x7fc0 out),
 // which GCC vectorises 16 wide whole. Through 16-element blocks as below it stored the functor's results one float
 // at a time and read them back as one vector, a failed store forward per block (bfloat16 mul at 0.25x the CPU).
-inline float bf16_bits_to_float(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-inline uint16_t float_to_bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return f != f ? uint16_t(0x7fc0) : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 template <EwOp op>
 void dense_bf16(c10::BFloat16* o, const c10::BFloat16* x, const c10::BFloat16* y, float sx, float sy, int n,
                 const EwParams p, int64_t b, int64_t e) {
@@ -130,14 +119,17 @@ void dense_bf16(c10::BFloat16* o, const c10::BFloat16* x, const c10::BFloat16* y
   const auto* yb = reinterpret_cast<const uint16_t*>(y);
   if (n == 1) {
     for (int64_t i = b; i < e; ++i)
-      ob[i] = float_to_bf16_bits(ew::apply<op, T>(bf16_bits_to_float(xb[i]), 0.f, 0.f, p));
+      ob[i] = vec::float_to_bf16_bits(ew::apply<op, T>(vec::bf16_bits_to_float(xb[i]), 0.f, 0.f, p));
   } else if (x && y) {
     for (int64_t i = b; i < e; ++i)
-      ob[i] = float_to_bf16_bits(ew::apply<op, T>(bf16_bits_to_float(xb[i]), bf16_bits_to_float(yb[i]), 0.f, p));
+      ob[i] = vec::float_to_bf16_bits(
+          ew::apply<op, T>(vec::bf16_bits_to_float(xb[i]), vec::bf16_bits_to_float(yb[i]), 0.f, p));
   } else if (x) {
-    for (int64_t i = b; i < e; ++i) ob[i] = float_to_bf16_bits(ew::apply<op, T>(bf16_bits_to_float(xb[i]), sy, 0.f, p));
+    for (int64_t i = b; i < e; ++i)
+      ob[i] = vec::float_to_bf16_bits(ew::apply<op, T>(vec::bf16_bits_to_float(xb[i]), sy, 0.f, p));
   } else {
-    for (int64_t i = b; i < e; ++i) ob[i] = float_to_bf16_bits(ew::apply<op, T>(sx, bf16_bits_to_float(yb[i]), 0.f, p));
+    for (int64_t i = b; i < e; ++i)
+      ob[i] = vec::float_to_bf16_bits(ew::apply<op, T>(sx, vec::bf16_bits_to_float(yb[i]), 0.f, p));
   }
 }
 #endif
@@ -408,11 +400,9 @@ rt::Status run(const ElementwiseArgs& a) {
 #if MT_SIM_FAST
   if (run_dense<op, T>(a, q)) return rt::Status::Success;
   if constexpr (!masked && n <= 2 && kDense<T>) {
-    if constexpr (kDense<T>) {
-      if (!(n == 2 && scal[0] && scal[1]) && !(n == 1 && !st[1])) {
-        strided_blocks<op, T, Out, O, n>(a, out, in, st, sval, grain);
-        return rt::Status::Success;
-      }
+    if (!(n == 2 && scal[0] && scal[1]) && !(n == 1 && !st[1])) {
+      strided_blocks<op, T, Out, O, n>(a, out, in, st, sval, grain);
+      return rt::Status::Success;
     }
   }
   if constexpr (n == 3 && !masked && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {

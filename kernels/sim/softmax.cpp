@@ -33,12 +33,30 @@ void forward_short(const SoftmaxArgs& s, const A* x, A* y, int64_t n) {
   for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mx) - lse;
 }
 
-template <typename A>
+// R consecutive short rows of the backward (row r at r * n): each row's sum in its own accumulator, added in the
+// row's order, so every row gets the one-row loop's bits (whatever R: the thread count, which sets the chunks,
+// never changes a result); the R dependent chains of additions overlap (one row at a
+// time, a chain of n dependent adds per row ran rows of 60 floats at 0.2x the CPU's vectorised loop).
+template <int R, typename A>
 void backward_short(const SoftmaxArgs& s, const A* g, const A* y, A* gi, int64_t n) {
-  A sum = 0;
-  for (int64_t j = 0; j < n; ++j) sum += s.log ? g[j] : g[j] * y[j];
-  for (int64_t j = 0; j < n; ++j) gi[j] = s.log ? g[j] - vec::scalar_exp(y[j]) * sum : y[j] * (g[j] - sum);
+  A sum[R] = {};
+  if (s.log) {
+    for (int64_t j = 0; j < n; ++j)
+      for (int r = 0; r < R; ++r) sum[r] += g[r * n + j];
+    for (int r = 0; r < R; ++r)
+      for (int64_t j = 0; j < n; ++j) gi[r * n + j] = g[r * n + j] - vec::scalar_exp(y[r * n + j]) * sum[r];
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j)  // fma written out: a contraction GCC may make in one form and not the other
+    for (int r = 0; r < R; ++r) sum[r] = std::fma(g[r * n + j], y[r * n + j], sum[r]);
+  for (int r = 0; r < R; ++r)
+    for (int64_t j = 0; j < n; ++j) gi[r * n + j] = y[r * n + j] * (g[r * n + j] - sum[r]);
 }
+constexpr int kShortRows = 8;  // rows per backward_short<kShortRows> call
+// The backward's rows longer than this take the row loops (lanes, libmvec's exp): the CPU's backward is its
+// vectorised map2_reduce_all at every length, so sequential sums gave its bits at no length above a vector's
+// width, and rows of 60 floats ran at 0.2x (0.45x in kShortRows chains). The alignment samples' rows (5, 10) stay.
+constexpr int64_t kShortBackward = 16;
 
 // One contiguous line of n elements; buf: room for 2n opmath values. Rows already in opmath are read and written
 // in place.
@@ -62,6 +80,13 @@ void forward_row(const SoftmaxArgs& s, const I* x, O* y, int64_t n, A* buf) {
   if constexpr (!std::is_same_v<O, A>) vec::from_opmath(e, y, n);
 }
 
+// A backward row's sum, in lanes at any length backward_row takes (vec::sum_of adds rows up to vec::kShort in
+// sequence: rows of 17..64 reach here past kShortBackward, and 8 lanes are what makes them fast).
+template <typename A, typename F>
+A row_sum(int64_t n, const F& f) {
+  return n <= vec::kShort ? vec::lane_sum<A, 8>(0, n, f) : vec::sum_of<A>(n, f);
+}
+
 template <typename G, typename O, typename A>
 void backward_row(const SoftmaxArgs& s, const G* g, const G* y, O* gi, int64_t n, A* buf) {
   const A* gv = buf;
@@ -71,10 +96,10 @@ void backward_row(const SoftmaxArgs& s, const G* g, const G* y, O* gi, int64_t n
   A* r = buf;
   if constexpr (std::is_same_v<O, A>) r = gi;
   if (s.log) {
-    const A sum = vec::sum(gv, n);
+    const A sum = row_sum<A>(n, [gv](int64_t i) { return gv[i]; });
     for (int64_t j = 0; j < n; ++j) r[j] = gv[j] - std::exp(yv[j]) * sum;
   } else {
-    const A sum = vec::dot(gv, yv, n);
+    const A sum = row_sum<A>(n, [gv, yv](int64_t i) { return gv[i] * yv[i]; });
     for (int64_t j = 0; j < n; ++j) r[j] = yv[j] * (gv[j] - sum);
   }
   if constexpr (!std::is_same_v<O, A>) vec::from_opmath(r, gi, n);
@@ -132,26 +157,30 @@ void run(const SoftmaxArgs& s) {
   using A = ew::opmath_t<I>;
   if (s.inner == 1) {
     par::parallel_for(s.outer, par::grain_for(4 * s.dim), [&](int64_t b, int64_t e) {
-      std::vector<A> buf(static_cast<size_t>(3 * s.dim));
-      for (int64_t l = b; l < e; ++l) {
+      std::vector<A> buf(static_cast<size_t>(3 * kShortRows * s.dim));
+      for (int64_t l = b; l < e;) {
         const int64_t off = l * s.dim;
-        if (s.dim <= vec::kShort) {
+        if (s.dim <= (s.backward ? kShortBackward : vec::kShort)) {
+          // the backward takes kShortRows rows at once where this chunk has as many left, else one
+          const int64_t rows = (s.backward && e - l >= kShortRows) ? kShortRows : 1, len = rows * s.dim;
           const I* x = static_cast<const I*>(s.in) + off;
           const I* y = static_cast<const I*>(s.out_saved) + off;
           O* out = static_cast<O*>(s.out) + off;
-          // half types: the row converted once with the vector conversions (c10's bits), the same scalar loops on
+          // half types: the rows converted once with the vector conversions (c10's bits), the same scalar loops on
           // opmath values, converted back (one scalar conversion per element each way was 2 ns an element)
           auto opmath = [&](const I* p, A* room) -> const A* {
             if constexpr (std::is_same_v<I, A>) return p;
-            else return vec::to_opmath(p, room, s.dim), room;
+            else return vec::to_opmath(p, room, len), room;
           };
           const A* xa = opmath(x, buf.data());
-          const A* ya = s.backward ? opmath(y, buf.data() + s.dim) : nullptr;
-          A* ra = buf.data() + 2 * s.dim;
+          const A* ya = s.backward ? opmath(y, buf.data() + len) : nullptr;
+          A* ra = buf.data() + 2 * len;
           if constexpr (std::is_same_v<O, A>) ra = out;
-          if (s.backward) backward_short<A>(s, xa, ya, ra, s.dim);
+          if (rows == kShortRows) backward_short<kShortRows, A>(s, xa, ya, ra, s.dim);
+          else if (s.backward) backward_short<1, A>(s, xa, ya, ra, s.dim);
           else forward_short<A>(s, xa, ra, s.dim);
-          if constexpr (!std::is_same_v<O, A>) vec::from_opmath(ra, out, s.dim);
+          if constexpr (!std::is_same_v<O, A>) vec::from_opmath(ra, out, len);
+          l += rows;
           continue;
         }
         if (s.backward)
@@ -159,6 +188,7 @@ void run(const SoftmaxArgs& s) {
                                 static_cast<O*>(s.out) + off, s.dim, buf.data());
         else
           forward_row<I, O, A>(s, static_cast<const I*>(s.in) + off, static_cast<O*>(s.out) + off, s.dim, buf.data());
+        ++l;
       }
     });
     return;

@@ -123,6 +123,20 @@ inline void from_opmath(const A* s, T* d, int64_t n) {
   }
 }
 
+// One bfloat16 as bits, to float and back with c10's rounding (to nearest even, every NaN to 0x7fc0): the scalar
+// form of the vector conversions above, for loops GCC vectorises whole (Note [Sim AVX-512 dense loops]).
+inline float bf16_bits_to_float(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline uint16_t float_to_bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return f != f ? uint16_t(0x7fc0) : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 // The L lanes combined: lane k with lane k + w, w = L/2, ..., 1 (each width a constant: the steps unroll into
 // vector operations).
 template <int L = kLanes, typename A, typename F>
@@ -143,14 +157,16 @@ constexpr int64_t kShort = 2 * kLanes;
 // 5.4e-5 off, the CPU's cascade sum 2.4e-7; PyTorch's test_LayerNorm_numeric). Fixed by the sizes: deterministic.
 constexpr int64_t kBlock = 1 << 15;
 
-template <typename A, typename G>
+// L lanes: kLanes by default; a row of a few vectors (softmax's backward, rows of 17..64) takes 8 (its tail and
+// fold of 32 lanes cost more than the row).
+template <typename A, int L = kLanes, typename G>
 inline A lane_sum(int64_t b, int64_t n, const G& g) {
-  A lane[kLanes] = {};
+  A lane[L] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] += g(b + i + k);
+  for (; i + L <= n; i += L)
+    for (int k = 0; k < L; ++k) lane[k] += g(b + i + k);
   for (int k = 0; i + k < n; ++k) lane[k] += g(b + i + k);
-  return fold(lane, [](A x, A y) { return x + y; });
+  return fold<L>(lane, [](A x, A y) { return x + y; });
 }
 
 // sum over i of g(i), in lanes (g reads the row: a value, a product, a square...).
