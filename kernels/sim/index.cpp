@@ -22,20 +22,33 @@ rt::Status out_of_bounds(const IndexArgs& a, int64_t v) {
   return rt::Status::Success;  // the glue raises IndexError with the value (Note [Device-side errors])
 }
 
+template <ScatterOp op, typename T>
+inline void combine_as(T* dst, T v) {
+  using O = ew::opmath_t<T>;
+  if constexpr (op == ScatterOp::Assign) *dst = v;
+  else if constexpr (op == ScatterOp::Add) *dst = static_cast<T>(static_cast<O>(mt_load(dst)) + static_cast<O>(v));
+  else if constexpr (op == ScatterOp::Mul) *dst = static_cast<T>(static_cast<O>(mt_load(dst)) * static_cast<O>(v));
+  else if constexpr (op == ScatterOp::Max)
+    *dst = ew::apply<EwOp::Maximum, T>(static_cast<O>(mt_load(dst)), static_cast<O>(v), O(0), EwParams{});
+  else *dst = ew::apply<EwOp::Minimum, T>(static_cast<O>(mt_load(dst)), static_cast<O>(v), O(0), EwParams{});
+}
+
+// f(std::integral_constant<ScatterOp, op>) for the runtime op: a loop inside f has its op fixed at compile time
+// (a combine call with the switch per element was half of a scatter_add's time).
+template <typename F>
+void with_op(ScatterOp op, const F& f) {
+  switch (op) {
+    case ScatterOp::Assign: return f(std::integral_constant<ScatterOp, ScatterOp::Assign>{});
+    case ScatterOp::Add: return f(std::integral_constant<ScatterOp, ScatterOp::Add>{});
+    case ScatterOp::Mul: return f(std::integral_constant<ScatterOp, ScatterOp::Mul>{});
+    case ScatterOp::Max: return f(std::integral_constant<ScatterOp, ScatterOp::Max>{});
+    case ScatterOp::Min: return f(std::integral_constant<ScatterOp, ScatterOp::Min>{});
+  }
+}
+
 template <typename T>
 void combine(T* dst, T v, ScatterOp op) {
-  using O = ew::opmath_t<T>;
-  switch (op) {
-    case ScatterOp::Assign: *dst = v; break;
-    case ScatterOp::Add: *dst = static_cast<T>(static_cast<O>(mt_load(dst)) + static_cast<O>(v)); break;
-    case ScatterOp::Mul: *dst = static_cast<T>(static_cast<O>(mt_load(dst)) * static_cast<O>(v)); break;
-    case ScatterOp::Max:
-      *dst = ew::apply<EwOp::Maximum, T>(static_cast<O>(mt_load(dst)), static_cast<O>(v), O(0), EwParams{});
-      break;
-    case ScatterOp::Min:
-      *dst = ew::apply<EwOp::Minimum, T>(static_cast<O>(mt_load(dst)), static_cast<O>(v), O(0), EwParams{});
-      break;
-  }
+  with_op(op, [&](auto k) { combine_as<decltype(k)::value>(dst, v); });
 }
 
 } // namespace
@@ -247,28 +260,44 @@ void scatter_split(const IndexArgs& a, T* dst, const T* src, T scalar) {
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < sd; ++d) outer *= a.sizes[d];
   for (int d = sd + 1; d < a.ndim; ++d) inner *= a.sizes[d];
-  const int64_t n_sd = a.sizes[sd], run = sd == last ? 1 : row;  // positions decoded at once
+  const int64_t n_sd = a.sizes[sd];
+  // the positions [pos, pos + n) of one row, decoded once
+  auto apply = [&](int64_t pos, int64_t n) {
+    const IndexPos p = index_pos(a, pos);
+    if (a.nidx == 1) {  // the indices were checked
+      const OneIndexRow ir(a, p);
+      const int64_t ts = a.target_strides[last], us = a.other_strides[last];
+      with_op(a.op, [&](auto k) {
+        constexpr ScatterOp op = decltype(k)::value;
+        if (a.src_is_scalar)
+          for (int64_t j = 0; j < n; ++j) combine_as<op>(dst + p.t + j * ts + ir.offset(j), scalar);
+        else
+          for (int64_t j = 0; j < n; ++j)
+            combine_as<op>(dst + p.t + j * ts + ir.offset(j), static_cast<T>(mt_load(src + p.u + j * us)));
+      });
+      return;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t t = 0, u = 0, bad = 0;
+      index_at(a, p, j, &t, &u, &bad);
+      combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + u), a.op);
+    }
+  };
   par::parallel_for(n_sd, par::grain_for(outer * inner), [&](int64_t cb, int64_t ce) {
+    if (sd == last) {  // a worker's coordinates are one run of each row (a scatter along dim 0 of a matrix)
+      for (int64_t o = 0; o < outer; ++o) {
+        const int64_t pos = o * n_sd + cb;
+        if (pos >= limit) return;  // later positions of this worker come after it too
+        apply(pos, std::min(ce - cb, limit - pos));
+      }
+      return;
+    }
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t c = cb; c < ce; ++c)
-        for (int64_t k = 0; k < inner; k += run) {
+        for (int64_t k = 0; k < inner; k += row) {
           const int64_t pos = (o * n_sd + c) * inner + k;
-          if (pos >= limit) return;  // later positions of this worker come after it too
-          const IndexPos p = index_pos(a, pos);
-          const int64_t j1 = std::min(run, limit - pos);
-          if (a.nidx == 1) {  // the indices were checked
-            const OneIndexRow ir(a, p);
-            const int64_t ts = a.target_strides[last], us = a.other_strides[last];
-            for (int64_t j = 0; j < j1; ++j)
-              combine<T>(dst + p.t + j * ts + ir.offset(j), a.src_is_scalar ? scalar : mt_load(src + p.u + j * us),
-                         a.op);
-            continue;
-          }
-          for (int64_t j = 0; j < j1; ++j) {
-            int64_t t = 0, u = 0, bad = 0;
-            index_at(a, p, j, &t, &u, &bad);
-            combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + u), a.op);
-          }
+          if (pos >= limit) return;
+          apply(pos, std::min(row, limit - pos));
         }
   });
   if (limit < a.numel) out_of_bounds(a, bad_value);
