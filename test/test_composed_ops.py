@@ -162,6 +162,25 @@ def test_order_statistics_match_the_cpu(dtype):
     assert torch.equal(torch.nanmedian(_dev(x)).cpu(), torch.nanmedian(x))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_kthvalue_by_top_k_is_the_stable_sorts_pair(dtype):
+    """kthvalue with a small k takes the ascending top-k (csrc/aten/reduce/OrderStats.cpp), a larger k the sort: both
+    give the stable sort's pair at position k - 1 (ties by index, NaN last), and the CPU's values. The k cover both
+    branches (k <= 8 or 32 k <= n, then k beyond)."""
+    x = (torch.randn(40, 70, generator=g) * 3).round().to(dtype)
+    if dtype.is_floating_point:
+        x[3, 5], x[7, :] = float("nan"), float("nan")
+    d = _dev(x)
+    for dim in (0, 1):
+        n = x.shape[dim]
+        s = d.sort(dim=dim, stable=True)
+        for k in (1, 2, 8, 9, n // 2, n):
+            v, i = d.kthvalue(k, dim)
+            want_i = s.indices.narrow(dim, k - 1, 1).squeeze(dim)
+            assert torch.equal(i.cpu(), want_i.cpu()), (dim, k)
+            assert torch.equal(v.cpu().float().nan_to_num(1e9), x.kthvalue(k, dim).values.float().nan_to_num(1e9))
+
+
 def test_mode_picks_the_smallest_of_the_most_frequent_values():
     x = torch.tensor([[5, 1, 5, 1, 2, 9], [3, 3, 3, 0, 0, 0]])
     v, i = torch.mode(_dev(x), 1)
