@@ -642,3 +642,29 @@ def test_adaptive_max_pool2d_indices_nan_and_out():
         F.adaptive_max_pool2d(torch.randn(2, 0, 4, device=DEV), 2)
     with pytest.raises(RuntimeError):
         torch.ops.aten.adaptive_max_pool2d_backward(torch.randn(1, 2, 2, device=DEV), x[0].to(DEV), indices[0])
+
+
+def test_pad_meta_checks_are_cached_and_still_raise():
+    """reflection/replication pads call torch's Python meta kernel for ATen's checks (Note [Cached meta results]):
+    once per key; a repeat takes the cache, and padding the check refuses raises the CPU's message every time. The
+    values and the backward are the CPU's."""
+    import mytorch
+
+    entries = mytorch._C._meta_cache_entries
+    x = torch.randn(2, 3, 9, 11, generator=torch.Generator().manual_seed(3))
+    d = x.to("mytorch")
+    for mode in ("reflect", "replicate"):
+        F.pad(d, (2, 3, 1, 4), mode=mode)
+        before = entries()
+        got = F.pad(d, (2, 3, 1, 4), mode=mode)
+        assert entries() == before
+        assert torch.equal(got.cpu(), F.pad(x, (2, 3, 1, 4), mode=mode)), mode
+        xg, dg = x[0].clone().requires_grad_(), d[0].clone().requires_grad_()
+        F.pad(xg, (1, 2), mode=mode).pow(2).sum().backward()
+        F.pad(dg, (1, 2), mode=mode).pow(2).sum().backward()
+        torch.testing.assert_close(dg.grad.cpu(), xg.grad)
+    for _ in range(2):  # not stored: the check runs again
+        with pytest.raises(RuntimeError) as cpu:
+            F.pad(x[0], (11, 0), mode="reflect")
+        with pytest.raises(RuntimeError, match=str(cpu.value).split("\n")[0][:30]):
+            F.pad(d[0], (11, 0), mode="reflect")

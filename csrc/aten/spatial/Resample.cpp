@@ -69,6 +69,7 @@
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/MetaCache.h"
 
 namespace mytorch {
 namespace {
@@ -156,8 +157,15 @@ template <typename Op, bool kReflect>
 Tensor& padOut(const Tensor& self, at::IntArrayRef padding, Tensor& out) {
   if (!indexable(self)) return Fallback<Op>::call(self, padding, out);
   checkOut(out, self.scalar_type(), structuredPad(Op::name));
-  Tensor meta_out = metaLike(out);
-  Op::call(metaLike(self), c10::fromIntArrayRefSlow(padding), meta_out);  // ATen's checks and output shape
+  // ATen's checks and output shape: torch's Python meta kernel (Note [Cached meta results])
+  const Tensor meta_out = cachedMeta(
+      Op::name,
+      [&] {
+        Tensor m = metaLike(out);
+        Op::call(metaLike(self), c10::fromIntArrayRefSlow(padding), m);
+        return m;
+      },
+      self, padding, out);
   if (meta_out.numel() == 0) {
     at::native::resize_output(out, meta_out.sizes());
     return out;
@@ -170,8 +178,14 @@ Tensor& padBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef p
   if (!indexable(self) || grad.scalar_type() != self.scalar_type())
     return Fallback<Op>::call(grad, self, padding, grad_input);
   checkOut(grad_input, grad.scalar_type(), structuredPad(Op::name));
-  Tensor meta_in = metaLike(grad_input);
-  Op::call(metaLike(grad), metaLike(self), c10::fromIntArrayRefSlow(padding), meta_in);
+  cachedMeta(
+      Op::name,
+      [&] {
+        Tensor m = metaLike(grad_input);
+        Op::call(metaLike(grad), metaLike(self), c10::fromIntArrayRefSlow(padding), m);
+        return m;
+      },
+      grad, self, padding, grad_input);
   if (self.numel() == 0 || grad.numel() == 0) return assignOut(grad_input, at::zeros(self.sizes(), grad.options()));
   return assignOut(grad_input, scatterMaps(grad, self.sizes(), padMaps(self, padding, grad.sizes(), kReflect)));
 }
