@@ -218,8 +218,14 @@ void scatter_rows(const IndexArgs& a, T* dst, const T* src, T scalar) {
             continue;
           }
         }
-        for (int64_t k = k0; k < k1; ++k)
-          combine<T>(dst + t[r] + k * ts, a.src_is_scalar ? scalar : mt_load(src + u[r] + k * us), a.op);
+        with_op(a.op, [&](auto c) {
+          constexpr ScatterOp op = decltype(c)::value;
+          if (a.src_is_scalar)
+            for (int64_t k = k0; k < k1; ++k) combine_as<op>(dst + t[r] + k * ts, scalar);
+          else
+            for (int64_t k = k0; k < k1; ++k)
+              combine_as<op>(dst + t[r] + k * ts, static_cast<T>(mt_load(src + u[r] + k * us)));
+        });
       }
     }
   });
