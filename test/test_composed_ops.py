@@ -385,6 +385,18 @@ def test_segment_reduce_forward_and_backward_match_the_cpu(kind, axis, dtype):
             assert not problems, problems
 
 
+def test_segment_reduce_skips_positions_outside_every_segment():
+    """Under unsafe=True lengths may stop short of the axis and offsets start past 0: those positions (a NaN among
+    them) change no segment, as on the CPU (the forward scatters them into one more segment, dropped)."""
+    x = torch.randn(9, 4, generator=g)
+    x[0, 1] = x[8, 2] = float("nan")
+    for kw in (dict(lengths=torch.tensor([2, 3])), dict(offsets=torch.tensor([2, 4, 7]))):
+        for reduce in ("sum", "mean", "max", "min", "prod"):
+            want = torch.segment_reduce(x, reduce, **kw, unsafe=True)
+            got = torch.segment_reduce(_dev(x), reduce, **{k: _dev(v) for k, v in kw.items()}, unsafe=True)
+            assert torch.equal(got.cpu().nan_to_num(7.0), want.nan_to_num(7.0)), (reduce, kw)
+
+
 def test_segment_reduce_keeps_atens_refusals():
     data = torch.randn(6, 2, generator=g)
     for bad, message in [

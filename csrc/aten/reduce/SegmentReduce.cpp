@@ -92,10 +92,12 @@ double identity(ReductionType r) {
 
 // A (outer, count, inner) tensor of the segments' starting value, in the compute dtype: `initial` rounded to the
 // data's dtype first, as ATen converts it.
-Tensor startingValues(const Segments& s, const Tensor& data, const std::optional<c10::Scalar>& initial, double id) {
+// count: the segments to make room for (the forward adds one for the positions outside every segment).
+Tensor startingValues(const Segments& s, int64_t count, const Tensor& data, const std::optional<c10::Scalar>& initial,
+                      double id) {
   const auto opmath = at::toOpMathType(data.scalar_type());
-  if (!initial.has_value()) return at::full({s.outer, s.count, s.inner}, id, data.options().dtype(opmath));
-  return at::full({s.outer, s.count, s.inner}, *initial, data.options()).to(opmath);
+  if (!initial.has_value()) return at::full({s.outer, count, s.inner}, id, data.options().dtype(opmath));
+  return at::full({s.outer, count, s.inner}, *initial, data.options()).to(opmath);
 }
 
 Tensor reduceForward(ReductionType r, const Tensor& data, const Tensor& bounds, bool offsets,
@@ -103,17 +105,23 @@ Tensor reduceForward(ReductionType r, const Tensor& data, const Tensor& bounds, 
   const Segments s = locate(data, bounds, offsets);
   const auto opmath = at::toOpMathType(data.scalar_type());
   const double id = identity(r);
-  Tensor d = data.reshape({s.outer, s.length, s.inner}).to(opmath);
-  d = at::where(s.valid, d, id);  // positions outside every segment change nothing
-  Tensor out = startingValues(s, data, initial, id);
+  const Tensor d = data.reshape({s.outer, s.length, s.inner}).to(opmath);
+  Tensor out;
   if (s.count > 0 && s.length > 0) {
+    // positions outside every segment go to one more segment, dropped after (a choice on the (outer, length)
+    // indices, where replacing their data took a pass over all of it)
+    const Tensor index = at::where(s.valid, s.index.narrow(2, 0, 1), s.count).expand(s.index.sizes());
+    out = startingValues(s, s.count + 1, data, initial, id);
     switch (r) {
       case ReductionType::SUM:
-      case ReductionType::MEAN: out.scatter_add_(1, s.index, d); break;
-      case ReductionType::PROD: out.scatter_reduce_(1, s.index, d, "prod"); break;
-      case ReductionType::MAX: out.scatter_reduce_(1, s.index, d, "amax"); break;
-      case ReductionType::MIN: out.scatter_reduce_(1, s.index, d, "amin"); break;
+      case ReductionType::MEAN: out.scatter_add_(1, index, d); break;
+      case ReductionType::PROD: out.scatter_reduce_(1, index, d, "prod"); break;
+      case ReductionType::MAX: out.scatter_reduce_(1, index, d, "amax"); break;
+      case ReductionType::MIN: out.scatter_reduce_(1, index, d, "amin"); break;
     }
+    out = out.narrow(1, 0, s.count).contiguous();
+  } else {
+    out = startingValues(s, s.count, data, initial, id);
   }
   if (r == ReductionType::MEAN) {
     const Tensor n = s.sizes.unsqueeze(-1).to(opmath);
@@ -155,7 +163,7 @@ Tensor reduceBackward(const Tensor& grad, const Tensor& output, const Tensor& da
       const Tensor nan = at::isnan(d), zero = d == 0, special = nan.logical_or(zero);
       // At a zero or NaN, the product of the others: `initial`, the other positions' finite non-zero product,
       // and NaN if another position is NaN, else 0 if another is zero.
-      Tensor others = startingValues(s, data, initial, 1.0);
+      Tensor others = startingValues(s, s.count, data, initial, 1.0);
       others.scatter_reduce_(1, s.index, at::where(special, 1.0, d), "prod");
       others = others.gather(1, s.index);
       const Tensor otherNan = perSegment(nan) - nan.to(opmath), otherZero = perSegment(zero) - zero.to(opmath);
