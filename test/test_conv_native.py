@@ -259,3 +259,39 @@ def test_convolutions_of_every_rank_do_not_fall_back():
             conv.to(DEV)(x).square().sum().backward()
             assert x.grad is not None and conv.weight.grad is not None
     assert torch.mytorch.fallback_stats() == {}
+
+
+@pytest.mark.every_runtime
+def test_large_convolutions_take_the_sims_host_route_for_forward_and_input_gradient():
+    """Note [Sim convolution host route]: on sim a convolution past kHostConvMacs runs its forward and input-gradient
+    passes on the CPU's oneDNN (counted as the host route "conv"), its weight gradient and small convolutions on the
+    sim's own passes; the results are the CPU's within the alignment rule. Other runtimes never take it."""
+    from mytorch.testing._compare import assert_aligned
+
+    g = torch.Generator().manual_seed(5)
+    for dtype, (xs, ws, kw) in (
+        (torch.float32, ((2, 32, 32, 32), (32, 32, 3, 3), dict(padding=1))),
+        (torch.bfloat16, ((4, 16, 512), (32, 16, 5), dict(padding=2, stride=2))),
+        (torch.float32, ((2, 16, 24, 24), (8, 16, 3, 3), dict(padding=1, dilation=2, groups=1))),
+    ):
+        f = torch.nn.functional.conv2d if len(xs) == 4 else torch.nn.functional.conv1d
+        x, w = torch.randn(xs, generator=g).to(dtype), torch.randn(ws, generator=g).to(dtype)
+        gy_shape = f(x, w, **kw).shape
+        gy = torch.randn(gy_shape, generator=g).to(dtype)
+        torch.mytorch.reset_host_route_stats()
+        res = {}
+        for dev, dt in (("cpu", dtype), ("mytorch", dtype), ("gold", torch.float64)):
+            xx, ww = (t.clone().to(dt).to("cpu" if dev == "gold" else dev).requires_grad_() for t in (x, w))
+            y = f(xx, ww, **kw)
+            y.backward(gy.to(dt).to(xx.device))
+            res[dev] = (y.detach().cpu(), xx.grad.cpu(), ww.grad.cpu())
+        for k, name in enumerate(("output", "input gradient", "weight gradient")):
+            assert_aligned(res["mytorch"][k], res["cpu"][k], res["gold"][k], what=f"{xs} {dtype} {name}")
+        macs = gy.numel() * (xs[1] // kw.get("groups", 1)) * w[0, 0].numel()
+        routed = torch.mytorch.host_route_stats().get("conv", 0)
+        if torch.mytorch.runtime() != "sim":
+            assert routed == 0
+        elif macs >= 1 << 22:
+            assert routed == 2, (xs, routed)  # forward and input gradient, not the weight's
+        else:
+            assert routed == 0, (xs, routed)

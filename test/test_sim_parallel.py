@@ -136,7 +136,14 @@ def _convolution(d):
     w = d.flatten()[-32 * 8 * 9 :].reshape(32, 8, 3, 3).detach().requires_grad_()
     y = torch.nn.functional.conv2d(x, w, padding=1, stride=(1, 2), groups=2)
     (y * y.detach().flip(0)).sum().backward()
-    return {"conv": y.detach(), "conv_dx": x.grad, "conv_dw": w.grad}
+    out = {"conv": y.detach(), "conv_dx": x.grad, "conv_dw": w.grad}
+    # past kHostConvMacs: forward and input gradient on oneDNN (Note [Sim convolution host route])
+    xl = d.flatten()[: 2 * 32 * 32 * 32].reshape(2, 32, 32, 32).detach().requires_grad_()
+    wl = d.flatten()[-32 * 32 * 9 :].reshape(32, 32, 3, 3).detach().requires_grad_()
+    yl = torch.nn.functional.conv2d(xl, wl, padding=1)
+    (yl * yl.detach().flip(0)).sum().backward()
+    out.update(conv_large=yl.detach(), conv_large_dx=xl.grad, conv_large_dw=wl.grad)
+    return out
 
 
 def _pooling(d):

@@ -10,7 +10,7 @@ namespace mytorch {
 namespace {
 
 constexpr int kFamilies = static_cast<int>(HostRoute::Count);
-constexpr const char* kNames[kFamilies] = {"gemm", "grouped_gemm", "solver", "fft", "embedding_bag"};
+constexpr const char* kNames[kFamilies] = {"gemm", "grouped_gemm", "solver", "fft", "embedding_bag", "conv"};
 std::atomic<int64_t> g_calls[kFamilies];
 
 } // namespace

@@ -22,7 +22,9 @@
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/core/Fallback.h"
+#include "csrc/core/Graph.h"
 #include "csrc/core/Runtime.h"
+#include "csrc/aten/glue/HostRoute.h"
 #include "mytorch/conv.h"
 
 namespace mytorch {
@@ -131,12 +133,64 @@ at::Tensor columns(const at::Tensor& x, Im2ColArgs a) {
   return cols;
 }
 
-// One pass through the device's convolution library (cuDNN on cuda; on sim the kernels' own blocked im2col + GEMM,
-// Note [Sim convolution]); false when there is none (a cuda machine without cuDNN, the emulator), and the caller
-// takes im2col + GEMM.
+// Note [Sim convolution host route]
+// On sim, a convolution's forward and data-gradient passes of float32 or bfloat16 with at least kHostConvMacs
+// multiply-adds run on the convolution torch's CPU build uses (oneDNN, through at::convolution and
+// at::convolution_backward on host views: Note [Sim host route]), as cuda's run on cuDNN; its result is copied into
+// the pass's output. The sim's own blocked im2col + GEMM (Note [Sim convolution]) keeps:
+//   - the weight gradient: oneDNN splits its sum over the batch and positions by thread count (the bits differed
+//     between 1, 2 and 4 threads), where the sim's tiles fix it by the sizes;
+//   - small convolutions, where the CPU operator's own overhead (~30 us) is more than the sim's whole pass;
+//   - graph capture (a host route computes at once; the sim's pass is recorded).
+// The forward and data-gradient passes gave the same bits at 1, 2 and 4 threads (each output element one sum).
+constexpr int64_t kHostConvMacs = int64_t(1) << 22;
+
+// The geometry's stride, padding and dilation for its `spatial` dims, in ATen's order.
+struct Spatial { std::vector<int64_t> stride, padding, dilation, zeros; };
+Spatial spatialOf(const Geometry& g) {
+  const Im2ColArgs& a = g.a;
+  const int64_t s[3] = {a.sd, a.sh, a.sw}, p[3] = {a.pd, a.ph, a.pw}, d[3] = {a.dd, a.dh, a.dw};
+  Spatial r;
+  for (int64_t j = 3 - g.spatial; j < 3; ++j) {
+    r.stride.push_back(s[j]);
+    r.padding.push_back(p[j]);
+    r.dilation.push_back(d[j]);
+    r.zeros.push_back(0);
+  }
+  return r;
+}
+
+bool hostPass(ConvPass pass, const Geometry& g, const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy,
+              const at::Tensor& out) {
+  const auto t = out.scalar_type();
+  if (pass == ConvPass::BackwardFilter || (t != at::kFloat && t != at::kBFloat16) || capturing()) return false;
+  const Im2ColArgs& a = g.a;
+  if (a.n * g.cout * a.positions() * (a.c / g.groups) * a.taps() < kHostConvMacs) return false;
+  if (!simHostRoute(HostRoute::Conv)) return false;
+  const Spatial sp = spatialOf(g);
+  const at::Tensor hw = hostView(w);
+  if (pass == ConvPass::Forward) {
+    const at::Tensor y =
+        at::convolution(hostView(x), hw, std::nullopt, sp.stride, sp.padding, sp.dilation, false, sp.zeros, g.groups);
+    hostView(out).view(y.sizes()).copy_(y);
+    return true;
+  }
+  // the data gradient: `out` has the input's shape, and only its sizes are read (the weight's gradient is not asked)
+  const at::Tensor hout = hostView(out);
+  const at::Tensor gy = hostView(dy).view(g.outputShape());
+  const at::Tensor gi = std::get<0>(at::convolution_backward(
+      gy, hout, hw, std::nullopt, sp.stride, sp.padding, sp.dilation, false, sp.zeros, g.groups, {true, false, false}));
+  hout.copy_(gi);
+  return true;
+}
+
+// One pass through the device's convolution library (cuDNN on cuda; on sim oneDNN for the large ones, Note [Sim
+// convolution host route], else the kernels' own blocked im2col + GEMM, Note [Sim convolution]); false when there is
+// none (a cuda machine without cuDNN, the emulator), and the caller takes im2col + GEMM.
 bool libraryPass(ConvPass pass, const Geometry& g, const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy,
                  const at::Tensor& out) {
   if (!kernelFloating(out.scalar_type())) return false;  // integer convolutions: im2col + the integer GEMM
+  if (hostPass(pass, g, x, w, dy, out)) return true;
   ConvArgs c;
   c.pass = pass;
   c.geom = g.a;
