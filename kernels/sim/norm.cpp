@@ -17,7 +17,8 @@ namespace {
 
 // Note [Sim norm statistics]
 // A group's (group norm) or channel's (batch norm in training) mean and squared deviations in two passes over its
-// runs of consecutive elements (the group, or a plane per sample), each run summed in lanes (Note [Sim row loops]):
+// runs of consecutive elements (the group, or a plane per sample), each run summed in lanes, short runs too
+// (vec::lanes_sum_of; Note [Sim row loops]):
 // Welford's update (nrm::lane_stats, shared with CUDA) divides once per element in one dependency chain (group
 // norm of 16x64x28x28 at 0.08x the CPU). Batch norm over runs shorter than kMinRun (1-D features) goes by columns
 // (column_stats); group norm over such runs keeps lane_stats.
@@ -48,13 +49,13 @@ bool run_stats(const NormArgs& a, int64_t g, red::Acc<A>* out) {
   A s = 0;
   for_each_run(a, g, false, [&](int64_t off, int64_t n, int64_t) {
     const T* x = x0 + off;
-    s += vec::sum_of<A>(n, [x](int64_t i) { return static_cast<A>(x[i]); });
+    s += vec::lanes_sum_of<A>(n, [x](int64_t i) { return static_cast<A>(x[i]); });
   });
   const A mean = s / static_cast<A>(len);
   A m2 = 0;
   for_each_run(a, g, false, [&](int64_t off, int64_t n, int64_t) {
     const T* x = x0 + off;
-    m2 += vec::sum_of<A>(n, [x, mean](int64_t i) {
+    m2 += vec::lanes_sum_of<A>(n, [x, mean](int64_t i) {
       const A d = static_cast<A>(x[i]) - mean;
       return d * d;
     });
@@ -170,9 +171,9 @@ void dx_by_planes(const NormArgs& a, int64_t g) {
     for_each_run(a, g, true, [&](int64_t off, int64_t, int64_t ch) {
       const A w = nrm::param<P, A>(a.weight, ch, A(1));
       const T *x = x0 + off, *dy = dy0 + off;
-      s1 += v::sum_of<A>(a.hw, [=](int64_t i) { return static_cast<A>(dy[i]) * w; });
-      s2 += v::sum_of<A>(a.hw,
-                         [=](int64_t i) { return static_cast<A>(dy[i]) * w * ((static_cast<A>(x[i]) - mean) * rstd); });
+      s1 += v::lanes_sum_of<A>(a.hw, [=](int64_t i) { return static_cast<A>(dy[i]) * w; });
+      s2 += v::lanes_sum_of<A>(
+          a.hw, [=](int64_t i) { return static_cast<A>(dy[i]) * w * ((static_cast<A>(x[i]) - mean) * rstd); });
     });
   }
   const A inv_n = A(1) / static_cast<A>(nrm::group_len(a)), c1 = s1 * inv_n, c2 = s2 * inv_n;
@@ -199,9 +200,9 @@ void dw_by_planes(const NormArgs& a, int64_t ch, A* dw, A* db) {
     const int64_t g = a.kind == NormKind::Group ? n * a.groups + ch / (a.c / a.groups) : ch;
     const A mean = static_cast<const A*>(a.mean)[g], rstd = static_cast<const A*>(a.rstd)[g];
     const T *x = x0 + (n * a.c + ch) * a.hw, *dy = dy0 + (n * a.c + ch) * a.hw;
-    *dw +=
-        v::sum_of<A>(a.hw, [=](int64_t i) { return static_cast<A>(dy[i]) * ((static_cast<A>(x[i]) - mean) * rstd); });
-    *db += v::sum_of<A>(a.hw, [=](int64_t i) { return static_cast<A>(dy[i]); });
+    *dw += v::lanes_sum_of<A>(
+        a.hw, [=](int64_t i) { return static_cast<A>(dy[i]) * ((static_cast<A>(x[i]) - mean) * rstd); });
+    *db += v::lanes_sum_of<A>(a.hw, [=](int64_t i) { return static_cast<A>(dy[i]); });
   }
 }
 

@@ -80,13 +80,6 @@ void forward_row(const SoftmaxArgs& s, const I* x, O* y, int64_t n, A* buf) {
   if constexpr (!std::is_same_v<O, A>) vec::from_opmath(e, y, n);
 }
 
-// A backward row's sum, in lanes at any length backward_row takes (vec::sum_of adds rows up to vec::kShort in
-// sequence: rows of 17..64 reach here past kShortBackward, and 8 lanes are what makes them fast).
-template <typename A, typename F>
-A row_sum(int64_t n, const F& f) {
-  return n <= vec::kShort ? vec::lane_sum<A, 8>(0, n, f) : vec::sum_of<A>(n, f);
-}
-
 template <typename G, typename O, typename A>
 void backward_row(const SoftmaxArgs& s, const G* g, const G* y, O* gi, int64_t n, A* buf) {
   const A* gv = buf;
@@ -96,10 +89,10 @@ void backward_row(const SoftmaxArgs& s, const G* g, const G* y, O* gi, int64_t n
   A* r = buf;
   if constexpr (std::is_same_v<O, A>) r = gi;
   if (s.log) {
-    const A sum = row_sum<A>(n, [gv](int64_t i) { return gv[i]; });
+    const A sum = vec::lanes_sum_of<A>(n, [gv](int64_t i) { return gv[i]; });
     for (int64_t j = 0; j < n; ++j) r[j] = gv[j] - std::exp(yv[j]) * sum;
   } else {
-    const A sum = row_sum<A>(n, [gv, yv](int64_t i) { return gv[i] * yv[i]; });
+    const A sum = vec::lanes_sum_of<A>(n, [gv, yv](int64_t i) { return gv[i] * yv[i]; });
     for (int64_t j = 0; j < n; ++j) r[j] = yv[j] * (gv[j] - sum);
   }
   if constexpr (!std::is_same_v<O, A>) vec::from_opmath(r, gi, n);

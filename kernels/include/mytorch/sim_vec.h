@@ -183,6 +183,15 @@ inline A sum_of(int64_t n, G g) {
   return total;
 }
 
+// sum over i of g(i) in lanes at every length: a row of up to kShort in 8 lanes, where sum_of adds it in sequence
+// (the CPU's order for its scalar short rows). For the kernels that keep no CPU order on short rows, where a chain of
+// n dependent additions is only slower (softmax's backward over rows of 60 at 0.2x the CPU, batch norm's statistics
+// over planes of 60 at 0.4x).
+template <typename A, typename G>
+inline A lanes_sum_of(int64_t n, G g) {
+  return n <= kShort ? lane_sum<A, 8>(0, n, g) : sum_of<A>(n, g);
+}
+
 template <typename A>
 inline A sum(const A* x, int64_t n) {
   return sum_of<A>(n, [x](int64_t i) { return x[i]; });
