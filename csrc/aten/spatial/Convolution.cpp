@@ -135,12 +135,14 @@ at::Tensor columns(const at::Tensor& x, Im2ColArgs a) {
 
 // Note [Sim convolution host route]
 // On sim, a convolution's forward and data-gradient passes of float32 or bfloat16 with at least kHostConvMacs
-// multiply-adds run on the convolution torch's CPU build uses (oneDNN, through at::convolution and
+// multiply-adds and a kernel of more than one tap run on the convolution torch's CPU build uses (oneDNN, through at::convolution and
 // at::convolution_backward on host views: Note [Sim host route]), as cuda's run on cuDNN; its result is copied into
 // the pass's output. The sim's own blocked im2col + GEMM (Note [Sim convolution]) keeps:
 //   - the weight gradient: oneDNN splits its sum over the batch and positions by thread count (the bits differed
 //     between 1, 2 and 4 threads), where the sim's tiles fix it by the sizes;
 //   - small convolutions, where the CPU operator's own overhead (~30 us) is more than the sim's whole pass;
+//   - 1x1 kernels: the pass is one GEMM, which the sim runs on the CPU BLAS already, and the copy of the result
+//     made oneDNN's the slower (conv2d 1x1 of 8x32x56x56 float32 0.72 -> 0.53x the CPU);
 //   - graph capture (a host route computes at once; the sim's pass is recorded).
 // The forward and data-gradient passes gave the same bits at 1, 2 and 4 threads (each output element one sum).
 constexpr int64_t kHostConvMacs = int64_t(1) << 22;
@@ -165,7 +167,7 @@ bool hostPass(ConvPass pass, const Geometry& g, const at::Tensor& x, const at::T
   const auto t = out.scalar_type();
   if (pass == ConvPass::BackwardFilter || (t != at::kFloat && t != at::kBFloat16) || capturing()) return false;
   const Im2ColArgs& a = g.a;
-  if (a.n * g.cout * a.positions() * (a.c / g.groups) * a.taps() < kHostConvMacs) return false;
+  if (a.taps() == 1 || a.n * g.cout * a.positions() * (a.c / g.groups) * a.taps() < kHostConvMacs) return false;
   if (!simHostRoute(HostRoute::Conv)) return false;
   const Spatial sp = spatialOf(g);
   const at::Tensor hw = hostView(w);
