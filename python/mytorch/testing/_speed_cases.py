@@ -330,9 +330,10 @@ MISSES = {
     "copies a strided input first, masked_select and masked_scatter_ compose it with the index engine, and the count "
     "is read on the host (one synchronisation, as on the CPU); unique_consecutive is composed; op_db's small samples "
     "pay the glue's per-call work",
-    "square*|__rpow__*|pow*": "pow's exponents 2, 0.5, -0.5, -1 (and 3 in float/double) run as ATen's CPU kernel "
-    "runs them (csrc/aten/pointwise/BinaryOps.cpp); other exponents, tensor exponents and __rpow__ run the Pow "
-    "functor (std::pow per element), where the CPU has a vectorised pow",
+    "square*|__rpow__*|pow*": "pow's exponents 0, 1, 2, 0.5, -0.5, -1 (and 3 in float/double) run as ATen's CPU "
+    "kernel runs them (csrc/aten/pointwise/BinaryOps.cpp); other exponents, tensor exponents and __rpow__ run the Pow "
+    "functor (std::pow per element: libmvec's powf moved losses outside the alignment rule, sim_vmath.h), where the "
+    "CPU has a vectorised pow",
     "frexp*|erfinv*|special.i1e*|special.ndtri*": "frexp, i1e and ndtri are scalar functors without a vector form "
     "(no libmvec function to call); erfinv is vectorised in float (ops_math.h erfinv_f, seven libmvec calls an "
     "element, 0.04x -> 0.22x); remainder, fmod, floor division and atan2 left this list (Note [Vectorised fmod], "
@@ -342,15 +343,20 @@ MISSES = {
     "LAPACK call (Note [Dense solver family]); their meta call is cached since 0668b14 (Note [Cached meta results]: "
     "torch's Python meta kernel cost 15-40 us a call); ldl_factor and ldl_solve are composed and 0.01-0.05x",
     "*segment_reduce*|cdist*|pdist*": "composed of native ops: segment_reduce finds each position's segment by a "
-    "searchsorted and scatters into the segments (Note [Segment reduce]); cdist and pdist put every pair's difference "
+    "searchsorted and scatters into the segments (Note [Segment reduce]), its backward in about 14 passes over the "
+    "data; cdist and pdist put every pair's difference "
     "in memory before a norm (60^4 elements for op_db's 60x60x60 pair), where the CPU loops over the pairs; a "
     "pairwise-distance kernel is not written",
     "gather*|scatter*|index_*|take*|put*": "a gather with one index tensor checks a row's indices, then copies "
     "without a branch, split over elements (index.cpp is compiled for the portable ISA only: no vector gathers; the "
     "CPU's inner-dimension gather is about 2.7x faster); a scatter splits over a coordinate whose targets are disjoint, "
-    "or by target rows (Note [Sim scatter]), else it is serial; op_db's small samples pay the glue's per-call checks",
-    "conv*|nn.functional.conv*": "the sim runs convolution as blocked im2col + GEMM (Note [Sim convolution]); the "
-    "CPU runs oneDNN's convolutions",
-    "LSTM*|GRU*": "torch's RNN code calls the cell once per time step; the cell is composed of native kernels "
-    "(csrc/aten/nn/Rnn.cpp)",
+    "or by target rows (Note [Sim scatter]), else it is serial, its op fixed per loop; a bfloat16 scatter_reduce "
+    "converts each element; op_db's small samples pay the glue's per-call checks",
+    "conv*|nn.functional.conv*": "large convolutions' forward and input gradient run on the CPU's oneDNN (Note [Sim "
+    "convolution host route]), with a copy of the result; their weight gradient, 1x1 and small convolutions stay on "
+    "the sim's blocked im2col + GEMM (Note [Sim convolution]): oneDNN's weight gradient changes with the thread count, "
+    "the sim's does not; op_db's 3-D samples are small, where the CPU's own direct convolution is faster",
+    "LSTM*|GRU*": "torch's RNN code calls the cell once per time step, and precomputes the input projection of every "
+    "step in one GEMM only for CPU tensors (ATen's FullLayer: is_cpu()); the cell is composed of about 12 native "
+    "kernels (csrc/aten/nn/Rnn.cpp)",
 }
