@@ -149,13 +149,15 @@ template <typename I, typename O>
 void run(const SoftmaxArgs& s) {
   using A = ew::opmath_t<I>;
   if (s.inner == 1) {
+    // the backward's short rows go kShortRows at a time: room for that many rows only there
+    const int64_t group = s.backward && s.dim <= kShortBackward ? kShortRows : 1;
     par::parallel_for(s.outer, par::grain_for(4 * s.dim), [&](int64_t b, int64_t e) {
-      std::vector<A> buf(static_cast<size_t>(3 * kShortRows * s.dim));
+      std::vector<A> buf(static_cast<size_t>(3 * group * s.dim));
       for (int64_t l = b; l < e;) {
         const int64_t off = l * s.dim;
         if (s.dim <= (s.backward ? kShortBackward : vec::kShort)) {
-          // the backward takes kShortRows rows at once where this chunk has as many left, else one
-          const int64_t rows = (s.backward && e - l >= kShortRows) ? kShortRows : 1, len = rows * s.dim;
+          // a group of rows where this chunk has as many left, else one
+          const int64_t rows = e - l >= group ? group : 1, len = rows * s.dim;
           const I* x = static_cast<const I*>(s.in) + off;
           const I* y = static_cast<const I*>(s.out_saved) + off;
           O* out = static_cast<O*>(s.out) + off;

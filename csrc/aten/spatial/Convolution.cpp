@@ -135,9 +135,9 @@ at::Tensor columns(const at::Tensor& x, Im2ColArgs a) {
 
 // Note [Sim convolution host route]
 // On sim, a convolution's forward and data-gradient passes of float32 or bfloat16 with at least kHostConvMacs
-// multiply-adds and a kernel of more than one tap run on the convolution torch's CPU build uses (oneDNN, through at::convolution and
-// at::convolution_backward on host views: Note [Sim host route]), as cuda's run on cuDNN; its result is copied into
-// the pass's output. The sim's own blocked im2col + GEMM (Note [Sim convolution]) keeps:
+// multiply-adds and a kernel of more than one tap run on the convolution torch's CPU build uses (oneDNN, through
+// at::convolution and at::convolution_backward on host views: Note [Sim host route]), as cuda's run on cuDNN; its
+// result is copied into the pass's output. The sim's own blocked im2col + GEMM (Note [Sim convolution]) keeps:
 //   - the weight gradient: oneDNN splits its sum over the batch and positions by thread count (the bits differed
 //     between 1, 2 and 4 threads), where the sim's tiles fix it by the sizes;
 //   - small convolutions, where the CPU operator's own overhead (~30 us) is more than the sim's whole pass;
