@@ -372,6 +372,17 @@ def test_ldl_matches_the_cpu(dtype):
     gold = torch.linalg.ldl_solve(LD.double().expand(4, 3, 6, 6), piv.expand(4, 3, 6), B.double())
     out = torch.linalg.ldl_solve(LD.to("mytorch"), piv.to("mytorch"), B.to("mytorch"))
     assert not misalignment(out, ref, gold, "ldl_solve broadcast")
+    # pivots that no factorization wrote: a row out of range raises (sytrs on the sim's host route would read outside
+    # the matrix; the composition's row select raises too), and on sim a 2x2 block's entries that differ
+    bad = piv.clone()
+    bad[0, 0] = 7
+    with pytest.raises((RuntimeError, IndexError)):
+        torch.linalg.ldl_solve(LD.to("mytorch"), bad.to("mytorch"), B[0].to("mytorch"))
+    if torch.mytorch.runtime() == "sim":
+        bad = piv.clone()
+        bad[0, :2] = torch.tensor([-2, -3])
+        with pytest.raises(RuntimeError, match="2x2 block's two entries equal and negative"):
+            torch.linalg.ldl_solve(LD.to("mytorch"), bad.to("mytorch"), B[0].to("mytorch"))
 
 
 def test_out_variants_and_unsupported_dtypes():

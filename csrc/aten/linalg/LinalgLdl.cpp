@@ -9,8 +9,12 @@
 // (1 + sqrt(17)) / 8, a zero or NaN column recorded in info and skipped -- with each step's rank-1 or rank-2
 // update of the trailing block as one device op, and one or two host reads per column for the pivot decision
 // (the decision needs the values; LAPACK makes the same reads). ldl_solve applies the steps to B forwards and
-// backwards as sytrs does (float32 factored and solved in float64, rounded once). Per matrix, a host loop over the batch: the pivots differ per matrix. The real dtypes
-// only: complex (the symmetric and Hermitian variants) goes to the CPU fallback, counted.
+// backwards as sytrs does (float32 factored and solved in float64, rounded once). Per matrix, a host loop over the
+// batch: the pivots differ per matrix. The real dtypes only: complex (the symmetric and Hermitian variants) goes to
+// the CPU fallback, counted. That composition is the cuda and emulated runtimes' path; the sim takes the Solver
+// host route (Note [Sim host route]): LAPACK's sytrf and sytrs, through ATen's CPU kernels on host views, as its
+// LU and Cholesky do (the composition's column steps cost 2.5 ms where the CPU's sytrf took 25 us on op_db's
+// 3 x 3 x 20 x 20 sample, `python -m mytorch.testing.speed --ops linalg.ldl`).
 #include <ATen/core/Tensor.h>
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
@@ -18,6 +22,9 @@
 #include <ATen/ops/argmax.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/linalg_ldl_factor_ex.h>
+#include <ATen/ops/linalg_ldl_solve.h>
 #include <ATen/ops/linalg_ldl_factor_ex_ops.h>
 #include <ATen/ops/linalg_ldl_solve_ops.h>
 #include <ATen/ops/outer.h>
@@ -27,11 +34,14 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/aten/glue/HostRoute.h"
 #include "csrc/core/Checked.h"
+#include "csrc/core/Runtime.h"
 
 namespace mytorch {
 namespace {
@@ -39,6 +49,33 @@ namespace {
 using at::Tensor;
 
 bool ldlDtype(const Tensor& t) { return t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble; }
+
+// LAPACK's sytrs trusts the pivots it is given (a row index out of range is a read outside the matrix): each entry
+// a 1-based row, a 2x2 block's two entries equal and negative, as sytrf writes them. The composition's row selects
+// raise on the same input.
+void checkPivots(const Tensor& pivots, int64_t n) {
+  const Tensor hp = hostView(pivots.contiguous());
+  const int32_t* p = hp.const_data_ptr<int32_t>();
+  for (int64_t b = 0; b < hp.size(0); ++b, p += n) {
+    for (int64_t k = 0; k < n;) {
+      const bool pair = p[k] < 0;
+      const int64_t row = pair ? -static_cast<int64_t>(p[k]) : p[k];
+      TORCH_CHECK(row >= 1 && row <= n && (!pair || (k + 1 < n && p[k + 1] == p[k])),
+                  "torch.linalg.ldl_solve: expected pivots as torch.linalg.ldl_factor writes them (each a row "
+                  "between 1 and ",
+                  n, ", a 2x2 block's two entries equal and negative), but got ", p[k], " at position ", k,
+                  pair && k + 1 < n ? " followed by " + std::to_string(p[k + 1]) : std::string(), " of matrix ", b);
+      k += pair ? 2 : 1;
+    }
+  }
+}
+
+// A device tensor holding a host result, in the result's own layout (LAPACK's column-major matrices).
+Tensor onDevice(const Tensor& host, const Tensor& like) {
+  Tensor t = at::empty_strided(host.sizes(), host.strides(), like.options().dtype(host.scalar_type()));
+  hostView(t).copy_(host);
+  return t;
+}
 
 // Swaps two equally shaped views' contents.
 void swapViews(const Tensor& x, const Tensor& y) {
@@ -194,6 +231,14 @@ FactorOut ldlFactorOut(const Tensor& self, bool hermitian, bool check_errors, Te
     assignExactOut(info, at::zeros(batch, self.options().dtype(at::kInt)));
     return {LD, pivots, info};
   }
+  if (simHostRoute(HostRoute::Solver)) {
+    auto r = at::linalg_ldl_factor_ex(hostView(self), hermitian, false);
+    assignExactOut(LD, onDevice(std::get<0>(r), self));
+    assignExactOut(pivots, onDevice(std::get<1>(r), self));
+    assignExactOut(info, onDevice(std::get<2>(r), self));
+    if (check_errors) at::_linalg_check_errors(info, "torch.linalg.ldl_factor_ex", self.dim() == 2);
+    return {LD, pivots, info};
+  }
   // float32 is factored in float64 and rounded once: its float32 steps left solutions of ill-conditioned systems up
   // to 4x farther from float64 than the CPU's; the pivot tests can then differ from the CPU's only in near-ties
   const Tensor work = self.reshape({-1, n, n}).tril().to(at::kDouble).contiguous();
@@ -226,6 +271,15 @@ Tensor& ldlSolveOut(const Tensor& LD, const Tensor& pivots, const Tensor& B, boo
   auto [b_shape, ld_shape] = at::native::_linalg_broadcast_batch_dims(B, LD);
   std::vector<int64_t> piv_shape(ld_shape.begin(), ld_shape.end() - 1);
   if (B.numel() == 0 || n == 0) return assignExactOut(out, B.expand(b_shape).clone(at::MemoryFormat::Contiguous));
+  if (simHostRoute(HostRoute::Solver)) {
+    // every operand at the broadcast batch shape: ATen's CPU kernel expands B's batch but not the pivots (sytrs then
+    // reads past them, a segmentation fault: test_ldl_matches_the_cpu)
+    const Tensor piv = pivots.expand(piv_shape).contiguous();
+    checkPivots(piv.reshape({-1, n}), n);
+    const Tensor x =
+        at::linalg_ldl_solve(hostView(LD).expand(ld_shape), hostView(piv), hostView(B).expand(b_shape), hermitian);
+    return assignExactOut(out, onDevice(x, B));
+  }
   // float32 systems are solved in float64 and rounded once, as they are factored
   const Tensor ld = LD.expand(ld_shape).reshape({-1, n, n}).to(at::kDouble);
   const Tensor pv = pivots.expand(piv_shape).reshape({-1, n}).cpu();
