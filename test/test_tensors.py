@@ -127,6 +127,69 @@ def test_broadcasting_copy():
         d.copy_(torch.ones(5))
 
 
+def test_device_copies_and_cat_parts_without_an_iterator():
+    """Note [Copy description without an iterator]: copy_ on one device and torch.cat's parts describe the copy
+    themselves (dimensions by the destination's strides, merged where both are contiguous, broadcast sources); every
+    layout, cast, broadcast and dimension count must give the CPU's bits, and what the description refuses (float8,
+    more dimensions than the kernels take, another device, lazy bits) must still be right through the iterator."""
+    x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5) - 60
+    d = x.to("mytorch")
+    views = [
+        lambda t: t,
+        lambda t: t.transpose(1, 3),
+        lambda t: t.permute(3, 1, 0, 2),
+        lambda t: t[:, 1:, ::2],
+        lambda t: t[..., 2:3],
+        lambda t: t.expand(2, 2, 3, 4, 5)[1],
+    ]
+    for dst_dtype in (torch.float32, torch.bfloat16, torch.int32, torch.bool, torch.complex64):
+        for i, view in enumerate(views):
+            for j in range(2):  # the destination contiguous, or its dimensions in reverse order in memory
+                ref = torch.zeros(view(x).shape, dtype=dst_dtype)
+                out = torch.zeros(view(x).shape, dtype=dst_dtype, device="mytorch")
+                # the destination in another layout: a permuted buffer seen in view(x)'s shape
+                perm = list(range(ref.dim()))[::-1] if j else list(range(ref.dim()))
+                out = out.permute(perm).contiguous().permute(perm) if j else out
+                ref.copy_(view(x))
+                out.copy_(view(d))
+                assert out.dtype == ref.dtype and torch.equal(out.cpu(), ref), (dst_dtype, i, j)
+    # broadcast sources: a row, a column, a scalar tensor, leading dimensions
+    dst = torch.zeros(3, 4, 5, device="mytorch")
+    for src in (x[0, 0, 0], x[0, 0, :, :1], x[0, 0, 0, 0], x[0, :, :1, :1]):
+        dst.copy_(src.to("mytorch"))
+        assert torch.equal(dst.cpu(), torch.zeros(3, 4, 5).copy_(src))
+    # 26 dimensions of size 2 (more than the kernels' 25) and 30 of size 1: merged, or through the iterator
+    big = torch.arange(2**13, dtype=torch.float32).reshape([2] * 13).permute(list(range(13))[::-1])
+    assert torch.equal(big.to("mytorch").contiguous().cpu(), big.contiguous())
+    ones = torch.arange(6.0).reshape([1] * 30 + [2, 3])
+    assert torch.equal(ones.to("mytorch").mT.contiguous().cpu(), ones.mT.contiguous())
+    # float8 has no kernel dtype: the iterator's path
+    f8 = torch.randn(4, 5).to(torch.float8_e4m3fn)
+    assert torch.equal(f8.to("mytorch").t().contiguous().cpu().view(torch.uint8), f8.t().contiguous().view(torch.uint8))
+    # cat: parts of several layouts and dtypes, an empty part, a conjugate view, a part on the CPU (an error, as the
+    # CPU's), along every dimension
+    a = x[0]
+    parts = [
+        a,
+        a.transpose(1, 2).contiguous().transpose(1, 2),
+        a[:, :, :2].to(torch.float64),
+        a[:, :, :0],
+        a.to(torch.int32)[:, :, 1:],
+    ]
+    for dim in (0, 1, 2):
+        sel = [p if dim == 2 else p.narrow(2, 0, 1) for p in parts if p.shape[2] or dim == 2]
+        ref = torch.cat(sel, dim)
+        got = torch.cat([p.to("mytorch") for p in sel], dim)
+        assert got.dtype == ref.dtype and torch.equal(got.cpu(), ref), dim
+        out = torch.zeros(ref.mT.shape, dtype=torch.float32, device="mytorch").mT
+        torch.cat([p.to("mytorch") for p in sel], dim, out=out)
+        assert torch.equal(out.cpu(), ref.float()), dim
+    z = torch.complex(x[0], -x[0])
+    assert torch.equal(torch.cat([z.to("mytorch").conj(), z.to("mytorch")], 1).cpu(), torch.cat([z.conj(), z], 1))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.cat([torch.zeros(2, device="mytorch"), torch.zeros(2)])
+
+
 def test_overlapping_copy_on_device():
     x = torch.arange(10.0)
     d = x.to("mytorch")

@@ -5,6 +5,10 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 
+#include <algorithm>
+#include <array>
+
+#include "csrc/aten/glue/CopyDescription.h"
 #include "csrc/core/Checked.h"
 #include "csrc/core/Stream.h"
 
@@ -45,6 +49,65 @@ StridedOperand stridedOperand(const at::TensorIteratorBase& iter, int arg) {
   auto st = iter.strides(arg);
   for (size_t d = 0; d < st.size(); ++d) op.strides[d] = st[d];
   return op;
+}
+
+bool copyDescription(CopyArgs& p, void* dst, at::IntArrayRef sizes, at::IntArrayRef dst_strides,
+                     c10::ScalarType dst_type, const void* src, at::IntArrayRef src_sizes, at::IntArrayRef src_strides,
+                     c10::ScalarType src_type) {
+  const DType dt = toKernelDType(dst_type), st = toKernelDType(src_type);
+  if (dt == DType::Other || st == DType::Other) return false;
+  const int64_t nd = static_cast<int64_t>(sizes.size()), lead = nd - static_cast<int64_t>(src_sizes.size());
+  if (lead < 0) return false;
+  struct Dim { int64_t size, d, s; };
+  std::array<Dim, 64> dims;
+  int n = 0;
+  int64_t numel = 1;
+  for (int64_t k = 0; k < nd; ++k) {
+    const int64_t size = sizes[k];
+    numel *= size;
+    if (size == 1) continue;
+    int64_t s = 0;
+    if (k >= lead) {
+      const int64_t ks = k - lead;
+      if (src_sizes[ks] == size) s = src_strides[ks];
+      else if (src_sizes[ks] != 1) return false;
+    }
+    if (n == static_cast<int>(dims.size())) return false;
+    dims[n++] = {size, dst_strides[k], s};
+  }
+  // fastest first (an insertion sort: a handful of dimensions), then merge a dimension into the one before it
+  // where both operands step over the whole of that one
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0 && (dims[j].d < dims[j - 1].d || (dims[j].d == dims[j - 1].d && dims[j].s < dims[j - 1].s));
+         --j)
+      std::swap(dims[j], dims[j - 1]);
+  int m = 0;
+  for (int i = 0; i < n; ++i) {
+    if (m > 0 && dims[i].d == dims[m - 1].d * dims[m - 1].size && dims[i].s == dims[m - 1].s * dims[m - 1].size) {
+      dims[m - 1].size *= dims[i].size;
+      continue;
+    }
+    dims[m++] = dims[i];
+  }
+  if (m > kMaxDims) return false;
+  const int64_t de = static_cast<int64_t>(c10::elementSize(dst_type)),
+                se = static_cast<int64_t>(c10::elementSize(src_type));
+  p.shape.ndim = std::max(m, 1);
+  p.shape.numel = numel;
+  p.shape.sizes[0] = 1;
+  p.dst.strides[0] = p.src.strides[0] = 0;
+  for (int i = 0; i < m; ++i) {
+    p.shape.sizes[i] = dims[i].size;
+    p.dst.strides[i] = dims[i].d * de;
+    p.src.strides[i] = dims[i].s * se;
+  }
+  p.dst.data = dst;
+  p.src.data = const_cast<void*>(src);
+  p.dst.dtype = dt;
+  p.src.dtype = st;
+  p.dst.elem_size = static_cast<int>(de);
+  p.src.elem_size = static_cast<int>(se);
+  return true;
 }
 
 at::Tensor metaLike(const at::Tensor& t) {

@@ -6,7 +6,8 @@
 //  - host -> device: the CPU converts into dst's dtype and a dense layout, then one upload (and one strided
 //    device copy when dst itself is not dense);
 //  - device -> host: the device makes the source dense if needed, one download, then the CPU converts;
-//  - same device: the strided cast kernel (broadcasting and coalescing by TensorIterator);
+//  - same device: the strided cast kernel (its description made directly, Note [Copy description without an
+//    iterator], or by TensorIterator where that cannot);
 //  - across devices: source made dense in dst's dtype on its device, one peer copy ordered after the
 //    source stream's work, then a strided copy on the destination.
 // non_blocking is honoured for block copies between device memory and pinned host memory (the pinned
@@ -25,6 +26,7 @@
 
 #include "csrc/core/DeviceErrors.h"
 #include "csrc/core/Checked.h"
+#include "csrc/aten/glue/CopyDescription.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/core/HostAllocator.h"
 #include "csrc/core/Runtime.h"
@@ -55,6 +57,12 @@ void syncStream(const at::Tensor& t) {
 // dst (mytorch) <- src on the same device: cast kernel over TensorIterator's description.
 void deviceCopy(const at::Tensor& dst, const at::Tensor& src) {
   c10::DeviceGuard guard(dst.device());
+  CopyArgs direct;  // Note [Copy description without an iterator]
+  if (copyDescription(direct, dst.data_ptr(), dst.sizes(), dst.strides(), dst.scalar_type(), src.const_data_ptr(),
+                      src.sizes(), src.strides(), src.scalar_type())) {
+    if (direct.shape.numel > 0) MT_RT_CHECK(kernels::copy(direct, streamFor(dst)));
+    return;
+  }
   auto iter = at::TensorIteratorConfig()
                   .add_output(dst)
                   .add_const_input(src)

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "csrc/core/Checked.h"
+#include "csrc/aten/glue/CopyDescription.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/aten/glue/Pointwise.h"
 #include "csrc/core/Runtime.h"
@@ -166,9 +167,23 @@ Tensor& catOut(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
               "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
   at::native::resize_output(out, shape);
   int64_t offset = 0;
+  c10::DeviceGuard guard(out.device());
+  const int64_t out_step = out.stride(dim) * static_cast<int64_t>(out.element_size());
+  std::vector<int64_t> part_sizes = shape;
   for (const Tensor& t : parts) {
     const int64_t n = t.size(dim);
-    if (n > 0) out.narrow(dim, offset, n).copy_(t);
+    if (n == 0) continue;
+    // each part straight into its slice of out with the copy kernel (Note [Copy description without an
+    // iterator]); a part on another device or with a lazy conjugate or negative bit through narrow and copy_
+    part_sizes[static_cast<size_t>(dim)] = n;
+    CopyArgs p;
+    if (t.device() == out.device() && !t.is_conj() && !t.is_neg() && !out.is_conj() && !out.is_neg() &&
+        copyDescription(p, static_cast<char*>(out.data_ptr()) + offset * out_step, part_sizes, out.strides(),
+                        out.scalar_type(), t.const_data_ptr(), t.sizes(), t.strides(), t.scalar_type())) {
+      if (p.shape.numel > 0) MT_RT_CHECK(kernels::copy(p, streamFor(out)));
+    } else {
+      out.narrow(dim, offset, n).copy_(t);
+    }
     offset += n;
   }
   return out;
