@@ -140,6 +140,30 @@ def test_composed_out_variants_and_aliasing():
     assert torch.equal(lo.cpu(), X.amin(0)) and torch.equal(hi.cpu(), X.amax(0))
 
 
+def test_an_empty_out_adopts_only_a_temporary():
+    """Note [An empty out= adopts a temporary]: a functional composed op's fresh out takes its result's storage,
+    but an out whose storage another tensor shares, or that has room already, is resized and written as ATen does
+    (the alias sees the data; the data pointer is kept), and no result aliases an input."""
+    x = torch.randn(2, 3, 5, 5)
+    pad = torch._C._nn.reflection_pad2d
+    ref = pad(x, (1, 2, 2, 1))
+    d = x.to("mytorch")
+    a, b = pad(d, (1, 2, 2, 1)), pad(d, (1, 2, 2, 1))
+    assert torch.equal(a.cpu(), ref) and torch.equal(b.cpu(), ref)
+    ptrs = {t.untyped_storage().data_ptr() for t in (a, b, d)}
+    assert len(ptrs) == 3  # two results, neither the input's memory
+    for dev in ("cpu", "mytorch"):
+        base = torch.empty(0, device=dev)
+        alias = base.view(0)  # shares base's storage
+        pad(x.to(dev), (1, 2, 2, 1), out=base)
+        assert torch.equal(base.cpu(), ref)
+        assert alias.untyped_storage().data_ptr() == base.untyped_storage().data_ptr(), dev
+        roomy = torch.empty(ref.numel() + 7, device=dev).resize_(0)  # an empty out with storage
+        before = roomy.untyped_storage().data_ptr()
+        pad(x.to(dev), (1, 2, 2, 1), out=roomy)
+        assert torch.equal(roomy.cpu(), ref) and roomy.untyped_storage().data_ptr() == before, dev
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int32])
 def test_order_statistics_match_the_cpu(dtype):
     """Values equal the CPU's; where values tie, an index may differ but must point at an equal value."""

@@ -118,7 +118,32 @@ at::Tensor emptyLike(const at::Tensor& shape, const at::Tensor& device_tensor) {
   return at::empty_strided(shape.sizes(), shape.strides(), shape.options().device(device_tensor.device()));
 }
 
+namespace {
+
+// Note [An empty out= adopts a temporary]
+// The functional forms of the composed operators call their out= kernel with a fresh empty tensor, which assignOut
+// resized and filled with a copy of the composition's result: an allocation and a pass over the result per call,
+// for a value nothing else holds. An empty out= takes the value's storage instead (set_) where that is what the
+// copy would have made: the value a temporary (its handle and its storage referenced once: not an input, a view of
+// one or of another result), dense from offset 0 in the layout the resize would give (the value's own, or
+// row-major for OutLayout::Contiguous), the same dtype, device and lazy bits, and out's own storage empty (a
+// resize allocates anyway: no data pointer a caller could expect kept) and not shared with any other tensor
+// (whose views a resize would have kept seeing it).
+bool adopts(const at::Tensor& out, const at::Tensor& value, OutLayout layout) {
+  return out.numel() == 0 && value.defined() && value.use_count() == 1 && value.storage().use_count() == 1 &&
+         out.storage().use_count() == 1 && out.storage().nbytes() == 0 && value.layout() == at::kStrided &&
+         out.layout() == at::kStrided && value.device() == out.device() && value.scalar_type() == out.scalar_type() &&
+         value.storage_offset() == 0 && value.is_conj() == out.is_conj() && value.is_neg() == out.is_neg() &&
+         (layout == OutLayout::Contiguous ? value.is_contiguous() : value.is_non_overlapping_and_dense());
+}
+
+} // namespace
+
 at::Tensor& assignOut(at::Tensor& out, const at::Tensor& value, OutLayout layout) {
+  if (adopts(out, value, layout)) {
+    out.set_(value);
+    return out;
+  }
   if (layout == OutLayout::Contiguous || (layout == OutLayout::ResultIfEmpty && out.numel() > 0))
     at::native::resize_output(out, value.sizes());
   else checked::resizeOutAs(out, value, /*warn=*/true);
