@@ -12,9 +12,10 @@ namespace mytorch {
 // On the sim runtime a few families hand their arithmetic to the CPU libraries torch itself uses, on host views of
 // the device's memory (hostView: the sim's device memory is host memory), as the cuda runtime hands it to cuBLAS,
 // cuSOLVER and cuFFT: the GEMMs (the CPU BLAS, Note [Sim GEMM library]), torch._grouped_mm (ATen's CPU grouped
-// GEMM), the dense solvers (LAPACK, Note [Dense solver family]), the FFTs (Note [FFT family]), embedding_bag's
-// forward (ATen's CPU kernel) and the large convolutions' forward and data-gradient passes (oneDNN, Note [Sim
-// convolution host route]). Each such branch is written `if (simHostRoute(HostRoute::X))`, so
+// GEMM), the dense solvers (LAPACK, Note [Dense solver family]; LDL's sytrf and sytrs too, which the cuda runtime
+// still composes where torch.cuda calls cuSOLVER: Note [LDL]), the FFTs (Note [FFT family]), embedding_bag's forward
+// (ATen's CPU kernel) and the large convolutions' forward and data-gradient passes (oneDNN, Note [Sim convolution
+// host route]). Each such branch is written `if (simHostRoute(HostRoute::X))`, so
 //     grep -rn simHostRoute csrc
 // lists every place the sim runs no kernels/sim twin, and each call is counted per family
 // (torch.mytorch.host_route_stats(); the alignment report counts these cases as "native, host route"). It is not

@@ -341,7 +341,8 @@ MISSES = {
     "linalg.*|triangular_solve*|cholesky*": "op_db's samples are small matrices (a few hundred elements), where the "
     "glue's per-call work dominates: the composed solvers run several native kernels and copies around the CPU's "
     "LAPACK call (Note [Dense solver family]); their meta call is cached since 0668b14 (Note [Cached meta results]: "
-    "torch's Python meta kernel cost 15-40 us a call); ldl_factor and ldl_solve are composed and 0.01-0.05x",
+    "torch's Python meta kernel cost 15-40 us a call); ldl_factor and ldl_solve call LAPACK's sytrf and sytrs "
+    "on the host route since 67434c5 (composed before: 0.01-0.05x)",
     "*segment_reduce*|cdist*|pdist*": "composed of native ops: segment_reduce finds each position's segment by a "
     "searchsorted and scatters into the segments (Note [Segment reduce]), its backward in about 14 passes over the "
     "data; cdist and pdist put every pair's difference "
