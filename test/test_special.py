@@ -22,9 +22,16 @@ def _grid(lo, hi, n=801, extra=()):
     return torch.cat([g, torch.tensor(SPECIAL + tuple(extra), dtype=torch.float64)])
 
 
-# the switch points of ops_special.h: 10 (recurrences), 20 and 26.6 (erfcx), 30 (Bessel series / Hankel), 709.8
+# the switch points of ops_special.h: 10 (recurrences), 20 and 26.6 (erfcx), 8 and 2 (the I and K expansions), 709.8
 # (exp overflow), the integers (poles) and 0.5 (trigamma's reflection)
 EDGES = (
+    8.0,
+    7.999999,
+    8.000001,
+    -8.000001,
+    2.0,
+    1.999999,
+    2.000001,
     10.0,
     9.999999,
     20.0,
@@ -274,6 +281,26 @@ def test_logit_in_place_and_backward():
         torch.logit(xd, eps).sum().backward()
         torch.logit(xc, eps).sum().backward()
         assert_aligned(xd.grad, xc.grad)
+
+
+# The float forms (Note [Special functions in float], special_float.h): dense grids over each function's range in
+# float32 and bfloat16, where a float accumulation's cancellation shows (I1 near x = 8, K0 near 1.3, ndtri's central
+# rational near p = 0.024, 1.9e-4 off in float before it moved to double), and J and Y near their zeros.
+DENSE_X = torch.cat([torch.linspace(-100, 100, 40001, dtype=torch.float64), 10 ** torch.linspace(-30, 30, 601)])
+DENSE_UNIT = torch.cat([torch.linspace(0, 1, 40001, dtype=torch.float64), 10 ** -torch.linspace(1, 45, 441)])
+FLOAT_FORMS = ["i0", "i0e", "i1", "i1e", "ndtri"] + [n for n in UNARY if "bessel" in n and "spherical" not in n]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", FLOAT_FORMS)
+def test_float_forms_on_dense_grids(name, dtype):
+    fn = UNARY[name][0]
+    a = (DENSE_UNIT if name == "ndtri" else DENSE_X).to(dtype)
+    if _refused_as_the_cpu(fn, a):
+        assert name in WIDE and dtype == torch.bfloat16
+        return
+    got = fn(a.to("mytorch"))
+    assert_aligned(got, fn(a), fn(a.double()), name)
 
 
 def test_the_grid_check_is_not_vacuous():

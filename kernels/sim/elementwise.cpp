@@ -465,7 +465,8 @@ rt::Status run_dtype(const ElementwiseArgs& a) {
 // erff left one element of test_sim_parallel's gelu outside the alignment rule against the CPU.
 template <EwOp op>
 constexpr bool kCheapSpecial = op == EwOp::Entr || op == EwOp::Xlogy || op == EwOp::Xlog1py || op == EwOp::Logit ||
-                               op == EwOp::LogitBackward;  // the Special rows built on one log (16 wide: logit 8x)
+                               op == EwOp::LogitBackward ||  // the Special rows built on one log (16 wide: logit 8x)
+                               ew::HasFloatForm<op>::value;  // and the branch-free float forms
 template <EwOp op, typename T>
 constexpr bool kWide =
     (ew_group(op) != EwGroup::Special || kCheapSpecial<op>) && op != EwOp::Erfc && op != EwOp::Erfinv &&

@@ -654,6 +654,9 @@ namespace mytorch::ew {
 // Whether op's functor has the vector form of Note [Vectorised fmod].
 template <EwOp op, typename = void> struct HasFastFmod : std::false_type {};
 template <EwOp op> struct HasFastFmod<op, std::void_t<decltype(Fn<op>::kFastFmod)>> : std::true_type {};
+// Whether op's functor has a branch-free float form (Note [Special functions in float]).
+template <EwOp op, typename = void> struct HasFloatForm : std::false_type {};
+template <EwOp op> struct HasFloatForm<op, std::void_t<decltype(Fn<op>::kFloatForm)>> : std::true_type {};
 
 // apply<op, T>(a, b, c, p): op's functor on its first ew_arity(op) operands (in opmath_t<T>).
 template <EwOp op, typename T>

@@ -15,10 +15,10 @@
 //     reflection, pi^2 / sin^2(pi x) - psi1(1 - x);
 //   - polygamma n >= 2: (-1)^(n+1) n! zeta(n + 1, x);
 //   - Hurwitz zeta(s, q): the direct sum until q + k >= 10, then Euler-Maclaurin with B2..B24;
-//   - I0, I1 (and the exponentially scaled I0e, I1e): the power series for |x| <= 30 (positive terms, no
-//     cancellation), the Hankel asymptotic expansion beyond (its terms fall below 1e-17 within ~25 terms there);
+//   - I0, I1, K0, K1 (and the exponentially scaled forms): Chebyshev expansions (Note [Bessel functions by
+//     Chebyshev expansions] below);
 //   - erfcx: exp(x^2) erfc(x) up to x = 20, the asymptotic continued series beyond (erfc underflows near 26.5);
-//   - ndtri: Acklam's rational first guess refined by two Halley steps on 0.5 erfc(-x / sqrt 2);
+//   - ndtri: Acklam's rational first guess refined by one Halley step on 0.5 erfc(-x / sqrt 2);
 //   - log_ndtr: log(erfcx(-x / sqrt 2) / 2) - x^2 / 2 for x < -1, log1p(-erfc(x / sqrt 2) / 2) otherwise;
 //   - igamma / igammac, the regularized incomplete gamma functions P(a, x) and Q(a, x) = 1 - P: below x = a + 1 P
 //     by its power series (positive terms), above Q by its continued fraction (modified Lentz), each times
@@ -32,6 +32,7 @@
 #include <limits>
 
 #include "mytorch/macros.h"
+#include "mytorch/special_cheb.h"
 
 namespace mytorch::ew::special {
 
@@ -186,36 +187,56 @@ MT_HOST_DEVICE inline double polygamma(int64_t n, double x) {
   return ((n % 2) ? 1.0 : -1.0) * std::exp(std::lgamma(nd + 1)) * zeta(nd + 1, x);
 }
 
-// I_nu(|x|) for nu = 0 or 1 by its power series (|x| <= 30; the sign of I1 is the caller's).
-MT_HOST_DEVICE inline double bessel_i_series(int nu, double ax) {
-  const double y = 0.25 * ax * ax;
-  double term = nu == 0 ? 1.0 : 0.5 * ax, sum = term;
-  for (int k = 1; k < 500; ++k) {
-    term *= y / (static_cast<double>(k) * (k + nu));
-    sum += term;
-    if (term <= kEps * sum) break;
+// Note [Bessel functions by Chebyshev expansions]
+// I0, I1, K0 and K1 (and their scaled forms, and so i0, i0e, i1, i1e, modified_bessel_*) are sums of fixed
+// Chebyshev series of smooth functions, the scheme of Cephes and of ATen's kernels with tables of our own
+// (scripts/gen_special_tables.py computes them from mpmath and checks them; special_cheb.h holds them):
+//   - exp(-x) I0(x) and exp(-x) I1(x) / x on [0, 8], sqrt(x) exp(-x) I(x) as a function of 16 / x - 1 beyond;
+//   - K0 + log(x/2) I0 and x (K1 - log(x/2) I1), power series in x^2, on (0, 2]; sqrt(x) exp(x) K(x) as a
+//     function of 4 / x - 1 beyond.
+// Each is within ~3e-15 relative in double. No loop stops on a tolerance: a fixed count of multiply-adds per
+// element, ~30 of them, where the power series and Hankel sums they replace took up to ~70 terms with a division
+// each and ran at 0.04-0.2x the CPU's kernels.
+// Clenshaw's sum of c[0] + sum_k c[k] T_k(t), t in [-1, 1] (the tables of special_cheb.h).
+template <int N>
+MT_HOST_DEVICE inline double chebyshev_series(const double (&c)[N], double t) {
+  double b1 = 0, b2 = 0;
+  const double t2 = t + t;
+  MT_UNROLL_ALL
+  for (int k = N - 1; k > 0; --k) {
+    const double b0 = c[k] + t2 * b1 - b2;
+    b2 = b1;
+    b1 = b0;
   }
-  return sum;
+  return c[0] + t * b1 - b2;
 }
-// I_nu(|x|) exp(-|x|) by Hankel's expansion (|x| > 30):
-// (2 pi x)^-1/2 sum_k (-1)^k prod_{j<=k} (4 nu^2 - (2j-1)^2) / (k! (8x)^k)
-MT_HOST_DEVICE inline double bessel_i_hankel(int nu, double ax) {
-  const double mu = 4.0 * nu * nu;
-  double term = 1, sum = 1;
-  for (int k = 1; k < 60; ++k) {
-    const double odd = 2.0 * k - 1;
-    term *= -(mu - odd * odd) / (8.0 * k * ax);
-    sum += term;
-    if (std::fabs(term) <= kEps * std::fabs(sum)) break;
+
+// exp(-x) I_nu(x) for x >= 0 (Note [Bessel functions by Chebyshev expansions]).
+MT_HOST_DEVICE inline double bessel_i_scaled(int nu, double ax) {
+  if (ax <= 8) {
+    const double t = 0.25 * ax - 1;
+    if (nu == 0) {
+      const double c[] = MT_CHEB_I0SMALL;
+      return chebyshev_series(c, t);
+    }
+    const double c[] = MT_CHEB_I1SMALL;
+    return ax * chebyshev_series(c, t);
   }
-  return sum / std::sqrt(2 * kPi * ax);
+  const double t = 16 / ax - 1;
+  if (nu == 0) {
+    const double c[] = MT_CHEB_I0LARGE;
+    return chebyshev_series(c, t) / std::sqrt(ax);
+  }
+  const double c[] = MT_CHEB_I1LARGE;
+  return chebyshev_series(c, t) / std::sqrt(ax);
 }
 MT_HOST_DEVICE inline double bessel_i(int nu, double x, bool scaled) {
   if (x != x) return x;
   const double ax = std::fabs(x);
-  double v;
-  if (ax <= 30) v = scaled ? bessel_i_series(nu, ax) * std::exp(-ax) : bessel_i_series(nu, ax);
-  else v = scaled ? bessel_i_hankel(nu, ax) : std::exp(ax) * bessel_i_hankel(nu, ax);
+  const double e = bessel_i_scaled(nu, ax);
+  // exp(ax) overflows a little before I0 and I1 do (ax ~ 709.8 against ~713): inf there, and NaN at +-inf (inf * 0),
+  // as ATen's kernels
+  const double v = scaled ? e : std::exp(ax) * e;
   return (nu == 1 && x < 0) ? -v : v;
 }
 MT_HOST_DEVICE inline double i0(double x) { return bessel_i(0, x, false); }
@@ -239,44 +260,46 @@ MT_HOST_DEVICE inline double erfcx(double x) {
   return sum / (x * 1.7724538509055160273);
 }
 
-// The standard normal distribution's quantile: ndtri(p) = x with Phi(x) = p.
-MT_HOST_DEVICE inline double ndtri_lower(double p) {  // 0 < p <= 0.5
-  double x;
-  if (p < 0.02425) {
-    const double q = std::sqrt(-2 * std::log(p));
-    x = (((((-7.784894002430293e-03 * q - 3.223964580411365e-01) * q - 2.400758277161838e+00) * q -
-           2.549732539343734e+00) *
+// The standard normal distribution's quantile: ndtri(p) = x with Phi(x) = p. Acklam's rational first guesses, in
+// R (double for ndtri; float for ndtri_f, special_float.h): the tail's in q = sqrt(-2 log p) for p < 0.02425, the
+// central one's in q = p - 0.5 (exact), both within 1.2e-9 relative.
+template <typename R>
+MT_HOST_DEVICE inline R ndtri_tail(R q) {
+  return (((((R(-7.784894002430293e-03) * q - R(3.223964580411365e-01)) * q - R(2.400758277161838e+00)) * q -
+            R(2.549732539343734e+00)) *
+               q +
+           R(4.374664141464968e+00)) *
               q +
-          4.374664141464968e+00) *
-             q +
-         2.938163982698783e+00) /
-        ((((7.784695709041462e-03 * q + 3.224671290700398e-01) * q + 2.445134137142996e+00) * q +
-          3.754408661907416e+00) *
-             q +
-         1);
-  } else {
-    const double q = p - 0.5, r = q * q;
-    x = (((((-3.969683028665376e+01 * r + 2.209460984245205e+02) * r - 2.759285104469687e+02) * r +
-           1.383577518672690e+02) *
-              r -
-          3.066479806614716e+01) *
-             r +
-         2.506628277459239e+00) *
-        q /
-        (((((-5.447609879822406e+01 * r + 1.615858368580409e+02) * r - 1.556989798598866e+02) * r +
-           6.680131188771972e+01) *
-              r -
-          1.328068155288572e+01) *
-             r +
-         1);
-  }
-  for (int i = 0; i < 2; ++i) {  // Halley on Phi(x) - p, Phi(x) = erfc(-x / sqrt 2) / 2
-    const double e = 0.5 * std::erfc(-x * 0.70710678118654752440) - p;
-    const double u = e * 2.5066282746310005024 * std::exp(0.5 * x * x);
-    if (!(u - u == 0)) break;  // the density underflowed: the first guess stands
-    x -= u / (1 + 0.5 * x * u);
-  }
-  return x;
+          R(2.938163982698783e+00)) /
+         ((((R(7.784695709041462e-03) * q + R(3.224671290700398e-01)) * q + R(2.445134137142996e+00)) * q +
+           R(3.754408661907416e+00)) *
+              q +
+          R(1));
+}
+template <typename R>
+MT_HOST_DEVICE inline R ndtri_central(R q) {
+  const R r = q * q;
+  return (((((R(-3.969683028665376e+01) * r + R(2.209460984245205e+02)) * r - R(2.759285104469687e+02)) * r +
+            R(1.383577518672690e+02)) *
+               r -
+           R(3.066479806614716e+01)) *
+              r +
+          R(2.506628277459239e+00)) *
+         q /
+         (((((R(-5.447609879822406e+01) * r + R(1.615858368580409e+02)) * r - R(1.556989798598866e+02)) * r +
+            R(6.680131188771972e+01)) *
+               r -
+           R(1.328068155288572e+01)) *
+              r +
+          R(1));
+}
+MT_HOST_DEVICE inline double ndtri_lower(double p) {  // 0 < p <= 0.5
+  const double x = p < 0.02425 ? ndtri_tail(std::sqrt(-2 * std::log(p))) : ndtri_central(p - 0.5);
+  // One Halley step on Phi(x) - p, Phi(x) = erfc(-x / sqrt 2) / 2: the guess is within 1.2e-9 relative and the
+  // step cubes the error (Acklam's refinement); a second step moved nothing and cost as much as the first.
+  const double e = 0.5 * std::erfc(-x * 0.70710678118654752440) - p;
+  const double u = e * 2.5066282746310005024 * std::exp(0.5 * x * x);
+  return u - u == 0 ? x - u / (1 + 0.5 * x * u) : x;  // where the density underflowed the first guess stands
 }
 MT_HOST_DEVICE inline double ndtri(double p) {
   if (p != p || p < 0 || p > 1) return kNaN;
@@ -418,10 +441,10 @@ MT_HOST_DEVICE inline double bessel_y(int nu, double x) {
 }
 
 // ---- modified Bessel functions of the second kind, K0 and K1 (and exp(x) K) -----------------------------------
-// x <= 2: the series (DLMF 10.31.1) around I0, I1; beyond: the trapezoidal rule on exp(x) K_nu(x) =
-// int_0^inf exp(-x (cosh t - 1)) cosh(nu t) dt, whose error falls like exp(-2 pi d / h) for an integrand analytic
-// in a strip of half-width d (exact to double precision with the step below); it takes fractional orders too
-// (Airy's K_1/3).
+// K0 and K1 by the Chebyshev expansions of Note [Bessel functions by Chebyshev expansions]. The trapezoidal rule on
+// exp(x) K_nu(x) = int_0^inf exp(-x (cosh t - 1)) cosh(nu t) dt, whose error falls like exp(-2 pi d / h) for an
+// integrand analytic in a strip of half-width d (exact to double precision with the step below), takes the
+// fractional order of Airy's K_1/3.
 MT_HOST_DEVICE inline double bessel_k_scaled_integral(double nu, double x) {
   const double h = 0.55 / std::sqrt(x) < 0.25 ? 0.55 / std::sqrt(x) : 0.25;
   double sum = 0.5;  // f(0) / 2
@@ -434,38 +457,32 @@ MT_HOST_DEVICE inline double bessel_k_scaled_integral(double nu, double x) {
   return h * sum;
 }
 
-MT_HOST_DEVICE inline double bessel_k_series(int nu, double x) {  // 0 < x <= 2
-  const double y = 0.25 * x * x, lg = std::log(0.5 * x);
-  if (nu == 0) {
-    double t = 1, i0 = 1, h = 0, s = 0;
-    for (int k = 1; k < 40; ++k) {
-      t *= y / (static_cast<double>(k) * k);
-      h += 1.0 / k;
-      i0 += t;
-      s += h * t;
-      if (t <= kEps * i0) break;
-    }
-    return -(lg + kEuler) * i0 + s;
-  }
-  // K1 = 1/x + ln(x/2) I1 - (x/4) sum (psi(k+1) + psi(k+2)) y^k / (k! (k+1)!), psi(k+1) = -gamma + H_k
-  double t = 1, i1 = 1, h = 0, s = 1 - 2 * kEuler;
-  for (int k = 1; k < 40; ++k) {
-    t *= y / (static_cast<double>(k) * (k + 1));
-    h += 1.0 / k;
-    i1 += t;
-    s += (2 * h + 1.0 / (k + 1) - 2 * kEuler) * t;
-    if (t <= kEps * i1) break;
-  }
-  return 1 / x + lg * (0.5 * x * i1) - 0.25 * x * s;
-}
-
 MT_HOST_DEVICE inline double bessel_k(int nu, double x, bool scaled) {
   if (x != x) return x;
   if (x < 0) return kNaN;
   if (x == 0) return kInf;
   if (x == kInf) return 0;
-  if (x <= 2) return scaled ? std::exp(x) * bessel_k_series(nu, x) : bessel_k_series(nu, x);
-  const double v = bessel_k_scaled_integral(nu, x);
+  if (x <= 2) {  // K0 = A(x^2) - log(x/2) I0, K1 = log(x/2) I1 + B(x^2) / x
+    const double t = 0.5 * x * x - 1, lg = std::log(0.5 * x);
+    double k;
+    if (nu == 0) {
+      const double c[] = MT_CHEB_K0SMALL;
+      k = chebyshev_series(c, t) - lg * bessel_i(0, x, false);
+    } else {
+      const double c[] = MT_CHEB_K1SMALL;
+      k = lg * bessel_i(1, x, false) + chebyshev_series(c, t) / x;
+    }
+    return scaled ? std::exp(x) * k : k;
+  }
+  const double t = 4 / x - 1;  // sqrt(x) exp(x) K(x)
+  double v;
+  if (nu == 0) {
+    const double c[] = MT_CHEB_K0LARGE;
+    v = chebyshev_series(c, t) / std::sqrt(x);
+  } else {
+    const double c[] = MT_CHEB_K1LARGE;
+    v = chebyshev_series(c, t) / std::sqrt(x);
+  }
   return scaled ? v : v * std::exp(-x);
 }
 
@@ -585,6 +602,8 @@ MT_HOST_DEVICE inline double polynomial(Poly kind, double x, double nd) {
 
 } // namespace mytorch::ew::special
 
+#include "mytorch/special_float.h"
+
 // ---- the Special group's functors (tables/pointwise.def, group Special). ops_math.h declares Fn and MT_EW_FN and
 // includes this file after them. Operands arrive in opmath; the special functions run in double, rounded once.
 namespace mytorch::ew {
@@ -594,32 +613,37 @@ namespace mytorch::ew {
     MT_EW_FN(O a, const EwParams&) { return static_cast<O>(special::fn(static_cast<double>(a))); } \
   };
 MT_EW_SPECIAL_UNARY(Digamma, digamma)
-MT_EW_SPECIAL_UNARY(I0, i0)
-MT_EW_SPECIAL_UNARY(I0e, i0e)
-MT_EW_SPECIAL_UNARY(I1, i1)
-MT_EW_SPECIAL_UNARY(I1e, i1e)
 MT_EW_SPECIAL_UNARY(Erfcx, erfcx)
-MT_EW_SPECIAL_UNARY(Ndtri, ndtri)
 MT_EW_SPECIAL_UNARY(LogNdtr, log_ndtr)
 MT_EW_SPECIAL_UNARY(AiryAi, airy_ai)
 MT_EW_SPECIAL_UNARY(SphericalJ0, spherical_j0)
-MT_EW_SPECIAL_UNARY(ModifiedBesselI0, i0)
-MT_EW_SPECIAL_UNARY(ModifiedBesselI1, i1)
 #undef MT_EW_SPECIAL_UNARY
 
-#define MT_EW_BESSEL(Name, call)                                             \
-  template <> struct Fn<EwOp::Name> {                                        \
-    MT_EW_FN(O a, const EwParams&) { return static_cast<O>(special::call); } \
+// The functions with a float form (Note [Special functions in float]): float, half and bfloat16 take it.
+#define MT_EW_SPECIAL_FLOAT(Name, float_form, double_form)                                       \
+  template <> struct Fn<EwOp::Name> {                                                            \
+    static constexpr bool kFloatForm = true;                                                     \
+    MT_EW_FN(O a, const EwParams&) {                                                             \
+      if constexpr (std::is_same_v<O, float>) return special::float_form(a);                     \
+      else return static_cast<O>(special::double_form);                                          \
+    }                                                                                            \
   };
-MT_EW_BESSEL(BesselJ0, bessel_j(0, static_cast<double>(a)))
-MT_EW_BESSEL(BesselJ1, bessel_j(1, static_cast<double>(a)))
-MT_EW_BESSEL(BesselY0, bessel_y(0, static_cast<double>(a)))
-MT_EW_BESSEL(BesselY1, bessel_y(1, static_cast<double>(a)))
-MT_EW_BESSEL(ModifiedBesselK0, bessel_k(0, static_cast<double>(a), false))
-MT_EW_BESSEL(ModifiedBesselK1, bessel_k(1, static_cast<double>(a), false))
-MT_EW_BESSEL(ScaledModifiedBesselK0, bessel_k(0, static_cast<double>(a), true))
-MT_EW_BESSEL(ScaledModifiedBesselK1, bessel_k(1, static_cast<double>(a), true))
-#undef MT_EW_BESSEL
+MT_EW_SPECIAL_FLOAT(I0, i0_f, i0(static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(I0e, i0e_f, i0e(static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(I1, i1_f, i1(static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(I1e, i1e_f, i1e(static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(ModifiedBesselI0, i0_f, i0(static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(ModifiedBesselI1, i1_f, i1(static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(ModifiedBesselK0, k0_f, bessel_k(0, static_cast<double>(a), false))
+MT_EW_SPECIAL_FLOAT(ModifiedBesselK1, k1_f, bessel_k(1, static_cast<double>(a), false))
+MT_EW_SPECIAL_FLOAT(ScaledModifiedBesselK0, k0e_f, bessel_k(0, static_cast<double>(a), true))
+MT_EW_SPECIAL_FLOAT(ScaledModifiedBesselK1, k1e_f, bessel_k(1, static_cast<double>(a), true))
+MT_EW_SPECIAL_FLOAT(Ndtri, ndtri_f, ndtri(static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(BesselJ0, j0_f, bessel_j(0, static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(BesselJ1, j1_f, bessel_j(1, static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(BesselY0, y0_f, bessel_y(0, static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(BesselY1, y1_f, bessel_y(1, static_cast<double>(a)))
+#undef MT_EW_SPECIAL_FLOAT
 
 // The orthogonal polynomials: (x, n), the shifted Chebyshev kinds at 2x - 1.
 #define MT_EW_POLY(Name, kind, shifted)                                                                  \

@@ -334,10 +334,10 @@ MISSES = {
     "kernel runs them (csrc/aten/pointwise/BinaryOps.cpp); other exponents, tensor exponents and __rpow__ run the Pow "
     "functor (std::pow per element: libmvec's powf moved losses outside the alignment rule, sim_vmath.h), where the "
     "CPU has a vectorised pow",
-    "frexp*|erfinv*|special.i1e*|special.ndtri*": "frexp, i1e and ndtri are scalar functors without a vector form "
-    "(no libmvec function to call); erfinv is vectorised in float (ops_math.h erfinv_f, seven libmvec calls an "
-    "element, 0.04x -> 0.22x); remainder, fmod, floor division and atan2 left this list (Note [Vectorised fmod], "
-    "libmvec's atan2f)",
+    "frexp*|erfinv*": "frexp is a scalar functor without a vector form (no libmvec function to call); erfinv is "
+    "vectorised in float (ops_math.h erfinv_f, seven libmvec calls an element, 0.04x -> 0.22x); remainder, fmod, "
+    "floor division and atan2 left this list (Note [Vectorised fmod], libmvec's atan2f), and so did i0/i1/K/J/Y and "
+    "ndtri (Note [Special functions in float]: 0.04-0.74x -> 1.0-13x)",
     "linalg.*|triangular_solve*|cholesky*": "op_db's samples are small matrices (a few hundred elements), where the "
     "glue's per-call work dominates: the composed solvers run several native kernels and copies around the CPU's "
     "LAPACK call (Note [Dense solver family]); their meta call is cached since 0668b14 (Note [Cached meta results]: "
