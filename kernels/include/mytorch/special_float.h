@@ -62,7 +62,6 @@ MT_HOST_DEVICE MT_FORCE_INLINE float bessel_i_small_f(float ax) {
 // I_nu(x) or exp(-|x|) I_nu(x).
 template <int nu, bool scaled>
 MT_HOST_DEVICE MT_FORCE_INLINE float bessel_i_f(float x) {
-  constexpr float inf = std::numeric_limits<float>::infinity();
   const float ax = std::fabs(x), tl = 16.0f / ax - 1.0f;
   float large;
   if constexpr (nu == 0) MT_CHEB_F(large, I0LARGE, float, tl)
