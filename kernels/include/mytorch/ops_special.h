@@ -620,13 +620,13 @@ MT_EW_SPECIAL_UNARY(SphericalJ0, spherical_j0)
 #undef MT_EW_SPECIAL_UNARY
 
 // The functions with a float form (Note [Special functions in float]): float, half and bfloat16 take it.
-#define MT_EW_SPECIAL_FLOAT(Name, float_form, double_form)                                       \
-  template <> struct Fn<EwOp::Name> {                                                            \
-    static constexpr bool kFloatForm = true;                                                     \
-    MT_EW_FN(O a, const EwParams&) {                                                             \
-      if constexpr (std::is_same_v<O, float>) return special::float_form(a);                     \
-      else return static_cast<O>(special::double_form);                                          \
-    }                                                                                            \
+#define MT_EW_SPECIAL_FLOAT(Name, float_form, double_form)                   \
+  template <> struct Fn<EwOp::Name> {                                        \
+    static constexpr bool kFloatForm = true;                                 \
+    MT_EW_FN(O a, const EwParams&) {                                         \
+      if constexpr (std::is_same_v<O, float>) return special::float_form(a); \
+      else return static_cast<O>(special::double_form);                      \
+    }                                                                        \
   };
 MT_EW_SPECIAL_FLOAT(I0, i0_f, i0(static_cast<double>(a)))
 MT_EW_SPECIAL_FLOAT(I0e, i0e_f, i0e(static_cast<double>(a)))

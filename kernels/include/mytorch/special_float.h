@@ -43,10 +43,10 @@ MT_HOST_DEVICE MT_FORCE_INLINE float chebyshev_series_f(const double (&c)[N], fl
 // ones are sums of fast-falling terms around a value near 1: float is within 4 steps there.
 // out = the table's float cut summed at t (statements, not a lambda: GCC did not inline one, and the loop over
 // elements stayed scalar).
-#define MT_CHEB_F(out, table, R, t)                                           \
-  {                                                                           \
-    const double c_[] = MT_CHEB_##table;                                      \
-    out = chebyshev_series_f<MT_CHEB_##table##_FLOAT_TERMS, R>(c_, t);        \
+#define MT_CHEB_F(out, table, R, t)                                    \
+  {                                                                    \
+    const double c_[] = MT_CHEB_##table;                               \
+    out = chebyshev_series_f<MT_CHEB_##table##_FLOAT_TERMS, R>(c_, t); \
   }
 
 // exp(-x) I_nu(x) by the small-argument expansion (meant for 0 <= x <= 8).
