@@ -35,6 +35,7 @@ VOCABULARY = {
     "sim_isa.h",
     "sim_vec.h",
     "sim_vmath.h",
+    "sim_vmath_double.h",  # included by ops_math.h: the double math of its float forms
     "sim_blas.h",
 }
 MAX_FAMILY_FANOUT = 8

@@ -65,6 +65,7 @@ UNARY = {
     "polygamma2": (lambda a: torch.polygamma(2, a), X),
     "polygamma5": (lambda a: torch.polygamma(5, a), X),
     "lgamma": (torch.lgamma, X),
+    "erfinv": (torch.erfinv, UNIT * 2 - 1),
     "i0": (torch.special.i0, X),
     "i0e": (torch.special.i0e, X),
     "i1": (torch.special.i1, X),
@@ -285,17 +286,20 @@ def test_logit_in_place_and_backward():
 
 # The float forms (Note [Special functions in float], special_float.h): dense grids over each function's range in
 # float32 and bfloat16, where a float accumulation's cancellation shows (I1 near x = 8, K0 near 1.3, ndtri's central
-# rational near p = 0.024, 1.9e-4 off in float before it moved to double), and J and Y near their zeros.
+# rational near p = 0.024, 1.9e-4 off in float before it moved to double), J and Y near their zeros; lgamma's
+# (Note [lgamma in float], ops_math.h) poles and roots, erfinv's tails.
 DENSE_X = torch.cat([torch.linspace(-100, 100, 40001, dtype=torch.float64), 10 ** torch.linspace(-30, 30, 601)])
 DENSE_UNIT = torch.cat([torch.linspace(0, 1, 40001, dtype=torch.float64), 10 ** -torch.linspace(1, 45, 441)])
-FLOAT_FORMS = ["i0", "i0e", "i1", "i1e", "ndtri"] + [n for n in UNARY if "bessel" in n and "spherical" not in n]
+DENSE_SIGNED_UNIT = torch.cat([DENSE_UNIT, -DENSE_UNIT, 1 - DENSE_UNIT, DENSE_UNIT - 1])
+FLOAT_FORMS = ["i0", "i0e", "i1", "i1e", "ndtri", "lgamma", "erfinv"]
+FLOAT_FORMS += [n for n in UNARY if "bessel" in n]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("name", FLOAT_FORMS)
 def test_float_forms_on_dense_grids(name, dtype):
     fn = UNARY[name][0]
-    a = (DENSE_UNIT if name == "ndtri" else DENSE_X).to(dtype)
+    a = {"ndtri": DENSE_UNIT, "erfinv": DENSE_SIGNED_UNIT}.get(name, DENSE_X).to(dtype)
     if _refused_as_the_cpu(fn, a):
         assert name in WIDE and dtype == torch.bfloat16
         return

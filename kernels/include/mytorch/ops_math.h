@@ -15,6 +15,7 @@
 #include "mytorch/dtype.h"
 #include "mytorch/ew_ops.h"
 #include "mytorch/macros.h"
+#include "mytorch/sim_vmath_double.h"
 
 namespace mytorch::ew {
 
@@ -125,41 +126,83 @@ MT_HOST_DEVICE inline R erfinv_tail(R t) {
   return p;
 }
 
-// erfinv by the rational first guess refined with two Newton steps on erf (double precision throughout).
+// erfinv by the rational first guess refined by Newton's method (double precision throughout).
 MT_HOST_DEVICE inline double erfinv_d(double y) {
   if (!(y > -1.0 && y < 1.0)) {
     if (y == 1.0) return std::numeric_limits<double>::infinity();
     if (y == -1.0) return -std::numeric_limits<double>::infinity();
     return std::numeric_limits<double>::quiet_NaN();
   }
-  const double w = -std::log((1.0 - y) * (1.0 + y));
+  const double w = -std::log((1.0 - y) * (1.0 + y)), ay = std::fabs(y);
   double x = (w < 5.0 ? erfinv_central<double>(w - 2.5) : erfinv_tail<double>(std::sqrt(w) - 3.0)) * y;
-  for (int i = 0; i < 2; ++i) {
-    const double err = std::erf(x) - y;
-    x -= err / (1.1283791670955126 * std::exp(-x * x));
+  if (ay < 0.5) {
+    for (int i = 0; i < 2; ++i) x -= (std::erf(x) - y) / (1.1283791670955126 * std::exp(-x * x));
+    return x;
   }
-  return x;
+  // Beyond |y| = 1/2, Newton on log(erfc(|x|)) = log(1 - |y|) (1 - |y| is exact): erf(x) rounds to within a few
+  // steps of 1 there, and Newton on erfc itself crawled from the guess (fitted for w < 16) in the deep tail
+  // (erfinv(1 - 2^-53) 7% off after two steps). Quadratic from the guess: 2 steps to w = 16, 4 at 1 - 2^-53.
+  const double r = 1.0 - ay;
+  double ax = std::fabs(x);
+  for (int i = 0; i < 6; ++i) {
+    const double e = std::erfc(ax), step = std::log(e / r) * e / (1.1283791670955126 * std::exp(-ax * ax));
+    ax += step;
+    if (std::fabs(step) < 1e-9 * ax) break;  // the next step would be under 1e-17 relative
+  }
+  return std::copysign(ax, y);
 }
 
-// erfinv in float (float, half and bfloat16 tensors): erfinv_d's rational first guess evaluated in float, then two
-// Newton steps, every branch computed and one selected, so a dense loop vectorises (erff, erfcf, expf, logf have
-// libmvec forms: Note [Sim vector math]); erfinv_d with double's libm ran at 0.04x the CPU. Within 9e-8 relative
-// of float64's erfinv over [-1, 1] (2M samples; the CPU's float kernel: 6e-8).
+// erfinv in float (float, half and bfloat16 tensors): erfinv_d's rational first guess evaluated in float (Giles's
+// single-precision approximation), both branches computed and one selected, so that a dense loop vectorises 16 wide
+// (logf and sqrtf have vector forms: Note [Sim vector math]). Within 2.7e-7 relative of float64's erfinv over
+// (-1, 1) (7M samples, tails and the neighbourhood of 0 included; float's rounding alone: 6e-8; the float floor of
+// Note [Alignment tolerance]: 1.3e-6). Two Newton steps on erff/erfcf took it to 9e-8 at 8 vector calls an element
+// more and ran at 0.08x the CPU's float kernel (MKL's vsErfInv; docs/speed.md at c1b68db).
 MT_HOST_DEVICE inline float erfinv_f(float y) {
   const float w = -std::log((1.0f - y) * (1.0f + y));
   const float p = erfinv_central<float>(w - 2.5f), q = erfinv_tail<float>(std::sqrt(w) - 3.0f);
-  float x = (w < 5.0f ? p : q) * y;
-  // Newton on erf(x) = y for |y| < 0.5; on erfc(|x|) = 1 - |y| (exact) beyond, where erf(x) rounds to within a few
-  // float steps of 1 and its error divided by the small derivative moved x by up to 1.5e-5 (|y| = 0.9992).
-  const float ay = std::fabs(y), r = 1.0f - ay;
-  for (int i = 0; i < 2; ++i) {
-    const float d = 1.12837916709551257f * std::exp(-x * x), ax = std::fabs(x);
-    const float central = x - (std::erf(x) - y) / d, tail = std::copysign(ax + (std::erfc(ax) - r) / d, y);
-    x = ay < 0.5f ? central : tail;
-  }
+  const float x = (w < 5.0f ? p : q) * y;
   const float inf = std::numeric_limits<float>::infinity();
   const float edge = y == 1.0f ? inf : (y == -1.0f ? -inf : std::numeric_limits<float>::quiet_NaN());
   return (y > -1.0f && y < 1.0f) ? x : edge;
+}
+
+// Note [lgamma in float]
+// float, half and bfloat16 tensors take this form of lgamma; float64 keeps libm's. glibc's lgammaf has no vector
+// form, and one call an element ran at 0.14x the CPU (docs/speed.md at c1b68db). In double, every branch computed
+// and one selected, so that a dense loop vectorises over libmvec's double log and sin (mt_vmath_*, sim_vmath_double.h):
+//   - z = x, or 1 - x below 1/2 (the reflection lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x));
+//   - below 8, z is shifted to z + 8 and the product p = z (z + 1) ... (z + 7) divided out: lgamma(z) =
+//     lgamma(z + 8) - log(p);
+//   - lgamma(z + 8) by Stirling's series to its 1/z^11 term (the next is under 1.2e-14 at 8);
+//   - sin(pi x) through x's distance to its nearest integer, so that it is exactly 0 at the poles (lgamma = +inf);
+//     the two logs are one: log(pi p / |sin|) on the reflected side, log(1 / p) on the other.
+// glibc's double log and sin have libmvec forms (_ZGVdN4v_log...): mt_vmath_* (sim_vmath_double.h) call them in
+// the AVX2 and AVX-512 variants, 4 and 8 doubles a call.
+// Near the roots (x = 1, 2 and the negative ones) the terms cancel to within ~1e-15 absolute; 1 and 2 return 0
+// exactly, as libm does. test_special.py (test_float_forms_on_dense_grids) checks it against float64.
+MT_HOST_DEVICE inline float lgamma_f(float xf) {
+  constexpr double kPi = 3.14159265358979323846, kHalfLog2Pi = 0.91893853320467274178;
+  const double x = xf;
+  const bool reflect = x < 0.5, shift = (reflect ? 1.0 - x : x) < 8.0;
+  const double z = reflect ? 1.0 - x : x;
+  double q = z;
+  MT_UNROLL_ALL
+  for (int k = 1; k < 8; ++k) q *= z + k;
+  const double p = shift ? q : 1.0, zz = shift ? z + 8.0 : z;
+  const double r = 1.0 / zz, r2 = r * r;
+  const double series =
+      r * (1.0 / 12 +
+           r2 * (-1.0 / 360 + r2 * (1.0 / 1260 + r2 * (-1.0 / 1680 + r2 * (1.0 / 1188 + r2 * (-691.0 / 360360))))));
+  const double stirling = (zz - 0.5) * mt_vmath_log(zz) - zz + kHalfLog2Pi + series;
+  const double s = std::fabs(mt_vmath_sin(kPi * (x - std::rint(x))));
+  // blends by rf (0 or 1), not selects: GCC sank a call whose result one side of a select used into a branch, and
+  // the loop stayed scalar (the same for the roots' 0 below)
+  const double rf = reflect ? 1.0 : 0.0;
+  const double v = stirling * (1.0 - 2.0 * rf) + mt_vmath_log((rf * kPi * p + (1.0 - rf)) / (rf * s + (1.0 - rf) * p));
+  const double keep = ((xf == 1.0f) | (xf == 2.0f)) ? 0.0 : 1.0;
+  const float out = static_cast<float>(v * keep + 0.0);  // + 0: lgamma(1) is +0
+  return std::fabs(xf) == std::numeric_limits<float>::infinity() ? std::numeric_limits<float>::infinity() : out;
 }
 
 // Fn<op>::f<T, O>(a[, b[, c]], p): the op on operands in O = opmath_t<T> (T is the stored dtype); returns O, or
@@ -515,6 +558,12 @@ template <> struct Fn<EwOp::Erfinv> {
     else return static_cast<O>(erfinv_d(static_cast<double>(a)));
   }
 };
+template <> struct Fn<EwOp::Lgamma> {  // Note [lgamma in float]
+  MT_EW_FN(O a, const EwParams&) {
+    if constexpr (std::is_same_v<O, float>) return lgamma_f(a);
+    else return static_cast<O>(std::lgamma(a));
+  }
+};
 template <> struct Fn<EwOp::Sinh> {
   MT_EW_FN(O a, const EwParams&) { return static_cast<O>(std::sinh(a)); }
 };
@@ -530,7 +579,6 @@ MT_EW_STD_UNARY(Asinh, asinh)
 MT_EW_STD_UNARY(Acosh, acosh)
 MT_EW_STD_UNARY(Atanh, atanh)
 MT_EW_STD_UNARY(Erfc, erfc)
-MT_EW_STD_UNARY(Lgamma, lgamma)
 #undef MT_EW_STD_UNARY
 // sin(pi x) / (pi x), 1 at 0.
 template <> struct Fn<EwOp::Sinc> {

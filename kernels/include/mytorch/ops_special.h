@@ -197,18 +197,22 @@ MT_HOST_DEVICE inline double polygamma(int64_t n, double x) {
 // Each is within ~3e-15 relative in double. No loop stops on a tolerance: a fixed count of multiply-adds per
 // element, ~30 of them, where the power series and Hankel sums they replace took up to ~70 terms with a division
 // each and ran at 0.04-0.2x the CPU's kernels.
-// Clenshaw's sum of c[0] + sum_k c[k] T_k(t), t in [-1, 1] (the tables of special_cheb.h).
-template <int N>
-MT_HOST_DEVICE inline double chebyshev_series(const double (&c)[N], double t) {
-  double b1 = 0, b2 = 0;
-  const double t2 = t + t;
+// Clenshaw's sum of c[0] + sum_k c[k] T_k(t), t in [-1, 1] (the tables of special_cheb.h), over the first M terms
+// (all of them when M is 0), accumulated in R: the double forms sum whole tables in double, the float forms of
+// special_float.h their float cuts in float or double.
+template <int M = 0, typename R, int N>
+MT_HOST_DEVICE MT_FORCE_INLINE R chebyshev_series(const double (&c)[N], R t) {
+  constexpr int kTerms = M == 0 ? N : M;
+  static_assert(kTerms >= 2 && kTerms <= N, "a cut of the table");
+  R b1 = 0, b2 = 0;
+  const R t2 = t + t;
   MT_UNROLL_ALL
-  for (int k = N - 1; k > 0; --k) {
-    const double b0 = c[k] + t2 * b1 - b2;
+  for (int k = kTerms - 1; k > 0; --k) {
+    const R b0 = static_cast<R>(c[k]) + t2 * b1 - b2;
     b2 = b1;
     b1 = b0;
   }
-  return c[0] + t * b1 - b2;
+  return static_cast<R>(c[0]) + t * b1 - b2;
 }
 
 // exp(-x) I_nu(x) for x >= 0 (Note [Bessel functions by Chebyshev expansions]).
@@ -616,7 +620,6 @@ MT_EW_SPECIAL_UNARY(Digamma, digamma)
 MT_EW_SPECIAL_UNARY(Erfcx, erfcx)
 MT_EW_SPECIAL_UNARY(LogNdtr, log_ndtr)
 MT_EW_SPECIAL_UNARY(AiryAi, airy_ai)
-MT_EW_SPECIAL_UNARY(SphericalJ0, spherical_j0)
 #undef MT_EW_SPECIAL_UNARY
 
 // The functions with a float form (Note [Special functions in float]): float, half and bfloat16 take it.
@@ -643,6 +646,7 @@ MT_EW_SPECIAL_FLOAT(BesselJ0, j0_f, bessel_j(0, static_cast<double>(a)))
 MT_EW_SPECIAL_FLOAT(BesselJ1, j1_f, bessel_j(1, static_cast<double>(a)))
 MT_EW_SPECIAL_FLOAT(BesselY0, y0_f, bessel_y(0, static_cast<double>(a)))
 MT_EW_SPECIAL_FLOAT(BesselY1, y1_f, bessel_y(1, static_cast<double>(a)))
+MT_EW_SPECIAL_FLOAT(SphericalJ0, spherical_j0_f, spherical_j0(static_cast<double>(a)))
 #undef MT_EW_SPECIAL_FLOAT
 
 // The orthogonal polynomials: (x, n), the shifted Chebyshev kinds at 2x - 1.

@@ -12,41 +12,29 @@ namespace mytorch::ew::special {
 
 // Note [Special functions in float]
 // float, half and bfloat16 tensors (whose opmath is float) take these forms of i0, i0e, i1, i1e, bessel_j0/j1/y0/y1,
-// modified_bessel_i0/i1/k0/k1, scaled_modified_bessel_k0/k1 and ndtri; float64 keeps the double forms above.
+// modified_bessel_i0/i1/k0/k1, scaled_modified_bessel_k0/k1, spherical_bessel_j0 and ndtri; float64 keeps the double
+// forms above.
 //   - I and K sum the Chebyshev expansions of Note [Bessel functions by Chebyshev expansions] cut to float's
 //     precision (special_cheb.h's *_FLOAT_TERMS: 6 to 18 terms); J and Y sum expansions of the same kind (Cephes's
 //     scheme, tables of our own from scripts/gen_special_tables.py): their power series parts on |x| <= 8, Hankel's
 //     P and Q beyond, held to an absolute error as the alignment rule's floor (1e-5) holds them near their zeros;
 //   - ndtri is Acklam's rational guess (within 1.2e-9 relative before rounding: no refinement step);
+//   - spherical_bessel_j0 is sin(x) / x in float, as ATen's float kernel computes it;
 //   - every branch is computed and one selected, so that a dense loop vectorises: expf, logf and sqrtf have vector
 //     forms (Note [Sim vector math]), as ATen's CPU kernels evaluate Cephes's float tables in vector registers.
 // The double forms, one element at a time, ran at 0.04-0.4x the CPU's float kernels (docs/speed.md at c1b68db; J and
 // Y by Miller's recurrence at 0.17-0.22x).
 // test_special.py (test_float_forms_on_dense_grids) checks them against float64 on dense grids of their ranges.
 
-// Clenshaw's sum of the first M terms of a double table, accumulated in R.
-template <int M, typename R, int N>
-MT_HOST_DEVICE MT_FORCE_INLINE float chebyshev_series_f(const double (&c)[N], float tf) {
-  static_assert(M >= 2 && M <= N, "a float cut of a double table");
-  R b1 = 0, b2 = 0;
-  const R t = tf, t2 = t + t;
-  MT_UNROLL_ALL
-  for (int k = M - 1; k > 0; --k) {
-    const R b0 = static_cast<R>(c[k]) + t2 * b1 - b2;
-    b2 = b1;
-    b1 = b0;
-  }
-  return static_cast<float>(static_cast<R>(c[0]) + t * b1 - b2);
-}
 // The small-argument series accumulate in double: their terms alternate in sign and cancel to 1/10 of their sum
 // near the ends of the range (I1 at x = 8, K0 near 1.3), where float's accumulation lost 24 float steps. The large
 // ones are sums of fast-falling terms around a value near 1: float is within 4 steps there.
 // out = the table's float cut summed at t (statements, not a lambda: GCC did not inline one, and the loop over
 // elements stayed scalar).
-#define MT_CHEB_F(out, table, R, t)                                    \
-  {                                                                    \
-    const double c_[] = MT_CHEB_##table;                               \
-    out = chebyshev_series_f<MT_CHEB_##table##_FLOAT_TERMS, R>(c_, t); \
+#define MT_CHEB_F(out, table, R, t)                                                      \
+  {                                                                                      \
+    const double c_[] = MT_CHEB_##table;                                                 \
+    out = static_cast<float>(chebyshev_series<MT_CHEB_##table##_FLOAT_TERMS, R>(c_, t)); \
   }
 
 // exp(-x) I_nu(x) by the small-argument expansion (meant for 0 <= x <= 8).
@@ -169,6 +157,15 @@ MT_HOST_DEVICE MT_FORCE_INLINE float k0_f(float x) { return bessel_k_f<0, false>
 MT_HOST_DEVICE MT_FORCE_INLINE float k0e_f(float x) { return bessel_k_f<0, true>(x); }
 MT_HOST_DEVICE MT_FORCE_INLINE float k1_f(float x) { return bessel_k_f<1, false>(x); }
 MT_HOST_DEVICE MT_FORCE_INLINE float k1e_f(float x) { return bessel_k_f<1, true>(x); }
+
+// sin(x) / x, and its Taylor series to x^8 below |x| = 1/2 (the next term is under 2.5e-10 there): the scheme of the
+// double form and of ATen's float kernel, in float, both sides computed and one selected.
+MT_HOST_DEVICE MT_FORCE_INLINE float spherical_j0_f(float x) {
+  const float y = x * x;
+  const float small = 1.0f + y * (-1.0f / 6 + y * (1.0f / 120 + y * (-1.0f / 5040 + y * (1.0f / 362880))));
+  const float v = std::fabs(x) < 0.5f ? small : std::sin(x) / x;  // NaN passes through sin(x) / x
+  return std::fabs(x) == std::numeric_limits<float>::infinity() ? 0.0f : v;
+}
 
 MT_HOST_DEVICE MT_FORCE_INLINE float ndtri_f(float p) {
   constexpr float inf = std::numeric_limits<float>::infinity();
