@@ -177,3 +177,56 @@ def test_complex_normal_and_unsupported_dtype():
     assert abs(z.real.std().item() - 2**-0.5) < 0.01 and abs(z.imag.std().item() - 2**-0.5) < 0.01
     with pytest.raises(RuntimeError, match="Float8_e4m3fn"):
         torch.empty(3, dtype=torch.float8_e4m3fn, device="mytorch").normal_()
+
+
+def _philox_normals(seed: int, offset: int, n: int):
+    """random_value's float normals from first principles (Note [Philox layout], Note [Vectorised normals]): element
+    i takes Philox4x32-10 of block (offset + i) // 2 in the NormalFloat lane (3), Box-Muller on its first two words,
+    cos for an even i, sin for an odd one; in float64 but for the float32 angle the kernel computes."""
+    import numpy as np
+
+    m32 = np.uint64(0xFFFFFFFF)
+    block = (np.uint64(offset) + np.arange(n, dtype=np.uint64)) // np.uint64(2)
+    c = [block & m32, block >> np.uint64(32), np.full(n, 3, np.uint64), np.zeros(n, np.uint64)]
+    k0, k1 = seed & 0xFFFFFFFF, seed >> 32
+    for _ in range(10):
+        p0, p1 = c[0] * np.uint64(0xD2511F53), c[2] * np.uint64(0xCD9E8D57)
+        c = [
+            (p1 >> np.uint64(32)) ^ c[1] ^ np.uint64(k0),
+            p1 & m32,
+            (p0 >> np.uint64(32)) ^ c[3] ^ np.uint64(k1),
+            p0 & m32,
+        ]
+        k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    u1 = 1 - (c[0] >> np.uint64(8)).astype(np.float64) / 2**24
+    u2 = ((c[1] >> np.uint64(8)).astype(np.float64) / 2**24).astype(np.float32)
+    angle = (np.float32(6.2831853) * u2).astype(np.float64)
+    rad = np.sqrt(-2 * np.log(u1))
+    return torch.from_numpy(np.where(np.arange(n) % 2 == 1, rad * np.sin(angle), rad * np.cos(angle)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_normals_are_box_muller_of_their_philox_block(dtype):
+    """Note [Vectorised normals] (sim/random.cpp): randn's values against Box-Muller of a Philox stream computed here,
+    at an offset whose first block is not a multiple of the kernel's 64-block chunks, with a length that ends inside
+    one; the same bits at 1 and 2 threads (an element's value depends on its index alone)."""
+    from mytorch.testing._compare import assert_aligned
+
+    torch.mytorch.manual_seed(2024)
+    torch.randn(148, device="mytorch")  # offset 148: block 74
+    seed, offset = (int(v) for v in torch.mytorch.get_rng_state().view(torch.int64))
+    state = torch.mytorch.get_rng_state()
+    n = 64 * 2 * 20 + 37  # 21 chunks: more than one grain of par::parallel_for
+    got = torch.randn(n, device="mytorch", dtype=dtype).cpu()
+    gold = _philox_normals(seed, offset, n)
+    assert_aligned(got, gold.to(dtype), gold, what=f"randn {dtype}")
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        torch.mytorch.set_rng_state(state)
+        one = torch.randn(n, device="mytorch", dtype=dtype).cpu()
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, got)
+    with pytest.raises(AssertionError):  # negative control: the neighbouring block's normals
+        assert_aligned(got, _philox_normals(seed, offset + 2, n).to(dtype), _philox_normals(seed, offset + 2, n))
