@@ -555,6 +555,45 @@ def test_tiny_loops_stay_on_the_calling_thread():
     assert mytorch._C._sim_parallel_probe(1) == 1
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_pow_in_float_matches_the_cpu(dtype):
+    """Note [pow in float] (ops_math.h): exp(b log|a|) in double with C's sign and special-value rules as selects.
+    Every pair of special bases and exponents (zeros of both signs, +-1, +-inf, NaN, odd and even integers, non-integers,
+    2^24 + 2): zeros, ones, infinities and NaN exactly as the CPU's, signs included; scalar bases (__rpow__) and tensor pairs, dense and
+    transposed, with exponents that overflow and underflow, under the shared rule."""
+    from mytorch.testing._compare import assert_aligned
+
+    inf, nan = float("inf"), float("nan")
+    special = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 2.5, -2.5, inf, -inf, nan, 16777218.0, 1e-3]
+    a = torch.tensor(special).repeat_interleave(len(special)).to(dtype)
+    b = torch.tensor(special).repeat(len(special)).to(dtype)
+    got, want = torch.pow(a.to("mytorch"), b.to("mytorch")).cpu(), torch.pow(a, b)
+    assert torch.equal(got.isnan(), want.isnan())
+    assert_aligned(got, want, torch.pow(a.double(), b.double()), what="pow of special values")
+    # the special results exactly (the rest within the rule: pow(2^24 + 2, 0.5) is correctly rounded here, the
+    # CPU's is one float step above)
+    exact = ~want.isfinite() | (want == 0) | (want.abs() == 1)
+    same = ((got == want) & (got.signbit() == want.signbit())) | (got.isnan() & want.isnan())
+    ok = same | ~exact
+    assert ok.all(), [
+        (x, y, u, v) for x, y, u, v, k in zip(a.tolist(), b.tolist(), got.tolist(), want.tolist(), ok) if not k
+    ]
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(64, 64, generator=g) * 30
+    x.view(-1)[:7] = torch.tensor([0.0, -0.0, inf, -inf, nan, 200.0, -200.0])
+    x = x.to(dtype)
+    for s in (2.0, 0.5, 10.0, 1e-3, 3.7, 1.0, 0.0, -2.0, inf, nan):
+        for what, v in (("dense", x), ("transposed", x.t())):
+            got, want = (s ** v.to("mytorch")).cpu(), s**v
+            assert got.dtype == want.dtype
+            assert_aligned(got, want, s ** v.double(), what=f"{s} ** x {what}")
+    base = (torch.rand(64, 64, generator=g) * 20).to(dtype)
+    e = (torch.randn(64, 64, generator=g) * 8).to(dtype)
+    for what, u, w in (("dense", base, e), ("transposed", base.t(), e)):
+        got = torch.pow(u.to("mytorch"), w.to("mytorch")).cpu()
+        assert_aligned(got, torch.pow(u, w), torch.pow(u.double(), w.double()), what=f"pow {what}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_pow_exponents_and_clamp_bounds_match_the_cpu(dtype):
     """The sim's special cases (issue 55): pow's exponents 2, 3, 0.5, -0.5, -1 (ATen's CPU kernel computes them

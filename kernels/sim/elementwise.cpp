@@ -144,7 +144,7 @@ void dense_half(Out* o, const T* x, const T* y, float sx, float sy, int n, const
   // unrolled into 8 scalar libm calls, a 64-element one vectorises with libmvec.
   constexpr EwGroup g = ew_group(op);
   constexpr bool libm = g == EwGroup::UnaryFloat || g == EwGroup::Nn || op == EwOp::Atan2 || op == EwOp::Hypot ||
-                        op == EwOp::Logaddexp || op == EwOp::Logaddexp2;
+                        op == EwOp::Logaddexp || op == EwOp::Logaddexp2 || op == EwOp::Pow;  // Note [pow in float]
 #if defined(MT_SIM_ISA_AVX512)
   if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<Out, T> && !libm) {
     return dense_bf16<op>(o, x, y, sx, sy, n, p, b, e);
@@ -458,8 +458,8 @@ rt::Status run_dtype(const ElementwiseArgs& a) {
 #else
 // The AVX-512 compile: the dense loops of float, half and bfloat16 (Note [Sim AVX-512 dense loops]), but for the
 // functors measured slower 16 wide than 8 (the speed report's cases, one process each way): the Special group's
-// double-precision series (bessel_y0 float32 22 -> 29 ms), erfc (0.27 -> 0.38 ms) and erfinv (bfloat16 4.0 -> 16 ms),
-// whose branches the 16-wide loop runs masked; and the fmod rows in half and bfloat16 (bfloat16 fmod 0.98 -> 1.21
+// double-precision series (bessel_y0 float32 22 -> 29 ms) and erfc (0.27 -> 0.38 ms), whose branches the 16-wide
+// loop runs masked; and the fmod rows in half and bfloat16 (bfloat16 fmod 0.98 -> 1.21
 // ms: their vector form is dense_binary's two passes, which the 16-wide compile of dense_half's blocks slows). gelu
 // and its backward keep the AVX2 loops for accuracy: where 1 + erf(x / sqrt 2) cancels (x near -5) libmvec's 16-wide
 // erff left one element of test_sim_parallel's gelu outside the alignment rule against the CPU.
@@ -469,8 +469,8 @@ constexpr bool kCheapSpecial = op == EwOp::Entr || op == EwOp::Xlogy || op == Ew
                                ew::HasFloatForm<op>::value;  // and the branch-free float forms
 template <EwOp op, typename T>
 constexpr bool kWide =
-    (ew_group(op) != EwGroup::Special || kCheapSpecial<op>) && op != EwOp::Erfc && op != EwOp::Erfinv &&
-    op != EwOp::Gelu && op != EwOp::GeluBackward && (std::is_same_v<T, float> || !ew::HasFastFmod<op>::value);
+    (ew_group(op) != EwGroup::Special || kCheapSpecial<op>) && op != EwOp::Erfc && op != EwOp::Gelu &&
+    op != EwOp::GeluBackward && (std::is_same_v<T, float> || !ew::HasFastFmod<op>::value);
 
 template <EwOp op>
 bool run_dense_dtype(const ElementwiseArgs& a) {

@@ -287,9 +287,29 @@ template <> struct Fn<EwOp::Fmod> {
     else return static_cast<O>(mt_fmod<kFast>(a, b));
   }
 };
+// Note [pow in float]
+// float, half and bfloat16 pow (opmath float) is exp(b log|a|) in double on libmvec's double log and exp
+// (mt_vmath_*, sim_vmath_double.h), then C's rules for the sign and the special values as selects: an odd integer b
+// gives a negative base's sign (-0 included), a non-integer b makes a finite negative base NaN, pow(a, +-0) and
+// pow(1, b) are 1 whatever the other (NaN too), pow(-1, +-inf) is 1. b log|a| in double is within 2^-52 relative,
+// so the result is within double's rounding before the one rounding to float (float's rounding of pow but for rare
+// double roundings). A dense loop vectorises; powf one element at a time ran at 0.3-0.5x the CPU's vectorised pow
+// (docs/speed.md at c1b68db), and libmvec's powf (4 ulp) moved TorchTitan's RoPE-driven losses outside the
+// alignment rule (sim_vmath.h).
+MT_HOST_DEVICE inline float pow_f(float a, float b) {
+  const double r = mt_vmath_exp(static_cast<double>(b) * mt_vmath_log(std::fabs(static_cast<double>(a))));
+  const float half = 0.5f * b;
+  const bool integer = std::rint(b) == b, odd = integer && std::rint(half) != half;  // |b| >= 2^24 is even
+  const float v = static_cast<float>(std::signbit(a) & odd ? -r : r);
+  const bool nan = (a < 0.0f) & (a != -std::numeric_limits<float>::infinity()) & !integer;
+  const bool one =
+      (b == 0.0f) | (a == 1.0f) | ((a == -1.0f) & (std::fabs(b) == std::numeric_limits<float>::infinity()));
+  return one ? 1.0f : (nan ? std::numeric_limits<float>::quiet_NaN() : v);
+}
 template <> struct Fn<EwOp::Pow> {
   MT_EW_FN(O a, O b, const EwParams&) {
     if constexpr (is_int_v<T>) return int_pow(a, b);
+    else if constexpr (std::is_same_v<O, float>) return pow_f(a, b);
     else return static_cast<O>(std::pow(a, b));
   }
 };

@@ -1,4 +1,5 @@
-// Vector math for the AVX2 variant of the sim hot loops (Note [Sim vector math]).
+// Vector math for the AVX2 variant of the sim hot loops (Note [Sim vector math]); the double functions the float
+// forms call are sim_vmath_double.h's.
 #pragma once
 
 // Note [Sim vector math]
