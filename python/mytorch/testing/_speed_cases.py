@@ -330,14 +330,16 @@ MISSES = {
     "copies a strided input first, masked_select and masked_scatter_ compose it with the index engine, and the count "
     "is read on the host (one synchronisation, as on the CPU); unique_consecutive is composed; op_db's small samples "
     "pay the glue's per-call work",
-    "square*|__rpow__*|pow*": "pow's exponents 0, 1, 2, 0.5, -0.5, -1 (and 3 in float/double) run as ATen's CPU "
-    "kernel runs them (csrc/aten/pointwise/BinaryOps.cpp); other exponents, tensor exponents and __rpow__ run the Pow "
-    "functor (std::pow per element: libmvec's powf moved losses outside the alignment rule, sim_vmath.h), where the "
-    "CPU has a vectorised pow",
-    "frexp*|erfinv*": "frexp is a scalar functor without a vector form (no libmvec function to call); erfinv is "
-    "vectorised in float (ops_math.h erfinv_f, seven libmvec calls an element, 0.04x -> 0.22x); remainder, fmod, "
-    "floor division and atan2 left this list (Note [Vectorised fmod], libmvec's atan2f), and so did i0/i1/K/J/Y and "
-    "ndtri (Note [Special functions in float]: 0.04-0.74x -> 1.0-13x)",
+    "square*|float_power*": "square is pow(x, 2), x * x as ATen's CPU kernel computes it (csrc/aten/pointwise/"
+    "BinaryOps.cpp), memory-bound at 1M elements; float_power computes in float64 on the scalar libm (float64 keeps "
+    "it: Note [Sim vector math]); not profiled further. pow and __rpow__ left this list (Note [pow in float]: "
+    "0.29-0.54x -> 1.14-1.22x at 61bbdc5)",
+    "frexp*|mvlgamma*": "frexp is a scalar functor without a vector form (no libmvec function to call); mvlgamma is "
+    "composed (an arange, a broadcast sum of lgamma, a reduction): its lgamma vectorises since 43f769c (Note [lgamma "
+    "in float]: lgamma 0.15x -> 1.27x, mvlgamma forward 0.17-0.43x -> 0.35-0.73x), the composition's passes remain. "
+    "erfinv and lgamma (43f769c: 0.08x -> 1.0x, 0.15x -> 1.27x), remainder, fmod, floor division and atan2 left "
+    "this list (Note [Vectorised fmod], libmvec's atan2f), and so did i0/i1/K/J/Y, spherical_bessel_j0 and ndtri "
+    "(Note [Special functions in float]: 0.04-0.74x -> 1.0-15x)",
     "linalg.*|triangular_solve*|cholesky*": "op_db's samples are small matrices (a few hundred elements), where the "
     "glue's per-call work dominates: the composed solvers run several native kernels and copies around the CPU's "
     "LAPACK call (Note [Dense solver family]); their meta call is cached since 0668b14 (Note [Cached meta results]: "
