@@ -25,6 +25,8 @@ VOCABULARY = {
     "ops_math.h",
     "ops_nn.h",
     "ops_special.h",  # the Special group's functors, included by ops_math.h as ops_nn.h is
+    "special_float.h",  # and what ops_special.h includes: the float forms, their Chebyshev tables
+    "special_cheb.h",
     "window.h",
     "pointwise.def",
     # where a kernel records an error in its data (Note [Device-side errors]): every family that indexes by data
