@@ -1,5 +1,5 @@
-// Double math for the float forms that compute in double (Note [lgamma in float] in ops_math.h, Note [pow with a
-// scalar base] in sim/elementwise.cpp), a companion of sim_vmath.h (Note [Sim vector math]) kept apart from it:
+// Double math for the float forms that compute in double (Note [lgamma in float] and Note [pow in float] in
+// ops_math.h), a companion of sim_vmath.h (Note [Sim vector math]) kept apart from it:
 // ops_math.h includes this file, and every kernel that includes ops_math.h would otherwise take sim_vmath.h's float
 // declarations too.
 #pragma once
