@@ -311,30 +311,6 @@ def test_factories_prelu_and_complex_match_the_cpu():
     _check(torch.complex(_dev(re), _dev(im)), torch.complex(re, im), None, "complex")
 
 
-@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
-def test_cdist_and_pdist_forward_and_backward_match_the_cpu(p):
-    x1 = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
-    x2 = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
-    x2[:, 1] = x1[:, 2]  # a zero distance: its gradient is zero, not NaN
-    rows = torch.randn(6, 3, generator=g, dtype=torch.float64)
-    rows[4] = rows[1]
-    for name, fn, args in [
-        ("cdist", lambda a, b: torch.cdist(a, b, p=p, compute_mode="donot_use_mm_for_euclid_dist"), (x1, x2)),
-        ("pdist", lambda a: torch.pdist(a, p=p), (rows,)),
-    ]:
-        for dtype in (torch.float32, torch.float64):
-            cpu = [a.to(dtype).requires_grad_() for a in args]
-            dev = [a.to(dtype).to("mytorch").detach().requires_grad_() for a in args]
-            ref, out = fn(*cpu), fn(*dev)
-            cot = torch.randn(ref.shape, generator=g, dtype=dtype)
-            ref_grads = torch.autograd.grad(ref, cpu, cot)
-            dev_grads = torch.autograd.grad(out, dev, cot.to("mytorch"))
-            gold = fn(*[a.double() for a in args])
-            problems = _problems(out, ref, gold, f"{name} p={p} {dtype}")
-            problems += _problems(list(dev_grads), list(ref_grads), None, f"{name} p={p} {dtype} gradients")
-            assert not problems, problems
-
-
 def test_nonzero_static_reads_prefixes_as_the_cpu_reads_the_whole():
     """nonzeroStaticOut searches growing prefixes of the flattened input: sizes below, at and above the count of
     non-zeros (padded), non-zeros only past the first prefix, a permuted (non-contiguous) input, a 0-dim one."""
