@@ -205,6 +205,41 @@ def test_kthvalue_by_top_k_is_the_stable_sorts_pair(dtype):
             assert torch.equal(v.cpu().float().nan_to_num(1e9), x.kthvalue(k, dim).values.float().nan_to_num(1e9))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool])
+@pytest.mark.parametrize("n", [1, 2, 15, 64, 65])
+def test_short_slice_selection_is_the_stable_sorts_pair(dtype, n):
+    """Note [Selection in short slices]: up to 64 elements median, nanmedian and kthvalue rank each element instead of
+    sorting (65 takes the sort); both give the stable sort's pair at ATen's position (ties by index, NaN last): the
+    first NaN for median, the lower median of the valid values for nanmedian, NaN when all are NaN."""
+    x = (torch.randn(6, n, generator=g) * 2).round()
+    if dtype.is_floating_point:
+        x[1, n // 2] = float("nan")
+        x[2, :] = float("nan")
+    x = x.to(dtype)
+    d = _dev(x)
+    s = d.sort(dim=1, stable=True)
+    nans = x.float().isnan().sum(1)
+    valid = n - nans
+    positions = {
+        "median": torch.where(nans > 0, n - nans, torch.full_like(nans, (n - 1) // 2)),
+        "nanmedian": torch.where(valid > 0, (valid - 1).div(2, rounding_mode="floor"), 0),
+        "kthvalue": torch.full_like(nans, max(1, (2 * n) // 3) - 1),
+    }
+    for name, pos in positions.items():
+        if name == "nanmedian" and not dtype.is_floating_point:
+            continue
+        if name == "kthvalue":
+            got = d.kthvalue(int(pos[0]) + 1, 1)
+        else:
+            got = getattr(torch, name)(d, 1)
+        want_i = s.indices.cpu().gather(1, pos.unsqueeze(1)).squeeze(1)
+        assert torch.equal(got.indices.cpu(), want_i), name
+        assert torch.equal(
+            got.values.cpu().float().nan_to_num(1e9),
+            x.gather(1, want_i.unsqueeze(1)).squeeze(1).float().nan_to_num(1e9),
+        ), name
+
+
 def test_mode_picks_the_smallest_of_the_most_frequent_values():
     x = torch.tensor([[5, 1, 5, 1, 2, 9], [3, 3, 3, 0, 0, 0]])
     v, i = torch.mode(_dev(x), 1)

@@ -82,7 +82,30 @@ __global__ void searchsorted_kernel(SearchArgs a) {
   }
 }
 
+// A thread per slice (Note [Selection in short slices]).
+template <typename T>
+__global__ void rank_select_kernel(RankSelectArgs a) {
+  using O = ew::opmath_t<T>;
+  const T* in = static_cast<const T*>(a.in);
+  for (const int64_t s : grid_stride(a.slices)) {
+    const int64_t i = ::mytorch::rank_select<O>(in + s * a.length, a.length, a.what, a.k);
+    static_cast<T*>(a.values)[s] = in[s * a.length + i];
+    a.indices[s] = i;
+  }
+}
+
 } // namespace
+
+rt::Status rank_select(const RankSelectArgs& a, rt::Stream stream) {
+  if (a.slices == 0) return rt::Status::Success;
+  bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!is_complex_t<T>::value)
+      rank_select_kernel<T><<<grid_for(a.slices), kThreads, 0, native(stream)>>>(a);
+  });
+  if (!ok) return rt::report(rt::Status::InvalidValue, "rank_select: unsupported dtype");
+  return check_launch("rank_select");
+}
 
 rt::Status searchsorted(const SearchArgs& a, rt::Stream stream) {
   if (a.n == 0) return rt::Status::Success;

@@ -183,6 +183,25 @@ rt::Status sort(const SortArgs& a, rt::Stream) {
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "sort: unsupported dtype");
 }
 
+rt::Status rank_select(const RankSelectArgs& a, rt::Stream) {
+  bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!is_complex_t<T>::value) {
+      using O = ew::opmath_t<T>;
+      const T* in = static_cast<const T*>(a.in);
+      T* values = static_cast<T*>(a.values);
+      par::parallel_for(a.slices, par::grain_for(a.length * a.length), [&](int64_t b, int64_t e) {
+        for (int64_t s = b; s < e; ++s) {
+          const int64_t i = ::mytorch::rank_select<O>(in + s * a.length, a.length, a.what, a.k);
+          values[s] = in[s * a.length + i];
+          a.indices[s] = i;
+        }
+      });
+    }
+  });
+  return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "rank_select: unsupported dtype");
+}
+
 rt::Status isin(const IsinArgs& a, rt::Stream) {
   bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -3,7 +3,8 @@
 //
 // Note [Order statistics from the sort]
 // ATen's CPU kernels select with std::nth_element and its CUDA kernels sort; mytorch sorts each slice once with
-// its native stable sort (NaN last, as ATen orders it) and gathers the selected position:
+// its native stable sort (NaN last, as ATen orders it) and gathers the selected position (slices of up to
+// kRankSelectMax elements take one ranking kernel to the same element instead: Note [Selection in short slices]):
 //  - median: the lower median, position (n - 1) / 2; a slice holding NaN answers its first NaN, which the stable
 //    sort puts at position n - (number of NaNs);
 //  - nanmedian: the lower median of the slice's non-NaN values, position (valid - 1) / 2 (position 0, a NaN,
@@ -17,6 +18,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/arange.h>
@@ -51,6 +53,8 @@
 
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
+#include "csrc/core/Runtime.h"
+#include "mytorch/sort.h"
 
 namespace mytorch {
 namespace {
@@ -92,6 +96,29 @@ Tensor modePosition(const Tensor& sorted, int64_t d) {
   return at::argmax(length_at_end, d, /*keepdim=*/true);
 }
 
+// median, nanmedian or kthvalue along dim d of at most kRankSelectMax elements: one kernel (Note [Selection in short
+// slices]).
+std::tuple<Tensor, Tensor> rankSelect(const Tensor& self, int64_t d, bool keepdim, Select what, int64_t k) {
+  const Tensor rows = (d == self.dim() - 1 ? self : self.movedim(d, -1)).contiguous();
+  std::vector<int64_t> shape = self.sizes().vec();
+  shape.erase(shape.begin() + d);
+  Tensor values = at::empty(shape, self.options()), indices = at::empty(shape, self.options().dtype(at::kLong));
+  RankSelectArgs a;
+  a.dtype = toKernelDType(self.scalar_type());
+  a.in = rows.const_data_ptr();
+  a.slices = values.numel();
+  a.length = self.size(d);
+  a.what = what == Select::Median      ? RankSelect::Median
+           : what == Select::NanMedian ? RankSelect::NanMedian
+                                       : RankSelect::Kth;
+  a.k = k;
+  a.values = values.data_ptr();
+  a.indices = indices.data_ptr<int64_t>();
+  c10::DeviceGuard guard(self.device());
+  MT_RT_CHECK(kernels::rank_select(a, streamFor(self)));
+  return keepdim ? std::make_tuple(values.unsqueeze(d), indices.unsqueeze(d)) : std::make_tuple(values, indices);
+}
+
 // (values, indices) of the selection along dim, with ATen's checks; the outputs are fresh tensors.
 std::tuple<Tensor, Tensor> selectAlong(const Tensor& self, int64_t dim, bool keepdim, Select what, int64_t k = 0) {
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
@@ -120,6 +147,7 @@ std::tuple<Tensor, Tensor> selectAlong(const Tensor& self, int64_t dim, bool kee
     Tensor v = tv.narrow(d, k - 1, 1), i = ti.narrow(d, k - 1, 1);
     return keepdim ? std::make_tuple(v, i) : std::make_tuple(v.squeeze(d), i.squeeze(d));
   }
+  if (what != Select::Mode && n <= kRankSelectMax) return rankSelect(self, d, keepdim, what, k);
   auto [sorted, order] = at::sort(self, /*stable=*/true, d, /*descending=*/false);
   Tensor pos;
   if (what == Select::Mode) {
