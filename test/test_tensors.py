@@ -88,6 +88,36 @@ def test_cast_outside_kernel_types(dtype):
     assert same(y.to(torch.float32).cpu(), x.to(dtype).to(torch.float32))
 
 
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.filterwarnings("ignore:Casting complex values to real discards")
+@pytest.mark.parametrize("other", KERNEL_DTYPES, ids=str)
+def test_complex32_casts_match_the_cpu_bit_for_bit(other):
+    """Note [complex32 copies] (csrc/aten/tensor/Copy.cpp): to and from complex32 through its halves, on the device,
+    for every kernel dtype, a transposed source, a broadcast one, and the halves' edges (NaN, -0, overflow to inf,
+    a subnormal half, a rounding tie)."""
+    x = sample(other, (6, 9))
+    if other.is_floating_point or other.is_complex:
+        edges = torch.tensor([float("nan"), -0.0, 1e6, 6.1e-5 / 3, 1 + 2**-11, -65519.0], dtype=torch.float64)
+        x = x.clone()
+        x.view(-1)[: edges.numel()] = edges.to(other)
+    d = x.to("mytorch")
+    for view in (lambda t: t, lambda t: t.t()):
+        assert same(view(d).to(torch.complex32).cpu(), view(x).to(torch.complex32)), other
+        c = view(x).to(torch.complex32)
+        assert same(c.to("mytorch").to(other).cpu(), c.to(other)), other
+    wide = torch.empty(3, 6, 9, dtype=torch.complex32, device="mytorch")
+    assert same(wide.copy_(d).cpu(), torch.empty(3, 6, 9, dtype=torch.complex32).copy_(x)), other
+    # the control: the casts stay on the device (the CPU's conversion synchronises, which sync-debug "error" refuses)
+    c = d.to(torch.complex32)
+    torch.mytorch.set_sync_debug_mode("error")
+    try:
+        d.to(torch.complex32), c.to(other)
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            d.to(torch.float8_e5m2)  # a type without kernels still converts on the CPU
+    finally:
+        torch.mytorch.set_sync_debug_mode("default")
+
+
 def test_conversion_on_upload_and_download():
     x = sample(torch.float64)
     assert same(x.to("mytorch", dtype=torch.float16).cpu(), x.to(torch.float16))
