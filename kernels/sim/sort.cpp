@@ -190,11 +190,17 @@ rt::Status rank_select(const RankSelectArgs& a, rt::Stream) {
       using O = ew::opmath_t<T>;
       const T* in = static_cast<const T*>(a.in);
       T* values = static_cast<T*>(a.values);
-      par::parallel_for(a.slices, par::grain_for(a.length * a.length), [&](int64_t b, int64_t e) {
+      par::parallel_for(a.slices, par::grain_for(8 * a.length), [&](int64_t b, int64_t e) {
+        int64_t order[kRankSelectMax];
         for (int64_t s = b; s < e; ++s) {
-          const int64_t i = ::mytorch::rank_select<O>(in + s * a.length, a.length, a.what, a.k);
-          values[s] = in[s * a.length + i];
-          a.indices[s] = i;
+          const T* v = in + s * a.length;
+          const int64_t pos = rank_select_position<O>(v, a.length, a.what, a.k);
+          for (int64_t j = 0; j < a.length; ++j) order[j] = j;
+          std::nth_element(order, order + pos, order + a.length, [&](int64_t x, int64_t y) {
+            return sort_before<O>(static_cast<O>(v[x]), x, static_cast<O>(v[y]), y, false);
+          });
+          values[s] = v[order[pos]];
+          a.indices[s] = order[pos];
         }
       });
     }

@@ -246,7 +246,8 @@ MT_HOST_DEVICE inline int64_t search_bound(const SearchArgs& a, const T* values,
 // the gathers around it took about ten launches: median of 15 elements at 0.10x the CPU). The position is ATen's:
 // median's lower median, (n - 1) / 2, or its first NaN, n - NaNs, when it has any; nanmedian's lower median of the
 // valid values, (valid - 1) / 2 (0, a NaN, when all are NaN); kthvalue's k - 1. The same element as the stable sort's
-// at that position, so the same value and index as the sorted route of longer slices.
+// at that position, so the same value and index as the sorted route of longer slices. The sim finds it with
+// std::nth_element under the same order (a strict total order: one element has each position).
 constexpr int64_t kRankSelectMax = 64;
 enum class RankSelect : int { Median, NanMedian, Kth };
 
@@ -260,14 +261,21 @@ struct RankSelectArgs {
   int64_t* indices = nullptr;  // [slices]
 };
 
-// The selected element of slice v[0..n) (Note [Selection in short slices]).
+// The position selected in slice v[0..n) sorted (Note [Selection in short slices]).
 template <typename O, typename T>
-MT_HOST_DEVICE inline int64_t rank_select(const T* v, int64_t n, RankSelect what, int64_t k) {
+MT_HOST_DEVICE inline int64_t rank_select_position(const T* v, int64_t n, RankSelect what, int64_t k) {
   int64_t nans = 0;
   for (int64_t j = 0; j < n; ++j) nans += static_cast<O>(v[j]) != static_cast<O>(v[j]);
-  int64_t pos = k - 1;
-  if (what == RankSelect::Median) pos = nans > 0 ? n - nans : (n - 1) / 2;
-  else if (what == RankSelect::NanMedian) pos = n - nans > 0 ? (n - nans - 1) / 2 : 0;
+  if (what == RankSelect::Median) return nans > 0 ? n - nans : (n - 1) / 2;
+  if (what == RankSelect::NanMedian) return n - nans > 0 ? (n - nans - 1) / 2 : 0;
+  return k - 1;
+}
+
+// The selected element of slice v[0..n): the one with as many elements before it as its position (the CUDA kernel's
+// thread per slice; the sim selects the same element with std::nth_element).
+template <typename O, typename T>
+MT_HOST_DEVICE inline int64_t rank_select(const T* v, int64_t n, RankSelect what, int64_t k) {
+  const int64_t pos = rank_select_position<O>(v, n, what, k);
   for (int64_t i = 0; i < n; ++i) {
     const O vi = static_cast<O>(v[i]);
     int64_t rank = 0;
