@@ -76,13 +76,8 @@ CdistOperands cdistOperands(const Tensor& x1, const Tensor& x2) {
   return o;
 }
 
-Tensor cdistForward(const Tensor& x1, const Tensor& x2, double p, std::optional<int64_t> compute_mode) {
-  if (!floating(x1) || x1.scalar_type() != x2.scalar_type())
-    return Fallback<at::_ops::_cdist_forward>::call(x1, x2, p, compute_mode);
-  cdistChecks(x1, x2, p);
-  const CdistOperands o = cdistOperands(x1, x2);
-  Tensor out = at::empty(o.shape, x1.options());
-  if (out.numel() == 0) return out;
+// The kernels' arguments for the operands (the output and, for the backward, grad and dist left to the caller).
+DistanceArgs cdistArgs(const CdistOperands& o, const Tensor& x1, const Tensor& x2, double p) {
   DistanceArgs a = distanceArgs(x1, p);
   a.x1 = o.x1.const_data_ptr();
   a.x2 = o.x2.const_data_ptr();
@@ -90,6 +85,17 @@ Tensor cdistForward(const Tensor& x1, const Tensor& x2, double p, std::optional<
   a.r1 = x1.size(-2);
   a.r2 = x2.size(-2);
   a.m = x1.size(-1);
+  return a;
+}
+
+Tensor cdistForward(const Tensor& x1, const Tensor& x2, double p, std::optional<int64_t> compute_mode) {
+  if (!floating(x1) || x1.scalar_type() != x2.scalar_type())
+    return Fallback<at::_ops::_cdist_forward>::call(x1, x2, p, compute_mode);
+  cdistChecks(x1, x2, p);
+  const CdistOperands o = cdistOperands(x1, x2);
+  Tensor out = at::empty(o.shape, x1.options());
+  if (out.numel() == 0) return out;
+  DistanceArgs a = cdistArgs(o, x1, x2, p);
   a.out = out.data_ptr();
   launchDistance(a, /*forward=*/true, x1);
   return out;
@@ -107,13 +113,7 @@ Tensor cdistBackward(const Tensor& grad, const Tensor& x1, const Tensor& x2, dou
   std::vector<int64_t> shape(o.shape.begin(), o.shape.end() - 1);
   shape.push_back(x1.size(-1));
   Tensor out = at::empty(shape, x1.options());
-  DistanceArgs a = distanceArgs(x1, p);
-  a.x1 = o.x1.const_data_ptr();
-  a.x2 = o.x2.const_data_ptr();
-  a.batch = o.batch;
-  a.r1 = x1.size(-2);
-  a.r2 = x2.size(-2);
-  a.m = x1.size(-1);
+  DistanceArgs a = cdistArgs(o, x1, x2, p);
   a.grad = g.const_data_ptr();
   a.dist = d.const_data_ptr();
   a.out = out.data_ptr();
