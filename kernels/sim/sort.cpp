@@ -184,6 +184,7 @@ rt::Status sort(const SortArgs& a, rt::Stream) {
 }
 
 rt::Status rank_select(const RankSelectArgs& a, rt::Stream) {
+  if (a.length > kRankSelectMax) return rt::report(rt::Status::InvalidValue, "rank_select: slices of at most 64");
   bool ok = dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!is_complex_t<T>::value) {

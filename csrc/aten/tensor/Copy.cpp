@@ -90,6 +90,7 @@ void deviceCopy(const at::Tensor& dst, const at::Tensor& src) {
     if (direct.shape.numel > 0) MT_RT_CHECK(kernels::copy(direct, streamFor(dst)));
     return;
   }
+  if (dst.scalar_type() != src.scalar_type() && complexHalfCopy(dst, src)) return;  // before an iterator it drops
   auto iter = at::TensorIteratorConfig()
                   .add_output(dst)
                   .add_const_input(src)
@@ -100,7 +101,6 @@ void deviceCopy(const at::Tensor& dst, const at::Tensor& src) {
   if (iter.numel() == 0) return;
   const bool castable =
       toKernelDType(dst.scalar_type()) != DType::Other && toKernelDType(src.scalar_type()) != DType::Other;
-  if (dst.scalar_type() != src.scalar_type() && !castable && complexHalfCopy(dst, src)) return;
   if (dst.scalar_type() != src.scalar_type() && !castable) {
     // Types the kernel cannot convert (float8, bits, quantized...): let the CPU convert.
     auto host = at::empty(src.sizes(), src.options().device(at::kCPU));
