@@ -288,7 +288,7 @@ def test_matrix_exp_matches_the_cpu(dtype):
 def test_lstsq_matches_the_cpu(dtype):
     """Note [Least squares]: every driver on tall, wide, square and empty matrices, a rank-deficient batch (the
     minimum-norm solution and the rank), vector and broadcast right-hand sides, rcond, the gradient, and ATen's
-    refusals with its messages."""
+    refusals with its messages (gels's refusal of a zero column, batched and not, included)."""
     for m, n in [(6, 4), (4, 6), (5, 5), (0, 3), (3, 0)]:
         A, B = _rand(2, m, n, dtype=dtype), _rand(2, m, 3, dtype=dtype)
         for driver in ("gels", "gelsy", "gelsd", "gelss", None):
@@ -313,12 +313,13 @@ def test_lstsq_matches_the_cpu(dtype):
     assert not _compare(
         lambda a, b: torch.linalg.lstsq(a, b, driver="gels"), A[0], _rand(7, dtype=dtype), what="lstsq one vector"
     )
-    assert not _compare(
-        lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd"),
-        A[:1],
-        _rand(4, 7, 2, dtype=dtype),
-        what="lstsq broadcast",
-    )
+    for driver in ("gelsd", "gels"):
+        assert not _compare(
+            lambda a, b: torch.linalg.lstsq(a, b, driver=driver),
+            A[:1],
+            _rand(4, 7, 2, dtype=dtype),
+            what=f"lstsq broadcast {driver}",
+        )
     G = _rand(3, 4, 2, dtype=dtype)
 
     def grads(a, b, g):
@@ -333,6 +334,11 @@ def test_lstsq_matches_the_cpu(dtype):
         lambda a, b: torch.linalg.lstsq(a, b.to(torch.complex128 if dtype != torch.complex128 else torch.complex64)),
         lambda a, b: torch.linalg.lstsq(a[0], b),
     ]
+    if not dtype.is_complex:  # gels by QR refuses an exactly zero diagonal of R, as LAPACK's trtrs (real dtypes)
+        bad += [
+            lambda a, b: torch.linalg.lstsq(a * (torch.arange(4, device=a.device) != 2), b, driver="gels"),
+            lambda a, b: torch.linalg.lstsq(a[1] * (torch.arange(4, device=a.device) != 0), b[1], driver="gels"),
+        ]
     for call in bad:
         a, b = _rand(3, 7, 4, dtype=dtype), _rand(3, 7, 2, dtype=dtype)
         with pytest.raises(RuntimeError) as cpu:

@@ -16,9 +16,20 @@
 // offers every driver, where torch.cuda has only gels. float32 problems are solved in float64 and rounded once:
 // linalg.lstsq's gradient is computed from the solution, and an SVD solution's float32 rounding differs from the
 // CPU's QR one enough for that gradient to land farther from float64 than the CPU's (by 2x at an element).
+// gels of a tall or square real A is the exception: it is LAPACK's and torch.cuda's algorithm, Householder QR, Q^H B
+// and the triangular solve R X = (Q^H B)[:n], at the input's precision, residuals the squared norms of rows n..m of
+// Q^H B, and an exactly zero diagonal element of R refused as LAPACK's trtrs refuses it (the CPU's "does not have
+// full rank (error code: i)"). The gradient (pinv(A)'s backward plus a term in the residual B - A X) cancels the
+// float32 errors of its pinv(A) only against a solution that carries a float32 solve's errors: with the float64
+// solution rounded, an element of A's gradient landed 2.05x farther from float64 than the CPU's on an AMD EPYC,
+// where the CPU's LAPACK rounds differently from the Intel machine the float64 route was measured on. (Complex gels
+// stays on the SVD: the triangular solve has no complex kernel.)
 #include <ATen/core/Tensor.h>
 #include <ATen/native/LinearAlgebraUtils.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/ops/_linalg_check_errors.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/linalg_solve_triangular.h>
 #include <ATen/ops/linalg_lstsq_ops.h>
 #include <ATen/ops/linalg_svd.h>
 #include <ATen/ops/logical_and.h>
@@ -31,6 +42,7 @@
 #include <cctype>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/aten/linalg/Solver.h"
@@ -79,6 +91,28 @@ void checkArguments(const Tensor& A, const Tensor& B, const Tensor& solution, co
   at::native::checkLinalgCompatibleDtype(fn, sv.scalar_type(), real, "singular_values");
 }
 
+// gels of a tall or square A (m >= n > 0): QR at the input's precision (Note [Least squares]). B2: [..., m, k].
+// Returns the solution [batch, n, k] and the residuals [batch, k] (empty when m == n).
+std::tuple<Tensor, Tensor> gelsQr(const Tensor& A, const Tensor& B2) {
+  const int64_t m = A.size(-2), n = A.size(-1);
+  const auto batch = at::infer_size(A.sizes().slice(0, A.dim() - 2), B2.sizes().slice(0, B2.dim() - 2));
+  Tensor a = solver::columnMajor(A, batch), c = solver::columnMajor(B2, batch);
+  std::vector<int64_t> tau_shape(batch.begin(), batch.end());
+  tau_shape.push_back(n);
+  Tensor tau = at::empty(tau_shape, A.options());
+  solver::geqrf(a, tau);
+  solver::ormqr(a, tau, c, /*left=*/true, /*transpose=*/true);
+  const Tensor R = a.narrow(-2, 0, n).triu();
+  // trtrs's refusal: the first exactly zero diagonal element, 1-based, per matrix.
+  const Tensor zero = R.diagonal(0, -2, -1).abs().eq(0);
+  const Tensor info = at::where(zero.any(-1), zero.to(at::kInt).argmax(-1).add(1), 0).to(at::kInt);
+  at::_linalg_check_errors(info, "torch.linalg.lstsq", info.numel() <= 1); // ATen's rule for the prefix
+  Tensor X = at::linalg_solve_triangular(R, c.narrow(-2, 0, n), /*upper=*/true);
+  const auto real = c10::toRealValueType(A.scalar_type());
+  Tensor res = m > n ? c.narrow(-2, n, m - n).abs().square().sum(-2).to(real) : at::empty({0}, A.options().dtype(real));
+  return {X, res};
+}
+
 Outputs lstsqOut(const Tensor& A, const Tensor& B, std::optional<double> rcond, std::optional<c10::string_view> driver,
                  Tensor& solution, Tensor& residuals, Tensor& rank, Tensor& sv) {
   // The half types the CPU refuses; batched vector right-hand sides whose shape is not A's batch (ATen treats them
@@ -89,13 +123,21 @@ Outputs lstsqOut(const Tensor& A, const Tensor& B, std::optional<double> rcond, 
   if (!solver::supported(A) || oddRhs)
     return Fallback<at::_ops::linalg_lstsq_out>::call(A, B, rcond, driver, solution, residuals, rank, sv);
   const bool vector = at::native::linalg_solve_is_vector_rhs(A, B);
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  const auto real = c10::toRealValueType(A.scalar_type());
+  if (name == "gels" && m >= n && n > 0 && !A.is_complex()) {
+    auto [X, res] = gelsQr(A, vector ? B.unsqueeze(-1) : B);
+    assignOut(solution, vector ? X.squeeze(-1) : X);
+    assignOut(residuals, res);
+    assignOut(rank, at::empty({0}, A.options().dtype(at::kLong)));
+    assignOut(sv, at::empty({0}, A.options().dtype(real)));
+    return {solution, residuals, rank, sv};
+  }
   // float32 and complex64 are solved in double precision and rounded once (Note [Least squares]).
   const auto work = A.scalar_type() == at::kFloat          ? at::kDouble
                     : A.scalar_type() == at::kComplexFloat ? at::kComplexDouble
                                                            : A.scalar_type();
   const Tensor B2 = (vector ? B.unsqueeze(-1) : B).to(work);
-  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
-  const auto real = c10::toRealValueType(A.scalar_type());
   const double eps = at::native::_get_epsilon(real);
   const double r = rcond.has_value() ? *rcond : eps * static_cast<double>(std::max(m, n));
   // Note [Least squares]: which singular values count
