@@ -296,3 +296,52 @@ def test_large_convolutions_take_the_sims_host_route_for_forward_and_input_gradi
             assert routed == 2, (xs, routed)  # forward and input gradient, not the weight's
         else:
             assert routed == 0, (xs, routed)
+
+
+@pytest.mark.skipif(torch.mytorch.runtime() != "sim", reason="the sim's own weight-gradient sum; cuDNN sums its way")
+def test_weight_gradient_sums_in_blocks():
+    """Note [Sim convolution]: the float32 weight gradient sums each image's positions in blocks of 128 whose partial
+    sums add in float64. Over 65,536 positions of positive terms (no cancellation: the relative error is the sum's
+    own) it lands within eps of float64 (5.1e-8 here), where one float32 GEMM over the image landed at 2.5e-7 (the
+    negative control, run on the build before the blocks). A conv3d of the shape of the OpInfo sample that one GEMM
+    per image put 2.97x farther from float64 than the CPU (1320 positions, 'same' padding, dilation 3) aligns."""
+    from mytorch.testing._compare import assert_aligned
+
+    g = torch.Generator().manual_seed(0)
+    n = 1 << 16
+    x, gy, w = torch.rand(1, 1, n, generator=g), torch.rand(1, 1, n - 2, generator=g), torch.rand(1, 1, 3, generator=g)
+
+    def weight_grad(dev, dtype, x=x, gy=gy, w=w, **conv):
+        args = [a.to(dev, dtype) for a in (gy, x, w)]
+        dims = x.dim() - 2
+        out = torch.ops.aten.convolution_backward(
+            *args,
+            None,
+            conv.get("stride", [1] * dims),
+            conv.get("padding", [0] * dims),
+            conv.get("dilation", [1] * dims),
+            False,
+            [0] * dims,
+            1,
+            [False, True, False],
+        )
+        return out[1].cpu()
+
+    gold = weight_grad("cpu", torch.float64)
+    rel = ((weight_grad(DEV, torch.float32).double() - gold).abs() / gold.abs()).max().item()
+    assert rel <= torch.finfo(torch.float32).eps, rel
+
+    x3 = torch.randn(1, 1, 10, 11, 12, generator=g) * 9
+    w3 = torch.randn(1, 1, 4, 4, 4, generator=g) * 9
+    y = F.conv3d(x3, w3, padding="same", dilation=3)
+    gy3 = torch.randn(y.shape, generator=g)
+    pad = [(4, 5)] * 3  # 'same' with dilation 3 and 4 taps: the CPU pads 4 before and 5 after, then convolves
+    xp = F.pad(x3, [p for lo_hi in reversed(pad) for p in lo_hi])
+    conv = dict(dilation=[3, 3, 3])
+    got = weight_grad(DEV, torch.float32, x=xp, gy=gy3, w=w3, **conv)
+    assert_aligned(
+        got,
+        weight_grad("cpu", torch.float32, x=xp, gy=gy3, w=w3, **conv),
+        weight_grad("cpu", torch.float64, x=xp, gy=gy3, w=w3, **conv),
+        "conv3d weight gradient",
+    )
