@@ -708,3 +708,41 @@ def test_masked_ops_on_nonzero_match_the_cpu():
         src = torch.randn(v.numel(), generator=gen)
         want = v.clone().masked_scatter_(m, src)
         assert torch.equal(_dev(v).masked_scatter_(_dev(m), _dev(src)).cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_ldexp_of_integer_exponents_is_the_cpus(dtype):
+    """torch.ldexp with an integral exponent runs ATen's ldexp_stub (BinaryOps.cpp ldexpStub: x * 2^n in double,
+    rounded once), as the CPU and torch.cuda do, bit for bit the CPU's std::ldexp: over- and underflowing scales,
+    inf, NaN, zeros and the dtype's extremes among the values, every exponent dtype the CPU takes, broadcast, out=
+    and in place; bool and uint16 exponents refused as the CPU refuses them. Without the stub ATen composes
+    pow(2, n) in x's dtype, which overflowed float16 at n = 16 (the negative control below)."""
+    g = torch.Generator().manual_seed(5)
+    fi = torch.finfo(dtype)
+    x = torch.randn(3000, generator=g) * torch.exp2(torch.randint(-20, 20, (3000,), generator=g).float())
+    x = torch.cat(
+        [
+            x.to(dtype),
+            torch.tensor([float("inf"), -float("inf"), float("nan"), 0.0, -0.0, fi.tiny, fi.max], dtype=dtype),
+        ]
+    )
+    if dtype == torch.float64:
+        x = torch.cat([x, torch.tensor([2.0**-1074, 3 * 2.0**-1074, 2.0**-1000, 2.0**1000], dtype=dtype)])
+    for bound in (30, 300, 5000):
+        n = torch.randint(-bound, bound, x.shape, generator=g)
+        for nt in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+            e = n.to(nt) if nt in (torch.int64, torch.int32, torch.int16) else (n.abs() % 100).to(nt)
+            torch.testing.assert_close(
+                torch.ldexp(x.to("mytorch"), e.to("mytorch")).cpu(), torch.ldexp(x, e), rtol=0, atol=0, equal_nan=True
+            )
+    half = torch.tensor([-0.1815, 0.5], dtype=dtype)
+    assert torch.ldexp(half.to("mytorch"), torch.tensor([16, 3], device="mytorch")).isfinite().all()
+    col, row = x[:5].view(5, 1), torch.tensor([1, -2, 3])
+    assert torch.equal(torch.ldexp(col.to("mytorch"), row.to("mytorch")).cpu(), torch.ldexp(col, row))
+    y, yd = x[:6].clone(), x[:6].to("mytorch")
+    y.ldexp_(torch.arange(6))
+    yd.ldexp_(torch.arange(6, device="mytorch"))
+    torch.testing.assert_close(yd.cpu(), y, rtol=0, atol=0, equal_nan=True)
+    for nt in (torch.bool, torch.uint16):
+        with pytest.raises(NotImplementedError):
+            torch.ldexp(x.to("mytorch"), torch.ones(x.shape, dtype=nt, device="mytorch"))

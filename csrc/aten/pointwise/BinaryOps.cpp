@@ -3,7 +3,10 @@
 // overloads: ATen routes the functional and in-place forms through them). The Table rows register in
 // PointwiseTable.cpp. Complex add/sub/mul are composed on real views (Complex.cpp); other inputs the kernels do
 // not cover take the CPU fallback, counted as such.
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/BinaryOps.h>
+#include <ATen/ops/exp2.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
@@ -197,7 +200,41 @@ Tensor lshiftTensor(const Tensor& self, const Tensor& other) { return shift(EwOp
 Tensor rshiftScalar(const Tensor& self, const Scalar& other) { return shift(EwOp::Rshift, self, other); }
 Tensor rshiftTensor(const Tensor& self, const Tensor& other) { return shift(EwOp::Rshift, self, other); }
 
+// pow(2, e) (`2 ** t`) with a floating result is exp2(e): the exp2 row is within an ulp of 2^e and exact at integer
+// e, where the Pow row (Note [pow in float]) takes a log and an exp in double for every element.
+bool powOfTwo(const Scalar& self, const Tensor& exponent, Tensor& out) {
+  if (self.isComplex() || self.isBoolean() || self.to<double>() != 2.0 || exponent.is_complex()) return false;
+  const auto t = at::result_type(self, exponent);
+  if (!c10::isFloatingType(t) || out.scalar_type() != t) return false;
+  return ewTry(EwOp::Exp2, {exponent}, out);
+}
+
+// torch.ldexp of a floating x and an integral n: the CPU and torch.cuda run their ldexp_stub (std::ldexp: x * 2^n
+// rounded once, so float16 x = -0.18 with n = 16 is -11896), and ATen composes every other device's from
+// pow(2, n) in x's dtype (2^16 overflowed float16: -inf). Here as the stub, in double: n clamped to where the result
+// no longer changes (+-400 for float32 and the half types, whose finite non-zero values lie within 2^+-149..128;
+// +-2100 for float64), so that 2^n stays finite and non-zero (inf * 2^-2000 is inf, not NaN); for float32 and the
+// half types x * 2^n is exact in double (a 24-bit mantissa times a power of two) and rounds once to x's dtype; a
+// float64 x is scaled by three powers of two of at most 2^700 each (a subnormal result may round twice).
+void ldexpStub(at::TensorIteratorBase& iter) {
+  const Tensor& out = iter.tensor(0);
+  const auto nt = iter.tensor(2).scalar_type();  // the CPU's exponent dtypes (AT_DISPATCH_INTEGRAL_TYPES)
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      nt == at::kByte || nt == at::kChar || nt == at::kShort || nt == at::kInt || nt == at::kLong,
+      "\"ldexp\" not implemented for '", c10::toString(nt), "'");
+  const bool wide = iter.tensor(1).scalar_type() == at::kDouble;
+  const double lim = wide ? 2100 : 400;
+  const Tensor x = iter.tensor(1).to(at::kDouble), n = iter.tensor(2).to(at::kDouble).clamp(-lim, lim);
+  if (!wide) {
+    out.copy_(at::mul(x, at::exp2(n)));
+    return;
+  }
+  const Tensor n1 = n.div(3, "floor"), n2 = n.sub(n1).div(2, "floor"), n3 = n.sub(n1).sub(n2);
+  out.copy_(at::mul(at::mul(at::mul(x, at::exp2(n1)), at::exp2(n2)), at::exp2(n3)));
+}
+
 Tensor& powStOut(const Scalar& self, const Tensor& exponent, Tensor& out) {
+  if (powOfTwo(self, exponent, out)) return out;
   return ewOr(EwOp::Pow, {self, exponent}, out, {},
               [&]() -> Tensor& { return Fallback<at::_ops::pow_Scalar_out>::call(self, exponent, out); });
 }
@@ -364,3 +401,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 } // namespace mytorch
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(ldexp_stub, &mytorch::ldexpStub);
+}
