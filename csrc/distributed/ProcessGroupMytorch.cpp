@@ -2,6 +2,7 @@
 // data paths (Paths.h). Note [Ordering and stream contract] is in the header.
 #include "csrc/distributed/ProcessGroupMytorch.hpp"
 
+#include <c10/util/accumulate.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
@@ -730,14 +731,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMytorch::alltoall_base(at::Tensor& ou
     return splits;
   };
   std::vector<int64_t> inRows = rows(in, inSplits, "input"), outRows = rows(out, outSplits, "output");
-  const int64_t rowElems = in.dim() && in.size(0) ? in.numel() / in.size(0) : in.numel();
-  const int64_t outRowElems = out.dim() && out.size(0) ? out.numel() / out.size(0) : out.numel();
+  // A row's elements from the trailing sizes: a rank sending no rows ([0, 256]) had rows of 0, refused by the check.
+  auto rowOf = [](const at::Tensor& t) { return t.dim() ? c10::multiply_integers(t.sizes().slice(1)) : t.numel(); };
+  const int64_t rowElems = rowOf(in), outRowElems = rowOf(out);
   TORCH_CHECK_VALUE(in.dim() == 0 || out.dim() == 0 || in.size(0) == 0 || out.size(0) == 0 || rowElems == outRowElems,
                     "mytorch alltoall_base: expected rows of the same size in input and output, but got ", rowElems,
                     " and ", outRowElems, " elements");
   c.count = rowElems;
   for (auto s : inRows) c.inSplits.push_back(s * rowElems);
-  for (auto s : outRows) c.outSplits.push_back(s * rowElems);
+  for (auto s : outRows) c.outSplits.push_back(s * outRowElems);
   std::lock_guard<std::mutex> order(callMutex_);
   checkAgreement(c);
   return path_->alltoallBase(c, out, in, outRows, inRows, o);

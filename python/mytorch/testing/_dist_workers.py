@@ -211,6 +211,14 @@ def collectives_worker(rank: int, world: int, out: str, port: int) -> None:
             dist.all_to_all_single(y, x.to(dev), out_splits, in_splits)
             want = torch.cat([_value(r, out_splits[r], dt, salt=10 * rank) for r in range(world)])
             same(f"all_to_all_single_uneven[{dname}]", y, want)
+            # rows of 3, rank 0 sending none (an MoE rank no token was routed from) but receiving j + 1 from each
+            in_splits = [0 if rank == 0 else j + 1 for j in range(world)]
+            out_splits = [0 if r == 0 else rank + 1 for r in range(world)]
+            x = torch.cat([_value(rank, 3 * s, dt, salt=20 * j).view(s, 3) for j, s in enumerate(in_splits)])
+            y = torch.empty(sum(out_splits), 3, dtype=dt, device=dev)
+            dist.all_to_all_single(y, x.to(dev), out_splits, in_splits)
+            want = torch.cat([_value(r, 3 * out_splits[r], dt, salt=20 * rank).view(-1, 3) for r in range(world)])
+            same(f"all_to_all_single_empty_sender[{dname}]", y, want)
             outs = [torch.empty(r + 1, dtype=dt, device=dev) for r in range(world)]
             dist.all_to_all(outs, [_value(rank, rank + 1, dt, salt=j).to(dev) for j in range(world)])
             for r in range(world):
