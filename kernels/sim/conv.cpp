@@ -157,12 +157,17 @@ int64_t workspace_elems(const ConvArgs& c) {
 // A tile's multiply-adds: at least kTileWork (the library's per-call set-up amortised), in widths of 32 columns.
 constexpr int64_t kTileWork = int64_t(1) << 21;
 
+// The width of a tile of `extent` columns whose GEMMs do `work` multiply-adds per column.
+inline int64_t tile_width(int64_t extent, int64_t work) {
+  const int64_t want = (kTileWork + work - 1) / std::max<int64_t>(work, 1);
+  return std::min(extent, std::max<int64_t>(32, (want + 31) / 32 * 32));
+}
+
 // f(group, first, width) for the tiles of `extent` columns of each group, over the threads; work: multiply-adds per
 // column. The tiles depend on the sizes only.
 template <typename F>
 void gemm_tiles(int64_t groups, int64_t extent, int64_t work, const F& f) {
-  const int64_t want = (kTileWork + work - 1) / std::max<int64_t>(work, 1);
-  const int64_t width = std::min(extent, std::max<int64_t>(32, (want + 31) / 32 * 32));
+  const int64_t width = tile_width(extent, work);
   const int64_t nt = (extent + width - 1) / width;
   par::parallel_for(groups * nt, 1, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
@@ -180,8 +185,7 @@ void filter_sum_blocked(int64_t g, int64_t cg, int64_t kg, int64_t l, int64_t ro
                         A* part, double* dacc) {
   // blocks of at most kSumBlock positions, of equal length but the last
   const int64_t nb = (l + kSumBlock - 1) / kSumBlock, bs = (l + nb - 1) / nb, slot = g * cg * kg;
-  const int64_t want = (kTileWork + cg * bs - 1) / (cg * bs);
-  const int64_t width = std::min(kg, std::max<int64_t>(32, (want + 31) / 32 * 32));
+  const int64_t width = tile_width(kg, cg * bs);
   const int64_t nt = (kg + width - 1) / width;
   for (int64_t b0 = 0; b0 < nb; b0 += round) {
     const int64_t rb = std::min(round, nb - b0);
@@ -220,8 +224,9 @@ void run_pass(const ConvArgs& c) {
   double* dacc = nullptr; // and its double accumulator (Note [Sim convolution])
   if (c.pass == ConvPass::BackwardFilter) {
     dW = std::is_same_v<T, A> ? reinterpret_cast<A*>(c.out) : wbuf;
-    std::fill(dW, dW + c.cout * kg, A(0));
-    if (blocked_filter_sum<A>(c)) {
+    if (!blocked_filter_sum<A>(c)) {
+      std::fill(dW, dW + c.cout * kg, A(0));  // the GEMMs below add into it (the blocked sum writes it at the end)
+    } else {
       part = wbuf + (std::is_same_v<T, A> ? 0 : c.cout * kg + std::max(out_img, in_img));  // (workspace_elems)
       void* p = part + sum_round(c) * c.cout * kg;
       size_t room = (2 * c.cout * kg + 1) * sizeof(A);
