@@ -456,6 +456,66 @@ def test_recurrent_layers_natively(kind):
         assert_aligned(pd.grad, p.grad, pg.grad, name)
 
 
+def _whole_sequence_gemms(run, rows):
+    """How many GEMMs over every step at once (rows = steps x batch) `run` launches (the profiler sees the calls
+    inside composite and registered kernels alike, with autograd and in inference mode)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        run()
+    mms = [e.input_shapes for e in prof.events() if e.name == "aten::mm" and len(e.input_shapes) == 2]  # not mm.out
+    return sum(1 for shapes in mms if shapes[0][0] == rows)
+
+
+@pytest.mark.parametrize(
+    "kind,kw,whole",
+    [
+        ("LSTM", {"bias": False}, True),
+        ("GRU", {"num_layers": 3}, True),
+        ("LSTM", {"num_layers": 2, "bidirectional": True}, True),
+        ("LSTM", {"proj_size": 4}, False),  # projections: ATen's composite, per step
+    ],
+)
+@pytest.mark.parametrize("inference", [False, True])
+def test_recurrent_layers_project_the_whole_sequence_once(kind, kw, whole, inference):
+    """Note [Whole-sequence RNN layers]: nn.LSTM / nn.GRU on the device project every step's input in one GEMM
+    per layer and direction (ATen's composite does so for CPU tensors only), with autograd and in inference
+    mode; the output, final states and gradients match the CPU and float64."""
+    torch.manual_seed(0)
+    ref = getattr(nn, kind)(6, 8, **kw)
+    dev, gold = copy.deepcopy(ref).to(DEV), copy.deepcopy(ref).double()
+    x, h = torch.randn(7, 3, 6), None
+    xs = [x.clone().requires_grad_(not inference), x.to(DEV).requires_grad_(not inference), x.double()]
+    xs[2].requires_grad_(not inference)
+    outs = [None] * 3
+    with torch.inference_mode(inference):
+        outs[0], outs[2] = ref(xs[0]), gold(xs[2])
+        gemms = _whole_sequence_gemms(lambda: outs.__setitem__(1, dev(xs[1])), 7 * 3)
+    dirs, layers = 2 if kw.get("bidirectional") else 1, kw.get("num_layers", 1)
+    assert gemms == (layers * dirs if whole else 0)
+    flat = [[o[0], *(o[1] if isinstance(o[1], tuple) else (o[1],))] for o in outs]
+    for i, (r, d, g) in enumerate(zip(*flat)):
+        assert_aligned(d, r.detach(), g.detach(), f"result {i}")
+    if inference:
+        return
+    for o in flat:
+        h = sum((t * torch.linspace(-1, 1, t.shape[-1], dtype=t.dtype, device=t.device)).sum() for t in o)
+        h.backward()
+    assert_aligned(xs[1].grad, xs[0].grad, xs[2].grad, "input gradient")
+    for (name, p), pd, pg in zip(ref.named_parameters(), dev.parameters(), gold.parameters()):
+        assert_aligned(pd.grad, p.grad, pg.grad, name)
+
+
+def test_recurrent_dropout_between_layers_only_in_training():
+    """The dropout between stacked layers applies in training only (ATen's rule): eval mode equals the layers
+    without dropout, training mode draws a mask."""
+    torch.manual_seed(0)
+    lstm = nn.LSTM(6, 8, num_layers=2, dropout=0.5).to(DEV)
+    plain = copy.deepcopy(lstm)
+    plain.dropout = 0.0
+    x = torch.randn(5, 2, 6).to(DEV)
+    torch.testing.assert_close(lstm.eval()(x)[0].cpu(), plain(x)[0].cpu(), rtol=0, atol=0)
+    assert not torch.equal(lstm.train()(x)[0].cpu(), plain(x)[0].cpu())
+
+
 @pytest.mark.parametrize(
     "dtype,param",
     [
