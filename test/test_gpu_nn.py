@@ -151,6 +151,15 @@ def run(dev):
         qs, ks, vs = (torch.randn(1, 2, n, 64, generator=g).to(torch.bfloat16).to(dev) for n in (lq, lk, lk))
         f = lambda a, b_, c: F.scaled_dot_product_attention(a, b_, c, attn_mask=mask.to(dev))
         put(out, f"sdpa_masked{lq}x{lk}", f, qs, ks, vs)
+    # fused LSTM and GRU cells (Note [Fused RNN cells]) through torch.lstm_cell / torch.gru_cell, with biases
+    for k, chunks in (("lstm_cell", 4), ("gru_cell", 3)):
+        ins = [torch.randn(*s, generator=g).to(dev) for s in ((6, 16), (6, 32), (6, 32), (chunks * 32, 16),
+                                                              (chunks * 32, 32), (chunks * 32,), (chunks * 32,))]
+        if k == "lstm_cell":
+            f = lambda a, h_, c_, w1, w2, b1, b2: torch.cat(torch.lstm_cell(a, (h_, c_), w1, w2, b1, b2), 1)
+        else:
+            f = lambda a, h_, c_, w1, w2, b1, b2: torch.gru_cell(a, h_, w1, w2, b1, b2) + 0 * c_.sum()
+        put(out, k, f, *ins)
     return out
 """
 

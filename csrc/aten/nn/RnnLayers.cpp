@@ -32,9 +32,7 @@ using at::Tensor;
 using at::TensorList;
 
 // One layer's weights for one direction: W_ih, W_hh and, with biases, b_ih and b_hh.
-struct Weights {
-  Tensor w_ih, w_hh, b_ih, b_hh;
-};
+struct Weights { Tensor w_ih, w_hh, b_ih, b_hh; };
 
 Weights weightsAt(TensorList params, bool has_biases, int64_t index) {
   const int64_t k = has_biases ? 4 : 2;
@@ -88,15 +86,15 @@ std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, TensorList hx, Tens
                                         bool batch_first) {
   if (hx.size() != 2 || hx[0].sizes() != hx[1].sizes() ||
       !covered(input, params, has_biases, num_layers, bidirectional, batch_first)) {
-    return at::compositeimplicitautograd::lstm(input, hx, params, has_biases, num_layers, dropout, train,
-                                               bidirectional, batch_first);
+    return at::compositeimplicitautograd::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                                               batch_first);
   }
   using State = std::tuple<Tensor, Tensor>;
   const std::vector<Tensor> h0 = at::unbind(hx[0], 0), c0 = at::unbind(hx[1], 0);
   std::vector<State> initial, final_states;
   for (size_t i = 0; i < h0.size(); ++i) initial.emplace_back(h0[i], c0[i]);
-  Tensor output = runLayers(input, initial, params, has_biases, num_layers, dropout, train, bidirectional,
-                            batch_first, final_states, [](const Tensor& gates, const Weights& w, const State& s) {
+  Tensor output = runLayers(input, initial, params, has_biases, num_layers, dropout, train, bidirectional, batch_first,
+                            final_states, [](const Tensor& gates, const Weights& w, const State& s) {
                               auto r = at::_thnn_fused_lstm_cell(gates, at::matmul(std::get<0>(s), w.w_hh.t()),
                                                                  std::get<1>(s), opt(w.b_ih), opt(w.b_hh));
                               return State(std::get<0>(r), std::get<1>(r));
@@ -112,17 +110,17 @@ std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, TensorList hx, Tens
 std::tuple<Tensor, Tensor> gru(const Tensor& input, const Tensor& hx, TensorList params, bool has_biases,
                                int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first) {
   if (!covered(input, params, has_biases, num_layers, bidirectional, batch_first)) {
-    return at::compositeimplicitautograd::gru(input, hx, params, has_biases, num_layers, dropout, train,
-                                              bidirectional, batch_first);
+    return at::compositeimplicitautograd::gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                                              batch_first);
   }
   using State = std::tuple<Tensor>;
   std::vector<State> initial, final_states;
   for (const Tensor& h : at::unbind(hx, 0)) initial.emplace_back(h);
-  Tensor output = runLayers(input, initial, params, has_biases, num_layers, dropout, train, bidirectional,
-                            batch_first, final_states, [](const Tensor& gates, const Weights& w, const State& s) {
+  Tensor output = runLayers(input, initial, params, has_biases, num_layers, dropout, train, bidirectional, batch_first,
+                            final_states, [](const Tensor& gates, const Weights& w, const State& s) {
                               const Tensor& h = std::get<0>(s);
-                              return State(std::get<0>(at::_thnn_fused_gru_cell(
-                                  gates, at::matmul(h, w.w_hh.t()), h, opt(w.b_ih), opt(w.b_hh))));
+                              return State(std::get<0>(at::_thnn_fused_gru_cell(gates, at::matmul(h, w.w_hh.t()), h,
+                                                                                opt(w.b_ih), opt(w.b_hh))));
                             });
   std::vector<Tensor> hy;
   for (const State& s : final_states) hy.push_back(std::get<0>(s));

@@ -357,7 +357,8 @@ MISSES = {
     "convolution host route]), with a copy of the result; their weight gradient, 1x1 and small convolutions stay on "
     "the sim's blocked im2col + GEMM (Note [Sim convolution]): oneDNN's weight gradient changes with the thread count, "
     "the sim's does not; op_db's 3-D samples are small, where the CPU's own direct convolution is faster",
-    "LSTM*|GRU*": "torch's RNN code calls the cell once per time step, and precomputes the input projection of every "
-    "step in one GEMM only for CPU tensors (ATen's FullLayer: is_cpu()); the cell is composed of about 12 native "
-    "kernels (csrc/aten/nn/Rnn.cpp)",
+    "LSTM*|GRU*": "the input projection is one GEMM per layer and the cell one kernel (Note [Whole-sequence RNN "
+    "layers]); each step's hidden GEMM has batch rows (16), where the CPU BLAS runs at a third to a half of its "
+    "large-GEMM rate, and the CPU's LSTM is oneDNN's RNN primitive (aten::mkldnn_rnn_layer), whose step GEMMs are its own; the CPU's "
+    "GRU is ATen's composite",
 }
