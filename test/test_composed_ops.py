@@ -750,9 +750,9 @@ def test_ldexp_of_integer_exponents_is_the_cpus(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_pow_of_two_is_exp2_and_matches_the_cpu(dtype):
-    """pow(2, e) with a floating result runs as exp2(e) (csrc/aten/pointwise/BinaryOps.cpp powOfTwo): bit for bit
-    exp2's result (the Pow row gave other bits on a fifth of these float32 values, so the route is seen), exact at
-    integer exponents, aligned with the CPU's pow elsewhere; an integer result stays integer pow."""
+    """pow(2, e) with a floating result runs as exp2(e) (csrc/aten/pointwise/BinaryOps.cpp powOfTwo, powTtOut): bit
+    for bit exp2's result (the Pow row gave other bits on a fifth of these float32 values, so the route is seen),
+    exact at integer exponents, aligned with the CPU's pow elsewhere; an integer result stays integer pow."""
     from mytorch.testing._compare import assert_aligned
 
     g = torch.Generator().manual_seed(11)
@@ -762,6 +762,12 @@ def test_pow_of_two_is_exp2_and_matches_the_cpu(dtype):
     d = e.to("mytorch")
     got = torch.pow(2.0, d)
     torch.testing.assert_close(got.cpu(), torch.exp2(d).cpu(), rtol=0, atol=0, equal_nan=True)
+    # 2 as a 0-dim tensor, on the CPU or the device (how ATen composes ldexp of a floating exponent: BinaryOps.cpp
+    # powTtOut), takes the same route; ldexp is then x * exp2(e)
+    for two in (torch.tensor(2.0), torch.tensor(2.0, dtype=dtype, device="mytorch")):
+        torch.testing.assert_close(torch.pow(two, d).cpu(), got.cpu(), rtol=0, atol=0, equal_nan=True)
+    x = torch.randn(e.shape, generator=g).to(dtype).to("mytorch")
+    torch.testing.assert_close(torch.ldexp(x, d).cpu(), (x * got).cpu(), rtol=0, atol=0, equal_nan=True)
     assert torch.equal(got.cpu()[: ints.numel()], torch.pow(2.0, e[: ints.numel()]))
     assert_aligned(got.cpu(), torch.pow(2.0, e), torch.pow(2.0, e.double()), what="pow(2, e)")
     k = torch.arange(12)

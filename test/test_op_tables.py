@@ -48,6 +48,7 @@ def _probs(loss):
 HAND = {
     "Add": lambda a, b: torch.add(a, b, alpha=2),
     "Sub": lambda a, b: torch.sub(a, b, alpha=0.5),
+    "Pow": lambda a, b: torch.pow(a.abs() + 0.5, b),
     "DivTrunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
     "Where": lambda a, b, c: torch.where(a > 0, b, c),
     "Lerp": lambda a, b, c: torch.lerp(a, b, 0.3),

@@ -38,6 +38,7 @@
 #include <torch/library.h>
 
 #include "csrc/core/Checked.h"
+#include "csrc/core/Runtime.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/aten/glue/Pointwise.h"
 
@@ -233,6 +234,21 @@ void ldexpStub(at::TensorIteratorBase& iter) {
   out.copy_(at::mul(at::mul(at::mul(x, at::exp2(n1)), at::exp2(n2)), at::exp2(n3)));
 }
 
+// pow(b, e) with b a 0-dim tensor of 2 (on the CPU, or on the sim's device, whose memory is host memory: reading it
+// costs no synchronisation) and e of the result's floating dtype: the exp2 row too. ATen composes every other
+// device's ldexp of a floating exponent as x * pow(2, e) with 2 a 0-dim device tensor (bfloat16 ldexp ran at 0.17x
+// the CPU through the Pow row's per-element pow).
+Tensor& powTtOut(const Tensor& self, const Tensor& exponent, Tensor& out) {
+  const auto t = out.scalar_type();
+  if (self.dim() == 0 && (self.device().is_cpu() || onSim()) && !self.is_complex() && c10::isFloatingType(t) &&
+      exponent.scalar_type() == t && at::result_type(self, exponent) == t && self.item<double>() == 2.0 &&
+      ewTry(EwOp::Exp2, {exponent}, out)) {
+    return out;
+  }
+  return ewOr(EwOp::Pow, {self, exponent}, out, {},
+              [&]() -> Tensor& { return Fallback<at::_ops::pow_Tensor_Tensor_out>::call(self, exponent, out); });
+}
+
 Tensor& powStOut(const Scalar& self, const Tensor& exponent, Tensor& out) {
   if (powOfTwo(self, exponent, out)) return out;
   return ewOr(EwOp::Pow, {self, exponent}, out, {},
@@ -374,6 +390,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "floor_divide_.Tensor", floorDivideInplace);
   MT_IMPL_ENGINE_OUT(m, "pow.Tensor_Scalar_out", powTsOut);
   MT_IMPL_ENGINE_OUT(m, "pow.Scalar_out", powStOut);
+  MT_IMPL_ENGINE_OUT(m, "pow.Tensor_Tensor_out", powTtOut);
   MT_IMPL(m, "__lshift__.Scalar", lshiftScalar);
   MT_IMPL(m, "__lshift__.Tensor", lshiftTensor);
   MT_IMPL(m, "__rshift__.Scalar", rshiftScalar);
