@@ -281,6 +281,10 @@ class Bench:
             _allocator_line(),
             f"machine: {platform.machine()}, {cpus} CPUs ({usable} usable), load average {self.load_before[0]:.2f} "
             f"{self.load_before[1]:.2f} {self.load_before[2]:.2f} before",
+            # ratios are comparable across runs only on the same CPU and ISA: torch's kernels and the sim's variants
+            # both follow it (a 4.7-21x CPU trunc/tanh on one machine was memory-bound parity on an AVX-512 one)
+            f"CPU: {_cpu_model()}; torch CPU kernels {torch.backends.cpu.get_cpu_capability()}, "
+            f"sim kernels {_sim_isa()}",
             f"timing: {args.repeat} interleaved rounds, warm-up {args.warmup}, samples >= {args.min_sample_ms:g} ms; "
             f"times are medians per call ± the interquartile range (% of the median); CPU time is the process's",
             RATIO,
@@ -395,6 +399,26 @@ def _fmt(ms: float) -> str:
     if ms < 1e3:
         return f"{ms:.3g} ms"
     return f"{ms / 1e3:.3g} s"
+
+
+def _cpu_model() -> str:
+    """The processor's name as /proc/cpuinfo gives it (the architecture elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _sim_isa() -> str:
+    """The sim's instruction-set variant (Note [Sim ISA variants]); n/a on other runtimes' builds."""
+    import mytorch
+
+    fn = getattr(mytorch._C, "_sim_isa", None)
+    return fn() if fn is not None else "n/a"
 
 
 def _load() -> tuple[float, float, float]:
