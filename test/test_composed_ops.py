@@ -373,6 +373,17 @@ def test_frexp_matches_the_cpu_bit_for_bit(dtype):
     dm, de = torch.frexp(x.to("mytorch"))
     assert de.dtype == torch.int32 and torch.equal(de.cpu(), e)
     assert torch.equal(dm.cpu().isnan(), m.isnan()) and torch.equal(dm.cpu()[~m.isnan()], m[~m.isnan()])
+    # two rows of the engine (ops_math.h frexp_bits): a transposed input keeps its layout, and the mantissa may be
+    # written over the input itself (the exponent is read first)
+    xt = x[:208].reshape(16, 13).t()
+    mt, et = torch.frexp(xt)
+    d = xt.to("mytorch")
+    dmt, det = torch.frexp(d)
+    assert dmt.stride() == mt.stride() and det.stride() == et.stride() and torch.equal(det.cpu(), et)
+    assert torch.equal(dmt.cpu().nan_to_num(7.0), mt.nan_to_num(7.0))
+    ie = torch.empty(0, dtype=torch.int32, device="mytorch")
+    torch.frexp(d, out=(d, ie))
+    assert torch.equal(ie.cpu(), et) and torch.equal(d.cpu().nan_to_num(7.0), mt.nan_to_num(7.0))
 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64, torch.uint8])

@@ -62,6 +62,8 @@ HAND = {
     "IsInf": lambda a: torch.isinf(a / (a > 0)),
     "IsFinite": lambda a: torch.isfinite(a / (a > 0)),
     "Angle": torch.angle,
+    "FrexpMantissa": lambda a: torch.frexp(a).mantissa,
+    "FrexpExponent": lambda a: torch.frexp(a).exponent.to(a.dtype),
     "Signbit": torch.signbit,
     "Polygamma": lambda a: torch.polygamma(2, a),
     "Logit": lambda a: torch.logit(torch.sigmoid(a), eps=0.2),

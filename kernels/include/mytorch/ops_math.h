@@ -703,6 +703,45 @@ template <> struct Fn<EwOp::Signbit> {
     else return false;
   }
 };
+// frexp from the bits: a = m * 2^e with |m| in [0.5, 1); 0, the infinities and NaN are themselves with e = 0
+// (std::frexp). The exponent field gives e and m is a with that field set to the bias - 1 (2^-1); a subnormal is
+// first scaled by 2^(mantissa bits + 1), exactly, into the normal range. The half types arrive as float, where each
+// of their values is normal and m exact in their own type. Two rows, the mantissa and the exponent (as a value of
+// the compute type: exact, |e| <= 1074), so each is one pass without a libm call.
+template <typename O>
+MT_HOST_DEVICE inline O frexp_bits(O a, int& e) {
+  using U = std::conditional_t<sizeof(O) == 8, uint64_t, uint32_t>;
+  constexpr int kMant = sizeof(O) == 8 ? 52 : 23;
+  constexpr U kField = sizeof(O) == 8 ? 0x7ff : 0xff;
+  constexpr int kHalf = sizeof(O) == 8 ? 1022 : 126;  // the biased exponent of 0.5
+  e = 0;
+  if (!(a - a == O(0)) || a == O(0)) return a;  // NaN, the infinities, zeros
+  U bits;
+  memcpy(&bits, &a, sizeof(U));
+  int lowered = 0;
+  if (((bits >> kMant) & kField) == 0) {  // subnormal
+    a *= static_cast<O>(U(1) << (kMant + 1));
+    memcpy(&bits, &a, sizeof(U));
+    lowered = kMant + 1;
+  }
+  e = static_cast<int>((bits >> kMant) & kField) - kHalf - lowered;
+  bits = (bits & ~(kField << kMant)) | (static_cast<U>(kHalf) << kMant);
+  memcpy(&a, &bits, sizeof(U));
+  return a;
+}
+template <> struct Fn<EwOp::FrexpMantissa> {
+  MT_EW_FN(O a, const EwParams&) {
+    int e;
+    return frexp_bits(a, e);
+  }
+};
+template <> struct Fn<EwOp::FrexpExponent> {
+  MT_EW_FN(O a, const EwParams&) {
+    int e;
+    frexp_bits(a, e);
+    return static_cast<O>(e);
+  }
+};
 // The argument of a real number: pi below 0, 0 otherwise, NaN kept.
 template <> struct Fn<EwOp::Angle> {
   MT_EW_FN(O a, const EwParams&) {
