@@ -201,12 +201,12 @@ Tensor lshiftTensor(const Tensor& self, const Tensor& other) { return shift(EwOp
 Tensor rshiftScalar(const Tensor& self, const Scalar& other) { return shift(EwOp::Rshift, self, other); }
 Tensor rshiftTensor(const Tensor& self, const Tensor& other) { return shift(EwOp::Rshift, self, other); }
 
-// pow(2, e) (`2 ** t`) with a floating result is exp2(e): the exp2 row is within an ulp of 2^e and exact at integer
-// e, where the Pow row (Note [pow in float]) takes a log and an exp in double for every element.
-bool powOfTwo(const Scalar& self, const Tensor& exponent, Tensor& out) {
+// pow(2, e) (`2 ** t`) with a floating result (`result`: ATen's promotion of the base and e) is exp2(e): the exp2
+// row is within an ulp of 2^e and exact at integer e, where the Pow row (Note [pow in float]) takes a log and an exp
+// in double for every element.
+bool powOfTwo(const Scalar& self, at::ScalarType result, const Tensor& exponent, Tensor& out) {
   if (self.isComplex() || self.isBoolean() || self.to<double>() != 2.0 || exponent.is_complex()) return false;
-  const auto t = at::result_type(self, exponent);
-  if (!c10::isFloatingType(t) || out.scalar_type() != t) return false;
+  if (!c10::isFloatingType(result) || out.scalar_type() != result) return false;
   return ewTry(EwOp::Exp2, {exponent}, out);
 }
 
@@ -234,15 +234,13 @@ void ldexpStub(at::TensorIteratorBase& iter) {
   out.copy_(at::mul(at::mul(at::mul(x, at::exp2(n1)), at::exp2(n2)), at::exp2(n3)));
 }
 
-// pow(b, e) with b a 0-dim tensor of 2 (on the CPU, or on the sim's device, whose memory is host memory: reading it
-// costs no synchronisation) and e of the result's floating dtype: the exp2 row too. ATen composes every other
-// device's ldexp of a floating exponent as x * pow(2, e) with 2 a 0-dim device tensor (bfloat16 ldexp ran at 0.17x
-// the CPU through the Pow row's per-element pow).
+// pow(b, e) with b a 0-dim tensor (on the CPU, or on the sim's device, whose memory is host memory: reading it
+// costs no synchronisation) and e of the result's dtype: powOfTwo too. ATen composes every other device's ldexp of a
+// floating exponent as x * pow(2, e) with 2 a 0-dim device tensor (bfloat16 ldexp ran at 0.17x the CPU through the
+// Pow row's per-element pow).
 Tensor& powTtOut(const Tensor& self, const Tensor& exponent, Tensor& out) {
-  const auto t = out.scalar_type();
-  if (self.dim() == 0 && (self.device().is_cpu() || onSim()) && !self.is_complex() && c10::isFloatingType(t) &&
-      exponent.scalar_type() == t && at::result_type(self, exponent) == t && self.item<double>() == 2.0 &&
-      ewTry(EwOp::Exp2, {exponent}, out)) {
+  if (self.dim() == 0 && (self.device().is_cpu() || onSim()) && exponent.scalar_type() == out.scalar_type() &&
+      powOfTwo(self.item(), at::result_type(self, exponent), exponent, out)) {
     return out;
   }
   return ewOr(EwOp::Pow, {self, exponent}, out, {},
@@ -250,7 +248,7 @@ Tensor& powTtOut(const Tensor& self, const Tensor& exponent, Tensor& out) {
 }
 
 Tensor& powStOut(const Scalar& self, const Tensor& exponent, Tensor& out) {
-  if (powOfTwo(self, exponent, out)) return out;
+  if (powOfTwo(self, at::result_type(self, exponent), exponent, out)) return out;
   return ewOr(EwOp::Pow, {self, exponent}, out, {},
               [&]() -> Tensor& { return Fallback<at::_ops::pow_Scalar_out>::call(self, exponent, out); });
 }

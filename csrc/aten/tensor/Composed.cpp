@@ -419,7 +419,8 @@ Tensor& complexOut(const Tensor& real, const Tensor& imag, Tensor& out) {
 // frexp: x = mantissa * 2^exponent, |mantissa| in [0.5, 1) (0, infinities and NaN: themselves and exponent 0, as
 // std::frexp), read from the bits by two rows of the elementwise engine (ops_math.h frexp_bits): the exponent as a
 // value of x's dtype (exact) into a scratch tensor, converted into the exponent by the copy kernel (any strides, as
-// the engine: MT_IMPL_ENGINE_OUT), then the mantissa, which may be written over x itself. Composing it from about 15 native bitwise passes ran at 0.16-0.20x the CPU.
+// the engine: MT_IMPL_ENGINE_OUT), then the mantissa, which may be written over x itself. Composing it from about
+// 15 native bitwise passes ran at 0.16-0.20x the CPU.
 std::tuple<Tensor&, Tensor&> frexpOut(const Tensor& self, Tensor& mantissa, Tensor& exponent) {
   if (!at::isFloatingType(self.scalar_type()) || mantissa.scalar_type() != self.scalar_type() ||
       exponent.scalar_type() != at::kInt) // the CPU's refusals, with its messages
