@@ -7,8 +7,11 @@
 // replication: clamp(o - pad, 0, n-1); nearest: floor(o * scale), nearest-exact: floor((o + 0.5) * scale), both in
 // ATen's float arithmetic and clamped to n-1). The forward is one index_select per dimension (a gather, the last
 // dimension first), the backward one index_add per dimension in the reverse order (every output position adds its
-// gradient to its source: ATen's CPU and CUDA backwards sum the same terms); the maps are built on the device by a
-// few pointwise kernels, so nothing waits for the host. Max unpooling scatters each plane's values to their
+// gradient to its source: ATen's CPU and CUDA backwards sum the same terms). The maps are a few hundred integers
+// computed on the host in ATen's own arithmetic (its index helpers are scalar code too) and handed to the device
+// without a wait: written in place on the sim, whose device memory is host memory, and through pinned memory and a
+// non-blocking copy elsewhere. Built on the device they took three to five pointwise launches per dimension, which
+// cost small inputs 3-6x the CPU's time (docs/speed.md). Max unpooling scatters each plane's values to their
 // recorded positions. Shapes and argument checks are ATen's own: each call runs the operator on meta tensors first,
 // which raises ATen's messages and gives the output shape. Complex and the dtypes the index kernels lack take the
 // CPU fallback.
@@ -27,19 +30,12 @@
 #include <ATen/ops/_upsample_nearest_exact3d_backward_ops.h>
 #include <ATen/ops/_upsample_nearest_exact3d_meta_dispatch.h>
 #include <ATen/ops/_upsample_nearest_exact3d_ops.h>
-#include <ATen/ops/abs.h>
-#include <ATen/ops/add.h>
-#include <ATen/ops/arange.h>
-#include <ATen/ops/clamp.h>
-#include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/floor.h>
 #include <ATen/ops/index_add.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/max_unpool2d_ops.h>
 #include <ATen/ops/max_unpool3d_ops.h>
-#include <ATen/ops/mul.h>
 #include <ATen/ops/reflection_pad1d_backward_ops.h>
 #include <ATen/ops/reflection_pad1d_ops.h>
 #include <ATen/ops/reflection_pad2d_backward_ops.h>
@@ -52,7 +48,6 @@
 #include <ATen/ops/replication_pad2d_ops.h>
 #include <ATen/ops/replication_pad3d_backward_ops.h>
 #include <ATen/ops/replication_pad3d_ops.h>
-#include <ATen/ops/rsub.h>
 #include <ATen/ops/upsample_nearest1d_backward_meta_dispatch.h>
 #include <ATen/ops/upsample_nearest1d_backward_ops.h>
 #include <ATen/ops/upsample_nearest1d_meta_dispatch.h>
@@ -64,10 +59,14 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <string_view>
 #include <vector>
 
 #include "csrc/core/Checked.h"
+#include "csrc/core/Runtime.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/aten/glue/MetaCache.h"
 
@@ -93,11 +92,29 @@ bool structuredPad(const char* name) {
   return n != "aten::reflection_pad2d" && n != "aten::reflection_pad2d_backward";
 }
 
+// A map computed on the host, as an int64 tensor on the device of `like`: written in place on the sim (its device
+// memory is host memory; kernels run on the calling thread), elsewhere staged in pinned memory and copied on the
+// current stream without a wait (the caching host allocator keeps the staging block until the copy is done).
+Tensor deviceMap(const std::vector<int64_t>& host, const Tensor& like) {
+  const int64_t n = static_cast<int64_t>(host.size());
+  if (onSim()) {
+    Tensor map = at::empty({n}, like.options().dtype(at::kLong));
+    std::copy(host.begin(), host.end(), map.data_ptr<int64_t>());
+    return map;
+  }
+  Tensor staging = at::empty({n}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+  std::copy(host.begin(), host.end(), staging.data_ptr<int64_t>());
+  return staging.to(like.device(), /*non_blocking=*/true);
+}
+
 // The index maps (Note [Resampling by index maps]), int64 on the device of `like`.
 Tensor padMap(int64_t in, int64_t pad_before, int64_t out, bool reflect, const Tensor& like) {
-  Tensor i = at::arange(-pad_before, out - pad_before, like.options().dtype(at::kLong));
-  if (!reflect) return i.clamp(0, in - 1);
-  return at::rsub(at::abs(at::rsub(at::abs(i), in - 1)), in - 1);
+  std::vector<int64_t> map(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t i = o - pad_before;
+    map[o] = reflect ? (in - 1) - std::abs((in - 1) - std::abs(i)) : std::clamp<int64_t>(i, 0, in - 1);
+  }
+  return deviceMap(map, like);
 }
 
 // ATen's compute_scales_value<float>: 1 / scale when given and positive, else in / out.
@@ -106,16 +123,23 @@ float nearestScale(OptD scale, int64_t in, int64_t out) {
                                          : static_cast<float>(in) / static_cast<float>(out);
 }
 
-// nearest: floorf(o * scale) in float (exact for out == in and out == 2 * in, as ATen special-cases them);
-// nearest-exact: floorf((o + 0.5) * scale), the product in double and rounded to float before the floor.
-Tensor nearestMap(int64_t in, int64_t out, OptD scale, bool exact, const Tensor& like) {
-  const auto longs = like.options().dtype(at::kLong);
-  if (!exact && out == in) return at::arange(out, longs);
-  if (!exact && out == 2 * in) return at::div(at::arange(out, longs), 2, "floor");
-  const double s = nearestScale(scale, in, out);
-  Tensor src = exact ? at::mul(at::add(at::arange(out, like.options().dtype(at::kDouble)), 0.5), s).to(at::kFloat)
-                     : at::mul(at::arange(out, like.options().dtype(at::kFloat)), s);
-  return at::floor(src).clamp_max(static_cast<double>(in - 1)).to(at::kLong);
+// ATen's nearest_neighbor_compute_source_index and nearest_neighbor_exact_compute_source_index (the CPU and CUDA
+// forwards): nearest is floorf(o * scale) in float; nearest-exact is floorf((o + 0.5) * scale), the product in
+// double and rounded to float before the floor; both clamped to in - 1. A given scale is used as given, also where
+// out == in or out == 2 * in (scale_factor=1.05 on 9 elements reads 0, 0, 1, ... on the CPU, not the identity).
+// `cpu_backward`: the CPU's nearest 1-d and 3-d backwards read ATen's nearest_idx instead, which takes out == in as
+// the identity and out == 2 * in as o >> 1 whatever the scale, so their gradient is not the forward's for such a
+// scale; the backward follows the CPU, the reference it is checked against.
+Tensor nearestMap(int64_t in, int64_t out, OptD scale, bool exact, bool cpu_backward, const Tensor& like) {
+  std::vector<int64_t> map(static_cast<size_t>(out));
+  const float s = nearestScale(scale, in, out);
+  for (int64_t o = 0; o < out; ++o) {
+    const float src = exact ? static_cast<float>((static_cast<double>(o) + 0.5) * s) : static_cast<float>(o) * s;
+    map[o] = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+    if (cpu_backward && !exact && out == in) map[o] = o;
+    if (cpu_backward && !exact && out == 2 * in) map[o] = o >> 1;
+  }
+  return deviceMap(map, like);
 }
 
 // Forward: gather the trailing spatial dimensions through their maps, the last dimension first.
@@ -193,12 +217,13 @@ Tensor& padBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef p
 // ---- nearest upsampling ---------------------------------------------------------------------------------------
 
 std::vector<Tensor> nearestMaps(at::IntArrayRef in_sizes, at::IntArrayRef out_spatial, std::vector<OptD> scales,
-                                bool exact, const Tensor& like) {
+                                bool exact, bool cpu_backward, const Tensor& like) {
   // scales are given outermost first (d, h, w); maps are built innermost first
   std::vector<Tensor> maps;
   const int64_t k = static_cast<int64_t>(out_spatial.size()), nd = static_cast<int64_t>(in_sizes.size());
   for (int64_t j = 0; j < k; ++j)
-    maps.push_back(nearestMap(in_sizes[nd - 1 - j], out_spatial[k - 1 - j], scales[k - 1 - j], exact, like));
+    maps.push_back(
+        nearestMap(in_sizes[nd - 1 - j], out_spatial[k - 1 - j], scales[k - 1 - j], exact, cpu_backward, like));
   return maps;
 }
 
@@ -209,7 +234,8 @@ Tensor& nearestForward(const Tensor& self, at::IntArrayRef output_size, std::vec
     at::native::resize_output(out, meta_out.sizes());
     return out;
   }
-  return assignOut(out, gatherMaps(self, nearestMaps(self.sizes(), output_size, std::move(scales), kExact, self)));
+  return assignOut(out,
+                   gatherMaps(self, nearestMaps(self.sizes(), output_size, std::move(scales), kExact, false, self)));
 }
 
 template <bool kExact>
@@ -217,7 +243,8 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
                         std::vector<OptD> scales, Tensor& grad_input) {
   if (grad.numel() == 0) return assignOut(grad_input, at::zeros(input_size, grad.options()));
   return assignOut(
-      grad_input, scatterMaps(grad, input_size, nearestMaps(input_size, output_size, std::move(scales), kExact, grad)));
+      grad_input,
+      scatterMaps(grad, input_size, nearestMaps(input_size, output_size, std::move(scales), kExact, true, grad)));
 }
 
 #define MT_NEAREST_1D(NAME, OP, EXACT)                                                                           \
