@@ -185,19 +185,9 @@ def _philox_normals(seed: int, offset: int, n: int):
     cos for an even i, sin for an odd one; in float64 but for the float32 angle the kernel computes."""
     import numpy as np
 
-    m32 = np.uint64(0xFFFFFFFF)
-    block = (np.uint64(offset) + np.arange(n, dtype=np.uint64)) // np.uint64(2)
-    c = [block & m32, block >> np.uint64(32), np.full(n, 3, np.uint64), np.zeros(n, np.uint64)]
-    k0, k1 = seed & 0xFFFFFFFF, seed >> 32
-    for _ in range(10):
-        p0, p1 = c[0] * np.uint64(0xD2511F53), c[2] * np.uint64(0xCD9E8D57)
-        c = [
-            (p1 >> np.uint64(32)) ^ c[1] ^ np.uint64(k0),
-            p1 & m32,
-            (p0 >> np.uint64(32)) ^ c[3] ^ np.uint64(k1),
-            p0 & m32,
-        ]
-        k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    from mytorch.testing._philox import philox_blocks
+
+    c = philox_blocks(seed, 3, (np.uint64(offset) + np.arange(n, dtype=np.uint64)) // np.uint64(2))
     u1 = 1 - (c[0] >> np.uint64(8)).astype(np.float64) / 2**24
     u2 = ((c[1] >> np.uint64(8)).astype(np.float64) / 2**24).astype(np.float32)
     angle = (np.float32(6.2831853) * u2).astype(np.float64)

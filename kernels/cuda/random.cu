@@ -1,8 +1,10 @@
 // CUDA random family: one thread per element, values from random_element (shared with the sim twin); dropout
-// fused, a thread per Philox block of 4 elements (Note [Fused dropout]).
+// fused, a thread per Philox block of 4 elements (Note [Fused dropout]); randperm as buckets, the sort engine's
+// stable sort of them and a thread per bucket's shuffle (Note [Random permutation]).
 #include "common.cuh"
 #include "mytorch/ops_math.h"
 #include "mytorch/random.h"
+#include "mytorch/sort.h"
 
 namespace mytorch::cuda {
 namespace {
@@ -48,7 +50,54 @@ __global__ void dropout_kernel(DropoutArgs p) {
     }
   }
 }
+__global__ void perm_bucket_kernel(RandpermArgs a, int32_t* ids) {
+  uint64_t seed = a.seed, offset = a.offset;
+  philox_resolve(a.philox_dev, seed, offset);
+  const uint64_t buckets = static_cast<uint64_t>(perm_buckets(a.n));
+  for (const int64_t i : grid_stride(a.n)) {
+    ids[i] = static_cast<int32_t>(perm_below(perm_word(seed, offset, i, PhiloxLane::PermBucket), buckets));
+  }
+}
+
+// The first position of sorted[0, n) (ascending) not below b.
+__device__ int64_t first_not_below(const int32_t* sorted, int64_t n, int64_t b) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (sorted[mid] < b) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+__global__ void perm_shuffle_kernel(RandpermArgs a, const int32_t* sorted) {
+  uint64_t seed = a.seed, offset = a.offset;
+  philox_resolve(a.philox_dev, seed, offset);
+  for (const int64_t b : grid_stride(perm_buckets(a.n))) {
+    const int64_t s = first_not_below(sorted, a.n, b), e = first_not_below(sorted, a.n, b + 1);
+    perm_shuffle_run(a.out, s, e, [&](int64_t k) { return perm_word(seed, offset, s + k, PhiloxLane::PermSwap); });
+  }
+}
 } // namespace
+
+rt::Status randperm(const RandpermArgs& a, rt::Stream stream) {
+  if (a.n <= 0) return rt::Status::Success;
+  if (a.scratch == nullptr) return rt::report(rt::Status::InvalidValue, "randperm: no workspace was given");
+  char* ws = static_cast<char*>(a.scratch);
+  const size_t ids_bytes = sort_align(static_cast<size_t>(a.n) * 4);
+  int32_t* ids = reinterpret_cast<int32_t*>(ws);
+  int32_t* sorted = reinterpret_cast<int32_t*>(ws + ids_bytes);
+  perm_bucket_kernel<<<grid_for(a.n), kThreads, 0, native(stream)>>>(a, ids);
+  if (const rt::Status st = check_launch("randperm"); st != rt::Status::Success) return st;
+  SortArgs s = randperm_sort_args(a.n);
+  s.in = ids;
+  s.values = sorted;
+  s.indices = a.out;
+  s.scratch = ws + 2 * ids_bytes;
+  if (const rt::Status st = sort(s, stream); st != rt::Status::Success) return st;
+  perm_shuffle_kernel<<<grid_for(perm_buckets(a.n)), kThreads, 0, native(stream)>>>(a, sorted);
+  return check_launch("randperm");
+}
 
 rt::Status random(const RandomArgs& p, rt::Stream stream) {
   if (p.numel == 0) return rt::Status::Success;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 #include <type_traits>
 
 #include "mytorch/ops_math.h"
@@ -127,11 +129,118 @@ MT_SIM_ENTRY rt::Status dropout(const DropoutArgs& p, rt::Stream) {
   return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "dropout: not a floating dtype");
 }
 
+namespace {
+
+// Philox4x32's ten rounds (random.h) on nb <= kChunk consecutive blocks from b0 at once, lane by lane across the
+// blocks so that the 32x32->64 products vectorise (Philox4x32 one block at a time does not); words[4 j + q] is
+// word q of block b0 + j, bit for bit Philox4x32(seed, b0 + j, lane).c[q].
+MT_FORCE_INLINE void philox_blocks(uint64_t seed, PhiloxLane lane, uint64_t b0, int64_t nb, uint32_t* words) {
+  alignas(64) uint32_t c0[kChunk], c1[kChunk], c2[kChunk], c3[kChunk];
+  for (int64_t j = 0; j < nb; ++j) {
+    const uint64_t b = b0 + static_cast<uint64_t>(j);
+    c0[j] = static_cast<uint32_t>(b);
+    c1[j] = static_cast<uint32_t>(b >> 32);
+    c2[j] = static_cast<uint32_t>(lane);
+    c3[j] = 0;
+  }
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    for (int64_t j = 0; j < nb; ++j) {
+      const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0[j], p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2[j];
+      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[j] ^ k0,
+                     n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[j] ^ k1;
+      c0[j] = n0;
+      c1[j] = static_cast<uint32_t>(p1);
+      c2[j] = n2;
+      c3[j] = static_cast<uint32_t>(p0);
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int64_t j = 0; j < nb; ++j) {
+    words[4 * j] = c0[j];
+    words[4 * j + 1] = c1[j];
+    words[4 * j + 2] = c2[j];
+    words[4 * j + 3] = c3[j];
+  }
+}
+
+// Words [w0, w0 + count) of a lane's stream (word w: block w / 4, word w % 4), kChunk blocks a loop.
+void stream_words(uint64_t seed, PhiloxLane lane, uint64_t w0, int64_t count, uint32_t* out) {
+  const uint64_t end = w0 + static_cast<uint64_t>(count);
+  alignas(64) uint32_t words[4 * kChunk];
+  for (uint64_t w = w0; w < end;) {
+    const uint64_t b0 = w / 4, nb = std::min<uint64_t>(kChunk, (end + 3) / 4 - b0);
+    philox_blocks(seed, lane, b0, static_cast<int64_t>(nb), words);
+    const uint64_t take = std::min(end, 4 * (b0 + nb)) - w;
+    std::memcpy(out, words + (w - 4 * b0), take * sizeof(uint32_t));
+    out += take;
+    w += take;
+  }
+}
+
+} // namespace
+
+// Note [Random permutation] on the sim: each of T chunks of the elements (T by the thread count: a stable counting
+// sort's result does not depend on it) draws its elements' buckets and counts them; the chunks' runs of each bucket
+// are placed in (bucket, chunk) order; then the buckets are shuffled in parallel, each from its own PermSwap words.
+MT_SIM_ENTRY rt::Status randperm(const RandpermArgs& a, rt::Stream) {
+  const int64_t n = a.n;
+  if (n <= 0) return rt::Status::Success;
+  uint64_t seed = a.seed, offset = a.offset;
+  philox_resolve(a.philox_dev, seed, offset);
+  const int64_t buckets = perm_buckets(n);
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(par::threads(), n / par::kGrain));
+  const int64_t per = (n + chunks - 1) / chunks;
+  std::vector<uint32_t> bucket(static_cast<size_t>(n));
+  std::vector<int64_t> place(static_cast<size_t>(chunks * buckets), 0);  // counts, then each run's first position
+  par::parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t lo = c * per, hi = std::min(n, lo + per);
+      uint32_t* ids = bucket.data() + lo;
+      stream_words(seed, PhiloxLane::PermBucket, offset + static_cast<uint64_t>(lo), hi - lo, ids);
+      int64_t* count = place.data() + c * buckets;
+      for (int64_t i = 0; i < hi - lo; ++i) {
+        ids[i] = perm_below(ids[i], static_cast<uint64_t>(buckets));
+        ++count[ids[i]];
+      }
+    }
+  });
+  std::vector<int64_t> start(static_cast<size_t>(buckets + 1));
+  int64_t at = 0;
+  for (int64_t b = 0; b < buckets; ++b) {
+    start[b] = at;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t k = place[c * buckets + b];
+      place[c * buckets + b] = at;
+      at += k;
+    }
+  }
+  start[buckets] = n;
+  par::parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      int64_t* next = place.data() + c * buckets;
+      for (int64_t i = c * per, hi = std::min(n, (c + 1) * per); i < hi; ++i) a.out[next[bucket[i]]++] = i;
+    }
+  });
+  par::parallel_for(buckets, par::grain_for(kPermBucket / 4), [&](int64_t b0, int64_t b1) {
+    std::vector<uint32_t> words;
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t s = start[b], e = start[b + 1];
+      words.resize(static_cast<size_t>(e - s));
+      stream_words(seed, PhiloxLane::PermSwap, offset + static_cast<uint64_t>(s), e - s, words.data());
+      perm_shuffle_run(a.out, s, e, [&](int64_t k) { return words[k]; });
+    }
+  });
+  return rt::Status::Success;
+}
+
 } // namespace mytorch::sim::MT_SIM_ISA_NS
 
 #if !defined(MT_SIM_ISA_AVX2)
 namespace mytorch::sim {
 MT_SIM_DISPATCH(rt::Status, random, (const RandomArgs& p, rt::Stream s), (p, s))
 MT_SIM_DISPATCH(rt::Status, dropout, (const DropoutArgs& p, rt::Stream s), (p, s))
+MT_SIM_DISPATCH(rt::Status, randperm, (const RandpermArgs& a, rt::Stream s), (a, s))
 } // namespace mytorch::sim
 #endif

@@ -1,4 +1,4 @@
-// Op table: sort and what is built on it (topk, unique, randperm), the binary searches (isin, searchsorted,
+// Op table: sort and what is built on it (topk, unique), the binary searches (isin, searchsorted,
 // bucketize), multinomial and the dropout backward, all on native kernels; random draws come from the device's
 // Philox generator.
 #include <ATen/ScalarOps.h>
@@ -249,17 +249,6 @@ std::tuple<Tensor, Tensor, Tensor> uniqueDim(const Tensor& self, int64_t dim, bo
   return {values, inverse, counts};
 }
 
-Tensor& randpermOut(int64_t n, std::optional<at::Generator> gen, Tensor& out) {
-  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
-  out.resize_({n});  // as the CPU's randperm: resized without resize_output's warning
-  if (n == 0) return out;
-  // Sorting distinct-enough random keys gives a uniform permutation (ties resolve by index).
-  Tensor keys = at::empty({n}, out.options().dtype(at::kLong));
-  keys.random_(gen);
-  auto [unused, perm] = sortAlong(keys, 0, false);
-  return out.copy_(perm);
-}
-
 // searchsorted / bucketize (sort.h): ATen's checks (torch.searchsorted's pre-check; the sorter's range costs a
 // synchronisation there too), both sides in their common dtype, a binary search per value.
 void checkSearch(const Tensor& boundaries, const Tensor& input, const Tensor& out, bool out_int32, bool right,
@@ -429,7 +418,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "isin.Scalar_Tensor_out", isinSTOut);
   MT_IMPL(m, "_unique", unique1);
   MT_IMPL(m, "unique_dim", uniqueDim);
-  MT_IMPL(m, "randperm.generator_out", randpermOut);
   MT_IMPL(m, "multinomial", multinomial);
   MT_IMPL(m, "native_dropout_backward", nativeDropoutBackward);
 }

@@ -1,5 +1,5 @@
-// Op table: in-place random fills driven by the device's Philox generator, and native_dropout (so that
-// dropout masks come from the mytorch generator and are reproducible for a seed).
+// Op table: in-place random fills driven by the device's Philox generator, native_dropout (so that dropout masks
+// come from the mytorch generator and are reproducible for a seed) and randperm (Note [Random permutation]).
 #include <ATen/core/DistributionsHelper.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <ATen/core/Tensor.h>
@@ -231,9 +231,34 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input, double
   return {out, mask};
 }
 
+// Note [Random permutation]: the generator advances by n, as for a fill of n elements; any out= dtype takes the
+// int64 permutation through a copy, as the CPU's randperm writes its dtype.
+at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> gen, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  out.resize_({n});  // as the CPU's randperm: resized without resize_output's warning
+  if (n == 0) return out;
+  const bool direct = out.scalar_type() == at::kLong && out.is_contiguous();
+  at::Tensor perm = direct ? out : at::empty({n}, out.options().dtype(at::kLong));
+  RandpermArgs a;
+  a.out = perm.data_ptr<int64_t>();
+  a.n = n;
+  at::Tensor scratch;  // the cuda launcher's bucket ids and sort (randperm_workspace_bytes); the sim needs none
+  if (const size_t ws = onSim() ? 0 : randperm_workspace_bytes(n)) {
+    scratch = at::empty({static_cast<int64_t>(ws)}, out.options().dtype(at::kByte));
+    a.scratch = scratch.data_ptr();
+  }
+  c10::DeviceGuard guard(out.device());
+  std::tie(a.seed, a.offset) = philoxCall(out.device(), gen, n);
+  a.philox_dev = capturedPhiloxState();
+  MT_RT_CHECK(kernels::randperm(a, streamFor(out)));
+  if (!direct) out.copy_(perm);
+  return out;
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  MT_IMPL(m, "randperm.generator_out", randpermOut);
   MT_IMPL(m, "uniform_", uniformInplace);
   MT_IMPL(m, "normal_", normalInplace);
   MT_IMPL(m, "random_.from", randomFrom);
