@@ -138,6 +138,33 @@ def test_input_gradient_bits_do_not_depend_on_the_thread_count():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("padding", PADDINGS)
+def test_bilinear_forward_bits_do_not_depend_on_the_thread_count(padding):
+    """Note [Sim bilinear blocks]: a location is computed in the AVX2 form or the scalar one by its place in its
+    batch element, not by where the workers' ranges fall; 37 x 41 locations per element (blocks of 8 and a short one),
+    more than one grain of work, with NaN and infinite coordinates among them."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(3, 5, 23, 29, generator=g)
+    grid = (torch.rand(3, 37, 41, 2, generator=g) * 2.6 - 1.3).float()
+    grid.view(-1, 2)[::97, 0] = float("nan")
+    grid.view(-1, 2)[5::89, 1] = float("inf")
+    before = torch.get_num_threads()
+    try:
+        outs = []
+        for threads in (1, 2, 4):
+            torch.set_num_threads(threads)
+            outs.append(F.grid_sample(x.to(DEV), grid.to(DEV), padding_mode=padding, align_corners=False).cpu())
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(o.view(torch.int32), outs[0].view(torch.int32)) for o in outs[1:])  # NaN too
+    assert_aligned(
+        outs[0],
+        F.grid_sample(x, grid, padding_mode=padding, align_corners=False),
+        F.grid_sample(x.double(), grid.double(), padding_mode=padding, align_corners=False),
+        padding,
+    )
+
+
 def test_bad_arguments_raise_the_cpus_errors():
     x = torch.randn(2, 3, 4, 5)
     cases = [

@@ -87,7 +87,5 @@ def test_randperm_is_uniform_across_buckets():
     before = (perms.argsort(1)[:, 0] < perms.argsort(1)[:, 1]).float().mean().item()
     assert abs(before - 0.5) < 4 * 0.5 / 2000**0.5  # element 0 before element 1 half the time
     seed, offset = _state()
-    fixed = torch.stack(
-        [_reference(seed, offset + 600 * k, 600, lambda m: np.arange(m) // BUCKET) for k in range(200)]
-    )
+    fixed = torch.stack([_reference(seed, offset + 600 * k, 600, lambda m: np.arange(m) // BUCKET) for k in range(200)])
     assert _chi2_positions(fixed, 0) > 27.9
