@@ -2,6 +2,8 @@
 statistics read off its stable sort (Note [Order statistics from the sort], csrc/aten/reduce/OrderStats.cpp): with the
 fallback forbidden (marker `native`), each matches the CPU, with ATen's edge cases and refusals."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -344,6 +346,24 @@ def test_factories_prelu_and_complex_match_the_cpu():
         _check(d, r, None, "prelu")
     re, im = torch.randn(3, 1, generator=g), torch.randn(4, generator=g)
     _check(torch.complex(_dev(re), _dev(im)), torch.complex(re, im), None, "complex")
+    # a transposed pair: the result (and a resized out=, not one of the right shape) takes the inputs' layout, as
+    # TensorIterator's restriding gives it on the CPU
+    re, im = torch.randn(4, 5, generator=g).t(), torch.randn(4, 5, generator=g).t()
+    for out in (None, 0, 20, (5, 4)):
+        if out is None:
+            got, ref = torch.complex(_dev(re), _dev(im)), torch.complex(re, im)
+        else:
+            shape = (out,) if isinstance(out, int) else out
+            got, ref = (
+                torch.empty(shape, dtype=torch.complex64, device="mytorch"),
+                torch.empty(shape, dtype=torch.complex64),
+            )
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the 20-element out='s resize warning, on both sides
+                torch.complex(_dev(re), _dev(im), out=got)
+                torch.complex(re, im, out=ref)
+        assert got.stride() == ref.stride(), (out, got.stride(), ref.stride())
+        _check(got, ref, None, f"complex of a transposed pair, out={out}")
 
 
 def test_nonzero_static_reads_prefixes_as_the_cpu_reads_the_whole():

@@ -409,7 +409,14 @@ Tensor& complexOut(const Tensor& real, const Tensor& imag, Tensor& out) {
       out.scalar_type() != c10::toComplexType(t))
     return Fallback<at::_ops::complex_out>::call(real, imag, out);
   const auto shape = at::infer_size(real.sizes(), imag.sizes());
+  const bool resized = out.sizes() != at::IntArrayRef(shape);
   at::native::resize_output(out, shape);
+  if (resized && real.sizes() == shape && imag.sizes() == shape && real.strides() == imag.strides() &&
+      real.is_non_overlapping_and_dense()) {
+    // a resized out= takes the inputs' layout, as TensorIterator restrides it on the CPU: a transposed pair then
+    // copies without transposing (0.17x the CPU with a contiguous result)
+    out.as_strided_(shape, real.strides());
+  }
   Tensor parts = at::view_as_real(out);
   parts.select(-1, 0).copy_(real.expand(shape));
   parts.select(-1, 1).copy_(imag.expand(shape));
