@@ -46,11 +46,6 @@ void with_op(ScatterOp op, const F& f) {
   }
 }
 
-template <typename T>
-void combine(T* dst, T v, ScatterOp op) {
-  with_op(op, [&](auto k) { combine_as<decltype(k)::value>(dst, v); });
-}
-
 } // namespace
 
 // In rows along the last dimension (Note [Sim parallelism]: each row writes its own outputs). Where no index
@@ -283,11 +278,14 @@ void scatter_split(const IndexArgs& a, T* dst, const T* src, T scalar) {
       });
       return;
     }
-    for (int64_t j = 0; j < n; ++j) {
-      int64_t t = 0, u = 0, bad = 0;
-      index_at(a, p, j, &t, &u, &bad);
-      combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + u), a.op);
-    }
+    with_op(a.op, [&](auto k) {
+      constexpr ScatterOp op = decltype(k)::value;
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t t = 0, u = 0, bad = 0;
+        index_at(a, p, j, &t, &u, &bad);
+        combine_as<op>(dst + t, a.src_is_scalar ? scalar : static_cast<T>(mt_load(src + u)));
+      }
+    });
   };
   par::parallel_for(n_sd, par::grain_for(outer * inner), [&](int64_t cb, int64_t ce) {
     if (sd == last) {  // a worker's coordinates are one run of each row (a scatter along dim 0 of a matrix)
@@ -331,17 +329,20 @@ rt::Status scatter(const IndexArgs& a, rt::Stream) {
         return;
       }
       const int64_t row = a.ndim ? a.sizes[a.ndim - 1] : 1;  // positions in order, each row decoded once
-      for (int64_t o = 0; o < a.numel; o += row) {
-        const IndexPos p = index_pos(a, o);
-        for (int64_t j = 0; j < row; ++j) {
-          int64_t t = 0, u = 0, bad = 0;
-          if (!index_at(a, p, j, &t, &u, &bad)) {
-            out_of_bounds(a, bad);
-            return;
+      with_op(a.op, [&](auto k) {  // the op chosen once, not per element
+        constexpr ScatterOp op = decltype(k)::value;
+        for (int64_t o = 0; o < a.numel; o += row) {
+          const IndexPos p = index_pos(a, o);
+          for (int64_t j = 0; j < row; ++j) {
+            int64_t t = 0, u = 0, bad = 0;
+            if (!index_at(a, p, j, &t, &u, &bad)) {
+              out_of_bounds(a, bad);
+              return;
+            }
+            combine_as<op>(dst + t, a.src_is_scalar ? scalar : static_cast<T>(mt_load(src + u)));
           }
-          combine<T>(dst + t, a.src_is_scalar ? scalar : mt_load(src + u), a.op);
         }
-      }
+      });
     }
   });
   if (ok && (a.dtype == DType::ComplexFloat || a.dtype == DType::ComplexDouble))
