@@ -636,6 +636,22 @@ def test_linalg_solve_triangular_natively():
                     )
                     f = lambda a, b: torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unit)  # noqa: E731
                     assert_fwd_bwd_match_cpu(f, A, B, dtype=dtype, grad_inputs=(0, 1))
+    # the sim's row-wise substitution over blocks of 256 columns in parallel: 300 columns (two blocks), more than a
+    # grain of work, the same bits at 1 and 2 threads
+    for upper in (False, True):
+        A = torch.randn(3, 40, 40, generator=gen) + 8 * torch.eye(40)
+        A, B = (A.triu() if upper else A.tril()), torch.randn(3, 40, 300, generator=gen)
+        outs = []
+        before = torch.get_num_threads()
+        try:
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                outs.append(torch.linalg.solve_triangular(A.to(DEV), B.to(DEV), upper=upper).cpu())
+        finally:
+            torch.set_num_threads(before)
+        assert torch.equal(outs[0], outs[1])
+        gold = torch.linalg.solve_triangular(A.double(), B.double(), upper=upper)
+        assert_aligned(outs[0], torch.linalg.solve_triangular(A, B, upper=upper), gold, f"300 columns upper={upper}")
     with pytest.raises(RuntimeError, match="Incompatible shapes of A and B"):
         torch.linalg.solve_triangular(torch.eye(3, device=DEV), torch.ones(4, 2, device=DEV), upper=False)
     with pytest.raises(RuntimeError, match="batches of square matrices"):
