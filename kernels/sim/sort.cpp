@@ -16,7 +16,9 @@ namespace {
 // Note [Sim sort and top-k]
 // The sort engine's order is a strict total order on (value, index) pairs (sort.h), so any correct algorithm gives
 // the same result, bit for bit, as a stable sort: the sim picks by size.
-// - A slice of up to kRadixMin elements: (value, index) pairs sorted with std::sort under sort_before.
+// - A slice of up to kRadixMin elements: std::sort of (key, index) packed into one 64-bit integer for the types
+//   whose keys have 32 bits or fewer (the radix sort's keys, below: no comparator, no branch on NaN; 3600 rows of
+//   60 float32 took 2.5 ms with the comparator), of (value, index) pairs under sort_before for the 64-bit ones.
 // - Longer slices: a stable least-significant-digit radix sort, 8 bits a pass, of keys whose unsigned order is the
 //   engine's order (floats: sign-flipped bits, -0 folded onto +0, every NaN one key above +inf; descending: the
 //   keys inverted, so NaN comes first and equal values keep ascending indices, as stable order wants). Passes
@@ -57,6 +59,22 @@ void sort_slice(const SortArgs& a, int64_t s) {
   T* vals = static_cast<T*>(a.values) + s * a.length;
   int64_t* ind = a.indices + s * a.length;
   const int64_t n = a.length;
+  using K = sort_key_t<T>;
+  if (n < kRadixMin && sizeof(K) == 4) {  // (key, index) packed in one 64-bit integer: its order is the engine's
+    thread_local std::vector<uint64_t> packed;
+    packed.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const K key = a.descending ? ~sort_key(mt_load(row + i)) : sort_key(mt_load(row + i));
+      packed[i] = (static_cast<uint64_t>(key) << 32) | static_cast<uint64_t>(i);
+    }
+    std::sort(packed.begin(), packed.end());
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = static_cast<int64_t>(packed[i] & 0xffffffffu);
+      vals[i] = row[at];
+      ind[i] = at;
+    }
+    return;
+  }
   if (n < kRadixMin) {
     std::vector<std::pair<O, int64_t>> p(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) p[i] = {static_cast<O>(mt_load(row + i)), i};
@@ -69,7 +87,6 @@ void sort_slice(const SortArgs& a, int64_t s) {
     }
     return;
   }
-  using K = sort_key_t<T>;
   std::vector<K> keys(static_cast<size_t>(n)), k2;
   std::vector<int64_t> idx(static_cast<size_t>(n)), i2;
   for (int64_t i = 0; i < n; ++i) {
