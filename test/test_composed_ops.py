@@ -2,8 +2,6 @@
 statistics read off its stable sort (Note [Order statistics from the sort], csrc/aten/reduce/OrderStats.cpp): with the
 fallback forbidden (marker `native`), each matches the CPU, with ATen's edge cases and refusals."""
 
-import warnings
-
 import pytest
 import torch
 
@@ -188,55 +186,6 @@ def test_order_statistics_match_the_cpu(dtype):
     assert torch.equal(torch.nanmedian(_dev(x)).cpu(), torch.nanmedian(x))
 
 
-_SORT_BITS = {
-    torch.float32: torch.int32,
-    torch.float16: torch.int16,
-    torch.bfloat16: torch.int16,
-    torch.float64: torch.int64,
-}
-
-
-@pytest.mark.parametrize(
-    "dtype",
-    [
-        torch.float32,
-        torch.float16,
-        torch.bfloat16,
-        torch.float64,
-        torch.int64,
-        torch.int32,
-        torch.int8,
-        torch.uint8,
-        torch.bool,
-    ],
-    ids=str,
-)
-def test_short_sorts_are_the_stable_cpu_sort(dtype):
-    """Note [Sim sort and top-k]: slices under 4096 elements (std::sort of packed (key, index) for keys of 32 bits or
-    fewer, of pairs for the 64-bit types) against the CPU's stable sort bit for bit, both directions, with ties, NaN,
-    -0.0 and +-inf among them, rows of 1, 60 and 1000; the values' bits (a -0.0 stays where the stable order puts it)
-    and the indices."""
-    for n in (1, 60, 1000):
-        if dtype.is_floating_point:
-            x = (torch.randn(7, n, generator=g) * 4).round().to(dtype)
-            x[:, ::13] = float("nan")
-            x[:, 1::11] = -0.0
-            x[:, 2::7] = 0.0
-            x[:, 3::17] = float("inf")
-            x[:, 5::19] = -float("inf")
-        elif dtype == torch.bool:
-            x = torch.randint(0, 2, (7, n), generator=g).bool()
-        else:
-            x = torch.randint(0 if dtype == torch.uint8 else -100, 100, (7, n), generator=g).to(dtype)
-        for descending in (False, True):
-            mine = _dev(x).sort(dim=-1, descending=descending, stable=True)
-            ref = x.sort(dim=-1, descending=descending, stable=True)
-            bits = _SORT_BITS.get(dtype)
-            got, want = mine.values.cpu(), ref.values
-            assert torch.equal(got.view(bits), want.view(bits)) if bits else torch.equal(got, want), (n, descending)
-            assert torch.equal(mine.indices.cpu(), ref.indices), (n, descending)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
 def test_kthvalue_by_top_k_is_the_stable_sorts_pair(dtype):
     """kthvalue with a small k takes the ascending top-k (csrc/aten/reduce/OrderStats.cpp), a larger k the sort: both
@@ -395,24 +344,6 @@ def test_factories_prelu_and_complex_match_the_cpu():
         _check(d, r, None, "prelu")
     re, im = torch.randn(3, 1, generator=g), torch.randn(4, generator=g)
     _check(torch.complex(_dev(re), _dev(im)), torch.complex(re, im), None, "complex")
-    # a transposed pair: the result (and a resized out=, not one of the right shape) takes the inputs' layout, as
-    # TensorIterator's restriding gives it on the CPU
-    re, im = torch.randn(4, 5, generator=g).t(), torch.randn(4, 5, generator=g).t()
-    for out in (None, 0, 20, (5, 4)):
-        if out is None:
-            got, ref = torch.complex(_dev(re), _dev(im)), torch.complex(re, im)
-        else:
-            shape = (out,) if isinstance(out, int) else out
-            got, ref = (
-                torch.empty(shape, dtype=torch.complex64, device="mytorch"),
-                torch.empty(shape, dtype=torch.complex64),
-            )
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the 20-element out='s resize warning, on both sides
-                torch.complex(_dev(re), _dev(im), out=got)
-                torch.complex(re, im, out=ref)
-        assert got.stride() == ref.stride(), (out, got.stride(), ref.stride())
-        _check(got, ref, None, f"complex of a transposed pair, out={out}")
 
 
 def test_nonzero_static_reads_prefixes_as_the_cpu_reads_the_whole():

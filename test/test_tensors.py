@@ -526,3 +526,25 @@ def test_half_precision_scatter_accumulates_in_float(name, dtype):
             stepwise[index[k]] = stepwise[index[k]] + src[k]
     stepwise = stepwise.view_as(gold)
     assert bool(((stepwise.double() - gold).abs() > ulp).any()), name
+
+
+def test_complex_of_a_transposed_pair_takes_its_layout():
+    """torch.complex of a transposed pair: the result, and an out= that gets resized (not one of the right shape),
+    take the inputs' layout, as TensorIterator's restriding gives them on the CPU (Composed.cpp complexOut)."""
+    import warnings
+
+    gen = torch.Generator().manual_seed(3)
+    re, im = torch.randn(4, 5, generator=gen).t(), torch.randn(4, 5, generator=gen).t()
+    for out in (None, 0, 20, (5, 4)):
+        if out is None:
+            got, ref = torch.complex(re.to("mytorch"), im.to("mytorch")), torch.complex(re, im)
+        else:
+            shape = (out,) if isinstance(out, int) else out
+            got = torch.empty(shape, dtype=torch.complex64, device="mytorch")
+            ref = torch.empty(shape, dtype=torch.complex64)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the 20-element out='s resize warning, on both sides
+                torch.complex(re.to("mytorch"), im.to("mytorch"), out=got)
+                torch.complex(re, im, out=ref)
+        assert got.stride() == ref.stride(), (out, got.stride(), ref.stride())
+        assert torch.equal(got.cpu(), ref), out

@@ -9,12 +9,11 @@
 // dimension first), the backward one index_add per dimension in the reverse order (every output position adds its
 // gradient to its source: ATen's CPU and CUDA backwards sum the same terms). The maps are a few hundred integers
 // computed on the host in ATen's own arithmetic (its index helpers are scalar code too) and handed to the device
-// without a wait: written in place on the sim, whose device memory is host memory, and through pinned memory and a
-// non-blocking copy elsewhere. Built on the device they took three to five pointwise launches per dimension, which
-// cost small inputs 3-6x the CPU's time (docs/speed.md). Max unpooling scatters each plane's values to their
-// recorded positions. Shapes and argument checks are ATen's own: each call runs the operator on meta tensors first,
-// which raises ATen's messages and gives the output shape. Complex and the dtypes the index kernels lack take the
-// CPU fallback.
+// without a wait, through pinned memory and a non-blocking copy. Built on the device they took three to five
+// pointwise launches per dimension, which cost small inputs 3-6x the CPU's time (docs/speed.md). Max unpooling
+// scatters each plane's values to their recorded positions. Shapes and argument checks are ATen's own: each call
+// runs the operator on meta tensors first, which raises ATen's messages and gives the output shape. Complex and the
+// dtypes the index kernels lack take the CPU fallback.
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
@@ -66,7 +65,6 @@
 #include <vector>
 
 #include "csrc/core/Checked.h"
-#include "csrc/core/Runtime.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/aten/glue/MetaCache.h"
 
@@ -92,19 +90,14 @@ bool structuredPad(const char* name) {
   return n != "aten::reflection_pad2d" && n != "aten::reflection_pad2d_backward";
 }
 
-// A map computed on the host, as an int64 tensor on the device of `like`: written in place on the sim (its device
-// memory is host memory; kernels run on the calling thread), elsewhere staged in pinned memory and copied on the
-// current stream without a wait (the caching host allocator keeps the staging block until the copy is done).
+// A map computed on the host, as an int64 tensor on the device of `like`: staged in pinned memory and copied on the
+// current stream without a wait (the caching host allocator keeps the staging block until the copy is done; on the
+// sim the copy is a memcpy).
 Tensor deviceMap(const std::vector<int64_t>& host, const Tensor& like) {
   const int64_t n = static_cast<int64_t>(host.size());
-  if (onSim()) {
-    Tensor map = at::empty({n}, like.options().dtype(at::kLong));
-    std::copy(host.begin(), host.end(), map.data_ptr<int64_t>());
-    return map;
-  }
   Tensor staging = at::empty({n}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
   std::copy(host.begin(), host.end(), staging.data_ptr<int64_t>());
-  return staging.to(like.device(), /*non_blocking=*/true);
+  return at::empty({n}, like.options().dtype(at::kLong)).copy_(staging, /*non_blocking=*/true);
 }
 
 // The index maps (Note [Resampling by index maps]), int64 on the device of `like`.
