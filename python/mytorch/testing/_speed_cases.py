@@ -323,8 +323,14 @@ def extra_cases(dtype: torch.dtype, kinds: set, chosen):
 # where it was read from the code or a profile, else "not profiled yet"; issue 55's remaining work.
 MISSES = {
     "nn.functional.interpolate*|nn.functional.upsample*": "op_db's samples are a few hundred elements: the glue's "
-    "per-call work (weight matrices or index maps made per call, Note [Resampling by weight matrices]) dominates; at "
-    "the family's size (interpolate x2 of 8x32x28x28) bilinear, bicubic and nearest are at or above the CPU",
+    "per-call work (weight matrices or index maps made per call, Note [Resampling by weight matrices]) dominates; the "
+    "index maps are host loops since e5b846c (nearest 0.32x -> 0.55-0.62x, pad.reflect 0.20x -> 0.38x; they took 3-5 "
+    "pointwise launches per dimension); at the family's size (interpolate x2 of 8x32x28x28) bilinear, bicubic and "
+    "nearest are at or above the CPU",
+    "grid_sampler_2d*": "2-D bilinear runs in blocks of 8 locations (Note [Sim bilinear blocks]), float32 in AVX2 "
+    "with masked gathers since da97497 and 751688e (forward 0.16x -> 0.69x, backward 0.22x -> 0.68x); the strided "
+    "case copies its input to a contiguous one first (the kernels read N C H W contiguous); the CPU's kernel is "
+    "AVX-512 on this machine",
     "nonzero*|unique*|masked_select*|masked_scatter*": "data-dependent output sizes: nonzero is a compaction by "
     "prefix sums (Note [Nonzero by prefix sums]: block counts, their offsets, each block's rows; sim and CUDA) that "
     "copies a strided input first, masked_select and masked_scatter_ compose it with the index engine, and the count "
@@ -334,7 +340,8 @@ MISSES = {
     "BinaryOps.cpp), memory-bound at 1M elements; float_power computes in float64 on the scalar libm (float64 keeps "
     "it: Note [Sim vector math]); not profiled further. pow and __rpow__ left this list (Note [pow in float]: "
     "0.29-0.54x -> 1.14-1.22x at 61bbdc5)",
-    "frexp*|mvlgamma*": "frexp is a scalar functor without a vector form (no libmvec function to call); mvlgamma is "
+    "frexp*|mvlgamma*": "frexp left this list (two rows of the elementwise engine since 94cf24d: 0.16-0.27x -> "
+    "1.4-2.6x); mvlgamma is "
     "composed (an arange, a broadcast sum of lgamma, a reduction): its lgamma vectorises since 43f769c (Note [lgamma "
     "in float]: lgamma 0.15x -> 1.27x, mvlgamma forward 0.17-0.43x -> 0.35-0.73x), the composition's passes remain. "
     "erfinv and lgamma (43f769c: 0.08x -> 1.0x, 0.15x -> 1.27x), remainder, fmod, floor division and atan2 left "
@@ -344,14 +351,17 @@ MISSES = {
     "glue's per-call work dominates: the composed solvers run several native kernels and copies around the CPU's "
     "LAPACK call (Note [Dense solver family]); their meta call is cached since 0668b14 (Note [Cached meta results]: "
     "torch's Python meta kernel cost 15-40 us a call); ldl_factor and ldl_solve call LAPACK's sytrf and sytrs "
-    "on the host route since 67434c5 (composed before: 0.01-0.05x)",
+    "on the host route since 67434c5 (composed before: 0.01-0.05x); the sim's triangular solve substitutes whole rows "
+    "of columns in parallel since 873cddc (linalg.lu_factor's backward 0.35x -> 0.88x); matrix_exp evaluates its "
+    "degree-18 polynomial in 7 float64 GEMMs since da007d2 (0.50x -> 0.64x; it was 17)",
     "*segment_reduce*": "composed of native ops: segment_reduce finds each position's segment by a "
     "searchsorted and scatters into the segments (Note [Segment reduce]), its backward in about 14 passes over the "
     "data (cdist and pdist left this list for their kernels, Note [Pairwise distances]: 0.08-0.15x -> 0.78-1.80x)",
     "gather*|scatter*|index_*|take*|put*": "a gather with one index tensor checks a row's indices, then copies "
     "without a branch, split over elements (index.cpp is compiled for the portable ISA only: no vector gathers; the "
     "CPU's inner-dimension gather is about 2.7x faster); a scatter splits over a coordinate whose targets are disjoint, "
-    "or by target rows (Note [Sim scatter]), else it is serial, its op fixed per loop; a bfloat16 scatter_reduce "
+    "or by target rows (Note [Sim scatter]), else it is serial, its op fixed per loop (since 6cae2e8: the serial path "
+    "switched on the op per element, index_copy 0.37x -> 0.70x, scatter 0.46x -> 0.92x); a bfloat16 scatter_reduce "
     "converts each element; op_db's small samples pay the glue's per-call checks",
     "conv*|nn.functional.conv*": "large convolutions' forward and input gradient run on the CPU's oneDNN (Note [Sim "
     "convolution host route]), with a copy of the result; their weight gradient, 1x1 and small convolutions stay on "
