@@ -324,7 +324,7 @@ def extra_cases(dtype: torch.dtype, kinds: set, chosen):
 MISSES = {
     "nn.functional.interpolate*|nn.functional.upsample*": "op_db's samples are a few hundred elements: the glue's "
     "per-call work (weight matrices or index maps made per call, Note [Resampling by weight matrices]) dominates; the "
-    "index maps are host loops since e5b846c (nearest 0.32x -> 0.55-0.62x, pad.reflect 0.20x -> 0.38x; they took 3-5 "
+    "index maps are host loops since e5b846c (nearest 0.27-0.34x -> 0.51-0.56x, pad.reflect 0.20x -> 0.38x; they took 3-5 "
     "pointwise launches per dimension); at the family's size (interpolate x2 of 8x32x28x28) bilinear, bicubic and "
     "nearest are at or above the CPU",
     "grid_sampler_2d*": "2-D bilinear runs in blocks of 8 locations (Note [Sim bilinear blocks]), float32 in AVX2 "
