@@ -60,7 +60,7 @@ __global__ void perm_bucket_kernel(RandpermArgs a, int32_t* ids) {
 }
 
 // The first position of sorted[0, n) (ascending) not below b.
-__device__ int64_t first_not_below(const int32_t* sorted, int64_t n, int64_t b) {
+MT_HOST_DEVICE int64_t first_not_below(const int32_t* sorted, int64_t n, int64_t b) {
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
