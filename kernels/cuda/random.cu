@@ -4,7 +4,7 @@
 #include "common.cuh"
 #include "mytorch/ops_math.h"
 #include "mytorch/random.h"
-#include "mytorch/sort.h"
+#include "mytorch/randperm.h"
 
 namespace mytorch::cuda {
 namespace {

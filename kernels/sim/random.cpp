@@ -1,10 +1,11 @@
 // Sim twin of cuda/random.cu.
 #include "mytorch/random.h"
+#include "mytorch/randperm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
+#include <memory>
 #include <type_traits>
 
 #include "mytorch/ops_math.h"
@@ -192,21 +193,24 @@ MT_SIM_ENTRY rt::Status randperm(const RandpermArgs& a, rt::Stream) {
   const int64_t buckets = perm_buckets(n);
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(par::threads(), n / par::kGrain));
   const int64_t per = (n + chunks - 1) / chunks;
-  std::vector<uint32_t> bucket(static_cast<size_t>(n));
-  std::vector<int64_t> place(static_cast<size_t>(chunks * buckets), 0);  // counts, then each run's first position
+  // plain arrays: std::vector's growth functions instantiated in the AVX2 compile would be exported weak with AVX2
+  // code (test_sim_isa: the variant objects export only their entry points)
+  const std::unique_ptr<uint32_t[]> bucket(new uint32_t[static_cast<size_t>(n)]);
+  // per (chunk, bucket): the count, then the first position of the chunk's run of the bucket
+  const std::unique_ptr<int64_t[]> place(new int64_t[static_cast<size_t>(chunks * buckets)]());
   par::parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t lo = c * per, hi = std::min(n, lo + per);
-      uint32_t* ids = bucket.data() + lo;
+      uint32_t* ids = bucket.get() + lo;
       stream_words(seed, PhiloxLane::PermBucket, offset + static_cast<uint64_t>(lo), hi - lo, ids);
-      int64_t* count = place.data() + c * buckets;
+      int64_t* count = place.get() + c * buckets;
       for (int64_t i = 0; i < hi - lo; ++i) {
         ids[i] = perm_below(ids[i], static_cast<uint64_t>(buckets));
         ++count[ids[i]];
       }
     }
   });
-  std::vector<int64_t> start(static_cast<size_t>(buckets + 1));
+  const std::unique_ptr<int64_t[]> start(new int64_t[static_cast<size_t>(buckets + 1)]);
   int64_t at = 0;
   for (int64_t b = 0; b < buckets; ++b) {
     start[b] = at;
@@ -217,18 +221,19 @@ MT_SIM_ENTRY rt::Status randperm(const RandpermArgs& a, rt::Stream) {
     }
   }
   start[buckets] = n;
+  int64_t largest = 0;  // the largest bucket: each task's buffer of swap words
+  for (int64_t b = 0; b < buckets; ++b) largest = std::max(largest, start[b + 1] - start[b]);
   par::parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      int64_t* next = place.data() + c * buckets;
+      int64_t* next = place.get() + c * buckets;
       for (int64_t i = c * per, hi = std::min(n, (c + 1) * per); i < hi; ++i) a.out[next[bucket[i]]++] = i;
     }
   });
   par::parallel_for(buckets, par::grain_for(kPermBucket / 4), [&](int64_t b0, int64_t b1) {
-    std::vector<uint32_t> words;
+    const std::unique_ptr<uint32_t[]> words(new uint32_t[static_cast<size_t>(largest)]);
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t s = start[b], e = start[b + 1];
-      words.resize(static_cast<size_t>(e - s));
-      stream_words(seed, PhiloxLane::PermSwap, offset + static_cast<uint64_t>(s), e - s, words.data());
+      stream_words(seed, PhiloxLane::PermSwap, offset + static_cast<uint64_t>(s), e - s, words.get());
       perm_shuffle_run(a.out, s, e, [&](int64_t k) { return words[k]; });
     }
   });

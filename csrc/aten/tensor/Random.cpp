@@ -22,6 +22,7 @@
 #include "csrc/core/Runtime.h"
 #include "csrc/core/Stream.h"
 #include "mytorch/random.h"
+#include "mytorch/randperm.h"
 
 namespace mytorch {
 namespace {
