@@ -5,6 +5,7 @@
 
 #include <ATen/TensorIterator.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/ScalarType.h>
 
 #include "csrc/core/Fallback.h"
@@ -30,6 +31,13 @@ inline c10::ScalarType opmathType(c10::ScalarType t) {
 inline at::Tensor contiguousIfDefined(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
 }
+// Scratch bytes a launch plan asks for, on like's device and stream (freed when the caller's handle goes: the
+// caching allocator keeps them stream-ordered); undefined for none (the sim runtime's plans need none).
+inline at::Tensor kernelWorkspace(size_t bytes, const at::Tensor& like) {
+  if (bytes == 0) return at::Tensor();
+  return at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+}
+
 // A tensor's data for a kernel argument, or null for an undefined tensor (typed: dataOrNull<float>(t)).
 inline void* dataOrNull(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 template <typename T>

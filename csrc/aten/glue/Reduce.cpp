@@ -14,17 +14,6 @@
 #include "csrc/core/Stream.h"
 
 namespace mytorch {
-namespace {
-
-// Scratch bytes a launch plan asks for, on like's device and stream (freed when the caller's handle goes: the
-// caching allocator keeps them stream-ordered); undefined for none (the sim runtime's plans need none).
-at::Tensor kernelWorkspace(size_t bytes, const at::Tensor& like) {
-  if (bytes == 0) return at::Tensor();
-  return at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
-}
-
-} // namespace
-
 void runReduce(RedOp op, const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, const at::Tensor& out,
                const at::Tensor& out2, double p, double correction, bool take_sqrt, bool want_values) {
   const int64_t ndim = self.dim();

@@ -70,12 +70,9 @@ std::tuple<Tensor, Tensor> sortAlong(const Tensor& self, int64_t dim, bool desce
   a.slices = a.length ? moved.numel() / a.length : 0;
   a.descending = descending;
   a.k = k;
-  Tensor scratch;  // the cuda radix sort's and select's (Note [CUDA radix sort and select]); the sim needs none
-  const size_t ws = onSim() ? 0 : sort_workspace_bytes(a);
-  if (ws > 0) {
-    scratch = at::empty({static_cast<int64_t>(ws)}, self.options().dtype(at::kByte));
-    a.scratch = scratch.data_ptr();
-  }
+  // the cuda radix sort's and select's (Note [CUDA radix sort and select]); the sim needs none
+  const Tensor scratch = kernelWorkspace(onSim() ? 0 : sort_workspace_bytes(a), self);
+  a.scratch = dataOrNull(scratch);
   if (moved.numel() > 0) {
     c10::DeviceGuard guard(self.device());
     MT_RT_CHECK(kernels::sort(a, streamFor(self)));

@@ -243,11 +243,9 @@ at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> gen, at::Tensor&
   RandpermArgs a;
   a.out = perm.data_ptr<int64_t>();
   a.n = n;
-  at::Tensor scratch;  // the cuda launcher's bucket ids and sort (randperm_workspace_bytes); the sim needs none
-  if (const size_t ws = onSim() ? 0 : randperm_workspace_bytes(n)) {
-    scratch = at::empty({static_cast<int64_t>(ws)}, out.options().dtype(at::kByte));
-    a.scratch = scratch.data_ptr();
-  }
+  // the cuda launcher's bucket ids and sort (randperm_workspace_bytes); the sim needs none
+  const at::Tensor scratch = kernelWorkspace(onSim() ? 0 : randperm_workspace_bytes(n), out);
+  a.scratch = dataOrNull(scratch);
   c10::DeviceGuard guard(out.device());
   std::tie(a.seed, a.offset) = philoxCall(out.device(), gen, n);
   a.philox_dev = capturedPhiloxState();
