@@ -425,7 +425,56 @@ struct OutputCursor {
       idx[d] = 0;
     }
   }
+  // k >= 1 outputs on, at most to the end of the innermost output row (row_left()).
+  void advance(int64_t k) {
+    const int d = r.out_ndim - 1;
+    at.in_base += (k - 1) * r.out_in_strides[d];
+    at.out += (k - 1) * r.out_strides[d];
+    at.out2 += (k - 1) * r.out2_strides[d];
+    idx[d] += k - 1;
+    next();
+  }
+  int64_t row_left() const { return r.out_sizes[r.out_ndim - 1] - idx[r.out_ndim - 1]; }
 };
+
+// Note [Sim short reductions]
+// A reduction of at most kLeaf elements per output (red_ndim <= 1) is chunk_partial's single leaf: init, then the
+// elements pushed in order (a float32 or float64 sum of fewer than kCpuIlp elements in the CPU's order is the same
+// sequence from zero, then its three empty accumulators added: +0, which changes nothing, as a sum from +0 is never
+// -0 in round-to-nearest). Over many outputs (sum(-1) of
+// (N, 3), a norm over the last dim of 3-vectors, mvlgamma's sum over p) the per-output calls cost more than the
+// work (4.7 ns an output for sum(-1) of 1M x 1 float32, 12x the CPU's time); short_totals does the same pushes for
+// kShortGroup outputs of one output row at once: their elements gathered (converted to the accumulator type) into a
+// [j][output] block, then each step j pushed into every output's state, a loop across outputs that vectorises for
+// one-value states. The same operations per output in the same order: the same bits, but where a product is added
+// to the state (the 2-norm's x * x, Welford's update), which GCC may fuse into one FMA in one loop and not in the
+// other. Which loop runs depends on the shape alone, so results still do not depend on the thread count.
+constexpr int kShortGroup = 64;
+
+template <typename R, typename A, typename T>
+bool short_rows_path(const ReduceArgs& r) {
+  if (r.out_ndim < 1 || r.red_ndim > 1 || r.red_numel < 1 || r.red_numel > kLeaf) return false;
+  return !cpu_order_path<R, A, T>(r) || r.red_numel < kCpuIlp;
+}
+
+// The states of nb outputs of one output row, the first at in + base, the next `step` elements on.
+template <typename R, typename A, typename T>
+void short_totals(const ReduceArgs& r, const T* in, int64_t base, int64_t step, int nb, typename State<R, A>::S* st) {
+  using St = State<R, A>;
+  const int64_t n = r.red_numel, s = r.red_ndim == 1 ? r.red_in_strides[0] : 0;
+  A buf[kLeaf][kShortGroup];
+  if (n == 1 && step == 1) { // a size-1 reduced dim of a contiguous input: a conversion that vectorises
+    for (int k = 0; k < nb; ++k) buf[0][k] = static_cast<A>(mt_load(in + base + k));
+  } else {
+    for (int k = 0; k < nb; ++k) {
+      const T* x = in + base + k * step;
+      for (int64_t j = 0; j < n; ++j) buf[j][k] = static_cast<A>(mt_load(x + j * s));
+    }
+  }
+  for (int k = 0; k < nb; ++k) st[k] = St::init(r.params);
+  for (int64_t j = 0; j < n; ++j)
+    for (int k = 0; k < nb; ++k) St::push(st[k], buf[j][k], j, r.params);
+}
 
 // Per output element: partials over runs of kChunk reduced elements, combined pairwise in chunk order (Note [Sim
 // parallelism]: the chunks depend on the sizes only, so the bits do not depend on the thread count). Many outputs
@@ -461,6 +510,63 @@ rt::Status run_as(const ReduceArgs& r) {
   const bool by_output = r.out_numel >= 4 * par::threads() || nchunks < 2 * par::threads();
   const bool columns = r.red_ndim == 1 && r.red_in_strides[0] != 1 && r.red_numel > 0 && r.out_ndim > 0 &&
                        r.out_in_strides[r.out_ndim - 1] == 1 && !lanes_path<R>(r);
+  // One chunk per output (short reductions over many outputs: sum(-1) of (N, 3), mvlgamma's sum over p, a
+  // reduction over a size-1 dim): the total is that chunk's partial (combine_pairwise of one part), so this loop
+  // resolves the outputs' dtype once per call and keeps no partials array; the same chunk_partial (or, for short
+  // rows, its operations for several outputs at once: Note [Sim short reductions]), the same bits.
+  if (by_output && nchunks == 1 && !columns && r.out_dtype != DType::ComplexFloat &&
+      r.out_dtype != DType::ComplexDouble) {
+    dispatch_dtype(r.out_dtype, [&](auto tag) {
+      using O = decltype(tag);
+      if constexpr (!is_complex_t<O>::value) {
+        O* out = static_cast<O*>(r.out);
+        auto store = [&](const red::RedOffsets& at, const red::Acc<A>& total) {
+          A mean = A(0);
+          const A v = R::project(total, r.params, &mean);
+          if (r.want_values) out[at.out] = mt_cast<O, A>(v);
+          if constexpr (R::kOut2 == red::Out2::Index) {
+            if (r.out2 != nullptr) static_cast<int64_t*>(r.out2)[at.out2] = total.n < 0 ? 0 : total.n;
+          } else if constexpr (R::kOut2 == red::Out2::Mean) {
+            if (r.out2 != nullptr) static_cast<O*>(r.out2)[at.out2] = mt_cast<O, A>(mean);
+          }
+        };
+        const bool short_rows = short_rows_path<R, A, T>(r);
+        par::parallel_for(r.out_numel, par::grain_for(r.red_numel), [&](int64_t ob, int64_t oe) {
+          OutputCursor cur(r, ob);
+          if (short_rows) { // Note [Sim short reductions]
+            const int d = r.out_ndim - 1;
+            typename State<R, A>::S st[kShortGroup];
+            for (int64_t o = ob; o < oe;) {
+              const int nb = static_cast<int>(std::min<int64_t>({kShortGroup, oe - o, cur.row_left()}));
+              short_totals<R, A>(r, in, cur.at.in_base, r.out_in_strides[d], nb, st);
+              red::RedOffsets at = cur.at;
+              if (r.want_values && r.out2 == nullptr && r.out_strides[d] == 1) { // a loop that vectorises
+                O* dst = out + at.out;
+                for (int k = 0; k < nb; ++k) {
+                  A unused = A(0);
+                  dst[k] = mt_cast<O, A>(R::project(State<R, A>::acc(st[k], r.params), r.params, &unused));
+                }
+                cur.advance(nb);
+                o += nb;
+                continue;
+              }
+              for (int k = 0; k < nb; ++k) {
+                store(at, State<R, A>::acc(st[k], r.params));
+                at.out += r.out_strides[d];
+                at.out2 += r.out2_strides[d];
+              }
+              cur.advance(nb);
+              o += nb;
+            }
+            return;
+          }
+          for (int64_t o = ob; o < oe; ++o, cur.next())
+            store(cur.at, chunk_partial<R, A>(r, in, cur.at.in_base, 0, r.red_numel));
+        });
+      }
+    });
+    return rt::Status::Success;
+  }
   if (by_output) {
     par::parallel_for(r.out_numel, par::grain_for(r.red_numel), [&](int64_t ob, int64_t oe) {
       // a short reduction's partials stay on the stack: no allocation per call
