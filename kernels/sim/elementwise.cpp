@@ -200,13 +200,15 @@ void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, 
     // each way cost as much as the op on runs of 120 floats).
     const O* v[n];
     OB* o = ob;
+    // (a block of whole short runs is one run too where an operand's runs follow each other in memory)
+    auto one_run = [&](int k, int64_t elem) { return s0[k] == elem && (n1 == 1 || s1[k] == n0 * elem); };
     if constexpr (std::is_same_v<Out, OB>) {
-      if (n1 == 1 && s0[0] == static_cast<int64_t>(sizeof(Out))) o = reinterpret_cast<OB*>(out + off[0]);
+      if (one_run(0, sizeof(Out))) o = reinterpret_cast<OB*>(out + off[0]);
     }
     for (int k = 0; k < n; ++k) {
       v[k] = vb[k];
       if constexpr (std::is_same_v<T, O>) {
-        if (st[k + 1] && !(masked && k == 0) && n1 == 1 && s0[k + 1] == static_cast<int64_t>(sizeof(T))) {
+        if (st[k + 1] && !(masked && k == 0) && one_run(k + 1, sizeof(T))) {
           v[k] = reinterpret_cast<const O*>(in[k] + off[k + 1]);
           const char *vb0 = reinterpret_cast<const char*>(v[k]), *o0 = reinterpret_cast<const char*>(o);
           if (vb0 < o0 + m * sizeof(OB) && o0 < vb0 + m * sizeof(O)) o = ob;  // overlaps the output: buffered
@@ -218,6 +220,20 @@ void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, 
         continue;
       }
       const char* base = in[k] + off[k + 1];
+      if (!(masked && k == 0) && n1 > 1 && one_run(k + 1, sizeof(T))) {
+        vec::to_opmath(reinterpret_cast<const T*>(base), vb[k], m);
+        continue;
+      }
+      if (!(masked && k == 0) && n0 < 8 && n1 > 1) {  // short runs: one strided loop per position in the run, not
+        // a loop's set-up per run of 3 (x[..., None] + y: 0.24x the CPU)
+        for (int64_t i = 0; i < n0; ++i) {
+          const char* col = base + i * s0[k + 1];
+          const int64_t s = s1[k + 1];
+          for (int64_t j = 0; j < n1; ++j)
+            vb[k][j * n0 + i] = static_cast<O>(mt_load(reinterpret_cast<const T*>(col + j * s)));
+        }
+        continue;
+      }
       for (int64_t j = 0; j < n1; ++j) {
         const char* row = base + j * s1[k + 1];
         O* b = vb[k] + j * n0;
@@ -250,6 +266,10 @@ void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, 
       for (int64_t q = 0; q < m; ++q) o[q] = static_cast<OB>(ew::apply<op, T>(v[0][q], v[1][q], v[2][q], p));
     }
     if (o != ob) return;  // written in place
+    if (!std::is_same_v<Out, bool> && n1 > 1 && one_run(0, sizeof(Out))) {
+      vec::from_opmath(ob, reinterpret_cast<Out*>(out + off[0]), m);
+      return;
+    }
     for (int64_t j = 0; j < n1; ++j) {
       char* row = out + off[0] + j * s1[0];
       if (s0[0] == static_cast<int64_t>(sizeof(Out)) && !std::is_same_v<Out, bool>) {
@@ -269,6 +289,16 @@ void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, 
     }
     walk::for_each_tile(a.shape, st, 1 + n, 1,
                         [&](const int64_t* off, int64_t n0, int64_t n1) { block(off, n0, n1, s0, s1); });
+    return;
+  }
+  if (walk::short_runs(a.shape)) {  // x[..., None] + y with a last dim of 3: blocks of whole runs, not a block a run
+    int64_t s0[4] = {}, s1[4] = {};
+    for (int k = 0; k <= n; ++k) {
+      s0[k] = st[k] ? st[k][0] : 0;
+      s1[k] = st[k] ? st[k][1] : 0;
+    }
+    walk::for_each_short_run_block(a.shape, st, 1 + n, 1,
+                                   [&](const int64_t* off, int64_t n0, int64_t n1) { block(off, n0, n1, s0, s1); });
     return;
   }
   par::parallel_for(a.shape.numel, grain, [&](int64_t b, int64_t e) {

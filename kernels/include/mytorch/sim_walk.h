@@ -1,6 +1,7 @@
 // The sim's strided walkers (Note [Sim strided walks]): the element order of a strided description visited in
 // runs along dimension 0, or in tiles of dimensions 0 and 1 where the operands disagree on which of the two is
-// contiguous. Shared by the families that walk arbitrary layouts (copy, elementwise).
+// contiguous, or in blocks of whole runs where the runs are short. Shared by the families that walk arbitrary
+// layouts (copy, elementwise).
 #pragma once
 
 #include <algorithm>
@@ -35,15 +36,17 @@ inline bool wants_tiles(const StridedShape& s, const int64_t* const* st, const i
   return false;
 }
 
-// fn(off[nops] byte offsets of a tile's first element, n0 elements along dimension 0, n1 along dimension 1), over
-// every tile, split over the threads; `work` is the element operations of one element (for the grain).
+// fn(off[nops] byte offsets of a block's first element, n0 elements along dimension 0, n1 along dimension 1), over
+// every block of b0 x b1 elements of dimensions 0 and 1, split over the threads; `work` is the element operations
+// of one element (for the grain).
 template <typename Fn>
-void for_each_tile(const StridedShape& s, const int64_t* const* st, int nops, int64_t work, const Fn& fn) {
-  const int64_t t0 = (s.sizes[0] + kTile - 1) / kTile, t1 = (s.sizes[1] + kTile - 1) / kTile;
+void for_each_block(const StridedShape& s, const int64_t* const* st, int nops, int64_t work, int64_t b0, int64_t b1,
+                    const Fn& fn) {
+  const int64_t t0 = (s.sizes[0] + b0 - 1) / b0, t1 = (s.sizes[1] + b1 - 1) / b1;
   const int64_t planes = s.numel / (s.sizes[0] * s.sizes[1]);
-  par::parallel_for(planes * t0 * t1, par::grain_for(kTile * kTile * work), [&](int64_t b, int64_t e) {
+  par::parallel_for(planes * t0 * t1, par::grain_for(b0 * b1 * work), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      const int64_t i0 = (t % t0) * kTile, i1 = (t / t0 % t1) * kTile;
+      const int64_t i0 = (t % t0) * b0, i1 = (t / t0 % t1) * b1;
       int64_t plane = t / (t0 * t1);
       int64_t off[4] = {0, 0, 0, 0};
       for (int k = 0; k < nops; ++k) off[k] = st[k] ? i0 * st[k][0] + i1 * st[k][1] : 0;
@@ -52,9 +55,24 @@ void for_each_tile(const StridedShape& s, const int64_t* const* st, int nops, in
         plane /= s.sizes[d];
         for (int k = 0; k < nops; ++k) off[k] += st[k] ? i * st[k][d] : 0;
       }
-      fn(off, std::min(kTile, s.sizes[0] - i0), std::min(kTile, s.sizes[1] - i1));
+      fn(off, std::min(b0, s.sizes[0] - i0), std::min(b1, s.sizes[1] - i1));
     }
   });
+}
+
+// The kTile x kTile tiles (wants_tiles).
+template <typename Fn>
+void for_each_tile(const StridedShape& s, const int64_t* const* st, int nops, int64_t work, const Fn& fn) {
+  for_each_block(s, st, nops, work, kTile, kTile, fn);
+}
+
+// Runs along dimension 0 shorter than a tile (x[..., None] + y over a last dimension of 3: a million runs of 3
+// elements): each block takes whole runs, as many as fill kTile x kTile elements, so that per-block work (a loop's
+// set-up per operand) is paid once for many runs; `short_runs` says whether a description has them.
+inline bool short_runs(const StridedShape& s) { return s.ndim >= 2 && s.sizes[0] < kTile && s.sizes[1] > 1; }
+template <typename Fn>
+void for_each_short_run_block(const StridedShape& s, const int64_t* const* st, int nops, int64_t work, const Fn& fn) {
+  for_each_block(s, st, nops, work, s.sizes[0], kTile * kTile / s.sizes[0], fn);
 }
 
 // Visits the elements [begin, end) of the description in runs along dimension 0: fn(off[nops] byte offsets of the
