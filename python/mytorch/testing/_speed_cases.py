@@ -343,7 +343,9 @@ MISSES = {
     "frexp*|mvlgamma*": "frexp left this list (two rows of the elementwise engine since 94cf24d: 0.16-0.27x -> "
     "1.4-2.6x); mvlgamma is "
     "composed (an arange, a broadcast sum of lgamma, a reduction): its lgamma vectorises since 43f769c (Note [lgamma "
-    "in float]: lgamma 0.15x -> 1.27x, mvlgamma forward 0.17-0.43x -> 0.35-0.73x), the composition's passes remain. "
+    "in float]: lgamma 0.15x -> 1.27x, mvlgamma forward 0.17-0.43x -> 0.35-0.73x); its broadcast add and its sum "
+    "over p (rows of 1-5 elements) run as short runs and short reductions since 238a5d8 (Note [Sim short "
+    "reductions]: 0.34-0.73x -> 0.80-1.40x); both sides run ATen's composition (CompositeExplicitAutograd). "
     "erfinv and lgamma (43f769c: 0.08x -> 1.0x, 0.15x -> 1.27x), remainder, fmod, floor division and atan2 left "
     "this list (Note [Vectorised fmod], libmvec's atan2f), and so did i0/i1/K/J/Y, spherical_bessel_j0 and ndtri "
     "(Note [Special functions in float]: 0.04-0.74x -> 1.0-15x)",
