@@ -24,6 +24,17 @@ def test_memory_summary_shape():
     del x
 
 
+def test_memory_summary_sizes_keep_the_column_width():
+    """Every size the counters reach fits the table's ten-character columns (1010 MiB, 1023.999 GiB: values between
+    1000 and 1024 of a unit were eleven characters wide, a row of 79)."""
+    from mytorch.backend.memory import _fmt_bytes
+
+    for base in (1, 1024, 1024**2, 1024**3):
+        for v in (0, 999, 1000, 1010, 1023, 1023.999, 1024, 999_999):
+            assert len(_fmt_bytes(v * base)) == 10, (v, base, _fmt_bytes(v * base))
+    assert _fmt_bytes(1010 * 1024**2) == "  0.99 GiB" and _fmt_bytes(3 * 1024**2) == "  3.00 MiB"
+
+
 def test_history_snapshot_and_plot(tmp_path):
     # Earlier tests' tensors held in reference cycles (tracebacks of pytest.raises, say) must be freed before the
     # snapshot: a collection between it and the totals read below would change memory_allocated().

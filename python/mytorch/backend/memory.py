@@ -118,10 +118,14 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
 
 
 def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{int(n):6d} {unit:<3}" if unit == "B" else f"{n:6.2f} {unit}"
+    """Ten characters, as the table's columns: bytes up to 1023, then the first unit that keeps the value under 1000
+    (1010.00 MiB, eleven characters, widened its row: a worker's total allocations cross such values)."""
+    if abs(n) < 1024:
+        return f"{int(n):6d} B  "
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
         n /= 1024
+        if abs(n) < 999.995 or unit == "TiB":  # what rounds to 1000.00 takes the next unit
+            return f"{n:6.2f} {unit}"
     return ""
 
 
