@@ -84,6 +84,12 @@ red::Acc<A> var_chunk(const T* x, int64_t c, int64_t end) {
   A sum[1];
   lane_sums<1, A>(x, c, end, [](A v, A(&o)[1]) { o[0] = v; }, sum);
   const A m = sum[0] / static_cast<A>(n);
+  if (!std::isfinite(m)) {  // an infinity or a NaN: Welford's updates in order, as the CPU's WelfordOps (whose mean
+    // turns NaN once an infinity is followed by another element; the two passes gave var_mean's mean inf there)
+    red::Acc<A> s{A(0), A(0), 0};
+    for (int64_t j = c; j < end; ++j) red::Reduction<RedOp::Var>::push(s, static_cast<A>(mt_load(x + j)), j, {});
+    return s;
+  }
   A dev[2];
   lane_sums<2, A>(
       x, c, end,
@@ -438,17 +444,22 @@ struct OutputCursor {
 };
 
 // Note [Sim short reductions]
-// A reduction of at most kLeaf elements per output (red_ndim <= 1) is chunk_partial's single leaf: init, then the
-// elements pushed in order (a float32 or float64 sum of fewer than kCpuIlp elements in the CPU's order is the same
-// sequence from zero, then its three empty accumulators added: +0, which changes nothing, as a sum from +0 is never
-// -0 in round-to-nearest). Over many outputs (sum(-1) of
-// (N, 3), a norm over the last dim of 3-vectors, mvlgamma's sum over p) the per-output calls cost more than the
-// work (4.7 ns an output for sum(-1) of 1M x 1 float32, 12x the CPU's time); short_totals does the same pushes for
-// kShortGroup outputs of one output row at once: their elements gathered (converted to the accumulator type) into a
-// [j][output] block, then each step j pushed into every output's state, a loop across outputs that vectorises for
-// one-value states. The same operations per output in the same order: the same bits, but where a product is added
-// to the state (the 2-norm's x * x, Welford's update), which GCC may fuse into one FMA in one loop and not in the
-// other. Which loop runs depends on the shape alone, so results still do not depend on the thread count.
+// Over many outputs of few reduced elements each (sum(-1) of (N, 3), a norm over the last dim of 3-vectors,
+// mvlgamma's sum over p, a norm over 60 contiguous elements of outputs 60 apart) the per-output calls cost more than
+// the work: sum(-1) of 1M x 1 float32 went at 4.7 ns an output, 12x the CPU's time, and a 2-norm of 60 contiguous
+// floats at 24 ns (0.27x). Two loops do the one-output path's pushes for a group of outputs of one output row at
+// once, their elements gathered (converted to the accumulator type) into a [j][output] block, so that each push runs
+// across the group, a loop that vectorises for one-value states:
+//  - short rows, at most kLeaf elements (red_ndim <= 1): chunk_partial's single leaf, init then the elements in
+//    order (a float32 or float64 sum of fewer than kCpuIlp elements in the CPU's order is the same sequence from
+//    zero, then its three empty accumulators added: +0, which changes nothing, as a sum from +0 is never -0 in
+//    round-to-nearest), kShortGroup outputs at a time (short_totals);
+//  - lane rows, one contiguous row of at most kLaneRow elements for a one-value state that takes chunk_partial's
+//    lanes (lanes_path: not a float sum in the CPU's order): element j into lane j % kLanes, then the lanes' halving
+//    tree, kLaneGroup outputs at a time (lane_totals).
+// The same operations per output in the same order: the same bits, but where a product is added to the state (the
+// 2-norm's x * x, Welford's update), which GCC may fuse into one FMA in one loop and not in the other. Which loop
+// runs depends on the shape alone, so results still do not depend on the thread count.
 constexpr int kShortGroup = 64;
 
 template <typename R, typename A, typename T>
@@ -474,6 +485,39 @@ void short_totals(const ReduceArgs& r, const T* in, int64_t base, int64_t step, 
   for (int k = 0; k < nb; ++k) st[k] = St::init(r.params);
   for (int64_t j = 0; j < n; ++j)
     for (int k = 0; k < nb; ++k) St::push(st[k], buf[j][k], j, r.params);
+}
+
+constexpr int kLaneGroup = 16;
+constexpr int64_t kLaneRow = 512;
+
+template <typename R, typename A, typename T>
+bool lane_rows_path(const ReduceArgs& r) {
+  return red::kOneValue<R> && r.out_ndim >= 1 && lanes_path<R>(r) && !cpu_order_path<R, A, T>(r) &&
+         r.red_numel <= kLaneRow;
+}
+
+// The values of nb outputs of one output row (lane_rows_path), the first row at in + base, the next `step` on:
+// chunk_partial's lanes over the whole row.
+template <typename R, typename A, typename T>
+void lane_totals(const ReduceArgs& r, const T* in, int64_t base, int64_t step, int nb, A* st) {
+  using St = State<R, A>;
+  const int64_t n = r.red_numel;
+  A lane[kLanes][kLaneGroup], buf[kLanes][kLaneGroup];
+  for (int k = 0; k < kLanes; ++k)
+    for (int g = 0; g < nb; ++g) lane[k][g] = St::init(r.params);
+  for (int64_t j0 = 0; j0 < n; j0 += kLanes) {
+    const int m = static_cast<int>(std::min<int64_t>(kLanes, n - j0));
+    for (int g = 0; g < nb; ++g) {
+      const T* x = in + base + g * step + j0;
+      for (int k = 0; k < m; ++k) buf[k][g] = static_cast<A>(mt_load(x + k));
+    }
+    for (int k = 0; k < m; ++k)
+      for (int g = 0; g < nb; ++g) St::push(lane[k][g], buf[k][g], j0 + k, r.params);
+  }
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int k = 0; k < w; ++k)
+      for (int g = 0; g < nb; ++g) St::combine(lane[k][g], lane[k + w][g], r.params);
+  for (int g = 0; g < nb; ++g) st[g] = lane[0][g];
 }
 
 // Per output element: partials over runs of kChunk reduced elements, combined pairwise in chunk order (Note [Sim
@@ -531,14 +575,17 @@ rt::Status run_as(const ReduceArgs& r) {
           }
         };
         const bool short_rows = short_rows_path<R, A, T>(r);
+        bool lane_rows = false;
+        if constexpr (red::kOneValue<R>) lane_rows = lane_rows_path<R, A, T>(r);
         par::parallel_for(r.out_numel, par::grain_for(r.red_numel), [&](int64_t ob, int64_t oe) {
           OutputCursor cur(r, ob);
-          if (short_rows) { // Note [Sim short reductions]
+          // Note [Sim short reductions]: `group` outputs of one output row at a time, totals(base, nb, states)
+          const auto groups = [&](int group, const auto& totals) {
             const int d = r.out_ndim - 1;
             typename State<R, A>::S st[kShortGroup];
             for (int64_t o = ob; o < oe;) {
-              const int nb = static_cast<int>(std::min<int64_t>({kShortGroup, oe - o, cur.row_left()}));
-              short_totals<R, A>(r, in, cur.at.in_base, r.out_in_strides[d], nb, st);
+              const int nb = static_cast<int>(std::min<int64_t>({group, oe - o, cur.row_left()}));
+              totals(cur.at.in_base, nb, st);
               red::RedOffsets at = cur.at;
               if (r.want_values && r.out2 == nullptr && r.out_strides[d] == 1) { // a loop that vectorises
                 O* dst = out + at.out;
@@ -546,19 +593,29 @@ rt::Status run_as(const ReduceArgs& r) {
                   A unused = A(0);
                   dst[k] = mt_cast<O, A>(R::project(State<R, A>::acc(st[k], r.params), r.params, &unused));
                 }
-                cur.advance(nb);
-                o += nb;
-                continue;
-              }
-              for (int k = 0; k < nb; ++k) {
-                store(at, State<R, A>::acc(st[k], r.params));
-                at.out += r.out_strides[d];
-                at.out2 += r.out2_strides[d];
+              } else {
+                for (int k = 0; k < nb; ++k) {
+                  store(at, State<R, A>::acc(st[k], r.params));
+                  at.out += r.out_strides[d];
+                  at.out2 += r.out2_strides[d];
+                }
               }
               cur.advance(nb);
               o += nb;
             }
+          };
+          const int64_t step = r.out_ndim ? r.out_in_strides[r.out_ndim - 1] : 0;
+          if (short_rows) {
+            groups(kShortGroup, [&](int64_t base, int nb, typename State<R, A>::S* st) {
+              short_totals<R, A>(r, in, base, step, nb, st);
+            });
             return;
+          }
+          if constexpr (red::kOneValue<R>) {
+            if (lane_rows) {
+              groups(kLaneGroup, [&](int64_t base, int nb, A* st) { lane_totals<R, A>(r, in, base, step, nb, st); });
+              return;
+            }
           }
           for (int64_t o = ob; o < oe; ++o, cur.next())
             store(cur.at, chunk_partial<R, A>(r, in, cur.at.in_base, 0, r.red_numel));
