@@ -281,24 +281,17 @@ void strided_blocks(const ElementwiseArgs& a, char* out, const char* const* in, 
   };
   int es[4] = {int(sizeof(Out)), int(sizeof(T)), int(sizeof(T)), int(sizeof(T))};
   if (masked) es[1] = 1;
-  if (walk::wants_tiles(a.shape, st, es, 1 + n)) {
+  // tiles, or blocks of whole short runs (x[..., None] + y with a last dim of 3), not a block a run
+  const bool tiles = walk::wants_tiles(a.shape, st, es, 1 + n);
+  if (tiles || walk::short_runs(a.shape)) {
     int64_t s0[4] = {}, s1[4] = {};
     for (int k = 0; k <= n; ++k) {
       s0[k] = st[k] ? st[k][0] : 0;
       s1[k] = st[k] ? st[k][1] : 0;
     }
-    walk::for_each_tile(a.shape, st, 1 + n, 1,
-                        [&](const int64_t* off, int64_t n0, int64_t n1) { block(off, n0, n1, s0, s1); });
-    return;
-  }
-  if (walk::short_runs(a.shape)) {  // x[..., None] + y with a last dim of 3: blocks of whole runs, not a block a run
-    int64_t s0[4] = {}, s1[4] = {};
-    for (int k = 0; k <= n; ++k) {
-      s0[k] = st[k] ? st[k][0] : 0;
-      s1[k] = st[k] ? st[k][1] : 0;
-    }
-    walk::for_each_short_run_block(a.shape, st, 1 + n, 1,
-                                   [&](const int64_t* off, int64_t n0, int64_t n1) { block(off, n0, n1, s0, s1); });
+    const auto fn = [&](const int64_t* off, int64_t n0, int64_t n1) { block(off, n0, n1, s0, s1); };
+    if (tiles) walk::for_each_tile(a.shape, st, 1 + n, 1, fn);
+    else walk::for_each_short_run_block(a.shape, st, 1 + n, 1, fn);
     return;
   }
   par::parallel_for(a.shape.numel, grain, [&](int64_t b, int64_t e) {

@@ -84,8 +84,7 @@ red::Acc<A> var_chunk(const T* x, int64_t c, int64_t end) {
   A sum[1];
   lane_sums<1, A>(x, c, end, [](A v, A(&o)[1]) { o[0] = v; }, sum);
   const A m = sum[0] / static_cast<A>(n);
-  if (!std::isfinite(m)) {  // an infinity or a NaN: Welford's updates in order, as the CPU's WelfordOps (whose mean
-    // turns NaN once an infinity is followed by another element; the two passes gave var_mean's mean inf there)
+  if (!std::isfinite(m)) {  // inf or NaN: Welford's updates in order, as the CPU's (an inf then more: mean NaN)
     red::Acc<A> s{A(0), A(0), 0};
     for (int64_t j = c; j < end; ++j) red::Reduction<RedOp::Var>::push(s, static_cast<A>(mt_load(x + j)), j, {});
     return s;
@@ -444,29 +443,19 @@ struct OutputCursor {
 };
 
 // Note [Sim short reductions]
-// Over many outputs of few reduced elements each (sum(-1) of (N, 3), a norm over the last dim of 3-vectors,
-// mvlgamma's sum over p, a norm over 60 contiguous elements of outputs 60 apart) the per-output calls cost more than
-// the work: sum(-1) of 1M x 1 float32 went at 4.7 ns an output, 12x the CPU's time, and a 2-norm of 60 contiguous
-// floats at 24 ns (0.27x). Two loops do the one-output path's pushes for a group of outputs of one output row at
-// once, their elements gathered (converted to the accumulator type) into a [j][output] block, so that each push runs
-// across the group, a loop that vectorises for one-value states:
-//  - short rows, at most kLeaf elements (red_ndim <= 1): chunk_partial's single leaf, init then the elements in
-//    order (a float32 or float64 sum of fewer than kCpuIlp elements in the CPU's order is the same sequence from
-//    zero, then its three empty accumulators added: +0, which changes nothing, as a sum from +0 is never -0 in
-//    round-to-nearest), kShortGroup outputs at a time (short_totals);
-//  - lane rows, one contiguous row of at most kLaneRow elements for a one-value state that takes chunk_partial's
-//    lanes (lanes_path: not a float sum in the CPU's order): element j into lane j % kLanes, then the lanes' halving
-//    tree, kLaneGroup outputs at a time (lane_totals).
-// The same operations per output in the same order: the same bits, but where a product is added to the state (the
-// 2-norm's x * x, Welford's update), which GCC may fuse into one FMA in one loop and not in the other. Which loop
-// runs depends on the shape alone, so results still do not depend on the thread count.
+// Many outputs of few reduced elements each (sum(-1) of (N, 3), a 2-norm of 60 contiguous floats per output): the
+// per-output calls cost more than the work (4.7 ns an output for sum(-1) of 1M x 1 float32, 12x the CPU's time;
+// 24 ns for the 2-norm). Two loops do the one-output path's pushes for a group of outputs of one output row at once,
+// the elements gathered (in the accumulator type) into a [j][output] block, each push a loop across the group:
+//  - short rows (short_totals, red_ndim <= 1, at most kLeaf elements): chunk_partial's single leaf, init then the
+//    elements in order (a float sum of fewer than kCpuIlp in the CPU's order is the same sequence from zero, plus
+//    three empty accumulators: +0, a no-op as a sum from +0 is never -0);
+//  - lane rows (lane_totals, one-value states over a contiguous row of at most kLaneRow on chunk_partial's lanes):
+//    element j into lane j % kLanes, then the lanes' halving tree.
+// The same operations per output in the same order, so the same bits, but where a product is added to the state
+// (x * x, Welford's update), which GCC may fuse into an FMA in one loop and not the other. The loop is chosen by the
+// shape alone: results do not depend on the thread count.
 constexpr int kShortGroup = 64;
-
-template <typename R, typename A, typename T>
-bool short_rows_path(const ReduceArgs& r) {
-  if (r.out_ndim < 1 || r.red_ndim > 1 || r.red_numel < 1 || r.red_numel > kLeaf) return false;
-  return !cpu_order_path<R, A, T>(r) || r.red_numel < kCpuIlp;
-}
 
 // The states of nb outputs of one output row, the first at in + base, the next `step` elements on.
 template <typename R, typename A, typename T>
@@ -490,13 +479,7 @@ void short_totals(const ReduceArgs& r, const T* in, int64_t base, int64_t step, 
 constexpr int kLaneGroup = 16;
 constexpr int64_t kLaneRow = 512;
 
-template <typename R, typename A, typename T>
-bool lane_rows_path(const ReduceArgs& r) {
-  return red::kOneValue<R> && r.out_ndim >= 1 && lanes_path<R>(r) && !cpu_order_path<R, A, T>(r) &&
-         r.red_numel <= kLaneRow;
-}
-
-// The values of nb outputs of one output row (lane_rows_path), the first row at in + base, the next `step` on:
+// The values of nb outputs of one output row (lane rows), the first row at in + base, the next `step` on:
 // chunk_partial's lanes over the whole row.
 template <typename R, typename A, typename T>
 void lane_totals(const ReduceArgs& r, const T* in, int64_t base, int64_t step, int nb, A* st) {
@@ -554,10 +537,8 @@ rt::Status run_as(const ReduceArgs& r) {
   const bool by_output = r.out_numel >= 4 * par::threads() || nchunks < 2 * par::threads();
   const bool columns = r.red_ndim == 1 && r.red_in_strides[0] != 1 && r.red_numel > 0 && r.out_ndim > 0 &&
                        r.out_in_strides[r.out_ndim - 1] == 1 && !lanes_path<R>(r);
-  // One chunk per output (short reductions over many outputs: sum(-1) of (N, 3), mvlgamma's sum over p, a
-  // reduction over a size-1 dim): the total is that chunk's partial (combine_pairwise of one part), so this loop
-  // resolves the outputs' dtype once per call and keeps no partials array; the same chunk_partial (or, for short
-  // rows, its operations for several outputs at once: Note [Sim short reductions]), the same bits.
+  // One chunk per output: its partial is the total, so the outputs' dtype is resolved once per call and no partials
+  // array is kept (Note [Sim short reductions]).
   if (by_output && nchunks == 1 && !columns && r.out_dtype != DType::ComplexFloat &&
       r.out_dtype != DType::ComplexDouble) {
     dispatch_dtype(r.out_dtype, [&](auto tag) {
@@ -574,9 +555,10 @@ rt::Status run_as(const ReduceArgs& r) {
             if (r.out2 != nullptr) static_cast<O*>(r.out2)[at.out2] = mt_cast<O, A>(mean);
           }
         };
-        const bool short_rows = short_rows_path<R, A, T>(r);
-        bool lane_rows = false;
-        if constexpr (red::kOneValue<R>) lane_rows = lane_rows_path<R, A, T>(r);
+        const bool short_rows = r.out_ndim >= 1 && r.red_ndim <= 1 && r.red_numel >= 1 && r.red_numel <= kLeaf &&
+                                (!cpu_order_path<R, A, T>(r) || r.red_numel < kCpuIlp);
+        const bool lane_rows = red::kOneValue<R> && r.out_ndim >= 1 && lanes_path<R>(r) &&
+                               !cpu_order_path<R, A, T>(r) && r.red_numel <= kLaneRow;
         par::parallel_for(r.out_numel, par::grain_for(r.red_numel), [&](int64_t ob, int64_t oe) {
           OutputCursor cur(r, ob);
           // Note [Sim short reductions]: `group` outputs of one output row at a time, totals(base, nb, states)
@@ -588,11 +570,9 @@ rt::Status run_as(const ReduceArgs& r) {
               totals(cur.at.in_base, nb, st);
               red::RedOffsets at = cur.at;
               if (r.want_values && r.out2 == nullptr && r.out_strides[d] == 1) { // a loop that vectorises
-                O* dst = out + at.out;
-                for (int k = 0; k < nb; ++k) {
-                  A unused = A(0);
-                  dst[k] = mt_cast<O, A>(R::project(State<R, A>::acc(st[k], r.params), r.params, &unused));
-                }
+                for (int k = 0; k < nb; ++k)
+                  out[at.out + k] =
+                      mt_cast<O, A>(R::project(State<R, A>::acc(st[k], r.params), r.params, static_cast<A*>(nullptr)));
               } else {
                 for (int k = 0; k < nb; ++k) {
                   store(at, State<R, A>::acc(st[k], r.params));
