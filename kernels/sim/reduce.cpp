@@ -503,6 +503,21 @@ void lane_totals(const ReduceArgs& r, const T* in, int64_t base, int64_t step, i
   for (int g = 0; g < nb; ++g) st[g] = lane[0][g];
 }
 
+// One output's total projected and written as O (out, and out2's index or mean); a complex O writes the index only.
+template <typename R, typename O, typename A>
+inline void store_total(const ReduceArgs& r, const red::RedOffsets& at, const red::Acc<A>& total) {
+  A mean = A(0);
+  const A v = R::project(total, r.params, &mean);
+  if constexpr (!is_complex_t<O>::value) {
+    if (r.want_values) static_cast<O*>(r.out)[at.out] = mt_cast<O, A>(v);
+  }
+  if constexpr (R::kOut2 == red::Out2::Index) {
+    if (r.out2 != nullptr) static_cast<int64_t*>(r.out2)[at.out2] = total.n < 0 ? 0 : total.n;
+  } else if constexpr (R::kOut2 == red::Out2::Mean && !is_complex_t<O>::value) {
+    if (r.out2 != nullptr) static_cast<O*>(r.out2)[at.out2] = mt_cast<O, A>(mean);
+  }
+}
+
 // Per output element: partials over runs of kChunk reduced elements, combined pairwise in chunk order (Note [Sim
 // parallelism]: the chunks depend on the sizes only, so the bits do not depend on the thread count). Many outputs
 // split over the workers by output; a few long ones by chunk, the partials combined on the calling thread.
@@ -511,20 +526,8 @@ rt::Status run_as(const ReduceArgs& r) {
   const T* in = static_cast<const T*>(r.in);
   const int64_t chunk = chunk_len<R, A, T>(r);
   const int64_t nchunks = (r.red_numel + chunk - 1) / chunk;
-  auto finish = [&](const red::RedOffsets& at, red::Acc<A> total) {
-    A mean = A(0);
-    const A v = R::project(total, r.params, &mean);
-    auto store = [&](void* base, int64_t off, A value) {
-      dispatch_dtype(r.out_dtype, [&](auto tag) {
-        using O = decltype(tag);
-        if constexpr (!is_complex_t<O>::value) static_cast<O*>(base)[off] = mt_cast<O, A>(value);
-      });
-    };
-    if (r.want_values) store(r.out, at.out, v);
-    if (r.out2 != nullptr) {
-      if constexpr (R::kOut2 == red::Out2::Index) static_cast<int64_t*>(r.out2)[at.out2] = total.n < 0 ? 0 : total.n;
-      else if constexpr (R::kOut2 == red::Out2::Mean) store(r.out2, at.out2, mean);
-    }
+  auto finish = [&](const red::RedOffsets& at, const red::Acc<A>& total) {
+    dispatch_dtype(r.out_dtype, [&](auto tag) { store_total<R, decltype(tag)>(r, at, total); });
   };
   // The partials of chunks [cb, ce) of the output at in_base, into parts[cb, ce); their total.
   auto fill = [&](red::Acc<A>* parts, int64_t in_base, int64_t cb, int64_t ce) {
@@ -545,16 +548,7 @@ rt::Status run_as(const ReduceArgs& r) {
       using O = decltype(tag);
       if constexpr (!is_complex_t<O>::value) {
         O* out = static_cast<O*>(r.out);
-        auto store = [&](const red::RedOffsets& at, const red::Acc<A>& total) {
-          A mean = A(0);
-          const A v = R::project(total, r.params, &mean);
-          if (r.want_values) out[at.out] = mt_cast<O, A>(v);
-          if constexpr (R::kOut2 == red::Out2::Index) {
-            if (r.out2 != nullptr) static_cast<int64_t*>(r.out2)[at.out2] = total.n < 0 ? 0 : total.n;
-          } else if constexpr (R::kOut2 == red::Out2::Mean) {
-            if (r.out2 != nullptr) static_cast<O*>(r.out2)[at.out2] = mt_cast<O, A>(mean);
-          }
-        };
+        auto store = [&](const red::RedOffsets& at, const red::Acc<A>& total) { store_total<R, O>(r, at, total); };
         const bool short_rows = r.out_ndim >= 1 && r.red_ndim <= 1 && r.red_numel >= 1 && r.red_numel <= kLeaf &&
                                 (!cpu_order_path<R, A, T>(r) || r.red_numel < kCpuIlp);
         const bool lane_rows = red::kOneValue<R> && r.out_ndim >= 1 && lanes_path<R>(r) &&
