@@ -111,6 +111,22 @@ def run_in_threads(work, n: int) -> None:
         t.join()
 
 
+def at_sim_thread_counts(work, counts=(1, 2, 4)) -> dict:
+    """{k: work()} with the sim on k threads for each k (Note [Sim parallelism]), the thread count restored after.
+    The control: at each k a parallel loop does run on k threads, so comparing the results is not vacuous."""
+
+    before = torch.get_num_threads()
+    runs = {}
+    try:
+        for k in counts:
+            torch.set_num_threads(k)
+            assert mytorch._C._sim_parallel_probe(1 << 20) == k
+            runs[k] = work()
+    finally:
+        torch.set_num_threads(before)
+    return runs
+
+
 def grouped_mm_cases(dtype: torch.dtype) -> dict:
     """torch._grouped_mm inputs on the CPU for every mode (2-D x 3-D, 3-D x 2-D, 2-D x 2-D, 3-D x 3-D), with an
     empty group, a transposed operand and offsets that cover the grouped dimension (rows no group reaches are

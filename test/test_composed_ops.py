@@ -395,72 +395,6 @@ def test_threshold_of_integers_matches_the_cpu(dtype):
         )
 
 
-def _segment_case(kind, axis):
-    """Data with ties, zeros and a NaN in known segments, and its lengths or offsets (an empty segment included)."""
-    data = torch.randn(7, 3, generator=g, dtype=torch.float64) if axis == 0 else torch.randn(2, 7, 3, generator=g)
-    data = data.double()
-    sel = (slice(None),) * axis
-    data[sel + (1,)] = data[sel + (2,)]  # a tie inside the second segment
-    data[sel + (4,)] = 0.0  # a zero (products' gradients)
-    data[sel + (5, 0)] = float("nan")
-    lengths = torch.tensor([1, 0, 2, 3, 1]) if axis == 0 else torch.tensor([[1, 0, 2, 3, 1], [2, 2, 0, 0, 3]])
-    bounds = lengths if kind == "lengths" else torch.cat([torch.zeros_like(lengths[..., :1]), lengths.cumsum(-1)], -1)
-    return data, bounds
-
-
-@pytest.mark.parametrize("kind", ["lengths", "offsets"])
-@pytest.mark.parametrize("axis", [0, 1])
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
-def test_segment_reduce_forward_and_backward_match_the_cpu(kind, axis, dtype):
-    data, bounds = _segment_case(kind, axis)
-    for reduce in ["sum", "mean", "max", "min", "prod"]:
-        for initial in [None, 2.0]:
-            what = f"segment_reduce {reduce} {kind} axis={axis} initial={initial} {dtype}"
-            cpu = data.to(dtype).requires_grad_()
-            dev = data.to(dtype).to("mytorch").requires_grad_()
-
-            def fn(x, b):
-                return torch.segment_reduce(x, reduce, **{kind: b}, axis=axis, unsafe=False, initial=initial)
-
-            ref, out = fn(cpu, bounds), fn(dev, bounds.to("mytorch"))
-            cot = torch.randn(ref.shape, generator=g, dtype=torch.float64).to(dtype)
-            (ref_grad,) = torch.autograd.grad(ref, cpu, cot)
-            (dev_grad,) = torch.autograd.grad(out, dev, cot.to("mytorch"))
-            gold = fn(data, bounds)
-            problems = _problems(out, ref, gold, what) + _problems(dev_grad, ref_grad, None, what + " gradient")
-            assert not problems, problems
-
-
-def test_segment_reduce_skips_positions_outside_every_segment():
-    """Under unsafe=True lengths may stop short of the axis and offsets start past 0: those positions (a NaN among
-    them) change no segment, as on the CPU (the forward scatters them into one more segment, dropped)."""
-    x = torch.randn(9, 4, generator=g)
-    x[0, 1] = x[8, 2] = float("nan")
-    for kw in (dict(lengths=torch.tensor([2, 3])), dict(offsets=torch.tensor([2, 4, 7]))):
-        for reduce in ("sum", "mean", "max", "min", "prod"):
-            want = torch.segment_reduce(x, reduce, **kw, unsafe=True)
-            got = torch.segment_reduce(_dev(x), reduce, **{k: _dev(v) for k, v in kw.items()}, unsafe=True)
-            assert torch.equal(got.cpu().nan_to_num(7.0), want.nan_to_num(7.0)), (reduce, kw)
-
-
-def test_segment_reduce_keeps_atens_refusals():
-    data = torch.randn(6, 2, generator=g)
-    for bad, message in [
-        (dict(lengths=torch.tensor([2, 2])), None),  # lengths do not cover the axis
-        (dict(lengths=torch.tensor([7, -1])), "negative"),
-    ]:
-        with pytest.raises(RuntimeError) as cpu:
-            torch.segment_reduce(data, "sum", **bad)
-        with pytest.raises(RuntimeError) as dev:
-            torch.segment_reduce(data.to("mytorch"), "sum", **{k: v.to("mytorch") for k, v in bad.items()})
-        if message:
-            assert message in str(cpu.value) and message in str(dev.value)
-    with pytest.raises(RuntimeError, match="floating-point"):
-        torch.segment_reduce(
-            torch.ones(4, dtype=torch.int64, device="mytorch"), "sum", lengths=torch.tensor([4], device="mytorch")
-        )
-
-
 def test_zero_tensor_gradients_stay_on_the_device():
     """sgn's gradient at a real input is a ZeroTensor (no storage): made natively, and every use materialises it."""
     x = torch.randn(5, generator=g, requires_grad=True)
@@ -496,22 +430,6 @@ def test_hash_tensor_matches_the_cpu_bit_for_bit(dtype):
             torch.hash_tensor(d, **bad)
     with pytest.raises(RuntimeError, match="dim"):
         torch.hash_tensor(d[:0])
-
-
-@pytest.mark.parametrize("kind", ["lengths", "offsets"])
-def test_segment_reduce_unsafe_bounds_that_skip_positions(kind):
-    """unsafe=True lets lengths/offsets leave positions out: they change no segment and get no gradient."""
-    data = torch.randn(8, 2, generator=g, dtype=torch.float64)
-    bounds = torch.tensor([2, 0, 3]) if kind == "lengths" else torch.tensor([1, 3, 3, 6])
-    for reduce in ["sum", "max", "prod", "mean"]:
-        cpu, dev = data.clone().requires_grad_(), data.to("mytorch").requires_grad_()
-        ref = torch.segment_reduce(cpu, reduce, **{kind: bounds}, unsafe=True)
-        out = torch.segment_reduce(dev, reduce, **{kind: bounds.to("mytorch")}, unsafe=True)
-        cot = torch.randn(ref.shape, generator=g, dtype=torch.float64)
-        (rg,) = torch.autograd.grad(ref, cpu, cot)
-        (dg,) = torch.autograd.grad(out, dev, cot.to("mytorch"))
-        problems = _problems([out, dg], [ref, rg], None, f"segment_reduce {reduce} {kind} unsafe")
-        assert not problems, problems
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from conftest import at_sim_thread_counts
 
 from mytorch.testing._compare import misalignment
 
@@ -70,24 +71,18 @@ def test_cdist_and_pdist_match_the_cpu(p, dtype):
 def test_results_do_not_depend_on_the_sim_thread_count():
     """kernels/sim/distance.cpp splits distances (pdist's pairs from any row) and gradient rows over threads: 1, 2
     and 4 threads give the same bits (Note [Sim parallelism])."""
-    import mytorch
-
     x = torch.randn(520, 40, generator=torch.Generator().manual_seed(5)).to("mytorch")
-    before = torch.get_num_threads()
-    runs = {}
-    try:
-        for k in (1, 2, 4):
-            torch.set_num_threads(k)
-            assert mytorch._C._sim_parallel_probe(1 << 20) == k  # the control: the loops do split
-            a, b = x[:300].clone().requires_grad_(), x[300:]
-            out = []
-            for p in (1.0, 2.0, 3.0):
-                c = torch.cdist(a, b, p=p, compute_mode="donot_use_mm_for_euclid_dist")
-                q = torch.pdist(a, p=p)
-                out += [c, q, *torch.autograd.grad((c, q), (a, a), (c.detach().flip(0), q.detach().flip(0)))]
-            runs[k] = [t.detach().cpu() for t in out]
-    finally:
-        torch.set_num_threads(before)
+
+    def work():
+        a, b = x[:300].clone().requires_grad_(), x[300:]
+        out = []
+        for p in (1.0, 2.0, 3.0):
+            c = torch.cdist(a, b, p=p, compute_mode="donot_use_mm_for_euclid_dist")
+            q = torch.pdist(a, p=p)
+            out += [c, q, *torch.autograd.grad((c, q), (a, a), (c.detach().flip(0), q.detach().flip(0)))]
+        return [t.detach().cpu() for t in out]
+
+    runs = at_sim_thread_counts(work)
     for k in (2, 4):
         assert all(torch.equal(u, v) for u, v in zip(runs[k], runs[1])), k
 

@@ -1,37 +1,27 @@
-// Op table: segment_reduce and its backward, composed from native kernels (Note [Segment reduce]).
+// Op table: segment_reduce and its backward on the segment-reduction kernels (kernels/include/mytorch/segment.h,
+// Note [Segment reduce]).
 //
-// Note [Segment reduce]
-// ATen's segment_reduce and _segment_reduce_backward are device-generic glue (argument checks, lengths or
-// offsets) over four DispatchStubs, one kernel per device. mytorch registers that glue for PrivateUse1 and
-// answers the stubs by composing native kernels: every position along the reduced axis finds its segment with
-// one batched searchsorted over the segments' ends, the reduction is a scatter into the segments' initial
-// values, and the backward gathers each segment's gradient and output back to its positions. Half and bfloat16
-// are computed in float and rounded once (ATen's CPU kernel accumulates in the input dtype). ATen's semantics
-// are kept: an empty segment holds `initial` or the reduction's identity (NaN for a mean without `initial`),
-// NaN propagates through max and min, a max/min gradient is shared among tied positions only where it is
-// positive (ATen's kernels divide only those), a product's gradient at a zero or NaN is the product of the
-// others, and positions outside every segment (lengths or offsets that do not cover the axis, allowed under
-// unsafe=True) change no segment and get no gradient.
+// ATen's segment_reduce and _segment_reduce_backward are device-generic glue (argument checks, lengths or offsets)
+// over four DispatchStubs, one kernel per device. mytorch registers that glue for PrivateUse1 and answers the stubs
+// with the kernels: the data viewed as (outer, length, inner), the lengths or offsets as they are (int32 or int64),
+// a workspace for each row's boundaries, `initial` rounded to the data's dtype as ATen converts it.
 #include <ATen/core/Tensor.h>
-#include <ATen/OpMathType.h>
-#include <ATen/TensorOperators.h>
 #include <ATen/native/SegmentReduce.h>
 #include <ATen/ops/_segment_reduce_backward_native.h>
-#include <ATen/ops/arange.h>
-#include <ATen/ops/cumsum.h>
-#include <ATen/ops/full.h>
-#include <ATen/ops/isnan.h>
-#include <ATen/ops/ones.h>
-#include <ATen/ops/searchsorted.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/segment_reduce_native.h>
-#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/irange.h>
 #include <torch/library.h>
 
-#include <limits>
+#include <vector>
 
+#include "csrc/aten/glue/Glue.h"
 #include "csrc/core/Checked.h"
+#include "csrc/core/KernelDType.h"
+#include "csrc/core/Runtime.h"
+#include "mytorch/segment.h"
 
 namespace mytorch {
 namespace {
@@ -39,144 +29,95 @@ namespace {
 using at::Tensor;
 using at::native::ReductionType;
 
-// Where each position along the axis lies: the data viewed as (outer, length, inner), the segments as (outer, S).
-struct Segments {
-  int64_t outer = 1, length = 0, inner = 1, count = 0;
-  Tensor index;  // (outer, length, inner) int64: the position's segment (clamped into range)
-  Tensor valid;  // (outer, length, 1) bool: the position lies in a segment
-  Tensor sizes;  // (outer, count) int64: each segment's length
-};
+SegmentOp segmentOp(ReductionType r) {
+  switch (r) {
+    case ReductionType::MAX: return SegmentOp::Max;
+    case ReductionType::MIN: return SegmentOp::Min;
+    case ReductionType::MEAN: return SegmentOp::Mean;
+    case ReductionType::PROD: return SegmentOp::Prod;
+    default: return SegmentOp::Sum;
+  }
+}
 
-Segments locate(const Tensor& data, const Tensor& bounds, bool offsets) {
+// `initial` as the data's dtype holds it (ATen's Scalar::to<scalar_t>, which refuses an overflow).
+double roundedInitial(const c10::Scalar& v, at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return static_cast<float>(v.to<at::Half>());
+    case at::kBFloat16: return static_cast<float>(v.to<at::BFloat16>());
+    case at::kFloat: return v.to<float>();
+    default: return v.to<double>();
+  }
+}
+
+// The kernels' arguments for data (outer, length, inner) and its lengths or offsets; `held` keeps the contiguous
+// copies and the boundaries' workspace alive for the launch.
+SegmentArgs segmentArgs(ReductionType r, const Tensor& data, const Tensor& bounds, bool offsets,
+                        const std::optional<c10::Scalar>& initial, std::vector<Tensor>& held) {
   TORCH_CHECK(at::isFloatingType(data.scalar_type()), "segment_reduce: expected floating-point data, got ",
               data.scalar_type());
   const int64_t axis = bounds.dim() - 1;  // ATen reduces along the last dimension of the lengths
   TORCH_CHECK(axis >= 0 && axis < data.dim(), "segment_reduce: expected lengths/offsets of 1 to ", data.dim(),
               " dimensions, got ", bounds.dim());
-  Segments s;
-  for (const auto d : c10::irange(axis)) s.outer *= data.size(d);
-  for (const auto d : c10::irange(axis + 1, data.dim())) s.inner *= data.size(d);
-  s.length = data.size(axis);
-  const Tensor b = bounds.reshape({s.outer, bounds.size(axis)}).to(at::kLong);
-  s.count = offsets ? b.size(1) - 1 : b.size(1);
-  TORCH_CHECK(s.count >= 0, "segment_reduce: expected offsets with at least one entry, got none");
-  Tensor start, end;
-  if (offsets) {
-    start = b.narrow(1, 0, s.count);
-    end = b.narrow(1, 1, s.count).contiguous();
-  } else {
-    end = at::cumsum(b, 1);
-    start = end - b;
-  }
-  s.sizes = end - start;
-  const Tensor pos = at::arange(s.length, b.options()).expand({s.outer, s.length}).contiguous();
-  // The first segment whose end lies past the position (right=True skips the empty segments ending there).
-  Tensor seg = at::searchsorted(end, pos, /*out_int32=*/false, /*right=*/true);
-  const Tensor clamped = seg.clamp_max(std::max<int64_t>(s.count - 1, 0));
-  // Positions past the last end (lengths that do not cover the axis, under unsafe=True) or before the first
-  // offset belong to no segment.
-  s.valid = s.count == 0 ? at::zeros({s.outer, s.length, 1}, b.options().dtype(at::kBool))
-                         : (seg < s.count).logical_and_(pos >= start.gather(1, clamped)).unsqueeze(-1);
-  s.index = clamped.unsqueeze(-1).expand({s.outer, s.length, s.inner});
-  return s;
-}
-
-double identity(ReductionType r) {
-  switch (r) {
-    case ReductionType::MAX: return -std::numeric_limits<double>::infinity();
-    case ReductionType::MIN: return std::numeric_limits<double>::infinity();
-    case ReductionType::PROD: return 1.0;
-    default: return 0.0;
-  }
-}
-
-// A (outer, count, inner) tensor of the segments' starting value, in the compute dtype: `initial` rounded to the
-// data's dtype first, as ATen converts it.
-// count: the segments to make room for (the forward adds one for the positions outside every segment).
-Tensor startingValues(const Segments& s, int64_t count, const Tensor& data, const std::optional<c10::Scalar>& initial,
-                      double id) {
-  const auto opmath = at::toOpMathType(data.scalar_type());
-  if (!initial.has_value()) return at::full({s.outer, count, s.inner}, id, data.options().dtype(opmath));
-  return at::full({s.outer, count, s.inner}, *initial, data.options()).to(opmath);
+  TORCH_CHECK(bounds.device() == data.device(), "segment_reduce: expected lengths/offsets on ", data.device(), ", got ",
+              bounds.device());
+  TORCH_CHECK(bounds.sizes().slice(0, axis) == data.sizes().slice(0, axis), "segment_reduce: expected ",
+              offsets ? "offsets" : "lengths", " whose leading dimensions are the data's ", data.sizes().slice(0, axis),
+              ", got ", bounds.sizes());
+  SegmentArgs a;
+  a.dtype = toKernelDType(data.scalar_type());
+  a.op = segmentOp(r);
+  a.offsets = offsets;
+  for (const auto d : c10::irange(axis)) a.outer *= data.size(d);
+  for (const auto d : c10::irange(axis + 1, data.dim())) a.inner *= data.size(d);
+  a.length = data.size(axis);
+  a.count = offsets ? bounds.size(axis) - 1 : bounds.size(axis);
+  TORCH_CHECK(a.count >= 0, "segment_reduce: expected offsets with at least one entry, got none");
+  TORCH_CHECK(bounds.scalar_type() == at::kInt || bounds.scalar_type() == at::kLong, "segment_reduce: expected ",
+              offsets ? "offsets" : "lengths", " of int32 or int64, got ", bounds.scalar_type());
+  const Tensor b = bounds.contiguous();
+  const Tensor x = data.contiguous();
+  const Tensor work = at::empty({a.outer, a.count + 1}, b.options().dtype(at::kLong));
+  held.insert(held.end(), {b, x, work});
+  a.bounds_in = b.const_data_ptr();
+  a.bounds_dtype = toKernelDType(b.scalar_type());
+  a.bounds = work.mutable_data_ptr<int64_t>();
+  a.data = x.const_data_ptr();
+  a.has_initial = initial.has_value();
+  if (initial.has_value()) a.initial = roundedInitial(*initial, data.scalar_type());
+  return a;
 }
 
 Tensor reduceForward(ReductionType r, const Tensor& data, const Tensor& bounds, bool offsets,
                      const std::optional<c10::Scalar>& initial) {
-  const Segments s = locate(data, bounds, offsets);
-  const auto opmath = at::toOpMathType(data.scalar_type());
-  const double id = identity(r);
-  const Tensor d = data.reshape({s.outer, s.length, s.inner}).to(opmath);
-  Tensor out;
-  if (s.count > 0 && s.length > 0) {
-    // positions outside every segment go to one more segment, dropped after (a choice on the (outer, length)
-    // indices, where replacing their data took a pass over all of it)
-    const Tensor index = at::where(s.valid, s.index.narrow(2, 0, 1), s.count).expand(s.index.sizes());
-    out = startingValues(s, s.count + 1, data, initial, id);
-    switch (r) {
-      case ReductionType::SUM:
-      case ReductionType::MEAN: out.scatter_add_(1, index, d); break;
-      case ReductionType::PROD: out.scatter_reduce_(1, index, d, "prod"); break;
-      case ReductionType::MAX: out.scatter_reduce_(1, index, d, "amax"); break;
-      case ReductionType::MIN: out.scatter_reduce_(1, index, d, "amin"); break;
-    }
-    out = out.narrow(1, 0, s.count).contiguous();
-  } else {
-    out = startingValues(s, s.count, data, initial, id);
-  }
-  if (r == ReductionType::MEAN) {
-    const Tensor n = s.sizes.unsqueeze(-1).to(opmath);
-    out = initial.has_value() ? at::where(n > 0, out / n, out) : at::where(n > 0, out / n, NAN);
-  }
+  std::vector<Tensor> held;
+  SegmentArgs a = segmentArgs(r, data, bounds, offsets, initial, held);
   auto shape = data.sizes().vec();
-  shape[bounds.dim() - 1] = s.count;
-  return out.to(data.scalar_type()).view(shape);
+  shape[bounds.dim() - 1] = a.count;
+  Tensor out = at::empty(shape, data.options());
+  if (out.numel() == 0) return out;
+  a.out = out.mutable_data_ptr();
+  c10::DeviceGuard guard(data.device());
+  MT_RT_CHECK(kernels::segment_reduce_forward(a, streamFor(data)));
+  return out;
 }
 
 Tensor reduceBackward(const Tensor& grad, const Tensor& output, const Tensor& data, ReductionType r,
                       const Tensor& bounds, bool offsets, const std::optional<c10::Scalar>& initial) {
-  const Segments s = locate(data, bounds, offsets);
-  if (s.count == 0 || s.length == 0) return at::zeros(data.sizes(), grad.options());
-  const auto opmath = at::toOpMathType(data.scalar_type());
-  const Tensor d = data.reshape({s.outer, s.length, s.inner}).to(opmath);
-  const Tensor g = grad.reshape({s.outer, s.count, s.inner}).to(opmath).gather(1, s.index);
-  const auto perSegment = [&](const Tensor& flags) {  // each position's count of flagged positions in its segment
-    Tensor n = at::zeros({s.outer, s.count, s.inner}, d.options());
-    return n.scatter_add_(1, s.index, flags.to(opmath)).gather(1, s.index);
-  };
-  Tensor result;
-  switch (r) {
-    case ReductionType::SUM: result = g; break;
-    case ReductionType::MEAN:
-      result = g / s.sizes.to(opmath).unsqueeze(-1).expand({s.outer, s.count, s.inner}).gather(1, s.index);
-      break;
-    case ReductionType::MAX:
-    case ReductionType::MIN: {
-      const Tensor o = output.reshape({s.outer, s.count, s.inner}).to(opmath).gather(1, s.index);
-      const Tensor hit = at::isnan(d).logical_or_(d == o);
-      const Tensor ties = perSegment(hit);
-      result = at::where(hit, g, 0.0);
-      result = at::where(hit.logical_and(ties >= 2).logical_and_(result > 0), result / ties, result);
-      break;
-    }
-    case ReductionType::PROD: {
-      const Tensor o = output.reshape({s.outer, s.count, s.inner}).to(opmath).gather(1, s.index);
-      const Tensor nan = at::isnan(d), zero = d == 0, special = nan.logical_or(zero);
-      // At a zero or NaN, the product of the others: `initial`, the other positions' finite non-zero product,
-      // and NaN if another position is NaN, else 0 if another is zero.
-      Tensor others = startingValues(s, s.count, data, initial, 1.0);
-      others.scatter_reduce_(1, s.index, at::where(special, 1.0, d), "prod");
-      others = others.gather(1, s.index);
-      const Tensor otherNan = perSegment(nan) - nan.to(opmath), otherZero = perSegment(zero) - zero.to(opmath);
-      const Tensor rest = at::where(otherNan > 0, NAN, at::where(otherZero > 0, 0.0, 1.0));
-      // grad * output rounded to the data's dtype first, as ATen's kernel does: where it overflows a half, the
-      // gradient is infinite there too.
-      const Tensor go = (g * o).to(data.scalar_type()).to(opmath);
-      result = at::where(special, g * (others * rest), go / d);
-      break;
-    }
-  }
-  result = at::where(s.valid, result, 0.0);
-  return result.to(grad.scalar_type()).view(data.sizes());
+  std::vector<Tensor> held;
+  SegmentArgs a = segmentArgs(r, data, bounds, offsets, initial, held);
+  const int64_t segments = a.outer * a.count * a.inner;
+  TORCH_CHECK(grad.numel() == segments && output.numel() == segments, "_segment_reduce_backward: expected grad and ",
+              "output of ", segments, " elements (the forward's), got ", grad.numel(), " and ", output.numel());
+  if (a.count == 0 || a.length == 0 || data.numel() == 0) return at::zeros(data.sizes(), grad.options());
+  const Tensor g = grad.to(data.scalar_type()).contiguous(), o = output.to(data.scalar_type()).contiguous();
+  held.insert(held.end(), {g, o});
+  Tensor result = at::empty(data.sizes(), data.options());
+  a.grad = g.const_data_ptr();
+  a.output = o.const_data_ptr();
+  a.out = result.mutable_data_ptr();
+  c10::DeviceGuard guard(data.device());
+  MT_RT_CHECK(kernels::segment_reduce_backward(a, streamFor(data)));
+  return result.to(grad.scalar_type());
 }
 
 Tensor lengthsForward(ReductionType r, const Tensor& data, const Tensor& lengths, int64_t,

@@ -356,9 +356,6 @@ MISSES = {
     "on the host route since 67434c5 (composed before: 0.01-0.05x); the sim's triangular solve substitutes whole rows "
     "of columns in parallel since 873cddc (linalg.lu_factor's backward 0.35x -> 0.88x); matrix_exp evaluates its "
     "degree-18 polynomial in 7 float64 GEMMs since da007d2 (0.50x -> 0.64x; it was 17)",
-    "*segment_reduce*": "composed of native ops: segment_reduce finds each position's segment by a "
-    "searchsorted and scatters into the segments (Note [Segment reduce]), its backward in about 14 passes over the "
-    "data (cdist and pdist left this list for their kernels, Note [Pairwise distances]: 0.08-0.15x -> 0.78-1.80x)",
     "gather*|scatter*|index_*|take*|put*": "a gather with one index tensor checks a row's indices, then copies "
     "without a branch, split over elements (index.cpp is compiled for the portable ISA only: no vector gathers; the "
     "CPU's inner-dimension gather is about 2.7x faster); a scatter splits over a coordinate whose targets are disjoint, "
