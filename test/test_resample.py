@@ -178,3 +178,18 @@ def test_adaptive_avg_pool3d_matches_the_cpu():
     for size in ((3, 2, 4), (7, 5, 6), (1, 1, 1), (9, 6, 2)):  # overlapping, identity, global and growing windows
         assert not _fwd_bwd(lambda t: F.adaptive_avg_pool3d(t, size), x, torch.float32, False)
     assert not _fwd_bwd(lambda t: F.adaptive_avg_pool3d(t, (2, 3, 3)), x[0], torch.float16, False)
+
+
+def test_adaptive_avg_pool3d_by_windows_and_by_gemms():
+    """Note [Adaptive average pooling in 3-D]: an input of 2^20 elements takes the GEMMs for 120 output positions and
+    the direct windows for 64; a channels-last input's result comes back channels-last, as on the CPU."""
+    big = torch.randn(2, 8, 16, 64, 64, generator=g)
+    for size, gemms in (((4, 5, 6), True), ((2, 4, 8), False)):
+        assert not _fwd_bwd(lambda t: F.adaptive_avg_pool3d(t, size), big, torch.float32, False), size
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            F.adaptive_avg_pool3d(big.to("mytorch"), size)
+        assert gemms == any(e.name == "aten::matmul" for e in prof.events()), size  # the control: the path taken
+    cl = torch.randn(2, 3, 6, 7, 8, generator=g).contiguous(memory_format=torch.channels_last_3d)
+    ref, out = F.adaptive_avg_pool3d(cl, (3, 4, 5)), F.adaptive_avg_pool3d(cl.to("mytorch"), (3, 4, 5))
+    assert out.stride() == ref.stride(), (out.stride(), ref.stride())
+    assert not misalignment(out, ref, F.adaptive_avg_pool3d(cl.double(), (3, 4, 5)), "channels-last")

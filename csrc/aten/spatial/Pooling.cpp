@@ -1,4 +1,4 @@
-// Op table: 2-D and 3-D max / average / adaptive-max pooling, 2-D adaptive-average pooling and nearest / bilinear
+// Op table: 2-D and 3-D max / average / adaptive-max / adaptive-average pooling and nearest / bilinear
 // upsampling, forward and backward, on the spatial family (Note [Spatial family]). Output sizes and argument checks
 // follow ATen.
 #include <ATen/core/Tensor.h>
@@ -25,6 +25,7 @@
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/aten/glue/MetaCache.h"
 #include "csrc/core/Fallback.h"
+#include "csrc/aten/spatial/Pooling.h"
 #include "csrc/core/Runtime.h"
 #include "mytorch/pool.h"
 
@@ -296,9 +297,10 @@ Tensor adaptiveAvgPool(const Tensor& self, at::IntArrayRef output_size) {
   return out;
 }
 
-Tensor adaptiveAvgPoolBackward(const Tensor& grad, const Tensor& self) {
-  SpatialArgs a = adaptiveArgs(SpatialOp::AdaptiveAvg, true, self, grad.sizes().slice(grad.dim() - 2),
-                               "adaptive_avg_pool2d_backward");
+// The 2-D (dims 2) or 3-D adaptive average pooling's input gradient.
+Tensor adaptiveAvgBackward(const Tensor& grad, const Tensor& self, int dims) {
+  SpatialArgs a = adaptiveArgs(SpatialOp::AdaptiveAvg, true, self, grad.sizes().slice(grad.dim() - dims),
+                               dims == 2 ? "adaptive_avg_pool2d_backward" : "adaptive_avg_pool3d_backward");
   Tensor g = grad.contiguous();
   Tensor gi = at::empty(self.sizes(), g.options());
   a.in = g.data_ptr();
@@ -306,6 +308,8 @@ Tensor adaptiveAvgPoolBackward(const Tensor& grad, const Tensor& self) {
   launch(a, g);
   return gi;
 }
+
+Tensor adaptiveAvgPoolBackward(const Tensor& grad, const Tensor& self) { return adaptiveAvgBackward(grad, self, 2); }
 
 // adaptive_max_pool2d/3d: ATen's meta kernel checks the arguments and gives the shapes; the kernel fills contiguous
 // results, which the out= tensors then take (channels-last inputs come back in ATen's layout through the copy).
@@ -448,6 +452,21 @@ Tensor& bilinearBackwardOut(const Tensor& grad, at::IntArrayRef output_size, at:
 }
 
 } // namespace
+
+Tensor adaptiveAvgPool3dWindows(const Tensor& self, at::IntArrayRef output_size, Tensor out) {
+  SpatialArgs a = adaptiveArgs(SpatialOp::AdaptiveAvg, false, self, output_size, "adaptive_avg_pool3d");
+  Tensor x = self.contiguous();
+  Tensor values = out.is_contiguous() ? out : at::empty(out.sizes(), x.options());
+  a.in = x.data_ptr();
+  a.out = values.data_ptr();
+  launch(a, x);
+  if (!values.is_same(out)) out.copy_(values);
+  return out;
+}
+
+Tensor adaptiveAvgPool3dWindowsBackward(const Tensor& grad, const Tensor& self) {
+  return adaptiveAvgBackward(grad, self, 3);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "max_pool2d_with_indices.out", maxPoolOut<2>);

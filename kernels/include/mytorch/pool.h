@@ -392,12 +392,37 @@ inline void upsample_rows(const SpatialArgs& a, int64_t begin, int64_t end) {
   }
 }
 
+// The adaptive average pooling forward over output rows [begin, end): each row's depth and height window found
+// once for its columns; forward_at's sums in its order (the same bits).
+template <typename T>
+inline void adaptive_avg_rows(const SpatialArgs& a, int64_t begin, int64_t end) {
+  using A = ew::opmath_t<T>;
+  const int64_t hw = a.ih * a.iw;
+  T* out = static_cast<T*>(a.out);
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t y = r % a.oh, z = (r / a.oh) % a.od, p = r / (a.oh * a.od);
+    const T* in = static_cast<const T*>(a.in) + p * a.id * hw;
+    const int64_t d0 = adaptive_start(z, a.id, a.od), d1 = adaptive_end(z, a.id, a.od);
+    const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
+    for (int64_t x = 0; x < a.ow; ++x) {
+      const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
+      A sum = 0;
+      for (int64_t d = d0; d < d1; ++d)
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[d * hw + h * a.iw + w]);
+      out[r * a.ow + x] = static_cast<T>(sum / static_cast<A>((d1 - d0) * (h1 - h0) * (w1 - w0)));
+    }
+  }
+}
+
 // The items of rows [begin, end) (planes * depth * height rows): the plane, depth and row found once per row, not
 // four 64-bit divisions per element.
 template <typename T>
 inline void rows(const SpatialArgs& a, int64_t begin, int64_t end) {
   if (!a.backward && (a.op == SpatialOp::Nearest || a.op == SpatialOp::Bilinear))
     return upsample_rows<T>(a, begin, end);
+  if constexpr (!std::is_integral_v<T>)
+    if (!a.backward && a.op == SpatialOp::AdaptiveAvg) return adaptive_avg_rows<T>(a, begin, end);
   int64_t D, H, W;
   item_dims<T>(a, &D, &H, &W);
   for (int64_t r = begin; r < end; ++r) {
