@@ -432,6 +432,28 @@ def test_hash_tensor_matches_the_cpu_bit_for_bit(dtype):
         torch.hash_tensor(d[:0])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool])
+def test_hash_tensor_on_every_path_of_the_reduction_engine(dtype):
+    """The XorSum row (kernels/include/mytorch/reduce.h) through the engine's paths: all of 1M elements (chunks over
+    threads), inner rows short and long, an outer dimension, a transposed view, several dims: the CPU's bits. The
+    emulated CUDA build takes 6 rows (30k elements: its engine splits them over blocks too)."""
+    x = torch.randn(200 if torch.mytorch.runtime() == "sim" else 6, 70, 75, generator=g) * 1e3
+    x = x > 0 if dtype == torch.bool else x.to(dtype)
+    d = x.to("mytorch")
+    for view, kwargs in [
+        (lambda t: t, {}),
+        (lambda t: t, dict(dim=-1)),
+        (lambda t: t, dict(dim=0)),
+        (lambda t: t, dict(dim=(0, 2))),
+        (lambda t: t[:, :, :3], dict(dim=-1)),
+        (lambda t: t.transpose(0, 2), dict(dim=1, keepdim=True)),
+        (lambda t: t[::2, 5], {}),
+    ]:
+        ref, out = torch.hash_tensor(view(x), **kwargs), torch.hash_tensor(view(d), **kwargs)
+        assert torch.equal(out.cpu(), ref), kwargs
+        assert ref.numel() == 1 or ref.unique().numel() > 1, kwargs  # the control: hashes that differ
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_multi_margin_loss_forward_and_backward_match_the_cpu(dtype):
     x = torch.randn(6, 5, generator=g, dtype=torch.float64)

@@ -114,6 +114,7 @@ HAND = {
     "CountNonzero": lambda a: torch.count_nonzero(a > 0, 1),
     "Norm": lambda a: torch.linalg.vector_norm(a, 3, 1),
     "Var": lambda a: a.var(1),
+    "XorSum": lambda a: torch.hash_tensor(a, dim=1).view(torch.int64).to(a.dtype),
     "CumSum": lambda a: a.cumsum(1),
     "CumProd": lambda a: a.cumprod(1),
     "LogCumSumExp": lambda a: a.logcumsumexp(1),

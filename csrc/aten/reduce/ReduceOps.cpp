@@ -23,6 +23,8 @@
 #include <ATen/ops/_logcumsumexp_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/exp.h>
+#include <ATen/ops/hash_tensor.h>
+#include <ATen/ops/hash_tensor_ops.h>
 #include <ATen/ops/linalg_vector_norm_ops.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/logsumexp_ops.h>
@@ -335,6 +337,20 @@ Tensor countNonzero(const Tensor& self, at::IntArrayRef dim) {
   return out;
 }
 
+// hash_tensor (mode 0, the only one): the XorSum row of the reduction engine into a double (floating inputs) or
+// int64 (integers) result, whose bits the uint64 result takes. ATen's checks and result shape from its meta call.
+Tensor& hashTensorOut(const Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, Tensor& out) {
+  const auto dtype = self.scalar_type();
+  if (at::isComplexType(dtype) || dtype == at::kUInt16 || dtype == at::kUInt32 || dtype == at::kUInt64 ||
+      !(at::isFloatingType(dtype) || at::isIntegralType(dtype, /*includeBool=*/true))) // the CPU's refusal
+    return Fallback<at::_ops::hash_tensor_out>::call(self, dim, keepdim, mode, out);
+  const Tensor shape = at::hash_tensor(metaLike(self), dim, keepdim, mode);
+  TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
+  Tensor bits = at::empty(shape.sizes(), self.options().dtype(at::isFloatingType(dtype) ? at::kDouble : at::kLong));
+  runReduce(RedOp::XorSum, self, dim, keepdim, bits);
+  return assignExactOut(out, bits.view(at::kUInt64));
+}
+
 Tensor& cumsumOut(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, Tensor& out) {
   checkNamedDtype(out, dtype);
   if (!native(self, out)) return Fallback<at::_ops::cumsum_out>::call(self, dim, dtype, out);
@@ -404,6 +420,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL(m, "all.out", allDimOut);
   MT_IMPL(m, "any.out", anyDimOut);
   MT_IMPL(m, "count_nonzero.dim_IntList", countNonzero);
+  MT_IMPL(m, "hash_tensor.out", hashTensorOut);
   MT_IMPL(m, "cumsum.out", cumsumOut);
   MT_IMPL(m, "cumprod.out", cumprodOut);
   MT_IMPL(m, "_logcumsumexp.out", logcumsumexpOut);

@@ -44,8 +44,6 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/glu_backward_ops.h>
 #include <ATen/ops/glu_ops.h>
-#include <ATen/ops/hash_tensor.h>
-#include <ATen/ops/hash_tensor_ops.h>
 #include <ATen/ops/bitwise_xor.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/ge.h>
@@ -439,52 +437,10 @@ std::tuple<Tensor&, Tensor&> frexpOut(const Tensor& self, Tensor& mantissa, Tens
   return {mantissa, exponent};
 }
 
-// hash_tensor (mode 0, the only one): the XOR of the elements' bits, a floating element's as a double's, an
-// integer's widened to 64 bits (ATen's XorSumOps), reduced over the dims as a tree of native bitwise_xor over
-// halves (log2(n) launches and n/2 elements of scratch, where a bit-parity sum would take 64 times the input).
-Tensor& hashTensorOut(const Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, Tensor& out) {
-  const auto dtype = self.scalar_type();
-  if (at::isComplexType(dtype) || dtype == at::kUInt16 || dtype == at::kUInt32 || dtype == at::kUInt64 ||
-      !(at::isFloatingType(dtype) || at::isIntegralType(dtype, /*includeBool=*/true))) // the CPU's refusal
-    return Fallback<at::_ops::hash_tensor_out>::call(self, dim, keepdim, mode, out);
-  const Tensor shape = at::hash_tensor(metaLike(self), dim, keepdim, mode); // ATen's checks and result shape
-  TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
-  Tensor bits = at::isFloatingType(dtype) ? self.to(at::kDouble).view(at::kLong) : self.to(at::kLong);
-  std::vector<bool> reduced(std::max<int64_t>(self.dim(), 1), dim.empty());
-  for (const int64_t d : dim) reduced[at::maybe_wrap_dim(d, self.dim())] = true;
-  std::vector<int64_t> order;
-  int64_t kept = 1, across = 1;
-  for (int64_t d = 0; d < self.dim(); ++d)
-    if (!reduced[d]) {
-      order.push_back(d);
-      kept *= self.size(d);
-    }
-  const size_t first_reduced = order.size();
-  for (int64_t d = 0; d < self.dim(); ++d)
-    if (reduced[d]) {
-      order.push_back(d);
-      across *= self.size(d);
-    }
-  // XOR does not care in which order the reduced elements come: theirs in memory (outermost stride first), so
-  // that a transposed input reduced whole is read where it lies instead of copied (hash_tensor of a transposed
-  // 1024 x 1024 at 0.08x the CPU)
-  std::stable_sort(order.begin() + first_reduced, order.end(),
-                   [&](int64_t a, int64_t b) { return bits.stride(a) > bits.stride(b); });
-  Tensor t = bits.permute(order).reshape({kept, across});
-  if (t.size(1) == 0) t = at::zeros({kept, 1}, t.options());
-  while (t.size(1) > 1) {
-    const int64_t h = t.size(1) / 2;
-    Tensor x = at::bitwise_xor(t.narrow(1, 0, h), t.narrow(1, h, h));
-    t = t.size(1) % 2 ? at::cat({x, t.narrow(1, 2 * h, 1)}, 1) : x;
-  }
-  return assignExactOut(out, t.reshape(shape.sizes()).view(at::kUInt64));
-}
-
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   MT_IMPL_ENGINE_OUT(m, "frexp.Tensor_out", frexpOut);
-  MT_IMPL(m, "hash_tensor.out", hashTensorOut);
   MT_IMPL(m, "_prelu_kernel", preluKernel);
   MT_IMPL(m, "_prelu_kernel_backward", preluKernelBackward);
   MT_IMPL(m, "tril_indices", triangleIndices<true>);

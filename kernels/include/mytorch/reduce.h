@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -367,6 +368,33 @@ template <> struct Reduction<RedOp::Any> {
   MT_RED_INIT(const RedParams&) { return {A(0), A(0), 0}; }
   MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a = (s.a != A(0) || v != A(0)) ? A(1) : A(0); }
   MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) { s.a = (s.a != A(0) || o.a != A(0)) ? A(1) : A(0); }
+  MT_RED_PROJECT(const Acc<A>& s, const RedParams&, A*) { return s.a; }
+};
+// The running XOR of 64-bit patterns, held in a double (floating inputs) or an int64 (integers).
+MT_HOST_DEVICE inline int64_t xor_bits(int64_t a, int64_t b) { return a ^ b; }
+MT_HOST_DEVICE inline double xor_bits(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __longlong_as_double(__double_as_longlong(a) ^ __double_as_longlong(b));
+#else
+  uint64_t x, y;
+  std::memcpy(&x, &a, sizeof x);
+  std::memcpy(&y, &b, sizeof y);
+  x ^= y;
+  double r;
+  std::memcpy(&r, &x, sizeof r);
+  return r;
+#endif
+}
+// hash_tensor's mode 0 (ATen's XorSumOps): the XOR of the elements' bits, a floating element's as the double it
+// converts to, an integer's (and a bool's) widened to 64 bits. Pushed and combined in any order, the same bits; the
+// result's pattern is read as uint64 by the glue (a double output for floating inputs, an int64 one for integers).
+template <> struct Reduction<RedOp::XorSum> {
+  static constexpr Out2 kOut2 = Out2::None;
+  static constexpr bool kOneValue = true;
+  template <typename T> using acc_t = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+  MT_RED_INIT(const RedParams&) { return {A(0), A(0), 0}; }
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { s.a = xor_bits(s.a, v); }
+  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) { s.a = xor_bits(s.a, o.a); }
   MT_RED_PROJECT(const Acc<A>& s, const RedParams&, A*) { return s.a; }
 };
 template <> struct Reduction<RedOp::CountNonzero> {
