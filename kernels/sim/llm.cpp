@@ -21,6 +21,7 @@ void with_act(GluAct act, F&& f) {
   switch (act) {
     case GluAct::Gelu: f(std::integral_constant<GluAct, GluAct::Gelu>{}); break;
     case GluAct::GeluTanh: f(std::integral_constant<GluAct, GluAct::GeluTanh>{}); break;
+    case GluAct::Sigmoid: f(std::integral_constant<GluAct, GluAct::Sigmoid>{}); break;
     default: f(std::integral_constant<GluAct, GluAct::Silu>{}); break;
   }
 }

@@ -66,6 +66,8 @@
 #include <ATen/ops/view_as_real.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -73,6 +75,9 @@
 #include "csrc/core/Checked.h"
 #include "csrc/aten/glue/Glue.h"
 #include "csrc/aten/glue/Pointwise.h"
+#include "mytorch/llm.h"
+#include "csrc/core/Runtime.h"
+#include "csrc/core/KernelDType.h"
 
 namespace mytorch {
 namespace {
@@ -201,12 +206,30 @@ std::tuple<Tensor, Tensor, int64_t> gluHalves(const Tensor& self, int64_t dim) {
   return {self.narrow(d, 0, n / 2), self.narrow(d, n / 2, n / 2), d};
 }
 
+// One launch of the fused GLU kernel (kernels/include/mytorch/llm.h, act Sigmoid: b is its gate, a its up): the
+// input contiguous, viewed as (outer, n * inner), each half a row block of (n / 2) * inner elements.
 Tensor& gluOut(const Tensor& self, int64_t dim, Tensor& out) {
   if (!kernelFloating(self.scalar_type())) return Fallback<at::_ops::glu_out>::call(self, dim, out);
   auto [a, b, d] = gluHalves(self, dim);
   checkCastOut(out, self.scalar_type());
-  const auto acc = opmathType(self.scalar_type());
-  return assignOut(out, at::mul(a.to(acc), at::sigmoid(b.to(acc))).to(self.scalar_type()));
+  at::native::resize_output(out, a.sizes());
+  Tensor y =
+      out.is_contiguous() && out.scalar_type() == self.scalar_type() ? out : at::empty(a.sizes(), self.options());
+  if (y.numel() == 0) return assignOut(out, y);
+  const Tensor x = self.contiguous();
+  GluArgs g;
+  g.act = GluAct::Sigmoid;
+  g.dtype = toKernelDType(x.scalar_type());
+  g.cols = y.numel() / c10::multiply_integers(x.sizes().slice(0, d));
+  g.rows = y.numel() / g.cols;
+  g.gate_ld = g.up_ld = 2 * g.cols;
+  g.y_ld = g.cols;
+  g.up = x.const_data_ptr();
+  g.gate = static_cast<const char*>(x.const_data_ptr()) + g.cols * x.element_size();
+  g.y = y.mutable_data_ptr();
+  c10::DeviceGuard guard(x.device());
+  MT_RT_CHECK(kernels::glu_forward(g, streamFor(x)));
+  return y.is_same(out) ? out : assignOut(out, y);
 }
 
 Tensor& gluBackwardOut(const Tensor& grad, const Tensor& self, int64_t dim, Tensor& grad_input) {

@@ -26,7 +26,8 @@ namespace mytorch {
 //   DeepSeek-V2). cos/sin give a value per element (width rot) or per pair (width rot/2); elements past rot are
 //   copied. One thread owns a pair, so the op may run in place.
 
-enum class GluAct : int { Silu = 0, Gelu = 1, GeluTanh = 2 };
+// Sigmoid: aten::glu's a * sigmoid(b) (csrc/aten/tensor/Composed.cpp); mytorch::glu takes the other three.
+enum class GluAct : int { Silu = 0, Gelu = 1, GeluTanh = 2, Sigmoid = 3 };
 
 struct GluArgs {
   const void* gate = nullptr;
@@ -51,6 +52,7 @@ MT_HOST_DEVICE inline O glu_act(GluAct act, O g) {
   switch (act) {
     case GluAct::Gelu: return ew::Fn<EwOp::Gelu>::template f<T, O>(g, p);
     case GluAct::GeluTanh: return ew::Fn<EwOp::GeluTanh>::template f<T, O>(g, p);
+    case GluAct::Sigmoid: return ew::Fn<EwOp::Sigmoid>::template f<T, O>(g, p);
     default: return ew::Fn<EwOp::Silu>::template f<T, O>(g, p);
   }
 }
@@ -61,6 +63,8 @@ MT_HOST_DEVICE inline O glu_act_backward(GluAct act, O dy, O g) {
   switch (act) {
     case GluAct::Gelu: return ew::Fn<EwOp::GeluBackward>::template f<T, O>(dy, g, p);
     case GluAct::GeluTanh: return ew::Fn<EwOp::GeluTanhBackward>::template f<T, O>(dy, g, p);
+    case GluAct::Sigmoid:
+      return ew::Fn<EwOp::SigmoidBackward>::template f<T, O>(dy, ew::Fn<EwOp::Sigmoid>::template f<T, O>(g, p), p);
     default: return ew::Fn<EwOp::SiluBackward>::template f<T, O>(dy, g, p);
   }
 }
