@@ -6,10 +6,11 @@
 // input position src(o), a map that depends on that dimension alone (reflection: (n-1) - |(n-1) - |o - pad||;
 // replication: clamp(o - pad, 0, n-1); nearest: floor(o * scale), nearest-exact: floor((o + 0.5) * scale), both in
 // ATen's float arithmetic and clamped to n-1). The forward is one index_select per dimension (a gather, the last
-// dimension first), the backward one index_add per dimension in the reverse order (every output position adds its
+// dimension first; one through the maps composed into one for a contiguous input of at most 4,096 output positions a
+// plane), the backward one index_add per dimension in the reverse order (every output position adds its
 // gradient to its source: ATen's CPU and CUDA backwards sum the same terms). The maps are a few hundred integers
 // computed on the host in ATen's own arithmetic (its index helpers are scalar code too) and handed to the device
-// without a wait, through pinned memory and a non-blocking copy. Built on the device they took three to five
+// without a wait, all of a call's maps through one pinned buffer and one non-blocking copy. Built on the device they took three to five
 // pointwise launches per dimension, which cost small inputs 3-6x the CPU's time (docs/speed.md). Max unpooling
 // scatters each plane's values to their recorded positions. Shapes and argument checks are ATen's own: each call
 // runs the operator on meta tensors first, which raises ATen's messages and gives the output shape. Complex and the
@@ -56,6 +57,7 @@
 #include <ATen/ops/upsample_nearest3d_meta_dispatch.h>
 #include <ATen/ops/upsample_nearest3d_ops.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -90,24 +92,35 @@ bool structuredPad(const char* name) {
   return n != "aten::reflection_pad2d" && n != "aten::reflection_pad2d_backward";
 }
 
-// A map computed on the host, as an int64 tensor on the device of `like`: staged in pinned memory and copied on the
-// current stream without a wait (the caching host allocator keeps the staging block until the copy is done; on the
-// sim the copy is a memcpy).
-Tensor deviceMap(const std::vector<int64_t>& host, const Tensor& like) {
-  const int64_t n = static_cast<int64_t>(host.size());
+// Host maps (innermost dimension first), as int64 tensors on the device of `like`: one staging buffer in pinned
+// memory and one copy on the current stream without a wait (the caching host allocator keeps the staging block until
+// the copy is done; on the sim the copy is a memcpy), each map a slice of it.
+using HostMaps = std::vector<std::vector<int64_t>>;
+std::vector<Tensor> deviceMaps(const HostMaps& host, const Tensor& like) {
+  int64_t n = 0;
+  for (const auto& m : host) n += static_cast<int64_t>(m.size());
   Tensor staging = at::empty({n}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
-  std::copy(host.begin(), host.end(), staging.data_ptr<int64_t>());
-  return at::empty({n}, like.options().dtype(at::kLong)).copy_(staging, /*non_blocking=*/true);
+  int64_t* at = staging.data_ptr<int64_t>();
+  for (const auto& m : host) at = std::copy(m.begin(), m.end(), at);
+  const Tensor all = at::empty({n}, like.options().dtype(at::kLong)).copy_(staging, /*non_blocking=*/true);
+  if (host.size() == 1) return {all};
+  std::vector<Tensor> maps;
+  int64_t start = 0;
+  for (const auto& m : host) {
+    maps.push_back(all.narrow(0, start, static_cast<int64_t>(m.size())));
+    start += static_cast<int64_t>(m.size());
+  }
+  return maps;
 }
 
-// The index maps (Note [Resampling by index maps]), int64 on the device of `like`.
-Tensor padMap(int64_t in, int64_t pad_before, int64_t out, bool reflect, const Tensor& like) {
+// The index maps (Note [Resampling by index maps]), on the host.
+std::vector<int64_t> padMap(int64_t in, int64_t pad_before, int64_t out, bool reflect) {
   std::vector<int64_t> map(static_cast<size_t>(out));
   for (int64_t o = 0; o < out; ++o) {
     const int64_t i = o - pad_before;
     map[o] = reflect ? (in - 1) - std::abs((in - 1) - std::abs(i)) : std::clamp<int64_t>(i, 0, in - 1);
   }
-  return deviceMap(map, like);
+  return map;
 }
 
 // ATen's compute_scales_value<float>: 1 / scale when given and positive, else in / out.
@@ -123,7 +136,7 @@ float nearestScale(OptD scale, int64_t in, int64_t out) {
 // `cpu_backward`: the CPU's nearest 1-d and 3-d backwards read ATen's nearest_idx instead, which takes out == in as
 // the identity and out == 2 * in as o >> 1 whatever the scale, so their gradient is not the forward's for such a
 // scale; the backward follows the CPU, the reference it is checked against.
-Tensor nearestMap(int64_t in, int64_t out, OptD scale, bool exact, bool cpu_backward, const Tensor& like) {
+std::vector<int64_t> nearestMap(int64_t in, int64_t out, OptD scale, bool exact, bool cpu_backward) {
   std::vector<int64_t> map(static_cast<size_t>(out));
   const float s = nearestScale(scale, in, out);
   for (int64_t o = 0; o < out; ++o) {
@@ -132,22 +145,54 @@ Tensor nearestMap(int64_t in, int64_t out, OptD scale, bool exact, bool cpu_back
     if (cpu_backward && !exact && out == in) map[o] = o;
     if (cpu_backward && !exact && out == 2 * in) map[o] = o >> 1;
   }
-  return deviceMap(map, like);
+  return map;
 }
 
-// Forward: gather the trailing spatial dimensions through their maps, the last dimension first.
-Tensor gatherMaps(const Tensor& self, const std::vector<Tensor>& maps) {
+// Forward: gather the trailing spatial dimensions through their maps, the last dimension first. A contiguous input
+// with an output of at most kFlatGather positions per plane takes one gather through the maps composed into one
+// (the input viewed as planes x positions): one launch instead of one per dimension, for the small inputs where the
+// launches are the cost.
+constexpr int64_t kFlatGather = 4096;
+Tensor gatherMaps(const Tensor& self, const HostMaps& host) {
+  const int64_t k = static_cast<int64_t>(host.size());
+  int64_t positions = 1, in_positions = 1;
+  for (int64_t j = 0; j < k; ++j) {
+    positions *= static_cast<int64_t>(host[j].size());
+    in_positions *= self.size(self.dim() - 1 - j);
+  }
+  if (k > 1 && positions <= kFlatGather && self.is_contiguous()) {
+    std::vector<int64_t> flat(1, 0); // the source of each output position, in row-major order
+    int64_t stride = 1;
+    std::vector<int64_t> strides(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j) {
+      strides[j] = stride;
+      stride *= self.size(self.dim() - 1 - j);
+    }
+    for (int64_t j = k - 1; j >= 0; --j) {
+      std::vector<int64_t> next;
+      next.reserve(flat.size() * host[j].size());
+      for (const int64_t base : flat)
+        for (const int64_t src : host[j]) next.push_back(base + src * strides[j]);
+      flat = std::move(next);
+    }
+    std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - k);
+    const int64_t planes = c10::multiply_integers(shape);
+    for (int64_t j = k - 1; j >= 0; --j) shape.push_back(static_cast<int64_t>(host[j].size()));
+    const Tensor map = deviceMaps({flat}, self)[0];
+    return at::index_select(self.reshape({planes, in_positions}), 1, map).view(shape);
+  }
+  const std::vector<Tensor> maps = deviceMaps(host, self);
   Tensor result = self;
-  const int64_t k = static_cast<int64_t>(maps.size());
   for (int64_t j = 0; j < k; ++j) result = at::index_select(result, self.dim() - 1 - j, maps[j]);
   return result.contiguous(self.suggest_memory_format());
 }
 
 // Backward: every output position adds its gradient to its source, dimension by dimension in reverse order; the
 // half types accumulate in float32 and round once, as ATen's CPU backwards.
-Tensor scatterMaps(const Tensor& grad, at::IntArrayRef input_sizes, const std::vector<Tensor>& maps) {
+Tensor scatterMaps(const Tensor& grad, at::IntArrayRef input_sizes, const HostMaps& host) {
   const bool reduced = grad.scalar_type() == at::kHalf || grad.scalar_type() == at::kBFloat16;
-  if (reduced) return scatterMaps(grad.to(at::kFloat), input_sizes, maps).to(grad.scalar_type());
+  if (reduced) return scatterMaps(grad.to(at::kFloat), input_sizes, host).to(grad.scalar_type());
+  const std::vector<Tensor> maps = deviceMaps(host, grad);
   Tensor g = grad;
   const int64_t k = static_cast<int64_t>(maps.size()), nd = static_cast<int64_t>(input_sizes.size());
   for (int64_t j = k - 1; j >= 0; --j) {
@@ -161,11 +206,11 @@ Tensor scatterMaps(const Tensor& grad, at::IntArrayRef input_sizes, const std::v
 
 // ---- padding --------------------------------------------------------------------------------------------------
 
-std::vector<Tensor> padMaps(const Tensor& self, at::IntArrayRef padding, at::IntArrayRef out_sizes, bool reflect) {
-  std::vector<Tensor> maps;
+HostMaps padMaps(const Tensor& self, at::IntArrayRef padding, at::IntArrayRef out_sizes, bool reflect) {
+  HostMaps maps;
   for (size_t j = 0; j < padding.size() / 2; ++j) {
     const int64_t d = self.dim() - 1 - static_cast<int64_t>(j);
-    maps.push_back(padMap(self.size(d), padding[2 * j], out_sizes[d], reflect, self));
+    maps.push_back(padMap(self.size(d), padding[2 * j], out_sizes[d], reflect));
   }
   return maps;
 }
@@ -209,14 +254,13 @@ Tensor& padBackwardOut(const Tensor& grad, const Tensor& self, at::IntArrayRef p
 
 // ---- nearest upsampling ---------------------------------------------------------------------------------------
 
-std::vector<Tensor> nearestMaps(at::IntArrayRef in_sizes, at::IntArrayRef out_spatial, std::vector<OptD> scales,
-                                bool exact, bool cpu_backward, const Tensor& like) {
+HostMaps nearestMaps(at::IntArrayRef in_sizes, at::IntArrayRef out_spatial, std::vector<OptD> scales, bool exact,
+                     bool cpu_backward) {
   // scales are given outermost first (d, h, w); maps are built innermost first
-  std::vector<Tensor> maps;
+  HostMaps maps;
   const int64_t k = static_cast<int64_t>(out_spatial.size()), nd = static_cast<int64_t>(in_sizes.size());
   for (int64_t j = 0; j < k; ++j)
-    maps.push_back(
-        nearestMap(in_sizes[nd - 1 - j], out_spatial[k - 1 - j], scales[k - 1 - j], exact, cpu_backward, like));
+    maps.push_back(nearestMap(in_sizes[nd - 1 - j], out_spatial[k - 1 - j], scales[k - 1 - j], exact, cpu_backward));
   return maps;
 }
 
@@ -227,8 +271,7 @@ Tensor& nearestForward(const Tensor& self, at::IntArrayRef output_size, std::vec
     at::native::resize_output(out, meta_out.sizes());
     return out;
   }
-  return assignOut(out,
-                   gatherMaps(self, nearestMaps(self.sizes(), output_size, std::move(scales), kExact, false, self)));
+  return assignOut(out, gatherMaps(self, nearestMaps(self.sizes(), output_size, std::move(scales), kExact, false)));
 }
 
 template <bool kExact>
@@ -236,8 +279,7 @@ Tensor& nearestBackward(const Tensor& grad, at::IntArrayRef output_size, at::Int
                         std::vector<OptD> scales, Tensor& grad_input) {
   if (grad.numel() == 0) return assignOut(grad_input, at::zeros(input_size, grad.options()));
   return assignOut(
-      grad_input,
-      scatterMaps(grad, input_size, nearestMaps(input_size, output_size, std::move(scales), kExact, true, grad)));
+      grad_input, scatterMaps(grad, input_size, nearestMaps(input_size, output_size, std::move(scales), kExact, true)));
 }
 
 #define MT_NEAREST_1D(NAME, OP, EXACT)                                                                           \
