@@ -9,9 +9,6 @@
 namespace mytorch::cuda {
 namespace {
 
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 // Thread t's segment s of row o at inner element i: the segment's positions and the offset of (o, 0, i).
 struct Lane {
   int64_t s;
@@ -29,7 +26,7 @@ __global__ void bounds_kernel(SegmentArgs a) {
 
 template <SegmentOp op, typename T>
 __global__ void forward_kernel(SegmentArgs a, int64_t total) {
-  using A = acc_t<T>;
+  using A = ew::opmath_t<T>;
   for (const int64_t t : grid_stride(total)) {
     const Lane l = lane_of(a, t);
     const T* src = static_cast<const T*>(a.data) + l.row0;
@@ -41,7 +38,7 @@ __global__ void forward_kernel(SegmentArgs a, int64_t total) {
 
 template <SegmentOp op, typename T>
 __global__ void backward_kernel(SegmentArgs a, int64_t total) {
-  using A = acc_t<T>;
+  using A = ew::opmath_t<T>;
   const T* x = static_cast<const T*>(a.data);
   T* out = static_cast<T*>(a.out);
   for (const int64_t t : grid_stride(total)) {
@@ -86,7 +83,7 @@ __global__ void backward_kernel(SegmentArgs a, int64_t total) {
 
 template <bool Forward>
 rt::Status launch(const SegmentArgs& a, rt::Stream stream, const char* name) {
-  if (a.bounds_dtype != DType::Int32 && a.bounds_dtype != DType::Int64)
+  if (!seg::bounds_dtype_ok(a))
     return rt::report(rt::Status::InvalidValue, "segment_reduce: int32 or int64 lengths/offsets expected");
   const int64_t total = a.outer * a.count * a.inner;
   if (a.outer <= 0) return rt::Status::Success;

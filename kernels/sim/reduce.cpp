@@ -548,7 +548,6 @@ rt::Status run_as(const ReduceArgs& r) {
       using O = decltype(tag);
       if constexpr (!is_complex_t<O>::value) {
         O* out = static_cast<O*>(r.out);
-        auto store = [&](const red::RedOffsets& at, const red::Acc<A>& total) { store_total<R, O>(r, at, total); };
         const bool short_rows = r.out_ndim >= 1 && r.red_ndim <= 1 && r.red_numel >= 1 && r.red_numel <= kLeaf &&
                                 (!cpu_order_path<R, A, T>(r) || r.red_numel < kCpuIlp);
         const bool lane_rows = red::kOneValue<R> && r.out_ndim >= 1 && lanes_path<R>(r) &&
@@ -569,7 +568,7 @@ rt::Status run_as(const ReduceArgs& r) {
                       mt_cast<O, A>(R::project(State<R, A>::acc(st[k], r.params), r.params, static_cast<A*>(nullptr)));
               } else {
                 for (int k = 0; k < nb; ++k) {
-                  store(at, State<R, A>::acc(st[k], r.params));
+                  store_total<R, O>(r, at, State<R, A>::acc(st[k], r.params));
                   at.out += r.out_strides[d];
                   at.out2 += r.out2_strides[d];
                 }
@@ -592,7 +591,7 @@ rt::Status run_as(const ReduceArgs& r) {
             }
           }
           for (int64_t o = ob; o < oe; ++o, cur.next())
-            store(cur.at, chunk_partial<R, A>(r, in, cur.at.in_base, 0, r.red_numel));
+            store_total<R, O>(r, cur.at, chunk_partial<R, A>(r, in, cur.at.in_base, 0, r.red_numel));
         });
       }
     });

@@ -13,9 +13,6 @@ namespace {
 
 constexpr int64_t kBlock = 256;  // inner elements a task's accumulators hold
 
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 // Every row's boundaries into the workspace (a row each: a running sum and maximum).
 void fill_bounds(const SegmentArgs& a) {
   par::parallel_for(a.outer, par::grain_for(a.count + 1), [&](int64_t ob, int64_t oe) {
@@ -37,7 +34,7 @@ void for_each_segment(const SegmentArgs& a, int64_t work_per_segment, const F& f
 
 template <SegmentOp op, typename T>
 void forward(const SegmentArgs& a) {
-  using A = acc_t<T>;
+  using A = ew::opmath_t<T>;
   const T* x = static_cast<const T*>(a.data);
   T* out = static_cast<T*>(a.out);
   const A init = seg::start<op, A>(a);
@@ -64,7 +61,7 @@ void forward(const SegmentArgs& a) {
 
 template <SegmentOp op, typename T>
 void backward(const SegmentArgs& a) {
-  using A = acc_t<T>;
+  using A = ew::opmath_t<T>;
   const T* x = static_cast<const T*>(a.data);
   const T* grad = static_cast<const T*>(a.grad);
   const T* output = static_cast<const T*>(a.output);
@@ -135,7 +132,7 @@ void backward(const SegmentArgs& a) {
 
 template <bool Forward>
 rt::Status run(const SegmentArgs& a, const char* name) {
-  if (a.bounds_dtype != DType::Int32 && a.bounds_dtype != DType::Int64)
+  if (!seg::bounds_dtype_ok(a))
     return rt::report(rt::Status::InvalidValue, "segment_reduce: int32 or int64 lengths/offsets expected");
   fill_bounds(a);
   return dispatch_floating(a.dtype,

@@ -176,6 +176,20 @@ MT_HOST_DEVICE inline void avg_forward_at(const SpatialArgs& a, int64_t e, int64
   }
 }
 
+// The adaptive average of one window [d0, d1) x [h0, h1) x [w0, w1) of plane `in`: the one sum (forward_at's and
+// adaptive_avg_rows', so both give the same bits).
+template <typename T>
+MT_HOST_DEVICE inline T adaptive_avg_window(const SpatialArgs& a, const T* in, int64_t d0, int64_t d1, int64_t h0,
+                                            int64_t h1, int64_t w0, int64_t w1) {
+  using A = ew::opmath_t<T>;
+  const int64_t hw = a.ih * a.iw;
+  A sum = 0;
+  for (int64_t d = d0; d < d1; ++d)
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[d * hw + h * a.iw + w]);
+  return static_cast<T>(sum / static_cast<A>((d1 - d0) * (h1 - h0) * (w1 - w0)));
+}
+
 // Forward of output element e = (plane p, z, y, x); the upsamplings are 2-D (z = 0).
 template <typename T>
 MT_HOST_DEVICE inline void forward_at(const SpatialArgs& a, int64_t e, int64_t p, int64_t z, int64_t y, int64_t x) {
@@ -203,11 +217,7 @@ MT_HOST_DEVICE inline void forward_at(const SpatialArgs& a, int64_t e, int64_t p
       out[e] = static_cast<T>(bv);
       a.indices[e] = best;
     } else {
-      A sum = 0;
-      for (int64_t d = d0; d < d1; ++d)
-        for (int64_t h = h0; h < h1; ++h)
-          for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[d * hw + h * a.iw + w]);
-      out[e] = static_cast<T>(sum / static_cast<A>((d1 - d0) * (h1 - h0) * (w1 - w0)));
+      out[e] = adaptive_avg_window<T>(a, in, d0, d1, h0, h1, w0, w1);
     }
   } else if (a.op == SpatialOp::Nearest) {
     out[e] = in[nearest_src(y, a.ih, a.oh, a.scale_h) * a.iw + nearest_src(x, a.iw, a.ow, a.scale_w)];
@@ -396,7 +406,6 @@ inline void upsample_rows(const SpatialArgs& a, int64_t begin, int64_t end) {
 // once for its columns; forward_at's sums in its order (the same bits).
 template <typename T>
 inline void adaptive_avg_rows(const SpatialArgs& a, int64_t begin, int64_t end) {
-  using A = ew::opmath_t<T>;
   const int64_t hw = a.ih * a.iw;
   T* out = static_cast<T*>(a.out);
   for (int64_t r = begin; r < end; ++r) {
@@ -406,11 +415,7 @@ inline void adaptive_avg_rows(const SpatialArgs& a, int64_t begin, int64_t end) 
     const int64_t h0 = adaptive_start(y, a.ih, a.oh), h1 = adaptive_end(y, a.ih, a.oh);
     for (int64_t x = 0; x < a.ow; ++x) {
       const int64_t w0 = adaptive_start(x, a.iw, a.ow), w1 = adaptive_end(x, a.iw, a.ow);
-      A sum = 0;
-      for (int64_t d = d0; d < d1; ++d)
-        for (int64_t h = h0; h < h1; ++h)
-          for (int64_t w = w0; w < w1; ++w) sum += static_cast<A>(in[d * hw + h * a.iw + w]);
-      out[r * a.ow + x] = static_cast<T>(sum / static_cast<A>((d1 - d0) * (h1 - h0) * (w1 - w0)));
+      out[r * a.ow + x] = adaptive_avg_window<T>(a, in, d0, d1, h0, h1, w0, w1);
     }
   }
 }

@@ -29,6 +29,7 @@
 #include "mytorch/dtype.h"
 #include "mytorch/launch.h"
 #include "mytorch/macros.h"
+#include "mytorch/ops_math.h"
 
 namespace mytorch {
 
@@ -72,12 +73,15 @@ MT_HOST_DEVICE inline void row_bounds_as(const SegmentArgs& a, int64_t o) {
   }
 }
 
-// Row o's boundaries into the workspace; false for an index dtype other than int32/int64.
-MT_HOST_DEVICE inline bool row_bounds(const SegmentArgs& a, int64_t o) {
+// The launchers' one check of the bounds' dtype (the CPU's: int32 or int64), made before any pass runs.
+inline bool bounds_dtype_ok(const SegmentArgs& a) {
+  return a.bounds_dtype == DType::Int32 || a.bounds_dtype == DType::Int64;
+}
+
+// Row o's boundaries into the workspace (the bounds' dtype checked by bounds_dtype_ok).
+MT_HOST_DEVICE inline void row_bounds(const SegmentArgs& a, int64_t o) {
   if (a.bounds_dtype == DType::Int64) row_bounds_as<int64_t>(a, o);
-  else if (a.bounds_dtype == DType::Int32) row_bounds_as<int32_t>(a, o);
-  else return false;
-  return true;
+  else row_bounds_as<int32_t>(a, o);
 }
 
 MT_HOST_DEVICE inline int64_t clamp_pos(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
