@@ -401,7 +401,21 @@ def test_results_match_the_cpu():
     )
 
 
-@pytest.mark.parametrize("n", [33, 2047, 2048, 2049, 5000, 70_000])
+def _assert_same_extremes(got, want, name, dtype):
+    """The CPU's indices exactly, its values (NaN where it has NaN), and for max/min with indices the zero kept is the
+    first one's (its sign)."""
+    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert torch.equal(a.cpu(), b) or (
+            a.is_floating_point()
+            and torch.equal(a.cpu().isnan(), b.isnan())
+            and torch.equal(a.cpu().nan_to_num(), b.nan_to_num())
+        ), (name, dtype)
+        if name.startswith(("min", "max")) and a.is_floating_point():
+            keep = ~b.isnan()
+            assert torch.equal(a.cpu().signbit()[keep], b.signbit()[keep]), (name, dtype)
+
+
+@pytest.mark.parametrize("n", [33, 60, 300, 512, 513, 2047, 2048, 2049, 5000, 70_000])
 def test_row_kernels_of_variance_and_arg_reductions_match_the_cpu(n):
     """Note [Variance of a chunk in two passes] and the arg-reductions' row kernel (kernels/sim/reduce.cpp), over
     contiguous rows across the chunk boundary (2048) and split by chunk (70,000): indices exactly the CPU's, the
@@ -435,17 +449,11 @@ def test_row_kernels_of_variance_and_arg_reductions_match_the_cpu(n):
             "max.dim": lambda u: u.max(1),
             "min.dim": lambda u: u.min(1),
             "argmax transposed": lambda u: u.t().contiguous().t().argmax(1),
+            "max.dim transposed": lambda u: u.t().contiguous().t().max(1),
+            "amax": lambda u: u.amax(1),
+            "amin all": lambda u: u.amin(),
         }.items():
-            got, want = f(d), f(t)
-            for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-                assert torch.equal(a.cpu(), b) or (
-                    a.is_floating_point()
-                    and torch.equal(a.cpu().isnan(), b.isnan())
-                    and torch.equal(a.cpu().nan_to_num(), b.nan_to_num())
-                ), (name, dtype)
-                if name.startswith(("min", "max")) and a.is_floating_point():  # the zero kept is the first one's
-                    keep = ~b.isnan()
-                    assert torch.equal(a.cpu().signbit()[keep], b.signbit()[keep]), (name, dtype)
+            _assert_same_extremes(f(d), f(t), name, dtype)
     shifted = torch.randn(4, n, generator=g) * 4 + 1e6
     for dtype in (torch.float32, torch.bfloat16):
         t = shifted.to(dtype)
@@ -457,6 +465,39 @@ def test_row_kernels_of_variance_and_arg_reductions_match_the_cpu(n):
             "var_mean's mean": lambda u: torch.var_mean(u, 1, correction=0)[1],
         }.items():
             assert_aligned(f(d), f(t), f(t.double()), what=f"{name} {dtype}")
+
+
+@pytest.mark.parametrize("rows", [1, 2, 33, 300])
+def test_extremes_over_an_outer_dimension_match_the_cpu(rows):
+    """The extremes' column loops (extreme_columns in kernels/sim/reduce.cpp): 70 outputs (two register blocks of 32
+    and a tail of 6) reduced over an outer dimension of `rows`, with a later maximum after an equal earlier one, -0
+    and +0 as a column's extreme, NaNs after the maximum, a column of -inf; indices exactly the CPU's, the values
+    its values (NaN where it has NaN), and the zero max/min with indices keep is the first one's."""
+    g = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 70, generator=g)
+    top = x.abs().max().item() + 1
+    x[0, 3] = top
+    x[rows - 1, 3] = top  # an equal later maximum: the first index wins
+    x[:, 5] = x[:, 5].abs() + 1
+    x[rows // 2, 5], x[rows - 1, 5] = -0.0, 0.0
+    x[rows // 2, 40] = float("nan")
+    x[rows - 1, 40] = float("nan")
+    x[0, 40] = top
+    x[rows - 1, 65] = float("nan")
+    x[:, 69] = float("-inf")
+    for dtype in (torch.float32, torch.bfloat16, torch.float64, torch.int32):
+        t = x.nan_to_num(0, 7, -7).to(dtype) if dtype == torch.int32 else x.to(dtype)
+        d = t.to("mytorch")
+        for name, f in {
+            "max.dim": lambda u: u.max(0),
+            "min.dim": lambda u: u.min(0),
+            "argmax": lambda u: u.argmax(0),
+            "argmin": lambda u: u.argmin(0),
+            "amax": lambda u: u.amax(0),
+            "amin": lambda u: u.amin(0),
+            "max.dim of a 3-D middle dim": lambda u: u.reshape(rows, 7, 10).max(1),
+        }.items():
+            _assert_same_extremes(f(d), f(t), name, dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int32])

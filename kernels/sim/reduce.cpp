@@ -1,5 +1,6 @@
 // Sim twin of cuda/reduce.cu (Note [Reduction engine]): per output element, partial accumulators over
-// runs of 256 reduced elements, combined pairwise in order; each reduction's and scan's struct from reduce.h.
+// runs of 256 reduced elements, combined pairwise in order; each reduction's struct from reduce.h (the scans are
+// sim/scan.cpp).
 #include "mytorch/reduce.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "mytorch/parallel.h"
+#include "mytorch/sim_cpu_sum.h"
 #include "mytorch/sim_isa.h"
 #include "mytorch/sim_vec.h"
 
@@ -104,8 +106,9 @@ red::Acc<A> var_chunk(const T* x, int64_t c, int64_t end) {
 // only (kOneValue), so chunk_partial's lanes and the column loops vectorise them; max/min with indices and
 // argmax/argmin keep the indexed red::Extreme. Of equal values (+0 and -0) the one kept follows the lanes' order,
 // fixed by the sizes (not by the thread count).
-template <bool kMax>
+template <bool kMaxOp>
 struct ExtremeValue {
+  static constexpr bool kMax = kMaxOp;
   static constexpr red::Out2 kOut2 = red::Out2::None;
   static constexpr bool kOneValue = true;
   template <typename A>
@@ -131,130 +134,69 @@ struct ExtremeValue {
     return s.a;
   }
 };
+template <typename R>
+constexpr bool kIsExtremeValue = std::is_same_v<R, ExtremeValue<true>> || std::is_same_v<R, ExtremeValue<false>>;
+
+// The extreme of x[c, end) with NaN winning (ExtremeValue::pick), in kLanes interleaved lanes that start at `from`
+// (lane k: c+k, c+k+32, ...; the tail into lane (j - c) % kLanes), folded by the lanes' halving tree. Over the
+// whole groups of kLanes a lane's dependency chain is one compare-and-select without the NaN test (v > s ? v : s,
+// one maxps), the NaNs noted in a mask off that chain: with the test on the chain amax of 1M float32 took 76 us
+// against the CPU's 56. A chunk with a NaN there gives its first NaN; otherwise the same selections in the same
+// order as picking element by element (the same bits, +0 and -0 included).
+template <bool kMax, typename A, typename T>
+A extreme_lanes(const T* x, int64_t c, int64_t end, A from) {
+  constexpr int L = kLanes;
+  auto pick = [](A s, A v) { return ExtremeValue<kMax>::pick(s, v); };
+  A lane[L];
+  int32_t nan[L];
+  for (int k = 0; k < L; ++k) {
+    lane[k] = from;
+    nan[k] = 0;
+  }
+  int64_t j = c;
+  for (; j + L <= end; j += L)
+    for (int k = 0; k < L; ++k) {
+      const A v = static_cast<A>(mt_load(x + j + k));
+      lane[k] = (kMax ? v > lane[k] : v < lane[k]) ? v : lane[k];
+      nan[k] |= red::is_nan(v) ? -1 : 0;  // a compare and an OR: the compare's mask as it is
+    }
+  int32_t seen = 0;
+  for (int k = 0; k < L; ++k) seen |= nan[k];
+  if (seen != 0)
+    for (int64_t i = c;; ++i)
+      if (red::is_nan(static_cast<A>(mt_load(x + i)))) return static_cast<A>(mt_load(x + i));
+  for (; j < end; ++j) lane[(j - c) % L] = pick(lane[(j - c) % L], static_cast<A>(mt_load(x + j)));
+  for (int w = L / 2; w >= 1; w /= 2)
+    for (int k = 0; k < w; ++k) lane[k] = pick(lane[k], lane[k + w]);
+  return lane[0];
+}
 
 // The extreme of a contiguous chunk and the index of its first occurrence (red::Extreme's rule: NaN wins, the
-// first of equal values): the value by vectorised lanes, then the first element equal to it (the first NaN if
-// it is NaN), searched in blocks whose comparisons vectorise. The lanes start from the chunk's first element,
-// so the value found is one of the chunk's.
+// first of equal values): the value by extreme_lanes, then the first element equal to it (the first NaN if it is
+// NaN), searched in blocks whose comparisons vectorise. The lanes start from the chunk's first element, so the
+// value found is one of the chunk's. (Rows of at most kLaneRow go by extreme_rows, several at a time.)
 template <typename R, typename A, typename T>
 red::Acc<A> extreme_chunk(const T* x, int64_t c, int64_t end) {
   constexpr bool kMax = std::is_base_of_v<red::Extreme<true>, R>;
-  auto pick = [](A s, A v) { return ExtremeValue<kMax>::pick(s, v); };
-  A lane[kLanes];
-  for (int k = 0; k < kLanes; ++k) lane[k] = static_cast<A>(mt_load(x + c));
-  int64_t j = c;
-  for (; j + kLanes <= end; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] = pick(lane[k], static_cast<A>(mt_load(x + j + k)));
-  for (; j < end; ++j) lane[0] = pick(lane[0], static_cast<A>(mt_load(x + j)));
-  A m = lane[0];
-  for (int k = 1; k < kLanes; ++k) m = pick(m, lane[k]);
+  const A m = extreme_lanes<kMax, A>(x, c, end, static_cast<A>(mt_load(x + c)));
   const bool nan = red::is_nan(m);
+  auto found = [&](int64_t i) {  // the first hit in [i, i + kLanes): two loops, so that neither branches on nan
+    bool any = false;
+    if (nan)
+      for (int k = 0; k < kLanes; ++k) any |= red::is_nan(static_cast<A>(mt_load(x + i + k)));
+    else
+      for (int k = 0; k < kLanes; ++k) any |= static_cast<A>(mt_load(x + i + k)) == m;
+    return any;
+  };
   auto hit = [&](int64_t i) {
     const A v = static_cast<A>(mt_load(x + i));
     return nan ? red::is_nan(v) : v == m;
   };
-  j = c;
-  for (; j + kLanes <= end; j += kLanes) {
-    bool any = false;
-    for (int k = 0; k < kLanes; ++k) any |= hit(j + k);
-    if (any) break;
-  }
+  int64_t j = c;
+  for (; j + kLanes <= end; j += kLanes)
+    if (found(j)) break;
   while (!hit(j)) ++j; // m is one of the chunk's elements: found by end
   return {static_cast<A>(mt_load(x + j)), A(0), j};
-}
-
-// Note [The CPU's summation order]
-// A float32 or float64 sum, nansum or mean over one contiguous row of at most kCpuSerial elements is added in
-// the order of PyTorch's CPU kernel (cascade_sum in ATen's SumKernel.cpp), so its bits are the CPU's: a short
-// sum feeding a cancellation (cov's gradient sums 9 terms, then subtracts nearly equal values) otherwise lands
-// its rounding error where the CPU's did not. That order: rows of n >= W elements (W = 32 bytes of lanes, 8
-// floats or 4 doubles: x86 PyTorch does not dispatch its sum to AVX-512) are read as n / W vectors, summed by
-// row_sum below into W lanes; the n % W tail is added in sequence from zero, then the W lanes in order. Rows
-// shorter than W go through row_sum on single values. row_sum interleaves its items over 4 accumulators
-// (ATen's ilp_factor), each a cascade of 4 levels of 16 items (multi_row_sum); the items after the last whole
-// group of 4 go into accumulator 0, then accumulators 1..3 are added to it in order. Such a row is one chunk,
-// on one worker (32768 floats: microseconds). Longer rows keep the lanes' path: above kCpuSerial elements (ATen's
-// GRAIN_SIZE) the CPU splits a row between its threads, so its bits depend on its thread count.
-constexpr int64_t kCpuSerial = 32768;
-template <typename R, typename A, typename T>
-constexpr bool kCpuOrder = std::is_base_of_v<red::Reduction<RedOp::Sum>, R> && std::is_same_v<A, T> &&
-                           (std::is_same_v<T, float> || std::is_same_v<T, double>);
-template <typename R, typename A, typename T>
-bool cpu_order_path(const ReduceArgs& r) {
-  return kCpuOrder<R, A, T> && r.red_ndim == 1 && r.red_in_strides[0] == 1 && r.red_numel <= kCpuSerial;
-}
-
-constexpr int kCpuIlp = 4;    // ATen's row_sum: items interleaved over 4 accumulators
-constexpr int kCpuLevels = 4; // ATen's multi_row_sum: levels of its cascade
-
-inline int ceil_log2(int64_t x) { // ATen's utils::CeilLog2
-  int b = 0;
-  for (uint64_t v = static_cast<uint64_t>(x) - 1; v != 0; v >>= 1) ++b;
-  return x <= 2 ? 1 : b;
-}
-
-// out := ATen's row_sum of `size` items of W values each; add(i, acc) adds item i's values to acc lane-wise.
-template <int W, typename A, typename Add>
-void cpu_row_sum(int64_t size, A (&out)[W], const Add& add) {
-  const int64_t rows = size / kCpuIlp;
-  // Levels from `used` up are zero and not yet written: a short row never reaches them, so only level 0 is cleared
-  // here (clearing all four, 512 bytes for floats, was a tenth of a 120-float row's sum). A level summed from +0 is
-  // never -0, so a level's first fold copies where adding to zero would give the same value: the same bits.
-  A acc[kCpuLevels][kCpuIlp][W];
-  int used = 1;
-  for (int k = 0; k < kCpuIlp; ++k)
-    for (int l = 0; l < W; ++l) acc[0][k][l] = A(0);
-  const int lp = std::max(4, ceil_log2(rows) / kCpuLevels);
-  const int64_t step = int64_t(1) << lp, mask = step - 1;
-  auto fold = [&](int into, int from) {
-    const bool first = into >= used;
-    used = std::max(used, into + 1);
-    for (int k = 0; k < kCpuIlp; ++k)
-      for (int l = 0; l < W; ++l) acc[into][k][l] = first ? acc[from][k][l] : acc[into][k][l] + acc[from][k][l];
-  };
-  int64_t i = 0;
-  while (i + step <= rows) {
-    for (int64_t j = 0; j < step; ++j, ++i)
-      for (int k = 0; k < kCpuIlp; ++k) add(i * kCpuIlp + k, acc[0][k]);
-    for (int j = 1; j < kCpuLevels; ++j) {
-      fold(j, j - 1);
-      for (int k = 0; k < kCpuIlp; ++k)
-        for (int l = 0; l < W; ++l) acc[j - 1][k][l] = A(0);
-      if ((i & (mask << (j * lp))) != 0) break;
-    }
-  }
-  for (; i < rows; ++i)
-    for (int k = 0; k < kCpuIlp; ++k) add(i * kCpuIlp + k, acc[0][k]);
-  for (int j = 1; j < used; ++j) fold(0, j);  // the levels above are zero
-  for (int64_t t = rows * kCpuIlp; t < size; ++t) add(t, acc[0][0]);
-  for (int k = 1; k < kCpuIlp; ++k)
-    for (int l = 0; l < W; ++l) acc[0][0][l] += acc[0][k][l];
-  for (int l = 0; l < W; ++l) out[l] = acc[0][0][l];
-}
-
-// The sum of x[0..n) in the CPU's order (NaNs as zero for nansum).
-template <typename R, typename T>
-T cpu_order_sum(const T* x, int64_t n) {
-  constexpr int W = 32 / sizeof(T);
-  auto ld = [x](int64_t j) {
-    const T v = x[j];
-    if constexpr (std::is_same_v<R, red::Reduction<RedOp::NanSum>>) return v != v ? T(0) : v;
-    else return v;
-  };
-  if (n < W) {
-    T s[1];
-    cpu_row_sum<1>(n, s, [&](int64_t i, T(&a)[1]) { a[0] += ld(i); });
-    return s[0];
-  }
-  const int64_t vecs = n / W;
-  T lanes[W];
-  cpu_row_sum<W>(vecs, lanes, [&](int64_t i, T(&a)[W]) {
-    for (int l = 0; l < W; ++l) a[l] += ld(i * W + l);
-  });
-  T f = T(0);
-  for (int64_t j = vecs * W; j < n; ++j) f += ld(j);
-  for (int l = 0; l < W; ++l) f += lanes[l];
-  return f;
 }
 
 // The reduced elements per chunk: a row in the CPU's order is one chunk; else the lanes' or the leaves' length.
@@ -285,6 +227,10 @@ red::Acc<A> chunk_partial(const ReduceArgs& r, const T* in, int64_t in_base, int
   }
   if constexpr (kIsExtreme<R>) {
     if (row_kernel_path<R>(r)) return extreme_chunk<R, A>(in + in_base, c, end);
+  }
+  if constexpr (kIsExtremeValue<R>) {
+    if (lanes_path<R>(r))
+      return {extreme_lanes<R::kMax, A>(in + in_base, c, end, R::template init<A>(r.params).a), A(0), -1};
   }
   if (lanes_path<R>(r)) {
     A lane[kLanes];
@@ -406,6 +352,63 @@ void column_totals(const ReduceArgs& r, const T* in, int64_t base, int nb, red::
   for (int k = 0; k < nb; ++k) total[k] = St::acc(parts[k], r.params);
 }
 
+// column_totals for the extremes: each output's first extreme taken row by row, the rows read in order and each a
+// loop across kExtremeCols outputs at a time in value (and index) arrays, which vectorises; the states' push did not (max(1) of 60^3
+// float32: 1.4x the CPU's time; amax(0) of 1024^2: 1.5x). kIndex (max/min with indices, argmax/argmin: red::Extreme):
+// the first NaN if any, the index in I (int32 where the reduced length fits); the answer is one element, so the order
+// of the reading does not change the bits. Otherwise (amax/amin: ExtremeValue) the value only, by one compare and
+// select per element (a maxps) with the NaNs noted in a mask beside it, as extreme_lanes: a column with a NaN gives
+// its first NaN; else the first of equal values, as column_totals' leaves combined in order gave.
+constexpr int kExtremeCols = 32;  // the outputs whose states stay in registers (four AVX2 registers of floats)
+
+template <bool kMax, bool kIndex, int W, typename I, typename A, typename T>
+void extreme_column_block(const ReduceArgs& r, const T* in, int64_t base, int nw, red::Acc<A>* total) {
+  const int w = W > 0 ? W : nw;  // W: the width known at compile time, so that the loops unroll into registers
+  const int64_t s = r.red_in_strides[0];
+  A val[kExtremeCols];
+  I at[kExtremeCols];
+  int32_t nan[kExtremeCols];
+  for (int k = 0; k < w; ++k) {
+    val[k] = static_cast<A>(mt_load(in + base + k));
+    at[k] = 0;
+    nan[k] = red::is_nan(val[k]) ? -1 : 0;
+  }
+  for (int64_t j = 1; j < r.red_numel; ++j) {
+    const T* row = in + base + j * s;
+    const I jj = static_cast<I>(j);
+    for (int k = 0; k < w; ++k) {
+      const A v = static_cast<A>(mt_load(row + k));
+      if constexpr (kIndex) {
+        const bool take = (kMax ? v > val[k] : v < val[k]) || (v != v && val[k] == val[k]);
+        val[k] = take ? v : val[k];
+        at[k] = take ? jj : at[k];
+      } else {
+        val[k] = (kMax ? v > val[k] : v < val[k]) ? v : val[k];
+        nan[k] |= red::is_nan(v) ? -1 : 0;
+      }
+    }
+  }
+  for (int k = 0; k < w; ++k) {
+    if constexpr (!kIndex) {
+      for (int64_t j = 0; nan[k] != 0; ++j)  // the column's first NaN (there is one)
+        if (red::is_nan(static_cast<A>(mt_load(in + base + j * s + k)))) {
+          val[k] = static_cast<A>(mt_load(in + base + j * s + k));
+          break;
+        }
+    }
+    total[k] = {val[k], A(0), static_cast<int64_t>(at[k])};
+  }
+}
+
+template <bool kMax, bool kIndex, typename I, typename A, typename T>
+void extreme_columns(const ReduceArgs& r, const T* in, int64_t base, int nb, red::Acc<A>* total) {
+  for (int k0 = 0; k0 < nb; k0 += kExtremeCols) {
+    if (nb - k0 >= kExtremeCols)
+      extreme_column_block<kMax, kIndex, kExtremeCols, I, A>(r, in, base + k0, kExtremeCols, total + k0);
+    else extreme_column_block<kMax, kIndex, 0, I, A>(r, in, base + k0, nb - k0, total + k0);
+  }
+}
+
 // red::red_output_offsets of outputs o0, o0 + 1, ... in turn: one carry per output instead of a division and a
 // remainder per output dimension (3600 rows of 120 floats: about half of a short-row sum's time).
 struct OutputCursor {
@@ -503,6 +506,38 @@ void lane_totals(const ReduceArgs& r, const T* in, int64_t base, int64_t step, i
   for (int g = 0; g < nb; ++g) st[g] = lane[0][g];
 }
 
+// lane_totals for max/min with indices and argmax/argmin (red::Extreme) over rows of at most kLaneRow: nb rows at a
+// time, each element j a loop across the rows keeping each row's first extreme (or first NaN) and its index, as
+// extreme_columns. One row at a time through extreme_chunk spent a row of 60 (max(-1) of 60^3) in its lanes'
+// set-up, tail, tree and search: 2.9x the CPU's time.
+template <bool kMax, typename A, typename T>
+void extreme_rows(const ReduceArgs& r, const T* in, int64_t base, int64_t step, int nb, red::Acc<A>* st) {
+  const int64_t n = r.red_numel;
+  A val[kLaneGroup], buf[kLanes][kLaneGroup];
+  int32_t at[kLaneGroup];
+  for (int g = 0; g < nb; ++g) {
+    val[g] = static_cast<A>(mt_load(in + base + g * step));
+    at[g] = 0;
+  }
+  for (int64_t j0 = 0; j0 < n; j0 += kLanes) {
+    const int m = static_cast<int>(std::min<int64_t>(kLanes, n - j0));
+    for (int g = 0; g < nb; ++g) {
+      const T* x = in + base + g * step + j0;
+      for (int k = 0; k < m; ++k) buf[k][g] = static_cast<A>(mt_load(x + k));
+    }
+    for (int k = 0; k < m; ++k) {
+      const int32_t j = static_cast<int32_t>(j0 + k);
+      for (int g = 0; g < nb; ++g) {
+        const A v = buf[k][g];
+        const bool take = (kMax ? v > val[g] : v < val[g]) || (v != v && val[g] == val[g]);
+        val[g] = take ? v : val[g];
+        at[g] = take ? j : at[g];
+      }
+    }
+  }
+  for (int g = 0; g < nb; ++g) st[g] = {val[g], A(0), at[g]};
+}
+
 // One output's total projected and written as O (out, and out2's index or mean); a complex O writes the index only.
 template <typename R, typename O, typename A>
 inline void store_total(const ReduceArgs& r, const red::RedOffsets& at, const red::Acc<A>& total) {
@@ -550,6 +585,8 @@ rt::Status run_as(const ReduceArgs& r) {
         O* out = static_cast<O*>(r.out);
         const bool short_rows = r.out_ndim >= 1 && r.red_ndim <= 1 && r.red_numel >= 1 && r.red_numel <= kLeaf &&
                                 (!cpu_order_path<R, A, T>(r) || r.red_numel < kCpuIlp);
+        const bool extreme_row_group =
+            kIsExtreme<R> && r.out_ndim >= 1 && row_kernel_path<R>(r) && r.red_numel <= kLaneRow;
         const bool lane_rows = red::kOneValue<R> && r.out_ndim >= 1 && lanes_path<R>(r) &&
                                !cpu_order_path<R, A, T>(r) && r.red_numel <= kLaneRow;
         par::parallel_for(r.out_numel, par::grain_for(r.red_numel), [&](int64_t ob, int64_t oe) {
@@ -584,6 +621,14 @@ rt::Status run_as(const ReduceArgs& r) {
             });
             return;
           }
+          if constexpr (kIsExtreme<R>) {
+            if (extreme_row_group) {
+              constexpr bool kMax = std::is_base_of_v<red::Extreme<true>, R>;
+              groups(kLaneGroup,
+                     [&](int64_t base, int nb, red::Acc<A>* st) { extreme_rows<kMax, A>(r, in, base, step, nb, st); });
+              return;
+            }
+          }
           if constexpr (red::kOneValue<R>) {
             if (lane_rows) {
               groups(kLaneGroup, [&](int64_t base, int nb, A* st) { lane_totals<R, A>(r, in, base, step, nb, st); });
@@ -615,7 +660,15 @@ rt::Status run_as(const ReduceArgs& r) {
         const int nb = static_cast<int>(std::min<int64_t>({kCols, oe - o, row_left}));
         if (columns && nb > 1) {
           red::Acc<A> totals[kCols];
-          column_totals<R, A>(r, in, cur.at.in_base, nb, totals, col_parts.get());
+          if constexpr (kIsExtreme<R>) {
+            constexpr bool kMax = std::is_base_of_v<red::Extreme<true>, R>;
+            if (r.red_numel <= INT32_MAX) extreme_columns<kMax, true, int32_t, A>(r, in, cur.at.in_base, nb, totals);
+            else extreme_columns<kMax, true, int64_t, A>(r, in, cur.at.in_base, nb, totals);
+          } else if constexpr (kIsExtremeValue<R>) {
+            extreme_columns<R::kMax, false, int32_t, A>(r, in, cur.at.in_base, nb, totals);
+          } else {
+            column_totals<R, A>(r, in, cur.at.in_base, nb, totals, col_parts.get());
+          }
           for (int k = 0; k < nb; ++k, cur.next()) finish(cur.at, totals[k]);
           o += nb;
           continue;
@@ -681,60 +734,6 @@ rt::Status run(const ReduceArgs& r) {
   return run_as<red::Reduction<op>, op, T>(r);
 }
 
-// Note [Sim scans]
-// Every line is scanned in order, element by element (as red::scan_line, which CUDA keeps for its short lines: the
-// bits of a sequential scan), float32 accumulated in double as the CPU's cumulative kernels do (acc_type), so a
-// float32 cumsum is the CPU's bit for bit (in float its error near a cancellation reached 1e2 relative), and the
-// lines split over the threads. Lines adjacent in memory (a scan over an outer dimension: cumsum(dim=0) of a matrix,
-// whose lines are its columns) go kScanCols at a time: each step along the scanned dimension reads one contiguous
-// row segment and advances kScanCols running states, which vectorises across the lines (one strided line at a time
-// touched a new cache line per element). Each line's own sequence of combines is unchanged, so the bits are the
-// sequential scan's whatever the grouping and the thread count. (Interleaving 8 contiguous lines to hide the add's
-// latency measured slower: 0.70 ms against 0.40 for cumsum(1) of 1024 x 1024, the streams 4 KiB apart.)
-constexpr int64_t kScanCols = 64;
-
-template <ScanOp op, typename T>
-void scan_columns(const ScanArgs& s, int64_t l0, int64_t nb) {
-  using A = std::conditional_t<std::is_same_v<T, float>, double, red::sum_acc_t<T>>;  // the CPU's acc_type
-  using P = red::ScanPolicy<op, A>;
-  const red::ScanLine at = red::scan_line_offsets(s, l0);
-  const T* in = static_cast<const T*>(s.in) + at.in;
-  T* out = static_cast<T*>(s.out) + at.out;
-  int64_t* idx = s.indices ? static_cast<int64_t*>(s.indices) + at.idx : nullptr;
-  typename P::State acc[kScanCols];
-  for (int64_t k = 0; k < nb; ++k) acc[k] = P::identity();
-  for (int64_t i = 0; i < s.length; ++i) {
-    const T* x = in + i * s.in_stride;
-    T* y = out + i * s.out_stride;
-    for (int64_t k = 0; k < nb; ++k) {
-      acc[k] = P::combine(acc[k], P::make(static_cast<A>(x[k]), i));
-      y[k] = static_cast<T>(P::value(acc[k]));
-    }
-    if constexpr (red::scan_indexed<op>())
-      for (int64_t k = 0; k < nb; ++k) idx[i * s.idx_stride + k] = P::index(acc[k]);
-  }
-}
-
-template <ScanOp op, typename T>
-void scan_lines(const ScanArgs& s) {
-  const int d = s.outer_ndim - 1;
-  const bool columns = d >= 0 && s.in_stride != 1 && s.outer_in_strides[d] == 1 && s.outer_out_strides[d] == 1 &&
-                       (s.indices == nullptr || s.outer_idx_strides[d] == 1) && s.outer_sizes[d] > 1;
-  if (!columns) {
-    par::parallel_for(s.lines, par::grain_for(s.length), [&](int64_t b, int64_t e) {
-      for (int64_t l = b; l < e; ++l) scan_columns<op, T>(s, l, 1);
-    });
-    return;
-  }
-  const int64_t row = s.outer_sizes[d], per_row = (row + kScanCols - 1) / kScanCols;
-  par::parallel_for(s.lines / row * per_row, par::grain_for(s.length * kScanCols), [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t first = t % per_row * kScanCols;
-      scan_columns<op, T>(s, t / per_row * row + first, std::min(kScanCols, row - first));
-    }
-  });
-}
-
 } // namespace
 
 MT_SIM_ENTRY rt::Status reduce(const ReduceArgs& r, rt::Stream) {
@@ -751,29 +750,11 @@ MT_SIM_ENTRY rt::Status reduce(const ReduceArgs& r, rt::Stream) {
       [] { return rt::report(rt::Status::InvalidValue, "reduce: unknown op"); });
 }
 
-MT_SIM_ENTRY rt::Status scan(const ScanArgs& s, rt::Stream) {
-  return scan_visit(
-      s.op,
-      [&](auto op) {
-        bool ok = false;
-        dispatch_dtype(s.dtype, [&](auto tag) {
-          using T = decltype(tag);
-          if constexpr (red::scan_supported<decltype(op)::value, T>()) {
-            scan_lines<decltype(op)::value, T>(s);
-            ok = true;
-          }
-        });
-        return ok ? rt::Status::Success : rt::report(rt::Status::InvalidValue, "scan: unsupported dtype");
-      },
-      [] { return rt::report(rt::Status::InvalidValue, "scan: unknown op"); });
-}
-
 } // namespace mytorch::sim::MT_SIM_ISA_NS
 
 #if !defined(MT_SIM_ISA_AVX2)
 namespace mytorch::sim {
 MT_SIM_DISPATCH(rt::Status, reduce, (const ReduceArgs& r, rt::Stream s), (r, s))
-MT_SIM_DISPATCH(rt::Status, scan, (const ScanArgs& a, rt::Stream s), (a, s))
 } // namespace mytorch::sim
 
 namespace mytorch {
