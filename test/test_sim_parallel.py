@@ -500,6 +500,35 @@ def test_extremes_over_an_outer_dimension_match_the_cpu(rows):
             _assert_same_extremes(f(d), f(t), name, dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_column_reductions_keep_the_one_output_bits(dtype):
+    """column_totals (kernels/sim/reduce.cpp) reads a leaf's rows 32 outputs at a time: each output's result is still
+    exactly the one-output path's (a column reduced alone: the same leaves, chunks and pairs; the variance within the
+    alignment rule, Note [Sim short reductions]), for 70 outputs (two register blocks and a tail of 6) over 700 rows
+    (three chunks), and within the alignment rule of the CPU."""
+    from mytorch.testing._compare import assert_aligned
+
+    g = torch.Generator().manual_seed(7)
+    data = torch.randn(700, 70, generator=g)
+    for name, f in {
+        "sum": lambda u: u.sum(0),
+        "mean": lambda u: u.mean(0),
+        "prod": lambda u: u.prod(0),
+        "2-norm": lambda u: torch.linalg.vector_norm(u, dim=0),
+        "var": lambda u: u.var(0),
+    }.items():
+        x = (data / 8 + 1 if name == "prod" else data * 3).to(dtype)  # a product of 700 factors near 1
+        d = x.to("mytorch")
+        got = f(d).cpu()
+        for i in (0, 31, 32, 63, 64, 69):
+            one = f(d[:, i : i + 1]).cpu()  # one output: no column loop
+            if name == "var":  # Welford's update: GCC may fuse its products into FMAs in one loop and not the other
+                assert_aligned(got[i : i + 1], one, None, what=f"{name} {dtype} {i}")
+            else:
+                assert torch.equal(got[i : i + 1], one), (name, dtype, i)
+        assert_aligned(f(d), f(x), f(x.double()), what=f"{name} {dtype}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int32])
 def test_scans_over_an_outer_dimension_are_the_sequential_scans(dtype):
     """Note [Sim scans]: lines adjacent in memory scanned kScanCols at a time give each line's sequential bits: the

@@ -322,9 +322,24 @@ void combine_rows(S* rows, int64_t stride, int64_t m, int nb, const RedParams& p
       for (int k = 0; k < nb; ++k) St::combine(rows[i * stride + k], rows[(i + w) * stride + k], p);
 }
 
+constexpr int kRegCols = 32;  // outputs whose states a column loop keeps in registers (four AVX2 registers of floats)
+
+// f(W, k0, w) for the blocks [k0, k0 + w) of nb outputs: W (a std::integral_constant) kRegCols for whole blocks, 0
+// for the last partial one.
+template <typename F>
+void column_blocks(int nb, const F& f) {
+  for (int k0 = 0; k0 < nb; k0 += kRegCols) {
+    if (nb - k0 >= kRegCols) f(std::integral_constant<int, kRegCols>{}, k0, kRegCols);
+    else f(std::integral_constant<int, 0>{}, k0, nb - k0);
+  }
+}
+
 // The totals of nb outputs whose inputs start at base, base + 1, ... and step by the reduced stride (a reduction
 // over an outer dimension, e.g. a bias gradient): per output exactly chunk_partial's leaves and run's chunk order,
-// with the outputs innermost, so that each step reads a contiguous row instead of nb strided columns.
+// with the outputs innermost, so that each step reads a contiguous row instead of nb strided columns. A leaf's rows
+// are read kRegCols outputs at a time, their states in a local array that the loop (of a width known at compile
+// time for whole blocks) keeps in registers, the leaf's rows staying in L1 from one block to the next: the nb
+// states in memory, loaded and stored at every row, made sum(0) of 1024^2 float32 1.4x the CPU's time.
 // parts: room for kCols states per chunk.
 template <typename R, typename A, typename T>
 void column_totals(const ReduceArgs& r, const T* in, int64_t base, int nb, red::Acc<A>* total,
@@ -338,12 +353,17 @@ void column_totals(const ReduceArgs& r, const T* in, int64_t base, int nb, red::
     const int64_t end = std::min((c + 1) * kChunk, r.red_numel);
     int64_t m = 0;
     for (int64_t b = c * kChunk; b < end; b += kLeaf, ++m) {
-      S* lf = leaf[m];
-      for (int k = 0; k < nb; ++k) lf[k] = St::init(r.params);
-      for (int64_t j = b; j < std::min(b + kLeaf, end); ++j) {
-        const T* row = in + base + j * s;
-        for (int k = 0; k < nb; ++k) St::push(lf[k], static_cast<A>(mt_load(row + k)), j, r.params);
-      }
+      const int64_t e = std::min(b + kLeaf, end);
+      column_blocks(nb, [&](auto W, int k0, int nw) {
+        const int w = decltype(W)::value > 0 ? decltype(W)::value : nw;
+        S lf[kRegCols];
+        for (int k = 0; k < w; ++k) lf[k] = St::init(r.params);
+        for (int64_t j = b; j < e; ++j) {
+          const T* row = in + base + k0 + j * s;
+          for (int k = 0; k < w; ++k) St::push(lf[k], static_cast<A>(mt_load(row + k)), j, r.params);
+        }
+        std::copy(lf, lf + w, leaf[m] + k0);
+      });
     }
     combine_rows<St>(&leaf[0][0], kCols, m, nb, r.params);
     std::copy(leaf[0], leaf[0] + nb, parts + c * kCols);
@@ -353,21 +373,20 @@ void column_totals(const ReduceArgs& r, const T* in, int64_t base, int nb, red::
 }
 
 // column_totals for the extremes: each output's first extreme taken row by row, the rows read in order and each a
-// loop across kExtremeCols outputs at a time in value (and index) arrays, which vectorises; the states' push did not (max(1) of 60^3
-// float32: 1.4x the CPU's time; amax(0) of 1024^2: 1.5x). kIndex (max/min with indices, argmax/argmin: red::Extreme):
+// loop across kRegCols outputs at a time in value (and index) arrays, which vectorises; the states' push did not
+// (max(1) of 60^3 float32: 1.4x the CPU's time; amax(0) of 1024^2: 1.5x). kIndex (max/min with indices,
+// argmax/argmin: red::Extreme):
 // the first NaN if any, the index in I (int32 where the reduced length fits); the answer is one element, so the order
 // of the reading does not change the bits. Otherwise (amax/amin: ExtremeValue) the value only, by one compare and
 // select per element (a maxps) with the NaNs noted in a mask beside it, as extreme_lanes: a column with a NaN gives
 // its first NaN; else the first of equal values, as column_totals' leaves combined in order gave.
-constexpr int kExtremeCols = 32;  // the outputs whose states stay in registers (four AVX2 registers of floats)
-
 template <bool kMax, bool kIndex, int W, typename I, typename A, typename T>
 void extreme_column_block(const ReduceArgs& r, const T* in, int64_t base, int nw, red::Acc<A>* total) {
   const int w = W > 0 ? W : nw;  // W: the width known at compile time, so that the loops unroll into registers
   const int64_t s = r.red_in_strides[0];
-  A val[kExtremeCols];
-  I at[kExtremeCols];
-  int32_t nan[kExtremeCols];
+  A val[kRegCols];
+  I at[kRegCols];
+  int32_t nan[kRegCols];
   for (int k = 0; k < w; ++k) {
     val[k] = static_cast<A>(mt_load(in + base + k));
     at[k] = 0;
@@ -402,11 +421,9 @@ void extreme_column_block(const ReduceArgs& r, const T* in, int64_t base, int nw
 
 template <bool kMax, bool kIndex, typename I, typename A, typename T>
 void extreme_columns(const ReduceArgs& r, const T* in, int64_t base, int nb, red::Acc<A>* total) {
-  for (int k0 = 0; k0 < nb; k0 += kExtremeCols) {
-    if (nb - k0 >= kExtremeCols)
-      extreme_column_block<kMax, kIndex, kExtremeCols, I, A>(r, in, base + k0, kExtremeCols, total + k0);
-    else extreme_column_block<kMax, kIndex, 0, I, A>(r, in, base + k0, nb - k0, total + k0);
-  }
+  column_blocks(nb, [&](auto W, int k0, int w) {
+    extreme_column_block<kMax, kIndex, decltype(W)::value, I, A>(r, in, base + k0, w, total + k0);
+  });
 }
 
 // red::red_output_offsets of outputs o0, o0 + 1, ... in turn: one carry per output instead of a division and a
