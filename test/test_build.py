@@ -39,6 +39,8 @@ VOCABULARY = {
     "sim_vmath.h",
     "sim_vmath_double.h",  # included by ops_math.h: the double math of its float forms
     "sim_blas.h",
+    # Welford's accumulator, shared by the reductions and the normalisations (which need no reduction table)
+    "welford.h",
 }
 MAX_FAMILY_FANOUT = 8
 

@@ -4,7 +4,7 @@
 // thread per group, and dx as an elementwise pass.
 #include "common.cuh"
 #include "mytorch/norm.h"
-#include "mytorch/reduce.h"
+#include "mytorch/reduce.h"  // the split plan's constants (Note [CUDA reduction plan])
 
 namespace mytorch::cuda {
 namespace {
@@ -38,7 +38,7 @@ __global__ void stats_kernel(NormArgs a) {
       continue;
     }
     parts[threadIdx.x] = nrm::lane_stats<T, A>(a, g, threadIdx.x, blockDim.x);
-    block_tree(parts, [](red::Acc<A>& x, const red::Acc<A>& y) { red::Reduction<RedOp::Var>::combine(x, y, {}); });
+    block_tree(parts, [](red::Acc<A>& x, const red::Acc<A>& y) { red::welford_combine(x, y); });
     if (threadIdx.x == 0) nrm::finish_stats<T, P, A>(a, g, parts[0]);
     __syncthreads();
   }
@@ -117,8 +117,7 @@ __global__ void stats_partial_kernel(NormArgs a, NormSplit p) {
   const int64_t hi = lo + p.chunk < p.len ? lo + p.chunk : p.len;
   const red::Acc<A> acc = nrm::lane_stats<T, A>(a, g, lo + threadIdx.x, blockDim.x, hi);
   parts[threadIdx.x] = red::Acc<double>{double(acc.a), double(acc.b), acc.n};
-  block_tree(parts,
-             [](red::Acc<double>& x, const red::Acc<double>& y) { red::Reduction<RedOp::Var>::combine(x, y, {}); });
+  block_tree(parts, [](red::Acc<double>& x, const red::Acc<double>& y) { red::welford_combine(x, y); });
   if (threadIdx.x == 0) static_cast<red::Acc<double>*>(a.workspace)[g * p.splits + blockIdx.y] = parts[0];
 }
 
@@ -128,7 +127,7 @@ __global__ void stats_finish_kernel(NormArgs a, NormSplit p) {
   if (g >= p.items) return;
   const auto* part = static_cast<const red::Acc<double>*>(a.workspace) + g * p.splits;
   red::Acc<double> t = part[0];
-  for (int64_t s = 1; s < p.splits; ++s) red::Reduction<RedOp::Var>::combine(t, part[s], {});
+  for (int64_t s = 1; s < p.splits; ++s) red::welford_combine(t, part[s]);
   nrm::finish_stats<T, P, A>(a, g, red::Acc<A>{static_cast<A>(t.a), static_cast<A>(t.b), t.n});
 }
 

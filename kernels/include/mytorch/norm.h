@@ -29,8 +29,9 @@
 
 #include "mytorch/dtype.h"
 #include "mytorch/macros.h"
-#include "mytorch/reduce.h"
 #include "mytorch/launch.h"
+#include "mytorch/ops_math.h"
+#include "mytorch/welford.h"
 
 namespace mytorch {
 
@@ -208,10 +209,9 @@ MT_HOST_DEVICE inline red::Acc<A> lane_stats(const NormArgs& a, int64_t g, int64
   red::Acc<A> part{A(0), A(0), 0};
   int64_t ch = 0, k = 0;
   for (int64_t j = first; j < len; j += step) {
-    red::Reduction<RedOp::Var>::push(part, static_cast<A>(static_cast<const T*>(a.x)[group_offset(a, g, j, &ch)]), j,
-                                     {});
+    red::welford_push(part, static_cast<A>(static_cast<const T*>(a.x)[group_offset(a, g, j, &ch)]));
     if (++k == kNormChunk || j + step >= len) {
-      red::Reduction<RedOp::Var>::combine(total, red::Acc<double>{double(part.a), double(part.b), part.n}, {});
+      red::welford_combine(total, red::Acc<double>{double(part.a), double(part.b), part.n});
       part = red::Acc<A>{A(0), A(0), 0};
       k = 0;
     }

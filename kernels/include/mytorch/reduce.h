@@ -25,6 +25,7 @@
 #include "mytorch/launch.h"
 #include "mytorch/macros.h"
 #include "mytorch/ops_math.h"
+#include "mytorch/welford.h"
 
 namespace mytorch {
 
@@ -261,13 +262,7 @@ MT_HOST_DEVICE inline RedOffsets red_output_offsets(const ReduceArgs& r, int64_t
   return off;
 }
 
-// The accumulator of every reduction: value (a), second moment (b), index or count (n).
-template <typename A>
-struct Acc {
-  A a;
-  A b;
-  int64_t n;
-};
+// Acc, every reduction's accumulator, is in welford.h.
 
 template <typename T>
 MT_HOST_DEVICE inline bool is_nan(T v) {
@@ -440,24 +435,8 @@ template <> struct Reduction<RedOp::Var> {
   static constexpr Out2 kOut2 = Out2::Mean;
   template <typename T> using acc_t = ew::opmath_t<T>;
   MT_RED_INIT(const RedParams&) { return {A(0), A(0), 0}; }
-  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) {
-    s.n += 1;
-    const A delta = v - s.a;
-    s.a += delta / static_cast<A>(s.n);
-    s.b += delta * (v - s.a);
-  }
-  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) {
-    if (o.n == 0) return;
-    if (s.n == 0) {
-      s = o;
-      return;
-    }
-    const int64_t n = s.n + o.n;
-    const A delta = o.a - s.a;
-    s.a += delta * static_cast<A>(o.n) / static_cast<A>(n);
-    s.b += o.b + delta * delta * static_cast<A>(s.n) * static_cast<A>(o.n) / static_cast<A>(n);
-    s.n = n;
-  }
+  MT_RED_PUSH(Acc<A>& s, A v, int64_t, const RedParams&) { welford_push(s, v); }
+  MT_RED_COMBINE(Acc<A>& s, const Acc<A>& o, const RedParams&) { welford_combine(s, o); }
   MT_RED_PROJECT(const Acc<A>& s, const RedParams& r, A* mean) {
     if (mean) *mean = s.n ? s.a : static_cast<A>(NAN);
     A div = static_cast<A>(s.n) - static_cast<A>(r.correction);
