@@ -54,6 +54,14 @@ def _fallback_mode(request):
 
 
 @pytest.fixture
+def keep_torch_threads():
+    """For tests that set torch's thread count: the rest of the suite gets its own back."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def two_devices():
     if torch.mytorch.device_count() < 2:
         pytest.skip("needs two mytorch devices")

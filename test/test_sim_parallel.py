@@ -8,15 +8,10 @@ import mytorch
 
 from conftest import run_python
 
-pytestmark = pytest.mark.skipif(torch.mytorch.runtime() != "sim", reason="the sim runtime's kernels")
-
-
-@pytest.fixture(autouse=True)
-def _keep_torch_threads():
-    """The tests set torch's thread count; the rest of the suite gets its own back."""
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
+pytestmark = [
+    pytest.mark.skipif(torch.mytorch.runtime() != "sim", reason="the sim runtime's kernels"),
+    pytest.mark.usefixtures("keep_torch_threads"),  # the tests set torch's thread count
+]
 
 
 def _results():

@@ -7,15 +7,17 @@ import torch
 
 import mytorch  # noqa: F401
 
-pytestmark = pytest.mark.skipif(torch.mytorch.runtime() != "sim", reason="the sim runtime's kernels")
+pytestmark = [
+    pytest.mark.skipif(torch.mytorch.runtime() != "sim", reason="the sim runtime's kernels"),
+    pytest.mark.usefixtures("keep_torch_threads"),  # the tests set torch's thread count
+]
 
 
-@pytest.fixture(autouse=True)
-def _keep_torch_threads():
-    """The tests set torch's thread count; the rest of the suite gets its own back."""
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
+def _in_each_dtype(x):
+    """(dtype, x on the CPU, x on mytorch) for float32, bfloat16, float64 and int32 (NaN and infinities made finite)."""
+    for dtype in (torch.float32, torch.bfloat16, torch.float64, torch.int32):
+        t = x.nan_to_num(0, 7, -7).to(dtype) if dtype == torch.int32 else x.to(dtype)
+        yield dtype, t, t.to("mytorch")
 
 
 def _assert_same_extremes(got, want, name, dtype):
@@ -56,9 +58,7 @@ def test_row_kernels_of_variance_and_arg_reductions_match_the_cpu(n):
     x[2, n - 1] = float("nan")
     x[2, 1] = x[2].nan_to_num(-1e9).max() + 1
     rows = torch.cat([x, torch.full((1, n), float("-inf"))])
-    for dtype in (torch.float32, torch.bfloat16, torch.float64, torch.int32):
-        t = rows.nan_to_num(0, 7, -7).to(dtype) if dtype == torch.int32 else rows.to(dtype)
-        d = t.to("mytorch")
+    for dtype, t, d in _in_each_dtype(rows):
         for name, f in {
             "argmax": lambda u: u.argmax(1),
             "argmin": lambda u: u.argmin(1),
@@ -102,9 +102,7 @@ def test_extremes_over_an_outer_dimension_match_the_cpu(rows):
     x[0, 40] = top
     x[rows - 1, 65] = float("nan")
     x[:, 69] = float("-inf")
-    for dtype in (torch.float32, torch.bfloat16, torch.float64, torch.int32):
-        t = x.nan_to_num(0, 7, -7).to(dtype) if dtype == torch.int32 else x.to(dtype)
-        d = t.to("mytorch")
+    for dtype, t, d in _in_each_dtype(x):
         for name, f in {
             "max.dim": lambda u: u.max(0),
             "min.dim": lambda u: u.min(0),
