@@ -349,7 +349,7 @@ MISSES = {
     "erfinv and lgamma (43f769c: 0.08x -> 1.0x, 0.15x -> 1.27x), remainder, fmod, floor division and atan2 left "
     "this list (Note [Vectorised fmod], libmvec's atan2f), and so did i0/i1/K/J/Y, spherical_bessel_j0 and ndtri "
     "(Note [Special functions in float]: 0.04-0.74x -> 1.0-15x)",
-    "linalg.*|triangular_solve*|cholesky*": "op_db's samples are small matrices (a few hundred elements), where the "
+    "linalg.*|triangular_solve*|cholesky*|qr*|geqrf*|ormqr*|svd*|pinverse*|lu_solve*|lu_unpack*|logdet*|matrix_exp*": "op_db's samples are small matrices (a few hundred elements), where the "
     "glue's per-call work dominates: the composed solvers run several native kernels and copies around the CPU's "
     "LAPACK call (Note [Dense solver family]); their meta call is cached since 0668b14 (Note [Cached meta results]: "
     "torch's Python meta kernel cost 15-40 us a call); ldl_factor and ldl_solve call LAPACK's sytrf and sytrs "
@@ -366,6 +366,11 @@ MISSES = {
     "convolution host route]), with a copy of the result; their weight gradient, 1x1 and small convolutions stay on "
     "the sim's blocked im2col + GEMM (Note [Sim convolution]): oneDNN's weight gradient changes with the thread count, "
     "the sim's does not; op_db's 3-D samples are small, where the CPU's own direct convolution is faster",
+    "nn.functional.multi_margin_loss*|nn.functional.multilabel_margin_loss*": "composed from native kernels (Note "
+    "[Composed ops], csrc/aten/nn/MarginLoss.cpp): multi_margin_loss is about 17 aten calls of 1-10 us each "
+    "(torch.profiler over 200 calls at 60 x 123: ne, where, sum, add, div, gt, ge, gather, any, logical_or, ...), "
+    "against the CPU's one loop over the samples (about 60 us against 10); multilabel_margin_loss builds an (N, C, C) "
+    "tensor of target-class pairs, C times the input's memory; a native kernel would take both to the CPU's cost",
     "LSTM*|GRU*": "the input projection is one GEMM per layer and the cell one kernel (Note [Whole-sequence RNN "
     "layers]); each step's hidden GEMM has batch rows (16), where the CPU BLAS runs at a third to a half of its "
     "large-GEMM rate, and the CPU's LSTM is oneDNN's RNN primitive (aten::mkldnn_rnn_layer), whose step GEMMs are its own; the CPU's "
