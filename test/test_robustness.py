@@ -44,6 +44,19 @@ MIXED = {
     "masked_select": lambda d, o: A.to(d).masked_select((B > 0).to(o)),
     "take": lambda d, o: A.to(d).take(IDX.to(o)),
     "sort_out": lambda d, o: torch.sort(A.to(d), out=(torch.empty(0).to(o), torch.empty(0, dtype=torch.long).to(d))),
+    # ops whose check is TensorIterator's (device_check: NoCheck): CPU scalars may come in, an out= elsewhere may not
+    "sum_out": lambda d, o: torch.sum(A.to(d), 1, out=torch.empty(0).to(o)),
+    "mean_out": lambda d, o: torch.mean(A.to(d), 1, out=torch.empty(0).to(o)),
+    "var_out": lambda d, o: torch.var(A.to(d), 1, out=torch.empty(0).to(o)),
+    "cumsum_out": lambda d, o: torch.cumsum(A.to(d), 1, out=torch.empty(0).to(o)),
+    "max_dim_out": lambda d, o: torch.max(
+        A.to(d), 1, out=(torch.empty(0).to(o), torch.empty(0, dtype=torch.long).to(d))
+    ),
+    "min_dim_indices_out": lambda d, o: torch.min(
+        A.to(d), 1, out=(torch.empty(0).to(d), torch.empty(0, dtype=torch.long).to(o))
+    ),
+    "add_scalar_out": lambda d, o: torch.add(A.to(d), torch.tensor(2.0), out=torch.empty(0).to(o)),
+    "index_out": lambda d, o: torch.index_select(A.to(d), 0, IDX.to(d), out=torch.empty(0).to(o)),
 }
 
 
@@ -55,7 +68,7 @@ def test_tensors_on_another_device_are_refused(name):
 
 def test_tensors_on_another_mytorch_device_are_refused(two_devices):
     d0, d1 = two_devices
-    for name in ("mm", "index_select", "embedding", "layer_norm"):
+    for name in ("mm", "index_select", "embedding", "layer_norm", "sum_out", "max_dim_out"):
         with pytest.raises(RuntimeError, match=SAME_DEVICE):
             MIXED[name](d0, d1)
 
@@ -65,6 +78,9 @@ def test_cpu_scalars_stay_accepted_where_cuda_accepts_them():
     assert torch.equal((x + torch.tensor(2.0)).cpu(), A + 2)
     assert torch.equal(torch.where(x > 0, x, torch.tensor(0.0)).cpu(), torch.where(A > 0, A, torch.tensor(0.0)))
     assert torch.equal(x[IDX].cpu(), A[IDX])  # indices may live on the CPU (index and index_put_)
+    assert torch.equal(torch.sum(x, 1, out=torch.empty(0, device=D)).cpu(), A.sum(1))
+    cpu = torch.zeros(4, 4)
+    assert torch.equal(cpu.copy_(x), A)  # an in-place self elsewhere is copy_'s point
 
 
 EXPANDED = {

@@ -23,6 +23,14 @@ void checkWritten(const Scan& s, at::Tensor* const* written, const bool* deferre
   }
 }
 
+void checkOutDevices(const Scan& s, at::Tensor* const* written, size_t first, size_t n) {
+  if (!s.ours.has_value()) return;
+  for (size_t w = first; w < n; ++w) {
+    const at::Tensor& out = *written[w];
+    if (out.defined() && out.device() != *s.ours) deviceMismatch(s.op, *s.ours, out.device());
+  }
+}
+
 void warnIfExpanded(const at::Tensor& self, int row) {
   if (!self.defined() || at::has_internal_overlap(self) != at::MemOverlap::Yes) return;
   const ExpandedSelfWarning& w = kExpandedSelfWarnings[row];

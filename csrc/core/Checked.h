@@ -159,6 +159,9 @@ struct Scan {
   bool keep_inputs;  // only a call that writes a tensor needs its inputs, for the overlap checks
   const char* op;
   std::optional<c10::Device> common;
+  // The first input on a mytorch device: where an op without the full check (device_check: NoCheck) must write its
+  // out= (checkOutDevices).
+  std::optional<c10::Device> ours;
   // Borrowed where the argument is a reference (no copy: copying a tensor only Python holds takes the GIL, see
   // EwInput), owned where the argument list hands out copies (c10::List).
   c10::SmallVector<c10::MaybeOwned<at::Tensor>, 8> inputs;
@@ -171,14 +174,19 @@ struct Scan {
     }
     if (*common != t.device()) deviceMismatch(op, *common, t.device());
   }
+  void note(const at::Tensor& t) {
+    if (!check_device && !ours.has_value() && t.device().type() == c10::DeviceType::PrivateUse1) ours = t.device();
+  }
   void input(const at::Tensor& t) {
     if (!t.defined()) return;
     device(t);
+    note(t);
     if (keep_inputs) inputs.push_back(c10::MaybeOwned<at::Tensor>::borrowed(t));
   }
   void ownedInput(at::Tensor t) {
     if (!t.defined()) return;
     device(t);
+    note(t);
     if (keep_inputs) inputs.push_back(c10::MaybeOwned<at::Tensor>::owned(std::move(t)));
   }
 };
@@ -187,6 +195,10 @@ struct Scan {
 // `deferred[i]`: written[i] may have elements that share memory here: an out= that the strided-out path takes, until
 // the kernel has resized it (Note [Strided out=] in Checked.cpp, which checks it then), or a self of selfMayOverlap.
 void checkWritten(const Scan& s, at::Tensor* const* written, const bool* deferred, size_t nwritten);
+// The ops whose device check is their own (device_check: NoCheck: TensorIterator's, which lets CPU scalars and, for
+// indexing, CPU indices in) still refuse an out= off the inputs' mytorch device, as TensorIterator refuses any output
+// off its common device: written[first..n) are the out= tensors.
+void checkOutDevices(const Scan& s, at::Tensor* const* written, size_t first, size_t n);
 at::Tensor stridedOutTemp(const at::Tensor& out, bool direct = false);  // undefined when `out` needs none
 void copyBack(at::Tensor& out, const at::Tensor& temp);
 // ATen's resize of an out= whose sizes are not the result's: resized (with resize_output's warning when `warn`),
@@ -230,6 +242,10 @@ struct Checked<R(A...), F, Policy> {
   static inline const char* op_name = "?";  // set by MT_IMPL, for messages
 
   static constexpr bool kWritesAny = (std::is_same_v<A, at::Tensor&> || ...);
+  static constexpr bool kSelfWritten = [] {
+    if constexpr (N > 0) return kWritten<0>;
+    else return false;
+  }();
 
   static R call(A... args) {
     Scan s{(Policy & kDevice) != 0, kWritesAny && (Policy & kOverlap) != 0, op_name, std::nullopt, {}};
@@ -237,6 +253,7 @@ struct Checked<R(A...), F, Policy> {
     bool deferred[N + 1] = {};
     size_t nwritten = 0;
     scanArgs(s, written, deferred, nwritten, std::index_sequence_for<A...>{}, args...);
+    if constexpr ((Policy & kDevice) == 0 && kWritesAny) checkOutDevices(s, written, kSelfWritten ? 1 : 0, nwritten);
     if constexpr ((Policy & kOverlap) != 0) checkWritten(s, written, deferred, nwritten);
     if constexpr ((Policy >> kWarnShift) != 0) warnIfExpanded(*written[0], (Policy >> kWarnShift) - 1);
     if constexpr ((Policy & kStridedOut) != 0 && kReturnsRefs) {
